@@ -1,0 +1,189 @@
+"""Click-log simulator of Nandy et al. (section 2.2), vectorized and deterministic.
+
+Population (per item i):
+    C_i ~ Bernoulli(p_group)                          (group "1" w.p. 0.7, group "0" otherwise)
+    Y_i(1) | C_i=c ~ Bernoulli(p_relevant[c])         (0.35 for c=0, 0.45 for c=1)
+    R_i = 0.6*Y + 2*C + 0.5*Z + (1-C)*(1+Y)*U         Z ~ N(0, 1), U ~ Uniform[0, 1]
+The paper writes N(0.6Y + 2C, 0.5); we read 0.5 as a STANDARD DEVIATION, and likewise the score noise
+N(0, 0.2) as a standard deviation (both are knobs: `relevance_sd`, `score_noise_sd`).
+
+Items carry features from which R is derived: f0 = 0.6Y + 2C + 0.5Z (the Gaussian part),
+f1 = (1-C)(1+Y)U (the uniform part), f2.. = N(0, 1) distractors; R = f0 + f1 exactly, so the
+production ranker is the linear scorer with coefficients (1, 1, 0, ...), which a retrained ranker can
+re-learn from clicks.
+
+Traffic for each request: K items drawn without replacement, each scored s = R + N(0, score_noise_sd),
+production order = descending s. Policies: `production` shows that order; `shuffle` shows a uniform
+random permutation; `adjacent_swap` swaps one uniformly chosen adjacent pair (j, j+1). A displayed item
+at position j is clicked with probability Y(1) * w_j.
+
+Determinism: the population depends only on `seed`; a day depends only on (seed, date), so the same
+seed gives byte-identical days whichever range is simulated.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+BiasCurve = Literal["log2", "power"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationConfig:
+    n_items: int = 50_000
+    n_features: int = 8
+    p_group: float = 0.7
+    p_relevant_group0: float = 0.35
+    p_relevant_group1: float = 0.45
+    relevance_effect: float = 0.6
+    group_effect: float = 2.0
+    relevance_sd: float = 0.5
+    score_noise_sd: float = 0.2
+    slots: int = 50
+    bias_curve: BiasCurve = "log2"
+    power_eta: float = 1.0
+    requests_per_day: int = 25_000  # production (observational) requests per day
+    shuffle_share: float = 0.2  # shuffled requests per day, as a share of production requests
+    adjacent_swap_share: float = 0.2  # adjacent-swap requests per day, as a share of production requests
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.n_items < self.slots:
+            problems.append(f"n_items={self.n_items} must be >= slots={self.slots}")
+        if self.slots < 2:
+            problems.append(f"slots={self.slots} must be >= 2")
+        if self.n_features < 2:
+            problems.append(f"n_features={self.n_features} must be >= 2 (f0, f1 carry the relevance)")
+        for name in ("p_group", "p_relevant_group0", "p_relevant_group1"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                problems.append(f"{name}={getattr(self, name)} must be in [0, 1]")
+        for name in ("relevance_sd", "score_noise_sd", "shuffle_share", "adjacent_swap_share", "requests_per_day"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name}={getattr(self, name)} must be >= 0")
+        if self.bias_curve not in ("log2", "power"):
+            problems.append(f"bias_curve={self.bias_curve!r} must be 'log2' or 'power'")
+        if self.bias_curve == "power" and self.power_eta <= 0:
+            problems.append(f"power_eta={self.power_eta} must be > 0")
+        if problems:
+            raise ValueError("invalid SimulationConfig: " + "; ".join(problems))
+
+    @property
+    def shuffle_requests_per_day(self) -> int:
+        return int(round(self.shuffle_share * self.requests_per_day))
+
+    @property
+    def adjacent_swap_requests_per_day(self) -> int:
+        return int(round(self.adjacent_swap_share * self.requests_per_day))
+
+
+def bias_curve(config: SimulationConfig) -> np.ndarray:
+    """True w_j = P(Y(j)=1 | Y(1)=1) for j = 1..K (index 0 is position 1)."""
+    j = np.arange(1, config.slots + 1, dtype=float)
+    if config.bias_curve == "log2":
+        return 1.0 / np.log2(1.0 + j)
+    return (1.0 / j) ** config.power_eta
+
+
+def simulate_items(config: SimulationConfig) -> pd.DataFrame:
+    """The item population with its ground truth (`relevance` = Y(1), `merit_score` = R)."""
+    rng = np.random.default_rng([config.seed, 0])
+    n = config.n_items
+    group = (rng.random(n) < config.p_group).astype(np.int8)
+    p_rel = np.where(group == 1, config.p_relevant_group1, config.p_relevant_group0)
+    relevance = (rng.random(n) < p_rel).astype(np.int8)
+    gaussian_part = (
+        config.relevance_effect * relevance + config.group_effect * group + config.relevance_sd * rng.standard_normal(n)
+    )
+    uniform_part = (1 - group) * (1 + relevance) * rng.random(n)
+    distractors = rng.standard_normal((n, config.n_features - 2))
+    width = len(str(n - 1))
+    frame = pd.DataFrame(
+        {
+            "item_id": [f"item-{i:0{width}d}" for i in range(n)],
+            "group_id": np.where(group == 1, "1", "0"),
+            "relevance": relevance,
+            "merit_score": gaussian_part + uniform_part,
+            "f0": gaussian_part,
+            "f1": uniform_part,
+        }
+    )
+    for k in range(config.n_features - 2):
+        frame[f"f{k + 2}"] = distractors[:, k]
+    return frame
+
+
+def production_coefficients(config: SimulationConfig) -> np.ndarray:
+    """Coefficients of the production ranker on the item features: R = f0 + f1."""
+    coef = np.zeros(config.n_features)
+    coef[:2] = 1.0
+    return coef
+
+
+def _day_rng(config: SimulationConfig, day: dt.date, stream: int) -> np.random.Generator:
+    return np.random.default_rng([config.seed, day.toordinal(), stream])
+
+
+def _sample_candidates(rng: np.random.Generator, n_requests: int, n_items: int, slots: int) -> np.ndarray:
+    """K distinct item indices per request (vectorized; rows with a repeat are redrawn exactly)."""
+    picks = rng.integers(0, n_items, size=(n_requests, slots))
+    ordered = np.sort(picks, axis=1)
+    has_repeat = (np.diff(ordered, axis=1) == 0).any(axis=1)
+    for row in np.flatnonzero(has_repeat):
+        picks[row] = rng.choice(n_items, size=slots, replace=False)
+    return picks
+
+
+def _displayed_order(rng: np.random.Generator, policy: str, n_requests: int, slots: int) -> np.ndarray:
+    """For each request, the production rank (0-based) of the item shown in each displayed slot."""
+    order = np.broadcast_to(np.arange(slots), (n_requests, slots)).copy()
+    if policy == "shuffle":
+        order = np.argsort(rng.random((n_requests, slots)), axis=1)
+    elif policy == "adjacent_swap":
+        left = rng.integers(0, slots - 1, size=n_requests)
+        rows = np.arange(n_requests)
+        order[rows, left], order[rows, left + 1] = left + 1, left
+    elif policy != "production":
+        raise ValueError(f"unknown policy {policy!r}; expected production, shuffle or adjacent_swap")
+    return order
+
+
+def simulate_requests(
+    config: SimulationConfig,
+    items: pd.DataFrame,
+    day: dt.date,
+    policy: str,
+    n_requests: int,
+    stream: int,
+) -> dict[str, np.ndarray]:
+    """Impressions of `n_requests` requests of one policy on one day, as columnar numpy arrays.
+
+    Returns integer codes (request index, item index) rather than strings; `to_landing_frame` names them.
+    """
+    rng = _day_rng(config, day, stream)
+    k = config.slots
+    candidates = _sample_candidates(rng, n_requests, len(items), k)
+    merit = items["merit_score"].to_numpy()[candidates]
+    scores = merit + config.score_noise_sd * rng.standard_normal((n_requests, k))
+    by_score = np.argsort(-scores, axis=1, kind="stable")  # production rank -> candidate column
+    shown = _displayed_order(rng, policy, n_requests, k)  # display slot -> production rank
+    rows = np.arange(n_requests)[:, None]
+    shown_candidate = by_score[rows, shown]
+    item_index = candidates[rows, shown_candidate]
+    relevance = items["relevance"].to_numpy()[item_index]
+    w = bias_curve(config)
+    clicks = (relevance == 1) & (rng.random((n_requests, k)) < w[None, :])
+    micros = np.sort(rng.integers(0, 86_400_000_000, size=n_requests))
+    return {
+        "request_index": np.repeat(np.arange(n_requests), k),
+        "ts_micros": np.repeat(micros, k),
+        "position": np.tile(np.arange(1, k + 1, dtype=np.int32), n_requests),
+        "original_position": (shown + 1).astype(np.int32).ravel(),
+        "item_index": item_index.ravel(),
+        "score": scores[rows, shown_candidate].ravel(),
+        "click": clicks.astype(np.int32).ravel(),
+    }
