@@ -54,6 +54,7 @@ def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | Non
     return job.execute_in_process(
         instance=instance,
         tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end},
+        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
         raise_on_error=False,
     )
 

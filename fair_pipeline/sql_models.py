@@ -5,8 +5,10 @@ A model file is one SELECT. Dependencies are declared in the SQL itself:
     {{ source('raw', 'table') }}      a table written by a Python asset (asset key raw/table)
 A model is daily-partitioned when any input is (it must then output `partition_date` and filter its
 partitioned inputs with `partition_date = $partition_date`); re-running a partition replaces exactly it.
-A first-line comment `-- config: key=value, ...` may set `group` (Dagster group, default the layer) and
-`partitioned=false` (a full rebuild over all partitions, e.g. a window aggregate).
+A first-line comment `-- config: key=value, ...` may set `group` (Dagster group, default the layer),
+`partitioned=false` (a full rebuild over all partitions, e.g. a window aggregate) and `materialized=view`
+(a view over its inputs: no copy, no parameters; it keeps its inputs' partitions for lineage and exposes
+their `partition_date` so downstream filters push down).
 Other `$name` parameters are bound from `SQL_PARAMETERS`; values are never formatted into SQL text.
 """
 from __future__ import annotations
@@ -69,6 +71,10 @@ class SqlModel:
         return self.config.get("group", self.layer)
 
     @property
+    def is_view(self) -> bool:
+        return self.config.get("materialized") == "view"
+
+    @property
     def code_version(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()[:12]
 
@@ -91,8 +97,10 @@ def _parse_config(path: Path, text: str) -> dict[str, str]:
         if "=" not in item:
             raise SqlModelError(f"{path}: config entry {item!r} is not key=value")
         key, value = (s.strip() for s in item.split("=", 1))
-        if key not in ("group", "partitioned"):
-            raise SqlModelError(f"{path}: unknown config key {key!r} (allowed: group, partitioned)")
+        if key not in ("group", "partitioned", "materialized"):
+            raise SqlModelError(f"{path}: unknown config key {key!r} (allowed: group, partitioned, materialized)")
+        if key == "materialized" and value not in ("table", "view"):
+            raise SqlModelError(f"{path}: materialized={value!r} must be table or view")
         config[key] = value
     return config
 
@@ -133,6 +141,10 @@ def discover_models(root: Path | None = None) -> dict[str, SqlModel]:
                 raise SqlModelError(f"{model.path}: source{source} is not one of {sorted(SOURCE_TABLES)}")
     topological_order(models)
     for model in models.values():
+        if model.is_view:
+            if model.parameters:
+                raise SqlModelError(f"{model.path}: a view cannot take parameters {list(model.parameters)}")
+            continue
         if is_partitioned(model, models) and "partition_date" not in model.parameters:
             raise SqlModelError(
                 f"{model.path}: has partitioned inputs, so it must filter them with partition_date = $partition_date"

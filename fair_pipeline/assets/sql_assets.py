@@ -49,6 +49,18 @@ def build_partition(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, 
         return inserted
 
 
+def build_view(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, sql: str) -> None:
+    with transaction(con):
+        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(model.layer)}")
+        con.execute(f"CREATE OR REPLACE VIEW {_qualified(model)} AS {sql}")
+
+
+def _view_rows(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, partition: str) -> int:
+    return con.execute(
+        f"SELECT count(*) FROM {_qualified(model)} WHERE partition_date = $partition_date", {"partition_date": partition}
+    ).fetchone()[0]
+
+
 def build_full(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, sql: str) -> int:
     with transaction(con):
         con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(model.layer)}")
@@ -77,14 +89,18 @@ def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.Sql
         backfill_policy=single_run if partitioned else None,
         pool="duckdb",
         group_name=model.group,
-        kinds={"duckdb", "sql"},
+        kinds={"duckdb", "sql", "view" if model.is_view else "table"},
         owners=OWNERS,
         code_version=model.code_version,
         description=_description(model),
     )
     def _asset(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse) -> dg.MaterializeResult:
         with warehouse.connect() as con:
-            if partitioned:
+            if model.is_view:
+                build_view(con, model, sql)
+                rows = {key: _view_rows(con, model, key) for key in context.partition_keys} if partitioned else {}
+                total = sum(rows.values()) if partitioned else con.execute(f"SELECT count(*) FROM {_qualified(model)}").fetchone()[0]
+            elif partitioned:
                 rows = {key: build_partition(con, model, sql, key) for key in context.partition_keys}
                 total = sum(rows.values())
             else:
