@@ -154,7 +154,12 @@ def cmd_import_open_bandit(args: argparse.Namespace) -> int:
 
     landing = settings.landing_dir()
     summary = write_open_bandit_landing(landing)
-    _say(f"wrote the Open Bandit sample into {landing}: {summary}")
+    for source in summary.sources.values():
+        _say(
+            f"{source.log} -> {source.source} ({source.policy}): {source.rows:,} rows, {source.requests:,} requests, "
+            f"{source.clicks} clicks over {len(source.dates)} days {source.dates[0]}..{source.dates[-1]}"
+        )
+    _say(f"{summary.n_items} items; landing files under {landing}. Next: fair-pipeline run --no-simulate")
     return 0
 
 
