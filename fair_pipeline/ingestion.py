@@ -18,73 +18,122 @@ from fair_pipeline import contract
 from fair_pipeline.landing import partition_dir, partition_files
 from fair_pipeline.warehouse import quote_identifier, table_columns, table_exists, transaction
 
-# First failing rule wins; the order puts structural problems before value problems. Among rows that
-# pass every other rule, the first occurrence of a (request_id, position) in file order is kept and later
-# copies are quarantined as duplicates.
-_VALIDATED = """
-CREATE OR REPLACE TEMP TABLE _validated AS
-WITH typed AS (
-    SELECT
-        TRY_CAST(ts AS TIMESTAMPTZ) AS ts_utc,
-        TRY_CAST(request_id AS VARCHAR) AS request_id,
-        TRY_CAST(query_id AS VARCHAR) AS query_id,
-        TRY_CAST(policy AS VARCHAR) AS policy,
-        TRY_CAST(position AS INTEGER) AS position,
-        TRY_CAST(original_position AS INTEGER) AS original_position,
-        TRY_CAST(item_id AS VARCHAR) AS item_id,
-        TRY_CAST(group_id AS VARCHAR) AS group_id,
-        TRY_CAST(score AS DOUBLE) AS score,
-        TRY_CAST(click AS INTEGER) AS click,
-        filename AS source_file, file_row_number,
-        CAST(ts AS VARCHAR) AS ts_text, CAST(position AS VARCHAR) AS position_text,
-        CAST(original_position AS VARCHAR) AS original_position_text,
-        CAST(score AS VARCHAR) AS score_text, CAST(click AS VARCHAR) AS click_text
-    FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
-), checked AS (
+# Contract columns and the types they are validated and stored as. Columns whose file type already
+# matches are used as they are (the common case, and much faster); others go through TRY_CAST.
+TARGET_TYPES = {
+    "ts": "TIMESTAMP WITH TIME ZONE",
+    "request_id": "VARCHAR",
+    "query_id": "VARCHAR",
+    "policy": "VARCHAR",
+    "position": "INTEGER",
+    "original_position": "INTEGER",
+    "item_id": "VARCHAR",
+    "group_id": "VARCHAR",
+    "score": "DOUBLE",
+    "click": "INTEGER",
+}
+
+
+def _typed_expression(column: str, file_type: str, target: str) -> str:
+    """SQL for the typed value of a column (NULL when the value does not parse), from fixed fragments."""
+    name = quote_identifier(column)
+    if file_type == target:
+        return name
+    if target == "INTEGER":  # refuse 1.5 rather than round it
+        return f"CASE WHEN TRY_CAST({name} AS DOUBLE) = floor(TRY_CAST({name} AS DOUBLE)) THEN TRY_CAST({name} AS INTEGER) END"
+    return f"TRY_CAST({name} AS {target})"
+
+
+def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str]) -> str:
+    """The rows of the files as they come, plus their typed values in `t_*` columns."""
+    file_types = dict(
+        (row[0], row[1])
+        for row in con.execute("DESCRIBE SELECT * FROM read_parquet($files, union_by_name = true)", {"files": files}).fetchall()
+    )
+    typed = ",\n        ".join(
+        f"{_typed_expression(c, file_types[c], t)} AS {quote_identifier('t_' + c)}" for c, t in TARGET_TYPES.items()
+    )
+    return f"""
     SELECT *,
+        {typed}
+    FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+"""
+
+
+def _rejected_sql(typed: str) -> str:
+    """(filename, file_row_number, reason) of every rejected row.
+
+    The first failing rule wins, structural problems before value problems. Among rows that pass every
+    other rule, the first occurrence of a (request_id, position) in file order is kept and later copies
+    are rejected; a hash GROUP BY finds the (rare) repeated keys, so only those rows are ranked."""
+    return f"""
+WITH typed AS ({typed}), checked AS (
+    SELECT filename, file_row_number, t_request_id, t_position,
         CASE
-            WHEN request_id IS NULL OR request_id = '' THEN 'missing request_id'
-            WHEN query_id IS NULL OR query_id = '' THEN 'missing query_id'
-            WHEN item_id IS NULL OR item_id = '' THEN 'missing item_id'
-            WHEN ts_utc IS NULL THEN 'missing or unparsable ts'
-            WHEN policy IS NULL OR NOT list_contains($known_policies, policy) THEN 'unknown policy'
-            WHEN NOT list_contains($allowed_policies, policy) THEN 'policy not allowed in this source'
-            WHEN position IS NULL OR position < 1 OR position > $max_position THEN 'position outside 1..K'
-            WHEN original_position < 1 OR original_position > $max_position THEN 'original_position outside 1..K'
-            WHEN click IS NULL OR TRY_CAST(click_text AS DOUBLE) NOT IN (0, 1) THEN 'click not 0/1'
-            WHEN score IS NULL OR isnan(score) OR isinf(score) THEN 'score missing, NaN or infinite'
-            WHEN CAST(timezone('UTC', ts_utc) AS DATE) <> $partition_date THEN 'date outside partition'
+            WHEN t_request_id IS NULL OR t_request_id = '' THEN 'missing request_id'
+            WHEN t_query_id IS NULL OR t_query_id = '' THEN 'missing query_id'
+            WHEN t_item_id IS NULL OR t_item_id = '' THEN 'missing item_id'
+            WHEN t_ts IS NULL THEN 'missing or unparsable ts'
+            WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
+            WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
+            WHEN t_position IS NULL OR t_position NOT BETWEEN 1 AND $max_position THEN 'position outside 1..K'
+            WHEN t_original_position NOT BETWEEN 1 AND $max_position
+                OR (original_position IS NOT NULL AND t_original_position IS NULL) THEN 'original_position outside 1..K'
+            WHEN t_click IS NULL OR t_click NOT IN (0, 1) THEN 'click not 0/1'
+            WHEN t_score IS NULL OR isnan(t_score) OR isinf(t_score) THEN 'score missing, NaN or infinite'
+            WHEN t_ts < $day_start OR t_ts >= $day_end THEN 'date outside partition'
         END AS row_reason
     FROM typed
+), repeated_keys AS (
+    -- Grouping on a 64-bit hash is faster than on (VARCHAR, INTEGER); a collision only adds rows to the
+    -- exact-key ranking below, which stays correct.
+    SELECT hash(t_request_id, t_position) AS key_hash FROM checked WHERE row_reason IS NULL
+    GROUP BY ALL HAVING count(*) > 1
+), later_copies AS (
+    SELECT filename, file_row_number
+    FROM (
+        SELECT c.filename, c.file_row_number,
+               row_number() OVER (PARTITION BY c.t_request_id, c.t_position ORDER BY c.filename, c.file_row_number) AS copy
+        FROM checked AS c JOIN repeated_keys ON hash(c.t_request_id, c.t_position) = repeated_keys.key_hash
+        WHERE c.row_reason IS NULL
+    ) WHERE copy > 1
 )
-SELECT *,
-    coalesce(
-        row_reason,
-        CASE WHEN row_number() OVER (
-            PARTITION BY request_id, position, row_reason IS NULL ORDER BY source_file, file_row_number
-        ) > 1 THEN 'duplicate (request_id, position)' END
-    ) AS reason
-FROM checked
+SELECT checked.filename, checked.file_row_number,
+    coalesce(row_reason, 'duplicate (request_id, position)') AS reason
+FROM checked LEFT JOIN later_copies USING (filename, file_row_number)
+WHERE row_reason IS NOT NULL OR later_copies.file_row_number IS NOT NULL
 """
+
 
 _DELETE_PARTITION = "DELETE FROM {table} WHERE partition_date = $partition_date"
 _DELETE_QUARANTINE = "DELETE FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date"
 
+# Three statements instead of staging every row: the rejected rows (usually few) are found in one scan
+# that writes almost nothing; the valid rows are the files' rows minus those (a hash anti-join with a
+# tiny build side); the quarantine re-reads only the rejected rows, with their original values as text.
+_FIND_REJECTED = "CREATE OR REPLACE TEMP TABLE _rejected AS {rejected}"
+
 _INSERT_VALID = """
 INSERT INTO {table}
-SELECT timezone('UTC', ts_utc), request_id, query_id, policy, position, original_position, item_id, group_id,
-       score, click, CAST($partition_date AS DATE), source_file
-FROM _validated WHERE reason IS NULL
+SELECT t_ts, t_request_id, t_query_id, t_policy, t_position, t_original_position, t_item_id, t_group_id,
+       t_score, t_click, CAST($partition_date AS DATE), filename
+FROM ({typed}) AS file_rows ANTI JOIN _rejected USING (filename, file_row_number)
 """
 
 QUARANTINE_INSERT = """
 INSERT INTO raw.quarantine
-SELECT $source, CAST($partition_date AS DATE), source_file, reason, ts_text, request_id, query_id, policy,
-       position_text, original_position_text, item_id, group_id, score_text, click_text, now()
-FROM _validated WHERE reason IS NOT NULL
+SELECT $source, CAST($partition_date AS DATE), filename, reason, CAST(ts AS VARCHAR), CAST(request_id AS VARCHAR),
+       CAST(query_id AS VARCHAR), CAST(policy AS VARCHAR), CAST(position AS VARCHAR),
+       CAST(original_position AS VARCHAR), CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR),
+       CAST(score AS VARCHAR), CAST(click AS VARCHAR), now()
+FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+JOIN _rejected USING (filename, file_row_number)
 """
 
-_REASON_COUNTS = "SELECT reason, count(*) FROM _validated WHERE reason IS NOT NULL GROUP BY reason ORDER BY reason"
+_REASON_COUNTS = """
+SELECT reason, count(*) FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date
+GROUP BY reason ORDER BY reason
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,31 +179,31 @@ def load_partition(
     _check_files(files)
     table = raw_table(source)
     params = {"partition_date": partition_date}
+    file_list = {"files": [str(f) for f in files]}
+    rules = {
+        **file_list,
+        "known_policies": list(contract.POLICIES),
+        "allowed_policies": list(contract.SOURCE_POLICIES[source]),
+        "max_position": max_position,
+        "day_start": dt.datetime.combine(day, dt.time(), dt.timezone.utc),
+        "day_end": dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc),
+    }
     with transaction(con):
-        con.execute(
-            _VALIDATED,
-            {
-                "files": [str(f) for f in files],
-                "known_policies": list(contract.POLICIES),
-                "allowed_policies": list(contract.SOURCE_POLICIES[source]),
-                "max_position": max_position,
-                **params,
-            },
-        )
         con.execute(_DELETE_PARTITION.format(table=table), params)
         con.execute(_DELETE_QUARANTINE, {"source": source, **params})
-        con.execute(_INSERT_VALID.format(table=table), params)
-        con.execute(QUARANTINE_INSERT, {"source": source, **params})
-        counts = dict(con.execute(_REASON_COUNTS).fetchall())
-        total = con.execute("SELECT count(*) FROM _validated").fetchone()[0]
+        typed = _typed_sql(con, file_list["files"])
+        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
+        accepted = con.execute(_INSERT_VALID.format(table=table, typed=typed), {**file_list, **params}).fetchone()[0]
+        con.execute(QUARANTINE_INSERT, {"source": source, **file_list, **params})
+        counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
         extras_rows = _load_extras(con, landing, source, day)
-        con.execute("DROP TABLE _validated")
+        con.execute("DROP TABLE _rejected")
     rejected = sum(counts.values())
     return PartitionLoad(
         source=source,
         partition_date=partition_date,
-        files=tuple(str(f) for f in files),
-        accepted=total - rejected,
+        files=tuple(file_list["files"]),
+        accepted=accepted,
         rejected=rejected,
         rejected_by_reason=counts,
         extras_rows=extras_rows,

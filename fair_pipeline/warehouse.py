@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 
 RAW_IMPRESSION_COLUMNS_DDL = """
-    ts TIMESTAMP NOT NULL,
+    ts TIMESTAMP WITH TIME ZONE NOT NULL,  -- serve time, UTC
     request_id VARCHAR NOT NULL,
     query_id VARCHAR NOT NULL,
     policy VARCHAR NOT NULL,
