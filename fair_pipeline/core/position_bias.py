@@ -49,7 +49,9 @@ METHOD_POLICY = {
 }
 BINNED_METHODS = ("adjacent_pairwise", "direct_is")
 DEFAULT_TRUNCATE = 30
-AUTO_BINS_PER_SD = 20
+AUTO_BINS_PER_SD = 20  # default width: 1/20 of the within-position score SD
+AUTO_MAX_BINS_PER_SD = 5  # never wider than 1/5 SD (bias grows like width^2)
+AUTO_MIN_CELL = 10  # widen while occupied (position, bin) cells average fewer impressions
 RESULT_COLUMNS = ["position", "weight", "ci_low", "ci_high", "se", "impressions", "clicks", "truncated"]
 
 
@@ -156,6 +158,10 @@ def _ranges(positions: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
+def _positions(positions: list[int]) -> str:
+    return ("positions " if len(positions) > 1 else "position ") + _ranges(positions)
+
+
 def _warn_not_estimable(grid: _Grid, rows: np.ndarray, support: np.ndarray, reference: str, notes: list[str], what: str):
     """One warning per reason, naming the policy and the positions (rows are 0-based target rows)."""
     by_reason: dict[str, list[int]] = {}
@@ -170,7 +176,7 @@ def _warn_not_estimable(grid: _Grid, rows: np.ndarray, support: np.ndarray, refe
             reason = f"no clicks in the score bins shared with {reference} (or none there)"
         by_reason.setdefault(reason.split(" (impressions")[0], []).append(int(row) + 1)
     for reason, positions in by_reason.items():
-        _warn(notes, f"{grid.policy}: position {_ranges(positions)}: {reason}; {what}")
+        _warn(notes, f"{grid.policy}: {_positions(positions)}: {reason}; {what}")
 
 
 def _cell_variance(grid: _Grid, log_w: np.ndarray) -> np.ndarray:
@@ -277,7 +283,7 @@ def _adjacent_swap(swaps: pd.DataFrame, truncate: int | None, notes: list[str]):
         reason = "no clicks on the items swapped into it" if swapped else "no impressions of items swapped with the slot above"
         by_reason.setdefault(reason, []).append(int(pos))
     for reason, positions in by_reason.items():
-        _warn(notes, f"adjacent_swap: position {_ranges(positions)}: {reason}; η_j not estimable")
+        _warn(notes, f"adjacent_swap: {_positions(positions)}: {reason}; η_j not estimable")
     _report_chain_break(int(j[~ok][0]) if (~ok).any() else None, notes)
     zero = np.zeros(1)
     own = np.concatenate([zero, np.nan_to_num(g_down**2 * var_cell(c_down[j], n_down[j]) + g_up**2 * var_cell(c_up[j - 1], n_up[j - 1]))])
@@ -313,11 +319,13 @@ def _result(log_w, var, impressions, clicks, truncate, level) -> pd.DataFrame:
 
 
 def auto_bin_factor(bins: pd.DataFrame, policy: str, fine_width: float = FINE_BIN_WIDTH) -> int:
-    """Fine bins per estimation bin: width ≈ 1/AUTO_BINS_PER_SD of the median within-position score SD.
+    """Fine bins per estimation bin for `bin_width="auto"`.
 
-    The binned density ratio has a bias that grows like width² (the score mix still differs between two
-    positions inside a bin), while its variance hardly depends on the width until cells hold only a handful
-    of impressions; so bins should be as narrow as the cell counts allow. 1/20 of an SD measured ~0 bias."""
+    The binned density ratio has a bias that grows like width² (inside a bin the score mix still differs
+    between two positions), while its variance hardly depends on the width until cells hold only a handful
+    of impressions (bins seen at one position only are dropped). So: width = 1/AUTO_BINS_PER_SD of the
+    median within-position score SD, widened (doubling, up to 1/AUTO_MAX_BINS_PER_SD of an SD) while the
+    occupied (position, bin) cells hold fewer than AUTO_MIN_CELL impressions on average."""
     rows = bins[(bins["policy"] == policy) & bins["score_bin"].notna() & (bins["impressions"] > 0)]
     if rows.empty:
         return 1
@@ -325,8 +333,17 @@ def auto_bin_factor(bins: pd.DataFrame, policy: str, fine_width: float = FINE_BI
     n = rows["impressions"].to_numpy(dtype=float)
     frame = pd.DataFrame({"position": rows["position"].to_numpy(), "n": n, "x": centre * n, "xx": centre**2 * n})
     sums = frame.groupby("position")[["n", "x", "xx"]].sum()
-    sd = np.sqrt(np.maximum(sums["xx"] / sums["n"] - (sums["x"] / sums["n"]) ** 2, 0.0))
-    return max(1, int(np.median(sd) / AUTO_BINS_PER_SD / fine_width))
+    sd = float(np.median(np.sqrt(np.maximum(sums["xx"] / sums["n"] - (sums["x"] / sums["n"]) ** 2, 0.0))))
+    factor = max(1, int(sd / AUTO_BINS_PER_SD / fine_width))
+    widest = max(factor, int(sd / AUTO_MAX_BINS_PER_SD / fine_width))
+    fine_bins = rows["score_bin"].to_numpy(dtype=np.int64)
+    positions = rows["position"].to_numpy(dtype=np.int64)
+    while factor * 2 <= widest:
+        cells = len(pd.DataFrame({"position": positions, "bin": fine_bins // factor}).drop_duplicates())
+        if n.sum() / cells >= AUTO_MIN_CELL:
+            break
+        factor *= 2
+    return factor
 
 
 def _bin_factor(bin_width: float, fine_width: float) -> int:
@@ -344,7 +361,7 @@ def _check_bin_width(grid: _Grid, bin_width: float, notes: list[str]) -> None:
     if np.median(occupied) < 10:
         _warn(notes, f"bin_width={bin_width} leaves a median of {np.median(occupied):.0f} score bins per position:"
                      " too coarse to resolve the score densities (the density ratio will be biased)")
-    if per_cell < 10:
+    if per_cell < AUTO_MIN_CELL / 2:
         _warn(notes, f"bin_width={bin_width} leaves {per_cell:.1f} impressions per occupied (position, bin) cell on"
                      " average: too fine (many bins are seen at one position only and are dropped)")
 
