@@ -37,7 +37,7 @@ def _validated_positions(frame: pd.DataFrame, column: str) -> np.ndarray:
     bad = values.isna() | (values < 1) | (values != values.round())
     if bad.any():
         raise PositionBiasInputError(
-            f"column {column!r} must hold integers >= 1 (1 = top slot); found {frame[column][bad].iloc[0]!r} "
+            f"column {column!r} must hold integers >= 1 (1 = top slot); found {frame[column][bad].tolist()[0]!r} "
             f"in {int(bad.sum())} rows"
         )
     return values.to_numpy().astype(np.int64)
@@ -50,7 +50,7 @@ def _validated_clicks(frame: pd.DataFrame) -> np.ndarray:
     array = clicks.to_numpy()
     bad = ~np.isin(array, (0, 1))
     if bad.any():
-        raise PositionBiasInputError(f"column 'click' must be 0 or 1; found {array[bad][0]!r} in {int(bad.sum())} rows")
+        raise PositionBiasInputError(f"column 'click' must be 0 or 1; found {array[bad].tolist()[0]!r} in {int(bad.sum())} rows")
     return array.astype(np.int64)
 
 

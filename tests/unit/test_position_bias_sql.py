@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from fair_pipeline import settings
+from fair_pipeline.core.position_bias_simulation import day_frames
 from fair_pipeline.core.position_bias_aggregates import FINE_BIN_WIDTH, aggregate_score_bins, aggregate_swap_cells
 from fair_pipeline.core.simulate import SimulationConfig, simulate_items
 from fair_pipeline.position_bias import METHODS, PositionBiasWarning, estimate_position_bias
 from fair_pipeline.position_bias_sql import estimate_position_bias_sql, window_aggregates
-from tests.unit.position_bias_sim import day_frames
 
 MARTS = settings.SQL_ROOT / "marts"
 DAYS = [dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)]
