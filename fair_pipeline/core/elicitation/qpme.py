@@ -10,8 +10,9 @@ sphere says the gradient there is parallel to f_l:
     d + B (p_l - o) = c_l f_l          for an unknown scalar c_l (one per run).
 
 Stacking all runs gives a homogeneous linear system in (d, vech(B), c_1..c_{k+2}) whose null vector
-is the metric up to scale; we fix c_0 = 1 and take the minimum-norm least-squares solution (exact
-for k = 2, least squares for k > 2).  The paper's closed form (eq. 9) solves the same equations by
+is the metric up to scale: the right singular vector of the smallest singular value (exact for
+k = 2 with the paper's k + 2 spheres, least squares otherwise), or, if several directions are
+undetermined at the bisection tolerance, the least curved metric among them.  The paper's closed form (eq. 9) solves the same equations by
 pivoting on coordinate 1 with the anchors p_l replaced by the sphere centres (first-order Taylor
 approximation); ``anchor="center"`` reproduces that approximation, ``anchor="boundary"`` (default)
 removes its O(varrho) bias at no extra query cost.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 
 from .lpme import Compare, LinearEstimate, lpme
 
@@ -74,7 +76,7 @@ def qpme(
     )
     anchors = np.array([r.boundary_point if anchor == "boundary" else r.center for r in runs])
     directions = np.array([r.direction for r in runs])
-    d, B, sv = solve_gradient_system(anchors - origin, directions)
+    d, B, sv = solve_gradient_system(anchors - origin, directions, null_tolerance=tolerance / 10)
     return QuadraticEstimate(d=d, B=B, runs=runs, singular_values=sv)
 
 
@@ -84,15 +86,17 @@ def _vech_index(k: int) -> dict[tuple[int, int], int]:
 
 
 def solve_gradient_system(offsets: np.ndarray, directions: np.ndarray,
-                          rcond: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                          null_tolerance: float = 1e-9) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Solve d + B u_l = c_l f_l (all l) for (d, symmetric B) up to a positive scale.
 
-    offsets: (L, k) anchor points minus o;  directions: (L, k) unit gradient directions; row 0 must
-    be the run centred at o.  The scale is fixed by c_0 = 1 (the gradient at o points along f_0,
-    which Assumption 4 makes non-zero) and the remaining unknowns are the minimum-norm least-squares
-    solution: when lam is ~0 every gradient is parallel and B is only determined up to multiples of
-    f_0 f_0^T (they do not change any preference), and minimum norm picks the smallest such B.
-    Returns d, B and the singular values of the system.
+    offsets: (L, k) anchor points minus o;  directions: (L, k) unit gradient directions.
+    The unknown x = (d, vech B, c) is a null vector of the stacked system A.  Right singular vectors
+    whose singular value is below ``null_tolerance`` * (largest) are not pinned down by the answers
+    (the directions are only known to the bisection tolerance).  The typical case is lam ~ 0, where
+    every gradient is parallel to d and B is free along d d^T, a term that barely changes any
+    preference on the slice.  Among those near-null vectors we return the least curved metric:
+    smallest |B|_F for |d| = 1.  The sign makes the gradient scales c_l sum to a positive number.
+    Returns d, B and the singular values of A.
     """
     L, k = offsets.shape
     vech = _vech_index(k)
@@ -105,13 +109,29 @@ def solve_gradient_system(offsets: np.ndarray, directions: np.ndarray,
             for j in range(k):
                 A[row, k + vech[(i, j)]] += offsets[l, j]
             A[row, k + n_b + l] = -directions[l, i]
-    c0 = k + n_b
-    rhs = -A[:, c0]  # move c_0 = 1 to the right-hand side
-    reduced = np.delete(A, c0, axis=1)
-    y, *_ = np.linalg.lstsq(reduced, rhs, rcond=rcond)
-    sv = np.linalg.svd(A, compute_uv=False)
-    d = y[:k]
+    _, sv, vt = np.linalg.svd(A)
+    sv_full = np.zeros(A.shape[1])
+    sv_full[: sv.size] = sv
+    near_null = vt[sv_full <= null_tolerance * sv_full[0]]
+    if near_null.shape[0] <= 1:
+        x = vt[-1]
+    else:
+        x = _least_curved(near_null, k, n_b)
+    if x[k + n_b:].sum() < 0:
+        x = -x
+    d = x[:k]
     B = np.empty((k, k))
     for (i, j), n in vech.items():
-        B[i, j] = y[k + n]
-    return d, B, sv
+        B[i, j] = x[k + n]
+    return d, B, sv_full
+
+
+def _least_curved(basis: np.ndarray, k: int, n_b: int) -> np.ndarray:
+    """The vector in span(basis) minimising |B|_F^2 / |d|^2 (generalised eigenproblem)."""
+    weights = np.array([1.0 if i == j else 2.0 for i in range(k) for j in range(i, k)])  # Frobenius of vech
+    bpart = basis[:, k:k + n_b] * np.sqrt(weights)
+    dpart = basis[:, :k]
+    curvature = bpart @ bpart.T
+    linear = dpart @ dpart.T + 1e-12 * np.eye(basis.shape[0])
+    _, vecs = scipy.linalg.eigh(curvature, linear)
+    return basis.T @ vecs[:, 0]
