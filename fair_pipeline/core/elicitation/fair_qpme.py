@@ -20,7 +20,7 @@ import numpy as np
 
 from .metric import FairQuadraticMetric, group_pairs
 from .qpme import qpme
-from .query_log import Oracle, QueryLog
+from .query_log import InconsistentOracleError, Oracle, QueryLog
 from .validation import check_dimensions, check_group_weights
 
 DEFAULT_RADIUS = 0.2  # radius of the feasible sphere around o used in the paper's experiments
@@ -63,6 +63,7 @@ def elicit_fair_quadratic_metric(
     anchor: str = "boundary",
     mirrored: str = "all",
     on_inconsistency: str = "warn",
+    votes: int = 1,
     n_cycles: int | None = None,
 ) -> FairQuadraticMetric:
     """Elicit (a, B, lam) of Definition 4 from pairwise answers ``oracle(r1, r2) -> bool``.
@@ -72,7 +73,8 @@ def elicit_fair_quadratic_metric(
     sphere assumed feasible for every group (Remark 3).  ``tolerance`` is the angular bisection
     tolerance of each LPME run.  Inconsistent answers (preference cycles) are recorded in
     ``diagnostics["cycles"]`` and, per ``on_inconsistency``, warned about ("warn"), raised ("raise")
-    or ignored.
+    or ignored.  ``votes`` (odd) asks each new question until one answer has a majority, for
+    oracles that flip answers at random (2-3 calls per question instead of 1).
     """
     check_dimensions(n_groups, n_classes)
     tau = check_group_weights(group_weights, n_groups, n_classes)
@@ -80,7 +82,8 @@ def elicit_fair_quadratic_metric(
         raise ValueError(f"radius must be in (0, 1/n_classes] = (0, {1.0 / n_classes:.3g}] so queries stay in [0, 1], got {radius!r}")
     inner = default_inner_radius(radius) if inner_radius is None else inner_radius
     o = np.full(n_classes, 1.0 / n_classes)
-    log = QueryLog(oracle, n_groups, n_classes, center=o, radius=radius, on_inconsistency=on_inconsistency)
+    log = QueryLog(oracle, n_groups, n_classes, center=o, radius=radius,
+                   on_inconsistency=on_inconsistency, votes=votes)
 
     partitions, xi = cut_partitions(n_groups)
     a_dirs, scaled_w, singular_values = [], [], []
@@ -96,7 +99,7 @@ def elicit_fair_quadratic_metric(
         a_sigma = est.d / tau[in_sigma].sum(axis=0)
         norm = np.linalg.norm(a_sigma)
         if norm == 0:
-            raise ArithmeticError(f"degenerate answers for group set {sigma}: zero linear part")
+            raise InconsistentOracleError(f"degenerate answers for group set {sigma}: zero linear part")
         a_dirs.append(a_sigma / norm)
         scaled_w.append(-est.B / norm)  # = lam / (1 - lam) * W^sigma
         singular_values.append(est.singular_values)
@@ -109,13 +112,17 @@ def elicit_fair_quadratic_metric(
 
     a = np.clip(np.mean(a_dirs, axis=0), 0.0, None)  # Definition 4: a >= 0
     if not a.any():
-        raise ArithmeticError("elicited linear costs are all non-positive; the answers contradict Definition 4")
+        raise InconsistentOracleError(
+            "the answers imply no positive misclassification cost (a >= 0 in Definition 4 fails); "
+            f"{len(log.cycles)} preference cycles were detected in {log.n_queries} answers"
+        )
     a /= np.linalg.norm(a)
 
     diagnostics = {
         "partitions": partitions,
         "cycles": list(log.cycles),
         "n_inconsistencies": len(log.cycles),
+        "n_split_votes": log.n_split_votes,
         "singular_values": singular_values,
         "query_log": log,
         "radius": radius,

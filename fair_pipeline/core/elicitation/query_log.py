@@ -54,6 +54,9 @@ class QueryLog:
     radius / center: if given, every query must lie within ``radius`` of ``center`` for every group
     (the feasible sphere); a violation is a programming error and raises.
     on_inconsistency: "warn" (default), "raise" or "ignore" when a cycle is detected.
+    votes: odd number of answers per new pair; the oracle is asked until one side has a majority
+    (so 2 calls when they agree), which makes independent answer flips rare at ~2x the queries.
+    Every oracle call counts as a query.
     """
 
     oracle: Oracle
@@ -62,6 +65,8 @@ class QueryLog:
     center: np.ndarray | None = None
     radius: float | None = None
     on_inconsistency: str = "warn"
+    votes: int = 1
+    n_split_votes: int = 0
     records: list[QueryRecord] = field(default_factory=list)
     cycles: list[PreferenceCycle] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False)
@@ -70,6 +75,8 @@ class QueryLog:
     def __post_init__(self) -> None:
         if self.on_inconsistency not in ("warn", "raise", "ignore"):
             raise ValueError(f"on_inconsistency must be 'warn', 'raise' or 'ignore', got {self.on_inconsistency!r}")
+        if int(self.votes) != self.votes or self.votes < 1 or self.votes % 2 == 0:
+            raise ValueError(f"votes must be an odd positive integer, got {self.votes!r}")
 
     @property
     def n_queries(self) -> int:
@@ -88,16 +95,25 @@ class QueryLog:
             return self._cache[(k1, k2)]
         if (k2, k1) in self._cache:
             return not self._cache[(k2, k1)]
+        needed = (self.votes + 1) // 2
+        yes = no = 0
+        while yes < needed and no < needed:
+            vote = self._call(r1, r2)
+            yes, no = yes + vote, no + (not vote)
+        if yes and no:
+            self.n_split_votes += 1
+        answer = yes >= needed
+        self._cache[(k1, k2)] = answer
+        winner, loser = (k1, k2) if answer else (k2, k1)
+        self._add_edge(winner, loser, len(self.records) - 1)
+        return answer
+
+    def _call(self, r1: np.ndarray, r2: np.ndarray) -> bool:
         answer = self.oracle(r1.copy(), r2.copy())
         if not isinstance(answer, (bool, np.bool_)):
             raise TypeError(f"oracle must return a bool (r1 preferred to r2), got {type(answer).__name__}: {answer!r}")
-        answer = bool(answer)
-        index = len(self.records)
-        self.records.append(QueryRecord(index, r1, r2, answer))
-        self._cache[(k1, k2)] = answer
-        winner, loser = (k1, k2) if answer else (k2, k1)
-        self._add_edge(winner, loser, index)
-        return answer
+        self.records.append(QueryRecord(len(self.records), r1, r2, bool(answer)))
+        return bool(answer)
 
     def _check_in_sphere(self, r: np.ndarray) -> None:
         if self.radius is None:
