@@ -86,3 +86,24 @@ class FairQuadraticMetric:
     def prefers(self, r1, r2) -> bool:
         """True iff r1 has strictly lower cost than r2."""
         return self(r1) < self(r2)
+
+
+def metric_to_dict(metric: FairQuadraticMetric) -> dict:
+    """JSON-ready description (a, B^{uv} per pair, lam, tau, n_queries) for MLflow / reports."""
+    return {
+        "a": metric.a.tolist(),
+        "B": {f"{u},{v}": metric.B[u, v].tolist() for u, v in group_pairs(metric.n_groups)},
+        "lam": metric.lam,
+        "group_weights": metric.group_weights.tolist(),
+        "n_queries": metric.n_queries,
+    }
+
+
+def metric_from_dict(data: dict) -> FairQuadraticMetric:
+    tau = np.asarray(data["group_weights"], dtype=float)
+    pairs = group_pairs(tau.shape[0])
+    try:
+        mats = [data["B"][f"{u},{v}"] for u, v in pairs]
+    except KeyError as exc:
+        raise ValueError(f"metric dict lacks B for group pair {exc.args[0]}") from None
+    return FairQuadraticMetric.from_pairs(data["a"], mats, data["lam"], tau, n_queries=int(data.get("n_queries", 0)))
