@@ -12,7 +12,13 @@ from .evaluation import (
 from .fair_qpme import DEFAULT_RADIUS, cut_partitions, default_inner_radius, elicit_fair_quadratic_metric
 from .lpme import LinearEstimate, lpme
 from .metric import FairQuadraticMetric, group_pairs, metric_from_dict, metric_to_dict
-from .oracles import MissingPreferenceError, RecordedPreferenceOracle, SimulatedOracle
+from .oracles import (
+    MissingPreferenceError,
+    RecordedPreferenceOracle,
+    ReplayMismatchError,
+    ReplayOracle,
+    SimulatedOracle,
+)
 from .qpme import QuadraticEstimate, qpme
 from .query_log import (
     InconsistentOracleError,
@@ -28,6 +34,7 @@ __all__ = [
     "DEFAULT_RADIUS", "ElicitationErrors", "FairQuadraticMetric", "InconsistentOracleError",
     "InconsistentOracleWarning", "LinearEstimate", "MissingPreferenceError", "PreferenceCycle",
     "QuadraticEstimate", "QueryLog", "QueryRecord", "RateProfileError", "RecordedPreferenceOracle",
+    "ReplayMismatchError", "ReplayOracle",
     "SimulatedOracle", "check_rate_profile", "cut_partitions", "default_inner_radius",
     "elicit_fair_quadratic_metric", "elicitation_errors", "group_pairs", "lpme", "metric_from_dict",
     "metric_to_dict", "pairwise_agreement", "qpme", "random_fair_metric", "random_regular_metrics",

@@ -1,7 +1,7 @@
 """Oracles answering ``oracle(r1, r2) -> bool`` ("is rate profile r1 preferred to r2?")."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -95,3 +95,44 @@ class RecordedPreferenceOracle:
                 f"({len(self._answers)} recorded pairs)"
             )
         return self.fallback(r1, r2)
+
+
+class ReplayMismatchError(ValueError):
+    """A replayed session was asked a different question than the one recorded at that position."""
+
+
+class ReplayOracle:
+    """Answers the first ``len(records)`` questions from ``records`` *in order* (each a
+    (r1, r2, r1_preferred) triple), checking that every question is the one recorded at that
+    position, then defers to ``fallback`` (or raises MissingPreferenceError).  Elicitation is
+    deterministic given its answers, so this resumes an interrupted session exactly where it stopped;
+    a mismatch means the settings changed since the answers were recorded."""
+
+    label = "replay"
+
+    def __init__(self, records: Sequence, fallback: Callable[[np.ndarray, np.ndarray], bool] | None = None):
+        self.records = list(records)
+        self.fallback = fallback
+        self.position = 0
+
+    @property
+    def exhausted(self) -> bool:
+        return self.position >= len(self.records)
+
+    def __call__(self, r1, r2) -> bool:
+        if self.exhausted:
+            if self.fallback is None:
+                raise MissingPreferenceError(
+                    f"all {len(self.records)} recorded answers replayed; question {self.position} is not recorded"
+                )
+            self.position += 1
+            return self.fallback(r1, r2)
+        rec_r1, rec_r2, answer = self.records[self.position]
+        if not (np.allclose(rec_r1, r1, atol=1e-9) and np.allclose(rec_r2, r2, atol=1e-9)):
+            raise ReplayMismatchError(
+                f"question {self.position} differs from the recorded one (were the radius, tolerance, "
+                f"groups or weights changed?): asked {np.round(r1, 4).tolist()} vs {np.round(r2, 4).tolist()}, "
+                f"recorded {np.round(rec_r1, 4).tolist()} vs {np.round(rec_r2, 4).tolist()}"
+            )
+        self.position += 1
+        return bool(answer)
