@@ -39,9 +39,9 @@ def _check_unit_interval(arr: np.ndarray, name: str) -> None:
     bad = ~np.isfinite(arr) | (arr < 0.0) | (arr > 1.0)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
+        place = f"group {where[-2]}, class {where[-1]}" + (f" of profile {where[0]}" if len(where) == 3 else "")
         raise RateProfileError(
-            f"{name} must lie in [0, 1]; entry {where} (…, group, class) is {arr[where]!r} "
-            f"({int(bad.sum())} bad entries)"
+            f"{name} must lie in [0, 1]; {place} is {float(arr[where])!r} ({int(bad.sum())} bad entries)"
         )
 
 
