@@ -2,7 +2,9 @@
 Fairness and Beyond"): LPME, QPME and the fair variant, oracles, and model ranking."""
 from .evaluation import (
     ElicitationErrors,
+    EvidenceSummary,
     elicitation_errors,
+    evaluate_elicitation,
     pairwise_agreement,
     random_fair_metric,
     random_regular_metrics,
@@ -31,7 +33,7 @@ from .selection import rank_candidates
 from .validation import RateProfileError, check_rate_profile
 
 __all__ = [
-    "DEFAULT_RADIUS", "ElicitationErrors", "FairQuadraticMetric", "InconsistentOracleError",
+    "DEFAULT_RADIUS", "ElicitationErrors", "EvidenceSummary", "evaluate_elicitation", "FairQuadraticMetric", "InconsistentOracleError",
     "InconsistentOracleWarning", "LinearEstimate", "MissingPreferenceError", "PreferenceCycle",
     "QuadraticEstimate", "QueryLog", "QueryRecord", "RateProfileError", "RecordedPreferenceOracle",
     "ReplayMismatchError", "ReplayOracle",

@@ -64,6 +64,7 @@ def elicit_fair_quadratic_metric(
     mirrored: str = "all",
     on_inconsistency: str = "warn",
     votes: int = 1,
+    vote_scope: str = "all",
     n_cycles: int | None = None,
 ) -> FairQuadraticMetric:
     """Elicit (a, B, lam) of Definition 4 from pairwise answers ``oracle(r1, r2) -> bool``.
@@ -74,7 +75,8 @@ def elicit_fair_quadratic_metric(
     tolerance of each LPME run.  Inconsistent answers (preference cycles) are recorded in
     ``diagnostics["cycles"]`` and, per ``on_inconsistency``, warned about ("warn"), raised ("raise")
     or ignored.  ``votes`` (odd) asks each new question until one answer has a majority, for
-    oracles that flip answers at random (2-3 calls per question instead of 1).
+    oracles that flip answers at random (2-3 calls per question instead of 1); with
+    ``vote_scope="coarse"`` only the coarse questions (orthant, first two halvings) are repeated.
     """
     check_dimensions(n_groups, n_classes)
     tau = check_group_weights(group_weights, n_groups, n_classes)
@@ -82,8 +84,13 @@ def elicit_fair_quadratic_metric(
         raise ValueError(f"radius must be in (0, 1/n_classes] = (0, {1.0 / n_classes:.3g}] so queries stay in [0, 1], got {radius!r}")
     inner = default_inner_radius(radius) if inner_radius is None else inner_radius
     o = np.full(n_classes, 1.0 / n_classes)
+    if vote_scope not in ("all", "coarse"):
+        raise ValueError(f"vote_scope must be 'all' or 'coarse', got {vote_scope!r}")
+    # "coarse": the orthant questions and the first two halvings of every bisection compare points
+    # at least 0.196 varrho apart (chord of pi/16); later, finer questions get a single answer.
+    vote_distance = 0.15 * inner if vote_scope == "coarse" else None
     log = QueryLog(oracle, n_groups, n_classes, center=o, radius=radius,
-                   on_inconsistency=on_inconsistency, votes=votes)
+                   on_inconsistency=on_inconsistency, votes=votes, vote_distance=vote_distance)
 
     partitions, xi = cut_partitions(n_groups)
     a_dirs, scaled_w, singular_values = [], [], []

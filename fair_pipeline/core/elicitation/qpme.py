@@ -42,18 +42,26 @@ class QuadraticEstimate:
 
 
 def qpme_centers(origin, radius: float, inner_radius: float, mirrored: str = "all") -> np.ndarray:
-    """Centres of the LPME spheres: o, o + delta e_1..e_k and the mirrored o - delta e_1 (paper,
-    ``mirrored="first"``, k + 2 spheres) or o - delta e_j for every j (``"all"``, 2k + 1 spheres);
-    delta = rho - varrho."""
+    """Centres of the LPME spheres, at distance delta = rho - varrho from o (so every query stays in
+    the feasible sphere): o and o + delta e_1..e_k, plus
+
+    * ``"first"``: o - delta e_1 (the paper's k + 2 spheres),
+    * ``"all"``: o - delta e_j for every j (2k + 1 spheres),
+    * ``"star"``: also o + delta (+-e_i +- e_j)/sqrt 2 for i < j (2k^2 + 1 spheres), which spends
+      more queries to average out the bisection error of every slope.
+    """
     origin = np.asarray(origin, dtype=float)
     k = origin.size
     if not 0 < inner_radius < radius:
         raise ValueError(f"need 0 < inner_radius < radius, got inner_radius={inner_radius!r}, radius={radius!r}")
-    if mirrored not in ("first", "all"):
-        raise ValueError(f"mirrored must be 'first' or 'all', got {mirrored!r}")
-    delta = radius - inner_radius
-    minus = np.eye(k)[:1] if mirrored == "first" else np.eye(k)
-    return np.vstack([origin, origin + delta * np.eye(k), origin - delta * minus])
+    if mirrored not in ("first", "all", "star"):
+        raise ValueError(f"mirrored must be 'first', 'all' or 'star', got {mirrored!r}")
+    eye = np.eye(k)
+    steps = [eye, -eye[:1] if mirrored == "first" else -eye]
+    if mirrored == "star":
+        steps += [np.array([si * eye[i] + sj * eye[j] for i in range(k) for j in range(i + 1, k)
+                            for si in (1, -1) for sj in (1, -1)]) / np.sqrt(2)]
+    return np.vstack([origin, origin + (radius - inner_radius) * np.vstack(steps)])
 
 
 def qpme(

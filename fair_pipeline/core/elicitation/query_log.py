@@ -57,6 +57,9 @@ class QueryLog:
     votes: odd number of answers per new pair; the oracle is asked until one side has a majority
     (so 2 calls when they agree), which makes independent answer flips rare at ~2x the queries.
     Every oracle call counts as a query.
+    vote_distance: if set, only pairs at least this far apart (max over groups of |r1^g - r2^g|)
+    get ``votes`` answers and nearer pairs get one.  In a bisection the far pairs are the coarse,
+    early questions whose wrong answers cost the most.
     """
 
     oracle: Oracle
@@ -66,6 +69,7 @@ class QueryLog:
     radius: float | None = None
     on_inconsistency: str = "warn"
     votes: int = 1
+    vote_distance: float | None = None
     n_split_votes: int = 0
     records: list[QueryRecord] = field(default_factory=list)
     cycles: list[PreferenceCycle] = field(default_factory=list)
@@ -95,7 +99,10 @@ class QueryLog:
             return self._cache[(k1, k2)]
         if (k2, k1) in self._cache:
             return not self._cache[(k2, k1)]
-        needed = (self.votes + 1) // 2
+        votes = self.votes
+        if self.vote_distance is not None and np.linalg.norm(r1 - r2, axis=1).max() < self.vote_distance:
+            votes = 1
+        needed = (votes + 1) // 2
         yes = no = 0
         while yes < needed and no < needed:
             vote = self._call(r1, r2)
