@@ -28,6 +28,7 @@ from fair_pipeline import settings
 from fair_pipeline.core.elicitation import (
     DEFAULT_RADIUS,
     FairQuadraticMetric,
+    default_inner_radius,
     InconsistentOracleError,
     ReplayOracle,
     elicit_fair_quadratic_metric,
@@ -50,6 +51,7 @@ SCHEMA_SQL = [
         group_weights DOUBLE[] NOT NULL,
         tolerance DOUBLE NOT NULL,
         radius DOUBLE NOT NULL,
+        inner_radius DOUBLE NOT NULL,
         status VARCHAR NOT NULL,
         completed_at TIMESTAMPTZ,
         result_json VARCHAR
@@ -80,6 +82,10 @@ class SessionConfig:
     group_weights: tuple[float, ...] | None = None  # flattened (n_groups, n_classes); None = uniform
     tolerance: float = 1e-2
     radius: float = DEFAULT_RADIUS
+    inner_radius: float | None = None  # None: the core default (radius / 10)
+
+    def inner(self) -> float:
+        return default_inner_radius(self.radius) if self.inner_radius is None else self.inner_radius
 
     def tau(self) -> np.ndarray:
         w = None if self.group_weights is None else np.reshape(self.group_weights, (self.n_groups, self.n_classes))
@@ -100,19 +106,19 @@ class SessionStore:
 
     def load_config(self, session_id: str) -> SessionConfig | None:
         row = self.con.execute(
-            "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius "
+            "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius, inner_radius "
             "FROM elicitation.sessions WHERE session_id = ?",
             [session_id],
         ).fetchone()
         if row is None:
             return None
-        return SessionConfig(row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5])
+        return SessionConfig(row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], row[6])
 
     def create(self, session_id: str, config: SessionConfig) -> None:
         self.con.execute(
-            "INSERT INTO elicitation.sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', NULL, NULL)",
+            "INSERT INTO elicitation.sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', NULL, NULL)",
             [session_id, _now(), config.n_groups, config.n_classes, list(config.group_labels),
-             config.tau().ravel().tolist(), config.tolerance, config.radius],
+             config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner()],
         )
 
     def answers(self, session_id: str) -> list[tuple[np.ndarray, np.ndarray, bool]]:
@@ -159,7 +165,7 @@ def format_comparison(index: int, left: np.ndarray, right: np.ndarray, labels, t
     k = left.shape[1]
     names = ["TPR", "TNR"] if k == 2 else [f"class {i + 1}" for i in range(k)]
     width = max(10, max(len(str(g)) for g in labels) + 2)
-    cell = lambda values: "".join(f"{v:>8.3f}" for v in values)  # noqa: E731
+    cell = lambda values: "".join(f"{v:>8.4f}" for v in values)  # noqa: E731
     block = 8 * k
     lines = [
         f"Question {index + 1}: which model do you prefer?",
@@ -216,7 +222,7 @@ def run_session(store: SessionStore, session_id: str, config: SessionConfig, std
     oracle = ReplayOracle(recorded, fallback=fallback)
     metric = elicit_fair_quadratic_metric(
         oracle, config.n_groups, config.n_classes, tolerance=config.tolerance, radius=config.radius,
-        group_weights=config.tau(), on_inconsistency="ignore",
+        group_weights=config.tau(), inner_radius=config.inner(), on_inconsistency="ignore",
     )
     return metric
 
@@ -249,6 +255,9 @@ def add_elicit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     parser.add_argument("--tolerance", type=float, default=1e-2, help="angular bisection tolerance")
     parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
                         help="radius of the feasible sphere of rates around the uniform-random classifier")
+    parser.add_argument("--inner-radius", type=float, default=None,
+                        help="radius of the small spheres compared in each search (default radius/10); "
+                             "larger makes the two profiles of a question easier to tell apart")
     parser.add_argument("--replay", action="store_true",
                         help="recompute the metric from the stored answers without asking anything")
     parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
@@ -263,7 +272,7 @@ def _config_from_args(args) -> SessionConfig:
     weights = None
     if args.group_weights:
         weights = tuple(np.asarray(json.loads(args.group_weights), dtype=float).ravel().tolist())
-    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius)
+    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius)
     config.tau()  # validate now, with a clear message
     return config
 

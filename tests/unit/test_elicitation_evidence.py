@@ -1,8 +1,9 @@
 """Issue 8, item 4: elicited metrics agree with random ground truths (Assumption 4), k = 2.
 
-The full 100-metric figures come from ``python -m benchmarks.elicitation_evidence``; here 40 metrics
-per setting keep the file within the CPU budget while leaving the thresholds meaningful (the
-agreement standard error over 40 metrics is ~0.001 exact and ~0.01 with flips).
+Ground truths follow the paper authors' experiments (see ``random_fair_metric``).  The full
+100-metric figures come from ``python -m benchmarks.elicitation_evidence``; here 40 metrics per
+setting keep the file within the CPU budget while leaving the thresholds meaningful (the agreement
+standard error over 40 metrics is ~0.0002 exact and ~0.01 with flips).
 """
 from __future__ import annotations
 
@@ -27,17 +28,18 @@ def test_exact_answers_recover_the_metric(m):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("m", [2, 3])
-def test_five_percent_flipped_answers_with_majority_votes(m):
-    summary = evaluate_elicitation(N_METRICS, m, flip_fraction=0.05, votes=3, tolerance=1e-2, seed=12)
+def test_five_percent_flipped_answers_with_votes_on_coarse_questions(m):
+    summary = evaluate_elicitation(N_METRICS, m, flip_fraction=0.05, votes=3, vote_scope="coarse",
+                                   tolerance=1e-2, seed=12)
     assert summary.agreement.mean() >= 0.90
     assert summary.n_queries.mean() <= PAPER_TABLE1_QUERIES[m]
 
 
 @pytest.mark.slow
 def test_single_answers_degrade_gracefully_under_flips():
-    """One answer per question (the paper's protocol) is near the 90% line (see the benchmark);
+    """One answer per question (the paper's protocol) sits near the 90% line (see the benchmark);
     guard against regressions without claiming more than it delivers."""
-    summary = evaluate_elicitation(N_METRICS, 2, flip_fraction=0.05, votes=1, tolerance=1e-2, seed=13)
-    assert summary.agreement.mean() >= 0.80
+    noisy = evaluate_elicitation(N_METRICS, 2, flip_fraction=0.05, tolerance=1e-2, seed=13)
     exact = evaluate_elicitation(N_METRICS, 2, tolerance=1e-2, seed=13)
-    assert exact.agreement.mean() > summary.agreement.mean()  # the flips do cost something
+    assert noisy.agreement.mean() >= 0.85
+    assert exact.agreement.mean() - noisy.agreement.mean() > 0.02  # the flips do cost something
