@@ -104,7 +104,7 @@ def _check_unit(rates, cand, labels, rate_cols) -> None:
     bad = (rates < 0) | (rates > 1)
     if bad.any():
         g, i = np.argwhere(bad)[0]
-        raise ValueError(f"candidate {cand!r}, group {labels[g]!r}: {rate_cols[i]}={rates[g, i]!r} is outside [0, 1]")
+        raise ValueError(f"candidate {cand!r}, group {labels[g]!r}: {rate_cols[i]}={float(rates[g, i])!r} is outside [0, 1]")
 
 
 def _cost_parts(metric: FairQuadraticMetric, rates: np.ndarray) -> tuple[float, float, float]:
