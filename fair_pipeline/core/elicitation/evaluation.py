@@ -2,14 +2,16 @@
 benchmarks, and the simulated oracle of the pipeline)."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .fair_qpme import DEFAULT_RADIUS, cut_partitions, default_inner_radius
+from .fair_qpme import DEFAULT_RADIUS, cut_partitions, default_inner_radius, elicit_fair_quadratic_metric
 from .metric import FairQuadraticMetric, group_pairs
+from .oracles import SimulatedOracle
 from .qpme import qpme_centers
-
+from .query_log import InconsistentOracleError, InconsistentOracleWarning
 
 
 def random_fair_metric(rng: np.random.Generator, n_groups: int, n_classes: int = 2, group_weights=None,
@@ -173,12 +175,6 @@ def evaluate_elicitation(n_metrics: int, n_groups: int, n_classes: int = 2, *, f
                          lam_range: tuple[float, float] = (0.25, 0.75)) -> EvidenceSummary:
     """Elicit ``n_metrics`` random metrics satisfying Assumption 4 with simulated oracles and compare
     with the truth on ``n_pairs`` random pairs of profiles from the feasible sphere."""
-    import warnings
-
-    from .fair_qpme import elicit_fair_quadratic_metric
-    from .oracles import SimulatedOracle
-    from .query_log import InconsistentOracleError, InconsistentOracleWarning
-
     rng = np.random.default_rng(seed)
     metrics, rejected = random_regular_metrics(rng, n_metrics, n_groups, n_classes, radius,
                                                group_weights=group_weights, lam_range=lam_range)
