@@ -230,7 +230,8 @@ def run_session(store: SessionStore, session_id: str, config: SessionConfig, std
 def describe_metric(metric: FairQuadraticMetric, labels) -> str:
     lines = [
         f"Elicited metric after {metric.n_queries} answers (cost; lower is better):",
-        f"  trade-off lambda = {metric.lam:.3f}  (0 = only errors matter, 1 = only group disparities)",
+        f"  trade-off lambda = {metric.lam:.3f}  (0 = only errors matter, 1 = only group disparities)"
+        + _band_text(metric),
         "  misclassification costs a = " + ", ".join(f"{x:.3f}" for x in metric.a),
     ]
     for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
@@ -240,6 +241,14 @@ def describe_metric(metric: FairQuadraticMetric, labels) -> str:
         lines.append(f"  WARNING: {len(cycles)} inconsistent answer sets (preference cycles), e.g. "
                      + "; ".join(c.describe() for c in cycles[:3]))
     return "\n".join(lines)
+
+
+def _band_text(metric: FairQuadraticMetric) -> str:
+    band = metric.diagnostics.get("tolerance_band", {})
+    if not band.get("n_draws"):
+        return ""
+    lo, hi = band["lam_interval"]
+    return f"; 95% band from the search tolerance [{lo:.3f}, {hi:.3f}]"
 
 
 def add_elicit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

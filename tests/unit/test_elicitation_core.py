@@ -164,6 +164,23 @@ def test_group_weights_change_the_overall_rates_and_are_recovered_through():
     assert truth(r) == pytest.approx(expected)
 
 
+def test_tolerance_band_covers_the_truth():
+    """The band redraws every slope within its final bisection interval, where the truth lies."""
+    rng = np.random.default_rng(15)
+    metrics, _ = random_regular_metrics(rng, 12, 2, group_weights="random")
+    covered, widths = [], []
+    for truth in metrics:
+        est = elicit_fair_quadratic_metric(SimulatedOracle(truth), 2, tolerance=1e-2, group_weights=truth.group_weights)
+        band = est.diagnostics["tolerance_band"]
+        lo, hi = band["lam_interval"]
+        covered.append(lo <= truth.lam <= hi)
+        widths.append(hi - lo)
+        assert band["n_draws"] == 200 and band["B_sd"].shape == (1, 2, 2)
+    assert np.mean(covered) >= 0.9
+    assert 0 < np.median(widths) < 0.05  # informative, not a trivially wide band
+    assert metric_to_dict(est)["lam_interval"] == list(est.diagnostics["tolerance_band"]["lam_interval"])
+
+
 def test_metric_round_trips_through_a_dict():
     rng = np.random.default_rng(6)
     (truth,), _ = random_regular_metrics(rng, 1, 3)

@@ -187,7 +187,8 @@ def evaluate_elicitation(n_metrics: int, n_groups: int, n_classes: int = 2, *, f
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", InconsistentOracleWarning)
                 est = elicit_fair_quadratic_metric(oracle, n_groups, n_classes, tolerance, radius,
-                                                   truth.group_weights, votes=votes, vote_scope=vote_scope)
+                                                   truth.group_weights, votes=votes, vote_scope=vote_scope,
+                                                   n_band_draws=0)
         except InconsistentOracleError:
             failed += 1
             agreement.append(0.5)  # no metric: as good as a coin

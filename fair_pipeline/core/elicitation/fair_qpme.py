@@ -19,7 +19,7 @@ from itertools import combinations
 import numpy as np
 
 from .metric import FairQuadraticMetric, group_pairs
-from .qpme import qpme
+from .qpme import qpme, solve_runs
 from .query_log import InconsistentOracleError, Oracle, QueryLog
 from .validation import check_dimensions, check_group_weights
 
@@ -66,6 +66,7 @@ def elicit_fair_quadratic_metric(
     votes: int = 1,
     vote_scope: str = "all",
     n_cycles: int | None = None,
+    n_band_draws: int = 200,
 ) -> FairQuadraticMetric:
     """Elicit (a, B, lam) of Definition 4 from pairwise answers ``oracle(r1, r2) -> bool``.
 
@@ -77,6 +78,10 @@ def elicit_fair_quadratic_metric(
     or ignored.  ``votes`` (odd) asks each new question until one answer has a majority, for
     oracles that flip answers at random (2-3 calls per question instead of 1); with
     ``vote_scope="coarse"`` only the coarse questions (orthant, first two halvings) are repeated.
+
+    ``diagnostics["tolerance_band"]`` gives the spread of (a, B, lam) when every elicited slope is
+    redrawn uniformly within its final bisection interval (``n_band_draws`` redraws, no extra
+    queries): the uncertainty that the finite tolerance leaves, assuming the answers are right.
     """
     check_dimensions(n_groups, n_classes)
     tau = check_group_weights(group_weights, n_groups, n_classes)
@@ -93,7 +98,7 @@ def elicit_fair_quadratic_metric(
                    on_inconsistency=on_inconsistency, votes=votes, vote_distance=vote_distance)
 
     partitions, xi = cut_partitions(n_groups)
-    a_dirs, scaled_w, singular_values = [], [], []
+    slices = []
     for sigma in partitions:
         in_sigma = np.isin(np.arange(n_groups), sigma)
 
@@ -102,35 +107,17 @@ def elicit_fair_quadratic_metric(
             r2 = np.where(in_sigma[:, None], s2[None, :], o[None, :])
             return log.ask(r1, r2)
 
-        est = qpme(compare, o, radius, inner, tolerance, anchor=anchor, mirrored=mirrored, n_cycles=n_cycles)
-        a_sigma = est.d / tau[in_sigma].sum(axis=0)
-        norm = np.linalg.norm(a_sigma)
-        if norm == 0:
-            raise InconsistentOracleError(f"degenerate answers for group set {sigma}: zero linear part")
-        a_dirs.append(a_sigma / norm)
-        scaled_w.append(-est.B / norm)  # = lam / (1 - lam) * W^sigma
-        singular_values.append(est.singular_values)
+        slices.append(qpme(compare, o, radius, inner, tolerance, anchor=anchor, mirrored=mirrored, n_cycles=n_cycles))
 
-    b_tilde = np.linalg.solve(xi, np.array(scaled_w).reshape(len(partitions), -1))
-    b_tilde = [_nearest_psd(b.reshape(n_classes, n_classes)) for b in b_tilde]
-    t = 0.5 * sum(np.linalg.norm(b) for b in b_tilde)
-    lam = t / (1.0 + t)
-    pair_mats = [b / t if t > 0 else np.zeros_like(b) for b in b_tilde]
-
-    a = np.clip(np.mean(a_dirs, axis=0), 0.0, None)  # Definition 4: a >= 0
-    if not a.any():
-        raise InconsistentOracleError(
-            "the answers imply no positive misclassification cost (a >= 0 in Definition 4 fails); "
-            f"{len(log.cycles)} preference cycles were detected in {log.n_queries} answers"
-        )
-    a /= np.linalg.norm(a)
-
+    a, pair_mats, lam = _combine(slices, tau, partitions, xi, log)
+    band = _tolerance_band(slices, tau, partitions, xi, log, o, tolerance, anchor, n_band_draws)
     diagnostics = {
         "partitions": partitions,
         "cycles": list(log.cycles),
         "n_inconsistencies": len(log.cycles),
         "n_split_votes": log.n_split_votes,
-        "singular_values": singular_values,
+        "singular_values": [est.singular_values for est in slices],
+        "tolerance_band": band,
         "query_log": log,
         "radius": radius,
         "inner_radius": inner,
@@ -146,3 +133,55 @@ def _nearest_psd(b: np.ndarray) -> np.ndarray:
     sym = 0.5 * (b + b.T)
     w, v = np.linalg.eigh(sym)
     return (v * np.clip(w, 0.0, None)) @ v.T
+
+
+def _combine(slices, tau, partitions, xi, log) -> tuple[np.ndarray, list[np.ndarray], float]:
+    """(a, [B^{uv}], lam) from the per-slice (d, Bq) estimates (module docstring, eq. 21-25)."""
+    k = tau.shape[1]
+    a_dirs, scaled_w = [], []
+    for sigma, est in zip(partitions, slices):
+        a_sigma = est.d / tau[list(sigma)].sum(axis=0)
+        norm = np.linalg.norm(a_sigma)
+        if norm == 0:
+            raise InconsistentOracleError(f"degenerate answers for group set {sigma}: zero linear part")
+        a_dirs.append(a_sigma / norm)
+        scaled_w.append(-est.B / norm)  # = lam / (1 - lam) * W^sigma
+
+    b_tilde = np.linalg.solve(xi, np.array(scaled_w).reshape(len(partitions), -1))
+    b_tilde = [_nearest_psd(b.reshape(k, k)) for b in b_tilde]
+    t = 0.5 * sum(np.linalg.norm(b) for b in b_tilde)
+    lam = t / (1.0 + t)
+    pair_mats = [b / t if t > 0 else np.zeros_like(b) for b in b_tilde]
+
+    a = np.clip(np.mean(a_dirs, axis=0), 0.0, None)  # Definition 4: a >= 0
+    if not a.any():
+        raise InconsistentOracleError(
+            "the answers imply no positive misclassification cost (a >= 0 in Definition 4 fails); "
+            f"{len(log.cycles)} preference cycles were detected in {log.n_queries} answers"
+        )
+    return a / np.linalg.norm(a), pair_mats, float(lam)
+
+
+def _tolerance_band(slices, tau, partitions, xi, log, origin, tolerance, anchor, n_draws) -> dict:
+    """Spread of the estimates over slopes redrawn within their bisection intervals (fixed seed)."""
+    rng = np.random.default_rng(0)
+    lams, a_s, b_s = [], [], []
+    for _ in range(n_draws):
+        redrawn = [solve_runs([r.perturbed(rng) for r in est.runs], origin, tolerance, anchor) for est in slices]
+        try:
+            a, mats, lam = _combine(redrawn, tau, partitions, xi, log)
+        except InconsistentOracleError:
+            continue
+        lams.append(lam)
+        a_s.append(a)
+        b_s.append(mats)
+    if not lams:
+        return {"n_draws": 0}
+    lams, a_s, b_s = np.array(lams), np.array(a_s), np.array(b_s)
+    return {
+        "n_draws": len(lams),
+        "lam_sd": float(lams.std(ddof=1)) if len(lams) > 1 else 0.0,
+        "lam_interval": tuple(float(x) for x in np.quantile(lams, [0.025, 0.975])),
+        "a_sd": a_s.std(axis=0, ddof=1) if len(lams) > 1 else np.zeros_like(a_s[0]),
+        "B_sd": b_s.std(axis=0, ddof=1) if len(lams) > 1 else np.zeros_like(b_s[0]),
+    }

@@ -24,11 +24,22 @@ Compare = Callable[[np.ndarray, np.ndarray], bool]  # compare(s1, s2) -> True if
 class LinearEstimate:
     center: np.ndarray
     radius: float
-    direction: np.ndarray  # unit vector; estimated slope of the local linear metric
+    angles: np.ndarray  # hyperspherical angles of the estimated direction (interval midpoints)
+    widths: np.ndarray  # width of each angle's final bisection interval (the truth lies inside)
+
+    @property
+    def direction(self) -> np.ndarray:
+        """Unit vector; the estimated slope of the local linear metric."""
+        return direction_from_angles(self.angles)
 
     @property
     def boundary_point(self) -> np.ndarray:
         return self.center + self.radius * self.direction
+
+    def perturbed(self, rng: np.random.Generator) -> "LinearEstimate":
+        """A direction drawn uniformly from the final bisection intervals (for tolerance bands)."""
+        jitter = rng.uniform(-0.5, 0.5, size=self.angles.size) * self.widths
+        return LinearEstimate(self.center, self.radius, self.angles + jitter, self.widths)
 
 
 def default_cycles(n_classes: int) -> int:
@@ -55,6 +66,7 @@ def lpme(compare: Compare, center, radius: float, tolerance: float, n_cycles: in
 
     ranges = angle_ranges_for_signs(signs)
     theta = ranges.mean(axis=1)
+    widths = ranges[:, 1] - ranges[:, 0]
 
     def point(angle_j: float, j: int) -> np.ndarray:
         th = theta.copy()
@@ -70,8 +82,8 @@ def lpme(compare: Compare, center, radius: float, tolerance: float, n_cycles: in
             # sign of a near-zero coordinate; the optimum then sits just across this edge.
             ranges[j] = (edge - np.pi / 4, edge + np.pi / 4)
             lo, hi = _bisect(compare, point, j, *ranges[j], tolerance)
-        theta[j] = 0.5 * (lo + hi)
-    return LinearEstimate(center=center, radius=float(radius), direction=direction_from_angles(theta))
+        theta[j], widths[j] = 0.5 * (lo + hi), hi - lo
+    return LinearEstimate(center=center, radius=float(radius), angles=theta, widths=widths)
 
 
 def _bisect(compare: Compare, point, j: int, lo: float, hi: float, tolerance: float) -> tuple[float, float]:

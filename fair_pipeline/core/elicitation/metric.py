@@ -89,8 +89,11 @@ class FairQuadraticMetric:
 
 
 def metric_to_dict(metric: FairQuadraticMetric) -> dict:
-    """JSON-ready description (a, B^{uv} per pair, lam, tau, n_queries) for MLflow / reports."""
-    return {
+    """JSON-ready description (a, B^{uv} per pair, lam, tau, n_queries, and the 95% tolerance band
+    of lam when elicited) for MLflow / reports."""
+    band = metric.diagnostics.get("tolerance_band", {})
+    extra = {"lam_interval": list(band["lam_interval"])} if band.get("n_draws") else {}
+    return extra | {
         "a": metric.a.tolist(),
         "B": {f"{u},{v}": metric.B[u, v].tolist() for u, v in group_pairs(metric.n_groups)},
         "lam": metric.lam,

@@ -82,10 +82,15 @@ def qpme(
     runs = tuple(
         lpme(compare, c, inner_radius, tolerance, n_cycles) for c in qpme_centers(origin, radius, inner_radius, mirrored)
     )
+    return solve_runs(runs, origin, tolerance, anchor)
+
+
+def solve_runs(runs, origin, tolerance: float, anchor: str = "boundary") -> QuadraticEstimate:
+    """(d, B) up to scale from LPME runs (see the module docstring)."""
     anchors = np.array([r.boundary_point if anchor == "boundary" else r.center for r in runs])
     directions = np.array([r.direction for r in runs])
-    d, B, sv = solve_gradient_system(anchors - origin, directions, null_tolerance=tolerance / 10)
-    return QuadraticEstimate(d=d, B=B, runs=runs, singular_values=sv)
+    d, B, sv = solve_gradient_system(anchors - np.asarray(origin), directions, null_tolerance=tolerance / 10)
+    return QuadraticEstimate(d=d, B=B, runs=tuple(runs), singular_values=sv)
 
 
 def _vech_index(k: int) -> dict[tuple[int, int], int]:
