@@ -198,7 +198,10 @@ class TerminalOracle:
         print(format_comparison(self.index, left, right, self.config.group_labels, self.tau), file=self.stdout)
         while True:
             print("Prefer A or B? (q = stop, resume later) ", end="", file=self.stdout, flush=True)
-            line = self.stdin.readline()
+            try:
+                line = self.stdin.readline()
+            except KeyboardInterrupt:
+                raise SessionPaused("interrupted") from None
             if not line:
                 raise SessionPaused("end of input")
             choice = line.strip().upper()

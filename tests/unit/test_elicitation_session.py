@@ -130,3 +130,13 @@ def test_bad_session_settings_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="must sum to 1"):
         run_elicit(parse(["--db", str(tmp_path / "x.duckdb"), "--group-weights", "[[0.5, 0.5], [0.2, 0.5]]"]),
                    stdout=io.StringIO())
+
+
+def test_ctrl_c_pauses_the_session(tmp_path):
+    class CtrlC:
+        def readline(self):
+            raise KeyboardInterrupt
+
+    screen = io.StringIO()
+    assert run_elicit(parse(["--db", str(tmp_path / "c.duckdb"), "--session", "s3"]), stdin=CtrlC(), stdout=screen) == EXIT_PAUSED
+    assert "Session s3 paused after 0 answers" in screen.getvalue()

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from .metric import FairQuadraticMetric
-from .query_log import _key
+from .query_log import profile_key
 from .validation import check_rate_profile
 
 
@@ -61,7 +61,7 @@ class RecordedPreferenceOracle:
             r2 = self._profile(row.r2, f"row {row_no} column r2")
             if not isinstance(row.r1_preferred, (bool, np.bool_)):
                 raise ValueError(f"row {row_no} column r1_preferred must be a bool, got {row.r1_preferred!r}")
-            k1, k2 = _key(r1), _key(r2)
+            k1, k2 = profile_key(r1), profile_key(r2)
             answer = bool(row.r1_preferred)
             previous = self._answers.get((k1, k2), self._flip(self._answers.get((k2, k1))))
             if previous is not None and previous != answer:
@@ -82,7 +82,7 @@ class RecordedPreferenceOracle:
         return len(self._answers)
 
     def __call__(self, r1, r2) -> bool:
-        k1, k2 = _key(np.asarray(r1, dtype=float)), _key(np.asarray(r2, dtype=float))
+        k1, k2 = profile_key(np.asarray(r1, dtype=float)), profile_key(np.asarray(r2, dtype=float))
         if (k1, k2) in self._answers:
             self.n_replayed += 1
             return self._answers[(k1, k2)]

@@ -43,7 +43,8 @@ class PreferenceCycle:
         return "preference cycle through queries " + " -> ".join(str(i) for i in self.query_indices)
 
 
-def _key(r: np.ndarray) -> tuple:
+def profile_key(r: np.ndarray) -> tuple:
+    """Hashable identity of a rate profile (rounded to 1e-12)."""
     return tuple(np.round(r.ravel(), 12).tolist())
 
 
@@ -92,7 +93,7 @@ class QueryLog:
         r2 = check_rate_profile(r2, self.n_groups, self.n_classes, name="query profile r2")
         self._check_in_sphere(r1)
         self._check_in_sphere(r2)
-        k1, k2 = _key(r1), _key(r2)
+        k1, k2 = profile_key(r1), profile_key(r2)
         if k1 == k2:
             return False  # strict preference: a profile is never preferred to itself
         if (k1, k2) in self._cache:
