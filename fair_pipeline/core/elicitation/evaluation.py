@@ -172,9 +172,10 @@ class EvidenceSummary:
 def evaluate_elicitation(n_metrics: int, n_groups: int, n_classes: int = 2, *, flip_fraction: float = 0.0,
                          votes: int = 1, vote_scope: str = "all", tolerance: float = 1e-2, n_pairs: int = 2000,
                          radius: float = DEFAULT_RADIUS, seed: int = 0, group_weights="random",
-                         lam_range: tuple[float, float] = (0.25, 0.75)) -> EvidenceSummary:
+                         lam_range: tuple[float, float] = (0.25, 0.75), **elicit_options) -> EvidenceSummary:
     """Elicit ``n_metrics`` random metrics satisfying Assumption 4 with simulated oracles and compare
-    with the truth on ``n_pairs`` random pairs of profiles from the feasible sphere."""
+    with the truth on ``n_pairs`` random pairs of profiles from the feasible sphere.
+    ``elicit_options`` (e.g. anchor, mirrored) go to ``elicit_fair_quadratic_metric``."""
     rng = np.random.default_rng(seed)
     metrics, rejected = random_regular_metrics(rng, n_metrics, n_groups, n_classes, radius,
                                                group_weights=group_weights, lam_range=lam_range)
@@ -188,7 +189,7 @@ def evaluate_elicitation(n_metrics: int, n_groups: int, n_classes: int = 2, *, f
                 warnings.simplefilter("ignore", InconsistentOracleWarning)
                 est = elicit_fair_quadratic_metric(oracle, n_groups, n_classes, tolerance, radius,
                                                    truth.group_weights, votes=votes, vote_scope=vote_scope,
-                                                   n_band_draws=0)
+                                                   n_band_draws=0, **elicit_options)
         except InconsistentOracleError:
             failed += 1
             agreement.append(0.5)  # no metric: as good as a coin
