@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
     obd.set_defaults(func=cmd_import_open_bandit)
+
+    from fair_pipeline.elicitation_session import add_elicit_arguments, run_elicit
+
+    elicit = commands.add_parser("elicit", help="elicit a fairness metric by answering pairwise comparisons (resumable)")
+    add_elicit_arguments(elicit)
+    elicit.set_defaults(func=run_elicit)
     return parser
 
 
