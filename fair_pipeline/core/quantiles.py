@@ -4,7 +4,8 @@ Quantile convention (weighted Hazen): sort the distinct values v_1 < ... < v_m w
 omega_i > 0 and cumulative shares P_i = sum_{r<=i} omega_r / sum omega. The CDF is the piecewise-linear
 curve through the mid-points (v_i, (P_{i-1} + P_i) / 2); the quantile Q(p) is its inverse, clamped to
 v_1 below the first mid-point and to v_m above the last one. With unit weights this is numpy's
-`quantile(method="hazen")`, and an integer weight k behaves exactly like k repeated copies.
+`quantile(method="hazen")`; a heavy value is a point whose mass is spread evenly around it (the
+mid-distribution function), which for score bins is their centre, as uniform mass within a bin implies.
 """
 from __future__ import annotations
 
