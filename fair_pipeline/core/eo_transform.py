@@ -36,7 +36,8 @@ from fair_pipeline.core.eo_aggregate import (
     score_values,
     weighted_positives,
 )
-from fair_pipeline.core.quantiles import collapse_ties, interpolate_shifted, weighted_quantiles
+from fair_pipeline.core.piecewise import GroupedInterpolator
+from fair_pipeline.core.quantiles import collapse_ties, weighted_quantiles
 
 JSON_FORMAT = "fair_pipeline.WeightedCDFTransformer"
 JSON_VERSION = 1
@@ -151,6 +152,7 @@ class WeightedCDFTransformer(TransformerMixin, BaseEstimator):
     def _build_maps(self) -> None:
         target = self.reference_quantiles_ if self.pooled_back_mapping else self.probabilities_
         self.knots_ = {g: collapse_ties(self.group_quantiles_[g], target) for g in self.groups_}
+        self._interpolator = GroupedInterpolator.build([self.knots_[g] for g in self.groups_], self.out_of_range)
 
     def _check_params(self) -> None:
         problems = []
@@ -174,42 +176,27 @@ class WeightedCDFTransformer(TransformerMixin, BaseEstimator):
         self._check_params()
         shape = np.shape(scores)
         s = _as_scores(scores)
-        codes, uniques = pd.factorize(np.asarray(sensitive_features, dtype=object).ravel()
-                                      if not isinstance(sensitive_features, (pd.Series, pd.Categorical))
-                                      else sensitive_features)
+        codes, labels = _group_codes(sensitive_features)
         if len(codes) != len(s):
             raise EOInputError(f"sensitive_features has {len(codes)} rows but scores has {len(s)}")
-        bad = ~np.isfinite(s)
-        if bad.any():
-            raise EOInputError(f"scores: {int(bad.sum())} of {len(s)} values are NaN or infinite")
-        if (codes < 0).any():
+        if len(s) == 0:
+            return s.reshape(shape).copy()
+        # min / max propagate NaN and expose infinities without a full-size temporary.
+        if not (np.isfinite(s.min()) and np.isfinite(s.max())):
+            raise EOInputError(f"scores: {int((~np.isfinite(s)).sum())} of {len(s)} values are NaN or infinite")
+        if codes.min() < 0:
             raise EOInputError(f"sensitive_features: {int((codes < 0).sum())} rows have a missing group")
-        labels = [str(u) for u in uniques]
-        unseen = [label for label in labels if label not in self.knots_]
-        if unseen and self.unseen_group == "error":
+        fitted = {g: i for i, g in enumerate(self.groups_)}
+        group_of_code = np.array([fitted.get(label, -1) for label in labels], dtype=np.intp)
+        if (group_of_code < 0).any():
             counts = np.bincount(codes, minlength=len(labels))
-            detail = ", ".join(f"{label!r} ({counts[labels.index(label)]} rows)" for label in unseen)
-            raise UnseenGroupError(f"groups never seen at fit time: {detail}; fitted groups {self.groups_}")
+            unseen = np.flatnonzero((group_of_code < 0) & (counts > 0))
+            if len(unseen) and self.unseen_group == "error":
+                detail = ", ".join(f"{labels[i]!r} ({counts[i]} rows)" for i in unseen)
+                raise UnseenGroupError(f"groups never seen at fit time: {detail}; fitted groups {self.groups_}")
         if self.alpha == 0:
             return s.reshape(shape).copy()
-        out = s.copy()  # identity for unseen groups when unseen_group="identity"
-        single = len(labels) == 1
-        for code, label in enumerate(labels):
-            if label not in self.knots_:
-                continue
-            x, y = self.knots_[label]
-            if single:
-                out = self._blend(s, interpolate_shifted(s, x, y, self.out_of_range))
-            else:
-                mine = codes == code
-                part = s[mine]
-                out[mine] = self._blend(part, interpolate_shifted(part, x, y, self.out_of_range))
-        return out.reshape(shape)
-
-    def _blend(self, s: np.ndarray, mapped: np.ndarray) -> np.ndarray:
-        if self.alpha == 1:
-            return mapped
-        return (1.0 - self.alpha) * s + self.alpha * mapped
+        return self._interpolator(s, codes, group_of_code, float(self.alpha)).reshape(shape)
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict:
@@ -277,6 +264,23 @@ def _labels(sensitive_features, n: int) -> tuple[np.ndarray, np.ndarray]:
     missing = series.isna().to_numpy()
     labels = series.where(~missing, "").astype(str).to_numpy()
     return labels, missing | (labels == "")  # an empty label names no group
+
+
+def _group_codes(sensitive_features) -> tuple[np.ndarray, list[str]]:
+    """Integer codes (-1 = missing) and the label (as a string) of each code; a Categorical's codes are used
+    as they are (no hashing, no copy)."""
+    values = sensitive_features
+    if isinstance(values, pd.Series) and isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.array
+    if isinstance(values, pd.Categorical):
+        codes, labels = np.asarray(values.codes), [str(c) for c in values.categories]
+    else:
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object).ravel())
+        labels = [str(u) for u in uniques]
+    empty = [i for i, label in enumerate(labels) if label == ""]  # an empty label names no group
+    if empty:
+        codes = np.where(np.isin(codes, empty), -1, codes)
+    return codes, labels
 
 
 def _as_clicks(clicks, n: int) -> np.ndarray:

@@ -35,19 +35,3 @@ def collapse_ties(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     ends = np.r_[starts[1:], len(x)] - 1
     return x[starts], 0.5 * (y[starts] + y[ends])
 
-
-def interpolate_shifted(s: np.ndarray, x: np.ndarray, y: np.ndarray, out_of_range: str) -> np.ndarray:
-    """The piecewise-linear map through (x, y), extended beyond [x_0, x_last] by the out-of-range rule.
-
-    "shift": slope-1 extension (s - x_0 + y_0 below, s - x_last + y_last above), so the map stays
-    strictly increasing and the order of out-of-range scores is kept; "clip": constant y_0 / y_last.
-    """
-    out = np.interp(s, x, y)
-    if out_of_range == "shift" and len(s):
-        below = s < x[0]
-        if below.any():
-            out[below] = s[below] - x[0] + y[0]
-        above = s > x[-1]
-        if above.any():
-            out[above] = s[above] - x[-1] + y[-1]
-    return out
