@@ -137,5 +137,6 @@ def _group_tables(x: np.ndarray, y: np.ndarray, edge_slope: float, n_cells: int)
     start = np.maximum(np.searchsorted(finite, left, side="right") - 1, 0)
     start[0] = 0  # below x0: the out-of-range segment
     end = np.searchsorted(finite, right, side="right") - 1
+    end[0] = 0  # s < x0 exactly: already on its segment
     end[-1] = len(finite) - 1  # the top cell reaches the last knot
     return xs, ys, slopes, start.astype(np.intp), x0, inv_width, end - start
