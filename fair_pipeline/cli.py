@@ -1,0 +1,203 @@
+"""`fair-pipeline` command line: simulate logs, run the whole pipeline, backfill, import real logs."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from fair_pipeline import settings
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from error
+
+
+def _say(message: str) -> None:
+    print(f"[fair-pipeline] {message}", flush=True)
+
+
+def _default_start(days: int) -> dt.date:
+    """The last `days` complete UTC days, so the newest simulated day is the schedule's next partition."""
+    return dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=days)
+
+
+def _add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
+    from fair_pipeline.core.simulate import SimulationConfig
+
+    defaults = SimulationConfig()
+    parser.add_argument("--start", type=_date, help="first day (default: `--days` days before today, UTC)")
+    parser.add_argument("--days", type=int, default=7, help="number of days (default 7)")
+    parser.add_argument("--requests-per-day", type=int, default=defaults.requests_per_day, help="production requests per day")
+    parser.add_argument("--shuffle-share", type=float, default=defaults.shuffle_share, help="shuffled requests / production requests")
+    parser.add_argument("--adjacent-swap-share", type=float, default=defaults.adjacent_swap_share)
+    parser.add_argument("--slots", type=int, default=defaults.slots, help="K, ranked slots per request")
+    parser.add_argument("--bias-curve", choices=["log2", "power"], default=defaults.bias_curve)
+    parser.add_argument("--power-eta", type=float, default=defaults.power_eta, help="eta of w_j = (1/j)^eta")
+    parser.add_argument("--items", type=int, default=defaults.n_items, help="item population size")
+    parser.add_argument("--p-group", type=float, default=defaults.p_group)
+    parser.add_argument("--p-relevant-group0", type=float, default=defaults.p_relevant_group0)
+    parser.add_argument("--p-relevant-group1", type=float, default=defaults.p_relevant_group1)
+    parser.add_argument("--relevance-sd", type=float, default=defaults.relevance_sd)
+    parser.add_argument("--score-noise-sd", type=float, default=defaults.score_noise_sd)
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+
+
+def _simulation_config(args: argparse.Namespace):
+    from fair_pipeline.core.simulate import SimulationConfig
+
+    return SimulationConfig(
+        n_items=args.items,
+        p_group=args.p_group,
+        p_relevant_group0=args.p_relevant_group0,
+        p_relevant_group1=args.p_relevant_group1,
+        relevance_sd=args.relevance_sd,
+        score_noise_sd=args.score_noise_sd,
+        slots=args.slots,
+        bias_curve=args.bias_curve,
+        power_eta=args.power_eta,
+        requests_per_day=args.requests_per_day,
+        shuffle_share=args.shuffle_share,
+        adjacent_swap_share=args.adjacent_swap_share,
+        seed=args.seed,
+    )
+
+
+def _simulate(args: argparse.Namespace) -> dict[str, int]:
+    from fair_pipeline.simulation import simulate_to_landing
+
+    config = _simulation_config(args)
+    start = args.start or _default_start(args.days)
+    landing = settings.landing_dir()
+    _say(f"simulating {args.days} day(s) from {start} into {landing} ({dataclasses.asdict(config)})")
+    began = time.perf_counter()
+    written = simulate_to_landing(config, landing, start, args.days, progress=_say)
+    seconds = time.perf_counter() - began
+    total = sum(written.values())
+    _say(f"wrote {total:,} impressions ({written}) in {seconds:.1f}s = {total / seconds / 1e6:.2f}M impressions/s")
+    return written
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    _simulate(args)
+    return 0
+
+
+def _contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
+    ranges: list[list[dt.date]] = []
+    for day in map(dt.date.fromisoformat, dates):
+        if ranges and day - ranges[-1][1] == dt.timedelta(days=1):
+            ranges[-1][1] = day
+        else:
+            ranges.append([day, day])
+    return [(a.isoformat(), b.isoformat()) for a, b in ranges]
+
+
+def _materialize(start: str, end: str) -> bool:
+    from fair_pipeline import runner
+
+    runner.ensure_dagster_home()
+    _say(f"materializing every asset for partitions {start}..{end} (one Dagster run)")
+    began = time.perf_counter()
+    result = runner.run_partition_range(start, end)
+    if not result.success:
+        _say(f"run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{runner.failure_summary(result)}")
+        return False
+    _say(f"run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
+    return True
+
+
+def _print_where(ok: bool) -> None:
+    _say("results:")
+    print(f"  warehouse (DuckDB): {settings.warehouse_path()}")
+    print(f"  Dagster instance:   {settings.dagster_home()}")
+    print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
+    print(f"  reports:            {settings.reports_dir()}")
+    print("  open the UI:        fair-pipeline ui   (or: DAGSTER_HOME=" f"{settings.dagster_home()} dagster dev -w workspace.yaml)")
+    if not ok:
+        print("  some runs failed: see the messages above and the run's event log in the UI")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from fair_pipeline import runner
+
+    settings.home().mkdir(parents=True, exist_ok=True)
+    if not runner.landed_partitions() or args.start:
+        if args.no_simulate:
+            _say(f"no landing files under {settings.landing_dir()} and --no-simulate given")
+            return 2
+        _simulate(args)
+    dates = runner.landed_partitions()
+    ok = True
+    for start, end in _contiguous_ranges(dates):
+        ok = _materialize(start, end) and ok
+    _print_where(ok)
+    return 0 if ok else 1
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    if args.end < args.start:
+        _say(f"--end {args.end} is before --start {args.start}")
+        return 2
+    ok = _materialize(args.start.isoformat(), args.end.isoformat())
+    return 0 if ok else 1
+
+
+def cmd_import_open_bandit(args: argparse.Namespace) -> int:
+    from fair_pipeline.datasets.open_bandit import write_open_bandit_landing
+
+    landing = settings.landing_dir()
+    summary = write_open_bandit_landing(landing)
+    for source in summary.sources.values():
+        _say(
+            f"{source.log} -> {source.source} ({source.policy}): {source.rows:,} rows, {source.requests:,} requests, "
+            f"{source.clicks} clicks over {len(source.dates)} days {source.dates[0]}..{source.dates[-1]}"
+        )
+    _say(f"{summary.n_items} items; landing files under {landing}. Next: fair-pipeline run --no-simulate")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fair-pipeline",
+        description="End-to-end fair ranking on Dagster + DuckDB + MLflow. Every file lives under "
+        f"${settings.HOME_ENV} (default ./data).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    simulate = commands.add_parser("simulate", help="write simulated click logs (Nandy et al. 2.2) as landing files")
+    _add_simulation_arguments(simulate)
+    simulate.set_defaults(func=cmd_simulate)
+
+    run = commands.add_parser("run", help="the main job: simulate a week if no logs are present, then materialize everything")
+    _add_simulation_arguments(run)
+    run.add_argument("--no-simulate", action="store_true", help="fail instead of simulating when no logs are present")
+    run.set_defaults(func=cmd_run)
+
+    backfill = commands.add_parser("backfill", help="materialize every asset for a date range, as one run")
+    backfill.add_argument("--start", type=_date, required=True)
+    backfill.add_argument("--end", type=_date, required=True)
+    backfill.set_defaults(func=cmd_backfill)
+
+    obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
+    obd.set_defaults(func=cmd_import_open_bandit)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError) as error:
+        _say(f"error: {error}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The one Definitions object that `dagster dev`, the CLI and the tests load."""
+from __future__ import annotations
+
+import dagster as dg
+
+from fair_pipeline.assets.ingestion import ingestion_assets
+from fair_pipeline.assets.sql_assets import build_sql_assets
+from fair_pipeline.resources import default_resources
+from fair_pipeline.schedules import daily_pipeline_job, daily_schedule
+
+all_assets = [*ingestion_assets, *build_sql_assets()]
+
+defs = dg.Definitions(
+    assets=all_assets,
+    jobs=[daily_pipeline_job],
+    schedules=[daily_schedule],
+    resources=default_resources(),
+)
