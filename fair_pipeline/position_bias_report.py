@@ -1,0 +1,79 @@
+"""Presenting position-bias curves: a markdown table and a matplotlib figure (CI bands, optional truth)."""
+from __future__ import annotations
+
+import io
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fair_pipeline.core.position_bias_aggregates import require_columns  # noqa: E402
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def curve_markdown(curve: pd.DataFrame, truth: np.ndarray | None = None, max_rows: int | None = None) -> str:
+    """Markdown table: position, ŵ, 95% CI, SE, impressions, clicks (and the true w_j when given).
+
+    NaN weights print as `n/a (not estimable)`; truncated positions are marked."""
+    require_columns(curve, ["position", "weight", "ci_low", "ci_high", "se", "impressions", "clicks"], "curve")
+    level = curve.attrs.get("level", 0.95)
+    header = ["position", "weight", f"{level:.0%} CI", "SE", "impressions", "clicks"]
+    if truth is not None:
+        header.append("true w")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = curve if max_rows is None else curve.head(max_rows)
+    truncated = rows["truncated"] if "truncated" in rows.columns else pd.Series(False, index=rows.index)
+    for (_, row), cut in zip(rows.iterrows(), truncated):
+        estimable = math.isfinite(row["weight"])
+        weight = _fmt(row["weight"]) + (" (truncated)" if cut and estimable else "")
+        cells = [
+            str(int(row["position"])),
+            weight if estimable else "n/a (not estimable)",
+            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]" if estimable else "n/a",
+            _fmt(row["se"]),
+            str(int(row["impressions"])),
+            str(int(row["clicks"])),
+        ]
+        if truth is not None:
+            position = int(row["position"])
+            cells.append(_fmt(float(truth[position - 1])) if position <= len(truth) else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def curve_figure(curves: dict[str, pd.DataFrame] | pd.DataFrame, truth: np.ndarray | None = None, title: str = ""):
+    """One line per estimate with its CI band; the true curve dashed when given. Returns the Figure."""
+    if isinstance(curves, pd.DataFrame):
+        curves = {curves.attrs.get("method", "estimate"): curves}
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for name, curve in curves.items():
+        require_columns(curve, ["position", "weight", "ci_low", "ci_high"], f"curve {name!r}")
+        (line,) = ax.plot(curve["position"], curve["weight"], marker="o", markersize=2.5, linewidth=1.2, label=name)
+        ax.fill_between(curve["position"], curve["ci_low"], curve["ci_high"], color=line.get_color(), alpha=0.2,
+                        linewidth=0)
+    if truth is not None:
+        ax.plot(np.arange(1, len(truth) + 1), truth, "k--", linewidth=1.0, label="true $w_j$")
+    ax.set_xlabel("position j")
+    ax.set_ylabel("$w_j = P(Y(j)=1 \\mid Y(1)=1)$")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    """PNG bytes of a figure (for Dagster metadata / MLflow), closing it to free memory."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
