@@ -3,7 +3,6 @@ click counts and the same knots on the same data (in-memory DuckDB)."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 import duckdb
 import numpy as np
@@ -15,6 +14,7 @@ from fair_pipeline.core.simulate import SimulationConfig, bias_curve, simulate_i
 from fair_pipeline.eo_transform import click_counts, combine_click_counts, fit_from_click_counts, read_click_counts
 from fair_pipeline.settings import SQL_ROOT
 from fair_pipeline.simulation import simulate_day_tables
+from fair_pipeline.sql_models import parse_model, render_sql
 
 MODEL = SQL_ROOT / "marts" / "eo_score_click_counts.sql"
 BIN_WIDTH = 1e-3
@@ -22,10 +22,11 @@ DAYS = [dt.date(2024, 3, 1), dt.date(2024, 3, 2)]
 
 
 def _render(text: str) -> str:
-    """Stand-in for fair_pipeline.sql_models.render_sql until it lands: refs/sources -> quoted tables."""
-    text = re.sub(r"\{\{\s*ref\('(stg_\w+)'\)\s*\}\}", r'"staging"."\1"', text)
-    text = re.sub(r"\{\{\s*ref\('(\w+)'\)\s*\}\}", r'"marts"."\1"', text)
-    return re.sub(r"\{\{\s*source\('(\w+)',\s*'(\w+)'\)\s*\}\}", r'"\1"."\2"', text)
+    # Only the models this one refers to: discover_models() also checks every other model's parameters.
+    stg = parse_model(SQL_ROOT / "staging" / "stg_observational_impressions.sql", SQL_ROOT)
+    sql, deps = render_sql(text, {stg.name: stg})
+    assert deps == [("staging", "stg_observational_impressions")]
+    return sql
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +47,10 @@ def warehouse():
     arrow = pa.Table.from_pandas(impressions, preserve_index=False)
     con.register("impressions_arrow", arrow)
     con.execute("CREATE TABLE staging.stg_observational_impressions AS SELECT * FROM impressions_arrow")
-    sql = _render(MODEL.read_text())
-    assert sql.splitlines()[0] == "-- config: partitioned=daily"
+    model = parse_model(MODEL, SQL_ROOT)
+    assert model.config == {"partitioned": "daily"}
+    assert model.parameters == ("eo_score_bin_width", "partition_date")
+    sql = _render(model.text)
     con.execute(f"CREATE TABLE marts.eo_score_click_counts AS SELECT * FROM ({sql}) WHERE FALSE", {"partition_date": DAYS[0], "eo_score_bin_width": BIN_WIDTH})
     for day in DAYS:
         con.execute(f"INSERT INTO marts.eo_score_click_counts {sql}", {"partition_date": day, "eo_score_bin_width": BIN_WIDTH})
