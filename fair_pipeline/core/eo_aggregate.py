@@ -28,12 +28,14 @@ class EOInputError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class ScoreAggregate:
-    """Per group: sorted distinct scores of positive responses, their summed weights and the raw click
-    count; pooled: sorted distinct scores of all impressions (any group, clicked or not) and counts."""
+    """Per group: sorted distinct scores of positive responses, their summed weights, the raw click count
+    and the sum of squared weights (for the effective sample size); pooled: sorted distinct scores of all
+    impressions (any group, clicked or not) and their counts."""
 
     positive_values: dict[str, np.ndarray]
     positive_weights: dict[str, np.ndarray]
     n_positives: dict[str, int]
+    positive_weight_squares: dict[str, float]
     reference_values: np.ndarray
     reference_counts: np.ndarray
 
@@ -126,10 +128,14 @@ def weighted_positives(
     if missing_cols:
         raise EOInputError(f"click-count table lacks columns {missing_cols}; expected {list(CLICK_COUNT_COLUMNS)}")
     values = counts["score_value"].to_numpy(dtype=float)
+    no_group = counts["group_id"].isna().to_numpy()
     bad = ~np.isfinite(values)
     if bad.any():
-        raise EOInputError(f"score_value: {int(bad.sum())} rows are NaN or infinite")
-    no_group = counts["group_id"].isna().to_numpy()
+        named = counts["group_id"].where(~no_group, "<missing>").astype(str)
+        detail = ", ".join(
+            f"group {g!r}: {int(n)} impressions" for g, n in counts["impressions"][bad].groupby(named[bad]).sum().items()
+        )
+        raise EOInputError(f"score_value: NULL/NaN or infinite scores ({detail})")
     if no_group.any() and missing_group == "error":
         raise EOInputError(
             f"group_id: {int(counts['impressions'][no_group].sum())} impressions "
@@ -140,13 +146,14 @@ def weighted_positives(
     clicks = counts["clicks"].to_numpy(dtype=np.int64)
     clicked = (clicks > 0) & ~no_group
     w = _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64), clicked, labels, clicks)
-    positive_values, positive_weights, n_positives = {}, {}, {}
+    positive_values, positive_weights, n_positives, squares = {}, {}, {}, {}
     for label in sorted(set(labels[~no_group])):
         mine = clicked & (labels == label)
         positive_values[label], positive_weights[label] = distinct_weighted(values[mine], clicks[mine] / w[mine])
         n_positives[label] = int(clicks[mine].sum())
+        squares[label] = float((clicks[mine] / w[mine] ** 2).sum())  # each click carries weight 1 / w
     reference_values, reference_counts = distinct_weighted(values, counts["impressions"].to_numpy(dtype=float))
-    return ScoreAggregate(positive_values, positive_weights, n_positives, reference_values, reference_counts)
+    return ScoreAggregate(positive_values, positive_weights, n_positives, squares, reference_values, reference_counts)
 
 
 def _row_weights(

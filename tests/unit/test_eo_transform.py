@@ -129,6 +129,8 @@ def test_sample_weight_fit_equals_click_count_fit():
         np.testing.assert_allclose(direct.group_quantiles_[g], via_counts.group_quantiles_[g], rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(direct.reference_quantiles_, via_counts.reference_quantiles_)
     assert direct.n_positives_ == via_counts.n_positives_ == {g: int(clicks[groups == g].sum()) for g in ("a", "b")}
+    for g in ("a", "b"):
+        assert direct.n_effective_[g] == pytest.approx(via_counts.n_effective_[g], rel=1e-12)
 
 
 # ---------------------------------------------------------------- shape rules
@@ -279,5 +281,34 @@ def test_non_positive_position_weights_are_reported_with_positions_and_groups():
         fit_from_click_counts(counts, w[:4] + 0.1)  # no weight for position 5
     with pytest.raises(EOInputError, match="lacks columns"):
         fit_from_click_counts(counts.drop(columns="clicks"), w)
+    nulls = counts.copy()
+    nulls.loc[nulls.index[nulls["group_id"] == "b"][:3], "score_value"] = np.nan  # a NULL score from SQL
+    n_null = int(nulls.loc[nulls["score_value"].isna(), "impressions"].sum())
+    with pytest.raises(EOInputError, match=rf"NULL/NaN or infinite scores \(group 'b': {n_null} impressions\)"):
+        fit_from_click_counts(nulls, w[:5] + 0.1)
     frame = pd.DataFrame({"position": [1, 2, 3, 4, 5], "weight": [1.0, 0.8, 0.6, 0.5, 0.4]})
     assert fit_from_click_counts(counts, frame).groups_ == ["a", "b"]
+
+
+def test_cdf_band_covers_the_true_cdf_over_replications():
+    """DKW band with Kish's effective size: sup |F*_hat - F| <= band in >= 95% of replications (DKW is
+    conservative), with position-bias thinning and 1/w weights as in Theorem 1."""
+    rng = np.random.default_rng(12)
+    grid = np.linspace(-3, 3, 241)
+    truth = stats.norm.cdf(grid)
+    w_levels = np.array([1.0, 0.5, 0.25])
+    covered, bands = 0, []
+    for _ in range(200):
+        s = rng.normal(size=6000)
+        w = w_levels[rng.integers(0, 3, 6000)]
+        kept = rng.random(6000) < w  # clicks: Y(1)=1 items thinned by w
+        model = WeightedCDFTransformer(pooled_back_mapping=False).fit(s[kept], ["g"] * kept.sum(), sample_weight=1 / w[kept])
+        band = model.cdf_band(0.95)["g"]
+        bands.append(band)
+        covered += np.abs(model.transform(grid, ["g"] * len(grid)) - truth).max() <= band
+    assert covered >= 190, covered
+    # The effective size is below the click count when weights are unequal (here about 0.79 of it).
+    assert 0.70 < model.n_effective_["g"] / model.n_positives_["g"] < 0.9
+    unit = WeightedCDFTransformer().fit(s, ["g"] * len(s))
+    assert unit.n_effective_["g"] == pytest.approx(len(s))
+    assert unit.cdf_band(0.95)["g"] == pytest.approx(np.sqrt(np.log(40) / (2 * len(s))))
