@@ -76,7 +76,7 @@ def fair_scores(
         raise EOInputError(f"fair-ranker input lacks columns {missing}; expected {[*feature_names, group_column]}")
     # A DataFrame keeps the feature names that scikit-learn models were fitted with.
     scores = base_scores(ranker, frame[list(feature_names)].astype(float))
-    return pd.Series(transform.transform(scores, frame[group_column].to_numpy()), index=frame.index, name="fair_score")
+    return pd.Series(transform.transform(scores, frame[group_column]), index=frame.index, name="fair_score")
 
 
 def pip_requirements() -> list[str]:

@@ -162,6 +162,10 @@ class WeightedCDFTransformer(TransformerMixin, BaseEstimator):
         self._build_maps()
         return self
 
+    def fit_transform(self, scores, sensitive_features, sample_weight=None, *, clicks=None):
+        """fit, then transform the same scores (TransformerMixin's version would drop sensitive_features)."""
+        return self.fit(scores, sensitive_features, sample_weight, clicks=clicks).transform(scores, sensitive_features)
+
     def cdf_band(self, level: float = 0.95) -> dict[str, float]:
         """Per group, the half-width of a simultaneous confidence band for F*_{c,1}: the DKW bound
         sqrt(log(2 / (1 - level)) / (2 n_eff)) with Kish's effective size n_eff = (sum w)^2 / sum w^2 of the

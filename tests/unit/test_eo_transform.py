@@ -195,6 +195,7 @@ def test_sklearn_conventions():
     scores, groups = _two_groups(n=500)
     assert model.fit(scores, groups) is model
     assert model.n_features_in_ == 1 and model.groups_ == ["a", "b"]
+    np.testing.assert_array_equal(clone(model).fit_transform(scores, groups), model.transform(scores, groups))
     # Invalid parameters are reported at fit, not in __init__.
     bad = WeightedCDFTransformer(alpha=2.0, out_of_range="wrap")
     with pytest.raises(EOInputError, match=r"alpha=2.0 must be in \[0, 1\].*out_of_range='wrap'"):
