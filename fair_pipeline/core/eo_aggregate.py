@@ -109,6 +109,9 @@ def position_weight_lookup(position_weights: np.ndarray | pd.DataFrame | Mapping
         missing = {"position", "weight"} - set(position_weights.columns)
         if missing:
             raise EOInputError(f"position-weight table lacks columns {sorted(missing)}; expected position, weight")
+        repeated = position_weights["position"][position_weights["position"].duplicated()].unique().tolist()
+        if repeated:
+            raise EOInputError(f"position-weight table repeats positions {repeated[:10]}; expected one weight each")
         pairs = zip(position_weights["position"].astype(int), position_weights["weight"].astype(float))
     elif isinstance(position_weights, Mapping):
         pairs = ((int(k), float(v)) for k, v in position_weights.items())

@@ -289,6 +289,8 @@ def test_non_positive_position_weights_are_reported_with_positions_and_groups():
         fit_from_click_counts(nulls, w[:5] + 0.1)
     frame = pd.DataFrame({"position": [1, 2, 3, 4, 5], "weight": [1.0, 0.8, 0.6, 0.5, 0.4]})
     assert fit_from_click_counts(counts, frame).groups_ == ["a", "b"]
+    with pytest.raises(EOInputError, match=r"repeats positions \[2\]"):
+        fit_from_click_counts(counts, pd.concat([frame, frame.iloc[[1]]]))
 
 
 def test_cdf_band_covers_the_true_cdf_over_replications():
