@@ -6,13 +6,22 @@ import dagster as dg
 from fair_pipeline.assets.ingestion import ingestion_assets
 from fair_pipeline.assets.sql_assets import build_sql_assets
 from fair_pipeline.resources import default_resources
-from fair_pipeline.schedules import daily_pipeline_job, daily_schedule
+from fair_pipeline.schedules import daily_pipeline_job, daily_schedule, ingest_logs_job
 
 all_assets = [*ingestion_assets, *build_sql_assets()]
 
 defs = dg.Definitions(
     assets=all_assets,
-    jobs=[daily_pipeline_job],
+    jobs=[daily_pipeline_job, ingest_logs_job],
     schedules=[daily_schedule],
     resources=default_resources(),
 )
+
+
+# Module-level accessors so `dg.reconstructable` can rebuild a job in executor subprocesses.
+def daily_pipeline_job_def() -> dg.JobDefinition:
+    return defs.get_job_def("daily_pipeline")
+
+
+def ingest_logs_job_def() -> dg.JobDefinition:
+    return defs.get_job_def("ingest_logs")
