@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 import resource
 import subprocess
 import sys
@@ -28,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from fair_pipeline import settings  # noqa: E402
-from fair_pipeline.core.position_bias_aggregates import FINE_BIN_WIDTH  # noqa: E402
+from fair_pipeline import sql_models  # noqa: E402
 
 DAYS = 5
 IN_MEMORY = "in-memory pairwise"
@@ -42,11 +40,6 @@ FLOOR_SQL = """
         UNION ALL SELECT position, click FROM staging.stg_randomized_impressions
     ) GROUP BY position
 """
-
-
-def render(text: str) -> str:
-    """Stand-in for sql_models.render_sql until it lands on main: staging refs -> staging.<name>."""
-    return re.sub(r"\{\{\s*ref\('(stg_[a-z_]+)'\)\s*\}\}", r"staging.\1", text)
 
 
 def generate(db: Path, impressions: int) -> int:
@@ -80,16 +73,13 @@ def generate(db: Path, impressions: int) -> int:
 
 
 def build_mart(con, name: str) -> None:
-    sql = render((settings.SQL_ROOT / "marts" / f"{name}.sql").read_text())
+    """Every daily partition of a mart, with the SQL and bound parameters the pipeline uses."""
+    model = sql_models.discover_models()[name]
+    sql, _ = sql_models.render_sql(model.text)
     con.execute(f"DROP TABLE IF EXISTS marts.{name}")
     for offset in range(DAYS):
-        params = {"partition_date": START + dt.timedelta(days=offset)}
-        if "$position_bias_bin_width" in sql:
-            params["position_bias_bin_width"] = FINE_BIN_WIDTH
-        if offset == 0:
-            con.execute(f"CREATE TABLE marts.{name} AS {sql}", params)
-        else:
-            con.execute(f"INSERT INTO marts.{name} {sql}", params)
+        params = sql_models.bind_parameters(model, (START + dt.timedelta(days=offset)).isoformat())
+        con.execute(f"CREATE TABLE marts.{name} AS {sql}" if offset == 0 else f"INSERT INTO marts.{name} {sql}", params)
 
 
 def worker(db: Path, task: str) -> dict:

@@ -6,7 +6,9 @@
 (adjacent_swap); with a `policy` column the rows of the policy the method needs are used (randomized: shuffle,
 adjacent_swap: adjacent_swap, the others: production); without one, all rows are taken as that policy.
 When `request_id` is present, a (request_id, position) pair must not repeat (a doubly ingested log would).
-The math runs on aggregates (`core.position_bias_aggregates`), the same ones the SQL marts produce.
+The math runs on aggregates (`core.position_bias_aggregates`), the same ones the SQL marts produce;
+`estimate_position_bias_sql(con, method, first_date, last_date)` is the out-of-core path over those marts.
+Markdown table and figure: `fair_pipeline.position_bias_report`.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from fair_pipeline.core.position_bias_aggregates import (
     require_columns,
 )
 from fair_pipeline.core.position_bias_compare import compare_estimates
+from fair_pipeline.position_bias_sql import estimate_position_bias_sql, window_aggregates
 
 __all__ = [
     "AUTO_BINS_PER_SD",
@@ -46,6 +49,8 @@ __all__ = [
     "compare_estimates",
     "estimate_from_aggregates",
     "estimate_position_bias",
+    "estimate_position_bias_sql",
+    "window_aggregates",
 ]
 
 

@@ -20,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from fair_pipeline import settings
+from fair_pipeline.core.position_bias_aggregates import FINE_BIN_WIDTH
 
 # Raw tables written by Python assets, and whether they are daily-partitioned.
 SOURCE_TABLES = {
@@ -35,7 +36,10 @@ SOURCE_PRODUCERS = {
 }
 
 # Named parameters SQL models may use besides $partition_date.
-SQL_PARAMETERS: dict[str, object] = {}
+SQL_PARAMETERS: dict[str, object] = {
+    # Fixed width of the score bins of marts.position_score_bins (the in-memory aggregation uses the same).
+    "position_bias_bin_width": FINE_BIN_WIDTH,
+}
 
 _REF = re.compile(r"\{\{\s*ref\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)\s*\}\}")
 _SOURCE = re.compile(r"\{\{\s*source\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*,\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)\s*\}\}")

@@ -113,6 +113,7 @@ def _check_positions(rows: pd.DataFrame, policy: str) -> int:
 def _grid(bins: pd.DataFrame, policy: str, binned: bool, notes: list[str]) -> _Grid:
     rows = _policy_rows(bins, policy, "score-bin aggregates")
     k = _check_positions(rows, policy)
+    rows = rows[rows["impressions"] > 0]
     if binned:
         missing_score = rows["score_bin"].isna()
         if missing_score.any():
@@ -120,7 +121,7 @@ def _grid(bins: pd.DataFrame, policy: str, binned: bool, notes: list[str]) -> _G
                          " are left out of the score-binned estimate")
             rows = rows[~missing_score]
             if rows["impressions"].sum() == 0:
-                raise PositionBiasInputError(f"{policy} traffic has no scored impressions; {policy} needs scores")
+                raise PositionBiasInputError(f"{policy} traffic has no scored impressions; score-binned estimators need scores")
         codes, _ = pd.factorize(rows["score_bin"].astype("int64"), sort=True)
     else:
         codes = np.zeros(len(rows), dtype=np.int64)
@@ -241,7 +242,7 @@ def _adjacent_pairwise(grid: _Grid, truncate: int | None, notes: list[str]):
     return _chain(log_eta, final, partial, truncate)
 
 
-def _swap_cells(swaps: pd.DataFrame, notes: list[str]):
+def _swap_cells(swaps: pd.DataFrame):
     rows = _policy_rows(swaps, "adjacent_swap", "swap-cell aggregates")
     moved = (rows["original_position"] - rows["position"]).abs() > 1
     if moved.any():
@@ -259,24 +260,34 @@ def _swap_cells(swaps: pd.DataFrame, notes: list[str]):
     return k, cells
 
 
+def _ctr(clicks: np.ndarray, impressions: np.ndarray) -> np.ndarray:
+    return np.where(impressions > 0, clicks / np.maximum(impressions, 1), np.nan)
+
+
+def _inverse(impressions: np.ndarray) -> np.ndarray:
+    return np.where(impressions > 0, 1.0 / np.maximum(impressions, 1), 0.0)
+
+
+def _binomial_var(clicks: np.ndarray, impressions: np.ndarray) -> np.ndarray:
+    """Plug-in Var of a click count, N p (1 - p) = C (1 - C/N); the swap cells are large, no pooling needed."""
+    return np.where(impressions > 0, clicks * (1 - clicks / np.maximum(impressions, 1)), 0.0)
+
+
 def _adjacent_swap(swaps: pd.DataFrame, truncate: int | None, notes: list[str]):
     """η_j = (CTR[orig j-1 at j] + CTR[orig j at j]) / (CTR[orig j-1 at j-1] + CTR[orig j at j-1]).
 
     Both sums weigh the same two items (production ranks j-1 and j), so the ratio is w_j / w_{j-1}."""
-    k, cells = _swap_cells(swaps, notes)
+    k, cells = _swap_cells(swaps)
     (n_up, c_up), (n_stay, c_stay), (n_down, c_down) = cells[1], cells[0], cells[-1]  # indexed by position
     j = np.arange(2, k + 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ctr = lambda c, n: np.where(n > 0, c / np.where(n > 0, n, 1), np.nan)  # noqa: E731
-        num = ctr(c_down[j], n_down[j]) + ctr(c_stay[j], n_stay[j])
-        den = ctr(c_stay[j - 1], n_stay[j - 1]) + ctr(c_up[j - 1], n_up[j - 1])
+        num = _ctr(c_down[j], n_down[j]) + _ctr(c_stay[j], n_stay[j])
+        den = _ctr(c_stay[j - 1], n_stay[j - 1]) + _ctr(c_up[j - 1], n_up[j - 1])
         ok = (num > 0) & (den > 0)
         log_eta = np.concatenate([[0.0], np.where(ok, np.log(num) - np.log(den), np.nan)])
-        inv = lambda n: np.where(n > 0, 1.0 / np.where(n > 0, n, 1), 0.0)  # noqa: E731
-        var_cell = lambda c, n: np.where(n > 0, c * (1 - c / np.where(n > 0, n, 1)), 0.0)  # noqa: E731
         # Click gradients of log η_j per cell; stay[i] enters η_i (+, numerator) and η_{i+1} (-, denominator).
-        g_down, g_stay_num = inv(n_down[j]) / num, inv(n_stay[j]) / num
-        g_stay_den, g_up = inv(n_stay[j - 1]) / den, inv(n_up[j - 1]) / den
+        g_down, g_stay_num = _inverse(n_down[j]) / num, _inverse(n_stay[j]) / num
+        g_stay_den, g_up = _inverse(n_stay[j - 1]) / den, _inverse(n_up[j - 1]) / den
     by_reason: dict[str, list[int]] = {}
     for pos in j[~ok]:
         swapped = min(n_down[pos], n_up[pos - 1]) > 0
@@ -286,10 +297,11 @@ def _adjacent_swap(swaps: pd.DataFrame, truncate: int | None, notes: list[str]):
         _warn(notes, f"adjacent_swap: {_positions(positions)}: {reason}; η_j not estimable")
     _report_chain_break(int(j[~ok][0]) if (~ok).any() else None, notes)
     zero = np.zeros(1)
-    own = np.concatenate([zero, np.nan_to_num(g_down**2 * var_cell(c_down[j], n_down[j]) + g_up**2 * var_cell(c_up[j - 1], n_up[j - 1]))])
+    swapped_var = g_down**2 * _binomial_var(c_down[j], n_down[j]) + g_up**2 * _binomial_var(c_up[j - 1], n_up[j - 1])
+    own = np.concatenate([zero, np.nan_to_num(swapped_var)])
     a = np.concatenate([zero, np.nan_to_num(g_stay_num)])  # at stay[J], J = 1..k
     d = np.concatenate([np.nan_to_num(g_stay_den), zero])  # at stay[i] from η_{i+1}
-    v_stay = var_cell(c_stay[1 : k + 1], n_stay[1 : k + 1])
+    v_stay = _binomial_var(c_stay[1 : k + 1], n_stay[1 : k + 1])
     final = own + (a - d) ** 2 * v_stay  # row i < J: own terms of η_i, stay[i] in η_i and η_{i+1}
     partial = own + a**2 * v_stay
     # _chain adds final_i for i < J and partial_J; the own terms of η_J sit in partial_J, earlier ones in final.

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 import warnings
 
 import duckdb
@@ -10,31 +9,23 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fair_pipeline import settings
+from fair_pipeline import sql_models
+from fair_pipeline.assets import sql_assets
 from fair_pipeline.core.position_bias_simulation import day_frames
 from fair_pipeline.core.position_bias_aggregates import FINE_BIN_WIDTH, aggregate_score_bins, aggregate_swap_cells
 from fair_pipeline.core.simulate import SimulationConfig, simulate_items
 from fair_pipeline.position_bias import METHODS, PositionBiasWarning, estimate_position_bias
 from fair_pipeline.position_bias_sql import estimate_position_bias_sql, window_aggregates
 
-MARTS = settings.SQL_ROOT / "marts"
 DAYS = [dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)]
-PARAMETERS = {"position_bias_bin_width": FINE_BIN_WIDTH}
-
-
-def render(text: str) -> str:
-    """Stand-in for sql_models.render_sql until it lands on main: staging refs -> staging.<name>."""
-    return re.sub(r"\{\{\s*ref\('(stg_[a-z_]+)'\)\s*\}\}", r"staging.\1", text)
 
 
 def run_model(con, name: str, day: dt.date) -> None:
-    sql = render((MARTS / f"{name}.sql").read_text())
-    params = {k: v for k, v in {**PARAMETERS, "partition_date": day}.items() if f"${k}" in sql}
-    frame = con.execute(sql, params).df()
-    con.register("partition_rows", frame)
-    con.execute(f"CREATE TABLE IF NOT EXISTS marts.{name} AS SELECT * FROM partition_rows LIMIT 0")
-    con.execute(f"INSERT INTO marts.{name} SELECT * FROM partition_rows")
-    con.unregister("partition_rows")
+    """Build one daily partition exactly as the pipeline's SQL assets do."""
+    model = sql_models.discover_models()[name]
+    sql, deps = sql_models.render_sql(model.text)
+    assert ("staging", "stg_observational_impressions") in deps or ("staging", "stg_randomized_impressions") in deps
+    sql_assets.build_partition(con, model, sql, day.isoformat())
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +72,8 @@ def test_daily_score_bins_match_in_memory_per_partition(warehouse):
 
 def test_window_sum_equals_aggregate_of_window(warehouse):
     con, impressions = warehouse
+    run_model(con, "position_score_bins", DAYS[1])  # re-running a partition replaces it: sums stay exact
+    run_model(con, "position_swap_cells", DAYS[2])
     window = impressions[impressions["partition_date"] >= DAYS[1]]
     for policy in ("production", "shuffle"):
         sql = window_aggregates(con, "marts.position_score_bins", DAYS[1], DAYS[2], policy)
