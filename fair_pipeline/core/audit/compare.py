@@ -28,9 +28,17 @@ class GroupComparison:
         return {name: _records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
 
 
+def _plain(v):
+    """JSON-safe scalar: numpy scalars to Python, NaN/inf to None."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
 def _records(df: pd.DataFrame) -> list:
-    return [{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in row.items()}
-            for row in df.astype(object).to_dict(orient="records")]
+    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
 
 
 def estimability(n_pos, n_neg, alphas, min_count: int) -> tuple[np.ndarray, list]:

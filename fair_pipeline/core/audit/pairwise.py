@@ -41,15 +41,27 @@ class PairwiseResult:
 
 
 def _ratio(C: np.ndarray, T: np.ndarray):
-    """Ratio of sums over queries (axis 0) with its cluster-robust variance and query count."""
-    Ct, Tt = C.sum(axis=0), T.sum(axis=0)
+    """Ratio of sums over queries (axis 0), its cluster-robust variance and query count."""
+    A, var, Tt, q = _ratio_from_sums(*_query_sums(C, T))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = (C - A * T) / np.where(Tt > 0, Tt, 1.0)
+    return A, var, Tt, q, e
+
+
+def _query_sums(C: np.ndarray, T: np.ndarray) -> tuple:
+    """Sufficient statistics over queries of a ratio estimator (summable across query chunks)."""
+    return (C.sum(axis=0), T.sum(axis=0), (C * C).sum(axis=0), (C * T).sum(axis=0),
+            (T * T).sum(axis=0), (T > 0).sum(axis=0))
+
+
+def _ratio_from_sums(Ct, Tt, CC, CT, TT, q):
+    """A = sum C / sum T; var = q/(q-1) sum_q (C_q - A T_q)^2 / (sum T)^2 (NaN if q < 2)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         A = Ct / Tt
-        e = C - A * T
-        q = (T > 0).sum(axis=0)
-        var = q / (q - 1) * (e**2).sum(axis=0) / Tt**2
+        ss = np.maximum(CC - 2 * A * CT + A * A * TT, 0.0)
+        var = q / (q - 1) * ss / Tt**2
     var = np.where(q > 1, var, np.nan)
-    return A, var, Tt, q, e / np.where(Tt > 0, Tt, 1.0)
+    return A, var, Tt, q
 
 
 def _row(estimate, var, pairs, queries, confidence):
@@ -85,12 +97,16 @@ def _per_query(values: np.ndarray, block_query: np.ndarray, n_queries: int) -> n
     return out
 
 
-def _cross_counts(qcode, s, cells, n_cells, better, worse):
-    """Per query: for each (better cell a, worse cell b), pairs and correctly ordered pairs."""
+def _cross_counts(qcode, s, cells, n_cells, better, worse, weights=None):
+    """Per query: for each (better cell a, worse cell b), pairs and correctly ordered pairs.
+
+    ``weights``: multiplicity of each row (rows of an aggregate table), default 1.
+    """
     order, block, bq = _score_blocks(qcode, s)
     B = bq.size
-    counts = np.bincount(block * n_cells + cells[order], minlength=B * n_cells).reshape(B, n_cells)
-    counts = counts.astype(np.float64)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)[order]
+    counts = np.bincount(block * n_cells + cells[order], weights=w, minlength=B * n_cells)
+    counts = counts.reshape(B, n_cells).astype(np.float64)
     below = _below_within_query(counts, bq)
     hi, lo = counts[:, better], counts[:, worse]
     credit = below[:, worse] + 0.5 * lo  # worse items strictly below + half the tied ones
@@ -141,6 +157,85 @@ def _dominance_counts(qcode, z, s, left, right, right_scores_higher: bool):
     return C, T
 
 
+class PairwiseAccumulator:
+    """Group pairwise accuracies from chunks of whole queries (rows or aggregated rows).
+
+    Keeps only sums over queries, so a database cursor ordered by query can feed it in chunks.
+    """
+
+    def __init__(self, levels):
+        self.levels = np.asarray(levels, dtype=object)
+        self.sums: dict = {}
+        self.n_queries = 0
+
+    def _add(self, name, C, T):
+        new = _query_sums(C, T)
+        old = self.sums.get(name)
+        self.sums[name] = new if old is None else tuple(a + b for a, b in zip(old, new))
+
+    def update(self, qcode, s, codes, y, weights=None) -> None:
+        """Rows of complete queries: query codes, scores, group codes (0..G-1), bool labels."""
+        G = self.levels.size
+        qcode = np.unique(qcode, return_inverse=True)[1]
+        self.n_queries += int(qcode.max()) + 1
+        C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
+                             better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
+        self._add("matrix", C, T)
+        self._add("better", C.sum(2), T.sum(2))
+        self._add("worse", C.sum(1), T.sum(1))
+        self._add("overall", C.sum((1, 2)), T.sum((1, 2)))
+        Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)),
+                               weights=weights)
+        self._add("parity", Cs, Ts)
+
+    def tables(self, confidence: float = 0.95):
+        if not self.sums or self.sums["overall"][1] == 0:
+            raise AuditInputError(
+                f"no query has both a label-1 and a label-0 item ({self.n_queries} queries): "
+                f"pairwise accuracies need pairs inside queries")
+        levels, G = self.levels, self.levels.size
+        A, var, pairs, nq = _ratio_from_sums(*self.sums["matrix"])
+        matrix = pd.DataFrame([{"group_better": levels[a], "group_worse": levels[b],
+                                **_row(A[a, b], var[a, b], pairs[a, b], nq[a, b], confidence)}
+                               for a in range(G) for b in range(G)])
+        rows = []
+        for role in ("better", "worse"):
+            A, var, pairs, nq = _ratio_from_sums(*self.sums[role])
+            for g in range(G):
+                label = f"A_{{{levels[g]}>:}}" if role == "better" else f"A_{{:>{levels[g]}}}"
+                rows.append({"group": levels[g], "role": role, "metric": label,
+                             **_row(A[g], var[g], pairs[g], nq[g], confidence)})
+        marginals = pd.DataFrame(rows)
+        A, var, pairs, nq = _ratio_from_sums(*self.sums["overall"])
+        overall = pd.DataFrame([{"metric": "pairwise accuracy (within-query AUC)",
+                                 **_row(A, var, pairs, nq, confidence)}])
+        A, var, pairs, nq = _ratio_from_sums(*self.sums["parity"])
+        parity = pd.DataFrame([{"group_i": levels[i], "group_j": levels[j],
+                                **{("p_i_above_j" if k == "accuracy" else k): v
+                                   for k, v in _row(A[i, j], var[i, j], pairs[i, j], nq[i, j], confidence).items()}}
+                               for i in range(G) for j in range(G) if i != j])
+        return matrix, marginals, parity, overall
+
+
+def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFrame:
+    """A_> and A_< for a continuous protected attribute z, and their difference (same queries)."""
+    Cg, Tg = _dominance_counts(qcode, z, s, ~y, y, right_scores_higher=True)  # z_better > z_worse
+    Cl, Tl = _dominance_counts(qcode, z, s, y, ~y, right_scores_higher=False)  # z_better < z_worse
+    ag, vg, pg, qg, eg = _ratio(Cg, Tg)
+    al, vl, pl, ql, el = _ratio(Cl, Tl)
+    both = int(((Tg > 0) | (Tl > 0)).sum())
+    vd = both / (both - 1) * float(((eg - el) ** 2).sum()) if both > 1 else np.nan
+    rows = [{"metric": "A_>", **_row(ag, vg, pg, qg, confidence)},
+            {"metric": "A_<", **_row(al, vl, pl, ql, confidence)}]
+    w = wald(ag - al, vd, confidence)
+    rows.append({"metric": "A_> - A_<", "accuracy": float(ag - al), "se": float(w["se"]),
+                 "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
+                 "z": float(w["z"]), "p_value": float(w["p_value"]),
+                 "n_pairs": float(pg + pl), "n_queries": both,
+                 "estimable": bool(pg > 0 and pl > 0 and both > 1)})
+    return pd.DataFrame(rows)
+
+
 def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, continuous_feature=None,
                         confidence: float = 0.95) -> PairwiseResult:
     """Within-query pairwise accuracies by group (and for a continuous attribute), with SEs.
@@ -153,58 +248,14 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
     y = as_labels(labels, s.size)
     codes, levels = as_groups(sensitive_features, s.size)
     qcode, _ = as_groups(query_ids, s.size, name="query_ids")
-    G = levels.size
-    n_q = int(qcode.max()) + 1
-
-    C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G,
-                         better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
-    if T.sum() == 0:
-        raise AuditInputError(
-            f"no query has both a label-1 and a label-0 item ({n_q} queries, {int(y.sum())} "
-            f"label-1 items): pairwise accuracies need pairs inside queries")
-    A, var, pairs, nq, _ = _ratio(C, T)
-    matrix = pd.DataFrame([{"group_better": levels[a], "group_worse": levels[b],
-                            **_row(A[a, b], var[a, b], pairs[a, b], nq[a, b], confidence)}
-                           for a in range(G) for b in range(G)])
-    rows = []
-    for g in range(G):
-        for kind, Cg, Tg in (("better", C[:, g, :].sum(1), T[:, g, :].sum(1)),
-                             ("worse", C[:, :, g].sum(1), T[:, :, g].sum(1))):
-            a_, v_, p_, q_, _ = _ratio(Cg, Tg)
-            label = f"A_{{{levels[g]}>:}}" if kind == "better" else f"A_{{:>{levels[g]}}}"
-            rows.append({"group": levels[g], "role": kind, "metric": label,
-                         **_row(a_, v_, p_, q_, confidence)})
-    marginals = pd.DataFrame(rows)
-    a_, v_, p_, q_, _ = _ratio(C.sum((1, 2)), T.sum((1, 2)))
-    overall = pd.DataFrame([{"metric": "pairwise accuracy (within-query AUC)",
-                             **_row(a_, v_, p_, q_, confidence)}])
-
-    Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)))
-    As, vs, ps, qs_, _ = _ratio(Cs, Ts)
-    parity = pd.DataFrame([{"group_i": levels[i], "group_j": levels[j],
-                            **{("p_i_above_j" if k == "accuracy" else k): v
-                               for k, v in _row(As[i, j], vs[i, j], ps[i, j], qs_[i, j], confidence).items()}}
-                           for i in range(G) for j in range(G) if i != j])
-
+    acc = PairwiseAccumulator(levels)
+    acc.update(qcode, s, codes, y)
+    matrix, marginals, parity, overall = acc.tables(confidence)
     continuous = None
     if continuous_feature is not None:
-        z = as_scores(continuous_feature, name="continuous_feature")
-        if z.size != s.size:
-            raise AuditInputError(f"continuous_feature has length {z.size}, expected {s.size}")
-        Cg, Tg = _dominance_counts(qcode, z, s, ~y, y, right_scores_higher=True)  # z_better > z_worse
-        Cl, Tl = _dominance_counts(qcode, z, s, y, ~y, right_scores_higher=False)  # z_better < z_worse
-        ag, vg, pg, qg, eg = _ratio(Cg, Tg)
-        al, vl, pl, ql, el = _ratio(Cl, Tl)
-        both = ((Tg > 0) | (Tl > 0)).sum()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            vd = both / (both - 1) * ((eg - el) ** 2).sum() if both > 1 else np.nan
-        rows = [{"metric": "A_>", **_row(ag, vg, pg, qg, confidence)},
-                {"metric": "A_<", **_row(al, vl, pl, ql, confidence)}]
-        w = wald(ag - al, vd, confidence)
-        rows.append({"metric": "A_> - A_<", "accuracy": float(ag - al), "se": float(w["se"]),
-                     "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
-                     "z": float(w["z"]), "p_value": float(w["p_value"]),
-                     "n_pairs": float(pg + pl), "n_queries": int(both),
-                     "estimable": bool(pg > 0 and pl > 0 and both > 1)})
-        continuous = pd.DataFrame(rows)
+        z = np.asarray(continuous_feature)
+        if z.ndim != 1 or z.size != s.size:
+            raise AuditInputError(f"continuous_feature must have length {s.size}, got shape {z.shape}")
+        z = as_scores(z, name="continuous_feature")
+        continuous = continuous_accuracies(qcode, s, y, z, confidence)
     return PairwiseResult(matrix, marginals, parity, overall, continuous)
