@@ -87,40 +87,74 @@ def _packed_sort(scores: np.ndarray, cells: np.ndarray, bits: int):
     return packed, offset
 
 
+def _packed_parts(scores: np.ndarray, cells: np.ndarray, bits: int):
+    """Packed sorted segments covering the data in ascending order, or None.
+
+    One segment when the key range fits; otherwise negative and non-negative scores are packed
+    and sorted separately (each half always fits with one cell bit) and simply concatenated.
+    """
+    packed, offset = _packed_sort(scores, cells, bits)
+    if packed is not None:
+        return [(packed, offset)]
+    neg = scores < 0
+    parts = []
+    for sel in (neg, ~neg):
+        if sel.any():
+            part = _packed_sort(scores[sel], np.asarray(cells)[sel], bits)
+            if part[0] is None:
+                return None
+            parts.append(part)
+    return parts
+
+
 def _sorted_cells(scores: np.ndarray, cells: np.ndarray, n_cells: int):
     """Scores ascending as int64 order keys plus their cell codes (packed sort, else argsort)."""
     bits = max(1, int(n_cells - 1).bit_length())
-    packed, offset = _packed_sort(scores, cells, bits)
-    if packed is not None:
-        out_cells = (packed & np.uint64((1 << bits) - 1)).astype(np.intp)
+    parts = _packed_parts(scores, cells, bits)
+    if parts is None:
+        keys = _order_keys(scores)
+        order = np.argsort(keys, kind="stable")
+        return keys[order], np.asarray(cells)[order]
+    out_keys, out_cells = [], []
+    for packed, offset in parts:
+        out_cells.append((packed & np.uint64((1 << bits) - 1)).astype(np.intp))
         packed >>= np.uint64(bits)
-        out_keys = packed.view(np.int64)
-        out_keys += offset
-        return out_keys, out_cells
-    keys = _order_keys(scores)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], cells[order]
+        keys = packed.view(np.int64)
+        keys += offset  # (non-negative scores: raw IEEE bits, which are their order keys)
+        out_keys.append(keys)
+    return np.concatenate(out_keys), np.concatenate(out_cells)
 
 
 def class_positions(scores: np.ndarray, labels: np.ndarray):
     """Positions of positives and of negatives in ascending score order, or None.
 
-    None when some positive ties a negative (those need half credit: use the block grid) or the
-    fast packed sort does not apply. Ties within one class do not matter for ROC statistics.
+    None when some positive ties a negative (those need half credit: use the block grid).
+    Ties within one class do not matter for ROC statistics.
     """
-    packed, _ = _packed_sort(scores, labels, 1)
-    if packed is None:
+    parts = _packed_parts(scores, labels, 1)
+    if parts is None:
         return None
-    if np.little_endian:  # low byte of each uint64 holds the label bit
-        lab = packed.view(np.uint8)[::8] & np.uint8(1)
-    else:
-        lab = (packed & np.uint64(1)).astype(np.uint8)
-    pos_at = np.flatnonzero(lab)
-    after = pos_at[1:] if pos_at.size and pos_at[0] == 0 else pos_at
-    if after.size and ((packed[after] - packed[after - 1]) == 1).any():  # 2k (neg), 2k+1 (pos)
-        return None
-    lab ^= np.uint8(1)
-    return pos_at, np.flatnonzero(lab)
+    pos_parts, neg_parts, start = [], [], 0
+    for packed, _ in parts:
+        if np.little_endian:  # low byte of each uint64 holds the label bit
+            lab = packed.view(np.uint8)[::8] & np.uint8(1)
+        else:
+            lab = (packed & np.uint64(1)).astype(np.uint8)
+        pos_at = np.flatnonzero(lab.view(bool))  # nonzero is ~5x faster on bool than uint8
+        after = pos_at[1:] if pos_at.size and pos_at[0] == 0 else pos_at
+        if after.size and ((packed[after] - packed[after - 1]) == 1).any():  # 2k (neg), 2k+1 (pos)
+            return None
+        lab ^= np.uint8(1)
+        neg_at = np.flatnonzero(lab.view(bool))
+        if start:
+            pos_at += start
+            neg_at += start
+        pos_parts.append(pos_at)
+        neg_parts.append(neg_at)
+        start += packed.size
+    if len(parts) == 1:
+        return pos_parts[0], neg_parts[0]
+    return np.concatenate(pos_parts), np.concatenate(neg_parts)
 
 
 def build_grid(scores: np.ndarray, labels: np.ndarray, codes: np.ndarray | None = None,

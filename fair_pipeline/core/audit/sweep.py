@@ -172,8 +172,10 @@ def sweep_no_cross_ties(pos_at: np.ndarray, neg_at: np.ndarray, alphas) -> dict:
     alphas = np.asarray(alphas, dtype=np.float64)
     m, n = pos_at.size, neg_at.size
     # minus the counts above, in float64 (ascending rank order; nondecreasing)
-    v = neg_at - np.arange(m, m + n, dtype=np.float64)  # -(positives above each negative)
-    w = pos_at - np.arange(n, n + m, dtype=np.float64)  # -(negatives above each positive)
+    v = np.arange(m, m + n, dtype=np.float64)
+    np.subtract(neg_at, v, out=v)  # -(positives above each negative)
+    w = np.arange(n, n + m, dtype=np.float64)
+    np.subtract(pos_at, w, out=w)  # -(negatives above each positive)
     K = alphas.size
     a1, a2, s1, s2 = (np.zeros((1, K)) for _ in range(4))
     roc_at, tpr_lin, pos_through = (np.full((1, K), np.nan) for _ in range(3))
@@ -186,12 +188,12 @@ def sweep_no_cross_ties(pos_at: np.ndarray, neg_at: np.ndarray, alphas) -> dict:
     hi_v, hi_w = n, m
     for j in np.argsort(x, kind="stable"):  # grow the suffix sums cutoff by cutoff
         lo_v, lo_w = n - int(k_neg[j]), int(first_pos[j])
-        seg = v[lo_v:hi_v]
+        seg = v[lo_v:hi_v]  # einsum, not BLAS: no thread start-up on a busy machine
         sv -= seg.sum()
-        sv2 += seg @ seg
+        sv2 += np.einsum("i,i->", seg, seg)
         seg = w[lo_w:hi_w]
         sw -= seg.sum()
-        sw2 += seg @ seg
+        sw2 += np.einsum("i,i->", seg, seg)
         hi_v, hi_w = lo_v, lo_w
         a1[0, j], a2[0, j] = sv / m, sv2 / m**2
         s1[0, j], s2[0, j] = sw / n, sw2 / n**2
