@@ -11,6 +11,8 @@ from scipy import integrate, stats
 
 from fair_pipeline.audit import compare_groups, truncated_auc
 
+pytestmark = pytest.mark.slow
+
 ALPHAS = np.array([0.05, 0.1, 0.2, 0.5, 1.0])
 MU, SD = 1.0, 2.0
 REPS, M, N = 2000, 500, 600
