@@ -70,7 +70,9 @@ def _connect(memory_limit: str, threads: int | None, temp_dir: str) -> duckdb.Du
               "preserve_insertion_order": False}
     if threads:
         config["threads"] = int(threads)
-    return duckdb.connect(config=config)
+    con = duckdb.connect(config=config)
+    con.execute("SET enable_progress_bar = false")  # it would write to stdout (breaks --json)
+    return con
 
 
 def _source(con, path: str, cols: dict) -> tuple[str, list]:

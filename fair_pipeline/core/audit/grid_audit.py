@@ -16,44 +16,25 @@ descending score order, from memory or from a SQL cursor.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from .sweep import RocSweep
+from .sweep import RocSweep, _dot
 
 CHUNK_BLOCKS = 1 << 18  # blocks per update: bounds the temporary (B x columns) arrays
 
 
-@dataclass
-class Columns:
-    names: list = field(default_factory=list)  # (kind, a, b)
-    pos_sel: list = field(default_factory=list)
-    neg_sel: list = field(default_factory=list)
+def build_columns(n_groups: int, xauc: bool) -> list:
+    """(kind, a, b) and (positive vector, negative vector) of every column.
 
-    def add(self, kind, a, b, pos_sel, neg_sel) -> int:
-        self.names.append((kind, a, b))
-        self.pos_sel.append(pos_sel)
-        self.neg_sel.append(neg_sel)
-        return len(self.names) - 1
-
-
-def build_columns(n_groups: int, xauc: bool) -> Columns:
-    cols = Columns()
-    eye = np.eye(n_groups)
-    ones = np.ones(n_groups)
-    for g in range(n_groups):
-        cols.add("group", g, g, eye[g], eye[g])
-    cols.add("overall", None, None, ones, ones)
+    Vectors 0..G-1 are the groups, vector G is all groups pooled.
+    """
+    G = n_groups
+    cols = [(("group", g, g), (g, g)) for g in range(G)]
+    cols.append((("overall", None, None), (G, G)))
     if xauc:
-        for a in range(n_groups):
-            for b in range(n_groups):
-                if a != b:
-                    cols.add("xauc", a, b, eye[a], eye[b])
-        for g in range(n_groups):
-            cols.add("xauc0", g, None, ones, eye[g])
-        for g in range(n_groups):
-            cols.add("xauc1", g, None, eye[g], ones)
+        cols += [(("xauc", a, b), (a, b)) for a in range(G) for b in range(G) if a != b]
+        cols += [(("xauc0", g, None), (G, g)) for g in range(G)]
+        cols += [(("xauc1", g, None), (g, G)) for g in range(G)]
     return cols
 
 
@@ -64,36 +45,39 @@ class GridAudit:
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
         self.n_neg = np.asarray(n_neg, dtype=np.float64)
         G = self.n_pos.size
-        self.cols = build_columns(G, xauc)
-        self.P = np.array(self.cols.pos_sel)  # (S, G)
-        self.N = np.array(self.cols.neg_sel)
-        m = self.P @ self.n_pos
-        n = self.N @ self.n_neg
-        # columns with an empty class still run (zero counts); they are flagged later
-        self.sweep = RocSweep(alphas, np.maximum(m, 1), np.maximum(n, 1))
-        self.m, self.n = m, n
+        cols = build_columns(G, xauc)
+        self.names = [c[0] for c in cols]
+        pairs = [c[1] for c in cols]
+        m = np.r_[self.n_pos, self.n_pos.sum()]
+        n = np.r_[self.n_neg, self.n_neg.sum()]
+        # vectors with an empty class still run (total 1 avoids 0/0); they are flagged later
+        self.sweep = RocSweep(alphas, np.maximum(m, 1), np.maximum(n, 1), pairs)
+        self.m = np.array([m[i] for i, _ in pairs])
+        self.n = np.array([n[j] for _, j in pairs])
         self.xauc = xauc
-        self.idx0 = [i for i, c in enumerate(self.cols.names) if c[0] == "xauc0"]
-        self.idx1 = [i for i, c in enumerate(self.cols.names) if c[0] == "xauc1"]
         self.cross_pos = np.zeros((G, G))  # sum over all positives of W_a W_b (xAUC_0 columns)
         self.cross_neg = np.zeros((G, G))  # sum over all negatives of V_a V_b (xAUC_1 columns)
 
     def update(self, pos: np.ndarray, neg: np.ndarray) -> None:
         pos = np.asarray(pos, dtype=np.float64)
         neg = np.asarray(neg, dtype=np.float64)
+        G = pos.shape[1]
         for lo in range(0, pos.shape[0], CHUNK_BLOCKS):
-            p, q = pos[lo:lo + CHUNK_BLOCKS], neg[lo:lo + CHUNK_BLOCKS]
-            V, W = self.sweep.update(p @ self.P.T, q @ self.N.T)
+            p = pos[lo:lo + CHUNK_BLOCKS]
+            q = neg[lo:lo + CHUNK_BLOCKS]
+            p = np.column_stack([p, p.sum(axis=1)])
+            q = np.column_stack([q, q.sum(axis=1)])
+            V, W = self.sweep.update(p, q)
             if self.xauc:
-                p_all, q_all = p.sum(axis=1), q.sum(axis=1)
-                W0 = W[:, self.idx0]
-                V1 = V[:, self.idx1]
-                self.cross_pos += (W0 * p_all[:, None]).T @ W0
-                self.cross_neg += (V1 * q_all[:, None]).T @ V1
+                for a in range(G):
+                    for b in range(a, G):
+                        self.cross_pos[a, b] += _dot(p[:, G], W[:, a], W[:, b])
+                        self.cross_neg[a, b] += _dot(q[:, G], V[:, a], V[:, b])
+                        self.cross_pos[b, a], self.cross_neg[b, a] = self.cross_pos[a, b], self.cross_neg[a, b]
 
     def result(self) -> dict:
         out = self.sweep.result()
-        out["columns"] = self.cols.names
+        out["columns"] = self.names
         out["m"], out["n"] = self.m, self.n
         if self.xauc:
             out["balanced_cov"] = self._balanced_cov(out)
@@ -103,14 +87,13 @@ class GridAudit:
         """Covariance matrices of (xAUC_0(g))_g and of (xAUC_1(g))_g at FPR cutoff 1."""
         k1 = int(np.flatnonzero(self.sweep.alphas == 1.0)[0])
         covs = {}
-        for kind, idx, cross, shared in (("xauc0", self.idx0, self.cross_pos, "pos"),
-                                         ("xauc1", self.idx1, self.cross_neg, "neg")):
+        for kind, cross in (("xauc0", self.cross_pos), ("xauc1", self.cross_neg)):
+            idx = [i for i, c in enumerate(self.names) if c[0] == kind]
             var = out["variance"][idx, k1]
-            total = (self.m if shared == "pos" else self.n)[idx[0]]
-            if shared == "pos":  # mean FPR seen by a positive = 1 - xAUC_0
-                mean = 1.0 - out["auc"][idx, k1]
-            else:  # mean ROC seen by a negative = xAUC_1
-                mean = out["auc"][idx, k1]
+            if kind == "xauc0":  # shared positives; mean FPR seen by a positive = 1 - xAUC_0
+                total, mean = self.m[idx[0]], 1.0 - out["auc"][idx, k1]
+            else:  # shared negatives; mean ROC seen by a negative = xAUC_1
+                total, mean = self.n[idx[0]], out["auc"][idx, k1]
             with np.errstate(divide="ignore", invalid="ignore"):
                 cov = (cross / total - np.outer(mean, mean)) / (total - 1)
             np.fill_diagonal(cov, var)
