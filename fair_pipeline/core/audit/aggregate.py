@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .blocks import ScoreGrid
-from .compare import DEFAULT_MIN_COUNT, _records, group_tables
+from .compare import DEFAULT_MIN_COUNT, group_tables
+from .records import records
 from .grid_audit import GridAudit, sweep_alphas
 from .truncated_auc import DEFAULT_CUTOFFS, aggregates_to_grid
 from .validation import AuditInputError, as_cutoffs
@@ -30,7 +31,7 @@ class AuditReport:
     xauc: XAUCResult | None  # None with a single group
 
     def to_dict(self, curves: bool = False) -> dict:
-        out = {name: _records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
+        out = {name: records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
         out["xauc"] = None if self.xauc is None else self.xauc.to_dict(curves=curves)
         return out
 

@@ -10,6 +10,7 @@ import pandas as pd
 from .blocks import build_grid
 from .grid_audit import run_grid_audit
 from .inference import holm, wald
+from .records import records
 from .truncated_auc import DEFAULT_CUTOFFS, roc_table
 from .validation import AuditInputError, as_cutoffs, as_groups, as_labels, as_scores
 
@@ -25,20 +26,7 @@ class GroupComparison:
     overall: pd.DataFrame
 
     def to_dict(self) -> dict:
-        return {name: _records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
-
-
-def _plain(v):
-    """JSON-safe scalar: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not np.isfinite(v):
-        return None
-    return v
-
-
-def _records(df: pd.DataFrame) -> list:
-    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+        return {name: records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
 
 
 def estimability(n_pos, n_neg, alphas, min_count: int) -> tuple[np.ndarray, list]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .compare import _records
+from .records import records
 from .inference import wald
 from .validation import AuditInputError, as_groups, as_labels, as_scores
 
@@ -37,7 +37,7 @@ class PairwiseResult:
 
     def to_dict(self) -> dict:
         names = ["matrix", "marginals", "parity", "overall"] + (["continuous"] if self.continuous is not None else [])
-        return {name: _records(getattr(self, name)) for name in names}
+        return {name: records(getattr(self, name)) for name in names}
 
 
 def _ratio(C: np.ndarray, T: np.ndarray):

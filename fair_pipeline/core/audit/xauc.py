@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from .blocks import build_grid
-from .compare import DEFAULT_MIN_COUNT, _records
+from .compare import DEFAULT_MIN_COUNT
+from .records import records
 from .grid_audit import CURVE_GRID, run_grid_audit
 from .inference import holm, wald
 from .validation import AuditInputError, as_groups, as_labels, as_scores
@@ -40,7 +41,7 @@ class XAUCResult:
 
     def to_dict(self, curves: bool = False) -> dict:
         names = ["pairs", "deltas", "balanced", "balanced_deltas"] + (["curves"] if curves else [])
-        return {name: _records(getattr(self, name)) for name in names}
+        return {name: records(getattr(self, name)) for name in names}
 
 
 def _holm_if_many(df: pd.DataFrame, n_groups: int) -> pd.DataFrame:
