@@ -43,10 +43,10 @@ def replications():
 
 
 def _var_neg_term(s, y):
-    from fair_pipeline.core.audit.blocks import class_positions
+    from fair_pipeline.core.audit.blocks import positive_positions
     from fair_pipeline.core.audit.sweep import sweep_no_cross_ties
 
-    return sweep_no_cross_ties(*class_positions(s, y), ALPHAS)["var_neg_term"][0]
+    return sweep_no_cross_ties(positive_positions(s, y), s.size, ALPHAS)["var_neg_term"][0]
 
 
 def test_ci_coverage_between_93_and_97_percent(replications):

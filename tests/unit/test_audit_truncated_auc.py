@@ -7,7 +7,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from fair_pipeline.audit import truncated_auc
-from fair_pipeline.core.audit.blocks import build_grid, class_positions
+from fair_pipeline.core.audit.blocks import build_grid, positive_positions
 from fair_pipeline.core.audit.sweep import RocSweep, sweep_no_cross_ties
 
 try:
@@ -143,7 +143,7 @@ def test_no_tie_fast_path_equals_block_sweep():
     rng = np.random.default_rng(10)
     s = rng.normal(size=20000)
     y = rng.random(20000) < 0.25
-    fast = sweep_no_cross_ties(*class_positions(s, y), ALPHAS)
+    fast = sweep_no_cross_ties(positive_positions(s, y), s.size, ALPHAS)
     g = build_grid(s, y)
     sweep = RocSweep(ALPHAS, [y.sum()], [(~y).sum()])
     sweep.update(g.pos, g.neg)
