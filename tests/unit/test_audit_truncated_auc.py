@@ -177,3 +177,19 @@ def test_negative_zero_ties_positive_zero():
     y = np.array([1, 0, 1, 0, 0, 1])
     row = truncated_auc(s, y, [1.0]).iloc[0]
     assert row["auc"] == pytest.approx(bf.auc(s[y == 1], s[y == 0]))
+
+
+def test_one_ulp_apart_across_classes_falls_back_to_exact_blocks():
+    """Mixed-sign scores drop the key's last bit for the label: 0.5 and the next double up share
+    a key, which looks like a cross-class tie; the exact block path must then take over."""
+    up = np.nextafter(0.5, 1.0)
+    s = np.array([0.5, up, -1.0, 0.2, 0.9, -0.4, up, 0.5, -2.0, 1.5])
+    y = np.array([1, 0, 0, 1, 1, 0, 0, 1, 0, 1], dtype=bool)
+    assert positive_positions(s, y) is None
+    assert positive_positions(np.abs(s), y) is not None  # non-negative scores keep every bit
+    t = truncated_auc(s, y, ALPHAS)
+    for a, I, v in zip(t["cutoff"], t["auc"], t["variance"]):
+        I_bf, v_bf = bf.truncated(s, y, a)
+        assert I == pytest.approx(I_bf, abs=1e-12)
+        assert v == pytest.approx(v_bf, rel=1e-9)
+    assert t["auc"].iloc[-1] == pytest.approx(bf.auc(s[y], s[~y]))  # 0.5 beats 0.5+ulp: no tie

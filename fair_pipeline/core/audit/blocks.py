@@ -136,15 +136,40 @@ def _has_cross_tie(packed: np.ndarray, pos_at: np.ndarray, chunk: int = 1 << 20)
     return False
 
 
+_SIGN = np.int64(-0x8000000000000000)
+
+
+def _label_in_lsb_sort(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Sorted uint64 keys of any finite scores with the label replacing the key's lowest bit.
+
+    The unsigned order key (sign bit flipped for x >= 0, all bits for x < 0) uses all 64 bits,
+    so the label takes the place of its lowest bit: two scores one ulp apart may then share a
+    key. That is harmless within a class, and across classes it looks exactly like a tie, which
+    the caller detects and hands to the exact block path.
+    """
+    k = (scores + 0.0).view(np.int64)  # + 0.0: -0.0 becomes +0.0 (a copy we sort in place)
+    flip = k >> 63
+    flip |= _SIGN
+    k ^= flip
+    del flip
+    k &= np.int64(-2)
+    packed = k.view(np.uint64)
+    np.bitwise_or(packed, labels.view(np.uint8) if labels.dtype == bool else labels.astype(np.uint64),
+                  out=packed, casting="unsafe")
+    packed.sort()
+    return packed
+
+
 def positive_positions(scores: np.ndarray, labels: np.ndarray):
     """Positions of the positives in ascending score order, or None.
 
     None when some positive ties a negative (those need half credit: use the block grid).
     Ties within one class do not matter for ROC statistics.
     """
-    parts = _packed_parts(scores, labels, 1)
-    if parts is None:
-        return None
+    if float(scores.min()) >= 0.0:
+        parts = _packed_parts(scores, labels, 1)  # exact keys, two cheap passes
+    else:
+        parts = [(_label_in_lsb_sort(scores, labels), 0)]
     found, start = [], 0
     for packed, _ in parts:
         if np.little_endian:  # low byte of each uint64 holds the label bit
