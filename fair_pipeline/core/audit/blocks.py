@@ -56,13 +56,14 @@ def _keys_to_scores(k: np.ndarray) -> np.ndarray:
     return k.view(np.float64)
 
 
-def _packed_sort(scores: np.ndarray, cells: np.ndarray, bits: int):
+def _packed_sort(scores: np.ndarray, cells: np.ndarray, bits: int, lo=None, hi=None):
     """Sorted uint64 array of (order key - offset) << bits | cell, or None if it does not fit.
 
     Non-negative scores need no sign fix-up: their IEEE bit patterns already sort as integers,
     and shifting left drops the sign bit, which merges -0.0 into +0.0.
     """
-    lo, hi = float(scores.min()), float(scores.max())
+    if lo is None or hi is None:
+        lo, hi = float(scores.min()), float(scores.max())
     cells = np.asarray(cells)
     if cells.dtype == bool:
         cells = cells.view(np.uint8)
@@ -87,13 +88,13 @@ def _packed_sort(scores: np.ndarray, cells: np.ndarray, bits: int):
     return packed, offset
 
 
-def _packed_parts(scores: np.ndarray, cells: np.ndarray, bits: int):
+def _packed_parts(scores: np.ndarray, cells: np.ndarray, bits: int, lo=None, hi=None):
     """Packed sorted segments covering the data in ascending order, or None.
 
     One segment when the key range fits; otherwise negative and non-negative scores are packed
     and sorted separately (each half always fits with one cell bit) and simply concatenated.
     """
-    packed, offset = _packed_sort(scores, cells, bits)
+    packed, offset = _packed_sort(scores, cells, bits, lo, hi)
     if packed is not None:
         return [(packed, offset)]
     neg = scores < 0
@@ -160,14 +161,16 @@ def _label_in_lsb_sort(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return packed
 
 
-def positive_positions(scores: np.ndarray, labels: np.ndarray):
+def positive_positions(scores: np.ndarray, labels: np.ndarray, lo=None, hi=None):
     """Positions of the positives in ascending score order, or None.
 
     None when some positive ties a negative (those need half credit: use the block grid).
     Ties within one class do not matter for ROC statistics.
     """
-    if float(scores.min()) >= 0.0:
-        parts = _packed_parts(scores, labels, 1)  # exact keys, two cheap passes
+    if lo is None or hi is None:
+        lo, hi = float(scores.min()), float(scores.max())
+    if lo >= 0.0:
+        parts = _packed_parts(scores, labels, 1, lo, hi)  # exact keys, two cheap passes
     else:
         parts = [(_label_in_lsb_sort(scores, labels), 0)]
     found, start = [], 0

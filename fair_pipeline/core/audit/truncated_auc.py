@@ -93,12 +93,12 @@ def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregat
         return roc_table(sweep.result(), 0, m, n, alphas, confidence)
     if scores is None or labels is None:
         raise AuditInputError("truncated_auc needs scores and labels (or aggregates=)")
-    s = as_scores(scores)
+    s, lo, hi = as_scores(scores, return_range=True)
     y = as_labels(labels, s.size)
     m = int(np.count_nonzero(y))
     n = s.size - m
     require_both_classes(m, n)
-    positions = positive_positions(s, y)
+    positions = positive_positions(s, y, lo, hi)
     if positions is not None:
         res = sweep_no_cross_ties(positions, s.size, alphas)
     else:

@@ -12,8 +12,11 @@ class AuditInputError(ValueError):
     """Bad input to an audit: the message names the column, group and count that are wrong."""
 
 
-def as_scores(scores, name: str = "scores") -> np.ndarray:
-    """1-d float64 array of finite scores; NaN / inf are rejected with their count."""
+def as_scores(scores, name: str = "scores", return_range: bool = False):
+    """1-d float64 array of finite scores; NaN / inf are rejected with their count.
+
+    With ``return_range`` also returns (min, max), which the check computes anyway.
+    """
     arr = np.asarray(scores)
     if arr.ndim != 1:
         raise AuditInputError(f"{name} must be 1-dimensional, got shape {arr.shape}")
@@ -22,14 +25,15 @@ def as_scores(scores, name: str = "scores") -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise AuditInputError(f"{name} must be numeric, got dtype {arr.dtype}")
     arr = arr.astype(np.float64, copy=False)
-    bad = ~np.isfinite(arr)
-    if bad.any():
+    lo, hi = float(arr.min()), float(arr.max())  # NaN propagates; two fast reductions
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        bad = ~np.isfinite(arr)
         n_nan = int(np.isnan(arr).sum())
         raise AuditInputError(
             f"{name} contains {int(bad.sum())} non-finite values ({n_nan} NaN, "
             f"{int(bad.sum()) - n_nan} infinite) out of {arr.size}"
         )
-    return arr
+    return (arr, lo, hi) if return_range else arr
 
 
 def as_labels(labels, n: int, name: str = "labels") -> np.ndarray:
