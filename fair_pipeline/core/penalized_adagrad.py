@@ -1,0 +1,123 @@
+"""Mini-batch Adagrad for the MI-penalized logistic regression, over a re-readable stream of batches.
+
+The proxy Î is a population quantity (variances over all rows of a (group, label) cell), so a batch
+alone cannot give its gradient. Given the population means/variances, though, d(2Î)/ds_i is a
+per-row term (see ``mi_proxy.score_gradient``), so the gradient is a sum over batches like the loss.
+Each epoch therefore uses the statistics measured during the previous epoch (at the scores the model
+gave then) and accumulates fresh ones for the next: one pass per epoch, memory O(features + cells).
+As the iterates settle, the stale statistics converge to the current ones.
+
+A batch is ``(X, y01, cells, w)`` with ``cells = 2 * group_code + label`` (or None when no groups).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from .mi_proxy import N_LABELS, CellMoments, ProxyStats, proxy_stats, score_gradient
+from .penalized_objective import scores_and_slope
+
+Batch = tuple  # (X, y01, cells | None, w)
+EpochFactory = Callable[[], Iterable[Batch]]
+
+
+@dataclass
+class AdagradResult:
+    theta: np.ndarray
+    n_epochs: int
+    converged: bool
+
+
+def _split(theta, fit_intercept):
+    return (theta[:-1], theta[-1]) if fit_intercept else (theta, 0.0)
+
+
+def _n_cells(cells: np.ndarray) -> int:
+    return N_LABELS * (int(cells.max()) // N_LABELS + 1) if cells.size else 0
+
+
+def measure_moments(epoch: EpochFactory, theta, *, score: str, fit_intercept: bool) -> CellMoments:
+    """One read of the stream: score moments per (group, label) cell at fixed theta."""
+    acc = CellMoments.empty()
+    for X, _y, cells, w in epoch():
+        if cells is None:
+            raise ValueError("the mutual-information penalty needs groups in every batch")
+        beta, b = _split(theta, fit_intercept)
+        s, _ = scores_and_slope(np.asarray(X @ beta).ravel() + b, score)
+        acc = acc.merge(CellMoments.from_scores(s, cells, w, _n_cells(cells)))
+    return acc
+
+
+def adagrad(
+    epoch: EpochFactory,
+    theta0: np.ndarray,
+    *,
+    lam: float,
+    score: str,
+    l2: float,
+    fit_intercept: bool,
+    learning_rate: float,
+    max_epochs: int,
+    tol: float,
+    stats: ProxyStats | None = None,
+    group_labels: Callable[[], np.ndarray] | None = None,
+    n_iter_no_change: int = 3,
+    eps: float = 1e-8,
+) -> AdagradResult:
+    """Run Adagrad epochs from theta0 until the epoch objective stops improving.
+
+    The epoch objective is the weighted log-loss of each batch at the coefficients it was scored
+    with, plus 2 lam Î at the statistics gathered in the epoch, plus the L2 term. Like
+    scikit-learn's SGD, stop after ``n_iter_no_change`` epochs without a relative improvement
+    larger than ``tol``. With lam > 0, ``stats`` must hold the population statistics at theta0
+    (``measure_moments``).
+    """
+    theta = np.array(theta0, dtype=float)
+    sq_grad = np.zeros_like(theta)
+    penalized = lam > 0
+    if penalized and stats is None:
+        raise ValueError("penalized Adagrad needs the starting population statistics")
+    best, stalled = np.inf, 0
+    for n_epoch in range(1, max_epochs + 1):
+        acc = CellMoments.empty()
+        loss_sum = weight_sum = 0.0
+        for X, y, cells, w in epoch():
+            beta, b = _split(theta, fit_intercept)
+            z = np.asarray(X @ beta).ravel() + b
+            batch_weight = float(w.sum())
+            if batch_weight <= 0:
+                continue
+            loss_sum += float(w @ (np.logaddexp(0.0, z) - y * z))
+            weight_sum += batch_weight
+            r = w * (expit(z) - y) / batch_weight
+            if penalized:
+                s, slope = scores_and_slope(z, score)
+                acc = acc.merge(CellMoments.from_scores(s, cells, w, _n_cells(cells)))
+                if cells.max() >= stats.cell_weight.size:
+                    raise ValueError("a group appeared that was absent from the previous pass")
+                g = score_gradient(stats, s, cells, w, total_weight=batch_weight)
+                r += lam * (g if slope is None else g * slope)
+            grad_beta = np.asarray(X.T @ r).ravel() + l2 * beta
+            grad = np.append(grad_beta, r.sum()) if fit_intercept else grad_beta
+            sq_grad += grad**2
+            theta -= learning_rate * grad / (np.sqrt(sq_grad) + eps)
+        if weight_sum <= 0:
+            raise ValueError("the batch stream yielded no rows with positive sample weight")
+        beta, _ = _split(theta, fit_intercept)
+        if not np.all(np.isfinite(theta)):
+            raise FloatingPointError("Adagrad diverged (non-finite coefficients); lower learning_rate")
+        value = loss_sum / weight_sum + 0.5 * l2 * float(beta @ beta)
+        if penalized:
+            labels = group_labels() if group_labels is not None else None
+            stats = proxy_stats(acc, labels)
+            value += 2.0 * lam * stats.value
+        if not np.isfinite(best) or value < best - tol * abs(best):
+            best, stalled = value, 0
+        else:
+            stalled += 1
+            if stalled >= n_iter_no_change:
+                return AdagradResult(theta, n_epoch, True)
+    return AdagradResult(theta, max_epochs, False)
