@@ -30,8 +30,9 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
     lam : float >= 0
         Penalty weight lambda; the objective adds ``2 * lam * Î``. ``lam=0`` is plain logistic
         regression.
-    score : {"probability", "logit"}
-        Score whose per-(group, label) variances enter Î. "probability" (sigmoid of the logit)
+    penalty_score : {"probability", "logit"}
+        Score whose per-(group, label) variances enter Î (not named ``score``: that is the
+        scikit-learn accuracy method). "probability" (sigmoid of the logit)
         closes partial-AUC gaps as in the paper; "logit" lowers Î mostly by rescaling.
     solver : {"lbfgs", "adagrad"}
         Full-batch L-BFGS (scipy) or mini-batch Adagrad (also used by ``fit_stream``).
@@ -59,7 +60,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints = {
         "lam": [Interval(Real, 0, None, closed="left")],
-        "score": [StrOptions(set(SCORES))],
+        "penalty_score": [StrOptions(set(SCORES))],
         "solver": [StrOptions({"lbfgs", "adagrad"})],
         "l2": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean"],
@@ -75,7 +76,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         self,
         lam=1.0,
         *,
-        score="probability",
+        penalty_score="probability",
         solver="lbfgs",
         l2=0.0,
         fit_intercept=True,
@@ -87,7 +88,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         warm_start=False,
     ):
         self.lam = lam
-        self.score = score
+        self.penalty_score = penalty_score
         self.solver = solver
         self.l2 = l2
         self.fit_intercept = fit_intercept
@@ -137,11 +138,11 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         elif theta is None:
             theta = self._zeros(problem.n_features)
         if penalized:
-            problem.proxy_stats(scores_and_slope(problem.linear(theta), self.score)[0])
+            problem.proxy_stats(scores_and_slope(problem.linear(theta), self.penalty_score)[0])
         theta = self._solve(problem, theta, lam=self.lam if penalized else 0.0)
         self._store(theta, problem.n_features)
         self.groups_ = labels
-        self.mi_proxy_ = mi_proxy_at(theta, problem, self.score) if cells is not None else np.nan
+        self.mi_proxy_ = mi_proxy_at(theta, problem, self.penalty_score) if cells is not None else np.nan
         return self
 
     def _solve(self, problem, theta0, *, lam):
@@ -159,13 +160,13 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
 
         stats = None
         if lam > 0:
-            s, _ = scores_and_slope(problem.linear(theta0), self.score)
+            s, _ = scores_and_slope(problem.linear(theta0), self.penalty_score)
             stats = problem.proxy_stats(s)
         return self._adagrad(epoch, theta0, lam, stats, lambda: problem.group_labels)
 
     def _lbfgs(self, problem, theta0, lam):
         def fun(theta):
-            f, g, _ = objective(theta, problem, lam, self.score, self.l2)
+            f, g, _ = objective(theta, problem, lam, self.penalty_score, self.l2)
             return f, g
 
         res = minimize(
@@ -193,7 +194,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             epoch,
             theta0,
             lam=lam,
-            score=self.score,
+            score=self.penalty_score,
             l2=self.l2,
             fit_intercept=self.fit_intercept,
             learning_rate=self.learning_rate,
@@ -243,10 +244,10 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         if theta is None:  # unpenalized warm start
             theta = self._adagrad(epoch, self._zeros(n_features), 0.0, None, None)
         if self.lam > 0:
-            moments = measure_moments(epoch, theta, score=self.score, fit_intercept=self.fit_intercept)
+            moments = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
             stats = proxy_stats(moments, coder.labels)
             theta = self._adagrad(epoch, theta, self.lam, stats, lambda: coder.labels)
-            final = measure_moments(epoch, theta, score=self.score, fit_intercept=self.fit_intercept)
+            final = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
             self.mi_proxy_ = proxy_stats(final, coder.labels).value
         else:
             self.mi_proxy_ = np.nan
@@ -259,10 +260,12 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         if not fitted_classes:
             check_classification_targets(y)
             self.classes_ = np.unique(y)
-            if self.classes_.size != 2:
+            k = self.classes_.size
+            if k != 2:
                 raise ValueError(
-                    f"{type(self).__name__} is a binary classifier: y needs exactly 2 classes, "
-                    f"got {self.classes_.size} ({self.classes_[:5].tolist()})"
+                    f"Only binary classification is supported. y has {k} class"
+                    f"{'' if k == 1 else 'es'} ({self.classes_[:5].tolist()}); "
+                    f"{type(self).__name__} needs exactly 2"
                 )
         unknown = ~np.isin(y, self.classes_)
         if unknown.any():
@@ -299,7 +302,8 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(int)]
 
 
 def _column(values, n_rows: int) -> np.ndarray:
