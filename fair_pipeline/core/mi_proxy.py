@@ -150,7 +150,7 @@ def proxy_stats(moments: CellMoments, group_labels=None, *, check_counts: bool =
     n_groups = n_cells // N_LABELS
     names = group_labels if group_labels is not None else np.arange(n_groups)
     for cell in range(n_cells if check_counts else 0):
-        group, label = names[cell // N_LABELS], cell % N_LABELS
+        group, label = _plain(names[cell // N_LABELS]), cell % N_LABELS
         if moments.count[cell] < 2:
             raise MIPenaltyError(
                 f"group {group!r} has {int(moments.count[cell])} member(s) with label {label}; "
@@ -190,7 +190,7 @@ def _check_not_constant(var, mean, names, *, per_cell: bool) -> None:
     if bad.size:
         k = int(bad[0])
         where = (
-            f"group {names[k // N_LABELS]!r}, label {k % N_LABELS}" if per_cell else f"label {k}"
+            f"group {_plain(names[k // N_LABELS])!r}, label {k % N_LABELS}" if per_cell else f"label {k}"
         )
         raise MIPenaltyError(
             f"scores are constant within {where} (variance {var[k]:.3g}); the Gaussian "
