@@ -101,6 +101,10 @@ class CellMoments:
             np.pad(self.count, (0, pad)),
         )
 
+    def decayed(self, factor: float) -> "CellMoments":
+        """Down-weight (exponential forgetting) keeping means; counts are kept for validation."""
+        return CellMoments(self.weight * factor, self.mean, self.m2 * factor, self.count)
+
     def merge(self, other: "CellMoments") -> "CellMoments":
         n = max(self.weight.size, other.weight.size)
         a, b = self.resized(n), other.resized(n)
@@ -220,17 +224,22 @@ def mi_proxy(scores, labels01, groups, sample_weight=None) -> float:
     return stats_from_scores(scores, labels01, codes, sample_weight, group_labels=names).value
 
 
+def score_gradient_coefficients(stats: ProxyStats):
+    """Per-cell (a, b) with d(2Î)/ds_i = (2 w_i / W) (a[c_i] s_i + b[c_i]): two gathers per row."""
+    labels = np.arange(stats.cell_weight.size) % N_LABELS
+    a = 1.0 / stats.label_var[labels] - 1.0 / stats.cell_var
+    b = stats.cell_mean / stats.cell_var - stats.label_mean[labels] / stats.label_var[labels]
+    return a, b
+
+
 def score_gradient(stats: ProxyStats, scores, cells, weights, total_weight: float | None = None):
     """d(2Î)/ds_i for the rows given, at fixed population statistics ``stats``.
 
     ``total_weight`` rescales for mini-batches (batch weight instead of the population weight).
     """
     W = stats.total_weight if total_weight is None else total_weight
-    labels = cells % N_LABELS
-    return (2.0 * weights / W) * (
-        (scores - stats.label_mean[labels]) / stats.label_var[labels]
-        - (scores - stats.cell_mean[cells]) / stats.cell_var[cells]
-    )
+    a, b = score_gradient_coefficients(stats)
+    return (2.0 * weights / W) * (a[cells] * scores + b[cells])
 
 
 def _as_labels01(y) -> np.ndarray:

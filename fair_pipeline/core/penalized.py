@@ -22,6 +22,10 @@ from .penalized_adagrad import adagrad, measure_moments
 from .penalized_objective import SCORES, PenalizedProblem, mi_proxy_at, objective, scores_and_slope
 
 
+# L-BFGS history length: 30 pairs cut iterations by ~1/3 on Adult (penalized and not) at O(30 d) memory.
+LBFGS_MEMORY = 30
+
+
 class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
     """Binary logistic regression with a conditional-mutual-information fairness penalty.
 
@@ -158,11 +162,12 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
                 cells = None if problem.cells is None else problem.cells[idx]
                 yield problem.X[idx], problem.y[idx], cells, problem.w[idx]
 
-        stats = None
+        moments = None
         if lam > 0:
             s, _ = scores_and_slope(problem.linear(theta0), self.penalty_score)
-            stats = problem.proxy_stats(s)
-        return self._adagrad(epoch, theta0, lam, stats, lambda: problem.group_labels)
+            moments = CellMoments.from_scores(s, problem.cells, problem.w, problem.n_cells)
+            proxy_stats(moments, problem.group_labels)  # names a constant-score cell before any step
+        return self._adagrad(epoch, theta0, lam, moments, lambda: problem.group_labels)
 
     def _lbfgs(self, problem, theta0, lam):
         def fun(theta):
@@ -179,6 +184,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
                 "maxfun": 2 * self.max_iter + 20,
                 "gtol": 1e-6 if self.tol is None else self.tol,
                 "ftol": 64 * np.finfo(float).eps,
+                "maxcor": LBFGS_MEMORY,
             },
         )
         self.n_iter_ = int(res.nit)
@@ -189,7 +195,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             )
         return res.x
 
-    def _adagrad(self, epoch, theta0, lam, stats, group_labels):
+    def _adagrad(self, epoch, theta0, lam, moments, group_labels):
         result = adagrad(
             epoch,
             theta0,
@@ -200,7 +206,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             learning_rate=self.learning_rate,
             max_epochs=self.max_iter,
             tol=1e-4 if self.tol is None else self.tol,
-            stats=stats,
+            moments=moments,
             group_labels=group_labels,
         )
         self.n_iter_ = result.n_epochs
@@ -245,8 +251,8 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             theta = self._adagrad(epoch, self._zeros(n_features), 0.0, None, None)
         if self.lam > 0:
             moments = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
-            stats = proxy_stats(moments, coder.labels)
-            theta = self._adagrad(epoch, theta, self.lam, stats, lambda: coder.labels)
+            proxy_stats(moments, coder.labels)  # validates counts and constant scores on the full data
+            theta = self._adagrad(epoch, theta, self.lam, moments, lambda: coder.labels)
             final = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
             self.mi_proxy_ = proxy_stats(final, coder.labels).value
         else:

@@ -3,9 +3,10 @@
 The proxy Î is a population quantity (variances over all rows of a (group, label) cell), so a batch
 alone cannot give its gradient. Given the population means/variances, though, d(2Î)/ds_i is a
 per-row term (see ``mi_proxy.score_gradient``), so the gradient is a sum over batches like the loss.
-Each epoch therefore uses the statistics measured during the previous epoch (at the scores the model
-gave then) and accumulates fresh ones for the next: one pass per epoch, memory O(features + cells).
-As the iterates settle, the stale statistics converge to the current ones.
+The statistics come from running moments: they start from a full pass at the starting coefficients
+and, batch after batch, are decayed by ``1 - 1/stats_window`` and merged with the current batch's
+moments, so they follow the moving scores (statistics frozen for a whole epoch made large-lambda fits
+overshoot). Memory stays O(features + cells); one read of the stream per epoch.
 
 A batch is ``(X, y01, cells, w)`` with ``cells = 2 * group_code + label`` (or None when no groups).
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .mi_proxy import N_LABELS, CellMoments, ProxyStats, proxy_stats, score_gradient
+from .mi_proxy import N_LABELS, CellMoments, proxy_stats, score_gradient
 from .penalized_objective import scores_and_slope
 
 Batch = tuple  # (X, y01, cells | None, w)
@@ -62,9 +63,10 @@ def adagrad(
     learning_rate: float,
     max_epochs: int,
     tol: float,
-    stats: ProxyStats | None = None,
+    moments: CellMoments | None = None,
     group_labels: Callable[[], np.ndarray] | None = None,
-    n_iter_no_change: int = 3,
+    stats_window: int = 10,
+    n_iter_no_change: int = 5,
     eps: float = 1e-8,
 ) -> AdagradResult:
     """Run Adagrad epochs from theta0 until the epoch objective stops improving.
@@ -72,14 +74,15 @@ def adagrad(
     The epoch objective is the weighted log-loss of each batch at the coefficients it was scored
     with, plus 2 lam Î at the statistics gathered in the epoch, plus the L2 term. Like
     scikit-learn's SGD, stop after ``n_iter_no_change`` epochs without a relative improvement
-    larger than ``tol``. With lam > 0, ``stats`` must hold the population statistics at theta0
+    larger than ``tol``. With lam > 0, ``moments`` must hold the population moments at theta0
     (``measure_moments``).
     """
     theta = np.array(theta0, dtype=float)
     sq_grad = np.zeros_like(theta)
     penalized = lam > 0
-    if penalized and stats is None:
-        raise ValueError("penalized Adagrad needs the starting population statistics")
+    if penalized and moments is None:
+        raise ValueError("penalized Adagrad needs the starting population moments")
+    running, decay = moments, 1.0 - 1.0 / stats_window
     best, stalled = np.inf, 0
     for n_epoch in range(1, max_epochs + 1):
         acc = CellMoments.empty()
@@ -95,9 +98,12 @@ def adagrad(
             r = w * (expit(z) - y) / batch_weight
             if penalized:
                 s, slope = scores_and_slope(z, score)
-                acc = acc.merge(CellMoments.from_scores(s, cells, w, _n_cells(cells)))
-                if cells.max() >= stats.cell_weight.size:
-                    raise ValueError("a group appeared that was absent from the previous pass")
+                if cells.max() >= running.weight.size:
+                    raise ValueError("a group appeared that was absent from the first pass")
+                current = CellMoments.from_scores(s, cells, w, running.weight.size)
+                acc = acc.merge(current)
+                running = running.decayed(decay).merge(current)
+                stats = proxy_stats(running, check_counts=False)
                 g = score_gradient(stats, s, cells, w, total_weight=batch_weight)
                 r += lam * (g if slope is None else g * slope)
             grad_beta = np.asarray(X.T @ r).ravel() + l2 * beta
@@ -112,8 +118,7 @@ def adagrad(
         value = loss_sum / weight_sum + 0.5 * l2 * float(beta @ beta)
         if penalized:
             labels = group_labels() if group_labels is not None else None
-            stats = proxy_stats(acc, labels)
-            value += 2.0 * lam * stats.value
+            value += 2.0 * lam * proxy_stats(acc, labels, check_counts=False).value
         if not np.isfinite(best) or value < best - tol * abs(best):
             best, stalled = value, 0
         else:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .mi_proxy import N_LABELS, CellMoments, ProxyStats, proxy_stats, score_gradient
+from .mi_proxy import N_LABELS, CellMoments, ProxyStats, proxy_stats, score_gradient_coefficients
 
 SCORES = ("probability", "logit")
 
@@ -41,6 +41,9 @@ class PenalizedProblem:
 
     def __post_init__(self):
         self.total_weight = float(self.w.sum())
+        self.unit_weights = bool(np.all(self.w == 1.0))
+        self.w_over_W = self.w / self.total_weight
+        self.wy = self.w * self.y
         if self.cells is not None:
             self.cell_weight = np.bincount(self.cells, weights=self.w, minlength=self.n_cells)
             self.cell_count = np.bincount(self.cells[self.w > 0], minlength=self.n_cells)
@@ -58,28 +61,43 @@ class PenalizedProblem:
         beta, b = self.split(theta)
         return np.asarray(self.X @ beta).ravel() + b
 
+    def weighted(self, values: np.ndarray) -> np.ndarray:
+        return values if self.unit_weights else values * self.w
+
     def proxy_stats(self, s: np.ndarray, *, check_counts: bool = False) -> ProxyStats:
-        moments = CellMoments.from_scores(
-            s, self.cells, self.w, self.n_cells, w_cell=self.cell_weight, count=self.cell_count
-        )
+        """Î's statistics at scores s: one pass of raw sums, two-pass only if cancellation threatens."""
+        ws = self.weighted(s)
+        mean = np.bincount(self.cells, weights=ws, minlength=self.n_cells) / self.cell_weight
+        m2 = np.bincount(self.cells, weights=ws * s, minlength=self.n_cells) - self.cell_weight * mean**2
+        if np.any(m2 <= 1e-8 * self.cell_weight * mean**2):
+            moments = CellMoments.from_scores(
+                s, self.cells, self.w, self.n_cells, w_cell=self.cell_weight, count=self.cell_count
+            )
+        else:
+            moments = CellMoments(self.cell_weight, mean, m2, self.cell_count)
         return proxy_stats(moments, self.group_labels, check_counts=check_counts)
 
 
 def objective(theta, problem: PenalizedProblem, lam: float, score: str, l2: float):
     """Return (f, grad, mi_proxy) at theta; mi_proxy is Î (nan when unpenalized)."""
     z = problem.linear(theta)
-    W = problem.total_weight
-    loss = float(problem.w @ (np.logaddexp(0.0, z) - problem.y * z)) / W
-    r = problem.w * (expit(z) - problem.y) / W
+    p = expit(z)
+    # softplus(z) = log(1 + e^z) from p, avoiding a second transcendental pass (logaddexp).
+    softplus = np.maximum(z, 0.0) - np.log(np.where(z >= 0, p, 1.0 - p))
+    loss = (float(problem.weighted(softplus).sum()) - float(problem.wy @ z)) / problem.total_weight
+    r = (p - problem.y) * problem.w_over_W
     proxy = np.nan
     if lam > 0:
-        s, slope = scores_and_slope(z, score)
+        s = z if score == "logit" else p
         stats = problem.proxy_stats(s)
         proxy = stats.value
-        g = score_gradient(stats, s, problem.cells, problem.w)
-        r += lam * (g if slope is None else g * slope)
+        a, b = score_gradient_coefficients(stats)
+        g = (2.0 * lam) * (a[problem.cells] * s + b[problem.cells])
+        if score == "probability":
+            g *= p * (1.0 - p)
+        r += g * problem.w_over_W
     beta, _ = problem.split(theta)
-    f = loss + lam * 2.0 * (proxy if lam > 0 else 0.0) + 0.5 * l2 * float(beta @ beta)
+    f = loss + (2.0 * lam * proxy if lam > 0 else 0.0) + 0.5 * l2 * float(beta @ beta)
     grad_beta = np.asarray(problem.X.T @ r).ravel() + l2 * beta
     grad = np.append(grad_beta, r.sum()) if problem.fit_intercept else grad_beta
     return f, grad, proxy

@@ -1,0 +1,160 @@
+"""Cost of the MI penalty on Adult (issue 6, item 5), measured side by side in one run.
+
+    /work/venv/bin/python benchmarks/bench_penalized.py [--repeats 7] [--lam 10]
+
+Prints, on the Adult training split (29,170 x 64), single-threaded BLAS:
+  1. one objective-and-gradient evaluation, penalized / unpenalized (same code, same data); target <= 1.5
+  2. whole fit, penalized / unpenalized, for L-BFGS and Adagrad; target <= 3. "stage" is the penalized
+     solve started from the unpenalized solution; "total" adds that unpenalized warm start.
+  3. a lambda sweep warm-started along the path / the same grid fitted cold point by point.
+  4. Fairlearn ExponentiatedGradient (EqualizedOdds, LogisticRegression) on the same split, if installed:
+     time, held-out AUC and the Female - Male partial-AUC gap (cutoffs 0.1 and 1) with p-values.
+Times are medians over interleaved repeats (the machine is shared and noisy).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from fair_pipeline.benchmark_data import adult_split
+from fair_pipeline.core.mi_proxy import cells_of, encode_groups
+from fair_pipeline.core.penalized_objective import PenalizedProblem, objective
+from fair_pipeline.core.penalized_report import group_gap, group_partial_aucs
+from fair_pipeline.penalized import MIPenalizedLogisticRegression, lambda_path
+
+FIT = {"l2": 1e-4, "tol": 1e-5}
+ADAGRAD = {"solver": "adagrad", "batch_size": 1024, "learning_rate": 0.1, "max_iter": 200, "random_state": 0}
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def median_times(candidates: dict, repeats: int) -> dict:
+    """Run every candidate once per round, rounds interleaved; return median seconds per candidate."""
+    samples = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            samples[name].append(timed(fn)[0])
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def bench_objective(split, lam, repeats):
+    codes, labels = encode_groups(split.groups_train)
+    problem = PenalizedProblem(
+        split.X_train, split.y_train.astype(float), np.ones(len(split.y_train)),
+        cells_of(codes, split.y_train), 2 * labels.size, labels, True,
+    )
+    theta = np.append(MIPenalizedLogisticRegression(lam=0.0, **FIT).fit(split.X_train, split.y_train).coef_[0], 0.0)
+    inner = 20
+
+    def evals(lam_, score):
+        return lambda: [objective(theta, problem, lam_, score, FIT["l2"]) for _ in range(inner)]
+
+    t = median_times(
+        {"unpenalized": evals(0.0, "probability"), "probability": evals(lam, "probability"), "logit": evals(lam, "logit")},
+        repeats,
+    )
+    print("\n1. one objective + gradient evaluation (Adult train, n=%d, d=%d)" % split.X_train.shape)
+    print(f"   unpenalized {1e3 * t['unpenalized'] / inner:.2f} ms")
+    for score in ("probability", "logit"):
+        ratio = t[score] / t["unpenalized"]
+        print(f"   penalized ({score:11s}) {1e3 * t[score] / inner:.2f} ms   ratio {ratio:.2f}   target <= 1.5: {'PASS' if ratio <= 1.5 else 'FAIL'}")
+
+
+def bench_fits(split, lam, repeats):
+    X, y, g = split.X_train, split.y_train, split.groups_train
+    print(f"\n2. whole fit, lam = {lam} (penalty on the probability)")
+    for solver, extra in (("lbfgs", {}), ("adagrad", ADAGRAD)):
+        params = {**FIT, **extra}
+        base = MIPenalizedLogisticRegression(lam=0.0, **params).fit(X, y, sensitive_features=g)
+
+        def stage_only():
+            return copy.deepcopy(base).set_params(lam=lam, warm_start=True).fit(X, y, sensitive_features=g)
+
+        t = median_times(
+            {
+                "unpenalized": lambda: MIPenalizedLogisticRegression(lam=0.0, **params).fit(X, y, sensitive_features=g),
+                "stage": stage_only,
+                "total": lambda: MIPenalizedLogisticRegression(lam=lam, **params).fit(X, y, sensitive_features=g),
+            },
+            repeats,
+        )
+        for name in ("stage", "total"):
+            ratio = t[name] / t["unpenalized"]
+            print(
+                f"   {solver:7s} unpenalized {t['unpenalized']:.2f} s   penalized {name:5s} {t[name]:.2f} s   "
+                f"ratio {ratio:.2f}   target <= 3: {'PASS' if ratio <= 3 else 'FAIL'}"
+            )
+
+
+def bench_path(split, repeats):
+    X, y, g = split.X_train, split.y_train, split.groups_train
+    grid = [0.0, 1.0, 3.0, 10.0]
+
+    def cold():
+        return [MIPenalizedLogisticRegression(lam=lam, **FIT).fit(X, y, sensitive_features=g) for lam in grid]
+
+    t = median_times({"warm path": lambda: lambda_path(X, y, g, grid, **FIT), "cold grid": cold}, max(1, repeats // 2))
+    print(f"\n3. lambda sweep {grid} (L-BFGS): warm path {t['warm path']:.2f} s, cold grid {t['cold grid']:.2f} s, "
+          f"ratio {t['warm path'] / t['cold grid']:.2f}")
+
+
+def _audit_row(name, seconds, scores, split):
+    table = group_partial_aucs(scores, split.y_test, split.groups_test, (0.1, 1.0))
+    gaps = group_gap(table, "Female", "Male").set_index("cutoff")
+    auc = group_partial_aucs(scores, split.y_test, np.zeros(len(split.y_test)), (1.0,)).iloc[0]
+    print(
+        f"   {name:34s} {seconds:7.2f} s   AUC {auc['pauc']:.4f} ({auc['se']:.4f})   "
+        f"gap@0.1 {gaps.loc[0.1, 'gap']:+.4f} (p={gaps.loc[0.1, 'p_value']:.3g})   "
+        f"gap@1 {gaps.loc[1.0, 'gap']:+.4f} (p={gaps.loc[1.0, 'p_value']:.3g})"
+    )
+
+
+def bench_fairlearn(split, lam):
+    print("\n4. held-out comparison (n_test = %d)" % len(split.y_test))
+    X, y, g = split.X_train, split.y_train, split.groups_train
+    for name, params in (("logistic regression (lam=0)", {"lam": 0.0}), (f"MI-penalized, probability, lam={lam}", {"lam": lam})):
+        seconds, model = timed(lambda: MIPenalizedLogisticRegression(**params, **FIT).fit(X, y, sensitive_features=g))
+        _audit_row(name, seconds, model.decision_function(split.X_test), split)
+    try:
+        from fairlearn.reductions import EqualizedOdds, ExponentiatedGradient
+    except ImportError:
+        print("   fairlearn not installed: skipped (pip install fairlearn)")
+        return
+    from sklearn.linear_model import LogisticRegression
+
+    reduction = ExponentiatedGradient(LogisticRegression(C=1 / (FIT["l2"] * len(y)), max_iter=1000), EqualizedOdds())
+    seconds, _ = timed(lambda: reduction.fit(X, y, sensitive_features=g))
+    # The reduction returns a randomized classifier; its P(y=1) is the score for ranking audits.
+    _audit_row("fairlearn ExpGrad(EqualizedOdds)", seconds, reduction._pmf_predict(split.X_test)[:, 1], split)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--lam", type=float, default=10.0)
+    parser.add_argument("--parts", default="objective,fits,path,compare", help="comma-separated subset")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    split = adult_split()
+    with threadpool_limits(1):
+        if "objective" in parts:
+            bench_objective(split, args.lam, args.repeats)
+        if "fits" in parts:
+            bench_fits(split, args.lam, args.repeats)
+        if "path" in parts:
+            bench_path(split, args.repeats)
+        if "compare" in parts:
+            bench_fairlearn(split, args.lam)
+
+
+if __name__ == "__main__":
+    main()
