@@ -38,13 +38,13 @@ def timed(fn):
     return time.perf_counter() - start, out
 
 
-def median_times(candidates: dict, repeats: int) -> dict:
-    """Run every candidate once per round, rounds interleaved; return median seconds per candidate."""
+def median_times(candidates: dict, repeats: int, stat=statistics.median) -> dict:
+    """Run every candidate once per round, rounds interleaved; return median (or ``stat``) seconds."""
     samples = {name: [] for name in candidates}
     for _ in range(repeats):
         for name, fn in candidates.items():
             samples[name].append(timed(fn)[0])
-    return {name: statistics.median(v) for name, v in samples.items()}
+    return {name: stat(v) for name, v in samples.items()}
 
 
 def bench_objective(split, lam, repeats):
@@ -54,20 +54,24 @@ def bench_objective(split, lam, repeats):
         cells_of(codes, split.y_train), 2 * labels.size, labels, True,
     )
     theta = np.append(MIPenalizedLogisticRegression(lam=0.0, **FIT).fit(split.X_train, split.y_train).coef_[0], 0.0)
-    inner = 20
+    inner = 10
 
     def evals(lam_, score):
         return lambda: [objective(theta, problem, lam_, score, FIT["l2"]) for _ in range(inner)]
 
-    t = median_times(
-        {"unpenalized": evals(0.0, "probability"), "probability": evals(lam, "probability"), "logit": evals(lam, "logit")},
-        repeats,
-    )
-    print("\n1. one objective + gradient evaluation (Adult train, n=%d, d=%d)" % split.X_train.shape)
-    print(f"   unpenalized {1e3 * t['unpenalized'] / inner:.2f} ms")
+    candidates = {"unpenalized": evals(0.0, "probability"), "probability": evals(lam, "probability"), "logit": evals(lam, "logit")}
+    # Many short interleaved rounds; the minimum is the least-disturbed timing on a shared machine.
+    rounds = 5 * repeats
+    t_min = median_times(candidates, rounds, stat=min)
+    t_med = median_times(candidates, rounds)
+    print("\n1. one objective + gradient evaluation (Adult train, n=%d, d=%d), %d rounds" % (*split.X_train.shape, rounds))
+    print(f"   unpenalized {1e3 * t_min['unpenalized'] / inner:.2f} ms (median {1e3 * t_med['unpenalized'] / inner:.2f})")
     for score in ("probability", "logit"):
-        ratio = t[score] / t["unpenalized"]
-        print(f"   penalized ({score:11s}) {1e3 * t[score] / inner:.2f} ms   ratio {ratio:.2f}   target <= 1.5: {'PASS' if ratio <= 1.5 else 'FAIL'}")
+        ratio = t_min[score] / t_min["unpenalized"]
+        print(
+            f"   penalized ({score:11s}) {1e3 * t_min[score] / inner:.2f} ms   ratio of minima {ratio:.2f} "
+            f"(of medians {t_med[score] / t_med['unpenalized']:.2f})   target <= 1.5: {'PASS' if ratio <= 1.5 else 'FAIL'}"
+        )
 
 
 def bench_fits(split, lams, repeats):

@@ -40,6 +40,17 @@ class PenalizedProblem:
     fit_intercept: bool
 
     def __post_init__(self):
+        self.cell_slices = None
+        if self.cells is not None:
+            # Rows sorted by cell once: per-cell sums become reduceat over contiguous runs and the
+            # per-row penalty factors are written slice by slice (no scatter / gather per evaluation).
+            order = np.argsort(self.cells, kind="stable")
+            self.X, self.y, self.w, self.cells = self.X[order], self.y[order], self.w[order], self.cells[order]
+            counts = np.bincount(self.cells, minlength=self.n_cells)
+            if np.all(counts > 0):
+                bounds = np.concatenate([[0], np.cumsum(counts)])
+                self.cell_starts = bounds[:-1]
+                self.cell_slices = [slice(bounds[c], bounds[c + 1]) for c in range(self.n_cells)]
         self.total_weight = float(self.w.sum())
         self.unit_weights = bool(np.all(self.w == 1.0))
         self.w_over_W = self.w / self.total_weight
@@ -67,8 +78,8 @@ class PenalizedProblem:
     def proxy_stats(self, s: np.ndarray, *, check_counts: bool = False) -> ProxyStats:
         """Î's statistics at scores s: one pass of raw sums, two-pass only if cancellation threatens."""
         ws = self.weighted(s)
-        mean = np.bincount(self.cells, weights=ws, minlength=self.n_cells) / self.cell_weight
-        m2 = np.bincount(self.cells, weights=ws * s, minlength=self.n_cells) - self.cell_weight * mean**2
+        mean = self._cell_sums(ws) / self.cell_weight
+        m2 = self._cell_sums(ws * s) - self.cell_weight * mean**2
         if np.any(m2 <= 1e-8 * self.cell_weight * mean**2):
             moments = CellMoments.from_scores(
                 s, self.cells, self.w, self.n_cells, w_cell=self.cell_weight, count=self.cell_count
@@ -76,6 +87,21 @@ class PenalizedProblem:
         else:
             moments = CellMoments(self.cell_weight, mean, m2, self.cell_count)
         return proxy_stats(moments, self.group_labels, check_counts=check_counts)
+
+    def _cell_sums(self, values: np.ndarray) -> np.ndarray:
+        if self.cell_slices is not None:
+            return np.add.reduceat(values, self.cell_starts)
+        return np.bincount(self.cells, weights=values, minlength=self.n_cells)
+
+    def per_cell_affine(self, a: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """a[c_i] * s_i + b[c_i] for every row."""
+        if self.cell_slices is None or self.n_cells > 64:
+            return a[self.cells] * s + b[self.cells]
+        out = np.empty_like(s)
+        for c, rows in enumerate(self.cell_slices):
+            np.multiply(s[rows], a[c], out=out[rows])
+            out[rows] += b[c]
+        return out
 
 
 def objective(theta, problem: PenalizedProblem, lam: float, score: str, l2: float):
@@ -92,10 +118,11 @@ def objective(theta, problem: PenalizedProblem, lam: float, score: str, l2: floa
         stats = problem.proxy_stats(s)
         proxy = stats.value
         a, b = score_gradient_coefficients(stats)
-        g = (2.0 * lam) * (a[problem.cells] * s + b[problem.cells])
+        scale = 2.0 * lam / problem.total_weight  # d(2 lam Î)/ds_i = scale * w_i * (a s_i + b)
+        g = problem.per_cell_affine(scale * a, scale * b, s)
         if score == "probability":
             g *= p * (1.0 - p)
-        r += g * problem.w_over_W
+        r += problem.weighted(g)
     beta, _ = problem.split(theta)
     f = loss + (2.0 * lam * proxy if lam > 0 else 0.0) + 0.5 * l2 * float(beta @ beta)
     grad_beta = np.asarray(problem.X.T @ r).ravel() + l2 * beta

@@ -197,6 +197,29 @@ def test_fit_stream_from_chunks_matches_lbfgs():
         MIPenalizedLogisticRegression(solver="adagrad").fit_stream(c for c in chunks)
 
 
+def test_sparse_input_matches_dense():
+    from scipy import sparse
+
+    X, y, g = _data(n=800, seed=14)
+    X[np.abs(X) < 0.7] = 0.0
+    dense = MIPenalizedLogisticRegression(lam=2.0, tol=1e-9).fit(X, y, sensitive_features=g)
+    sp = MIPenalizedLogisticRegression(lam=2.0, tol=1e-9).fit(sparse.csr_matrix(X), y, sensitive_features=g)
+    np.testing.assert_allclose(_theta(sp), _theta(dense), atol=1e-6)
+    np.testing.assert_allclose(sp.decision_function(sparse.csr_matrix(X)), dense.decision_function(X), atol=1e-6)
+
+
+def test_fit_stream_rejects_bad_chunks():
+    X, y, g = _data(n=600, seed=15)
+    no_groups = [(X[i : i + 200], y[i : i + 200], None, None) for i in range(0, 600, 200)]
+    with pytest.raises(ValueError, match="needs groups in every batch"):
+        MIPenalizedLogisticRegression(lam=1.0, solver="adagrad", max_iter=5).fit_stream(no_groups)
+    g = g.astype(object)
+    g[np.flatnonzero(y == 0)[:3]] = "rare"  # a group with negatives only
+    chunks = [(X[i : i + 200], y[i : i + 200], g[i : i + 200], None) for i in range(0, 600, 200)]
+    with pytest.raises(MIPenaltyError, match="group 'rare' has 0 member"):
+        MIPenalizedLogisticRegression(lam=1.0, solver="adagrad", max_iter=5).fit_stream(chunks)
+
+
 def test_group_needed_only_at_fit_time():
     X, y, g = _data(seed=13)
     model = MIPenalizedLogisticRegression(lam=2.0).fit(X, y, sensitive_features=g)
