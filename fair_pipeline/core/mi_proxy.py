@@ -177,6 +177,23 @@ def proxy_stats(moments: CellMoments, group_labels=None, *, check_counts: bool =
     )
 
 
+def stats_from_sums(weight: np.ndarray, s1: np.ndarray, s2: np.ndarray, group_labels=None) -> ProxyStats:
+    """ProxyStats from per-cell raw sums (sum w, sum w s, sum w s^2): the cheap per-batch path.
+
+    Raw sums lose precision when a cell's variance is tiny next to its squared mean; below a safe
+    margin this falls back to the validating path, which names a constant cell.
+    """
+    mean = s1 / weight
+    var = s2 / weight - mean**2
+    pooled = weight.reshape(-1, N_LABELS).sum(0)
+    label_mean = s1.reshape(-1, N_LABELS).sum(0) / pooled
+    label_var = s2.reshape(-1, N_LABELS).sum(0) / pooled - label_mean**2
+    if not (np.all(var > 1e-8 * mean**2) and np.all(weight > 0)):
+        count = np.full(weight.size, 2)
+        return proxy_stats(CellMoments(weight, mean, np.maximum(var, 0.0) * weight, count), group_labels)
+    return ProxyStats(weight, mean, var, pooled, label_mean, label_var, float(pooled.sum()))
+
+
 def pool_labels(moments: CellMoments):
     """Pool (group, label) cells into per-label weight, mean and m2 (law of total variance)."""
     labels = np.arange(moments.weight.size) % N_LABELS

@@ -167,7 +167,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             s, _ = scores_and_slope(problem.linear(theta0), self.penalty_score)
             moments = CellMoments.from_scores(s, problem.cells, problem.w, problem.n_cells)
             proxy_stats(moments, problem.group_labels)  # names a constant-score cell before any step
-        return self._adagrad(epoch, theta0, lam, moments, lambda: problem.group_labels)
+        return self._adagrad(epoch, theta0, lam, moments)
 
     def _lbfgs(self, problem, theta0, lam):
         def fun(theta):
@@ -195,7 +195,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             )
         return res.x
 
-    def _adagrad(self, epoch, theta0, lam, moments, group_labels):
+    def _adagrad(self, epoch, theta0, lam, moments):
         result = adagrad(
             epoch,
             theta0,
@@ -207,7 +207,6 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             max_epochs=self.max_iter,
             tol=1e-4 if self.tol is None else self.tol,
             moments=moments,
-            group_labels=group_labels,
         )
         self.n_iter_ = result.n_epochs
         self.converged_ = result.converged
@@ -248,11 +247,11 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             n_features = np.shape(next(iter(epoch_source()))[0])[1]
         theta = self._initial_theta(n_features)
         if theta is None:  # unpenalized warm start
-            theta = self._adagrad(epoch, self._zeros(n_features), 0.0, None, None)
+            theta = self._adagrad(epoch, self._zeros(n_features), 0.0, None)
         if self.lam > 0:
             moments = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
             proxy_stats(moments, coder.labels)  # validates counts and constant scores on the full data
-            theta = self._adagrad(epoch, theta, self.lam, moments, lambda: coder.labels)
+            theta = self._adagrad(epoch, theta, self.lam, moments)
             final = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
             self.mi_proxy_ = proxy_stats(final, coder.labels).value
         else:

@@ -3,9 +3,9 @@
 The proxy Î is a population quantity (variances over all rows of a (group, label) cell), so a batch
 alone cannot give its gradient. Given the population means/variances, though, d(2Î)/ds_i is a
 per-row term (see ``mi_proxy.score_gradient``), so the gradient is a sum over batches like the loss.
-The statistics come from running moments: they start from a full pass at the starting coefficients
-and, batch after batch, are decayed by ``1 - 1/stats_window`` and merged with the current batch's
-moments, so they follow the moving scores (statistics frozen for a whole epoch made large-lambda fits
+The statistics come from running per-cell sums: they start from a full pass at the starting
+coefficients and, batch after batch, are decayed by ``1 - 1/stats_window`` and added to the current
+batch's sums, so they follow the moving scores (statistics frozen for a whole epoch made large-lambda fits
 overshoot). Memory stays O(features + cells); one read of the stream per epoch.
 
 A batch is ``(X, y01, cells, w)`` with ``cells = 2 * group_code + label`` (or None when no groups).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .mi_proxy import N_LABELS, CellMoments, proxy_stats, score_gradient
+from .mi_proxy import N_LABELS, CellMoments, score_gradient_coefficients, stats_from_sums
 from .penalized_objective import scores_and_slope
 
 Batch = tuple  # (X, y01, cells | None, w)
@@ -64,7 +64,6 @@ def adagrad(
     max_epochs: int,
     tol: float,
     moments: CellMoments | None = None,
-    group_labels: Callable[[], np.ndarray] | None = None,
     stats_window: int = 10,
     n_iter_no_change: int = 5,
     eps: float = 1e-8,
@@ -72,7 +71,7 @@ def adagrad(
     """Run Adagrad epochs from theta0 until the epoch objective stops improving.
 
     The epoch objective is the weighted log-loss of each batch at the coefficients it was scored
-    with, plus 2 lam Î at the statistics gathered in the epoch, plus the L2 term. Like
+    with, plus 2 lam Î of the scores seen in the epoch, plus the L2 term. Like
     scikit-learn's SGD, stop after ``n_iter_no_change`` epochs without a relative improvement
     larger than ``tol``. With lam > 0, ``moments`` must hold the population moments at theta0
     (``measure_moments``).
@@ -82,11 +81,15 @@ def adagrad(
     penalized = lam > 0
     if penalized and moments is None:
         raise ValueError("penalized Adagrad needs the starting population moments")
-    running, decay = moments, 1.0 - 1.0 / stats_window
+    if penalized:
+        # Running raw sums per cell (sum w, sum w s, sum w s^2), exponentially forgotten per batch.
+        running = np.stack([moments.weight, moments.weight * moments.mean, moments.m2 + moments.weight * moments.mean**2])
+        n_cells, decay = moments.weight.size, 1.0 - 1.0 / stats_window
     best, stalled = np.inf, 0
     for n_epoch in range(1, max_epochs + 1):
-        acc = CellMoments.empty()
         loss_sum = weight_sum = 0.0
+        if penalized:
+            epoch_sums = np.zeros_like(running)
         for X, y, cells, w in epoch():
             beta, b = _split(theta, fit_intercept)
             z = np.asarray(X @ beta).ravel() + b
@@ -98,14 +101,19 @@ def adagrad(
             r = w * (expit(z) - y) / batch_weight
             if penalized:
                 s, slope = scores_and_slope(z, score)
-                if cells.max() >= running.weight.size:
+                if cells.max() >= n_cells:
                     raise ValueError("a group appeared that was absent from the first pass")
-                current = CellMoments.from_scores(s, cells, w, running.weight.size)
-                acc = acc.merge(current)
-                running = running.decayed(decay).merge(current)
-                stats = proxy_stats(running, check_counts=False)
-                g = score_gradient(stats, s, cells, w, total_weight=batch_weight)
-                r += lam * (g if slope is None else g * slope)
+                ws = w * s
+                batch_sums = np.stack(
+                    [np.bincount(cells, weights=w, minlength=n_cells),
+                     np.bincount(cells, weights=ws, minlength=n_cells),
+                     np.bincount(cells, weights=ws * s, minlength=n_cells)]
+                )
+                running = decay * running + batch_sums
+                epoch_sums += batch_sums
+                a, b_coef = score_gradient_coefficients(stats_from_sums(*running))
+                g = (2.0 * lam / batch_weight) * w * (a[cells] * s + b_coef[cells])
+                r += g if slope is None else g * slope
             grad_beta = np.asarray(X.T @ r).ravel() + l2 * beta
             grad = np.append(grad_beta, r.sum()) if fit_intercept else grad_beta
             sq_grad += grad**2
@@ -117,8 +125,7 @@ def adagrad(
             raise FloatingPointError("Adagrad diverged (non-finite coefficients); lower learning_rate")
         value = loss_sum / weight_sum + 0.5 * l2 * float(beta @ beta)
         if penalized:
-            labels = group_labels() if group_labels is not None else None
-            value += 2.0 * lam * proxy_stats(acc, labels, check_counts=False).value
+            value += 2.0 * lam * stats_from_sums(*epoch_sums).value
         if not np.isfinite(best) or value < best - tol * abs(best):
             best, stalled = value, 0
         else:

@@ -15,6 +15,7 @@ from fair_pipeline.core.mi_proxy import (
     proxy_stats,
     score_gradient,
     stats_from_scores,
+    stats_from_sums,
 )
 from fair_pipeline.core.penalized_objective import PenalizedProblem, objective
 from fair_pipeline.penalized import MIPenalizedLogisticRegression, MIPenaltyError, lambda_path, mi_proxy
@@ -87,6 +88,12 @@ def test_streamed_moments_equal_one_pass():
     np.testing.assert_allclose(merged.m2, whole.m2, rtol=1e-10)
     np.testing.assert_allclose(merged.mean, whole.mean, rtol=1e-12)
     assert proxy_stats(merged).value == pytest.approx(proxy_stats(whole).value, rel=1e-10)
+    # The raw-sum path used per Adagrad batch gives the same statistics.
+    raw = stats_from_sums(
+        np.bincount(cells, w, 6), np.bincount(cells, w * s, 6), np.bincount(cells, w * s * s, 6)
+    )
+    assert raw.value == pytest.approx(proxy_stats(whole).value, rel=1e-9)
+    np.testing.assert_allclose(raw.label_var, proxy_stats(whole).label_var, rtol=1e-9)
 
 
 def test_score_gradient_finite_differences():
