@@ -56,8 +56,15 @@ def _is_missing(values: np.ndarray) -> np.ndarray:
     if values.dtype.kind == "f":
         return np.isnan(values)
     if values.dtype.kind == "O":
-        return np.array([v is None or (isinstance(v, float) and v != v) for v in values], dtype=bool)
+        return np.array([_is_missing_scalar(v) for v in values], dtype=bool)
     return np.zeros(values.shape, dtype=bool)
+
+
+def _is_missing_scalar(value) -> bool:
+    # None, float NaN, NaT and pandas.NA (whose comparisons are NA, not bool) without importing pandas.
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(value, float) and value != value
 
 
 @dataclass

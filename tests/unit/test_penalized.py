@@ -273,10 +273,17 @@ def test_missing_sensitive_feature_rejected():
     gf[[3, 7]] = np.nan
     with pytest.raises(MIPenaltyError, match=r"2 missing value\(s\).*rows \[3, 7\]"):
         MIPenalizedLogisticRegression(lam=1.0).fit(X, y, sensitive_features=gf)
-    go = g.astype(object)
-    go[5] = None
-    with pytest.raises(MIPenaltyError, match="missing"):
-        MIPenalizedLogisticRegression(lam=1.0).fit(X, y, sensitive_features=go)
+    import pandas as pd
+
+    for missing in (None, pd.NA, float("nan")):
+        go = g.astype(object)
+        go[5] = missing
+        with pytest.raises(MIPenaltyError, match=r"1 missing value\(s\).*rows \[5\]"):
+            MIPenalizedLogisticRegression(lam=1.0).fit(X, y, sensitive_features=go)
+    series = pd.Series(np.where(g == 1, "f", "m"), dtype="string")
+    series[9] = pd.NA
+    with pytest.raises(MIPenaltyError, match="rows \\[9\\]"):
+        MIPenalizedLogisticRegression(lam=1.0).fit(X, y, sensitive_features=series)
     with pytest.raises(ValueError, match="one entry per row"):
         MIPenalizedLogisticRegression(lam=1.0).fit(X, y, sensitive_features=g[:-1])
 
