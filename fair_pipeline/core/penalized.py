@@ -58,7 +58,8 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     coef_ (1, n_features), intercept_ (1,), classes_, n_features_in_, groups_ (group labels seen at
-    fit, or None), mi_proxy_ (Î on the training data at the solution; nan without groups),
+    fit, or None), mi_proxy_ (Î on the training data at the solution; NaN without groups, or when lam = 0 and
+    some (group, label) cell leaves Î undefined),
     n_iter_ (iterations/epochs of the last stage), converged_.
     """
 
@@ -146,7 +147,7 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
         theta = self._solve(problem, theta, lam=self.lam if penalized else 0.0)
         self._store(theta, problem.n_features)
         self.groups_ = labels
-        self.mi_proxy_ = mi_proxy_at(theta, problem, self.penalty_score) if cells is not None else np.nan
+        self.mi_proxy_ = _defined_or_nan(lambda: mi_proxy_at(theta, problem, self.penalty_score)) if cells is not None else np.nan
         return self
 
     def _solve(self, problem, theta0, *, lam):
@@ -252,10 +253,14 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
             moments = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
             proxy_stats(moments, coder.labels)  # validates counts and constant scores on the full data
             theta = self._adagrad(epoch, theta, self.lam, moments)
-            final = measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept)
-            self.mi_proxy_ = proxy_stats(final, coder.labels).value
-        else:
-            self.mi_proxy_ = np.nan
+        self.mi_proxy_ = np.nan
+        if coder.labels.size:  # groups were given: report Î at the solution (one more pass)
+            self.mi_proxy_ = _defined_or_nan(
+                lambda: proxy_stats(
+                    measure_moments(epoch, theta, score=self.penalty_score, fit_intercept=self.fit_intercept),
+                    coder.labels,
+                ).value
+            )
         self._store(theta, n_features)
         self.groups_ = coder.labels if coder.labels.size else None
         return self
@@ -309,6 +314,14 @@ class MIPenalizedLogisticRegression(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         positive = self.decision_function(X) > 0
         return self.classes_[positive.astype(int)]
+
+
+def _defined_or_nan(proxy) -> float:
+    # An unpenalized fit may have a tiny or constant cell: Î is then undefined, reported as NaN.
+    try:
+        return proxy()
+    except (MIPenaltyError, ValueError):
+        return np.nan
 
 
 def _column(values, n_rows: int) -> np.ndarray:

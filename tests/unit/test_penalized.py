@@ -18,7 +18,13 @@ from fair_pipeline.core.mi_proxy import (
     stats_from_sums,
 )
 from fair_pipeline.core.penalized_objective import PenalizedProblem, objective
-from fair_pipeline.penalized import MIPenalizedLogisticRegression, MIPenaltyError, lambda_path, mi_proxy
+from fair_pipeline.penalized import (
+    MIPenalizedLogisticRegression,
+    MIPenaltyError,
+    lambda_path,
+    lambda_path_stream,
+    mi_proxy,
+)
 
 
 def _data(n=1500, d=5, n_groups=2, seed=0):
@@ -204,6 +210,23 @@ def test_fit_stream_from_chunks_matches_lbfgs():
         MIPenalizedLogisticRegression(solver="adagrad").fit_stream(c for c in chunks)
 
 
+def test_lambda_path_stream_warm_starts_and_lowers_proxy():
+    X, y, g = _data(n=2000, seed=16)
+    w = np.random.default_rng(16).uniform(0.5, 2.0, len(y))
+    chunks = [(X[i : i + 250], y[i : i + 250], g[i : i + 250], w[i : i + 250]) for i in range(0, 2000, 250)]
+    path = lambda_path_stream(lambda: iter(chunks), [0.0, 2.0, 10.0], learning_rate=0.2, tol=1e-5, max_iter=300)
+    exact = lambda_path(X, y, g, [0.0, 2.0, 10.0], sample_weight=w, tol=1e-9)
+    problem = _problem(X, y, g, w)
+    for streamed, reference in zip(path, exact):
+        assert streamed.model.solver == "adagrad"
+        gap = objective(_theta(streamed.model), problem, streamed.lam, "probability", 0.0)[0] - objective(
+            _theta(reference.model), problem, reference.lam, "probability", 0.0
+        )[0]
+        assert -1e-9 <= gap < 3e-3, (streamed.lam, gap)
+    proxies = [p.mi_proxy for p in path]
+    assert proxies[2] < proxies[1] < proxies[0]
+
+
 def test_sparse_input_matches_dense():
     from scipy import sparse
 
@@ -255,6 +278,8 @@ def test_group_with_one_member_of_a_class_rejected():
     g[np.flatnonzero(y == 0)[:5]] = "tiny"
     with pytest.raises(MIPenaltyError, match=r"group 'tiny' has 1 member\(s\) with label 1"):
         MIPenalizedLogisticRegression(lam=1.0).fit(X, y, sensitive_features=g)
+    # Unpenalized, the same data fits; Î is reported as undefined (NaN), not as 0.
+    assert np.isnan(MIPenalizedLogisticRegression(lam=0.0).fit(X, y, sensitive_features=g).mi_proxy_)
 
 
 def test_constant_scores_rejected():
