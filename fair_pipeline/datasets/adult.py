@@ -28,7 +28,7 @@ RAW_COLUMNS = (
 LABEL = "income_gt_50k"
 INCOME_LABELS = {"<=50K": 0, ">50K": 1}
 
-# Documented sizes (checked in tests/unit/test_datasets.py).
+# Documented sizes, public for callers that want to assert them (tests check the same numbers).
 N_ROWS = {"train": 32_561, "test": 16_281}
 
 

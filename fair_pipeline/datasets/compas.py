@@ -21,7 +21,7 @@ DATE_COLUMNS = (
     "v_screening_date", "in_custody", "out_custody",
 )
 
-# Documented sizes (checked in tests/unit/test_datasets.py).
+# Documented sizes, public for callers that want to assert them (tests check the same numbers).
 N_ROWS_RAW = 7_214
 N_ROWS_FILTERED = 6_172
 

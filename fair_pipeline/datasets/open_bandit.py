@@ -62,6 +62,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fair_pipeline import settings
 from fair_pipeline.contract import EXTRAS_DIR, IMPRESSION_SCHEMA, ITEMS_DIR
 from fair_pipeline.datasets.checksums import DatasetFileError, external_root, verified_path
 
@@ -74,10 +75,9 @@ N_SLOTS = 3
 N_ITEMS = 80
 CATEGORICAL_ITEM_FEATURES = ("item_feature_1", "item_feature_2", "item_feature_3")
 GROUP_FEATURE = "item_feature_0"
-EXTRAS_KEY = ("request_id", "position")
 PART_FILE = "part-0.parquet"
 
-# Documented sizes (checked in tests/unit/test_datasets.py).
+# Documented sizes, public for callers that want to assert them (tests check the same numbers).
 N_ROWS = {"random": 10_000, "bts": 10_000}
 DATES = tuple(f"2019-11-{day}" for day in range(24, 31))
 
@@ -275,8 +275,6 @@ def _write(table: pa.Table, path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m fair_pipeline.datasets.open_bandit [LANDING_DIR]`` (default: settings.landing_dir())."""
-    from fair_pipeline import settings
-
     args = sys.argv[1:] if argv is None else argv
     landing = Path(args[0]) if args else settings.landing_dir()
     summary = write_open_bandit_landing(landing)

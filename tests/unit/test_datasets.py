@@ -243,3 +243,18 @@ def test_obd_corrupted_log_is_rejected_naming_it(tmp_path):
     target.write_bytes(target.read_bytes()[:-100])
     with pytest.raises(DatasetFileError, match=r"bts/all/all\.csv.*sha256"):
         write_open_bandit_landing(tmp_path / "landing", root=tmp_path)
+
+
+def test_adult_unknown_label_names_file_and_line(tmp_path):
+    from fair_pipeline.datasets.checksums import SUMS_FILE
+
+    folder = tmp_path / "adult"
+    shutil.copytree(settings.EXTERNAL_DATA / "adult", folder)
+    lines = (folder / "adult.test").read_text().splitlines(keepends=True)
+    lines[5] = lines[5].replace("<=50K.", "<=60K.").replace(">50K.", ">60K.")
+    (folder / "adult.test").write_text("".join(lines))
+    sums = (folder / SUMS_FILE).read_text().splitlines()
+    sums = [f"{sha256_of(folder / 'adult.test')}  adult.test" if s.endswith(" adult.test") else s for s in sums]
+    (folder / SUMS_FILE).write_text("\n".join(sums) + "\n")
+    with pytest.raises(DatasetFileError, match=r"adult\.test:6: income label '[<>=]+60K'"):
+        load_adult("test", root=tmp_path)

@@ -87,40 +87,103 @@ def _packed_sort(scores: np.ndarray, cells: np.ndarray, bits: int):
     return packed, offset
 
 
+def _packed_parts(scores: np.ndarray, cells: np.ndarray, bits: int):
+    """Packed sorted segments covering the data in ascending order, or None.
+
+    One segment when the key range fits; otherwise negative and non-negative scores are packed
+    and sorted separately (each half always fits with one cell bit) and simply concatenated.
+    """
+    packed, offset = _packed_sort(scores, cells, bits)
+    if packed is not None:
+        return [(packed, offset)]
+    neg = scores < 0
+    parts = []
+    for sel in (neg, ~neg):
+        if sel.any():
+            part = _packed_sort(scores[sel], np.asarray(cells)[sel], bits)
+            if part[0] is None:
+                return None
+            parts.append(part)
+    return parts
+
+
 def _sorted_cells(scores: np.ndarray, cells: np.ndarray, n_cells: int):
     """Scores ascending as int64 order keys plus their cell codes (packed sort, else argsort)."""
     bits = max(1, int(n_cells - 1).bit_length())
-    packed, offset = _packed_sort(scores, cells, bits)
-    if packed is not None:
-        out_cells = (packed & np.uint64((1 << bits) - 1)).astype(np.intp)
+    parts = _packed_parts(scores, cells, bits)
+    if parts is None:
+        keys = _order_keys(scores)
+        order = np.argsort(keys, kind="stable")
+        return keys[order], np.asarray(cells)[order]
+    out_keys, out_cells = [], []
+    for packed, offset in parts:
+        out_cells.append((packed & np.uint64((1 << bits) - 1)).astype(np.intp))
         packed >>= np.uint64(bits)
-        out_keys = packed.view(np.int64)
-        out_keys += offset
-        return out_keys, out_cells
-    keys = _order_keys(scores)
-    order = np.argsort(keys, kind="stable")
-    return keys[order], cells[order]
+        keys = packed.view(np.int64)
+        keys += offset  # (non-negative scores: raw IEEE bits, which are their order keys)
+        out_keys.append(keys)
+    return np.concatenate(out_keys), np.concatenate(out_cells)
 
 
-def class_positions(scores: np.ndarray, labels: np.ndarray):
-    """Positions of positives and of negatives in ascending score order, or None.
+def _has_cross_tie(packed: np.ndarray, pos_at: np.ndarray, chunk: int = 1 << 20) -> bool:
+    """Does a positive (odd key 2v+1) directly follow a negative of the same score (key 2v)?"""
+    for a in range(0, pos_at.size, chunk):
+        idx = pos_at[a:a + chunk]
+        if idx[0] == 0:
+            idx = idx[1:]
+        if idx.size and ((packed[idx] - packed[idx - 1]) == 1).any():
+            return True
+    return False
 
-    None when some positive ties a negative (those need half credit: use the block grid) or the
-    fast packed sort does not apply. Ties within one class do not matter for ROC statistics.
+
+_SIGN = np.int64(-0x8000000000000000)
+
+
+def _label_in_lsb_sort(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Sorted uint64 keys of any finite scores with the label replacing the key's lowest bit.
+
+    The unsigned order key (sign bit flipped for x >= 0, all bits for x < 0) uses all 64 bits,
+    so the label takes the place of its lowest bit: two scores one ulp apart may then share a
+    key. That is harmless within a class, and across classes it looks exactly like a tie, which
+    the caller detects and hands to the exact block path.
     """
-    packed, _ = _packed_sort(scores, labels, 1)
-    if packed is None:
-        return None
-    if np.little_endian:  # low byte of each uint64 holds the label bit
-        lab = packed.view(np.uint8)[::8] & np.uint8(1)
+    k = (scores + 0.0).view(np.int64)  # + 0.0: -0.0 becomes +0.0 (a copy we sort in place)
+    flip = k >> 63
+    flip |= _SIGN
+    k ^= flip
+    del flip
+    k &= np.int64(-2)
+    packed = k.view(np.uint64)
+    np.bitwise_or(packed, labels.view(np.uint8) if labels.dtype == bool else labels.astype(np.uint64),
+                  out=packed, casting="unsafe")
+    packed.sort()
+    return packed
+
+
+def positive_positions(scores: np.ndarray, labels: np.ndarray):
+    """Positions of the positives in ascending score order, or None.
+
+    None when some positive ties a negative (those need half credit: use the block grid).
+    Ties within one class do not matter for ROC statistics.
+    """
+    if float(scores.min()) >= 0.0:
+        parts = _packed_parts(scores, labels, 1)  # exact keys, two cheap passes
     else:
-        lab = (packed & np.uint64(1)).astype(np.uint8)
-    pos_at = np.flatnonzero(lab)
-    after = pos_at[1:] if pos_at.size and pos_at[0] == 0 else pos_at
-    if after.size and ((packed[after] - packed[after - 1]) == 1).any():  # 2k (neg), 2k+1 (pos)
-        return None
-    lab ^= np.uint8(1)
-    return pos_at, np.flatnonzero(lab)
+        parts = [(_label_in_lsb_sort(scores, labels), 0)]
+    found, start = [], 0
+    for packed, _ in parts:
+        if np.little_endian:  # low byte of each uint64 holds the label bit
+            lab = packed.view(np.uint8)[::8] & np.uint8(1)
+        else:
+            lab = (packed & np.uint64(1)).astype(np.uint8)
+        pos_at = np.flatnonzero(lab.view(bool))  # nonzero is ~5x faster on bool than uint8
+        if _has_cross_tie(packed, pos_at):
+            return None
+        if start:
+            pos_at += start
+        found.append(pos_at)
+        start += packed.size
+    return found[0] if len(found) == 1 else np.concatenate(found)
 
 
 def build_grid(scores: np.ndarray, labels: np.ndarray, codes: np.ndarray | None = None,

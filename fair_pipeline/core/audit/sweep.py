@@ -30,99 +30,115 @@ from __future__ import annotations
 import numpy as np
 
 
-class RocSweep:
-    """Streaming accumulator of truncated AUCs and their Lemma 3 variances for S columns.
+def _dot(*arrays) -> float:
+    """Sum of the elementwise product (einsum: no BLAS threads to spin up on a busy machine)."""
+    return float(np.einsum(",".join("i" * len(arrays)) + "->", *arrays))
 
-    ``alphas``: FPR cutoffs in [0, 1] (0 is allowed for curve points); ``m``, ``n``: totals of
-    positives and negatives per column, known before the pass (a cheap COUNT in SQL).
+
+class RocSweep:
+    """Streaming accumulator of truncated AUCs and their Lemma 3 variances for many columns.
+
+    A column pairs a vector of positive counts with a vector of negative counts (per block).
+    Columns often share vectors (xAUC(a, b) and xAUC(a, c) share group a's positives), so the
+    cumulative counts and the placements are computed once per vector, not once per column.
+
+    ``alphas``: FPR cutoffs in [0, 1] (0 is allowed for curve points); ``m``: total of each
+    positive vector, ``n``: of each negative vector, known before the pass (a cheap COUNT in
+    SQL); ``pairs``: (positive vector, negative vector) of each column, default (s, s).
     """
 
-    def __init__(self, alphas, m, n):
+    def __init__(self, alphas, m, n, pairs=None):
         self.alphas = np.asarray(alphas, dtype=np.float64)
-        self.m = np.asarray(m, dtype=np.float64)
-        self.n = np.asarray(n, dtype=np.float64)
-        S, K = self.m.size, self.alphas.size
-        self.x = self.n[:, None] * self.alphas[None, :]  # cutoff in units of negatives, (S, K)
-        self.p_above = np.zeros(S)
-        self.n_above = np.zeros(S)
-        self.a1 = np.zeros((S, K))  # sum over negatives in [0, alpha) of ROC (x n)
+        self.m = np.atleast_1d(np.asarray(m, dtype=np.float64))
+        self.n = np.atleast_1d(np.asarray(n, dtype=np.float64))
+        if pairs is None:
+            pairs = [(s, s) for s in range(self.m.size)]
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+        S, K = len(self.pairs), self.alphas.size
+        self.x = self.n[:, None] * self.alphas[None, :]  # cutoffs in units of negatives, (Nv, K)
+        self.p_above = np.zeros(self.m.size)
+        self.n_above = np.zeros(self.n.size)
+        self.neg_done = np.zeros((self.n.size, K), dtype=bool)
+        self.a1 = np.zeros((S, K))  # sum over the negative mass in [0, alpha) of ROC
         self.a2 = np.zeros((S, K))  # same for ROC^2
-        self.s1 = np.zeros((S, K))  # sum over positives above the cutoff of FPR-above (x m)
+        self.s1 = np.zeros((S, K))  # sum over positives above the cutoff of their (capped) FPR
         self.s2 = np.zeros((S, K))
-        self.roc_at = np.full((S, K), np.nan)  # ROC(alpha), placement of the boundary negative
+        self.roc_at = np.full((S, K), np.nan)  # ROC(alpha): placement of the boundary negative
         self.tpr_lin = np.full((S, K), np.nan)  # linearly interpolated ROC curve at alpha
         self.pos_through = np.full((S, K), np.nan)  # positives at or above the boundary block
         self.done = np.zeros((S, K), dtype=bool)
 
     def update(self, pos: np.ndarray, neg: np.ndarray):
-        """Consume the next blocks (descending scores): ``pos``, ``neg`` of shape (B, S).
+        """Consume the next blocks (descending scores): ``pos`` (B, P), ``neg`` (B, Nv) counts.
 
-        Returns (V, W): per block and column, the half-credit placement of a negative
-        (positives above / m) and the half-credit FPR seen by a positive (negatives above / n),
-        for callers that need covariances between columns sharing a sample.
+        Returns (V, W): per block, the half-credit ROC seen by a negative of the block for each
+        positive vector, (B, P), and the half-credit FPR seen by a positive for each negative
+        vector, (B, Nv), for callers that need covariances between columns sharing a sample.
         """
         pos = np.asarray(pos, dtype=np.float64)
         neg = np.asarray(neg, dtype=np.float64)
         if pos.ndim == 1:
             pos, neg = pos[:, None], neg[:, None]
-        B, S = pos.shape
-        V = np.empty((B, S))
-        W = np.empty((B, S))
+        B = pos.shape[0]
+        V = np.empty((B, self.m.size))
+        W = np.empty((B, self.n.size))
         if B == 0:
             return V, W
-        for s in range(S):
-            V[:, s], W[:, s] = self._update_column(s, pos[:, s], neg[:, s])
-        return V, W
-
-    def _update_column(self, s: int, p: np.ndarray, q: np.ndarray):
-        m, n = self.m[s], self.n[s]
-        cp = np.cumsum(p)
-        p_excl = cp - p
-        p_excl += self.p_above[s]
-        cq = np.cumsum(q)
-        n_incl = cq + self.n_above[s]
-        n_excl = n_incl - q
-        v = (p_excl + 0.5 * p) / m  # ROC seen by a negative of the block
-        w = (n_excl + 0.5 * q) / n  # FPR seen by a positive of the block
-        pending = np.flatnonzero(~self.done[s])
-        if pending.size:
-            qv = q * v
-            pw = p * w
-            c_qv, c_qv2 = np.cumsum(qv), np.cumsum(qv * v)
-            c_pw, c_pw2 = np.cumsum(pw), np.cumsum(pw * w)
-            x = self.x[s, pending]
-            J = np.searchsorted(n_incl, x, side="right")  # first block whose negatives pass x
-            inside = J < p.size
-            # blocks fully above the cutoff
-            last = np.where(inside, J - 1, p.size - 1)
-            has = last >= 0
-            idx = np.maximum(last, 0)
-            self.a1[s, pending] += np.where(has, c_qv[idx], 0.0)
-            self.a2[s, pending] += np.where(has, c_qv2[idx], 0.0)
-            self.s1[s, pending] += np.where(has, c_pw[idx], 0.0)
-            self.s2[s, pending] += np.where(has, c_pw2[idx], 0.0)
-            # the block straddling the cutoff: a fraction of its negative mass is inside
-            k_in, j_in = pending[inside], J[inside]
-            if k_in.size:
-                frac = self.x[s, k_in] - n_excl[j_in]
+        p_cum = np.cumsum(pos, axis=0)
+        p_cum += self.p_above
+        p_excl = p_cum - pos
+        V[:] = (p_excl + 0.5 * pos) / self.m  # ROC seen by a negative of the block
+        n_incl = np.cumsum(neg, axis=0)
+        n_incl += self.n_above
+        n_excl = n_incl - neg
+        W[:] = (n_excl + 0.5 * neg) / self.n  # FPR seen by a positive of the block
+        # per negative vector: the block straddling each pending cutoff, and segment edges
+        bounds = {}
+        for j in range(self.n.size):
+            pend = np.flatnonzero(~self.neg_done[j])
+            if pend.size:
+                J = np.searchsorted(n_incl[:, j], self.x[j, pend], side="right")
+                edges = np.unique(np.r_[0, J[J < B], B])
+                bounds[j] = (pend, J, edges)
+        for s, (i, j) in enumerate(self.pairs):
+            if j not in bounds:
+                continue
+            pend, J, edges = bounds[j]
+            p, q, v, w = pos[:, i], neg[:, j], V[:, i], W[:, j]
+            seg = np.array([[_dot(q[a:b], v[a:b]), _dot(q[a:b], v[a:b], v[a:b]),
+                             _dot(p[a:b], w[a:b]), _dot(p[a:b], w[a:b], w[a:b])]
+                            for a, b in zip(edges[:-1], edges[1:])])
+            prefix = np.vstack([np.zeros(4), np.cumsum(seg, axis=0)])  # sums over [0, edge)
+            at = prefix[np.searchsorted(edges, J)]
+            self.a1[s, pend] += at[:, 0]
+            self.a2[s, pend] += at[:, 1]
+            self.s1[s, pend] += at[:, 2]
+            self.s2[s, pend] += at[:, 3]
+            inside = J < B
+            k_in, j_in = pend[inside], J[inside]
+            if k_in.size:  # a fraction of the boundary block's negative mass is inside
+                frac = self.x[j, k_in] - n_excl[j_in, j]
                 vj = v[j_in]
                 self.a1[s, k_in] += frac * vj
                 self.a2[s, k_in] += frac * vj * vj
-                w_j = 0.5 * (n_excl[j_in] / n + self.alphas[k_in])  # half credit, capped at alpha
+                w_j = 0.5 * (n_excl[j_in, j] / self.n[j] + self.alphas[k_in])  # half credit, capped
                 self.s1[s, k_in] += p[j_in] * w_j
                 self.s2[s, k_in] += p[j_in] * w_j * w_j
                 self.roc_at[s, k_in] = vj
-                self.tpr_lin[s, k_in] = (p_excl[j_in] + p[j_in] * frac / q[j_in]) / m
-                self.pos_through[s, k_in] = p_excl[j_in] + p[j_in]
+                self.tpr_lin[s, k_in] = (p_excl[j_in, i] + p[j_in] * frac / q[j_in]) / self.m[i]
+                self.pos_through[s, k_in] = p_excl[j_in, i] + p[j_in]
                 self.done[s, k_in] = True
-        self.p_above[s] += cp[-1]
-        self.n_above[s] += cq[-1]
-        return v, w
+        for j, (pend, J, _) in bounds.items():
+            self.neg_done[j, pend[J < B]] = True
+        self.p_above = p_cum[-1].copy()
+        self.n_above = n_incl[-1].copy()
+        return V, W
 
     def result(self) -> dict:
         """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance."""
+        cols = np.array(self.pairs, dtype=np.intp).reshape(-1, 2)
         return lemma3(self.a1, self.a2, self.s1, self.s2, self.roc_at, self.tpr_lin,
-                      self.pos_through, self.done, self.m, self.n, self.alphas)
+                      self.pos_through, self.done, self.m[cols[:, 0]], self.n[cols[:, 1]], self.alphas)
 
 
 def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> dict:
@@ -160,47 +176,82 @@ def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> 
     }
 
 
-def sweep_no_cross_ties(pos_at: np.ndarray, neg_at: np.ndarray, alphas) -> dict:
+_RANGE_CHUNK = 1 << 20  # elements per step: temporaries stay in cache, no page faults
+
+
+def _below_sums(pos_at: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Sums over positive ranks j in [lo, hi) of d_j, d_j^2 and j d_j, d_j = pos_at[j] - j.
+
+    d_j is the number of negatives below the rank-j positive (ascending order). Chunked so that
+    no array of the full size is allocated.
+    """
+    out = np.zeros(3)
+    for a in range(lo, hi, _RANGE_CHUNK):
+        b = min(hi, a + _RANGE_CHUNK)
+        j = np.arange(a, b, dtype=np.float64)
+        d = pos_at[a:b] - j
+        out += (d.sum(), np.einsum("i,i->", d, d), np.einsum("i,i->", j, d))  # no BLAS threads
+    return out
+
+
+def _first_rank_with_below_at_least(pos_at: np.ndarray, k: int) -> int:
+    """Smallest rank j with d_j = pos_at[j] - j >= k (d is non-decreasing): bisection."""
+    lo, hi = 0, pos_at.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(pos_at[mid]) - mid >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def sweep_no_cross_ties(pos_at: np.ndarray, n_total: int, alphas) -> dict:
     """Algorithm 1 for one column when no positive ties a negative (same numbers as RocSweep).
 
-    ``pos_at`` / ``neg_at``: positions of the positives / negatives in ascending score order.
-    Without cross-class ties a negative of ascending rank r at position t has m - (t - r)
-    positives above it, and a positive n - (t - r) negatives above it: "position minus rank",
-    so the pass needs no cumulative sums, only a few vectorized sums and dot products. Walking
-    down the scores (Algorithm 1) is walking these arrays from their ends.
+    ``pos_at``: positions of the positives in ascending score order among ``n_total`` rows.
+    With d_j = pos_at[j] - j negatives below the rank-j positive (non-decreasing in j), and
+    lo = n - k the ascending rank of the lowest of the k negatives above the cutoff:
+
+    * a positive is above the cutoff iff d_j >= lo, i.e. j >= J (one bisection); it sees
+      n - d_j negatives above it;
+    * the negatives of rank r >= lo see m - u_r positives above, u_r = #{j: d_j <= r}, and
+      sum_r u_r = sum_j (n - max(lo, d_j)), sum_r u_r^2 = sum_j (2j + 1)(n - max(lo, d_j)).
+
+    So every accumulator of Algorithm 1 is a closed form in suffix sums over the positives of
+    d_j, d_j^2 and j d_j: the negatives' positions are never materialized. Walking down the
+    scores (Algorithm 1) is growing that suffix.
     """
     alphas = np.asarray(alphas, dtype=np.float64)
-    m, n = pos_at.size, neg_at.size
-    # minus the counts above, in float64 (ascending rank order; nondecreasing)
-    v = neg_at - np.arange(m, m + n, dtype=np.float64)  # -(positives above each negative)
-    w = pos_at - np.arange(n, n + m, dtype=np.float64)  # -(negatives above each positive)
+    m = pos_at.size
+    n = int(n_total) - m
     K = alphas.size
     a1, a2, s1, s2 = (np.zeros((1, K)) for _ in range(4))
     roc_at, tpr_lin, pos_through = (np.full((1, K), np.nan) for _ in range(3))
     done = np.zeros((1, K), dtype=bool)
     x = alphas * n
-    k_neg = np.minimum(np.floor(x).astype(np.int64), n)  # negatives fully above the cutoff
-    # positives whose negatives-above count is <= k_neg: a suffix of w
-    first_pos = np.searchsorted(w, -k_neg.astype(np.float64), side="left")
-    sv = sv2 = sw = sw2 = 0.0
-    hi_v, hi_w = n, m
-    for j in np.argsort(x, kind="stable"):  # grow the suffix sums cutoff by cutoff
-        lo_v, lo_w = n - int(k_neg[j]), int(first_pos[j])
-        seg = v[lo_v:hi_v]
-        sv -= seg.sum()
-        sv2 += seg @ seg
-        seg = w[lo_w:hi_w]
-        sw -= seg.sum()
-        sw2 += seg @ seg
-        hi_v, hi_w = lo_v, lo_w
-        a1[0, j], a2[0, j] = sv / m, sv2 / m**2
-        s1[0, j], s2[0, j] = sw / n, sw2 / n**2
-        if lo_v > 0:  # the boundary negative is the next one down
-            r = -v[lo_v - 1] / m
-            frac = x[j] - k_neg[j]
-            a1[0, j] += frac * r
-            a2[0, j] += frac * r * r
-            roc_at[0, j] = tpr_lin[0, j] = r
-            pos_through[0, j] = m - lo_w
-            done[0, j] = True
+    suffix = np.zeros(3)  # sums of d, d^2, j d over ranks [J, m)
+    hi = m
+    for c in np.argsort(x, kind="stable"):  # grow the suffix cutoff by cutoff
+        k = min(int(np.floor(x[c])), n)  # negatives fully above the cutoff
+        lo = n - k
+        J = _first_rank_with_below_at_least(pos_at, lo)
+        suffix += _below_sums(pos_at, J, hi)
+        hi = J
+        sd, sd2, sjd = suffix
+        tail = m - J
+        u1 = J * (n - lo) + tail * n - sd
+        u2 = (n - lo) * J * J + n * (m * m - J * J) - 2 * sjd - sd
+        a1[0, c] = (k * m - u1) / m  # sum over the k negatives of their ROC
+        a2[0, c] = (k * m * m - 2 * m * u1 + u2) / m**2
+        s1[0, c] = (tail * n - sd) / n  # sum over positives above of their FPR
+        s2[0, c] = (tail * n * n - 2 * n * sd + sd2) / n**2
+        if lo > 0:  # the boundary negative (rank lo - 1) has J positives below it
+            r = (m - J) / m
+            frac = x[c] - k
+            a1[0, c] += frac * r
+            a2[0, c] += frac * r * r
+            roc_at[0, c] = tpr_lin[0, c] = r
+            pos_through[0, c] = tail
+            done[0, c] = True
     return lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, [m], [n], alphas)

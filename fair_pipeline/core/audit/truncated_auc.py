@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .blocks import ScoreGrid, build_grid, class_positions, grid_from_counts
+from .blocks import ScoreGrid, build_grid, grid_from_counts, positive_positions
 from .inference import wald
 from .sweep import RocSweep, sweep_no_cross_ties
 from .validation import AuditInputError, as_cutoffs, as_labels, as_scores, require_both_classes
@@ -98,9 +98,9 @@ def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregat
     m = int(np.count_nonzero(y))
     n = s.size - m
     require_both_classes(m, n)
-    positions = class_positions(s, y)
+    positions = positive_positions(s, y)
     if positions is not None:
-        res = sweep_no_cross_ties(*positions, alphas)
+        res = sweep_no_cross_ties(positions, s.size, alphas)
     else:
         grid = build_grid(s, y)
         sweep = RocSweep(alphas, [m], [n])
