@@ -24,7 +24,8 @@ from threadpoolctl import threadpool_limits
 from fair_pipeline.benchmark_data import adult_split
 from fair_pipeline.core.mi_proxy import cells_of, encode_groups
 from fair_pipeline.core.penalized_objective import PenalizedProblem, objective
-from fair_pipeline.core.penalized_report import group_gap, group_partial_aucs
+from fair_pipeline.audit import compare_groups
+from fair_pipeline.core.penalized_report import gap_table
 from fair_pipeline.penalized import MIPenalizedLogisticRegression, lambda_path
 
 FIT = {"l2": 1e-4, "tol": 1e-5}
@@ -115,11 +116,11 @@ def bench_path(split, repeats):
 
 
 def _audit_row(name, seconds, scores, split):
-    table = group_partial_aucs(scores, split.y_test, split.groups_test, (0.1, 1.0))
-    gaps = group_gap(table, "Female", "Male").set_index("cutoff")
-    auc = group_partial_aucs(scores, split.y_test, np.zeros(len(split.y_test)), (1.0,)).iloc[0]
+    comparison = compare_groups(scores, split.y_test, split.groups_test, (0.1, 1.0))
+    gaps = gap_table(comparison, "Female", "Male").set_index("cutoff")
+    auc = comparison.overall.set_index("cutoff").loc[1.0]
     print(
-        f"   {name:34s} {seconds:7.2f} s   AUC {auc['pauc']:.4f} ({auc['se']:.4f})   "
+        f"   {name:34s} {seconds:7.2f} s   AUC {auc['auc']:.4f} ({auc['se']:.4f})   "
         f"gap@0.1 {gaps.loc[0.1, 'gap']:+.4f} (p={gaps.loc[0.1, 'p_value']:.3g})   "
         f"gap@1 {gaps.loc[1.0, 'gap']:+.4f} (p={gaps.loc[1.0, 'p_value']:.3g})"
     )

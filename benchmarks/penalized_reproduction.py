@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline import settings
 from fair_pipeline.benchmark_data import adult_split, compas_split
-from fair_pipeline.core.audit.inference import holm
+from fair_pipeline.audit import holm
 from fair_pipeline.core.penalized_report import audit_path
 from fair_pipeline.penalized import lambda_path
 from fair_pipeline.penalized_plots import plot_group_comparison, plot_partial_auc_path

@@ -1,71 +1,51 @@
 """Audit a lambda path on held-out data: per-group partial AUCs with CIs, group gaps with p-values.
 
-Partial AUCs and their Lemma 3 variances come from the audit (``core.audit.truncated_auc``);
-this module only arranges them per (lambda, group) and differences two independent groups.
+All estimates, variances and group differences come from the audit (``core.audit.compare_groups``,
+Lemma 3 variances, independent groups); this module only runs it per lambda and reshapes its tables
+to the normalized scale of figure 2 (I(alpha) / alpha, so alpha = 1 is the AUC).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .audit.inference import wald
-from .audit.truncated_auc import truncated_auc
-from .mi_proxy import encode_groups
+from .audit.compare import compare_groups
 from .penalized_path import PathPoint
 
 CUTOFFS = (0.1, 0.2, 0.5, 1.0)
-MIN_PER_CLASS = 2  # below this a group's (partial) AUC variance is not estimable
-
-GROUP_COLUMNS = ["group", "cutoff", "n_pos", "n_neg", "estimable", "pauc", "se", "ci_low", "ci_high"]
 
 
-def group_partial_aucs(scores, labels, groups, cutoffs=CUTOFFS, confidence: float = 0.95) -> pd.DataFrame:
-    """Normalized partial AUC I(alpha)/alpha per group and cutoff (alpha = 1: the AUC), with SE, CI.
-
-    A group with fewer than two positives or negatives is reported with ``estimable=False`` and
-    NaN estimates, never as 0.
-    """
-    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels).astype(int)
-    codes, names = encode_groups(groups)
-    rows = []
-    for code, name in enumerate(names):
-        in_group = codes == code
-        y = labels[in_group]
-        m, n = int(y.sum()), int(y.size - y.sum())
-        if min(m, n) < MIN_PER_CLASS:
-            for alpha in cutoffs:
-                rows.append([name, float(alpha), m, n, False, np.nan, np.nan, np.nan, np.nan])
-            continue
-        table = truncated_auc(scores[in_group], y, cutoffs, confidence=confidence)
-        for rec in table.itertuples():
-            rows.append(
-                [name, rec.cutoff, m, n, True, rec.auc_normalized, rec.se_normalized,
-                 rec.ci_low / rec.cutoff, rec.ci_high / rec.cutoff]
-            )
-    return pd.DataFrame(rows, columns=GROUP_COLUMNS)
-
-
-def group_gap(table: pd.DataFrame, group_a, group_b, confidence: float = 0.95) -> pd.DataFrame:
-    """pauc(a) - pauc(b) per cutoff for two disjoint (hence independent) groups: SE, CI, z, p."""
-    a = table[table["group"] == group_a].set_index("cutoff")
-    b = table[table["group"] == group_b].set_index("cutoff")
-    if a.empty or b.empty:
-        raise ValueError(f"groups {group_a!r} and {group_b!r} must both be in the table; have {table['group'].unique().tolist()}")
-    diff = a["pauc"] - b["pauc"]
-    test = wald(diff.to_numpy(), (a["se"] ** 2 + b["se"] ** 2).to_numpy(), confidence)
+def group_table(comparison) -> pd.DataFrame:
+    """Per-group rows of a GroupComparison on the normalized scale (NaN where not estimable)."""
+    g = comparison.groups
     return pd.DataFrame(
         {
-            "cutoff": diff.index.to_numpy(),
-            "group_a": group_a,
-            "group_b": group_b,
-            "gap": diff.to_numpy(),
-            "se": test["se"],
-            "ci_low": test["ci_low"],
-            "ci_high": test["ci_high"],
-            "z": test["z"],
-            "p_value": test["p_value"],
-            "n_a": (a["n_pos"] + a["n_neg"]).to_numpy(),
-            "n_b": (b["n_pos"] + b["n_neg"]).to_numpy(),
+            "group": g["group"], "cutoff": g["cutoff"], "n_pos": g["n_pos"], "n_neg": g["n_neg"],
+            "estimable": g["estimable"], "pauc": g["auc_normalized"], "se": g["se_normalized"],
+            "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"], "note": g["note"],
+        }
+    )
+
+
+def gap_table(comparison, group_a, group_b) -> pd.DataFrame:
+    """pauc(a) - pauc(b) per cutoff, normalized, from the audit's pairwise table (sign follows a - b)."""
+    pairs = comparison.pairs
+    forward = pairs[(pairs["group_a"] == group_a) & (pairs["group_b"] == group_b)]
+    backward = pairs[(pairs["group_a"] == group_b) & (pairs["group_b"] == group_a)]
+    if forward.empty and backward.empty:
+        present = comparison.groups["group"].unique().tolist()
+        raise ValueError(f"groups {group_a!r} and {group_b!r} must both be audited; have {present}")
+    rows, sign = (forward, 1.0) if not forward.empty else (backward, -1.0)
+    alpha = rows["cutoff"].to_numpy()
+    low, high = sign * rows["ci_low"].to_numpy(), sign * rows["ci_high"].to_numpy()
+    sizes = comparison.groups.assign(n=comparison.groups["n_pos"] + comparison.groups["n_neg"]).groupby("group")["n"].first()
+    return pd.DataFrame(
+        {
+            "cutoff": alpha, "group_a": group_a, "group_b": group_b,
+            "gap": sign * rows["diff"].to_numpy() / alpha, "se": rows["se"].to_numpy() / alpha,
+            "ci_low": np.minimum(low, high) / alpha, "ci_high": np.maximum(low, high) / alpha,
+            "z": sign * rows["z"].to_numpy(), "p_value": rows["p_value"].to_numpy(),
+            "estimable": rows["estimable"].to_numpy(), "n_a": int(sizes[group_a]), "n_b": int(sizes[group_b]),
         }
     )
 
@@ -76,16 +56,15 @@ def audit_path(points: list[PathPoint], X_test, y_test, groups_test, group_a, gr
     Returns ``(per_group, gaps, overall)``: per-group partial AUCs, the a-minus-b gaps, and one row
     per lambda with the held-out AUC (SE), its drop from the first point, and the training Î.
     """
+    cutoffs = sorted(set(float(c) for c in cutoffs) | {1.0})  # alpha = 1 gives the pooled AUC
     per_group, gaps, overall = [], [], []
-    everyone = np.zeros(len(y_test), dtype=int)
     for point in points:
-        s = point.model.decision_function(X_test)
-        table = group_partial_aucs(s, y_test, groups_test, cutoffs)
-        per_group.append(table.assign(lam=point.lam))
-        gaps.append(group_gap(table, group_a, group_b).assign(lam=point.lam))
-        pooled = group_partial_aucs(s, y_test, everyone, (1.0,)).iloc[0]
+        comparison = compare_groups(point.model.decision_function(X_test), y_test, groups_test, cutoffs)
+        per_group.append(group_table(comparison).assign(lam=point.lam))
+        gaps.append(gap_table(comparison, group_a, group_b).assign(lam=point.lam))
+        pooled = comparison.overall.set_index("cutoff").loc[1.0]
         overall.append(
-            {"lam": point.lam, "auc": pooled["pauc"], "auc_se": pooled["se"], "n_test": len(y_test),
+            {"lam": point.lam, "auc": pooled["auc"], "auc_se": pooled["se"], "n_test": len(y_test),
              "mi_proxy_train": point.mi_proxy, "n_iter": point.n_iter, "converged": point.converged,
              "fit_seconds": point.fit_seconds}
         )

@@ -6,7 +6,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from fair_pipeline.benchmark_data import adult_split, compas_split
-from fair_pipeline.core.audit.inference import holm
+from fair_pipeline.audit import holm
 from fair_pipeline.core.penalized_report import CUTOFFS, audit_path
 from fair_pipeline.penalized import lambda_path
 
