@@ -148,7 +148,7 @@ def _stratified_ratio(grid: _Grid, target: np.ndarray, reference: np.ndarray):
     return log_ratio, np.where(ok[:, None], grad_target, 0.0), np.where(ok[:, None], grad_reference, 0.0), support
 
 
-def _ranges(positions: list[int]) -> str:
+def position_ranges(positions: list[int]) -> str:
     """[2, 3, 4, 7] -> '2-4, 7' so that one warning can name many positions."""
     spans: list[list[int]] = []
     for p in positions:
@@ -160,7 +160,7 @@ def _ranges(positions: list[int]) -> str:
 
 
 def _positions(positions: list[int]) -> str:
-    return ("positions " if len(positions) > 1 else "position ") + _ranges(positions)
+    return ("positions " if len(positions) > 1 else "position ") + position_ranges(positions)
 
 
 def _warn_not_estimable(grid: _Grid, rows: np.ndarray, support: np.ndarray, reference: str, notes: list[str], what: str):
