@@ -123,12 +123,20 @@ def figure_markdown(png: bytes, alt: str) -> str:
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
 
 
-def curves_artifacts(curves: dict[str, pd.DataFrame], truth: np.ndarray | None = None, chosen: str | None = None, title: str = ""):
+def curves_artifacts(
+    curves: dict[str, pd.DataFrame],
+    truth: np.ndarray | None = None,
+    chosen: str | None = None,
+    title: str = "",
+    plot_methods: tuple[str, ...] | None = None,
+):
     """What a tracking backend logs for a position-bias run: (table, figure).
 
     The table follows the report's `position_bias_curve` contract (position, estimate, ci_low, ci_high,
-    method, n_impressions) plus se, clicks and a `chosen` flag; the figure draws every curve with its CI band
-    and the true curve when given. The caller closes the figure (e.g. `figure_png`)."""
+    method, n_impressions) plus se, clicks and a `chosen` flag, for every curve. The figure draws
+    `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
+    CI bands, the true curve when given, and a y-axis cut at 1.1 x the largest weight so that one wide
+    interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
     frames = [
         curve.assign(method=method, chosen=method == chosen)
         .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
@@ -136,4 +144,9 @@ def curves_artifacts(curves: dict[str, pd.DataFrame], truth: np.ndarray | None =
     ]
     columns = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks"]
     table = pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
-    return table, curve_figure(curves, truth=truth, title=title)
+    wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
+    shown = {m: curves[m] for m in wanted if m in curves}
+    fig = curve_figure(shown, truth=truth, title=title)
+    weights = [w for c in shown.values() for w in c["weight"].to_numpy(dtype=float) if math.isfinite(w)]
+    fig.axes[0].set_ylim(0, 1.1 * max([1.0, *weights]))
+    return table, fig

@@ -1,5 +1,9 @@
 """The main job end to end: `fair-pipeline run` simulates two small days and materializes the whole
-current graph for both partitions in a temporary FAIR_PIPELINE_HOME."""
+current graph for both partitions in a temporary FAIR_PIPELINE_HOME.
+
+200 production requests a day over 50 slots: enough that the chosen position-bias curve (adjacent_pairwise,
+truncated at 30) has clicks at every position it needs and its blocking check passes (40 requests a day over
+20 slots leave position 20 without a click, which rightly fails the run)."""
 from __future__ import annotations
 
 import dagster as dg
@@ -10,7 +14,7 @@ from fair_pipeline.definitions import defs
 
 
 def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):
-    code = cli.main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "40", "--items", "2000", "--slots", "20"])
+    code = cli.main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "warehouse (DuckDB)" in out and "fair-pipeline ui" in out
@@ -26,13 +30,13 @@ def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         volume = con.execute("SELECT CAST(partition_date AS VARCHAR), source, accepted_rows FROM marts.daily_volume ORDER BY 1, 2").fetchall()
     assert volume == [
-        ("2026-01-01", "observational", 40 * 20), ("2026-01-01", "randomized", 16 * 20),
-        ("2026-01-02", "observational", 40 * 20), ("2026-01-02", "randomized", 16 * 20),
+        ("2026-01-01", "observational", 200 * 50), ("2026-01-01", "randomized", 80 * 50),
+        ("2026-01-02", "observational", 200 * 50), ("2026-01-02", "randomized", 80 * 50),
     ]
     # Running again changes nothing: partitions are replaced, not appended.
     assert cli.main(["run", "--no-simulate"]) == 0
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM raw.observational_impressions").fetchone()[0] == 2 * 40 * 20
+        assert con.execute("SELECT count(*) FROM raw.observational_impressions").fetchone()[0] == 2 * 200 * 50
 
 
 def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
