@@ -82,7 +82,10 @@ def training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | 
         raise TrainingWindowError(f"window_days={window_days!r} must be a positive integer")
     dates = available_dates(con)
     if end is not None:
-        end_date = pd.Timestamp(end).date()
+        try:
+            end_date = dt.date.fromisoformat(str(end)[:10])
+        except ValueError as error:
+            raise TrainingWindowError(f"window end {end!r} is not a date (YYYY-MM-DD)") from error
         usable = [d for d in dates if d <= end_date]
     else:
         end_date, usable = None, dates

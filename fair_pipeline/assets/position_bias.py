@@ -12,7 +12,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_
 from pydantic import Field
 
 from fair_pipeline.core.position_bias import METHOD_POLICY, METHODS, position_ranges
-from fair_pipeline.position_bias import compare_estimates
+from fair_pipeline.position_bias import PositionBiasInputError, compare_estimates
 from fair_pipeline.position_bias_report import (
     curve_markdown,
     curves_artifacts,
@@ -86,7 +86,9 @@ def chosen_curve_check(curve: pd.DataFrame, method: str) -> dg.AssetCheckResult:
     if not (np.isfinite(w1) and abs(w1 - 1.0) <= 1e-12):
         problems.append(f"ŵ_1 = {w1} (must be 1)")
     if bad:
-        problems.append(f"weight not finite and positive at positions {position_ranges(bad)} (not estimable)")
+        where = ("positions " if len(bad) > 1 else "position ") + position_ranges(bad)
+        reasons = "; ".join(curve.attrs.get("warnings", []))
+        problems.append(f"weight not finite and positive at {where} (not estimable" + (f": {reasons})" if reasons else ")"))
     return dg.AssetCheckResult(
         check_name=CHOSEN_CHECK,
         asset_key=POSITION_BIAS_KEY,
@@ -239,7 +241,10 @@ def position_bias(
     _validate(config)
     end = run_window_end(context, config)
     with warehouse.connect() as con:
-        window = training_window(con, config.window_days, end)
+        try:
+            window = training_window(con, config.window_days, end)
+        except PositionBiasInputError as error:
+            raise dg.Failure(description=str(error)) from error  # a clear message in the UI, not a traceback
         context.log.info(f"position bias over {window.label}")
         estimates = estimate_all_methods(
             con, window, truncate=config.truncate, bin_width=config.bin_width or "auto", level=config.level
