@@ -297,10 +297,12 @@ def _adjacent_swap(swaps: pd.DataFrame, truncate: int | None, notes: list[str]):
         _warn(notes, f"adjacent_swap: {_positions(positions)}: {reason}; η_j not estimable")
     _report_chain_break(int(j[~ok][0]) if (~ok).any() else None, notes)
     zero = np.zeros(1)
+    # Gradients of a not-estimable η_j are infinite; zero them (every ŵ from that j down is NaN anyway).
+    g_down, g_up, g_stay_num, g_stay_den = (np.where(ok, g, 0.0) for g in (g_down, g_up, g_stay_num, g_stay_den))
     swapped_var = g_down**2 * _binomial_var(c_down[j], n_down[j]) + g_up**2 * _binomial_var(c_up[j - 1], n_up[j - 1])
-    own = np.concatenate([zero, np.nan_to_num(swapped_var)])
-    a = np.concatenate([zero, np.nan_to_num(g_stay_num)])  # at stay[J], J = 1..k
-    d = np.concatenate([np.nan_to_num(g_stay_den), zero])  # at stay[i] from η_{i+1}
+    own = np.concatenate([zero, swapped_var])
+    a = np.concatenate([zero, g_stay_num])  # at stay[J], J = 1..k
+    d = np.concatenate([g_stay_den, zero])  # at stay[i] from η_{i+1}
     v_stay = _binomial_var(c_stay[1 : k + 1], n_stay[1 : k + 1])
     final = own + (a - d) ** 2 * v_stay  # row i < J: own terms of η_i, stay[i] in η_i and η_{i+1}
     partial = own + a**2 * v_stay
