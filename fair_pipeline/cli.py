@@ -29,44 +29,41 @@ def _default_start(days: int) -> dt.date:
 
 
 def _add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per SimulationConfig knob (dest = the field name), defaults from the config itself."""
     from fair_pipeline.core.simulate import SimulationConfig
 
     defaults = SimulationConfig()
     parser.add_argument("--start", type=_date, help="first day (default: `--days` days before today, UTC)")
     parser.add_argument("--days", type=int, default=7, help="number of days (default 7)")
-    parser.add_argument("--requests-per-day", type=int, default=defaults.requests_per_day, help="production requests per day")
-    parser.add_argument("--shuffle-share", type=float, default=defaults.shuffle_share, help="shuffled requests / production requests")
-    parser.add_argument("--adjacent-swap-share", type=float, default=defaults.adjacent_swap_share)
-    parser.add_argument("--slots", type=int, default=defaults.slots, help="K, ranked slots per request")
-    parser.add_argument("--bias-curve", choices=["log2", "power"], default=defaults.bias_curve)
-    parser.add_argument("--power-eta", type=float, default=defaults.power_eta, help="eta of w_j = (1/j)^eta")
-    parser.add_argument("--items", type=int, default=defaults.n_items, help="item population size")
-    parser.add_argument("--p-group", type=float, default=defaults.p_group)
-    parser.add_argument("--p-relevant-group0", type=float, default=defaults.p_relevant_group0)
-    parser.add_argument("--p-relevant-group1", type=float, default=defaults.p_relevant_group1)
-    parser.add_argument("--relevance-sd", type=float, default=defaults.relevance_sd)
-    parser.add_argument("--score-noise-sd", type=float, default=defaults.score_noise_sd)
-    parser.add_argument("--seed", type=int, default=defaults.seed)
+    helps = {
+        "requests_per_day": "production requests per day",
+        "shuffle_share": "shuffled requests / production requests",
+        "adjacent_swap_share": "adjacent-swap requests / production requests",
+        "slots": "K, ranked slots per request",
+        "power_eta": "eta of w_j = (1/j)^eta (with --bias-curve power)",
+        "n_items": "item population size",
+        "n_features": "item features f0..f{n-1} (R = f0 + f1)",
+        "p_group": "P(C = 1)",
+        "p_relevant_group0": "P(Y(1) = 1 | C = 0)",
+        "p_relevant_group1": "P(Y(1) = 1 | C = 1)",
+        "relevance_effect": "coefficient of Y(1) in R",
+        "group_effect": "coefficient of C in R",
+        "bias_curve": "true position bias: 1/log2(1+j) or (1/j)^eta",
+        "seed": "same seed, same bytes",
+        "relevance_sd": "standard deviation of the Gaussian part of R",
+        "score_noise_sd": "standard deviation of the score noise s - R",
+    }
+    for field in dataclasses.fields(SimulationConfig):
+        flag = "--items" if field.name == "n_items" else "--" + field.name.replace("_", "-")
+        default = getattr(defaults, field.name)
+        kwargs = {"choices": ["log2", "power"]} if field.name == "bias_curve" else {"type": type(default)}
+        parser.add_argument(flag, dest=field.name, default=default, help=helps.get(field.name, field.name), **kwargs)
 
 
 def _simulation_config(args: argparse.Namespace):
     from fair_pipeline.core.simulate import SimulationConfig
 
-    return SimulationConfig(
-        n_items=args.items,
-        p_group=args.p_group,
-        p_relevant_group0=args.p_relevant_group0,
-        p_relevant_group1=args.p_relevant_group1,
-        relevance_sd=args.relevance_sd,
-        score_noise_sd=args.score_noise_sd,
-        slots=args.slots,
-        bias_curve=args.bias_curve,
-        power_eta=args.power_eta,
-        requests_per_day=args.requests_per_day,
-        shuffle_share=args.shuffle_share,
-        adjacent_swap_share=args.adjacent_swap_share,
-        seed=args.seed,
-    )
+    return SimulationConfig(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SimulationConfig)})
 
 
 def _simulate(args: argparse.Namespace) -> dict[str, int]:
@@ -187,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
     obd.set_defaults(func=cmd_import_open_bandit)
+
+    from fair_pipeline.elicitation_session import add_elicit_arguments, run_elicit
+
+    elicit = commands.add_parser("elicit", help="elicit a fairness metric by answering pairwise comparisons (resumable)")
+    add_elicit_arguments(elicit)
+    elicit.set_defaults(func=run_elicit)
     return parser
 
 

@@ -21,8 +21,8 @@ defs = dg.Definitions(
 
 # Module-level accessors so `dg.reconstructable` can rebuild a job in executor subprocesses.
 def daily_pipeline_job_def() -> dg.JobDefinition:
-    return defs.get_job_def("daily_pipeline")
+    return defs.resolve_job_def("daily_pipeline")
 
 
 def ingest_logs_job_def() -> dg.JobDefinition:
-    return defs.get_job_def("ingest_logs")
+    return defs.resolve_job_def("ingest_logs")

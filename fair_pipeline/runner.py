@@ -50,7 +50,7 @@ def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | Non
     from fair_pipeline.definitions import defs
 
     instance = instance or dg.DagsterInstance.get()
-    job = defs.get_job_def("daily_pipeline")
+    job = defs.resolve_job_def("daily_pipeline")
     return job.execute_in_process(
         instance=instance,
         tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end},

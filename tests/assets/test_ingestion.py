@@ -116,7 +116,7 @@ def test_blocking_check_stops_downstream(small_landing):
     frame = table.to_pandas()
     frame.loc[: table.num_rows // 20, "click"] = 7  # 5% bad rows
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False).cast(table.schema), path)
-    job = defs.get_job_def("daily_pipeline")
+    job = defs.resolve_job_def("daily_pipeline")
     result = job.execute_in_process(
         partition_key=DAY, instance=dg.DagsterInstance.ephemeral(), raise_on_error=False,
         run_config={"ops": {"raw__observational_impressions": {"config": {"max_rejected_share": 0.01}}}},
