@@ -135,8 +135,8 @@ def curves_artifacts(
     The table follows the report's `position_bias_curve` contract (position, estimate, ci_low, ci_high,
     method, n_impressions) plus se, clicks and a `chosen` flag, for every curve. The figure draws
     `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
-    CI bands, the true curve when given, and a y-axis cut at 1.1 x the largest weight so that one wide
-    interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
+    CI bands, the true curve when given, and a y-axis showing the bands up to twice the largest weight, so
+    that one very wide interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
     frames = [
         curve.assign(method=method, chosen=method == chosen)
         .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
@@ -147,6 +147,8 @@ def curves_artifacts(
     wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
     shown = {m: curves[m] for m in wanted if m in curves}
     fig = curve_figure(shown, truth=truth, title=title)
-    weights = [w for c in shown.values() for w in c["weight"].to_numpy(dtype=float) if math.isfinite(w)]
-    fig.axes[0].set_ylim(0, 1.1 * max([1.0, *weights]))
+    finite = lambda column: [v for c in shown.values() for v in c[column].to_numpy(dtype=float) if math.isfinite(v)]  # noqa: E731
+    top_weight = max([1.0, *finite("weight")])
+    fig.axes[0].set_ylim(0, 1.05 * min(max([top_weight, *finite("ci_high")]), 2 * top_weight))
+    fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
     return table, fig

@@ -10,6 +10,7 @@ import dagster as dg
 import duckdb
 
 from fair_pipeline import cli, settings
+from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY
 from fair_pipeline.definitions import defs
 
 
@@ -49,3 +50,19 @@ def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
         extras = con.execute("SELECT count(*) FROM raw.observational_extras").fetchone()[0]
     assert rows == [("observational", 7, 10_000, 0), ("randomized", 7, 10_000, 0)]
     assert extras == 10_000
+    # Position bias over the whole week: the randomized estimate with honest, wide intervals (38 clicks over
+    # 3 slots); no adjacent-swap traffic, so that estimator is reported as not estimable instead of failing.
+    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
+        randomized = con.execute(
+            "SELECT position, weight, ci_low, ci_high, impressions, clicks FROM marts.position_bias_curves"
+            " WHERE method = 'randomized' ORDER BY position"
+        ).df()
+        swap = con.execute("SELECT estimable, reason FROM marts.position_bias_methods WHERE method = 'adjacent_swap'").fetchone()
+    assert randomized["position"].tolist() == [1, 2, 3] and randomized["impressions"].sum() == 10_000
+    assert randomized["clicks"].sum() == 38
+    assert ((randomized["ci_high"] / randomized["ci_low"]).iloc[1:] > 4).all()
+    assert ((randomized["ci_low"].iloc[1:] < 1) & (randomized["ci_high"].iloc[1:] > 1)).all()
+    assert swap[0] is False and "no 'adjacent_swap' impressions" in swap[1]
+    metadata = dg.DagsterInstance.get().get_latest_materialization_event(POSITION_BIAS_KEY).asset_materialization.metadata
+    assert "| randomized" in metadata["all_curves"].value and metadata["window_partitions"].value[0] == "2019-11-24"
+    assert list(metadata["not_estimable_methods"].value) == ["adjacent_swap"]
