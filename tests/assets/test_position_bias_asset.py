@@ -14,6 +14,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
 
 from fair_pipeline import runner
 from fair_pipeline.assets.position_bias import (
@@ -156,6 +161,13 @@ def test_window_is_the_newest_partitions_with_data_up_to_the_end(home):
     expected = estimate_position_bias(_impressions(warehouse, DAYS[:1]), method="randomized")
     with duckdb.connect(str(warehouse), read_only=True) as con:
         np.testing.assert_allclose(load_chosen_position_bias(con)["weight"], expected["weight"], rtol=1e-9)
+
+    # In a partitioned run (daily job, backfill) the window ends at the run's newest partition.
+    range_tags = {ASSET_PARTITION_RANGE_START_TAG: DAYS[0], ASSET_PARTITION_RANGE_END_TAG: DAYS[1]}
+    for tags in (range_tags, {PARTITION_NAME_TAG: DAYS[1]}):
+        assert _materialize(warehouse, home / "landing", tags=tags).success
+        window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE}")
+        assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == DAYS[:2]
 
     with pytest.raises(dg.DagsterInvalidConfigError):
         _materialize(warehouse, home / "landing", {"window_days": "seven"})
