@@ -198,7 +198,10 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
             metadata[f"impressions/{method}"] = int(estimate.curve["impressions"].sum())
     if truth is not None:
         errors = errors_vs_truth(curves, truth)
-        metadata["error_vs_truth"] = dg.MetadataValue.md(errors.round(4).to_markdown(index=False))
+        metadata["error_vs_truth"] = dg.MetadataValue.md(
+            "Simulator ground truth (reporting only; no estimator reads it). Chained methods are compared at "
+            "positions <= T.\n\n" + errors.round(4).to_markdown(index=False)
+        )
         for row in errors.itertuples():
             metadata[f"max_abs_error/{row.method}"] = float(row.max_abs_error)
     return metadata
@@ -261,10 +264,9 @@ def position_bias(
                 context.log.warning(f"{method}: not estimable: {estimate.reason}")
         rows = write_estimates(con, window, estimates, config.chosen_method)
     truth = load_truth_curve(landing.resolved_path)  # reporting only
-    metadata = _metadata(window, estimates, config.chosen_method, truth)
-    metadata["dagster/row_count"] = rows
+    context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")
     return dg.MaterializeResult(
-        metadata=metadata,
+        metadata=_metadata(window, estimates, config.chosen_method, truth),
         check_results=[
             chosen_curve_check(chosen.curve, config.chosen_method),
             agreement_check(estimates, config.agreement_method, config.level, config.truncate),
