@@ -39,6 +39,8 @@ SOURCE_PRODUCERS = {
 SQL_PARAMETERS: dict[str, object] = {
     # Fixed width of the score bins of marts.position_score_bins (the in-memory aggregation uses the same).
     "position_bias_bin_width": FINE_BIN_WIDTH,
+    # Score bin width of marts.eo_score_click_counts (EO transform knots sit 1e-3 apart in probability).
+    "eo_score_bin_width": 1e-3,
 }
 
 _REF = re.compile(r"\{\{\s*ref\(\s*'([A-Za-z_][A-Za-z0-9_]*)'\s*\)\s*\}\}")

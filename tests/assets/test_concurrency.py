@@ -3,6 +3,7 @@ and never loses rows: warehouse steps queue on the `duckdb` pool (limit 1 in the
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,13 @@ def test_parallel_partition_runs_with_multiprocess_executor(small_landing):
     assert dg.DagsterInstance.get().get_concurrency_config().pool_config.default_pool_limit == 1
     env = {**os.environ, "PYTHONPATH": str(settings.REPO_ROOT)}
     # Two runs at once (as a backfill launches them), each running 3 warehouse writers in parallel processes.
-    runs = [subprocess.Popen([sys.executable, str(SCRIPT), day], env=env) for day in ("2026-01-01", "2026-01-02")]
-    assert [run.wait(timeout=900) for run in runs] == [0, 0]
+    runs = [subprocess.Popen([sys.executable, str(SCRIPT), day], env=env, start_new_session=True) for day in ("2026-01-01", "2026-01-02")]
+    try:
+        assert [run.wait(timeout=600) for run in runs] == [0, 0]
+    finally:  # never leave a run (and its step processes) behind
+        for run in runs:
+            if run.poll() is None:
+                os.killpg(run.pid, signal.SIGKILL)
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         for source in ("observational", "randomized"):
             loaded = dict(con.execute(f"SELECT CAST(partition_date AS VARCHAR), count(*) FROM raw.{source}_impressions GROUP BY 1").fetchall())
