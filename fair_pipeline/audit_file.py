@@ -24,7 +24,7 @@ import pandas as pd
 
 from fair_pipeline.core.audit import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.core.audit.compare import DEFAULT_MIN_COUNT
-from fair_pipeline.core.audit.pairwise import PairwiseAccumulator, PairwiseResult
+from fair_pipeline.core.audit.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.core.audit.validation import as_cutoffs
 
 READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv",
@@ -150,18 +150,11 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
     rel = con.sql(
         "SELECT q, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
         f"FROM ({src}) GROUP BY q, g, s ORDER BY q", params=params)
-    code_of = {g: i for i, g in enumerate(groups)}
     acc = PairwiseAccumulator(np.array(groups, dtype=object))
     carry = None
 
     def feed(df: pd.DataFrame) -> None:
-        codes = df["g"].map(code_of).to_numpy(dtype=np.intp)
-        qcode = pd.factorize(df["q"])[0]
-        w = np.r_[df["n_pos"].to_numpy(np.float64), df["n_neg"].to_numpy(np.float64)]
-        y = np.r_[np.ones(len(df), bool), np.zeros(len(df), bool)]
-        keep = w > 0
-        acc.update(np.r_[qcode, qcode][keep], np.r_[df["s"].to_numpy(), df["s"].to_numpy()][keep],
-                   np.r_[codes, codes][keep], y[keep], weights=w[keep])
+        add_query_counts(acc, df["q"], df["g"], df["s"], df["n_pos"], df["n_neg"])
 
     for batch in rel.to_arrow_reader(batch_rows):
         df = batch.to_pandas()

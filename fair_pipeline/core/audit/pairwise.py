@@ -217,6 +217,27 @@ class PairwiseAccumulator:
         return matrix, marginals, parity, overall
 
 
+def add_query_counts(acc: PairwiseAccumulator, query_ids, groups, scores, n_pos, n_neg) -> None:
+    """Feed aggregated rows of complete queries (query, group, score -> n_pos, n_neg) to ``acc``.
+
+    Each row stands for ``n_pos`` label-1 and ``n_neg`` label-0 items with that score (what a SQL
+    ``GROUP BY query, group, score`` returns); groups must be among ``acc.levels``.
+    """
+    code_of = {g: i for i, g in enumerate(acc.levels)}
+    groups = np.asarray(groups, dtype=object)
+    unknown = sorted({g for g in groups if g not in code_of}, key=str)
+    if unknown:
+        raise AuditInputError(f"groups {unknown} are not among the audited groups {list(acc.levels)}")
+    codes = np.array([code_of[g] for g in groups], dtype=np.intp)
+    qcode = pd.factorize(np.asarray(query_ids, dtype=object))[0]
+    s = np.asarray(scores, dtype=np.float64)
+    w = np.r_[np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)]
+    y = np.r_[np.ones(s.size, bool), np.zeros(s.size, bool)]
+    keep = w > 0
+    if keep.any():
+        acc.update(np.r_[qcode, qcode][keep], np.r_[s, s][keep], np.r_[codes, codes][keep], y[keep], weights=w[keep])
+
+
 def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFrame:
     """A_> and A_< for a continuous protected attribute z, and their difference (same queries)."""
     Cg, Tg = _dominance_counts(qcode, z, s, ~y, y, right_scores_higher=True)  # z_better > z_worse

@@ -1,0 +1,140 @@
+"""The registry of scored outputs the fairness audit covers: one entry per thing the pipeline ranks by.
+
+Each loader in `SCORED_OUTPUT_LOADERS` reads what it needs from the warehouse and returns entries:
+a `ScoredOutput` (how to score the audit's rows) or an `Unavailable` (named, with the reason, e.g. the
+EO transform was not fitted yet). Adding an output is one loader appended to the list.
+
+Two bases:
+  logged_score   rescores the logged production `score` per group (the score x group count table stays the
+                 sufficient statistic): the production scores themselves, the EO-transformed scores.
+  item_features  scores items from their features (retrained rankers): audited from per-item counts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.core.eo_transform import WeightedCDFTransformer
+from fair_pipeline.warehouse import table_columns, table_exists
+
+PRODUCTION = "production"
+EO_TRANSFORMS = ("marts", "eo_transforms")
+RANKER_CANDIDATES = ("marts", "ranker_candidates")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredOutput:
+    """`score(frame)` returns the output's score of each row: for `logged_score`, `frame` has `group` and
+    `score`; for `item_features`, `group` and the `features` columns. `trained_through`: the last day of the
+    data the output was fitted on (None: not fitted on the logs), to tell held-out from in-sample audits."""
+
+    name: str
+    description: str
+    basis: str
+    score: Callable[[pd.DataFrame], np.ndarray]
+    features: tuple[str, ...] = ()
+    trained_through: dt.date | None = None
+    fitted_on_logs: bool = False
+    monotone_within_group: bool = False  # a within-group increasing map of the production score
+
+    def held_out(self, window_start: dt.date) -> bool | None:
+        """True when the audited window starts after the training data (None: unknown training window)."""
+        if not self.fitted_on_logs:
+            return True
+        return None if self.trained_through is None else self.trained_through < window_start
+
+
+@dataclasses.dataclass(frozen=True)
+class Unavailable:
+    name: str
+    reason: str
+
+
+Entry = ScoredOutput | Unavailable
+
+
+def production_scores(con) -> list[Entry]:
+    return [ScoredOutput(PRODUCTION, "production ranker score s(X), as logged", "logged_score",
+                         lambda frame: frame["score"].to_numpy(dtype=np.float64))]
+
+
+def _eo_scorer(model: WeightedCDFTransformer) -> Callable[[pd.DataFrame], np.ndarray]:
+    return lambda frame: model.transform(frame["score"].to_numpy(dtype=np.float64), frame["group"].to_numpy(dtype=object))
+
+
+def eo_transformed_scores(con) -> list[Entry]:
+    """Each variant of the newest EO fit (marts.eo_transforms): WeightedCDFTransformer.from_json(...).transform."""
+    if not table_exists(con, *EO_TRANSFORMS):
+        return [Unavailable("eo_transform", "marts.eo_transforms does not exist (the eo_transform asset has not run)")]
+    frame = con.execute(
+        "SELECT variant, estimable, reason, transform_json, window_end FROM marts.eo_transforms "
+        "WHERE fitted_at = (SELECT max(fitted_at) FROM marts.eo_transforms) ORDER BY variant"
+    ).df()
+    if frame.empty:
+        return [Unavailable("eo_transform", "marts.eo_transforms is empty")]
+    out: list[Entry] = []
+    for row in frame.itertuples():
+        name = f"eo_{row.variant}"
+        if not row.estimable:
+            out.append(Unavailable(name, f"the {row.variant} EO transform was not estimable: {row.reason}"))
+            continue
+        model = WeightedCDFTransformer.from_json(row.transform_json)
+        out.append(ScoredOutput(
+            name, f"production score after the {row.variant} weighted-CDF EO transform (alpha={model.alpha})",
+            "logged_score", _eo_scorer(model), trained_through=pd.Timestamp(row.window_end).date(),
+            fitted_on_logs=True, monotone_within_group=True,
+        ))
+    return out
+
+
+def _linear_scorer(features: tuple[str, ...], coef: np.ndarray, intercept: float):
+    return lambda frame: frame[list(features)].to_numpy(dtype=np.float64) @ coef + intercept
+
+
+def ranker_candidates(con) -> list[Entry]:
+    """Linear rankers in marts.ranker_candidates, long format: candidate, feature, coefficient
+    (feature '(intercept)' for the intercept) [, window_end]."""
+    if not table_exists(con, *RANKER_CANDIDATES):
+        return [Unavailable("ranker_candidates", "marts.ranker_candidates does not exist (no retrained ranker yet)")]
+    columns = table_columns(con, *RANKER_CANDIDATES)
+    need = {"candidate", "feature", "coefficient"}
+    if not need <= set(columns):
+        return [Unavailable("ranker_candidates", f"marts.ranker_candidates lacks columns {sorted(need - set(columns))} "
+                                                 f"(has {columns})")]
+    extra = ", window_end" if "window_end" in columns else ", NULL AS window_end"
+    frame = con.execute(f"SELECT candidate, feature, coefficient{extra} FROM marts.ranker_candidates "
+                        "ORDER BY candidate, feature").df()
+    out: list[Entry] = []
+    for name, part in frame.groupby("candidate", sort=True):
+        is_intercept = part["feature"] == "(intercept)"
+        features = tuple(part.loc[~is_intercept, "feature"].astype(str))
+        coef = part.loc[~is_intercept, "coefficient"].to_numpy(dtype=np.float64)
+        intercept = float(part.loc[is_intercept, "coefficient"].sum())
+        end = part["window_end"].dropna()
+        out.append(ScoredOutput(
+            f"ranker_{name}", f"retrained linear ranker {name!r} on item features {list(features)}", "item_features",
+            _linear_scorer(features, coef, intercept), features=features,
+            trained_through=pd.Timestamp(end.max()).date() if len(end) else None, fitted_on_logs=True,
+        ))
+    return out
+
+
+SCORED_OUTPUT_LOADERS: list[Callable] = [production_scores, eo_transformed_scores, ranker_candidates]
+
+
+def scored_outputs(con, loaders: list[Callable] | None = None) -> list[Entry]:
+    entries: list[Entry] = []
+    for loader in loaders or SCORED_OUTPUT_LOADERS:
+        entries.extend(loader(con))
+    names = [e.name for e in entries]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise ValueError(f"scored outputs {duplicated} are registered twice")
+    return entries
+
+

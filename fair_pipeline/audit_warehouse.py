@@ -1,0 +1,197 @@
+"""Held-out labelled rows for the fairness audit, aggregated in DuckDB (glue; no Dagster, no math).
+
+Label sources (`LABEL_SOURCES`):
+  relevance          SIMULATION ONLY: the simulator's true Y(1) of each item (`landing/_truth/items.parquet`,
+                     joined on item_id) on the production (observational) impressions. Real logs have no truth.
+  randomized_clicks  clicks on randomized traffic (default: `shuffle` requests, where the displayed position is
+                     independent of the score, so a click is an unbiased if noisy label: P(click) = w_position Y).
+
+The row-level work is SQL with bound parameters (dates, policies, the truth file, sample size); only
+aggregates leave DuckDB:
+  score_counts   per group x distinct logged score: n_pos, n_neg (the audit's sufficient statistic; a
+                 within-group monotone transform of the score, such as the EO transform, keeps it sufficient)
+  item_counts    per group x item: n_pos, n_neg and the item's features (for rankers scoring item features)
+  query_rows     per (query, group, item, score): n_pos, n_neg of a bounded, deterministic sample of queries
+                 (ordered by md5(query_id)) for the within-query pairwise accuracies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from fair_pipeline import contract
+from fair_pipeline.core.audit import AuditInputError
+from fair_pipeline.warehouse import quote_identifier, table_columns, table_exists
+
+LABEL_SOURCES = ("relevance", "randomized_clicks")
+UNKNOWN_GROUP = "<unknown>"  # rows whose protected characteristic is missing form their own group
+OBSERVATIONAL_VIEW = ("staging", "stg_observational_impressions")
+RANDOMIZED_VIEW = ("staging", "stg_randomized_impressions")
+ITEMS_VIEW = ("staging", "stg_items")
+
+
+class AuditDataError(AuditInputError):
+    """No held-out rows, no truth file, unknown label source, ...: the message says what and where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationWindow:
+    first: dt.date
+    last: dt.date
+    dates: tuple[dt.date, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelSource:
+    """Which rows and which label; `rows_sql` selects query_id, item_id, grp, score, label with bound parameters."""
+
+    name: str
+    view: tuple[str, str]
+    rows_sql: str
+    params: dict
+    simulation: bool
+
+    @property
+    def table(self) -> str:
+        return ".".join(quote_identifier(part) for part in self.view)
+
+
+def truth_path(landing: Path) -> Path:
+    return Path(landing) / contract.TRUTH_DIR / "items.parquet"
+
+
+def label_source(name: str, landing: Path, window: EvaluationWindow, policies: list[str]) -> LabelSource:
+    """The evaluation rows of `window` for a label source (see the module docstring)."""
+    dates = {"start": window.first, "end": window.last}
+    grp = f"coalesce(group_id, '{UNKNOWN_GROUP}')"  # a constant, not a value from outside
+    if name == "relevance":
+        truth = truth_path(landing)
+        if not truth.exists():
+            raise AuditDataError(
+                f"label_source='relevance' needs the simulator's truth file {truth} (SIMULATION only); "
+                "for real logs use label_source='randomized_clicks'"
+            )
+        sql = (
+            f"SELECT o.query_id, o.item_id, coalesce(o.group_id, '{UNKNOWN_GROUP}') AS grp, o.score, CAST(t.relevance AS INTEGER) AS label "
+            f"FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))} o "
+            "LEFT JOIN read_parquet($truth) t ON t.item_id = o.item_id "
+            "WHERE o.partition_date BETWEEN $start AND $end"
+        )
+        return LabelSource(name, OBSERVATIONAL_VIEW, sql, {**dates, "truth": str(truth)}, simulation=True)
+    if name == "randomized_clicks":
+        if not policies:
+            raise AuditDataError("label_source='randomized_clicks' needs at least one randomized policy")
+        unknown = sorted(set(policies) - set(contract.RANDOMIZED_POLICIES))
+        if unknown:
+            raise AuditDataError(f"randomized policies {unknown} are not among {list(contract.RANDOMIZED_POLICIES)}")
+        sql = (
+            f"SELECT query_id, item_id, {grp} AS grp, score, click AS label "
+            f"FROM {'.'.join(map(quote_identifier, RANDOMIZED_VIEW))} "
+            "WHERE partition_date BETWEEN $start AND $end AND list_contains($policies, policy)"
+        )
+        return LabelSource(name, RANDOMIZED_VIEW, sql, {**dates, "policies": list(policies)}, simulation=False)
+    raise AuditDataError(f"label_source={name!r} is not one of {list(LABEL_SOURCES)}")
+
+
+def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int = 1,
+                      end: dt.date | str | None = None) -> EvaluationWindow:
+    """The newest `days` partitions holding rows of the label source's traffic, on or before `end`."""
+    if int(days) != days or days < 1:
+        raise AuditDataError(f"window_days={days!r} must be a positive integer")
+    view = OBSERVATIONAL_VIEW if source_name == "relevance" else RANDOMIZED_VIEW
+    if not table_exists(con, *view):
+        raise AuditDataError(f"{'.'.join(view)} does not exist; materialize the staging models first")
+    end_date = None
+    if end:
+        try:
+            end_date = dt.date.fromisoformat(str(end)[:10])
+        except ValueError as error:
+            raise AuditDataError(f"window end {end!r} is not a date (YYYY-MM-DD)") from error
+    rows = con.execute(
+        f"SELECT DISTINCT partition_date FROM {'.'.join(map(quote_identifier, view))}"
+        " WHERE $end IS NULL OR partition_date <= $end ORDER BY 1",
+        {"end": end_date},
+    ).fetchall()
+    if not rows:
+        where = f" on or before {end_date}" if end_date else ""
+        raise AuditDataError(f"no partitions{where} in {'.'.join(view)}: nothing to audit")
+    dates = tuple(row[0] for row in rows[-int(days):])
+    return EvaluationWindow(dates[0], dates[-1], dates)
+
+
+def row_summary(con, source: LabelSource) -> dict:
+    """Rows in the window, rows without a label (e.g. items missing from the truth file), labels not 0/1."""
+    total, unlabelled, bad, pos = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE label IS NULL), "
+        "count(*) FILTER (WHERE label IS NOT NULL AND label NOT IN (0, 1)), "
+        f"coalesce(sum(label) FILTER (WHERE label IN (0, 1)), 0) FROM ({source.rows_sql})",
+        source.params,
+    ).fetchone()
+    if bad:
+        raise AuditDataError(f"{source.name}: {bad} labels are not 0/1 in {'.'.join(source.view)}")
+    return {"rows": int(total), "unlabelled_rows": int(unlabelled), "labelled_rows": int(total - unlabelled),
+            "positives": int(pos)}
+
+
+def score_counts(con, source: LabelSource) -> pd.DataFrame:
+    """group, score, n_pos, n_neg: one row per group x distinct logged score (labelled rows only)."""
+    return con.execute(
+        "SELECT grp AS \"group\", score, CAST(sum(label) AS BIGINT) AS n_pos, "
+        "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
+        f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, score ORDER BY grp, score",
+        source.params,
+    ).df()
+
+
+def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
+    """group, item_id, n_pos, n_neg and the item's feature columns (validated against staging.stg_items)."""
+    if not table_exists(con, *ITEMS_VIEW):
+        raise AuditDataError(f"{'.'.join(ITEMS_VIEW)} does not exist; materialize raw.items and the staging models")
+    available = table_columns(con, *ITEMS_VIEW)
+    missing = [f for f in features if f not in available]
+    if missing:
+        raise AuditDataError(f"feature columns {missing} are not in {'.'.join(ITEMS_VIEW)} (columns: {available})")
+    cols = ", ".join(f"i.{quote_identifier(f)}" for f in features)
+    frame = con.execute(
+        f"SELECT r.grp AS \"group\", r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
+        "  SELECT grp, item_id, CAST(sum(label) AS BIGINT) AS n_pos, CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
+        f"  FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, item_id"
+        f") r LEFT JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = r.item_id "
+        "ORDER BY r.grp, r.item_id",
+        source.params,
+    ).df()
+    unmatched = frame[features].isna().any(axis=1)
+    if unmatched.any():
+        raise AuditDataError(
+            f"{int(unmatched.sum())} audited items have no (complete) features in {'.'.join(ITEMS_VIEW)}, "
+            f"e.g. {frame.loc[unmatched, 'item_id'].head(3).tolist()}"
+        )
+    return frame
+
+
+def query_rows(con, source: LabelSource, max_queries: int) -> tuple[pd.DataFrame, int]:
+    """Rows of at most `max_queries` queries (deterministic sample by md5(query_id)), aggregated per
+    (query, group, item, score); returns (rows, number of queries in the window)."""
+    if max_queries < 1:
+        raise AuditDataError(f"pairwise_max_queries={max_queries} must be >= 1")
+    params = {**source.params, "max_queries": int(max_queries)}
+    total = con.execute(
+        f"SELECT count(DISTINCT query_id) FROM ({source.rows_sql}) WHERE label IS NOT NULL", source.params
+    ).fetchone()[0]
+    frame = con.execute(
+        f"WITH r AS (SELECT * FROM ({source.rows_sql}) WHERE label IS NOT NULL), "
+        "q AS (SELECT query_id FROM (SELECT DISTINCT query_id FROM r) ORDER BY md5(query_id), query_id LIMIT $max_queries) "
+        "SELECT r.query_id, r.grp AS \"group\", r.item_id, r.score, CAST(sum(r.label) AS BIGINT) AS n_pos, "
+        "CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg FROM r JOIN q ON q.query_id = r.query_id "
+        "GROUP BY r.query_id, r.grp, r.item_id, r.score ORDER BY r.query_id",
+        params,
+    ).df()
+    return frame, int(total)
