@@ -1,0 +1,250 @@
+"""The fairness_audit asset on a small simulated home run once through the daily job.
+
+The stored numbers are compared with the in-memory audit (compare_groups, xauc, pairwise_accuracies) on the
+same rows read independently from the landing files; then the asset alone is re-materialized with other label
+sources, a too-strict min_count (not-estimable groups), a fitted EO transform and a linear ranker candidate.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from fair_pipeline import runner
+from fair_pipeline.assets.audit import FAIRNESS_AUDIT_KEY, SIMULATION_BANNER, fairness_audit
+from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
+from fair_pipeline.core.eo_transform import WeightedCDFTransformer
+from fair_pipeline.core.simulate import SimulationConfig
+from fair_pipeline.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.simulation import simulate_to_landing
+
+CONFIG = SimulationConfig(n_items=3_000, requests_per_day=400, shuffle_share=0.5, adjacent_swap_share=0.25, slots=20, seed=5)
+START = dt.date(2026, 1, 1)
+DAYS = [str(START + dt.timedelta(days=i)) for i in range(2)]
+OP = FAIRNESS_AUDIT_KEY.to_python_identifier()
+GROUP_COLUMNS = ["auc", "variance", "se", "ci_low", "ci_high", "auc_normalized", "mcclish", "n_pos", "n_neg"]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("audit_home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FAIR_PIPELINE_HOME", str(home))
+        patch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        simulate_to_landing(CONFIG, home / "landing", START, len(DAYS))
+        result = runner.run_partition_range(DAYS[0], DAYS[-1], instance=dg.DagsterInstance.ephemeral())
+        assert result.success, runner.failure_summary(result)
+    return home
+
+
+def _materialize(home: Path, config: dict | None = None, landing: Path | None = None, raise_on_error: bool = True):
+    return dg.materialize(
+        [fairness_audit],
+        resources={"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
+                   "landing": LandingZone(path=str(landing or home / "landing"))},
+        run_config={"ops": {OP: {"config": config or {}}}},
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=raise_on_error,
+    )
+
+
+def _query(home: Path, sql: str, params=None) -> pd.DataFrame:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(sql, params or {}).df()
+
+
+def _landing_rows(home: Path, source: str, day: str) -> pd.DataFrame:
+    """The day's rows straight from the landing Parquet (not through the warehouse)."""
+    return pd.read_parquet(home / "landing" / source / f"date={day}")
+
+
+def _truth_rows(home: Path, day: str) -> pd.DataFrame:
+    truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet")[["item_id", "relevance"]]
+    return _landing_rows(home, "observational", day).merge(truth, on="item_id", how="left")
+
+
+def _stored(home: Path, table: str, output: str, label: str) -> pd.DataFrame:
+    return _query(home, f"SELECT * FROM marts.{table} WHERE scored_output = $o AND label_source = $l",
+                  {"o": output, "l": label})
+
+
+def _assert_groups_equal(stored: pd.DataFrame, expected: pd.DataFrame) -> None:
+    stored = stored[~stored["is_overall"]].sort_values(["group", "cutoff"]).reset_index(drop=True)
+    expected = expected.sort_values(["group", "cutoff"]).reset_index(drop=True)
+    assert stored["group"].tolist() == expected["group"].astype(str).tolist()
+    np.testing.assert_array_equal(stored["estimable"].to_numpy(bool), expected["estimable"].to_numpy(bool))
+    for column in GROUP_COLUMNS:
+        np.testing.assert_allclose(stored[column].to_numpy(float), expected[column].to_numpy(float), rtol=1e-12,
+                                   atol=1e-15, equal_nan=True, err_msg=column)
+
+
+def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home):
+    rows = _truth_rows(home, DAYS[-1])  # default window: the run's newest partition
+    expected = compare_groups(rows["score"], rows["relevance"], rows["group_id"])
+    _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "relevance"), expected.groups)
+    pairs = _stored(home, "fairness_audit_pairs", "production", "relevance").sort_values("cutoff")
+    np.testing.assert_allclose(pairs[["diff", "se", "z", "p_value"]].to_numpy(float),
+                               expected.pairs.sort_values("cutoff")[["diff", "se", "z", "p_value"]].to_numpy(float),
+                               rtol=1e-10, atol=1e-300)
+    x = xauc(rows["score"], rows["relevance"], rows["group_id"]).pairs
+    stored_x = _stored(home, "fairness_audit_xauc", "production", "relevance").sort_values(["group_a", "group_b"])
+    np.testing.assert_allclose(stored_x[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
+                               x.sort_values(["group_a", "group_b"])[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
+                               rtol=1e-12)
+    outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE label_source = 'relevance'")
+    prod = outputs.set_index("scored_output").loc["production"]
+    assert prod["status"] == "audited" and bool(prod["held_out"]) and bool(prod["simulation_labels"])
+    assert prod["rows"] == len(rows) and prod["n_pos"] == rows["relevance"].sum()
+    assert str(prod["window_start"])[:10] == DAYS[-1]
+    missing = outputs[outputs["status"] == "unavailable"]
+    assert {"eo_transform", "ranker_candidates"} <= set(missing["scored_output"])
+    assert missing["reason"].str.contains("does not exist").all()
+
+
+def test_pairwise_accuracies_and_curves_match_in_memory(home):
+    result = _materialize(home, {"pairwise_max_queries": 100_000})
+    assert result.success
+    rows = _truth_rows(home, DAYS[-1])
+    expected = pairwise_accuracies(rows["score"], rows["relevance"], rows["group_id"], rows["query_id"])
+    stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
+    matrix = stored[stored["metric"].str.match(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
+    want = expected.matrix.sort_values(["group_better", "group_worse"])
+    np.testing.assert_allclose(matrix[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float),
+                               want[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float), rtol=1e-12)
+    assert matrix["n_queries"].max() == rows["query_id"].nunique()
+    curves = _stored(home, "fairness_audit_curves", "production", "relevance")
+    roc = curves[curves["kind"] == "roc"]
+    assert set(roc["group_a"]) == {"0", "1"} and len(roc) == 2 * 101
+    assert (roc["tpr_ci_low"] <= roc["tpr"] + 1e-12).all() and (roc["tpr"] <= roc["tpr_ci_high"] + 1e-12).all()
+    assert (roc["tpr_ci_high"] - roc["tpr_ci_low"]).between(0, 0.5).all()
+    metadata = result.asset_materializations_for_node(OP)[0].metadata
+    assert metadata["labels"].value == SIMULATION_BANNER
+    assert "data:image/png;base64," in metadata["production/curves"].value
+    assert "EO transform" in metadata["transform_note"].value
+
+
+def test_pairwise_sample_is_bounded(home):
+    assert _materialize(home, {"pairwise_max_queries": 25}).success
+    stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
+    overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
+    assert overall["n_queries"].iloc[0] <= 25
+    outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE scored_output = 'production'")
+    assert outputs["pairwise_queries"].iloc[0] == 25 and outputs["queries_in_window"].iloc[0] == CONFIG.requests_per_day
+
+
+def test_randomized_click_labels_match_in_memory_on_shuffled_traffic(home):
+    assert _materialize(home, {"label_source": "randomized_clicks", "window_days": 2}).success
+    rows = pd.concat([_landing_rows(home, "randomized", d) for d in DAYS])
+    rows = rows[rows["policy"] == "shuffle"]
+    expected = compare_groups(rows["score"], rows["click"], rows["group_id"])
+    _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "randomized_clicks"), expected.groups)
+    outputs = _stored(home, "fairness_audit_outputs", "production", "randomized_clicks")
+    assert not outputs["simulation_labels"].iloc[0] and outputs["rows"].iloc[0] == len(rows)
+    # the truth-labelled audit of the same window is still there (each label source keeps its own rows)
+    assert len(_stored(home, "fairness_audit_groups", "production", "relevance")) > 0
+
+
+def test_groups_too_small_are_not_estimable_never_fair(home):
+    rows = _truth_rows(home, DAYS[-1])
+    small = int(rows.loc[rows["group_id"] == "0", "relevance"].sum()) + 1  # group 0 has fewer positives than this
+    assert small <= rows.loc[rows["group_id"] == "1", ["relevance"]].sum().iloc[0]
+    result = _materialize(home, {"min_count": small})
+    assert result.success
+    groups = _stored(home, "fairness_audit_groups", "production", "relevance")
+    g0 = groups[groups["group"] == "0"]
+    assert not g0["estimable"].any() and g0["auc"].isna().all() and g0["se"].isna().all()
+    assert g0["note"].str.contains("not estimable").all() and (g0["n_pos"] == small - 1).all()
+    assert groups[groups["group"] == "1"]["estimable"].all()
+    pairs = _stored(home, "fairness_audit_pairs", "production", "relevance")
+    assert not pairs["estimable"].any() and pairs["diff"].isna().all()
+    x = _stored(home, "fairness_audit_xauc", "production", "relevance").set_index("group_a")
+    assert not x.at["0", "estimable"] and np.isnan(x.at["0", "xauc"])
+    md = result.asset_materializations_for_node(OP)[0].metadata["production/groups"].value
+    assert "n/a (not estimable)" in md
+    assert _materialize(home).success  # restore the default audit for the other tests
+
+
+def _write_eo_transform(home: Path, model: WeightedCDFTransformer, window_end: str) -> None:
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        con.execute("CREATE OR REPLACE TABLE marts.eo_transforms (window_start DATE, window_end DATE, partitions INTEGER, "
+                    "variant VARCHAR, position_bias_method VARCHAR, estimable BOOLEAN, reason VARCHAR, n_positives BIGINT, "
+                    "transform_json VARCHAR, fitted_at TIMESTAMP, dagster_run_id VARCHAR)")
+        con.execute("INSERT INTO marts.eo_transforms VALUES ($s, $e, 1, 'weighted', 'adjacent_pairwise', true, NULL, "
+                    "$n, $j, now()::TIMESTAMP, NULL), ($s, $e, 1, 'unweighted', NULL, false, 'too few clicks', NULL, NULL, "
+                    "now()::TIMESTAMP, NULL)",
+                    {"s": DAYS[0], "e": window_end, "n": int(sum(model.n_positives_.values())), "j": model.to_json()})
+
+
+def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
+    train = _landing_rows(home, "observational", DAYS[0])
+    model = WeightedCDFTransformer().fit(train["score"], train["group_id"], clicks=train["click"])
+    _write_eo_transform(home, model, window_end=DAYS[0])
+    try:
+        result = _materialize(home)
+        assert result.success
+        rows = _truth_rows(home, DAYS[-1])
+        fair = model.transform(rows["score"].to_numpy(), rows["group_id"].to_numpy())
+        expected = compare_groups(fair, rows["relevance"], rows["group_id"])
+        stored = _stored(home, "fairness_audit_groups", "eo_weighted", "relevance")
+        _assert_groups_equal(stored, expected.groups)
+        production = _stored(home, "fairness_audit_groups", "production", "relevance")
+        full = lambda f: f[(f["cutoff"] == 1.0) & ~f["is_overall"]].set_index("group")["auc"]  # noqa: E731
+        np.testing.assert_allclose(full(stored), full(production), atol=1e-4)  # monotone within group
+        x_eo = _stored(home, "fairness_audit_xauc", "eo_weighted", "relevance").set_index(["group_a", "group_b"])
+        x_prod = _stored(home, "fairness_audit_xauc", "production", "relevance").set_index(["group_a", "group_b"])
+        gap_before = abs(x_prod.at[("0", "1"), "xauc"] - x_prod.at[("1", "0"), "xauc"])
+        gap_after = abs(x_eo.at[("0", "1"), "xauc"] - x_eo.at[("1", "0"), "xauc"])
+        assert gap_after < gap_before - 0.1, (gap_before, gap_after)
+        outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE label_source = 'relevance'").set_index("scored_output")
+        assert outputs.at["eo_weighted", "status"] == "audited" and bool(outputs.at["eo_weighted", "held_out"])
+        assert outputs.at["eo_unweighted", "status"] == "unavailable"
+        assert "too few clicks" in outputs.at["eo_unweighted", "reason"]
+        note = result.asset_materializations_for_node(OP)[0].metadata["transform_note"].value
+        assert "xAUC(0, 1)" in note and "AUC within group 0" in note
+        # trained through the evaluated day: flagged in-sample
+        _write_eo_transform(home, model, window_end=DAYS[-1])
+        assert _materialize(home).success
+        flagged = _stored(home, "fairness_audit_outputs", "eo_weighted", "relevance")
+        assert not flagged["held_out"].iloc[0] and "in-sample" in flagged["reason"].iloc[0]
+    finally:
+        with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+            con.execute("DROP TABLE IF EXISTS marts.eo_transforms")
+
+
+def test_linear_ranker_candidate_is_audited_from_item_features(home):
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        con.execute("CREATE OR REPLACE TABLE marts.ranker_candidates AS SELECT * FROM (VALUES "
+                    "('merit', 'f0', 1.0), ('merit', 'f1', 1.0), ('merit', '(intercept)', 0.5)) t(candidate, feature, coefficient)")
+    try:
+        assert _materialize(home, {"pairwise_max_queries": 100_000}).success
+        rows = _truth_rows(home, DAYS[-1])
+        items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+        rows = rows.merge(items[["item_id", "f0", "f1"]], on="item_id")
+        score = rows["f0"] + rows["f1"] + 0.5
+        expected = compare_groups(score, rows["relevance"], rows["group_id"])
+        _assert_groups_equal(_stored(home, "fairness_audit_groups", "ranker_merit", "relevance"), expected.groups)
+        pw = pairwise_accuracies(score, rows["relevance"], rows["group_id"], rows["query_id"]).overall
+        stored = _stored(home, "fairness_audit_pairwise", "ranker_merit", "relevance")
+        overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
+        np.testing.assert_allclose(overall[["accuracy", "se"]].to_numpy(float), pw[["accuracy", "se"]].to_numpy(float), rtol=1e-12)
+        outputs = _stored(home, "fairness_audit_outputs", "ranker_merit", "relevance")
+        assert outputs["held_out"].isna().iloc[0]  # no training window recorded: unknown, not claimed held out
+    finally:
+        with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+            con.execute("DROP TABLE IF EXISTS marts.ranker_candidates")
+
+
+def test_bad_configuration_fails_with_a_clear_message(home, tmp_path):
+    result = _materialize(home, {"label_source": "relevance"}, landing=tmp_path, raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "truth file" in failure and "randomized_clicks" in failure
+    result = _materialize(home, {"outputs": ["nope"]}, raise_on_error=False)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "'nope'" in failure and "production" in failure
