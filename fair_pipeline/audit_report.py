@@ -221,3 +221,11 @@ def audit_figure(a: OutputAudit, title: str):
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def audit_artifacts(audits: list[OutputAudit], title: str = "") -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+    """What one MLflow run per audit logs: the report-contract tables ({name: DataFrame}, see
+    `artifact_tables`) and one figure per scored output ({`curves_<output>`: matplotlib Figure}, ROC with
+    band + xROC). The caller closes the figures (e.g. `figure_png` or `plt.close`)."""
+    figures = {f"curves_{a.output.name}": audit_figure(a, f"{a.output.name}{', ' + title if title else ''}") for a in audits}
+    return artifact_tables(audits), figures
