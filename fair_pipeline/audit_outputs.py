@@ -125,6 +125,8 @@ def ranker_candidates(con) -> list[Entry]:
 
 
 SCORED_OUTPUT_LOADERS: list[Callable] = [production_scores, eo_transformed_scores, ranker_candidates]
+# The tables the loaders read, as Dagster asset keys: the audit runs after those of them the pipeline defines.
+SCORED_OUTPUT_TABLES: list[tuple[str, str]] = [EO_TRANSFORMS, RANKER_CANDIDATES]
 
 
 def scored_outputs(con, loaders: list[Callable] | None = None) -> list[Entry]:

@@ -14,7 +14,7 @@ from pydantic import Field
 from fair_pipeline import audit_warehouse as aw
 from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
 from fair_pipeline.audit_evaluation import EvaluationData, OutputAudit, audit_output
-from fair_pipeline.audit_outputs import ScoredOutput, Unavailable, scored_outputs
+from fair_pipeline.audit_outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
 from fair_pipeline.audit_report import (
     TRANSFORM_NOTE,
     audit_figure,
@@ -107,63 +107,71 @@ def _outputs_markdown(frame: pd.DataFrame) -> str:
     return view.astype(object).where(view.notna(), "").to_markdown(index=False)
 
 
-@dg.asset(
-    key=FAIRNESS_AUDIT_KEY,
-    deps=[*UPSTREAM, dg.AssetKey(["marts", "eo_transforms"]), dg.AssetKey(["marts", "ranker_candidates"])],
-    pool="duckdb",
-    group_name="audit",
-    kinds={"python", "duckdb"},
-    owners=OWNERS,
-    code_version="1",
-    description=(
-        "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
-        "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
-        "partitions. Labels: the simulator's true relevance (SIMULATION only) or clicks on randomized traffic. Per "
-        "output: truncated AUCs I(a) per group at every FPR cutoff with Lemma 3 variances, group differences with "
-        "z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
-        "(95% band) and xROC curves. SQL does the row-level work (group x score counts). Tables: "
-        + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
-        "estimable, never as fair."
-    ),
-)
-def fairness_audit(
-    context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse, landing: LandingZone
-) -> dg.MaterializeResult:
-    label = resolve_label_source(config.label_source, landing.resolved_path)
-    with warehouse.connect() as con:
-        try:
-            window = aw.evaluation_window(con, label, config.window_days, _window_end(context, config.window_end))
-            source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
-            summary = aw.row_summary(con, source)
-            entries = _selected(scored_outputs(con), config.outputs)
-            available = [e for e in entries if isinstance(e, ScoredOutput)]
-            features = sorted({f for e in available for f in e.features})
-            data = EvaluationData(
-                score_counts=aw.score_counts(con, source),
-                item_counts=aw.item_counts(con, source, features) if features else None,
-                query_rows=None,
-            )
-            data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
-        except AuditInputError as error:
-            raise dg.Failure(description=str(error)) from error
-        if data.score_counts.empty:
-            raise dg.Failure(description=f"{source.name}: no labelled rows in {window.label}")
-        context.log.info(f"auditing {[e.name for e in available]} on {source.name} labels, {window.label}")
-        audits: dict[str, OutputAudit] = {}
-        for entry in available:
+def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
+    """The asset, depending on the staging views and on those scored-output tables (EO transforms, ranker
+    candidates) that `defined_keys` (the other assets of the Definitions) produce."""
+    defined = {dg.AssetKey(list(k)) if not isinstance(k, dg.AssetKey) else k for k in defined_keys}
+    outputs_deps = [dg.AssetKey(list(t)) for t in SCORED_OUTPUT_TABLES if dg.AssetKey(list(t)) in defined]
+
+    @dg.asset(
+        key=FAIRNESS_AUDIT_KEY,
+        deps=[*UPSTREAM, *outputs_deps],
+        pool="duckdb",
+        group_name="audit",
+        kinds={"python", "duckdb"},
+        owners=OWNERS,
+        code_version="1",
+        description=(
+            "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
+            "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
+            "partitions. Labels: the simulator's true relevance (SIMULATION only) or clicks on randomized traffic. Per "
+            "output: truncated AUCs I(a) per group at every FPR cutoff with Lemma 3 variances, group differences with "
+            "z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
+            "(95% band) and xROC curves. SQL does the row-level work (group x score counts). Tables: "
+            + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
+            "estimable, never as fair."
+        ),
+    )
+    def fairness_audit(
+        context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse, landing: LandingZone
+    ) -> dg.MaterializeResult:
+        label = resolve_label_source(config.label_source, landing.resolved_path)
+        with warehouse.connect() as con:
             try:
-                audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs,
-                                                  min_count=config.min_count, confidence=config.confidence)
-            except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
-                context.log.warning(f"{entry.name}: not audited: {error}")
-                entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]
-        if not audits:
-            raise dg.Failure(description="no scored output could be audited: " + "; ".join(
-                f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
-        outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
-        tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
-        written = write_audit(con, source.name, window.first, window.last, tables)
-    return dg.MaterializeResult(metadata=_metadata(source, window, summary, outputs, audits, written))
+                window = aw.evaluation_window(con, label, config.window_days, _window_end(context, config.window_end))
+                source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
+                summary = aw.row_summary(con, source)
+                entries = _selected(scored_outputs(con), config.outputs)
+                available = [e for e in entries if isinstance(e, ScoredOutput)]
+                features = sorted({f for e in available for f in e.features})
+                data = EvaluationData(
+                    score_counts=aw.score_counts(con, source),
+                    item_counts=aw.item_counts(con, source, features) if features else None,
+                    query_rows=None,
+                )
+                data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
+            except AuditInputError as error:
+                raise dg.Failure(description=str(error)) from error
+            if data.score_counts.empty:
+                raise dg.Failure(description=f"{source.name}: no labelled rows in {window.label}")
+            context.log.info(f"auditing {[e.name for e in available]} on {source.name} labels, {window.label}")
+            audits: dict[str, OutputAudit] = {}
+            for entry in available:
+                try:
+                    audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs,
+                                                      min_count=config.min_count, confidence=config.confidence)
+                except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
+                    context.log.warning(f"{entry.name}: not audited: {error}")
+                    entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]
+            if not audits:
+                raise dg.Failure(description="no scored output could be audited: " + "; ".join(
+                    f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
+            outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
+            tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
+            written = write_audit(con, source.name, window.first, window.last, tables)
+        return dg.MaterializeResult(metadata=_metadata(source, window, summary, outputs, audits, written))
+
+    return fairness_audit
 
 
 def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], written) -> dict:
@@ -192,4 +200,8 @@ def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], 
     return metadata
 
 
-audit_assets = [fairness_audit]
+def build_audit_assets(upstream: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+    return [build_fairness_audit({key for a in upstream for key in a.keys})]
+
+
+fairness_audit = build_fairness_audit()  # standalone (tests, notebooks): staging deps only
