@@ -37,6 +37,7 @@ UPSTREAM = [
     dg.AssetKey(["staging", "stg_randomized_impressions"]),
     dg.AssetKey(["staging", "stg_items"]),
 ]
+ESTIMABLE_CHECK = "every_group_estimable"
 SIMULATION_BANNER = ("SIMULATION: labels are the simulator's true relevance Y(1) (landing/_truth), available only "
                      "for simulated logs; real logs use label_source='randomized_clicks'.")
 
@@ -102,6 +103,21 @@ def outputs_frame(entries, audits: dict, summary: dict, source: aw.LabelSource, 
     return pd.DataFrame(rows)
 
 
+def estimable_check(audits: dict[str, OutputAudit]) -> dg.AssetCheckResult:
+    """WARN listing each (output, group, cutoff) that is not estimable, with its counts and the reason."""
+    bad = []
+    for name, a in audits.items():
+        g = a.report.groups
+        for row in g[~g["estimable"].astype(bool)].itertuples():
+            bad.append(f"{name} group {row.group!r} at FPR {row.cutoff:g}: {row.note}")
+    return dg.AssetCheckResult(
+        check_name=ESTIMABLE_CHECK, asset_key=FAIRNESS_AUDIT_KEY, passed=not bad, severity=dg.AssetCheckSeverity.WARN,
+        description=("; ".join(bad[:20]) + (f"; ... {len(bad) - 20} more" if len(bad) > 20 else "")) if bad
+        else f"every group of {len(audits)} audited output(s) is estimable at every cutoff",
+        metadata={"not_estimable": len(bad)},
+    )
+
+
 def _outputs_markdown(frame: pd.DataFrame) -> str:
     view = frame[["scored_output", "status", "held_out", "n_pos", "n_neg", "groups", "pairwise_queries", "reason"]]
     return view.astype(object).where(view.notna(), "").to_markdown(index=False)
@@ -121,6 +137,10 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         kinds={"python", "duckdb"},
         owners=OWNERS,
         code_version="1",
+        check_specs=[dg.AssetCheckSpec(
+            ESTIMABLE_CHECK, asset=FAIRNESS_AUDIT_KEY,
+            description="Every group of every audited output has enough positives and negatives at every cutoff "
+            "(warns; a not-estimable group is reported as such, never as fair).")],
         description=(
             "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
             "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
@@ -169,7 +189,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
             tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
             written = write_audit(con, source.name, window.first, window.last, tables)
-        return dg.MaterializeResult(metadata=_metadata(source, window, summary, outputs, audits, written))
+        return dg.MaterializeResult(metadata=_metadata(source, window, summary, outputs, audits, written),
+                                    check_results=[estimable_check(audits)])
 
     return fairness_audit
 

@@ -127,6 +127,7 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     assert metadata["labels"].value == SIMULATION_BANNER
     assert "data:image/png;base64," in metadata["production/curves"].value
     assert "EO transform" in metadata["transform_note"].value
+    assert result.get_asset_check_evaluations()[0].passed
 
 
 def test_pairwise_sample_is_bounded(home):
@@ -167,6 +168,9 @@ def test_groups_too_small_are_not_estimable_never_fair(home):
     assert not x.at["0", "estimable"] and np.isnan(x.at["0", "xauc"])
     md = result.asset_materializations_for_node(OP)[0].metadata["production/groups"].value
     assert "n/a (not estimable)" in md
+    check = result.get_asset_check_evaluations()[0]
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert "group '0'" in check.description and f"{small - 1} positives" in check.description
     assert _materialize(home).success  # restore the default audit for the other tests
 
 
