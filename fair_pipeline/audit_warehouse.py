@@ -70,8 +70,7 @@ def truth_path(landing: Path) -> Path:
 
 def label_source(name: str, landing: Path, window: EvaluationWindow, policies: list[str]) -> LabelSource:
     """The evaluation rows of `window` for a label source (see the module docstring)."""
-    dates = {"start": window.first, "end": window.last}
-    grp = f"coalesce(group_id, '{UNKNOWN_GROUP}')"  # a constant, not a value from outside
+    dates = {"start": window.first, "end": window.last, "unknown_group": UNKNOWN_GROUP}
     if name == "relevance":
         truth = truth_path(landing)
         if not truth.exists():
@@ -80,7 +79,7 @@ def label_source(name: str, landing: Path, window: EvaluationWindow, policies: l
                 "for real logs use label_source='randomized_clicks'"
             )
         sql = (
-            f"SELECT o.query_id, o.item_id, coalesce(o.group_id, '{UNKNOWN_GROUP}') AS grp, o.score, CAST(t.relevance AS INTEGER) AS label "
+            f"SELECT o.query_id, o.item_id, coalesce(o.group_id, $unknown_group) AS grp, o.score, CAST(t.relevance AS INTEGER) AS label "
             f"FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))} o "
             "LEFT JOIN read_parquet($truth) t ON t.item_id = o.item_id "
             "WHERE o.partition_date BETWEEN $start AND $end"
@@ -93,7 +92,7 @@ def label_source(name: str, landing: Path, window: EvaluationWindow, policies: l
         if unknown:
             raise AuditDataError(f"randomized policies {unknown} are not among {list(contract.RANDOMIZED_POLICIES)}")
         sql = (
-            f"SELECT query_id, item_id, {grp} AS grp, score, click AS label "
+            "SELECT query_id, item_id, coalesce(group_id, $unknown_group) AS grp, score, click AS label "
             f"FROM {'.'.join(map(quote_identifier, RANDOMIZED_VIEW))} "
             "WHERE partition_date BETWEEN $start AND $end AND list_contains($policies, policy)"
         )
