@@ -252,3 +252,68 @@ def test_bad_configuration_fails_with_a_clear_message(home, tmp_path):
     result = _materialize(home, {"outputs": ["nope"]}, raise_on_error=False)
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert "'nope'" in failure and "production" in failure
+
+
+class _RecordingRun:
+    def __init__(self):
+        self.run_id, self.params, self.metrics, self.tables, self.figures = "run-1", {}, {}, {}, []
+
+    def log_params(self, params):
+        self.params.update(params)
+
+    def log_metrics(self, metrics):
+        self.metrics.update(metrics)
+
+    def log_table(self, frame, name):
+        self.tables[name] = frame
+
+    def log_figure(self, figure, name):
+        self.figures.append(name)
+
+
+class _RecordingTracking:
+    """Stands in for MLflowTracking: records what one audit run logs."""
+
+    def __init__(self):
+        self.run, self.stages = _RecordingRun(), []
+
+    def start_run(self, context, stage, window=None, tags=None):
+        import contextlib
+
+        self.stages.append((stage, window))
+        return contextlib.nullcontext(self.run)
+
+
+def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
+    from fair_pipeline import audit_warehouse as aw
+    from fair_pipeline.audit_evaluation import EvaluationData, audit_output
+    from fair_pipeline.audit_outputs import production_scores
+    from fair_pipeline.audit_report import warehouse_tables
+    from fair_pipeline.audit_tracking import log_audit
+
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        window = aw.evaluation_window(con, "relevance")
+        source = aw.label_source("relevance", home / "landing", window, ["shuffle"])
+        data = EvaluationData(aw.score_counts(con, source), None, *aw.query_rows(con, source, 50))
+    audits = [audit_output(production_scores(None)[0], data, window.first, [0.1, 1.0], min_count=10, confidence=0.95)]
+    tracking = _RecordingTracking()
+    run_id = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
+                       (str(window.first), str(window.last)))
+    assert run_id == "run-1" and tracking.stages == [("audit", (DAYS[-1], DAYS[-1]))]
+    contract = {  # fair_pipeline.reporting.sections: name -> required columns
+        "partial_auc": ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"],
+        "roc_curves": ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"],
+        "xauc": ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"],
+        "xroc_curves": ["model", "direction", "fpr", "tpr"],
+        "pairwise_accuracy": ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"],
+    }
+    for name, columns in contract.items():
+        assert set(columns) <= set(tracking.run.tables[name].columns), name
+    pauc = tracking.run.tables["partial_auc"].set_index(["group", "fpr_high"])
+    groups = audits[0].report.groups.set_index(["group", "cutoff"])
+    np.testing.assert_allclose(pauc["estimate"], groups["auc"] / groups.index.get_level_values(1))
+    assert np.isnan(pauc.loc[("0", 1.0), "p_value"])  # the reference group: no test
+    assert pauc.loc[("1", 1.0), "p_value"] == audits[0].report.pairs.set_index("cutoff").at[1.0, "p_value"]
+    assert {"fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc"} <= set(tracking.run.tables)
+    assert tracking.run.figures == ["curves_production"]
+    assert "production.delta_xauc" in tracking.run.metrics and "production.auc_gap_se" in tracking.run.metrics
