@@ -4,11 +4,15 @@ from __future__ import annotations
 import dagster as dg
 
 from fair_pipeline.assets.ingestion import ingestion_assets
+from fair_pipeline.assets.reporting import build_fairness_report_asset
 from fair_pipeline.assets.sql_assets import build_sql_assets
 from fair_pipeline.resources import default_resources
 from fair_pipeline.schedules import daily_pipeline_job, daily_schedule
 
-all_assets = [*ingestion_assets, *build_sql_assets()]
+pipeline_assets = [*ingestion_assets, *build_sql_assets()]
+# The report reads every stage's latest output, so it depends on (and runs after) all of them.
+fairness_report = build_fairness_report_asset(key for asset in pipeline_assets for key in asset.keys)
+all_assets = [*pipeline_assets, fairness_report]
 
 defs = dg.Definitions(
     assets=all_assets,

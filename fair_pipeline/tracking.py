@@ -225,7 +225,10 @@ def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[st
             tags[TAG_CODE_VERSION] = ",".join(sorted(versions))
     if context.has_partition_key_range:
         key_range = context.partition_key_range
-        tags[TAG_PARTITION] = key_range.start if key_range.start == key_range.end else f"{key_range.start}..{key_range.end}"
+        text = key_range.start if key_range.start == key_range.end else f"{key_range.start}..{key_range.end}"
+        # An unpartitioned asset in a partitioned run covers the run's window rather than owning a partition.
+        partitioned = getattr(context, "assets_def", None) is not None and context.assets_def.partitions_def is not None
+        tags[TAG_PARTITION if partitioned else TAG_WINDOW] = text
     if window is not None:
         tags[TAG_WINDOW] = f"{window[0]}..{window[1]}"
     return tags
