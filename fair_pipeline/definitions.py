@@ -10,8 +10,8 @@ from fair_pipeline.resources import default_resources
 from fair_pipeline.schedules import daily_pipeline_job, daily_schedule
 
 pipeline_assets = [*ingestion_assets, *build_sql_assets()]
-# The report reads every stage's latest output, so it depends on (and runs after) all of them.
-fairness_report = build_fairness_report_asset(key for asset in pipeline_assets for key in asset.keys)
+# The report reads every stage's latest output, so it runs after all of them.
+fairness_report = build_fairness_report_asset(pipeline_assets)
 all_assets = [*pipeline_assets, fairness_report]
 
 defs = dg.Definitions(

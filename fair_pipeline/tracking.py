@@ -202,7 +202,9 @@ def ensure_experiments(
                 if found is not None:
                     return found.experiment_id
                 location = None if _is_remote(uri) else (artifact_root / stage).resolve().as_uri()
-                return client.create_experiment(name, artifact_location=location, tags={TAG_STAGE: stage})
+                # The experiment kind makes the MLflow UI open on the runs table, not the GenAI trace view.
+                tags = {TAG_STAGE: stage, "mlflow.experimentKind": "custom_model_development"}
+                return client.create_experiment(name, artifact_location=location, tags=tags)
 
             ids[stage] = with_retry(get_or_create, what=f"create experiment {name}", uri=uri, attempts=attempts)
     return ids
@@ -211,7 +213,7 @@ def ensure_experiments(
 def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[str, str]:
     """Run id, asset key(s), partition (key or range) and code version of a Dagster execution context."""
     if context is None:
-        return {}
+        return {TAG_WINDOW: f"{window[0]}..{window[1]}"} if window is not None else {}
     tags = {TAG_DAGSTER_RUN: context.run_id}
     keys = sorted(context.selected_asset_keys) if hasattr(context, "selected_asset_keys") else []
     if keys:
@@ -291,7 +293,7 @@ class TrackedRun:
             # log_table appends to an existing file; a retry must replace it instead, so write it whole.
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / f"{name}.json"
-                path.write_text(serializable.to_json(orient="split", index=False, date_format="iso"))
+                path.write_text(serializable.to_json(orient="split", index=False, date_format="iso", double_precision=15))
                 self.tracking.client().log_artifact(self.run_id, str(path), "tables")
 
         self._retry(write, f"log table {artifact}")
@@ -455,7 +457,7 @@ class MLflowTracking(dg.ConfigurableResource):
             path = self.retry(
                 lambda: self.client().download_artifacts(run_id, f"tables/{name}.json", tmp), f"download table {name}"
             )
-            return pd.read_json(Path(path), orient="split", convert_dates=False)
+            return pd.read_json(Path(path), orient="split", convert_dates=False, precise_float=True)
 
     def latest_table(self, name: str, stages: tuple[str, ...] = STAGES) -> tuple[pd.DataFrame, Any] | None:
         """(table, run) from the newest finished run that logged it, or None if no run ever did."""
@@ -517,7 +519,7 @@ class MLflowTracking(dg.ConfigurableResource):
         previous = self.champion(name)
         self.retry(lambda: client.get_model_version(name, str(version)), f"find {name} v{version}")
         self.retry(lambda: client.set_registered_model_alias(name, CHAMPION, str(version)), f"set {name}@{CHAMPION}")
-        return None if previous is None else previous.version
+        return None if previous is None else str(previous.version)
 
     def champion(self, name: str):
         """The ModelVersion holding `champion`, or None."""

@@ -21,12 +21,21 @@ def _image_markdown(png: bytes, caption: str) -> str:
     return f"![{caption}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
-def build_fairness_report_asset(upstream: Iterable[dg.AssetKey]) -> dg.AssetsDefinition:
-    """The report depends on every other asset, so it is rebuilt last, from the latest materializations."""
+def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
+    """Keys no other asset depends on: depending on these puts the report after everything, with a
+    lineage graph that shows one edge per branch instead of one per asset."""
+    assets = list(assets)
+    keys = {key for asset in assets for key in asset.keys}
+    upstream = {dep for asset in assets for dep in asset.dependency_keys}
+    return sorted(keys - upstream - {REPORT_KEY}, key=lambda k: k.to_user_string())
+
+
+def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.AssetsDefinition:
+    """The report runs after every other asset, so it is rebuilt from the latest materializations."""
 
     @dg.asset(
         key=REPORT_KEY,
-        deps=sorted(set(upstream) - {REPORT_KEY}, key=lambda k: k.to_user_string()),
+        deps=leaf_keys(upstream),
         group_name="reporting",
         kinds={"python", "mlflow", "html"},
         owners=OWNERS,

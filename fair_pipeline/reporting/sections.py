@@ -85,7 +85,7 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
     if volume.empty:
         raise StageMissing("marts.daily_volume is empty: no partition has been ingested")
     reasons = inputs.sql(
-        "SELECT source, reason, sum(rejected_rows) AS rejected_rows, count(DISTINCT partition_date) AS partitions "
+        "SELECT source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows, count(DISTINCT partition_date) AS partitions "
         "FROM staging.stg_quarantine GROUP BY ALL ORDER BY rejected_rows DESC",
         [("staging", "stg_quarantine")],
     )
@@ -123,7 +123,7 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
 
 def ctr_by_position(inputs: ReportInputs) -> SectionContent:
     frame = inputs.sql(
-        "SELECT policy, position, sum(impressions) AS impressions, sum(clicks) AS clicks "
+        "SELECT policy, position, CAST(sum(impressions) AS BIGINT) AS impressions, CAST(sum(clicks) AS BIGINT) AS clicks "
         "FROM marts.daily_ctr_by_position GROUP BY ALL ORDER BY policy, position",
         [("marts", "daily_ctr_by_position")],
     )
