@@ -120,6 +120,10 @@ class Server:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            self.process.poll()
+            time.sleep(0.05)
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:

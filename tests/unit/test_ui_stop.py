@@ -1,0 +1,48 @@
+"""Stopping a server stops its whole process tree, even a child that ignores SIGTERM or left the group."""
+import subprocess
+import sys
+import textwrap
+import time
+
+from fair_pipeline import ui
+
+TREE = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    subprocess.Popen([sys.executable, "-c", stubborn])                           # same group, ignores SIGTERM
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)  # own group
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_stop_kills_the_whole_tree(tmp_path):
+    log = tmp_path / "tree.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-c", TREE], stdout=out, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while "ready" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    tree = ui._descendants(process.pid)
+    assert len(tree) == 2
+    server = ui.Server("tree", process, "", "", log)
+    began = time.monotonic()
+    server.stop(grace_s=2)
+    assert time.monotonic() - began < 10
+    assert process.returncode is not None
+    assert not any(ui._alive(pid) for pid in tree | {process.pid})
+
+
+def test_busy_port_is_refused_before_starting_anything(tmp_path, monkeypatch):
+    import socket
+
+    import pytest
+
+    monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
+    with socket.socket() as busy:
+        busy.bind((ui.HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(ui.UiStartError, match=f"port {port} on 127.0.0.1 is already in use"):
+            ui.start_ui(dagster_port=port, mlflow_port=ui.free_port())
+    assert not (tmp_path / "logs").exists()
