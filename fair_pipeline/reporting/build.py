@@ -76,13 +76,15 @@ def summary_lines(report: Report) -> list[str]:
     grouped = {status: [(t, f) for t, f in report.findings() if f.status == status] for status in _STATUS_ORDER}
     for status in _STATUS_ORDER:
         if grouped[status]:
-            lines.append(f"**{_STATUS_HEADINGS[status]}**")
+            lines += [f"**{_STATUS_HEADINGS[status]}**", ""]
             lines.extend(f"- {title}: {finding.text}" for title, finding in grouped[status])
+            lines.append("")
     if not any(grouped[s] for s in ("significant", "not significant", "not estimable")):
-        lines.append("**No statistical test could be run yet** (the stages that produce them have not run).")
+        lines += ["**No statistical test could be run yet** (the stages that produce them have not run).", ""]
     if report.missing:
-        lines.append("**Missing sections** (their stage has never run)")
+        lines += ["**Missing sections** (their stage has never run)", ""]
         lines.extend(f"- {s.spec.title}: {s.missing}" for s in report.missing)
+        lines.append("")
     return lines
 
 
@@ -108,6 +110,8 @@ def _figure_html(figure: Figure) -> str:
 def _summary_html(report: Report) -> str:
     parts, items = [], []
     for line in summary_lines(report):
+        if not line:
+            continue
         if line.startswith("- "):
             items.append(f"<li>{_inline(line[2:])}</li>")
             continue

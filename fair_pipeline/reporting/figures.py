@@ -39,11 +39,11 @@ def curves_with_bands(
         for label, part in groups:
             part = part.sort_values(x)
             if step:
-                ax.step(part[x], part[y], where="post", label=str(label) or None)
+                (line,) = ax.step(part[x], part[y], where="post", label=str(label) or None)
             else:
-                ax.plot(part[x], part[y], marker="o" if len(part) <= 20 else None, label=str(label) or None)
+                (line,) = ax.plot(part[x], part[y], marker="o" if len(part) <= 20 else None, label=str(label) or None)
             if low and high:
-                ax.fill_between(part[x], part[low], part[high], alpha=0.2, step="post" if step else None)
+                ax.fill_between(part[x], part[low], part[high], alpha=0.2, step="post" if step else None, color=line.get_color())
         if reference is not None:
             ax.plot(reference[x], reference[y], "k--", label=reference_label)
         if diagonal:
@@ -58,7 +58,8 @@ def curves_with_bands(
 
 
 def points_with_errors(
-    frame: pd.DataFrame, x: str, y: str, low: str, high: str, by: str | None, xlabel: str, ylabel: str
+    frame: pd.DataFrame, x: str, y: str, low: str, high: str, by: str | None, xlabel: str, ylabel: str,
+    xticks: list[str] | None = None,
 ) -> bytes:
     """Point estimates with CI error bars, one series per `by` value (dodged so bars do not overlap)."""
 
@@ -69,6 +70,8 @@ def points_with_errors(
             part = part.sort_values(x)
             offset = (i - (len(groups) - 1) / 2) * width
             ax.errorbar(part[x] + offset, part[y], yerr=_err(part, y, low, high), fmt="o", capsize=3, label=str(label) or None)
+        if xticks is not None:
+            ax.set_xticks(range(len(xticks)), xticks)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)

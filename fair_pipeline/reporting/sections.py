@@ -60,18 +60,35 @@ def p_text(p: float) -> str:
     return "n/a" if pd.isna(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
 
 
-def significance_findings(frame: pd.DataFrame, describe: Callable[[pd.Series], str], alpha: float = ALPHA) -> list[Finding]:
-    """One finding per row that has a test: significant at `alpha`, not significant, or not estimable."""
+def p_phrase(p: float) -> str:
+    """'p < 0.001' or 'p = 0.012'."""
+    text = p_text(p)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
+def _counts(row: pd.Series) -> str:
+    return ", ".join(f"{c} = {int(row[c]):,}" for c in ("n", "n_pos", "n_neg", "n_pairs") if c in row and pd.notna(row[c]))
+
+
+def significance_findings(
+    frame: pd.DataFrame, subject: Callable[[pd.Series], str], comparison: str, value: str = "estimate", alpha: float = ALPHA
+) -> list[Finding]:
+    """One neutral statement per tested row, e.g. 'model m1: partial AUC of group 1 = 0.062 [0.055, 0.069]
+    vs the reference group (p = 0.002; n_pos = 380, n_neg = 620)', classed significant at `alpha`, not
+    significant, or not estimable (NaN estimate). Rows without a p-value (e.g. the reference) are skipped."""
     findings = []
+    low, high = ("ci_low", "ci_high") if value == "estimate" else (f"{value}_ci_low", f"{value}_ci_high")
     for _, row in frame.iterrows():
-        estimate = row.get("estimate", 0.0)
-        if pd.isna(estimate):
-            findings.append(Finding(f"{describe(row)}: not estimable (too few observations)", "not estimable"))
-        elif pd.isna(row["p_value"]):
+        counts = _counts(row)
+        if pd.isna(row[value]):
+            findings.append(Finding(f"{subject(row)}: not estimable ({counts or 'too few observations'})", "not estimable"))
             continue
-        else:
-            status = "significant" if row["p_value"] < alpha else "not significant"
-            findings.append(Finding(f"{describe(row)} (p = {p_text(row['p_value'])})", status))
+        if pd.isna(row.get("p_value", float("nan"))):
+            continue
+        estimate = with_ci(pd.DataFrame([row]), value, low, high).iloc[0] if {low, high} <= set(row.index) else f"{row[value]:.3f}"
+        status = "significant" if row["p_value"] < alpha else "not significant"
+        detail = p_phrase(row["p_value"]) + (f"; {counts}" if counts else "")
+        findings.append(Finding(f"{subject(row)} = {estimate} {comparison} ({detail})", status))
     return findings
 
 
@@ -147,7 +164,7 @@ def ctr_by_position(inputs: ReportInputs) -> SectionContent:
             findings.append(Finding(f"{label}: not estimable", "not estimable"))
         else:
             status = "significant" if p < ALPHA else "not significant"
-            findings.append(Finding(f"{label}; position effect p = {p_text(p)}", status))
+            findings.append(Finding(f"{label}; position effect {p_phrase(p)}", status))
     return SectionContent(
         blocks=[
             Text("Click-through rate by displayed position with Wilson 95% intervals. Under `shuffle` traffic the "
@@ -174,7 +191,7 @@ def position_bias(inputs: ReportInputs) -> SectionContent:
     if truth is not None:
         merged = curve.merge(truth, on="position")
         covered = ((merged["ci_low"] <= merged["weight"]) & (merged["weight"] <= merged["ci_high"])).sum()
-        table = table.merge(truth.rename(columns={"weight": "true w"}), on="position", how="left")
+        table = table.merge(truth.rename(columns={"weight": "true w"}).round(3), on="position", how="left")
         findings.append(Finding(f"simulated truth lies inside the 95% CI at {covered} of {len(merged)} (method, position) pairs", "info"))
     lowest = curve.sort_values("position").groupby(by or (lambda _: "estimate")).tail(1)
     for _, row in lowest.iterrows():
@@ -224,14 +241,15 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
     if "p_value" in frame.columns:
         table["p-value"] = frame["p_value"].map(p_text)
         findings = significance_findings(
-            frame.rename(columns={"exposure": "estimate"}),
-            lambda r: f"{r['ranking']} ranking: exposure of group {r['group']} differs from its merit share",
+            frame, lambda r: f"{r['ranking']} ranking: exposure of group {r['group']}", "vs its merit share", value="exposure"
         )
-    plot = frame.assign(x=frame["ranking"].map({"before": 0, "after": 1}).fillna(2))
+    order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
+    plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
     return SectionContent(
         blocks=[
             Figure("exposure_merit", figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high",
-                                                                "group", "ranking (0 = before, 1 = after)", "exposure"),
+                                                                "group", "ranking", "exposure",
+                                                                xticks=[n for n in order if n in set(frame["ranking"])]),
                    "Exposure per group before and after the transform (95% CI)"),
             Table(table, "Exposure and merit by group"),
         ],
@@ -260,8 +278,8 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
     blocks.append(Table(table, "Partial AUC by group (p-value: difference from the reference group)"))
     return SectionContent(
         blocks=blocks,
-        findings=significance_findings(pauc, lambda r: f"model {r['model']}: partial AUC of group {r['group']} "
-                                                       f"= {r['estimate']:.3f} differs from the reference group"),
+        findings=significance_findings(pauc, lambda r: f"model {r['model']}: partial AUC of group {r['group']}",
+                                       "vs the reference group"),
         source=inputs.sources.get("partial_auc", ""),
     )
 
@@ -283,7 +301,7 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
     blocks.append(Table(table, "Cross-group AUC (xAUC)"))
     return SectionContent(
         blocks=blocks,
-        findings=significance_findings(frame, lambda r: f"model {r['model']}: xAUC {r['direction']} = {r['estimate']:.3f} is unequal across directions"),
+        findings=significance_findings(frame, lambda r: f"model {r['model']}: xAUC {r['direction']}", "vs the opposite direction"),
         source=inputs.sources.get("xauc", ""),
     )
 
@@ -301,7 +319,7 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
     findings = []
     if "p_value" in frame.columns:
         table["p-value"] = frame["p_value"].map(p_text)
-        findings = significance_findings(frame, lambda r: f"model {r['model']}: pairwise accuracy {r['group_a']}>{r['group_b']} differs from parity")
+        findings = significance_findings(frame, lambda r: f"model {r['model']}: pairwise accuracy {r['group_a']}>{r['group_b']}", "vs parity")
     blocks.append(Table(table, "Pairwise accuracies"))
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("pairwise_accuracy", ""))
 

@@ -5,7 +5,7 @@ import dagster as dg
 import pytest
 
 from fair_pipeline import cli, settings
-from fair_pipeline.tracking import MLflowTracking, TAG_DAGSTER_RUN, TAG_WINDOW
+from fair_pipeline.tracking import TAG_DAGSTER_RUN, TAG_WINDOW, MLflowTracking, TrackingUnavailableError
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +83,28 @@ def test_unreachable_mlflow_fails_the_report_with_a_clear_message(home, main_job
         kind == "RESOURCE_INIT_FAILURE" and f"MLflow tracking server http://127.0.0.1:{port} is unreachable" in message
         for kind, message in messages
     ), messages
+
+
+_FLAKY_CALLS = []
+
+
+class FlakyTracking(MLflowTracking):
+    """Behaves like a store that is locked on the first attempt only."""
+
+    def start_run(self, context, stage, **kwargs):
+        _FLAKY_CALLS.append(stage)
+        if len(_FLAKY_CALLS) == 1:
+            raise TrackingUnavailableError("MLflow store sqlite:///x unavailable: database is locked")
+        return super().start_run(context, stage, **kwargs)
+
+
+def test_a_locked_store_is_retried_and_the_report_then_succeeds(home, main_job_output):
+    from fair_pipeline.definitions import fairness_report
+    from fair_pipeline.resources import DuckDBWarehouse
+
+    result = dg.materialize([fairness_report], resources={"warehouse": DuckDBWarehouse(), "mlflow": FlakyTracking()})
+    assert result.success
+    assert _FLAKY_CALLS == ["reporting", "reporting"]
+    assert any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+    runs = MLflowTracking().client().search_runs([MLflowTracking().experiment_id("reporting")])
+    assert sum(r.info.status == "FINISHED" for r in runs) == 2  # the main job's report and this one

@@ -73,7 +73,7 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     assert report.metrics()["data_volume.rejected_share"] == pytest.approx(15 / 3115)
     findings = {f.text: f.status for _, f in report.findings()}
     ctr = next(t for t in findings if "shuffled" in t)
-    assert findings[ctr] == "significant" and "+0.2000" in ctr and "p = < 0.001" in ctr
+    assert findings[ctr] == "significant" and "+0.2000" in ctr and "position effect p < 0.001" in ctr
     table = next(b for b in sections["ctr_by_position"].content.blocks if hasattr(b, "frame"))
     top = table.frame.set_index("position").loc[1, "shuffle"]
     assert top.startswith("0.3000 [0.2189, 0.3958]") and "(n = 100)" in top
@@ -143,8 +143,9 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
     findings = findings_json(report)["findings"]
     by_text = {f["text"]: f["status"] for f in findings}
-    assert by_text["model m1: partial AUC of group 1 = 0.062 differs from the reference group (p = 0.002)"] == "significant"
-    assert any(s == "not estimable" and "group 2" in t for t, s in by_text.items())
+    assert by_text["model m1: partial AUC of group 1 = 0.062 [0.055, 0.069] vs the reference group "
+                   "(p = 0.002; n_pos = 380, n_neg = 620)"] == "significant"
+    assert by_text["model m1: partial AUC of group 2: not estimable (n_pos = 2, n_neg = 3)"] == "not estimable"
     assert sum(s == "not significant" and "xAUC" in t for t, s in by_text.items()) == 2
     assert any("truth lies inside the 95% CI at 5 of 5" in t for t in by_text)
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
@@ -152,6 +153,11 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert _offline(html)
     assert html.count("data:image/png;base64,") == len(report.figures()) == 8  # all but the optional xROC
     assert "0.062 [0.055, 0.069]" in html and "not estimable" in html
+    files = write_report(report, home / "reports")
+    assert {p.name for p in files.figures} == {f.name + ".png" for f in report.figures()}
+    markdown = files.markdown.read_text()
+    assert "| m1      | 1       |" in markdown or "0.062 [0.055, 0.069]" in markdown
+    assert all(f"figures/{f.name}.png" in markdown for f in report.figures())
 
 
 def test_a_table_with_missing_columns_is_reported_not_raised(tracked, warehouse):
