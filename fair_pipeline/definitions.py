@@ -7,7 +7,7 @@ from fair_pipeline.assets.ingestion import ingestion_assets
 from fair_pipeline.assets.reporting import build_fairness_report_asset
 from fair_pipeline.assets.sql_assets import build_sql_assets
 from fair_pipeline.resources import default_resources
-from fair_pipeline.schedules import daily_pipeline_job, daily_schedule
+from fair_pipeline.schedules import daily_pipeline_job, daily_schedule, ingest_logs_job
 
 pipeline_assets = [*ingestion_assets, *build_sql_assets()]
 # The report reads every stage's latest output, so it runs after all of them.
@@ -16,7 +16,16 @@ all_assets = [*pipeline_assets, fairness_report]
 
 defs = dg.Definitions(
     assets=all_assets,
-    jobs=[daily_pipeline_job],
+    jobs=[daily_pipeline_job, ingest_logs_job],
     schedules=[daily_schedule],
     resources=default_resources(),
 )
+
+
+# Module-level accessors so `dg.reconstructable` can rebuild a job in executor subprocesses.
+def daily_pipeline_job_def() -> dg.JobDefinition:
+    return defs.get_job_def("daily_pipeline")
+
+
+def ingest_logs_job_def() -> dg.JobDefinition:
+    return defs.get_job_def("ingest_logs")

@@ -18,7 +18,9 @@ from fair_pipeline import contract
 from fair_pipeline.landing import partition_dir, partition_files
 from fair_pipeline.warehouse import quote_identifier, table_columns, table_exists, transaction
 
-# First failing rule wins; the order puts structural problems before value problems.
+# First failing rule wins; the order puts structural problems before value problems. Among rows that
+# pass every other rule, the first occurrence of a (request_id, position) in file order is kept and later
+# copies are quarantined as duplicates.
 _VALIDATED = """
 CREATE OR REPLACE TEMP TABLE _validated AS
 WITH typed AS (
@@ -33,31 +35,36 @@ WITH typed AS (
         TRY_CAST(group_id AS VARCHAR) AS group_id,
         TRY_CAST(score AS DOUBLE) AS score,
         TRY_CAST(click AS INTEGER) AS click,
-        filename AS source_file,
+        filename AS source_file, file_row_number,
         CAST(ts AS VARCHAR) AS ts_text, CAST(position AS VARCHAR) AS position_text,
         CAST(original_position AS VARCHAR) AS original_position_text,
         CAST(score AS VARCHAR) AS score_text, CAST(click AS VARCHAR) AS click_text
-    FROM read_parquet($files, filename = true, union_by_name = true)
-), keyed AS (
-    SELECT *, count(*) OVER (PARTITION BY request_id, position) AS key_count FROM typed
+    FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+), checked AS (
+    SELECT *,
+        CASE
+            WHEN request_id IS NULL OR request_id = '' THEN 'missing request_id'
+            WHEN query_id IS NULL OR query_id = '' THEN 'missing query_id'
+            WHEN item_id IS NULL OR item_id = '' THEN 'missing item_id'
+            WHEN ts_utc IS NULL THEN 'missing or unparsable ts'
+            WHEN policy IS NULL OR NOT list_contains($known_policies, policy) THEN 'unknown policy'
+            WHEN NOT list_contains($allowed_policies, policy) THEN 'policy not allowed in this source'
+            WHEN position IS NULL OR position < 1 OR position > $max_position THEN 'position outside 1..K'
+            WHEN original_position < 1 OR original_position > $max_position THEN 'original_position outside 1..K'
+            WHEN click IS NULL OR TRY_CAST(click_text AS DOUBLE) NOT IN (0, 1) THEN 'click not 0/1'
+            WHEN score IS NULL OR isnan(score) OR isinf(score) THEN 'score missing, NaN or infinite'
+            WHEN CAST(timezone('UTC', ts_utc) AS DATE) <> $partition_date THEN 'date outside partition'
+        END AS row_reason
+    FROM typed
 )
 SELECT *,
-    CASE
-        WHEN request_id IS NULL OR request_id = '' THEN 'missing request_id'
-        WHEN query_id IS NULL OR query_id = '' THEN 'missing query_id'
-        WHEN item_id IS NULL OR item_id = '' THEN 'missing item_id'
-        WHEN ts_utc IS NULL THEN 'missing or unparsable ts'
-        WHEN policy IS NULL OR NOT list_contains($known_policies, policy) THEN 'unknown policy'
-        WHEN NOT list_contains($allowed_policies, policy) THEN 'policy not allowed in this source'
-        WHEN position IS NULL OR position < 1 OR position > $max_position THEN 'position outside 1..K'
-        WHEN original_position < 1 OR original_position > $max_position
-            THEN 'original_position outside 1..K'
-        WHEN click IS NULL OR click NOT IN (0, 1) OR TRY_CAST(click_text AS DOUBLE) NOT IN (0, 1) THEN 'click not 0/1'
-        WHEN score IS NULL OR isnan(score) OR isinf(score) THEN 'score missing, NaN or infinite'
-        WHEN CAST(timezone('UTC', ts_utc) AS DATE) <> $partition_date THEN 'date outside partition'
-        WHEN key_count > 1 THEN 'duplicate (request_id, position)'
-    END AS reason
-FROM keyed
+    coalesce(
+        row_reason,
+        CASE WHEN row_number() OVER (
+            PARTITION BY request_id, position, row_reason IS NULL ORDER BY source_file, file_row_number
+        ) > 1 THEN 'duplicate (request_id, position)' END
+    ) AS reason
+FROM checked
 """
 
 _DELETE_PARTITION = "DELETE FROM {table} WHERE partition_date = $partition_date"

@@ -14,6 +14,14 @@ daily_pipeline_job = dg.define_asset_job(
     description="Ingest one day's landing files (or a range, as one run) and rebuild everything downstream.",
 )
 
+# Only the landing -> raw loads, for backfilling logs without rebuilding the downstream stages.
+ingest_logs_job = dg.define_asset_job(
+    "ingest_logs",
+    selection=dg.AssetSelection.groups("ingestion"),
+    partitions_def=daily_partitions,
+    description="Load one day's (or a range of days') landing files into the raw tables, with quarantine.",
+)
+
 # Runs at 02:00 UTC for the day that just ended (the newest complete partition).
 daily_schedule = dg.build_schedule_from_partitioned_job(
     daily_pipeline_job,

@@ -1,0 +1,32 @@
+"""Shared fixtures: every test that touches files gets its own FAIR_PIPELINE_HOME."""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from fair_pipeline.core.simulate import SimulationConfig
+
+SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=7)
+START = dt.date(2026, 1, 1)
+
+
+@pytest.fixture
+def fp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("FAIR_PIPELINE_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return home
+
+
+@pytest.fixture
+def small_landing(fp_home: Path) -> Path:
+    """Two small simulated days (2026-01-01, 2026-01-02) under $FAIR_PIPELINE_HOME/landing."""
+    from fair_pipeline.simulation import simulate_to_landing
+
+    landing = fp_home / "landing"
+    simulate_to_landing(SMALL, landing, START, 2)
+    return landing
