@@ -11,10 +11,10 @@ from fair_pipeline.reporting.model import (
     Table,
     Text,
 )
-from fair_pipeline.reporting.sections import SECTIONS, significance_findings, with_ci
+from fair_pipeline.reporting.sections import SECTIONS, register_section, significance_findings, with_ci
 
 __all__ = [
     "SECTIONS", "Figure", "Finding", "Report", "ReportFiles", "ReportInputs", "Section", "SectionContent", "SectionSpec",
-    "StageMissing", "Table", "Text", "build_report", "render_html", "render_markdown", "significance_findings",
+    "StageMissing", "Table", "Text", "build_report", "register_section", "render_html", "render_markdown", "significance_findings",
     "summary_lines", "with_ci", "write_report",
 ]

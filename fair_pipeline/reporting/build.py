@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 
 from fair_pipeline.reporting.model import ALPHA, Figure, Finding, ReportInputs, Section, SectionSpec, StageMissing, Table, Text
-from fair_pipeline.reporting.sections import SECTIONS
 
 HTML_NAME = "fairness_report.html"
 MARKDOWN_NAME = "fairness_summary.md"
@@ -59,10 +58,12 @@ class ReportFiles:
     figures: list[Path]
 
 
-def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] = SECTIONS) -> Report:
+def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = None) -> Report:
     """Every section that can be built; a stage that never ran becomes a 'missing' section."""
+    from fair_pipeline.reporting import sections as registry
+
     sections = []
-    for spec in specs:
+    for spec in registry.SECTIONS if specs is None else specs:
         try:
             sections.append(Section(spec, content=spec.build(inputs)))
         except StageMissing as missing:

@@ -361,3 +361,20 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("lambda_frontier", "λ trade-off frontier", "training", lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", model_selection),
 ]
+
+
+def register_section(spec: SectionSpec, after: str | None = None) -> None:
+    """Replace the section with the same key, or add it (after section `after`, else at the end).
+
+    For a stage owner whose output needs a presentation the default builder cannot give:
+        register_section(SectionSpec("position_bias", "Position-bias curve", "position_bias", my_builder))
+    """
+    keys = [s.key for s in SECTIONS]
+    if spec.key in keys:
+        SECTIONS[keys.index(spec.key)] = spec
+    elif after is not None:
+        if after not in keys:
+            raise ValueError(f"no report section {after!r} to insert after; sections are {keys}")
+        SECTIONS.insert(keys.index(after) + 1, spec)
+    else:
+        SECTIONS.append(spec)

@@ -169,3 +169,18 @@ def test_a_table_with_missing_columns_is_reported_not_raised(tracked, warehouse)
     inputs.close()
     section = next(s for s in report.sections if s.spec.key == "model_selection")
     assert not section.available and "lacks columns ['rank']" in section.missing
+
+
+def test_a_stage_owner_can_replace_or_add_a_section(tmp_path, monkeypatch):
+    from fair_pipeline.reporting import SectionContent, SectionSpec, Text, register_section, sections
+
+    monkeypatch.setattr(sections, "SECTIONS", list(sections.SECTIONS))
+    register_section(SectionSpec("position_bias", "Position bias (custom)", "position_bias",
+                                 lambda inputs: SectionContent(blocks=[Text("custom")])))
+    register_section(SectionSpec("elicitation", "Elicited metric", "elicitation", lambda inputs: SectionContent()), after="pairwise")
+    keys = [s.key for s in sections.SECTIONS]
+    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 11
+    report = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"), sections.SECTIONS)
+    assert next(s for s in report.sections if s.spec.key == "position_bias").available
+    with pytest.raises(ValueError, match="no report section 'nope'"):
+        register_section(SectionSpec("x", "x", "audit", lambda inputs: SectionContent()), after="nope")
