@@ -130,13 +130,24 @@ class Server:
             pass
 
 
+def _own_session_dying_with_parent() -> None:
+    """In the child before exec: a session of its own (so we signal it as a group), and on Linux a
+    SIGTERM when our process dies, even by SIGKILL, so a killed `fair-pipeline ui` leaves no servers."""
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _start(name: str, command: list[str], env: dict[str, str], url: str, health_url: str, log_dir: Path) -> Server:
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             command, cwd=settings.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.DEVNULL, preexec_fn=_own_session_dying_with_parent,
         )
     return Server(name, process, url, health_url, log_path)
 

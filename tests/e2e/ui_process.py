@@ -1,6 +1,7 @@
 """Runs `fair-pipeline ui` as a user would (a subprocess) and stops it with a signal."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -11,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from fair_pipeline.ui import free_port
+from fair_pipeline.ui import _descendants, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,14 +51,18 @@ class UiProcess:
         return found if len(found) == 2 else {}
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 90.0) -> int:
-        """Signal the CLI process only (as a terminal's Ctrl-C or a service manager would)."""
+        """Signal the CLI process only (as a terminal's Ctrl-C or a service manager would); if it has
+        not exited in time, kill everything it started so no test leaves servers behind."""
+        tree = _descendants(self.process.pid)
         if self.process.poll() is None:
             self.process.send_signal(sig)
         try:
             return self.process.wait(timeout=timeout_s)
         finally:
             if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
+                for pid in tree | _descendants(self.process.pid) | {self.process.pid}:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 self.process.wait()
             self._reader.join(timeout=5)
 

@@ -1,4 +1,5 @@
 """Stopping a server stops its whole process tree, even a child that ignores SIGTERM or left the group."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -46,3 +47,25 @@ def test_busy_port_is_refused_before_starting_anything(tmp_path, monkeypatch):
         with pytest.raises(ui.UiStartError, match=f"port {port} on 127.0.0.1 is already in use"):
             ui.start_ui(dagster_port=port, mlflow_port=ui.free_port())
     assert not (tmp_path / "logs").exists()
+
+
+def test_servers_die_with_a_killed_parent(tmp_path):
+    """`fair-pipeline ui` killed with SIGKILL (no chance to clean up) still leaves no server behind."""
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ui.settings.REPO_ROOT)!r})
+        from pathlib import Path
+        from fair_pipeline import ui
+        server = ui._start("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"], {{}}, "", "", Path({str(tmp_path)!r}))
+        print(server.process.pid, flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    assert ui._alive(child) and os.getpgid(child) == child  # its own process group
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while ui._alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not ui._alive(child)
