@@ -101,10 +101,14 @@ def _contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
 
 def _materialize(start: str, end: str) -> bool:
     from fair_pipeline import runner
-    from fair_pipeline.tracking import ensure_experiments
+    from fair_pipeline.tracking import TrackingUnavailableError, ensure_experiments
 
     runner.ensure_dagster_home()
-    ensure_experiments()  # create the MLflow store once, before any step logs to it
+    try:
+        ensure_experiments()  # create the MLflow store once, before any step logs to it
+    except TrackingUnavailableError as error:
+        _say(f"cannot use MLflow: {error}")
+        return False
     _say(f"materializing every asset for partitions {start}..{end} (one Dagster run)")
     began = time.perf_counter()
     result = runner.run_partition_range(start, end)

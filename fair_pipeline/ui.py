@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fair_pipeline import settings
-from fair_pipeline.tracking import UI_URL_ENV, ensure_experiments
+from fair_pipeline.tracking import UI_URL_ENV, TrackingUnavailableError, ensure_experiments
 
 HOST = "127.0.0.1"
 DEFAULT_DAGSTER_PORT = 3000
@@ -208,7 +208,10 @@ def start_ui(dagster_port: int = DEFAULT_DAGSTER_PORT, mlflow_port: int = DEFAUL
     dagster_home = ensure_dagster_home()
     uri = settings.mlflow_tracking_uri()
     local_store = uri.startswith("sqlite:///")
-    ensure_experiments()  # the store and experiments exist before any server or step touches them
+    try:
+        ensure_experiments()  # the store and experiments exist before any server or step touches them
+    except TrackingUnavailableError as error:
+        raise UiStartError(str(error)) from error
     mlflow_url = f"http://{host}:{mlflow_port}" if local_store else uri
     env = {
         **os.environ,

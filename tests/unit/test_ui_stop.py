@@ -69,3 +69,19 @@ def test_servers_die_with_a_killed_parent(tmp_path):
     while ui._alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not ui._alive(child)
+
+
+def test_cli_reports_an_unreachable_mlflow_server_clearly(tmp_path, monkeypatch, capsys):
+    from fair_pipeline import cli
+
+    port = ui.free_port()
+    monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    assert cli.main(["backfill", "--start", "2026-01-01", "--end", "2026-01-01"]) == 1
+    assert f"cannot use MLflow: MLflow tracking server http://127.0.0.1:{port} is unreachable" in capsys.readouterr().out
+    code = cli.main(["ui", "--dagster-port", str(ui.free_port()), "--mlflow-port", str(ui.free_port())])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert f"could not start the UI: MLflow tracking server http://127.0.0.1:{port} is unreachable" in out
+    assert not (tmp_path / "logs").exists()  # nothing was started
