@@ -538,7 +538,3 @@ class MLflowTracking(dg.ConfigurableResource):
                 return None
 
         return self.retry(get, f"look up {name}@{alias}")
-
-
-def default_tracking() -> MLflowTracking:
-    return MLflowTracking()
