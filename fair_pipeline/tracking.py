@@ -158,7 +158,8 @@ def with_retry(call: Callable[[], T], *, what: str, uri: str, attempts: int = 4,
                 first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 raise TrackingUnavailableError(
                     f"MLflow store {uri} unavailable while trying to {what}: {first_line} "
-                    f"(tried {attempts} times; the database may be locked by another process or the server down)"
+                    f"(tried {'once' if attempts == 1 else f'{attempts} times'}; the database may be locked by another "
+                    "process or the server down)"
                 ) from error
             time.sleep(delay_s * 2 ** (attempt - 1))
     raise AssertionError("unreachable")
