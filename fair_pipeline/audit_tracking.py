@@ -33,8 +33,8 @@ def headline_metrics(audits: list[OutputAudit]) -> dict[str, float]:
 
 
 def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: dict[str, pd.DataFrame],
-              params: dict, window: tuple[str, str], title: str = "") -> str:
-    """Log the audit as one run; returns the MLflow run id."""
+              params: dict, window: tuple[str, str], title: str = "") -> tuple[str, str]:
+    """Log the audit as one run; returns the MLflow run id and its UI address."""
     tables, figures = audit_artifacts(audits, title)
     try:
         with tracking.start_run(context, "audit", window=window,
@@ -46,7 +46,7 @@ def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: di
                     run.log_table(frame, name)
             for name, figure in figures.items():
                 run.log_figure(figure, name)
-            return run.run_id
+            return run.run_id, run.url
     finally:
         for figure in figures.values():
             plt.close(figure)

@@ -26,9 +26,11 @@ from fair_pipeline.audit_report import (
     xauc_markdown,
 )
 from fair_pipeline.audit_store import TABLES, write_audit
+from fair_pipeline.audit_tracking import log_audit
 from fair_pipeline.core.audit.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.position_bias_report import figure_markdown, figure_png
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.tracking import MLflowTracking, TrackingUnavailableError
 
 OWNERS = ["team:fairness"]
 FAIRNESS_AUDIT_KEY = dg.AssetKey(["marts", "fairness_audit"])
@@ -134,7 +136,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         deps=[*UPSTREAM, *outputs_deps],
         pool="duckdb",
         group_name="audit",
-        kinds={"python", "duckdb"},
+        kinds={"python", "duckdb", "mlflow"},
         owners=OWNERS,
         code_version="1",
         check_specs=[dg.AssetCheckSpec(
@@ -147,13 +149,15 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             "partitions. Labels: the simulator's true relevance (SIMULATION only) or clicks on randomized traffic. Per "
             "output: truncated AUCs I(a) per group at every FPR cutoff with Lemma 3 variances, group differences with "
             "z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
-            "(95% band) and xROC curves. SQL does the row-level work (group x score counts). Tables: "
+            "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
+            "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
             "estimable, never as fair."
         ),
     )
     def fairness_audit(
-        context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse, landing: LandingZone
+        context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse,
+        landing: LandingZone, mlflow: MLflowTracking,
     ) -> dg.MaterializeResult:
         label = resolve_label_source(config.label_source, landing.resolved_path)
         with warehouse.connect() as con:
@@ -189,8 +193,18 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
             tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
             written = write_audit(con, source.name, window.first, window.last, tables)
-        return dg.MaterializeResult(metadata=_metadata(source, window, summary, outputs, audits, written),
-                                    check_results=[estimable_check(audits)])
+        params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
+                  "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
+                  "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits)}
+        try:
+            run_id, run_url = log_audit(mlflow, context, list(audits.values()), tables, params,
+                                        (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")
+        except TrackingUnavailableError as error:  # the warehouse rows are written; logging again is idempotent
+            context.log.error(str(error))
+            raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+        metadata = _metadata(source, window, summary, outputs, audits, written)
+        metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
+        return dg.MaterializeResult(metadata=metadata, check_results=[estimable_check(audits)])
 
     return fairness_audit
 

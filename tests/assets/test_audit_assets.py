@@ -22,6 +22,7 @@ from fair_pipeline.core.eo_transform import WeightedCDFTransformer
 from fair_pipeline.core.simulate import SimulationConfig
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.simulation import simulate_to_landing
+from fair_pipeline.tracking import MLflowTracking
 
 CONFIG = SimulationConfig(n_items=3_000, requests_per_day=400, shuffle_share=0.5, adjacent_swap_share=0.25, slots=20, seed=5)
 START = dt.date(2026, 1, 1)
@@ -47,7 +48,9 @@ def _materialize(home: Path, config: dict | None = None, landing: Path | None = 
     return dg.materialize(
         [fairness_audit],
         resources={"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
-                   "landing": LandingZone(path=str(landing or home / "landing"))},
+                   "landing": LandingZone(path=str(landing or home / "landing")),
+                   "mlflow": MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
+                                            artifact_root=str(home / "mlartifacts"))},
         run_config={"ops": {OP: {"config": config or {}}}},
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=raise_on_error,
@@ -105,6 +108,19 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
     missing = outputs[outputs["status"] == "unavailable"]
     assert {"eo_transform", "ranker_candidates"} <= set(missing["scored_output"])
     assert missing["reason"].str.contains("does not exist").all()
+
+
+def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    logged, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
+    assert run.data.tags["fair_pipeline.stage"] == "audit" and run.data.params["label_source"] == "relevance"
+    stored = _stored(home, "fairness_audit_groups", "production", "relevance").sort_values(["group", "cutoff"])
+    logged = logged.sort_values(["group", "cutoff"])
+    np.testing.assert_allclose(logged["auc"].to_numpy(float), stored["auc"].to_numpy(float), rtol=1e-12)
+    pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
+    assert set(pauc["model"]) == {"production"} and len(pauc) == 2 * 5
+    artifacts = [f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")]
+    assert artifacts == ["figures/curves_production.png"]
 
 
 def test_pairwise_accuracies_and_curves_match_in_memory(home):
@@ -256,7 +272,7 @@ def test_bad_configuration_fails_with_a_clear_message(home, tmp_path):
 
 class _RecordingRun:
     def __init__(self):
-        self.run_id, self.params, self.metrics, self.tables, self.figures = "run-1", {}, {}, {}, []
+        self.run_id, self.url, self.params, self.metrics, self.tables, self.figures = "run-1", "http://x", {}, {}, {}, []
 
     def log_params(self, params):
         self.params.update(params)
@@ -297,7 +313,7 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
         data = EvaluationData(aw.score_counts(con, source), None, *aw.query_rows(con, source, 50))
     audits = [audit_output(production_scores(None)[0], data, window.first, [0.1, 1.0], min_count=10, confidence=0.95)]
     tracking = _RecordingTracking()
-    run_id = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
+    run_id, _ = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
                        (str(window.first), str(window.last)))
     assert run_id == "run-1" and tracking.stages == [("audit", (DAYS[-1], DAYS[-1]))]
     contract = {  # fair_pipeline.reporting.sections: name -> required columns
