@@ -185,7 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
     obd.set_defaults(func=cmd_import_open_bandit)
 
+    from fair_pipeline.audit_file import add_audit_arguments, run_audit
     from fair_pipeline.elicitation_session import add_elicit_arguments, run_elicit
+
+    audit = commands.add_parser("audit", help="fairness audit of any Parquet/CSV file: partial AUCs, xAUC, pairwise accuracies")
+    add_audit_arguments(audit)
+    audit.set_defaults(func=run_audit)
 
     elicit = commands.add_parser("elicit", help="elicit a fairness metric by answering pairwise comparisons (resumable)")
     add_elicit_arguments(elicit)

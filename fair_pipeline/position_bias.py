@@ -8,7 +8,8 @@ adjacent_swap: adjacent_swap, the others: production); without one, all rows are
 When `request_id` is present, a (request_id, position) pair must not repeat (a doubly ingested log would).
 The math runs on aggregates (`core.position_bias_aggregates`), the same ones the SQL marts produce;
 `estimate_position_bias_sql(con, method, first_date, last_date)` is the out-of-core path over those marts.
-Markdown table and figure: `fair_pipeline.position_bias_report`.
+Markdown table and figure: `fair_pipeline.position_bias_report`. Later stages read the curve the
+`position_bias` asset chose with `load_chosen_position_bias(con)` (table `marts.position_bias_curves`).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from fair_pipeline.core.position_bias_aggregates import (
 )
 from fair_pipeline.core.position_bias_compare import compare_estimates
 from fair_pipeline.position_bias_sql import estimate_position_bias_sql, window_aggregates
+from fair_pipeline.position_bias_store import load_chosen_position_bias
 
 __all__ = [
     "AUTO_BINS_PER_SD",
@@ -50,6 +52,7 @@ __all__ = [
     "estimate_from_aggregates",
     "estimate_position_bias",
     "estimate_position_bias_sql",
+    "load_chosen_position_bias",
     "window_aggregates",
 ]
 

@@ -1,8 +1,10 @@
 """Presenting position-bias curves: a markdown table and a matplotlib figure (CI bands, optional truth)."""
 from __future__ import annotations
 
+import base64
 import io
 import math
+from pathlib import Path
 
 import matplotlib
 
@@ -77,3 +79,76 @@ def figure_png(fig) -> bytes:
     fig.savefig(buffer, format="png")
     plt.close(fig)
     return buffer.getvalue()
+
+
+def load_truth_curve(landing) -> np.ndarray | None:
+    """The simulator's true w_j (index 0 = position 1) from `landing/_truth/bias_curve.parquet`, or None.
+
+    For REPORTING only (error vs truth, the dashed line of the figure): no estimator may read it."""
+    from fair_pipeline.contract import TRUTH_DIR
+
+    path = Path(landing) / TRUTH_DIR / "bias_curve.parquet"
+    if not path.exists():
+        return None
+    truth = pd.read_parquet(path).sort_values("position")
+    return truth["weight"].to_numpy(dtype=float)
+
+
+def errors_vs_truth(curves: dict[str, pd.DataFrame], truth: np.ndarray) -> pd.DataFrame:
+    """Per method: max |ŵ_j - w_j| and where, and how many CIs cover w_j, over the estimable positions j <= T
+    (beyond the truncation T the chained estimators assume w_j = w_T, an error of the model, not the estimate)."""
+    rows = []
+    for method, curve in curves.items():
+        truncate = curve.attrs.get("truncate")
+        keep = curve["position"].between(1, min(len(truth), truncate or len(truth))) & curve["weight"].notna()
+        part = curve[keep]
+        true_w = truth[part["position"].to_numpy() - 1]
+        error = np.abs(part["weight"].to_numpy() - true_w)
+        covered = (part["ci_low"].to_numpy() <= true_w) & (true_w <= part["ci_high"].to_numpy())
+        worst = int(np.argmax(error)) if len(error) else None
+        rows.append(
+            {
+                "method": method,
+                "max_abs_error": float(error[worst]) if worst is not None else float("nan"),
+                "at_position": int(part["position"].iloc[worst]) if worst is not None else None,
+                "positions_compared": int(len(part)),
+                "ci_covers_truth": int(covered.sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=["method", "max_abs_error", "at_position", "positions_compared", "ci_covers_truth"])
+
+
+def figure_markdown(png: bytes, alt: str) -> str:
+    """Markdown embedding a PNG inline (the Dagster UI renders data: URIs in markdown metadata)."""
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
+
+
+def curves_artifacts(
+    curves: dict[str, pd.DataFrame],
+    truth: np.ndarray | None = None,
+    chosen: str | None = None,
+    title: str = "",
+    plot_methods: tuple[str, ...] | None = None,
+):
+    """What a tracking backend logs for a position-bias run: (table, figure).
+
+    The table follows the report's `position_bias_curve` contract (position, estimate, ci_low, ci_high,
+    method, n_impressions) plus se, clicks and a `chosen` flag, for every curve. The figure draws
+    `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
+    CI bands, the true curve when given, and a y-axis showing the bands up to twice the largest weight, so
+    that one very wide interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
+    frames = [
+        curve.assign(method=method, chosen=method == chosen)
+        .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
+        for method, curve in curves.items()
+    ]
+    columns = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks"]
+    table = pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
+    shown = {m: curves[m] for m in wanted if m in curves}
+    fig = curve_figure(shown, truth=truth, title=title)
+    finite = lambda column: [v for c in shown.values() for v in c[column].to_numpy(dtype=float) if math.isfinite(v)]  # noqa: E731
+    top_weight = max([1.0, *finite("weight")])
+    fig.axes[0].set_ylim(0, 1.05 * min(max([top_weight, *finite("ci_high")]), 2 * top_weight))
+    fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
+    return table, fig

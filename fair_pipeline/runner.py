@@ -62,6 +62,11 @@ def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | Non
 def failure_summary(result: dg.ExecuteInProcessResult) -> str:
     lines = []
     for event in result.all_events:
+        # A failed blocking check fails its step with a generic error; its own description says what was wrong.
+        if event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
+            evaluation = event.event_specific_data
+            if not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR:
+                lines.append(f"check {evaluation.asset_check_key.to_user_string()} failed: {evaluation.description}")
         if event.is_step_failure:
             error = event.step_failure_data.error
             lines.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")

@@ -148,7 +148,7 @@ def _stratified_ratio(grid: _Grid, target: np.ndarray, reference: np.ndarray):
     return log_ratio, np.where(ok[:, None], grad_target, 0.0), np.where(ok[:, None], grad_reference, 0.0), support
 
 
-def _ranges(positions: list[int]) -> str:
+def position_ranges(positions: list[int]) -> str:
     """[2, 3, 4, 7] -> '2-4, 7' so that one warning can name many positions."""
     spans: list[list[int]] = []
     for p in positions:
@@ -160,7 +160,7 @@ def _ranges(positions: list[int]) -> str:
 
 
 def _positions(positions: list[int]) -> str:
-    return ("positions " if len(positions) > 1 else "position ") + _ranges(positions)
+    return ("positions " if len(positions) > 1 else "position ") + position_ranges(positions)
 
 
 def _warn_not_estimable(grid: _Grid, rows: np.ndarray, support: np.ndarray, reference: str, notes: list[str], what: str):
@@ -297,10 +297,12 @@ def _adjacent_swap(swaps: pd.DataFrame, truncate: int | None, notes: list[str]):
         _warn(notes, f"adjacent_swap: {_positions(positions)}: {reason}; η_j not estimable")
     _report_chain_break(int(j[~ok][0]) if (~ok).any() else None, notes)
     zero = np.zeros(1)
+    # Gradients of a not-estimable η_j are infinite; zero them (every ŵ from that j down is NaN anyway).
+    g_down, g_up, g_stay_num, g_stay_den = (np.where(ok, g, 0.0) for g in (g_down, g_up, g_stay_num, g_stay_den))
     swapped_var = g_down**2 * _binomial_var(c_down[j], n_down[j]) + g_up**2 * _binomial_var(c_up[j - 1], n_up[j - 1])
-    own = np.concatenate([zero, np.nan_to_num(swapped_var)])
-    a = np.concatenate([zero, np.nan_to_num(g_stay_num)])  # at stay[J], J = 1..k
-    d = np.concatenate([np.nan_to_num(g_stay_den), zero])  # at stay[i] from η_{i+1}
+    own = np.concatenate([zero, swapped_var])
+    a = np.concatenate([zero, g_stay_num])  # at stay[J], J = 1..k
+    d = np.concatenate([g_stay_den, zero])  # at stay[i] from η_{i+1}
     v_stay = _binomial_var(c_stay[1 : k + 1], n_stay[1 : k + 1])
     final = own + (a - d) ** 2 * v_stay  # row i < J: own terms of η_i, stay[i] in η_i and η_{i+1}
     partial = own + a**2 * v_stay

@@ -1,16 +1,21 @@
 """The main job end to end: `fair-pipeline run` simulates two small days and materializes the whole
-current graph for both partitions in a temporary FAIR_PIPELINE_HOME."""
+current graph for both partitions in a temporary FAIR_PIPELINE_HOME.
+
+200 production requests a day over 50 slots: enough that the chosen position-bias curve (adjacent_pairwise,
+truncated at 30) has clicks at every position it needs and its blocking check passes (40 requests a day over
+20 slots leave position 20 without a click, which rightly fails the run)."""
 from __future__ import annotations
 
 import dagster as dg
 import duckdb
 
 from fair_pipeline import cli, settings
+from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY
 from fair_pipeline.definitions import defs
 
 
 def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):
-    code = cli.main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "40", "--items", "2000", "--slots", "20"])
+    code = cli.main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "warehouse (DuckDB)" in out and "fair-pipeline ui" in out
@@ -26,13 +31,13 @@ def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         volume = con.execute("SELECT CAST(partition_date AS VARCHAR), source, accepted_rows FROM marts.daily_volume ORDER BY 1, 2").fetchall()
     assert volume == [
-        ("2026-01-01", "observational", 40 * 20), ("2026-01-01", "randomized", 16 * 20),
-        ("2026-01-02", "observational", 40 * 20), ("2026-01-02", "randomized", 16 * 20),
+        ("2026-01-01", "observational", 200 * 50), ("2026-01-01", "randomized", 80 * 50),
+        ("2026-01-02", "observational", 200 * 50), ("2026-01-02", "randomized", 80 * 50),
     ]
     # Running again changes nothing: partitions are replaced, not appended.
     assert cli.main(["run", "--no-simulate"]) == 0
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        assert con.execute("SELECT count(*) FROM raw.observational_impressions").fetchone()[0] == 2 * 40 * 20
+        assert con.execute("SELECT count(*) FROM raw.observational_impressions").fetchone()[0] == 2 * 200 * 50
 
 
 def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
@@ -45,3 +50,19 @@ def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
         extras = con.execute("SELECT count(*) FROM raw.observational_extras").fetchone()[0]
     assert rows == [("observational", 7, 10_000, 0), ("randomized", 7, 10_000, 0)]
     assert extras == 10_000
+    # Position bias over the whole week: the randomized estimate with honest, wide intervals (38 clicks over
+    # 3 slots); no adjacent-swap traffic, so that estimator is reported as not estimable instead of failing.
+    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
+        randomized = con.execute(
+            "SELECT position, weight, ci_low, ci_high, impressions, clicks FROM marts.position_bias_curves"
+            " WHERE method = 'randomized' ORDER BY position"
+        ).df()
+        swap = con.execute("SELECT estimable, reason FROM marts.position_bias_methods WHERE method = 'adjacent_swap'").fetchone()
+    assert randomized["position"].tolist() == [1, 2, 3] and randomized["impressions"].sum() == 10_000
+    assert randomized["clicks"].sum() == 38
+    assert ((randomized["ci_high"] / randomized["ci_low"]).iloc[1:] > 4).all()
+    assert ((randomized["ci_low"].iloc[1:] < 1) & (randomized["ci_high"].iloc[1:] > 1)).all()
+    assert swap[0] is False and "no 'adjacent_swap' impressions" in swap[1]
+    metadata = dg.DagsterInstance.get().get_latest_materialization_event(POSITION_BIAS_KEY).asset_materialization.metadata
+    assert "| randomized" in metadata["all_curves"].value and metadata["window_partitions"].value[0] == "2019-11-24"
+    assert list(metadata["not_estimable_methods"].value) == ["adjacent_swap"]

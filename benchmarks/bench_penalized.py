@@ -1,0 +1,174 @@
+"""Cost of the MI penalty on Adult (issue 6, item 5), measured side by side in one run.
+
+    /work/venv/bin/python benchmarks/bench_penalized.py [--repeats 7] [--lam 10]
+
+Prints, on the Adult training split (29,170 x 64), single-threaded BLAS:
+  1. one objective-and-gradient evaluation, penalized / unpenalized (same code, same data); target <= 1.5
+  2. whole fit, penalized / unpenalized, for L-BFGS and Adagrad, at several lambdas; target <= 3.
+     "stage" is the penalized solve started from the unpenalized solution; "total" (the target) adds
+     that unpenalized warm start. Also the cost per iteration/epoch ratio.
+  3. a lambda sweep warm-started along the path / the same grid fitted cold point by point.
+  4. Fairlearn ExponentiatedGradient (EqualizedOdds, LogisticRegression) on the same split, if installed:
+     time, held-out AUC and the Female - Male partial-AUC gap (cutoffs 0.1 and 1) with p-values.
+Ratios are medians of per-round ratios over interleaved rounds (the machine is shared and noisy).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from fair_pipeline.benchmark_data import adult_split
+from fair_pipeline.core.mi_proxy import cells_of, encode_groups
+from fair_pipeline.core.penalized_objective import PenalizedProblem, objective
+from fair_pipeline.audit import compare_groups
+from fair_pipeline.core.penalized_report import gap_table
+from fair_pipeline.penalized import MIPenalizedLogisticRegression, lambda_path
+
+FIT = {"l2": 1e-4, "tol": 1e-5}
+ADAGRAD = {"solver": "adagrad", "l2": 1e-4, "batch_size": 1024, "learning_rate": 0.1, "max_iter": 300, "random_state": 0}
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def interleaved_times(candidates: dict, repeats: int) -> dict:
+    """Seconds per candidate per round; every round runs each candidate once, back to back."""
+    samples = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            samples[name].append(timed(fn)[0])
+    return {name: np.array(v) for name, v in samples.items()}
+
+
+def paired_ratio(samples: dict, name, baseline) -> tuple[float, float, float]:
+    """Median and quartiles of the per-round ratio: pairing neighbours in time cancels load drift."""
+    ratios = samples[name] / samples[baseline]
+    return tuple(np.percentile(ratios, [50, 25, 75]))
+
+
+def bench_objective(split, lam, repeats):
+    codes, labels = encode_groups(split.groups_train)
+    problem = PenalizedProblem(
+        split.X_train, split.y_train.astype(float), np.ones(len(split.y_train)),
+        cells_of(codes, split.y_train), 2 * labels.size, labels, True,
+    )
+    theta = np.append(MIPenalizedLogisticRegression(lam=0.0, **FIT).fit(split.X_train, split.y_train).coef_[0], 0.0)
+    inner = 3
+
+    def evals(lam_, score):
+        return lambda: [objective(theta, problem, lam_, score, FIT["l2"]) for _ in range(inner)]
+
+    candidates = {"unpenalized": evals(0.0, "probability"), "probability": evals(lam, "probability"), "logit": evals(lam, "logit")}
+    rounds = 20 * repeats
+    t = interleaved_times(candidates, rounds)
+    print("\n1. one objective + gradient evaluation (Adult train, n=%d, d=%d), %d interleaved rounds" % (*split.X_train.shape, rounds))
+    print(f"   unpenalized median {1e3 * np.median(t['unpenalized']) / inner:.2f} ms")
+    for score in ("probability", "logit"):
+        ratio, q1, q3 = paired_ratio(t, score, "unpenalized")
+        print(
+            f"   penalized ({score:11s}) median {1e3 * np.median(t[score]) / inner:.2f} ms   "
+            f"paired ratio {ratio:.2f} (IQR {q1:.2f}-{q3:.2f})   target <= 1.5: {'PASS' if ratio <= 1.5 else 'FAIL'}"
+        )
+
+
+def bench_fits(split, lams, repeats):
+    X, y, g = split.X_train, split.y_train, split.groups_train
+    print("\n2. whole fit (penalty on the probability); ratios to the unpenalized fit of the same solver")
+    for solver, params, solver_lams in (("lbfgs", FIT, lams), ("adagrad", ADAGRAD, lams[::2])):
+        base = MIPenalizedLogisticRegression(lam=0.0, **params).fit(X, y, sensitive_features=g)
+        candidates = {("unpenalized", 0.0): lambda: MIPenalizedLogisticRegression(lam=0.0, **params).fit(X, y, sensitive_features=g)}
+        for lam in solver_lams:
+            # stage: the penalized solve from the unpenalized solution; total: that warm start included.
+            candidates[("stage", lam)] = lambda lam=lam: copy.deepcopy(base).set_params(lam=lam, warm_start=True).fit(X, y, sensitive_features=g)
+            candidates[("total", lam)] = lambda lam=lam: MIPenalizedLogisticRegression(lam=lam, **params).fit(X, y, sensitive_features=g)
+        samples = interleaved_times(candidates, repeats)
+        t = {k: float(np.median(v)) for k, v in samples.items()}
+        unpen = t[("unpenalized", 0.0)]
+        print(f"   {solver}: unpenalized {unpen:.2f} s ({base.n_iter_} {'iterations' if solver == 'lbfgs' else 'epochs'})")
+        for lam in solver_lams:
+            stage_model = copy.deepcopy(base).set_params(lam=lam, warm_start=True).fit(X, y, sensitive_features=g)
+            stage = paired_ratio(samples, ("stage", lam), ("unpenalized", 0.0))[0]
+            total = paired_ratio(samples, ("total", lam), ("unpenalized", 0.0))[0]
+            per_step = stage * base.n_iter_ / stage_model.n_iter_
+            print(
+                f"     lam={lam:<5g} stage {t[('stage', lam)]:.2f} s ({stage_model.n_iter_} its, cost/it ratio {per_step:.2f})"
+                f"   stage ratio {stage:.2f}   total ratio {total:.2f}   target total <= 3: {'PASS' if total <= 3 else 'FAIL'}"
+            )
+
+
+def bench_path(split, repeats):
+    X, y, g = split.X_train, split.y_train, split.groups_train
+    grid = [0.0, 1.0, 3.0, 10.0]
+
+    def cold():
+        return [MIPenalizedLogisticRegression(lam=lam, **FIT).fit(X, y, sensitive_features=g) for lam in grid]
+
+    samples = interleaved_times({"warm path": lambda: lambda_path(X, y, g, grid, **FIT), "cold grid": cold}, max(1, repeats // 2))
+    print(f"\n3. lambda sweep {grid} (L-BFGS): warm path {np.median(samples['warm path']):.2f} s, "
+          f"cold grid {np.median(samples['cold grid']):.2f} s, paired ratio {paired_ratio(samples, 'warm path', 'cold grid')[0]:.2f}")
+
+
+def _audit_row(name, seconds, scores, split):
+    comparison = compare_groups(scores, split.y_test, split.groups_test, (0.1, 1.0))
+    gaps = gap_table(comparison, "Female", "Male").set_index("cutoff")
+    auc = comparison.overall.set_index("cutoff").loc[1.0]
+    print(
+        f"   {name:34s} {seconds:7.2f} s   AUC {auc['auc']:.4f} ({auc['se']:.4f})   "
+        f"gap@0.1 {gaps.loc[0.1, 'gap']:+.4f} (p={gaps.loc[0.1, 'p_value']:.3g})   "
+        f"gap@1 {gaps.loc[1.0, 'gap']:+.4f} (p={gaps.loc[1.0, 'p_value']:.3g})"
+    )
+
+
+def bench_fairlearn(split, lam):
+    print("\n4. held-out comparison (n_test = %d)" % len(split.y_test))
+    X, y, g = split.X_train, split.y_train, split.groups_train
+    runs = (
+        ("logistic regression (lam=0)", {"lam": 0.0, **FIT}),
+        (f"MI-penalized L-BFGS, lam={lam:g}", {"lam": lam, **FIT}),
+        (f"MI-penalized Adagrad, lam={lam:g}", {"lam": lam, **ADAGRAD}),
+    )
+    for name, params in runs:
+        seconds, model = timed(lambda: MIPenalizedLogisticRegression(**params).fit(X, y, sensitive_features=g))
+        _audit_row(name, seconds, model.decision_function(split.X_test), split)
+    try:
+        from fairlearn.reductions import EqualizedOdds, ExponentiatedGradient
+    except ImportError:
+        print("   fairlearn not installed: skipped (pip install fairlearn)")
+        return
+    from sklearn.linear_model import LogisticRegression
+
+    reduction = ExponentiatedGradient(LogisticRegression(C=1 / (FIT["l2"] * len(y)), max_iter=1000), EqualizedOdds())
+    seconds, _ = timed(lambda: reduction.fit(X, y, sensitive_features=g))
+    # The reduction returns a randomized classifier; its P(y=1) is the score for ranking audits.
+    _audit_row("fairlearn ExpGrad(EqualizedOdds)", seconds, reduction._pmf_predict(split.X_test)[:, 1], split)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--lam", type=float, default=10.0, help="lambda of sections 1 and 4")
+    parser.add_argument("--fit-lams", default="1,3,10", help="lambdas of section 2 (Adagrad: every other one)")
+    parser.add_argument("--parts", default="objective,fits,path,compare", help="comma-separated subset")
+    args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    split = adult_split()
+    with threadpool_limits(1):
+        if "objective" in parts:
+            bench_objective(split, args.lam, args.repeats)
+        if "fits" in parts:
+            bench_fits(split, [float(v) for v in args.fit_lams.split(",")], args.repeats)
+        if "path" in parts:
+            bench_path(split, args.repeats)
+        if "compare" in parts:
+            bench_fairlearn(split, args.lam)
+
+
+if __name__ == "__main__":
+    main()

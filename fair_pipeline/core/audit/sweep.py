@@ -1,0 +1,257 @@
+"""Algorithm 1 of Nandy et al. (truncated AUCs with variances at many cutoffs), one sorted pass.
+
+Notation (paper, section 3): m positives, n negatives, ROC(t) the TPR at FPR t, and the mirror ROC
+~ROC(u) the FPR at TPR u. For the cutoff alpha, I(alpha) = int_0^alpha ROC(t) dt and (Lemma 3)
+
+    var I(alpha) ~ var[P2(U)] / n + var[W(gamma(1 - U))] / m, with
+    var[P2(U)]          = int_0^a ROC^2 - (int_0^a ROC)^2 + a(1-a) ROC(a)^2 - 2(1-a) ROC(a) int_0^a ROC
+    var[W(gamma(1-U))]  = int_0^r ~ROC^2 - (int_0^r ~ROC)^2 + a^2 r(1-r) - 2a(1-r) int_0^r ~ROC,
+                          r = ROC(a).
+
+The printed Algorithm 1 reuses the ROC accumulators (auc, sqauc) in the 1/m term; Lemma 3 needs the
+mirror-ROC ones (the integrals of ~ROC up to r = ROC(alpha)), i.e. the FPR seen by each positive
+above the cutoff. Both terms are influence-function variances (appendix B): the 1/n term is the
+variance over negatives of phi_i = ROC at the negative's FPR position, frozen at ROC(alpha) below
+the cutoff; the 1/m term is the variance over positives of W_j = min(alpha, FPR above positive j).
+We compute them as those empirical variances with Bessel's correction (divide by n-1 and m-1), so
+that alpha = 1 reproduces DeLong's variance of the Mann-Whitney AUC exactly.
+
+Ties get half credit: a negative tied with positives sees "ROC" = (positives above + half the tied
+positives) / m; a positive tied with negatives sees FPR = (negatives above + half the tied) / n.
+Equivalently I(alpha) = (1/mn) sum_{i,j} w_i [1(Y_j > X_i) + 1/2 1(Y_j = X_i)], where w_i is the
+share of negative i's 1/n slot of the FPR axis lying in [0, alpha] (appendix B.1.3).
+
+Input is a stream of blocks (one per distinct score, descending) with positive and negative counts
+for S independent "columns" (a column is one U-statistic: a group, a pair of groups for xAUC, ...),
+so that the same code serves in-memory arrays and a SQL cursor read in chunks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _dot(*arrays) -> float:
+    """Sum of the elementwise product (einsum: no BLAS threads to spin up on a busy machine)."""
+    return float(np.einsum(",".join("i" * len(arrays)) + "->", *arrays))
+
+
+class RocSweep:
+    """Streaming accumulator of truncated AUCs and their Lemma 3 variances for many columns.
+
+    A column pairs a vector of positive counts with a vector of negative counts (per block).
+    Columns often share vectors (xAUC(a, b) and xAUC(a, c) share group a's positives), so the
+    cumulative counts and the placements are computed once per vector, not once per column.
+
+    ``alphas``: FPR cutoffs in [0, 1] (0 is allowed for curve points); ``m``: total of each
+    positive vector, ``n``: of each negative vector, known before the pass (a cheap COUNT in
+    SQL); ``pairs``: (positive vector, negative vector) of each column, default (s, s).
+    """
+
+    def __init__(self, alphas, m, n, pairs=None):
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.m = np.atleast_1d(np.asarray(m, dtype=np.float64))
+        self.n = np.atleast_1d(np.asarray(n, dtype=np.float64))
+        if pairs is None:
+            pairs = [(s, s) for s in range(self.m.size)]
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+        S, K = len(self.pairs), self.alphas.size
+        self.x = self.n[:, None] * self.alphas[None, :]  # cutoffs in units of negatives, (Nv, K)
+        self.p_above = np.zeros(self.m.size)
+        self.n_above = np.zeros(self.n.size)
+        self.neg_done = np.zeros((self.n.size, K), dtype=bool)
+        self.a1 = np.zeros((S, K))  # sum over the negative mass in [0, alpha) of ROC
+        self.a2 = np.zeros((S, K))  # same for ROC^2
+        self.s1 = np.zeros((S, K))  # sum over positives above the cutoff of their (capped) FPR
+        self.s2 = np.zeros((S, K))
+        self.roc_at = np.full((S, K), np.nan)  # ROC(alpha): placement of the boundary negative
+        self.tpr_lin = np.full((S, K), np.nan)  # linearly interpolated ROC curve at alpha
+        self.pos_through = np.full((S, K), np.nan)  # positives at or above the boundary block
+        self.done = np.zeros((S, K), dtype=bool)
+
+    def update(self, pos: np.ndarray, neg: np.ndarray):
+        """Consume the next blocks (descending scores): ``pos`` (B, P), ``neg`` (B, Nv) counts.
+
+        Returns (V, W): per block, the half-credit ROC seen by a negative of the block for each
+        positive vector, (B, P), and the half-credit FPR seen by a positive for each negative
+        vector, (B, Nv), for callers that need covariances between columns sharing a sample.
+        """
+        pos = np.asarray(pos, dtype=np.float64)
+        neg = np.asarray(neg, dtype=np.float64)
+        if pos.ndim == 1:
+            pos, neg = pos[:, None], neg[:, None]
+        B = pos.shape[0]
+        V = np.empty((B, self.m.size))
+        W = np.empty((B, self.n.size))
+        if B == 0:
+            return V, W
+        p_cum = np.cumsum(pos, axis=0)
+        p_cum += self.p_above
+        p_excl = p_cum - pos
+        V[:] = (p_excl + 0.5 * pos) / self.m  # ROC seen by a negative of the block
+        n_incl = np.cumsum(neg, axis=0)
+        n_incl += self.n_above
+        n_excl = n_incl - neg
+        W[:] = (n_excl + 0.5 * neg) / self.n  # FPR seen by a positive of the block
+        # per negative vector: the block straddling each pending cutoff, and segment edges
+        bounds = {}
+        for j in range(self.n.size):
+            pend = np.flatnonzero(~self.neg_done[j])
+            if pend.size:
+                J = np.searchsorted(n_incl[:, j], self.x[j, pend], side="right")
+                edges = np.unique(np.r_[0, J[J < B], B])
+                bounds[j] = (pend, J, edges)
+        for s, (i, j) in enumerate(self.pairs):
+            if j not in bounds:
+                continue
+            pend, J, edges = bounds[j]
+            p, q, v, w = pos[:, i], neg[:, j], V[:, i], W[:, j]
+            seg = np.array([[_dot(q[a:b], v[a:b]), _dot(q[a:b], v[a:b], v[a:b]),
+                             _dot(p[a:b], w[a:b]), _dot(p[a:b], w[a:b], w[a:b])]
+                            for a, b in zip(edges[:-1], edges[1:])])
+            prefix = np.vstack([np.zeros(4), np.cumsum(seg, axis=0)])  # sums over [0, edge)
+            at = prefix[np.searchsorted(edges, J)]
+            self.a1[s, pend] += at[:, 0]
+            self.a2[s, pend] += at[:, 1]
+            self.s1[s, pend] += at[:, 2]
+            self.s2[s, pend] += at[:, 3]
+            inside = J < B
+            k_in, j_in = pend[inside], J[inside]
+            if k_in.size:  # a fraction of the boundary block's negative mass is inside
+                frac = self.x[j, k_in] - n_excl[j_in, j]
+                vj = v[j_in]
+                self.a1[s, k_in] += frac * vj
+                self.a2[s, k_in] += frac * vj * vj
+                w_j = 0.5 * (n_excl[j_in, j] / self.n[j] + self.alphas[k_in])  # half credit, capped
+                self.s1[s, k_in] += p[j_in] * w_j
+                self.s2[s, k_in] += p[j_in] * w_j * w_j
+                self.roc_at[s, k_in] = vj
+                self.tpr_lin[s, k_in] = (p_excl[j_in, i] + p[j_in] * frac / q[j_in]) / self.m[i]
+                self.pos_through[s, k_in] = p_excl[j_in, i] + p[j_in]
+                self.done[s, k_in] = True
+        for j, (pend, J, _) in bounds.items():
+            self.neg_done[j, pend[J < B]] = True
+        self.p_above = p_cum[-1].copy()
+        self.n_above = n_incl[-1].copy()
+        return V, W
+
+    def result(self) -> dict:
+        """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance."""
+        cols = np.array(self.pairs, dtype=np.intp).reshape(-1, 2)
+        return lemma3(self.a1, self.a2, self.s1, self.s2, self.roc_at, self.tpr_lin,
+                      self.pos_through, self.done, self.m[cols[:, 0]], self.n[cols[:, 1]], self.alphas)
+
+
+def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> dict:
+    """Finish Algorithm 1 from its accumulators (arrays of shape (S, K)).
+
+    a1, a2: sums over the negative mass in [0, alpha) of ROC and ROC^2 (so I = a1 / n);
+    s1, s2: sums over positives at or above the boundary block of their capped FPR and its square;
+    roc_at: ROC(alpha); pos_through: positives at or above the boundary block; done: False where
+    the cutoff was never crossed (alpha = 1).
+    """
+    m = np.asarray(m, dtype=np.float64)[:, None]
+    n = np.asarray(n, dtype=np.float64)[:, None]
+    a = np.asarray(alphas, dtype=np.float64)[None, :]
+    open_ = ~done
+    roc_at = np.where(open_, 1.0, roc_at)
+    tpr_lin = np.where(open_, 1.0, tpr_lin)
+    pos_through = np.where(open_, m, pos_through)
+    auc = a1 / n
+    sq = a2 / n
+    var_neg = sq - auc**2 + a * (1 - a) * roc_at**2 - 2 * (1 - a) * roc_at * auc
+    rest = m - pos_through  # positives below the cutoff: W = alpha
+    mean_pos = (s1 + rest * a) / m
+    var_pos = (s2 + rest * a**2) / m - mean_pos**2
+    var_neg = np.maximum(var_neg, 0.0)  # clip rounding noise of a zero variance
+    var_pos = np.maximum(var_pos, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variance = var_neg / (n - 1) + var_pos / (m - 1)
+    return {
+        "auc": auc,
+        "var_neg_term": var_neg,
+        "var_pos_term": var_pos,
+        "variance": variance,
+        "roc_at_cutoff": roc_at,
+        "tpr_interp": tpr_lin,
+    }
+
+
+_RANGE_CHUNK = 1 << 20  # elements per step: temporaries stay in cache, no page faults
+
+
+def _below_sums(pos_at: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Sums over positive ranks j in [lo, hi) of d_j, d_j^2 and j d_j, d_j = pos_at[j] - j.
+
+    d_j is the number of negatives below the rank-j positive (ascending order). Chunked so that
+    no array of the full size is allocated.
+    """
+    out = np.zeros(3)
+    for a in range(lo, hi, _RANGE_CHUNK):
+        b = min(hi, a + _RANGE_CHUNK)
+        j = np.arange(a, b, dtype=np.float64)
+        d = pos_at[a:b] - j
+        out += (d.sum(), np.einsum("i,i->", d, d), np.einsum("i,i->", j, d))  # no BLAS threads
+    return out
+
+
+def _first_rank_with_below_at_least(pos_at: np.ndarray, k: int) -> int:
+    """Smallest rank j with d_j = pos_at[j] - j >= k (d is non-decreasing): bisection."""
+    lo, hi = 0, pos_at.size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(pos_at[mid]) - mid >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def sweep_no_cross_ties(pos_at: np.ndarray, n_total: int, alphas) -> dict:
+    """Algorithm 1 for one column when no positive ties a negative (same numbers as RocSweep).
+
+    ``pos_at``: positions of the positives in ascending score order among ``n_total`` rows.
+    With d_j = pos_at[j] - j negatives below the rank-j positive (non-decreasing in j), and
+    lo = n - k the ascending rank of the lowest of the k negatives above the cutoff:
+
+    * a positive is above the cutoff iff d_j >= lo, i.e. j >= J (one bisection); it sees
+      n - d_j negatives above it;
+    * the negatives of rank r >= lo see m - u_r positives above, u_r = #{j: d_j <= r}, and
+      sum_r u_r = sum_j (n - max(lo, d_j)), sum_r u_r^2 = sum_j (2j + 1)(n - max(lo, d_j)).
+
+    So every accumulator of Algorithm 1 is a closed form in suffix sums over the positives of
+    d_j, d_j^2 and j d_j: the negatives' positions are never materialized. Walking down the
+    scores (Algorithm 1) is growing that suffix.
+    """
+    alphas = np.asarray(alphas, dtype=np.float64)
+    m = pos_at.size
+    n = int(n_total) - m
+    K = alphas.size
+    a1, a2, s1, s2 = (np.zeros((1, K)) for _ in range(4))
+    roc_at, tpr_lin, pos_through = (np.full((1, K), np.nan) for _ in range(3))
+    done = np.zeros((1, K), dtype=bool)
+    x = alphas * n
+    suffix = np.zeros(3)  # sums of d, d^2, j d over ranks [J, m)
+    hi = m
+    for c in np.argsort(x, kind="stable"):  # grow the suffix cutoff by cutoff
+        k = min(int(np.floor(x[c])), n)  # negatives fully above the cutoff
+        lo = n - k
+        J = _first_rank_with_below_at_least(pos_at, lo)
+        suffix += _below_sums(pos_at, J, hi)
+        hi = J
+        sd, sd2, sjd = suffix
+        tail = m - J
+        u1 = J * (n - lo) + tail * n - sd
+        u2 = (n - lo) * J * J + n * (m * m - J * J) - 2 * sjd - sd
+        a1[0, c] = (k * m - u1) / m  # sum over the k negatives of their ROC
+        a2[0, c] = (k * m * m - 2 * m * u1 + u2) / m**2
+        s1[0, c] = (tail * n - sd) / n  # sum over positives above of their FPR
+        s2[0, c] = (tail * n * n - 2 * n * sd + sd2) / n**2
+        if lo > 0:  # the boundary negative (rank lo - 1) has J positives below it
+            r = (m - J) / m
+            frac = x[c] - k
+            a1[0, c] += frac * r
+            a2[0, c] += frac * r * r
+            roc_at[0, c] = tpr_lin[0, c] = r
+            pos_through[0, c] = tail
+            done[0, c] = True
+    return lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, [m], [n], alphas)

@@ -1,0 +1,127 @@
+"""Every position-bias estimator over a training window of daily mart partitions (DuckDB glue, no Dagster).
+
+The window is the newest `window_days` partitions that hold data in the marts, ending at a given date (the
+newest partition of the run) or at the newest partition overall. A window counts days that have data, so a
+gap in the logs widens the calendar span instead of shrinking the sample.
+
+`estimate_all_methods` runs each estimator on the window's aggregates and keeps, per method, either the curve
+or the reason it is not estimable (e.g. no adjacent_swap traffic): one missing policy never hides the others.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import warnings
+
+import pandas as pd
+
+from fair_pipeline.core.position_bias import DEFAULT_TRUNCATE, METHODS, PositionBiasWarning
+from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
+from fair_pipeline.position_bias_sql import SCORE_BINS_TABLE, SWAP_CELLS_TABLE, estimate_position_bias_sql
+from fair_pipeline.warehouse import table_exists
+
+DEFAULT_WINDOW_DAYS = 7
+
+
+class TrainingWindowError(PositionBiasInputError):
+    """No partitions to estimate from (marts missing or empty before the requested end)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingWindow:
+    """The partitions an estimate is computed from: first..last inclusive, `dates` the ones holding data."""
+
+    first: dt.date
+    last: dt.date
+    dates: tuple[dt.date, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodEstimate:
+    """One estimator's outcome: its curve, or why it could not run (`curve` is None then)."""
+
+    method: str
+    curve: pd.DataFrame | None
+    reason: str = ""
+
+    @property
+    def estimable(self) -> bool:
+        return self.curve is not None
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self.curve.attrs.get("warnings", [])) if self.curve is not None else []
+
+    @property
+    def not_estimable_positions(self) -> list[int]:
+        if self.curve is None:
+            return []
+        return self.curve.loc[self.curve["weight"].isna(), "position"].astype(int).tolist()
+
+
+def available_dates(con) -> list[dt.date]:
+    """Partition dates present in either position-bias mart, ascending."""
+    parts = [
+        f"SELECT DISTINCT partition_date FROM {table}"
+        for table in (SCORE_BINS_TABLE, SWAP_CELLS_TABLE)
+        if table_exists(con, *table.split("."))
+    ]
+    if not parts:
+        return []
+    rows = con.execute(" UNION ".join(parts) + " ORDER BY 1").fetchall()
+    return [row[0] for row in rows]
+
+
+def training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | str | None = None) -> TrainingWindow:
+    """The newest `window_days` partitions with data on or before `end` (default: the newest partition)."""
+    if int(window_days) != window_days or window_days < 1:
+        raise TrainingWindowError(f"window_days={window_days!r} must be a positive integer")
+    dates = available_dates(con)
+    if end is not None:
+        try:
+            end_date = dt.date.fromisoformat(str(end)[:10])
+        except ValueError as error:
+            raise TrainingWindowError(f"window end {end!r} is not a date (YYYY-MM-DD)") from error
+        usable = [d for d in dates if d <= end_date]
+    else:
+        end_date, usable = None, dates
+    if not usable:
+        where = f" on or before {end_date}" if end_date else ""
+        raise TrainingWindowError(
+            f"no partitions{where} in {SCORE_BINS_TABLE} / {SWAP_CELLS_TABLE} (found {len(dates)} in total); "
+            "materialize the position-bias marts for some days first"
+        )
+    chosen = tuple(usable[-int(window_days):])
+    return TrainingWindow(first=chosen[0], last=chosen[-1], dates=chosen)
+
+
+def estimate_all_methods(
+    con,
+    window: TrainingWindow,
+    methods: tuple[str, ...] = METHODS,
+    truncate: int | None = DEFAULT_TRUNCATE,
+    bin_width: float | str = "auto",
+    level: float = 0.95,
+) -> dict[str, MethodEstimate]:
+    """Each method's curve over the window, or the reason it is not estimable (the message names the policy)."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise PositionBiasInputError(f"unknown methods {unknown}; expected some of {list(METHODS)}")
+    results = {}
+    for method in methods:
+        try:
+            with warnings.catch_warnings():
+                # The curve keeps its warnings in attrs["warnings"]; they are reported there, not on stderr.
+                warnings.simplefilter("ignore", PositionBiasWarning)
+                curve = estimate_position_bias_sql(
+                    con, method, window.first, window.last, truncate=truncate, bin_width=bin_width, level=level
+                )
+        except PositionBiasInputError as error:
+            results[method] = MethodEstimate(method, None, str(error))
+            continue
+        results[method] = MethodEstimate(method, curve)
+    return results
