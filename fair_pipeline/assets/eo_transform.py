@@ -18,6 +18,7 @@ from pydantic import Field
 from fair_pipeline import contract, eo_store, eo_tracking
 from fair_pipeline.core.eo_aggregate import EOInputError
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer, fit_from_click_counts
+from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY
 from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
 from fair_pipeline.eo_evaluation import DEFAULT_ALPHAS, evaluate_rerankings
 from fair_pipeline.eo_plots import SIMULATION_LABEL
@@ -31,7 +32,7 @@ from fair_pipeline.eo_report import (
 )
 from fair_pipeline.eo_warehouse import read_click_counts
 from fair_pipeline.eo_window import DEFAULT_WINDOW_DAYS, eo_training_window
-from fair_pipeline.position_bias_report import figure_png
+from fair_pipeline.position_bias_report import figure_markdown, figure_png
 from fair_pipeline.position_bias_store import load_chosen_position_bias
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.serving import log_fair_ranker, production_ranker
@@ -42,7 +43,6 @@ GROUP = "eo_transform"
 EO_TRANSFORM_KEY = dg.AssetKey(["marts", "eo_transforms"])
 EO_EVALUATION_KEY = dg.AssetKey(["marts", "eo_evaluation"])
 CLICK_COUNTS_KEY = dg.AssetKey(["marts", "eo_score_click_counts"])
-POSITION_BIAS_KEY = dg.AssetKey(["marts", "position_bias_curves"])
 VALID_CHECK = "stored_transform_is_monotone_and_exact"
 ESTIMABLE_CHECK = "every_group_estimable"
 PROBE_POINTS = 2_001
@@ -72,10 +72,7 @@ def _window_end(context: dg.AssetExecutionContext, configured: str) -> str | Non
 
 
 def _figure_md(fig, alt: str) -> dg.MetadataValue:
-    import base64
-
-    png = figure_png(fig)
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})")
+    return dg.MetadataValue.md(figure_markdown(figure_png(fig), alt))
 
 
 def too_few_clicks(counts: pd.DataFrame, min_positives: int) -> str | None:

@@ -25,8 +25,9 @@ from fair_pipeline.assets.eo_transform import (
     eo_transform,
 )
 from fair_pipeline.assets.ingestion import ingestion_assets
+from fair_pipeline.assets.position_bias import position_bias
 from fair_pipeline.assets.sql_assets import build_sql_assets
-from fair_pipeline.core.simulate import SimulationConfig, bias_curve, simulate_items
+from fair_pipeline.core.simulate import SimulationConfig, simulate_items
 from fair_pipeline.eo_plots import SIMULATION_LABEL
 from fair_pipeline.eo_store import TRANSFORMS_TABLE, load_latest_transforms
 from fair_pipeline.eo_transform import WeightedCDFTransformer, fit_from_click_counts, read_click_counts
@@ -38,22 +39,9 @@ CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
 
 
-def _stand_in_position_bias(con, config: SimulationConfig) -> None:
-    """The chosen curve as the position_bias asset stores it (here: the simulator's true w_j)."""
-    w = bias_curve(config)
-    curve = pd.DataFrame(
-        {
-            "window_start": dt.date.fromisoformat(DAYS[0]), "window_end": dt.date.fromisoformat(DAYS[-1]),
-            "method": "stand_in", "chosen": True, "position": np.arange(1, len(w) + 1), "weight": w,
-            "ci_low": w, "ci_high": w, "se": 0.0, "level": 0.95,
-        }
-    )
-    con.execute("CREATE OR REPLACE TABLE marts.position_bias_curves AS SELECT * FROM curve")
-
-
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
-    """Three simulated days ingested and aggregated, a chosen position-bias curve, then both EO assets."""
+    """Three simulated days ingested and aggregated, then position_bias (chosen: adjacent_pairwise) and both EO assets."""
     root = tmp_path_factory.mktemp("eo_home")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FAIR_PIPELINE_HOME", str(root))
@@ -64,10 +52,8 @@ def home(tmp_path_factory):
         upstream = [a for a in [*ingestion_assets, *build_sql_assets()] if a.partitions_def is not None]
         for day in DAYS:
             assert dg.materialize(upstream, partition_key=day, resources=default_resources(), instance=instance).success
-        with duckdb.connect(str(settings.warehouse_path())) as con:
-            _stand_in_position_bias(con, CONFIG)
         result = dg.materialize(
-            eo_assets, resources=default_resources(), instance=instance, tags={"dagster/partition": DAYS[-1]}
+            [position_bias, *eo_assets], resources=default_resources(), instance=instance, tags={"dagster/partition": DAYS[-1]}
         )
         assert result.success
         yield {"root": root, "instance": instance, "run_id": result.run_id}
@@ -104,7 +90,7 @@ def test_stored_transforms_round_trip_and_equal_a_refit_from_the_warehouse(home)
     json_text = rows.set_index("variant").loc["weighted", "transform_json"]
     assert json_text == refit.to_json()  # exact: same knots, same counts, same params
     assert WeightedCDFTransformer.from_json(json_text).to_json() == json_text
-    assert stored["weighted"].position_bias_method == "stand_in" and stored["unweighted"].position_bias_method is None
+    assert stored["weighted"].position_bias_method == "adjacent_pairwise" and stored["unweighted"].position_bias_method is None
 
 
 def test_weights_come_from_the_chosen_curve(home):
@@ -112,7 +98,7 @@ def test_weights_come_from_the_chosen_curve(home):
     raw = _read(
         "SELECT o.group_id, sum(1.0 / c.weight) AS w, sum(1.0 / (c.weight * c.weight)) AS w2, count(*) AS clicks"
         " FROM raw.observational_impressions o JOIN marts.position_bias_curves c ON o.position = c.position"
-        " WHERE o.click = 1 GROUP BY 1 ORDER BY 1"
+        " WHERE o.click = 1 AND c.chosen GROUP BY 1 ORDER BY 1"
     ).set_index("group_id")
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         stored = load_latest_transforms(con)
@@ -141,7 +127,7 @@ def test_stored_transform_is_monotone_in_each_group(home):
 def test_transform_metadata_and_checks(home):
     meta = _metadata(home["instance"], EO_TRANSFORM_KEY)
     assert meta["estimable"] is True and meta["window_partitions"] == DAYS
-    assert meta["position_bias_method"] == "stand_in"
+    assert meta["position_bias_method"] == "adjacent_pairwise"
     assert set(meta["n_positives"]) == {"0", "1"} and min(meta["n_positives"].values()) >= 30
     assert "| weighted" in meta["knots_summary"] and "n_effective" in meta["knots_summary"]
     png = base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)\)", meta["transforms_plot"]).group(1))
