@@ -3,28 +3,17 @@ ending at a given day (the run's newest partition) or at the newest partition ov
 data means a gap in the logs widens the calendar span instead of shrinking the sample."""
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 
 from fair_pipeline.core.eo_aggregate import EOInputError
+from fair_pipeline.position_bias_window import TrainingWindow
 from fair_pipeline.warehouse import table_exists
 
 CLICK_COUNTS_TABLE = "marts.eo_score_click_counts"
 DEFAULT_WINDOW_DAYS = 7
 
 
-@dataclasses.dataclass(frozen=True)
-class EOWindow:
-    first: dt.date
-    last: dt.date
-    dates: tuple[dt.date, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
-
-
-def eo_training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | str | None = None) -> EOWindow:
+def eo_training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | str | None = None) -> TrainingWindow:
     if int(window_days) != window_days or window_days < 1:
         raise EOInputError(f"window_days={window_days!r} must be a positive integer")
     if not table_exists(con, *CLICK_COUNTS_TABLE.split(".")):
@@ -44,4 +33,4 @@ def eo_training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date
         where = f" on or before {end_date}" if end_date else ""
         raise EOInputError(f"no partitions{where} in {CLICK_COUNTS_TABLE}; materialize it for some days first")
     dates = tuple(row[0] for row in rows[-int(window_days):])
-    return EOWindow(first=dates[0], last=dates[-1], dates=dates)
+    return TrainingWindow(first=dates[0], last=dates[-1], dates=dates)

@@ -10,15 +10,15 @@ import datetime as dt
 
 import dagster as dg
 import matplotlib.pyplot as plt
+import mlflow
 import numpy as np
 import pandas as pd
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 from pydantic import Field
 
 from fair_pipeline import contract, eo_store, eo_tracking
 from fair_pipeline.core.eo_aggregate import EOInputError
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer, fit_from_click_counts
-from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY
+from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY, run_window_end
 from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
 from fair_pipeline.eo_evaluation import DEFAULT_ALPHAS, evaluate_rerankings
 from fair_pipeline.eo_plots import SIMULATION_LABEL
@@ -61,14 +61,6 @@ class EOEvaluationConfig(dg.Config):
     n_requests: int = Field(0, description="Held-out simulated requests to re-rank. 0: the simulation's requests per day.")
     days_after_window: int = Field(1, description="The held-out day is this many days after the training window.")
     alphas: list[float] = Field(list(DEFAULT_ALPHAS), description="Relaxation grid of the weighted transform (figure 3).")
-
-
-def _window_end(context: dg.AssetExecutionContext, configured: str) -> str | None:
-    """Configured, else the run's newest partition (from its tags), else None (the newest with data)."""
-    if configured:
-        return configured
-    tags = context.run.tags
-    return tags.get(ASSET_PARTITION_RANGE_END_TAG) or tags.get(PARTITION_NAME_TAG)
 
 
 def _figure_md(fig, alt: str) -> dg.MetadataValue:
@@ -146,7 +138,7 @@ def eo_transform(
                   score_bin_width=bin_width)
     with warehouse.connect() as con:
         try:
-            window = eo_training_window(con, config.window_days, _window_end(context, config.window_end))
+            window = eo_training_window(con, config.window_days, run_window_end(context, config))
             curve = load_chosen_position_bias(con)
         except (EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=str(error)) from error
@@ -155,8 +147,11 @@ def eo_transform(
         reason = too_few_clicks(counts, config.min_positives)
         fits: dict[str, WeightedCDFTransformer | str] = {}
         if reason is None:
-            fits["weighted"] = fit_from_click_counts(counts, curve[["position", "weight"]], **params)
-            fits["unweighted"] = fit_from_click_counts(counts, {int(p): 1.0 for p in counts["position"].unique()}, **params)
+            try:
+                fits["weighted"] = fit_from_click_counts(counts, curve[["position", "weight"]], **params)
+                fits["unweighted"] = fit_from_click_counts(counts, {int(p): 1.0 for p in counts["position"].unique()}, **params)
+            except EOInputError as error:  # bad data (e.g. clicks where the curve has no weight): name it, no traceback
+                raise dg.Failure(description=f"EO transform over {window.label}: {error}") from error
         else:
             fits = {"weighted": reason, "unweighted": reason}
         eo_store.write_transforms(con, window.first, window.last, len(window.dates), fits,
@@ -202,7 +197,6 @@ def eo_transform(
     )
     truth = load_simulation_truth(landing.resolved_path)
     with eo_tracking.eo_run(context, "eo_transform", {"fair_pipeline.window": f"{window.first}..{window.last}"}) as run:
-        mlflow = eo_tracking.mlflow
         mlflow.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
                            "position_bias_method": curve.attrs.get("method"), **params})
         mlflow.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
@@ -265,22 +259,23 @@ def eo_evaluation(
                    "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
         context.log.info(message)
         return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
-    with warehouse.connect() as con:
+    with warehouse.connect(read_only=True) as con:
         try:
             stored = eo_store.load_latest_transforms(con)
         except EOInputError as error:
             raise dg.Failure(description=str(error)) from error
-        not_estimable = {v: s.reason for v, s in stored.items() if not s.estimable}
-        if not_estimable:
-            message = f"skipped: no transform to evaluate ({'; '.join(f'{v}: {r}' for v, r in not_estimable.items())})"
-            context.log.warning(message)
-            return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
-        weighted, unweighted = stored["weighted"], stored["unweighted"]
-        day = weighted.window_end + dt.timedelta(days=config.days_after_window)
-        n_requests = config.n_requests or truth.config.requests_per_day
-        context.log.info(f"{SIMULATION_LABEL}: {n_requests} held-out requests on {day}")
-        report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=day,
-                                     n_requests=n_requests, alphas=tuple(config.alphas))
+    not_estimable = {v: s.reason for v, s in stored.items() if not s.estimable}
+    if not_estimable:
+        message = f"skipped: no transform to evaluate ({'; '.join(f'{v}: {r}' for v, r in not_estimable.items())})"
+        context.log.warning(message)
+        return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
+    weighted, unweighted = stored["weighted"], stored["unweighted"]
+    day = weighted.window_end + dt.timedelta(days=config.days_after_window)
+    n_requests = config.n_requests or truth.config.requests_per_day
+    context.log.info(f"{SIMULATION_LABEL}: {n_requests} held-out requests on {day}")
+    report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=day,
+                                 n_requests=n_requests, alphas=tuple(config.alphas))
+    with warehouse.connect() as con:
         rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, day,
                                          context.run_id)
     summary = report.summary.set_index("method")
@@ -304,7 +299,6 @@ def eo_evaluation(
     }
     with eo_tracking.eo_run(context, "eo_evaluation", {"fair_pipeline.simulation": "true",
                                                         "fair_pipeline.window": metadata["training_window"]}) as run:
-        mlflow = eo_tracking.mlflow
         mlflow.log_params({"held_out_day": day, "n_requests": n_requests, "alphas": list(config.alphas)})
         mlflow.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
                             ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
