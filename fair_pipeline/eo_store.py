@@ -102,8 +102,11 @@ def load_latest_transforms(con) -> dict[str, StoredTransform]:
     """{variant: StoredTransform} of the newest fit; raises EOInputError when nothing was fitted yet."""
     if not table_exists(con, *TRANSFORMS_TABLE.split(".")):
         raise EOInputError(f"{TRANSFORMS_TABLE} does not exist; materialize the eo_transform asset first")
+    # One fit = one (window, fitted_at); take the newest one's rows.
     frame = con.execute(
-        f"SELECT * FROM {TRANSFORMS_TABLE} WHERE fitted_at = (SELECT max(fitted_at) FROM {TRANSFORMS_TABLE})"
+        f"SELECT t.* FROM {TRANSFORMS_TABLE} t JOIN ("
+        f"  SELECT window_start, window_end, fitted_at FROM {TRANSFORMS_TABLE} ORDER BY fitted_at DESC LIMIT 1"
+        ") newest USING (window_start, window_end, fitted_at)"
     ).df()
     if frame.empty:
         raise EOInputError(f"{TRANSFORMS_TABLE} is empty; materialize the eo_transform asset first")
