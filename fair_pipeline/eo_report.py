@@ -79,6 +79,27 @@ def transforms_figure(transforms: dict[str, WeightedCDFTransformer], title: str 
     return fig
 
 
+def cdf_table(model: WeightedCDFTransformer, level: float = 0.95) -> pd.DataFrame:
+    """Long table group, score, cdf, cdf_ci_low, cdf_ci_high: each group's F*_{c,1} at its knots with the
+    simultaneous DKW band (Kish effective n); the fairness report's `eo_transform_cdf` contract."""
+    band = model.cdf_band(level)
+    frames = [
+        pd.DataFrame(
+            {
+                "group": group,
+                "score": model.group_quantiles_[group],
+                "cdf": model.probabilities_,
+                "cdf_ci_low": np.clip(model.probabilities_ - band[group], 0.0, 1.0),
+                "cdf_ci_high": np.clip(model.probabilities_ + band[group], 0.0, 1.0),
+                "n_positives": model.n_positives_[group],
+                "n_effective": model.n_effective_[group],
+            }
+        )
+        for group in model.groups_
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
 # ----------------------------------------------------------------------------- evaluation tables
 def _pm(value: float, se: float, digits: int = 4) -> str:
     if not np.isfinite(value):
@@ -134,6 +155,30 @@ def positions_markdown(positions: pd.DataFrame, methods: tuple[str, ...] = ("raw
     order = {m: i for i, m in enumerate(methods)}
     wide = wide.reset_index().sort_values(["method", "group"], key=lambda s: s.map(order) if s.name == "method" else s)
     return wide.to_markdown(index=False)
+
+
+def exposure_merit_table(per_group: pd.DataFrame, rankings: dict[str, str] | None = None, z: float = 1.959963984540054) -> pd.DataFrame:
+    """The fairness report's `exposure_merit` contract from a SIMULATION evaluation: per ranking ("before" = raw
+    scores, "after" = weighted transform, "unweighted") and group, observed exposure v_obs(c) and merit M_c with
+    normal 95% CIs (request-clustered SEs) and the group's impressions n."""
+    rankings = rankings or {"raw": "before", "weighted": "after", "unweighted": "unweighted"}
+    part = per_group[per_group["method"].isin(list(rankings))]
+    return pd.DataFrame(
+        {
+            "ranking": part["method"].map(rankings).to_numpy(),
+            "group": part["group"].to_numpy(),
+            "exposure": part["exposure"].to_numpy(),
+            "exposure_ci_low": (part["exposure"] - z * part["exposure_se"]).to_numpy(),
+            "exposure_ci_high": (part["exposure"] + z * part["exposure_se"]).to_numpy(),
+            "merit": part["merit"].to_numpy(),
+            "merit_ci_low": (part["merit"] - z * part["merit_se"]).to_numpy(),
+            "merit_ci_high": (part["merit"] + z * part["merit_se"]).to_numpy(),
+            "n": part["n_impressions"].to_numpy(),
+            "exposure_over_merit": part["exposure_over_merit"].to_numpy(),
+            "exposure_over_merit_se": part["exposure_over_merit_se"].to_numpy(),
+            "simulation": True,
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- ground truth (evaluation only)

@@ -10,12 +10,11 @@ import datetime as dt
 
 import dagster as dg
 import matplotlib.pyplot as plt
-import mlflow
 import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from fair_pipeline import contract, eo_store, eo_tracking
+from fair_pipeline import contract, eo_store
 from fair_pipeline.core.eo_aggregate import EOInputError
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer, fit_from_click_counts
 from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY, run_window_end
@@ -23,6 +22,8 @@ from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
 from fair_pipeline.eo_evaluation import DEFAULT_ALPHAS, evaluate_rerankings
 from fair_pipeline.eo_plots import SIMULATION_LABEL
 from fair_pipeline.eo_report import (
+    cdf_table,
+    exposure_merit_table,
     knots_summary,
     load_simulation_truth,
     per_group_markdown,
@@ -37,6 +38,7 @@ from fair_pipeline.position_bias_store import load_chosen_position_bias
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.serving import log_fair_ranker, production_ranker
 from fair_pipeline.sql_models import SQL_PARAMETERS
+from fair_pipeline.tracking import CANDIDATE, FAIR_RANKER, MLflowTracking
 
 OWNERS = ["team:fairness"]
 GROUP = "eo_transform"
@@ -131,7 +133,11 @@ def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
     ],
 )
 def eo_transform(
-    context: dg.AssetExecutionContext, config: EOTransformConfig, warehouse: DuckDBWarehouse, landing: LandingZone
+    context: dg.AssetExecutionContext,
+    config: EOTransformConfig,
+    warehouse: DuckDBWarehouse,
+    landing: LandingZone,
+    mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
     bin_width = float(SQL_PARAMETERS["eo_score_bin_width"])
     params = dict(n_knots=config.n_knots, min_positives=config.min_positives, out_of_range=config.out_of_range,
@@ -196,21 +202,25 @@ def eo_transform(
         }
     )
     truth = load_simulation_truth(landing.resolved_path)
-    with eo_tracking.eo_run(context, "eo_transform", {"fair_pipeline.window": f"{window.first}..{window.last}"}) as run:
-        mlflow.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
-                           "position_bias_method": curve.attrs.get("method"), **params})
-        mlflow.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
-                           | {f"n_effective.{g}": n for g, n in weighted.n_effective_.items()})
+    with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last))) as run:
+        run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
+                        "position_bias_method": curve.attrs.get("method"), **params})
+        run.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
+                        | {f"n_effective.{g}": n for g, n in weighted.n_effective_.items()})
         for variant, model in fitted.items():
-            mlflow.log_dict(model.to_dict(), f"transforms/{variant}.json")
-        mlflow.log_table(summary, "tables/eo_knots_summary.json")
-        mlflow.log_figure(figure, "figures/eo_transforms.png")
-        metadata["mlflow_run_id"] = run.info.run_id
+            run.log_dict(model.to_dict(), f"transforms/{variant}.json")
+        run.log_table(summary, "eo_knots_summary")
+        run.log_table(cdf_table(weighted), "eo_transform_cdf")  # the fairness report's per-group CDF section
+        run.log_figure(figure, "eo_transforms")
+        metadata["mlflow_run_id"] = run.run_id
+        metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
         if truth is not None and config.log_serving_model and not problems:
             features, example = _serving_input(landing.resolved_path, truth)
-            info = log_fair_ranker(weighted, production_ranker(truth.config), features, eo_tracking.FAIR_RANKER,
-                                   input_example=example, alias=eo_tracking.CANDIDATE)
-            metadata["serving_model"] = f"{eo_tracking.FAIR_RANKER} v{info.registered_model_version} @{eo_tracking.CANDIDATE}"
+            info = log_fair_ranker(weighted, production_ranker(truth.config), features, registered_model_name=None,
+                                   input_example=example)
+            version = mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=CANDIDATE,
+                                            tags={"window": f"{window.first}..{window.last}"})
+            metadata["serving_model"] = f"{FAIR_RANKER} v{version.version} @{CANDIDATE}"
             metadata["serving_model_uri"] = info.model_uri
         else:
             metadata["serving_model"] = (
@@ -251,7 +261,11 @@ def eo_transform(
     ),
 )
 def eo_evaluation(
-    context: dg.AssetExecutionContext, config: EOEvaluationConfig, warehouse: DuckDBWarehouse, landing: LandingZone
+    context: dg.AssetExecutionContext,
+    config: EOEvaluationConfig,
+    warehouse: DuckDBWarehouse,
+    landing: LandingZone,
+    mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
     truth = load_simulation_truth(landing.resolved_path)
     if truth is None:
@@ -297,18 +311,20 @@ def eo_evaluation(
         "summary": dg.MetadataValue.md(f"**{SIMULATION_LABEL}**\n\n" + summary_markdown(report.summary)),
         "positions_of_relevant_items": dg.MetadataValue.md(positions_markdown(report.positions)),
     }
-    with eo_tracking.eo_run(context, "eo_evaluation", {"fair_pipeline.simulation": "true",
-                                                        "fair_pipeline.window": metadata["training_window"]}) as run:
-        mlflow.log_params({"held_out_day": day, "n_requests": n_requests, "alphas": list(config.alphas)})
-        mlflow.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
-                            ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
-                           | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
-                           | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
+    window = (str(weighted.window_start), str(weighted.window_end))
+    with mlflow.start_run(context, "eo_transform", window=window, tags={"fair_pipeline.simulation": "true"}) as run:
+        run.log_params({"held_out_day": day, "n_requests": n_requests, "alphas": list(config.alphas)})
+        run.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
+                         ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
+                        | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
+                        | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
         for name, frame in (("per_group", report.per_group), ("summary", report.summary), ("positions", report.positions)):
-            mlflow.log_table(frame, f"tables/eo_evaluation_{name}.json")
+            run.log_table(frame, f"eo_evaluation_{name}")
+        run.log_table(exposure_merit_table(report.per_group), "exposure_merit")  # the fairness report's section
         for name, fig in report.figures.items():
-            mlflow.log_figure(fig, f"figures/{name}.png")
-        metadata["mlflow_run_id"] = run.info.run_id
+            run.log_figure(fig, name)
+        metadata["mlflow_run_id"] = run.run_id
+        metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
     metadata["figure_1"] = _figure_md(report.figures["figure_1"], "figure 1: score and position distributions (simulation)")
     metadata["figure_3"] = _figure_md(report.figures["figure_3"], "figure 3: KS distance and CTR over alpha (simulation)")
     plt.close("all")

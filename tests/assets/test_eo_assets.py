@@ -34,6 +34,7 @@ from fair_pipeline.eo_transform import WeightedCDFTransformer, fit_from_click_co
 from fair_pipeline.position_bias_store import load_chosen_position_bias
 from fair_pipeline.resources import LandingZone, default_resources
 from fair_pipeline.simulation import simulate_to_landing
+from fair_pipeline.tracking import TAG_ASSET, TAG_DAGSTER_RUN, TAG_WINDOW, MLflowTracking
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
@@ -139,9 +140,11 @@ def test_fair_ranker_is_registered_as_candidate_and_scores_like_the_transform(ho
     mlflow.set_tracking_uri(settings.mlflow_tracking_uri())
     client = mlflow.MlflowClient(settings.mlflow_tracking_uri(), settings.mlflow_tracking_uri())
     version = client.get_model_version_by_alias("fair-ranker", "candidate")
-    run = client.get_run(version.run_id)
-    assert run.data.tags["dagster.run_id"] == home["run_id"]
-    assert run.data.tags["dagster.asset_key"] == EO_TRANSFORM_KEY.to_user_string()
+    run = client.get_run(version.tags["fair_pipeline.run_id"])
+    assert run.data.tags[TAG_DAGSTER_RUN] == home["run_id"]
+    assert run.data.tags[TAG_ASSET] == EO_TRANSFORM_KEY.to_user_string()
+    assert run.data.tags[TAG_WINDOW] == f"{DAYS[0]}..{DAYS[-1]}"
+    assert _metadata(home["instance"], EO_TRANSFORM_KEY)["mlflow_run_id"] == run.info.run_id
     model = mlflow.pyfunc.load_model(f"models:/fair-ranker@candidate")
     items = simulate_items(CONFIG).head(200)
     fair = model.predict(items[[f"f{k}" for k in range(CONFIG.n_features)] + ["group_id"]])
@@ -169,6 +172,25 @@ def test_evaluation_is_labelled_simulation_with_tables_and_figures(home):
     table = _read("SELECT method, \"group\", simulation, held_out_day FROM marts.eo_evaluation")
     assert len(table) == 2 * (3 + 5) and table["simulation"].all()
     assert set(table["method"]) >= {"raw", "unweighted", "weighted", "weighted_alpha=0", "weighted_alpha=1"}
+
+
+def test_report_tables_are_logged_with_their_contract_columns(home):
+    """The fairness report reads `eo_transform_cdf` and `exposure_merit` from the newest MLflow runs."""
+    tracking = MLflowTracking()
+    cdf, _ = tracking.latest_table("eo_transform_cdf")
+    assert set(cdf["group"].astype(str)) == {"0", "1"} and len(cdf) == 2 * 1001
+    for _, part in cdf.groupby("group"):
+        assert np.all(np.diff(part["score"]) >= 0) and np.all(np.diff(part["cdf"]) > 0)
+        assert (part["cdf_ci_low"] <= part["cdf"]).all() and (part["cdf"] <= part["cdf_ci_high"]).all()
+    merit, run = tracking.latest_table("exposure_merit")
+    assert run.data.tags["fair_pipeline.simulation"] == "true"
+    assert sorted(merit["ranking"].unique()) == ["after", "before", "unweighted"] and merit["simulation"].all()
+    merit["group"] = merit["group"].astype(str)  # the JSON copy may read "0"/"1" back as integers
+    before = merit[merit["ranking"] == "before"].set_index("group")
+    after = merit[merit["ranking"] == "after"].set_index("group")
+    # Same held-out requests: merit is the same before and after; only exposure moves (toward group 0).
+    np.testing.assert_array_equal(before["merit"], after["merit"])
+    assert after.loc["0", "exposure"] > before.loc["0", "exposure"]
 
 
 def test_evaluation_is_skipped_without_ground_truth(home, tmp_path):
