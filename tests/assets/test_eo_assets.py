@@ -11,7 +11,6 @@ import dagster as dg
 import duckdb
 import mlflow
 import numpy as np
-import pandas as pd
 import pytest
 
 from fair_pipeline import settings
@@ -145,7 +144,7 @@ def test_fair_ranker_is_registered_as_candidate_and_scores_like_the_transform(ho
     assert run.data.tags[TAG_ASSET] == EO_TRANSFORM_KEY.to_user_string()
     assert run.data.tags[TAG_WINDOW] == f"{DAYS[0]}..{DAYS[-1]}"
     assert _metadata(home["instance"], EO_TRANSFORM_KEY)["mlflow_run_id"] == run.info.run_id
-    model = mlflow.pyfunc.load_model(f"models:/fair-ranker@candidate")
+    model = mlflow.pyfunc.load_model("models:/fair-ranker@candidate")
     items = simulate_items(CONFIG).head(200)
     fair = model.predict(items[[f"f{k}" for k in range(CONFIG.n_features)] + ["group_id"]])
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
