@@ -19,7 +19,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.core.eo_aggregate import EOInputError
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer
+from fair_pipeline.eo_store import load_latest_transforms
 from fair_pipeline.warehouse import table_columns, table_exists
 
 PRODUCTION = "production"
@@ -69,24 +71,20 @@ def _eo_scorer(model: WeightedCDFTransformer) -> Callable[[pd.DataFrame], np.nda
 
 def eo_transformed_scores(con) -> list[Entry]:
     """Each variant of the newest EO fit (marts.eo_transforms): WeightedCDFTransformer.from_json(...).transform."""
-    if not table_exists(con, *EO_TRANSFORMS):
-        return [Unavailable("eo_transform", "marts.eo_transforms does not exist (the eo_transform asset has not run)")]
-    frame = con.execute(
-        "SELECT variant, estimable, reason, transform_json, window_end FROM marts.eo_transforms "
-        "WHERE fitted_at = (SELECT max(fitted_at) FROM marts.eo_transforms) ORDER BY variant"
-    ).df()
-    if frame.empty:
-        return [Unavailable("eo_transform", "marts.eo_transforms is empty")]
+    try:
+        stored = load_latest_transforms(con)
+    except EOInputError as error:
+        return [Unavailable("eo_transform", str(error))]
     out: list[Entry] = []
-    for row in frame.itertuples():
-        name = f"eo_{row.variant}"
-        if not row.estimable:
-            out.append(Unavailable(name, f"the {row.variant} EO transform was not estimable: {row.reason}"))
+    for variant, fit in sorted(stored.items()):
+        name = f"eo_{variant}"
+        if not fit.estimable:
+            out.append(Unavailable(name, f"the {variant} EO transform was not estimable: {fit.reason}"))
             continue
-        model = WeightedCDFTransformer.from_json(row.transform_json)
         out.append(ScoredOutput(
-            name, f"production score after the {row.variant} weighted-CDF EO transform (alpha={model.alpha})",
-            "logged_score", _eo_scorer(model), trained_through=pd.Timestamp(row.window_end).date(),
+            name, f"production score after the {variant} weighted-CDF EO transform (alpha={fit.transform.alpha}, "
+            f"fitted on {fit.window_start}..{fit.window_end})",
+            "logged_score", _eo_scorer(fit.transform), trained_through=fit.window_end,
             fitted_on_logs=True, monotone_within_group=True,
         ))
     return out

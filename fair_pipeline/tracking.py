@@ -412,6 +412,9 @@ class MLflowTracking(dg.ConfigurableResource):
         run_id = self._create_run(experiment_id, run_name, all_tags)
         mlflow.set_tracking_uri(self.uri)
         mlflow.set_registry_uri(self.uri)
+        # The fluent API keeps a process-wide active experiment; an earlier set_experiment (other code in
+        # the same process) would make start_run(run_id=...) refuse the run of this stage's experiment.
+        self.retry(lambda: mlflow.set_experiment(experiment_id=experiment_id), f"select experiment {experiment_id}")
         self.retry(lambda: mlflow.start_run(run_id=run_id), f"activate run {run_id}")
         status = "FAILED"
         try:

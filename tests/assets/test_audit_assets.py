@@ -20,6 +20,7 @@ from fair_pipeline.assets.audit import FAIRNESS_AUDIT_KEY, SIMULATION_BANNER, fa
 from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer
 from fair_pipeline.core.simulate import SimulationConfig
+from fair_pipeline.eo_store import write_transforms
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.simulation import simulate_to_landing
 from fair_pipeline.tracking import MLflowTracking
@@ -105,9 +106,13 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
     assert prod["status"] == "audited" and bool(prod["held_out"]) and bool(prod["simulation_labels"])
     assert prod["rows"] == len(rows) and prod["n_pos"] == rows["relevance"].sum()
     assert str(prod["window_start"])[:10] == DAYS[-1]
-    missing = outputs[outputs["status"] == "unavailable"]
-    assert {"eo_transform", "ranker_candidates"} <= set(missing["scored_output"])
-    assert missing["reason"].str.contains("does not exist").all()
+    missing = outputs[outputs["status"] == "unavailable"].set_index("scored_output")
+    assert "does not exist" in missing.at["ranker_candidates", "reason"]
+    # the daily job's EO transforms are fitted through the audited day: audited, but flagged in-sample
+    eo = outputs[outputs["scored_output"].str.startswith("eo_")].set_index("scored_output")
+    assert (eo["status"] == "audited").any()
+    audited = eo[eo["status"] == "audited"]
+    assert (~audited["held_out"].astype(bool)).all() and audited["reason"].str.contains("in-sample").all()
 
 
 def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
@@ -115,12 +120,14 @@ def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
     logged, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
     assert run.data.tags["fair_pipeline.stage"] == "audit" and run.data.params["label_source"] == "relevance"
     stored = _stored(home, "fairness_audit_groups", "production", "relevance").sort_values(["group", "cutoff"])
-    logged = logged.sort_values(["group", "cutoff"])
+    assert {"production", "eo_weighted"} <= set(logged["scored_output"])
+    logged = logged[logged["scored_output"] == "production"].sort_values(["group", "cutoff"])
     np.testing.assert_allclose(logged["auc"].to_numpy(float), stored["auc"].to_numpy(float), rtol=1e-12)
     pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
-    assert set(pauc["model"]) == {"production"} and len(pauc) == 2 * 5
-    artifacts = [f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")]
-    assert artifacts == ["figures/curves_production.png"]
+    audited = _query(home, "SELECT scored_output FROM marts.fairness_audit_outputs WHERE status = 'audited'")
+    assert set(pauc["model"]) == set(audited["scored_output"]) and len(pauc) == 2 * 5 * len(audited)
+    artifacts = {f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")}
+    assert artifacts == {f"figures/curves_{name}.png" for name in audited["scored_output"]}
 
 
 def test_pairwise_accuracies_and_curves_match_in_memory(home):
@@ -192,13 +199,9 @@ def test_groups_too_small_are_not_estimable_never_fair(home):
 
 def _write_eo_transform(home: Path, model: WeightedCDFTransformer, window_end: str) -> None:
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
-        con.execute("CREATE OR REPLACE TABLE marts.eo_transforms (window_start DATE, window_end DATE, partitions INTEGER, "
-                    "variant VARCHAR, position_bias_method VARCHAR, estimable BOOLEAN, reason VARCHAR, n_positives BIGINT, "
-                    "transform_json VARCHAR, fitted_at TIMESTAMP, dagster_run_id VARCHAR)")
-        con.execute("INSERT INTO marts.eo_transforms VALUES ($s, $e, 1, 'weighted', 'adjacent_pairwise', true, NULL, "
-                    "$n, $j, now()::TIMESTAMP, NULL), ($s, $e, 1, 'unweighted', NULL, false, 'too few clicks', NULL, NULL, "
-                    "now()::TIMESTAMP, NULL)",
-                    {"s": DAYS[0], "e": window_end, "n": int(sum(model.n_positives_.values())), "j": model.to_json()})
+        con.execute("DROP TABLE IF EXISTS marts.eo_transforms")
+        write_transforms(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(window_end), 1,
+                         {"weighted": model, "unweighted": "too few clicks"}, "adjacent_pairwise")
 
 
 def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
