@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
+import re
 
 from collections.abc import Callable
 
@@ -94,30 +96,33 @@ def _linear_scorer(features: tuple[str, ...], coef: np.ndarray, intercept: float
     return lambda frame: frame[list(features)].to_numpy(dtype=np.float64) @ coef + intercept
 
 
+def _output_name(text: str) -> str:
+    """A name usable as an MLflow metric / artifact key (letters, digits, _ . -)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
+
+
 def ranker_candidates(con) -> list[Entry]:
-    """Linear rankers in marts.ranker_candidates, long format: candidate, feature, coefficient
-    (feature '(intercept)' for the intercept) [, window_end]."""
+    """Retrained linear rankers in marts.ranker_candidates (one row per candidate: `candidate_id`, `features` and
+    `coefficients` as JSON, `intercept`, `window_end`); score = decision function on the raw item features."""
     if not table_exists(con, *RANKER_CANDIDATES):
         return [Unavailable("ranker_candidates", "marts.ranker_candidates does not exist (no retrained ranker yet)")]
     columns = table_columns(con, *RANKER_CANDIDATES)
-    need = {"candidate", "feature", "coefficient"}
-    if not need <= set(columns):
-        return [Unavailable("ranker_candidates", f"marts.ranker_candidates lacks columns {sorted(need - set(columns))} "
-                                                 f"(has {columns})")]
-    extra = ", window_end" if "window_end" in columns else ", NULL AS window_end"
-    frame = con.execute(f"SELECT candidate, feature, coefficient{extra} FROM marts.ranker_candidates "
-                        "ORDER BY candidate, feature").df()
+    need = ["candidate_id", "features", "coefficients", "intercept", "window_end"]
+    if not set(need) <= set(columns):
+        return [Unavailable("ranker_candidates", f"marts.ranker_candidates lacks columns "
+                                                 f"{[c for c in need if c not in columns]} (has {columns})")]
+    frame = con.execute("SELECT candidate_id, features, coefficients, intercept, window_end "
+                        "FROM marts.ranker_candidates ORDER BY candidate_id").df()
     out: list[Entry] = []
-    for name, part in frame.groupby("candidate", sort=True):
-        is_intercept = part["feature"] == "(intercept)"
-        features = tuple(part.loc[~is_intercept, "feature"].astype(str))
-        coef = part.loc[~is_intercept, "coefficient"].to_numpy(dtype=np.float64)
-        intercept = float(part.loc[is_intercept, "coefficient"].sum())
-        end = part["window_end"].dropna()
+    for row in frame.itertuples():
+        features = tuple(json.loads(row.features))
+        weights = json.loads(row.coefficients)
+        coef = np.array([weights[f] for f in features], dtype=np.float64)
         out.append(ScoredOutput(
-            f"ranker_{name}", f"retrained linear ranker {name!r} on item features {list(features)}", "item_features",
-            _linear_scorer(features, coef, intercept), features=features,
-            trained_through=pd.Timestamp(end.max()).date() if len(end) else None, fitted_on_logs=True,
+            "ranker_" + _output_name(row.candidate_id), f"retrained ranker {row.candidate_id!r} on item features "
+            f"{list(features)}", "item_features", _linear_scorer(features, coef, float(row.intercept)), features=features,
+            trained_through=pd.Timestamp(row.window_end).date() if pd.notna(row.window_end) else None,
+            fitted_on_logs=True,
         ))
     return out
 

@@ -242,8 +242,9 @@ def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
 
 def test_linear_ranker_candidate_is_audited_from_item_features(home):
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
-        con.execute("CREATE OR REPLACE TABLE marts.ranker_candidates AS SELECT * FROM (VALUES "
-                    "('merit', 'f0', 1.0), ('merit', 'f1', 1.0), ('merit', '(intercept)', 0.5)) t(candidate, feature, coefficient)")
+        con.execute("CREATE OR REPLACE TABLE marts.ranker_candidates AS SELECT 'd/merit/lam=0' AS candidate_id, "
+                    "CAST(NULL AS DATE) AS window_end, $f AS features, $c AS coefficients, 0.5 AS intercept",
+                    {"f": '["f0", "f1", "f2"]', "c": '{"f0": 1.0, "f1": 1.0, "f2": 0.0}'})
     try:
         assert _materialize(home, {"pairwise_max_queries": 100_000}).success
         rows = _truth_rows(home, DAYS[-1])
@@ -251,12 +252,12 @@ def test_linear_ranker_candidate_is_audited_from_item_features(home):
         rows = rows.merge(items[["item_id", "f0", "f1"]], on="item_id")
         score = rows["f0"] + rows["f1"] + 0.5
         expected = compare_groups(score, rows["relevance"], rows["group_id"])
-        _assert_groups_equal(_stored(home, "fairness_audit_groups", "ranker_merit", "relevance"), expected.groups)
+        _assert_groups_equal(_stored(home, "fairness_audit_groups", "ranker_d_merit_lam_0", "relevance"), expected.groups)
         pw = pairwise_accuracies(score, rows["relevance"], rows["group_id"], rows["query_id"]).overall
-        stored = _stored(home, "fairness_audit_pairwise", "ranker_merit", "relevance")
+        stored = _stored(home, "fairness_audit_pairwise", "ranker_d_merit_lam_0", "relevance")
         overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
         np.testing.assert_allclose(overall[["accuracy", "se"]].to_numpy(float), pw[["accuracy", "se"]].to_numpy(float), rtol=1e-12)
-        outputs = _stored(home, "fairness_audit_outputs", "ranker_merit", "relevance")
+        outputs = _stored(home, "fairness_audit_outputs", "ranker_d_merit_lam_0", "relevance")
         assert outputs["held_out"].isna().iloc[0]  # no training window recorded: unknown, not claimed held out
     finally:
         with duckdb.connect(str(home / "warehouse.duckdb")) as con:
