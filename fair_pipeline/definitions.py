@@ -6,10 +6,11 @@ import dagster as dg
 from fair_pipeline.assets.ingestion import ingestion_assets
 from fair_pipeline.assets.position_bias import position_bias_assets
 from fair_pipeline.assets.sql_assets import build_sql_assets
+from fair_pipeline.assets.training import training_assets
 from fair_pipeline.resources import default_resources
 from fair_pipeline.schedules import daily_pipeline_job, daily_schedule, ingest_logs_job
 
-all_assets = [*ingestion_assets, *build_sql_assets(), *position_bias_assets]
+all_assets = [*ingestion_assets, *build_sql_assets(), *position_bias_assets, *training_assets]
 
 defs = dg.Definitions(
     assets=all_assets,
