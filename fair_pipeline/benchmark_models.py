@@ -21,7 +21,7 @@ from fair_pipeline.core.click_training import audit_rows
 from fair_pipeline.core.penalized_report import CUTOFFS, audit_path
 from fair_pipeline.penalized import PathPoint, lambda_path, mi_proxy
 
-DEFAULT_LAMBDAS = (0.0, 1.0, 3.0, 10.0, 30.0)
+DEFAULT_LAMBDAS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 
 
 @dataclass(frozen=True)
