@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from fair_pipeline.benchmark_data import BenchmarkSplit, adult_split, compas_split
 from fair_pipeline.core.click_training import audit_rows
@@ -89,10 +90,12 @@ def fit_benchmark(name: str, lambdas: Sequence[float] = DEFAULT_LAMBDAS,
         raise ValueError(f"unknown benchmark {name!r}; expected one of {list(BENCHMARKS)}")
     benchmark = BENCHMARKS[name]
     split = split or benchmark.load()
-    fits = _fits(benchmark, split, [_vanilla_point(split)], "vanilla", "none")
-    for score in penalty_scores:
-        points = lambda_path(split.X_train, split.y_train, split.groups_train, sorted(lambdas), penalty_score=score)
-        fits.extend(_fits(benchmark, split, points, "penalized", score))
+    # Single-threaded BLAS: on these matrix sizes threads only add contention (10x slower on a busy 2-core box).
+    with threadpool_limits(limits=1, user_api="blas"):
+        fits = _fits(benchmark, split, [_vanilla_point(split)], "vanilla", "none")
+        for score in penalty_scores:
+            points = lambda_path(split.X_train, split.y_train, split.groups_train, sorted(lambdas), penalty_score=score)
+            fits.extend(_fits(benchmark, split, points, "penalized", score))
     return fits
 
 

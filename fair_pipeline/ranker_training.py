@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
 from fair_pipeline.contract import TRUTH_DIR
@@ -235,12 +236,13 @@ def fit_candidates(data: TrainingData, features: list[str], lambdas, penalty_sco
                    clicks: pd.DataFrame, truth: pd.DataFrame | None) -> list[Candidate]:
     """A warm-started lambda path (L-BFGS) on the IPW rows, each point audited on held-out labels."""
     rows = data.rows
-    points = lambda_path(rows.X, rows.y, rows.groups, sorted(lambdas), sample_weight=rows.sample_weight,
-                         penalty_score=penalty_score)
     candidates = []
-    for point in points:
-        audit, heldout = audit_model(point.model, features, clicks, truth)
-        candidates.append(Candidate(point, audit, heldout))
+    with threadpool_limits(limits=1, user_api="blas"):  # threads only add contention at these sizes
+        points = lambda_path(rows.X, rows.y, rows.groups, sorted(lambdas), sample_weight=rows.sample_weight,
+                             penalty_score=penalty_score)
+        for point in points:
+            audit, heldout = audit_model(point.model, features, clicks, truth)
+            candidates.append(Candidate(point, audit, heldout))
     return candidates
 
 
