@@ -1,12 +1,18 @@
 """Shared fixtures: every test that touches files gets its own FAIR_PIPELINE_HOME."""
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
+import os
 
-import pytest
+# Multi-threaded BLAS on a small shared machine makes sklearn fits ~10x slower; set before numpy loads.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-from fair_pipeline.core.simulate import SimulationConfig
+import datetime as dt  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+from fair_pipeline.core.simulate import SimulationConfig  # noqa: E402
 
 SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=7)
 START = dt.date(2026, 1, 1)
