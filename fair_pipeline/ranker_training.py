@@ -286,7 +286,7 @@ def candidates_frame(candidates: list[Candidate], window: TrainingWindow, featur
             "heldout_pauc_by_group": _pauc_by_group(candidate.audit, HELDOUT_CLICKS),
             "truth_auc": truth.get("auc", np.nan), "truth_auc_se": truth.get("auc_se", np.nan),
             "truth_pauc_by_group": _pauc_by_group(candidate.audit, HELDOUT_TRUTH) if truth else None,
-            "mlflow_run_id": run_id,
+            "mlflow_run_id": run_id, "model_uri": f"runs:/{run_id}/model",
         })
     return pd.DataFrame(rows)
 

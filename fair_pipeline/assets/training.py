@@ -56,13 +56,11 @@ def _metric_name(*parts) -> str:
     return "/".join(re.sub(r"[^\w\-. ]", "_", str(p)) for p in parts)
 
 
-def _audit_metrics(audit: pd.DataFrame, prefix: str = "") -> dict[str, float]:
-    """pauc/<group>/<cutoff>, its SE, and gap/<a - b>/<cutoff> with its p-value, for MLflow."""
+def _audit_metrics(audit: pd.DataFrame) -> dict[str, float]:
+    """[<label source>/]pauc/<group>/<cutoff> with its SE, and gap/<a - b>/<cutoff> with its p-value, for MLflow."""
     metrics = {}
     for r in audit.itertuples():
-        source = getattr(r, "label_source", None)
-        head = [prefix, source] if prefix or source else []
-        head = [h for h in head if h]
+        head = [r.label_source] if "label_source" in audit.columns else []
         kind = "pauc" if r.row_type == "group" else "gap"
         metrics[_metric_name(*head, kind, r.group, f"{r.cutoff:g}")] = r.auc
         metrics[_metric_name(*head, kind + "_se", r.group, f"{r.cutoff:g}")] = r.se
@@ -160,7 +158,7 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
             figure = plot_group_comparison(_plot_frame(vanilla), title="COMPAS, unpenalized: partial AUC by race")
             metadata["compas_figure_2a"] = dg.MetadataValue.md(figure_markdown(figure_png(figure), "figure 2a COMPAS"))
         all_fits.extend(fits)
-    models = bm.models_frame(all_fits).assign(mlflow_run_id=run_ids)
+    models = bm.models_frame(all_fits).assign(mlflow_run_id=run_ids, model_uri=[f"runs:/{r}/model" for r in run_ids])
     audits = bm.audits_frame(all_fits)
     with warehouse.connect() as con:
         counts = replace_tables(con, {BENCHMARK_MODELS: models, BENCHMARK_AUDITS: audits})
@@ -277,6 +275,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "clicks_train": data.clicks,
         "items_train": data.rows.n_items,
         "clipped_items": data.rows.clipped_items,
+        "clipped_weight": float(data.rows.clipped_weight),
         "unknown_item_impressions": data.unknown_item_impressions,
         "heldout_shuffle_impressions": int(clicks["n_pos"].sum() + clicks["n_neg"].sum()) if len(clicks) else 0,
         "position_bias_method": str(curve.attrs.get("method")),

@@ -113,7 +113,7 @@ def test_mlflow_run_per_fit_with_model_and_audit_table(home):
     assert run.data.params["lam"] == "3.0" and run.data.params["dataset"] == "compas"
     assert run.data.metrics["auc"] == pytest.approx(row["auc"], abs=1e-12)
     assert run.data.tags["dagster.asset_key"] == "marts/benchmark_models"
-    model = mlflow.sklearn.load_model(f"runs:/{row['mlflow_run_id']}/model")
+    model = mlflow.sklearn.load_model(row["model_uri"])
     X = np.eye(len(json.loads(row["coefficients"])))
     np.testing.assert_allclose(model.decision_function(X), _scores(pd.DataFrame(X, columns=list(json.loads(row["coefficients"]))),
                                                                     row["coefficients"], row["intercept"]))
