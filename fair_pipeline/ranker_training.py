@@ -206,6 +206,10 @@ def audit_model(model, features: list[str], clicks: pd.DataFrame, truth: pd.Data
     frames, summaries = [], {}
     sources = [(HELDOUT_CLICKS, clicks)] + ([(HELDOUT_TRUTH, truth)] if truth is not None else [])
     for source, data in sources:
+        if data.empty:
+            what = "no shuffle traffic in the window" if source == HELDOUT_CLICKS else "no catalogue item has a truth label"
+            summaries[source] = {"auc": np.nan, "auc_se": np.nan, "n_pos": 0, "n_neg": 0, "note": f"not audited: {what}"}
+            continue
         try:
             if source == HELDOUT_CLICKS:
                 aggregates = data.assign(score=model.decision_function(data[features].to_numpy(float)))

@@ -213,3 +213,18 @@ def test_bad_configuration_fails_with_a_clear_message(home, config, message):
     result = _materialize_ranker(home, config)
     assert not result.success
     assert message in _failure(result)
+
+
+def test_missing_or_one_class_heldout_traffic_is_reported_not_audited():
+    from sklearn.linear_model import LogisticRegression
+
+    from fair_pipeline.ranker_training import HELDOUT_CLICKS, audit_model
+
+    model = LogisticRegression().fit([[0.0], [1.0], [2.0], [3.0]], [0, 0, 1, 1])
+    empty = pd.DataFrame({"item_id": [], "group": [], "f0": [], "n_pos": [], "n_neg": []})
+    audit, summary = audit_model(model, ["f0"], empty, None)
+    assert audit.empty and np.isnan(summary[HELDOUT_CLICKS]["auc"])
+    assert summary[HELDOUT_CLICKS]["note"] == "not audited: no shuffle traffic in the window"
+    no_clicks = pd.DataFrame({"item_id": ["a", "b"], "group": ["0", "1"], "f0": [0.5, 1.5], "n_pos": [0, 0], "n_neg": [40, 30]})
+    audit, summary = audit_model(model, ["f0"], no_clicks, None)
+    assert audit.empty and summary[HELDOUT_CLICKS]["n_neg"] == 70 and "single class" in summary[HELDOUT_CLICKS]["note"]
