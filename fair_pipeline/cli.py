@@ -98,8 +98,14 @@ def _contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
 
 def _materialize(start: str, end: str) -> bool:
     from fair_pipeline import runner
+    from fair_pipeline.tracking import TrackingUnavailableError, ensure_experiments
 
     runner.ensure_dagster_home()
+    try:
+        ensure_experiments()  # create the MLflow store once, before any step logs to it
+    except TrackingUnavailableError as error:
+        _say(f"cannot use MLflow: {error}")
+        return False
     _say(f"materializing every asset for partitions {start}..{end} (one Dagster run)")
     began = time.perf_counter()
     result = runner.run_partition_range(start, end)
@@ -116,9 +122,33 @@ def _print_where(ok: bool) -> None:
     print(f"  Dagster instance:   {settings.dagster_home()}")
     print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
     print(f"  reports:            {settings.reports_dir()}")
-    print("  open the UI:        fair-pipeline ui   (or: DAGSTER_HOME=" f"{settings.dagster_home()} dagster dev -w workspace.yaml)")
+    print("  open the UI:        fair-pipeline ui   (Dagster on http://127.0.0.1:3000, MLflow on http://127.0.0.1:5000)")
+    _print_report_summary()
     if not ok:
         print("  some runs failed: see the messages above and the run's event log in the UI")
+
+
+def _print_report_summary() -> None:
+    """The fairness findings of the newest report, on one screen."""
+    import json
+
+    from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
+
+    findings_path = settings.reports_dir() / FINDINGS_NAME
+    if not findings_path.exists():
+        print("  fairness report:    not built (see the run's failures above)")
+        return
+    data = json.loads(findings_path.read_text())
+    print(f"  fairness report:    {settings.reports_dir() / HTML_NAME}  (generated {data['generated_at']})")
+    _say("fairness findings:")
+    labels = {"significant": "SIGNIFICANT", "not significant": "not significant", "not estimable": "not estimable", "info": "fact"}
+    for status in labels:
+        for item in data["findings"]:
+            if item["status"] == status:
+                print(f"  [{labels[status]}] {item['section']}: {item['text']}")
+    if data["missing"]:
+        names = ", ".join(f"{m['section']} ({m['stage']})" for m in data["missing"])
+        print(f"  not yet available (stage never ran): {names}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -144,6 +174,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         return 2
     ok = _materialize(args.start.isoformat(), args.end.isoformat())
     return 0 if ok else 1
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from fair_pipeline.ui import serve
+
+    settings.home().mkdir(parents=True, exist_ok=True)
+    return serve(args.dagster_port, args.mlflow_port, _say, host=args.host)
 
 
 def cmd_import_open_bandit(args: argparse.Namespace) -> int:
@@ -181,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     backfill.add_argument("--start", type=_date, required=True)
     backfill.add_argument("--end", type=_date, required=True)
     backfill.set_defaults(func=cmd_backfill)
+
+    ui = commands.add_parser("ui", help="start the Dagster UI (with the daemon) and the MLflow UI; Ctrl-C stops both")
+    ui.add_argument("--dagster-port", type=int, default=3000, help="Dagster webserver port (default 3000)")
+    ui.add_argument("--mlflow-port", type=int, default=5000, help="MLflow UI port (default 5000)")
+    ui.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
+    ui.set_defaults(func=cmd_ui)
 
     obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
     obd.set_defaults(func=cmd_import_open_bandit)

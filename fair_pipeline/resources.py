@@ -1,4 +1,4 @@
-"""Dagster resources: the DuckDB warehouse and the landing zone. Paths default to FAIR_PIPELINE_HOME."""
+"""Dagster resources: the DuckDB warehouse, the landing zone and MLflow tracking. Paths default to FAIR_PIPELINE_HOME."""
 from __future__ import annotations
 
 import contextlib
@@ -9,6 +9,7 @@ import dagster as dg
 import duckdb
 
 from fair_pipeline import settings, warehouse
+from fair_pipeline.tracking import MLflowTracking
 
 
 class DuckDBWarehouse(dg.ConfigurableResource):
@@ -37,4 +38,4 @@ class LandingZone(dg.ConfigurableResource):
 
 
 def default_resources() -> dict[str, object]:
-    return {"warehouse": DuckDBWarehouse(), "landing": LandingZone()}
+    return {"warehouse": DuckDBWarehouse(), "landing": LandingZone(), "mlflow": MLflowTracking()}

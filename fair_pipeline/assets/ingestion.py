@@ -46,7 +46,7 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         backfill_policy=single_run,
         pool="duckdb",
         group_name="ingestion",
-        kinds={"duckdb", "parquet"},
+        kinds={"python", "duckdb", "parquet"},
         owners=OWNERS,
         code_version="1",
         description=(
@@ -119,7 +119,7 @@ randomized_impressions = _build_impressions_asset("randomized")
     key=["raw", "items"],
     pool="duckdb",
     group_name="ingestion",
-    kinds={"duckdb", "parquet"},
+    kinds={"python", "duckdb", "parquet"},
     owners=OWNERS,
     code_version="1",
     description="Item catalogue (item_id, group_id, feature columns) from landing/items/*.parquet; "

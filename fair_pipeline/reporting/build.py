@@ -1,0 +1,216 @@
+"""Builds the fairness report from its sections and writes it as self-contained HTML + Markdown."""
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as dt
+import html
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from fair_pipeline.reporting.model import ALPHA, Figure, Finding, ReportInputs, Section, SectionSpec, StageMissing, Table, Text
+
+HTML_NAME = "fairness_report.html"
+MARKDOWN_NAME = "fairness_summary.md"
+FINDINGS_NAME = "findings.json"
+_STATUS_ORDER = ("significant", "not significant", "not estimable", "info")
+_STATUS_HEADINGS = {
+    "significant": f"Significant at the {ALPHA:.0%} level",
+    "not significant": "Not significant (no evidence of a difference)",
+    "not estimable": "Not estimable (too little data to say)",
+    "info": "Facts",
+}
+
+
+@dataclasses.dataclass
+class Report:
+    generated_at: str
+    sections: list[Section]
+
+    @property
+    def available(self) -> list[Section]:
+        return [s for s in self.sections if s.available]
+
+    @property
+    def missing(self) -> list[Section]:
+        return [s for s in self.sections if not s.available]
+
+    def findings(self) -> list[tuple[str, Finding]]:
+        return [(s.spec.title, f) for s in self.available for f in s.content.findings]
+
+    def metrics(self) -> dict[str, float]:
+        return {f"{s.spec.key}.{k}": float(v) for s in self.available for k, v in s.content.metrics.items()}
+
+    def figures(self) -> list[Figure]:
+        return [b for s in self.available for b in s.content.blocks if isinstance(b, Figure)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportFiles:
+    html: Path
+    markdown: Path
+    findings: Path
+    figures: list[Path]
+
+
+def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = None) -> Report:
+    """Every section that can be built; a stage that never ran becomes a 'missing' section."""
+    from fair_pipeline.reporting import sections as registry
+
+    sections = []
+    for spec in registry.SECTIONS if specs is None else specs:
+        try:
+            sections.append(Section(spec, content=spec.build(inputs)))
+        except StageMissing as missing:
+            sections.append(Section(spec, missing=str(missing)))
+    return Report(generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), sections=sections)
+
+
+def summary_lines(report: Report) -> list[str]:
+    """The plain-language summary as Markdown lines (also what the CLI prints)."""
+    lines = []
+    grouped = {status: [(t, f) for t, f in report.findings() if f.status == status] for status in _STATUS_ORDER}
+    for status in _STATUS_ORDER:
+        if grouped[status]:
+            lines += [f"**{_STATUS_HEADINGS[status]}**", ""]
+            lines.extend(f"- {title}: {finding.text}" for title, finding in grouped[status])
+            lines.append("")
+    if not any(grouped[s] for s in ("significant", "not significant", "not estimable")):
+        lines += ["**No statistical test could be run yet** (the stages that produce them have not run).", ""]
+    if report.missing:
+        lines += ["**Missing sections** (their stage has never run)", ""]
+        lines.extend(f"- {s.spec.title}: {s.missing}" for s in report.missing)
+        lines.append("")
+    return lines
+
+
+def _inline(text: str) -> str:
+    """Escape, then render the little Markdown the report uses: `code` and **bold**."""
+    text = html.escape(text)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
+
+
+def _table_html(table: Table) -> str:
+    body = table.frame.to_html(index=False, escape=True, na_rep="n/a", border=0, classes="data")
+    caption = f"<p class='caption'>{_inline(table.caption)}</p>" if table.caption else ""
+    return caption + body
+
+
+def _figure_html(figure: Figure) -> str:
+    data = base64.b64encode(figure.png).decode()
+    return (f"<figure><img alt='{html.escape(figure.caption or figure.name)}' src='data:image/png;base64,{data}'/>"
+            f"<figcaption>{_inline(figure.caption)}</figcaption></figure>")
+
+
+def _summary_html(report: Report) -> str:
+    parts, items = [], []
+    for line in summary_lines(report):
+        if not line:
+            continue
+        if line.startswith("- "):
+            items.append(f"<li>{_inline(line[2:])}</li>")
+            continue
+        if items:
+            parts.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        parts.append(f"<p>{_inline(line)}</p>")
+    if items:
+        parts.append("<ul>" + "".join(items) + "</ul>")
+    return "".join(parts)
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
+h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #ccc}
+table.data{border-collapse:collapse;font-size:0.85em;margin:0.5em 0} table.data td,table.data th{border:1px solid #ddd;padding:3px 8px}
+table.data th{background:#f3f3f3} .caption{font-weight:600;margin-bottom:0.2em} .source{color:#666;font-size:0.85em}
+.missing{background:#fff4e5;border-left:4px solid #f0a030;padding:0.5em 1em} figure{margin:1em 0} img{max-width:100%}
+nav li{margin:0.1em 0} code{background:#f3f3f3;padding:0 3px}
+"""
+
+
+def render_html(report: Report) -> str:
+    nav = "".join(
+        f"<li><a href='#{s.spec.key}'>{html.escape(s.spec.title)}</a>{'' if s.available else ' (missing)'}</li>"
+        for s in report.sections
+    )
+    body = [f"<h1>Fairness report</h1><p class='source'>Generated {report.generated_at}</p>",
+            f"<nav><ul>{nav}</ul></nav>", "<h2 id='summary'>Summary</h2>", _summary_html(report)]
+    for section in report.sections:
+        body.append(f"<h2 id='{section.spec.key}'>{html.escape(section.spec.title)}</h2>")
+        if not section.available:
+            body.append(f"<p class='missing'>Missing: {_inline(section.missing or '')} (stage <code>{section.spec.stage}</code>)</p>")
+            continue
+        if section.content.source:
+            body.append(f"<p class='source'>Source: {_inline(section.content.source)}</p>")
+        for block in section.content.blocks:
+            if isinstance(block, Text):
+                body.append(f"<p>{_inline(block.markdown)}</p>")
+            elif isinstance(block, Table):
+                body.append(_table_html(block))
+            else:
+                body.append(_figure_html(block))
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Fairness report</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
+
+
+def render_markdown(report: Report, figure_dir: str = "figures") -> str:
+    lines = ["# Fairness report", "", f"Generated {report.generated_at}", "", "## Summary", "", *summary_lines(report), ""]
+    for section in report.sections:
+        lines += [f"## {section.spec.title}", ""]
+        if not section.available:
+            lines += [f"_Missing_: {section.missing}", ""]
+            continue
+        if section.content.source:
+            lines += [f"Source: {section.content.source}", ""]
+        for block in section.content.blocks:
+            if isinstance(block, Text):
+                lines += [block.markdown, ""]
+            elif isinstance(block, Table):
+                lines += [f"**{block.caption}**", "", block.frame.to_markdown(index=False), ""]
+            else:
+                lines += [f"![{block.caption}]({figure_dir}/{block.name}.png)", ""]
+    return "\n".join(lines)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def findings_json(report: Report) -> dict:
+    return {
+        "generated_at": report.generated_at,
+        "findings": [{"section": t, "status": f.status, "text": f.text} for t, f in report.findings()],
+        "missing": [{"section": s.spec.title, "stage": s.spec.stage, "reason": s.missing} for s in report.missing],
+        "metrics": report.metrics(),
+    }
+
+
+def write_report(report: Report, directory: Path) -> ReportFiles:
+    """Write the HTML (figures embedded), the Markdown summary (+ figures/*.png) and findings.json."""
+    directory.mkdir(parents=True, exist_ok=True)
+    figure_dir = directory / "figures"
+    figure_dir.mkdir(exist_ok=True)
+    figure_paths = []
+    for figure in report.figures():
+        path = figure_dir / f"{figure.name}.png"
+        _write_atomic(path, figure.png)
+        figure_paths.append(path)
+    files = ReportFiles(directory / HTML_NAME, directory / MARKDOWN_NAME, directory / FINDINGS_NAME, figure_paths)
+    _write_atomic(files.html, render_html(report).encode())
+    _write_atomic(files.markdown, render_markdown(report).encode())
+    _write_atomic(files.findings, json.dumps(findings_json(report), indent=2, default=float).encode())
+    return files
+
+
+def metrics_table(report: Report) -> str:
+    frame = pd.DataFrame([{"figure": k, "value": v} for k, v in report.metrics().items()])
+    return frame.to_markdown(index=False) if len(frame) else "(no key figures yet)"

@@ -1,0 +1,132 @@
+"""What a report is made of: sections of text, tables, figures and plain-language findings.
+
+A section builder is `build(inputs: ReportInputs) -> SectionContent`. It reads its stage's output
+through `inputs` and raises `StageMissing` (directly, or via `inputs.sql` / `inputs.stage_table`)
+when that stage has never run, which the report shows as a missing section instead of failing.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pandas as pd
+
+from fair_pipeline import warehouse
+
+if TYPE_CHECKING:
+    from fair_pipeline.tracking import MLflowTracking
+
+FindingStatus = Literal["significant", "not significant", "not estimable", "info"]
+ALPHA = 0.05
+
+
+class StageMissing(Exception):
+    """The stage a section needs has never produced its output; `str(error)` says what is missing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One plain-language statement, e.g. 'group 1 partial AUC is lower than group 0 (p = 0.003)'."""
+
+    text: str
+    status: FindingStatus
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    markdown: str  # a paragraph; only **bold**, `code` and plain text are rendered to HTML
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    frame: pd.DataFrame
+    caption: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    name: str  # file-name stem, unique within the report
+    png: bytes
+    caption: str = ""
+
+
+Block = Text | Table | Figure
+
+
+@dataclasses.dataclass
+class SectionContent:
+    """What a section builder returns. `metrics` are key figures copied into Dagster metadata and MLflow."""
+
+    blocks: list[Block] = dataclasses.field(default_factory=list)
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)
+    source: str = ""  # where the data came from (table name, MLflow run), shown under the title
+
+
+@dataclasses.dataclass(frozen=True)
+class SectionSpec:
+    key: str
+    title: str
+    stage: str
+    build: Callable[[ReportInputs], SectionContent]
+
+
+@dataclasses.dataclass
+class Section:
+    spec: SectionSpec
+    content: SectionContent | None = None
+    missing: str | None = None  # set when the stage has never run (or its output is unusable)
+
+    @property
+    def available(self) -> bool:
+        return self.content is not None
+
+
+@dataclasses.dataclass
+class ReportInputs:
+    """Read access for section builders: the warehouse (read-only), MLflow stage tables, simulator truth."""
+
+    home: Path
+    warehouse_path: Path
+    tracking: MLflowTracking | None = None
+    _con: Any = dataclasses.field(default=None, repr=False)
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def sql(self, query: str, tables: Sequence[tuple[str, str]], params: dict | None = None) -> pd.DataFrame:
+        """Run a read-only query over the warehouse; StageMissing if any of `tables` (schema, name) is absent."""
+        if not self.warehouse_path.exists():
+            raise StageMissing(f"no warehouse at {self.warehouse_path}: ingestion has never run")
+        if self._con is None:
+            self._con = warehouse.connect(self.warehouse_path, read_only=True)
+        for schema, name in tables:
+            if not warehouse.table_exists(self._con, schema, name):
+                raise StageMissing(f"table {schema}.{name} does not exist yet (its asset has never been materialized)")
+        return self._con.execute(query, params or {}).df()
+
+    def stage_table(self, name: str, stage: str, required: Sequence[str]) -> pd.DataFrame:
+        """The newest table `name` logged by a finished MLflow run (`TrackedRun.log_table`)."""
+        if self.tracking is None:
+            raise StageMissing(f"no MLflow tracking configured, so table {name!r} of stage {stage} cannot be read")
+        found = self.tracking.latest_table(name)
+        if found is None:
+            raise StageMissing(f"stage {stage!r} has never logged table {name!r} to MLflow")
+        frame, run = found
+        absent = [column for column in required if column not in frame.columns]
+        if absent:
+            raise StageMissing(
+                f"table {name!r} from MLflow run {run.info.run_id} lacks columns {absent} (has {list(frame.columns)})"
+            )
+        self.sources[name] = f"MLflow run {run.info.run_id} ({run.info.run_name})"
+        return frame
+
+    def truth(self, name: str) -> pd.DataFrame | None:
+        """Simulator ground truth (`landing/_truth/<name>.parquet`), for comparison only; None for real logs."""
+        path = self.home / "landing" / "_truth" / f"{name}.parquet"
+        return pd.read_parquet(path) if path.exists() else None
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None

@@ -1,0 +1,140 @@
+"""The UI as a person sees it: `fair-pipeline ui` on a small materialized home, driven by headless Chromium.
+
+One UI process serves the whole module (dagster dev takes a while to start); the last test stops it
+with Ctrl-C (SIGINT) and checks nothing is left running. Screenshots go to test-artifacts/.
+"""
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.ui_process import REPO, UiProcess, no_server_left
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ARTIFACTS = REPO / "test-artifacts"
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is not installed (apt-get install chromium)")
+TIMEOUT_MS = 90_000
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ui_home")
+    env = {**os.environ, "FAIR_PIPELINE_HOME": str(path), "DAGSTER_HOME": str(path / "dagster_home")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "fair_pipeline.cli", "run", "--days", "2", "--requests-per-day", "200", "--slots", "10", "--items", "200"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def ui(home):
+    server = UiProcess(home)
+    yield server
+    server.stop(signal.SIGTERM)  # normally already stopped by the last test; a no-op then
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture()
+def page(browser):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=TIMEOUT_MS)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    yield page
+    context.close()
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_ui_serves_both_on_the_requested_ports(ui):
+    urls = ui.urls()
+    assert urls == {"Dagster": f"http://127.0.0.1:{ui.dagster_port}", "MLflow": f"http://127.0.0.1:{ui.mlflow_port}"}
+    with urllib.request.urlopen(f"{urls['Dagster']}/server_info", timeout=10) as response:
+        assert b"dagster_webserver_version" in response.read()
+    with urllib.request.urlopen(f"{urls['MLflow']}/health", timeout=10) as response:
+        assert response.status == 200
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_asset_graph_shows_the_assets_and_their_passed_checks(ui, page):
+    from playwright.sync_api import expect
+
+    dagster = ui.urls()["Dagster"]
+    page.goto(f"{dagster}/asset-groups")
+    for group in ("ingestion", "staging", "marts", "reporting"):
+        expect(page.get_by_text(group, exact=True).first).to_be_visible()
+    _shot(page, "dagster_global_lineage")
+    page.goto(f"{dagster}/locations/fair_pipeline/asset-groups/ingestion")
+    for name in ("observational_impressions", "randomized_impressions", "items"):
+        expect(page.get_by_text(name, exact=True).first).to_be_visible()
+    expect(page.get_by_text("1 / 1 Passed").first).to_be_visible()
+    expect(page.get_by_text("stg_observational_impressions").first).to_be_visible()  # downstream edge
+    _shot(page, "dagster_ingestion_graph")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_asset_page_shows_the_blocking_check_passed(ui, page):
+    from playwright.sync_api import expect
+
+    page.goto(f"{ui.urls()['Dagster']}/assets/raw/observational_impressions?view=checks")
+    expect(page.get_by_text("rejected_share_below_threshold").first).to_be_visible()
+    expect(page.get_by_text("This is a blocking asset check.")).to_be_visible()
+    expect(page.get_by_text("Passed", exact=True).first).to_be_visible()
+    _shot(page, "dagster_asset_checks")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_report_asset_links_its_mlflow_run(ui, page, home):
+    from playwright.sync_api import expect
+
+    page.goto(f"{ui.urls()['Dagster']}/assets/reporting/fairness_report")
+    expect(page.get_by_text("mlflow_run_id").first).to_be_visible()
+    expect(page.get_by_text(str(home / "reports" / "fairness_report.html")).first).to_be_visible()
+    _shot(page, "dagster_report_asset")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_mlflow_experiment_page_shows_the_logged_run(ui, page, home):
+    from playwright.sync_api import expect
+
+    from fair_pipeline.tracking import MLflowTracking
+
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    experiment_id = tracking.experiment_id("reporting")
+    page.goto(f"{ui.urls()['MLflow']}/#/experiments/{experiment_id}/runs")
+    expect(page.get_by_text("fair_pipeline/reporting").first).to_be_visible()
+    expect(page.get_by_text("fairness_report", exact=True).first).to_be_visible()
+    _shot(page, "mlflow_reporting_runs")
+
+
+def test_ctrl_c_stops_both_servers(ui):
+    code = ui.stop(signal.SIGINT)
+    assert code == 0, ui.output
+    assert ui.output.rstrip().endswith("stopped")
+    assert no_server_left(ui)
