@@ -1,14 +1,11 @@
-"""MLflow logging of the training stage: one run per fit (params, metrics, the model, the audit table).
+"""MLflow logging of the training assets through the shared `MLflowTracking` resource.
 
-The one function the training assets call, so the backend can be swapped (the shared
-`fair_pipeline.tracking.MLflowTracking` resource when it is available) without touching them.
-This version talks to MLflow directly: tracking URI `settings.mlflow_tracking_uri()`, artifacts under
-`settings.mlflow_artifact_root()`, experiment `fair_pipeline/training`.
+One run per fit (params, metrics, the model with explicit pip requirements, the audit table) and one
+summary run per λ path with the `lambda_frontier` table the fairness report reads.
 """
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,36 +13,9 @@ import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
 
-from fair_pipeline import settings
+from fair_pipeline.tracking import PIP_REQUIREMENTS, MLflowTracking
 
-EXPERIMENT = "fair_pipeline/training"
-# Explicit requirements: no environment inference at log time (slow) and a reproducible model env.
-PIP_REQUIREMENTS = ["scikit-learn", "numpy", "scipy", "pandas"]
-
-os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-
-
-def _experiment_id(mlflow) -> str:
-    experiment = mlflow.get_experiment_by_name(EXPERIMENT)
-    if experiment is not None:
-        return experiment.experiment_id
-    root = settings.mlflow_artifact_root()
-    root.mkdir(parents=True, exist_ok=True)
-    return mlflow.create_experiment(EXPERIMENT, artifact_location=(root / "training").as_uri())
-
-
-def dagster_tags(context) -> dict[str, str]:
-    """Dagster run id, asset key and the run's partition (range) of an asset execution context."""
-    if context is None:
-        return {}
-    tags = {"dagster.run_id": context.run_id,
-            "dagster.asset_key": ",".join(k.to_user_string() for k in sorted(context.selected_asset_keys))}
-    run_tags = context.run.tags
-    start, end = run_tags.get("dagster/asset_partition_range_start"), run_tags.get("dagster/asset_partition_range_end")
-    partition = run_tags.get("dagster/partition") or (f"{start}..{end}" if start else None)
-    if partition:
-        tags["dagster.partition"] = partition
-    return tags
+TAG_FITTED_CLASS = "fair_pipeline.fitted_class"
 
 
 def portable_model(model) -> LogisticRegression:
@@ -60,9 +30,16 @@ def portable_model(model) -> LogisticRegression:
     return portable
 
 
+def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """MLflow cannot chart NaN; not-estimable figures stay (as NaN) in the logged audit tables."""
+    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
+
+
 def log_fit(
+    tracking: MLflowTracking,
     context,
     *,
+    stage: str,
     run_name: str,
     params: Mapping[str, Any],
     metrics: Mapping[str, float],
@@ -70,23 +47,35 @@ def log_fit(
     tables: Mapping[str, pd.DataFrame],
     tags: Mapping[str, str] | None = None,
 ) -> str:
-    """Log one fitted model (as `portable_model`) as an MLflow run; returns the run id. Non-finite metrics are skipped
-    (MLflow cannot chart them); the audit tables carry every value, NaN included."""
-    import mlflow
-    import mlflow.sklearn
-
-    mlflow.set_tracking_uri(settings.mlflow_tracking_uri())
-    all_tags = {"fair_pipeline.stage": "training", **dagster_tags(context), **dict(tags or {})}
-    with mlflow.start_run(experiment_id=_experiment_id(mlflow), run_name=run_name, tags=all_tags) as run:
-        mlflow.log_params({k: str(v) for k, v in params.items()})
-        finite = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
-        if finite:
-            mlflow.log_metrics(finite)
-        mlflow.set_tag("fair_pipeline.fitted_class", f"{type(model).__module__}.{type(model).__qualname__}")
-        mlflow.sklearn.log_model(portable_model(model), name="model", pip_requirements=PIP_REQUIREMENTS)
+    """Log one fitted model (as `portable_model`) as a run of `stage`; returns the run id."""
+    fitted = f"{type(model).__module__}.{type(model).__qualname__}"
+    with tracking.start_run(context, stage, run_name=run_name, tags={TAG_FITTED_CLASS: fitted, **dict(tags or {})}) as run:
+        run.log_params(params)
+        run.log_metrics(finite_metrics(metrics))
+        run.log_sklearn_model(portable_model(model), "model", pip_requirements=PIP_REQUIREMENTS)
         for name, frame in tables.items():
-            mlflow.log_table(frame, f"tables/{name}.json")
-        return run.info.run_id
+            run.log_table(frame, name)
+        return run.run_id
 
 
-__all__ = ["EXPERIMENT", "PIP_REQUIREMENTS", "dagster_tags", "log_fit"]
+def lambda_frontier(candidates: pd.DataFrame, audits: pd.DataFrame, label_source: str, cutoff: float = 0.1) -> pd.DataFrame:
+    """The report's `lambda_frontier` table: utility = held-out AUC (95% CI), unfairness = |partial-AUC gap|
+    at `cutoff` (the largest over group pairs) with the image of the gap's 95% CI under |.|."""
+    rows = []
+    for c in candidates.itertuples():
+        gaps = audits[(audits["candidate_id"] == c.candidate_id) & (audits["label_source"] == label_source)
+                      & (audits["row_type"] == "gap") & np.isclose(audits["cutoff"], cutoff)] if len(audits) else audits
+        gap = gaps.loc[gaps["auc"].abs().idxmax()] if len(gaps) and gaps["auc"].notna().any() else None
+        low, high = (np.nan, np.nan) if gap is None else (abs(gap["ci_low"]), abs(gap["ci_high"]))
+        straddles = gap is not None and gap["ci_low"] <= 0 <= gap["ci_high"]
+        rows.append({
+            "lambda": c.lam, "utility": c.heldout_auc,
+            "utility_ci_low": c.heldout_auc - 1.96 * c.heldout_auc_se, "utility_ci_high": c.heldout_auc + 1.96 * c.heldout_auc_se,
+            "unfairness": np.nan if gap is None else abs(gap["auc"]),
+            "unfairness_ci_low": 0.0 if straddles else min(low, high), "unfairness_ci_high": max(low, high),
+            "unfairness_p_value": np.nan if gap is None else gap["p_value"], "cutoff": cutoff, "label_source": label_source,
+        })
+    return pd.DataFrame(rows)
+
+
+__all__ = ["TAG_FITTED_CLASS", "finite_metrics", "lambda_frontier", "log_fit", "portable_model"]

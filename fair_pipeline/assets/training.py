@@ -30,7 +30,8 @@ from fair_pipeline.training_store import (
     RANKER_CANDIDATES,
     replace_tables,
 )
-from fair_pipeline.training_tracking import log_fit
+from fair_pipeline.tracking import MLflowTracking
+from fair_pipeline.training_tracking import lambda_frontier, log_fit
 
 OWNERS = ["team:fairness"]
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
@@ -120,11 +121,11 @@ def _benchmark_summary(fits: list) -> str:
         "logistic regression and a warm-started λ path of the MI-penalized one (L-BFGS), each audited on the "
         "held-out split with per-group partial AUCs (95% CIs, counts) at cutoffs 0.1, 0.2, 0.5, 1 and the group gap "
         f"with its p-value. Tables `{BENCHMARK_MODELS}` (one row per fit) and `{BENCHMARK_AUDITS}` (long audit rows); "
-        "one MLflow run per fit (experiment fair_pipeline/training); figures 2a and 2b in the metadata."
+        "one MLflow run per fit (experiment fair_pipeline/benchmarks); figures 2a and 2b in the metadata."
     ),
 )
 def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsConfig,
-                     warehouse: DuckDBWarehouse) -> dg.MaterializeResult:
+                     warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
     _check_grid(config.lambdas, config.penalty_scores)
     unknown = [d for d in config.datasets if d not in bm.BENCHMARKS]
     if unknown or not config.datasets:
@@ -134,7 +135,7 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
         fits = bm.fit_benchmark(name, config.lambdas, config.penalty_scores)
         for fit in fits:
             run_ids.append(log_fit(
-                context,
+                mlflow, context, stage="benchmarks",
                 run_name=f"{name} {fit.model_kind} {fit.penalty_score} lam={fit.lam:g}",
                 params={"dataset": name, "model": fit.model_kind, "penalty_score": fit.penalty_score, "lam": fit.lam,
                         "solver": "lbfgs" if fit.model_kind == "penalized" else "sklearn-lbfgs",
@@ -217,11 +218,12 @@ def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
         "Each candidate is audited on held-out labels: clicks of the window's shuffle requests (never trained on), "
         "and the simulator's true relevance when landing/_truth exists (evaluation only). "
         f"Tables `{RANKER_CANDIDATES}` (coefficients JSON, Î, held-out AUC and per-group partial AUCs, MLflow run id) "
-        f"and `{RANKER_AUDITS}` (long audit rows); one MLflow run per candidate."
+        f"and `{RANKER_AUDITS}` (long audit rows); one MLflow run per candidate (experiment fair_pipeline/training) and "
+        "one per path with the `lambda_frontier` table of the fairness report (held-out AUC vs |partial-AUC gap| at 0.1)."
     ),
 )
 def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
-                      warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
+                      warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
     _check_grid(config.lambdas, [config.penalty_score])
     end = run_window_end(context, config)
     with warehouse.connect() as con:
@@ -246,7 +248,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     for candidate in candidates:
         point = candidate.point
         run_ids.append(log_fit(
-            context,
+            mlflow, context, stage="training",
             run_name=f"ranker {window.first}..{window.last} lam={point.lam:g}",
             params={"lam": point.lam, "penalty_score": config.penalty_score, "solver": "lbfgs",
                     "window": f"{window.first}..{window.last}", "features": ",".join(features),
@@ -263,6 +265,14 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
                                 str(curve.attrs.get("method")), run_ids)
     audits = _candidate_audits(candidates, frame["candidate_id"])
+    frontier = lambda_frontier(frame, audits, rt.HELDOUT_CLICKS)
+    with mlflow.start_run(context, "training", run_name=f"ranker path {window.first}..{window.last}",
+                          window=(str(window.first), str(window.last))) as run:
+        run.log_params({"lambdas": sorted(config.lambdas), "penalty_score": config.penalty_score,
+                        "features": ",".join(features)})
+        run.log_table(frontier, "lambda_frontier")  # the fairness report's λ trade-off section
+        run.log_table(frame, "ranker_candidates")
+        path_run = run.run_id
     with warehouse.connect() as con:
         counts = replace_tables(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits})
     metadata = {
@@ -283,6 +293,8 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "features": dg.MetadataValue.json(features),
         "candidates": dg.MetadataValue.md(_candidates_summary(frame, candidates)),
         "mlflow_run_ids": dg.MetadataValue.json(run_ids),
+        "mlflow_path_run": dg.MetadataValue.url(run.url),
+        "mlflow_path_run_id": path_run,
     }
     source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits
     if len(source_rows):

@@ -24,6 +24,7 @@ from fair_pipeline.position_bias_store import load_chosen_position_bias
 from fair_pipeline.ranker_training import feature_columns, training_data, training_window
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.simulation import simulate_to_landing
+from fair_pipeline.tracking import MLflowTracking
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=23)
 START = dt.date(2026, 1, 1)
@@ -119,6 +120,21 @@ def test_mlflow_run_per_fit_with_model_and_audit_table(home):
                                                                     row["coefficients"], row["intercept"]))
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(row["mlflow_run_id"], "tables")}
     assert "tables/audit.json" in artifacts
+    assert mlflow.get_experiment(run.info.experiment_id).name == "fair_pipeline/benchmarks"
+
+
+def test_lambda_frontier_table_for_the_report(home):
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    frontier, run = tracking.latest_table("lambda_frontier")
+    candidates = _query(home, "SELECT * FROM marts.ranker_candidates ORDER BY lam")
+    gaps = _query(home, "SELECT candidate_id, auc, ci_low, ci_high FROM marts.ranker_candidate_audits "
+                        "WHERE label_source = 'click_shuffle' AND row_type = 'gap' AND cutoff = 0.1")
+    merged = frontier.merge(candidates, left_on="lambda", right_on="lam").merge(gaps, on="candidate_id")
+    assert len(merged) == len(candidates)
+    np.testing.assert_allclose(merged["utility"], merged["heldout_auc"])
+    np.testing.assert_allclose(merged["unfairness"], merged["auc"].abs())
+    assert (merged["unfairness_ci_low"] <= merged["unfairness"]).all() and (merged["unfairness"] <= merged["unfairness_ci_high"]).all()
+    assert (merged["utility_ci_low"] < merged["utility"]).all()
 
 
 # ----------------------------------------------------------------------------- ranker_candidates
@@ -186,7 +202,8 @@ def _materialize_ranker(home: Path, config: dict):
     return dg.materialize(
         [ranker_candidates],
         resources={"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
-                   "landing": LandingZone(path=str(home / "landing"))},
+                   "landing": LandingZone(path=str(home / "landing")),
+                   "mlflow": MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))},
         run_config={"ops": {"marts__ranker_candidates": {"config": config}}},
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=False,
