@@ -49,7 +49,8 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     metadata = event.asset_materialization.metadata
     run_id = metadata["mlflow_run_id"].value
     assert metadata["report_html"].value == str(settings.reports_dir() / "fairness_report.html")
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 2
+    # Data volume, CTR by position and the ranker_candidates λ frontier (training stage).
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 3
     assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
