@@ -49,8 +49,9 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     metadata = event.asset_materialization.metadata
     run_id = metadata["mlflow_run_id"].value
     assert metadata["report_html"].value == str(settings.reports_dir() / "fairness_report.html")
-    # data volume, CTR by position, and the EO stage's per-group CDFs and exposure/merit
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 4
+    # Data volume, CTR by position, the EO stage's per-group CDFs and exposure/merit, the
+    # ranker_candidates λ frontier (training stage), and the audit's ROC/partial AUC, xAUC and pairwise sections.
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 8
     assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
