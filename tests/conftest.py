@@ -36,3 +36,22 @@ def small_landing(fp_home: Path) -> Path:
     landing = fp_home / "landing"
     simulate_to_landing(SMALL, landing, START, 2)
     return landing
+
+
+def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.date, days: int):
+    """Simulate `days` days into `home` and run the daily job over them once (for module-scoped fixtures).
+    Returns the run result; the environment is restored afterwards, so tests address files through `home`."""
+    import dagster as dg
+
+    from fair_pipeline import runner
+    from fair_pipeline.simulation import simulate_to_landing
+
+    last = start + dt.timedelta(days=days - 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FAIR_PIPELINE_HOME", str(home))
+        patch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        simulate_to_landing(config, home / "landing", start, days)
+        result = runner.run_partition_range(str(start), str(last), instance=dg.DagsterInstance.ephemeral())
+        assert result.success, runner.failure_summary(result)
+    return result

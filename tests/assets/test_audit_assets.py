@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import materialize_simulated_home
+
 from fair_pipeline import runner
 from fair_pipeline.assets.audit import FAIRNESS_AUDIT_KEY, SIMULATION_BANNER, fairness_audit
 from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
@@ -35,13 +37,7 @@ GROUP_COLUMNS = ["auc", "variance", "se", "ci_low", "ci_high", "auc_normalized",
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("audit_home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FAIR_PIPELINE_HOME", str(home))
-        patch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
-        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-        simulate_to_landing(CONFIG, home / "landing", START, len(DAYS))
-        result = runner.run_partition_range(DAYS[0], DAYS[-1], instance=dg.DagsterInstance.ephemeral())
-        assert result.success, runner.failure_summary(result)
+    materialize_simulated_home(home, CONFIG, START, len(DAYS))
     return home
 
 

@@ -14,6 +14,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.conftest import materialize_simulated_home
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
@@ -47,14 +49,8 @@ METHODS = ["adjacent_pairwise", "adjacent_swap", "direct_is", "naive", "randomiz
 def home(tmp_path_factory) -> Path:
     """A simulated home after one run of the daily job over its three partitions (default asset config)."""
     home = tmp_path_factory.mktemp("position_bias_home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FAIR_PIPELINE_HOME", str(home))
-        patch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
-        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-        simulate_to_landing(CONFIG, home / "landing", START, len(DAYS))
-        result = runner.run_partition_range(DAYS[0], DAYS[-1], instance=dg.DagsterInstance.ephemeral())
-        assert result.success, runner.failure_summary(result)
-        home.joinpath("job_result").write_text(repr(_check_outcomes(result)))
+    result = materialize_simulated_home(home, CONFIG, START, len(DAYS))
+    home.joinpath("job_result").write_text(repr(_check_outcomes(result)))
     return home
 
 

@@ -15,6 +15,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+
+from tests.conftest import materialize_simulated_home
 from sklearn.metrics import roc_auc_score
 
 from fair_pipeline import runner
@@ -36,13 +38,7 @@ FEATURES = [f"f{k}" for k in range(CONFIG.n_features)]
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("training_home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("FAIR_PIPELINE_HOME", str(home))
-        patch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
-        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
-        simulate_to_landing(CONFIG, home / "landing", START, len(DAYS))
-        result = runner.run_partition_range(DAYS[0], DAYS[-1], instance=dg.DagsterInstance.ephemeral())
-        assert result.success, runner.failure_summary(result)
+    materialize_simulated_home(home, CONFIG, START, len(DAYS))
     return home
 
 
