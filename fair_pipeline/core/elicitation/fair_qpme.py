@@ -67,6 +67,8 @@ def elicit_fair_quadratic_metric(
     vote_scope: str = "all",
     n_cycles: int | None = None,
     n_band_draws: int = 200,
+    max_votes: int = 5,
+    recheck_scope: str = "all",
 ) -> FairQuadraticMetric:
     """Elicit (a, B, lam) of Definition 4 from pairwise answers ``oracle(r1, r2) -> bool``.
 
@@ -107,7 +109,10 @@ def elicit_fair_quadratic_metric(
             r2 = np.where(in_sigma[:, None], s2[None, :], o[None, :])
             return log.ask(r1, r2)
 
-        slices.append(qpme(compare, o, radius, inner, tolerance, anchor=anchor, mirrored=mirrored, n_cycles=n_cycles))
+        def run(compare=compare):
+            return qpme(compare, o, radius, inner, tolerance, anchor=anchor, mirrored=mirrored, n_cycles=n_cycles)
+
+        slices.append(_consistent_slice(run, log, tolerance, max_votes, 0.15 * inner if recheck_scope == "coarse" else None))
 
     a, pair_mats, lam = _combine(slices, tau, partitions, xi, log)
     band = _tolerance_band(slices, tau, partitions, xi, log, o, tolerance, anchor, n_band_draws)
@@ -126,6 +131,23 @@ def elicit_fair_quadratic_metric(
     return FairQuadraticMetric.from_pairs(
         a, pair_mats, lam, tau, n_queries=log.n_queries, diagnostics=diagnostics
     )
+
+
+def answers_look_wrong(est, tolerance) -> bool:
+    sv = est.singular_values
+    if sv[-1] > tolerance / 10 * sv[0]:
+        return True
+    return bool((est.d / np.linalg.norm(est.d) < -tolerance).any())
+
+
+def _consistent_slice(run, log, tolerance, max_votes, vote_distance):
+    est = run()
+    votes = max(3, log.votes + 2)
+    while answers_look_wrong(est, tolerance) and votes <= max_votes:
+        with log.requiring(votes, vote_distance):
+            est = run()
+        votes += 2
+    return est
 
 
 def _nearest_psd(b: np.ndarray) -> np.ndarray:
