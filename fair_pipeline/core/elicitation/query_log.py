@@ -114,7 +114,8 @@ class QueryLog:
             self.votes, self.vote_distance = saved
 
     def ask(self, r1, r2) -> bool:
-        """True iff the oracle prefers r1 to r2.  Repeated or reversed pairs are answered from cache."""
+        """True iff the oracle prefers r1 to r2 (the majority of its answers).  A repeated or reversed
+        pair is answered from its tally, with only the calls a raised ``votes`` still needs."""
         r1 = check_rate_profile(r1, self.n_groups, self.n_classes, name="query profile r1")
         r2 = check_rate_profile(r2, self.n_groups, self.n_classes, name="query profile r2")
         self._check_in_sphere(r1)
