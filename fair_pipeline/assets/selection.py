@@ -24,6 +24,7 @@ from fair_pipeline.assets.eo_transform import EO_TRANSFORM_KEY
 from fair_pipeline.assets.position_bias import run_window_end
 from fair_pipeline.assets.training import RANKER_CANDIDATES_KEY
 from fair_pipeline.core.eo_aggregate import EOInputError
+from fair_pipeline.core.eo_transform import WeightedCDFTransformer
 from fair_pipeline.core.elicitation import DEFAULT_RADIUS, group_pairs, metric_to_dict, rank_candidates
 from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
 from fair_pipeline.eo_evaluation import DEFAULT_ALPHAS
@@ -246,26 +247,26 @@ def evaluation_inputs(con, config: ModelSelectionConfig, landing, window_end):
     metric, metric_info = load_latest_metric(con)
     rankers = sc.load_rankers(con)
     stored = eo_store.load_latest_transforms(con)["weighted"]
-    if not stored.estimable:
-        raise sc.SelectionInputError(f"the stored weighted EO transform is not estimable ({stored.reason}): "
-                                     "no settings to re-fit the candidates' transforms with")
+    # The re-fits copy the stored transform's settings; the defaults when it was not estimable (each re-fit
+    # then decides for itself whether its groups have enough clicks).
+    template = stored.transform if stored.estimable else WeightedCDFTransformer()
     label = selection_label_source(config.label_source, landing)
     window = aw.evaluation_window(con, label, config.window_days, window_end)
     source = aw.label_source(label, landing, window, config.randomized_policies)
     items = aw.item_counts(con, source, sorted({f for r in rankers for f in r.features}))
     if items.empty:
         raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
-    candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con), stored.transform,
+    candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con), template,
                                      float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives)
     return metric, metric_info, candidates, items, window, source
 
 
 def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionConfig, source, window) -> pd.DataFrame:
     """rank_candidates on the long rates, keeping each candidate's own reason and adding per-group columns."""
-    data_groups = sorted(rates["group"].unique())
-    if sorted(labels) != data_groups:
-        raise dg.Failure(description=f"the elicited metric's groups {labels} are not the held-out data's groups "
-                         f"{data_groups}; re-elicit with matching group_labels")
+    unknown = sorted(set(rates["group"]) - set(labels))  # a metric group absent from the data: not estimable
+    if unknown:
+        raise dg.Failure(description=f"the held-out data has groups {unknown} that the elicited metric (groups "
+                         f"{labels}) does not weigh; re-elicit with matching group_labels")
     ranking = rank_candidates(rates.drop(columns=["selected_share"]), metric, groups=labels, min_count=config.min_count,
                               confidence=config.confidence)
     own = ranking["candidate_reason"].astype(str)
