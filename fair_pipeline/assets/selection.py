@@ -25,7 +25,7 @@ from fair_pipeline.assets.position_bias import run_window_end
 from fair_pipeline.assets.training import RANKER_CANDIDATES_KEY
 from fair_pipeline.core.eo_aggregate import EOInputError
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer
-from fair_pipeline.core.elicitation import DEFAULT_RADIUS, group_pairs, metric_to_dict, rank_candidates
+from fair_pipeline.core.elicitation import DEFAULT_RADIUS, group_pairs, metric_from_dict, metric_to_dict, rank_candidates
 from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
 from fair_pipeline.eo_evaluation import DEFAULT_ALPHAS
 from fair_pipeline.position_bias_store import load_chosen_position_bias
@@ -124,21 +124,28 @@ def metric_row(result: mo.ElicitationResult, run_id: str) -> dict:
     }
 
 
-def metric_table(result: mo.ElicitationResult) -> pd.DataFrame:
-    """Elicited (and, when simulated, true) a, B and lam as one row per parameter: the report's metric table."""
-    rows = [("lam", result.metric.lam, None if result.truth is None else result.truth.lam)]
-    for i, value in enumerate(result.metric.a):
-        rows.append((f"a[{i + 1}]", value, None if result.truth is None else result.truth.a[i]))
-    labels = result.group_labels
-    for (u, v), b in zip(group_pairs(result.metric.n_groups), result.metric.pair_matrices()):
-        true_b = None if result.truth is None else result.truth.B[u, v]
+def oracle_label(simulated: bool, session_id: str | None) -> str:
+    return SIMULATED_LABEL if simulated else f"{RECORDED_LABEL} (session {session_id})"
+
+
+def metric_table(metric, truth, labels, oracle: str, n_queries: int) -> pd.DataFrame:
+    """Elicited (and, when simulated, true) lam, a and B as one row per parameter: the report's metric table
+    (`elicited_metric`: oracle, parameter, elicited, truth, n_queries)."""
+    rows = [("lam", metric.lam, None if truth is None else truth.lam)]
+    for i, value in enumerate(metric.a):
+        rows.append((f"a[{i + 1}]", value, None if truth is None else truth.a[i]))
+    for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
         for i, j in np.ndindex(*b.shape):
             if i <= j:
                 rows.append((f"B[{labels[u]} vs {labels[v]}][{i + 1},{j + 1}]", b[i, j],
-                             None if true_b is None else true_b[i, j]))
+                             None if truth is None else truth.B[u, v][i, j]))
     frame = pd.DataFrame(rows, columns=["parameter", "elicited", "truth"])
-    frame.insert(0, "oracle", SIMULATED_LABEL if result.simulated else f"{RECORDED_LABEL} (session {result.session_id})")
-    return frame
+    return frame.assign(oracle=oracle, n_queries=int(n_queries))[["oracle", "parameter", "elicited", "truth", "n_queries"]]
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A markdown table with blanks (not 'nan') where a value does not apply."""
+    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
 
 
 @dg.asset(
@@ -166,14 +173,14 @@ def elicited_metric(
     label = SIMULATED_LABEL if result.simulated else RECORDED_LABEL
     context.log.info(f"{label}: lam={metric.lam:.3f} after {metric.n_queries} queries")
     row = metric_row(result, context.run_id)
-    table = metric_table(result)
+    table = metric_table(metric, result.truth, result.group_labels, oracle_label(result.simulated, result.session_id),
+                         metric.n_queries)
     metadata = {
         "oracle": label, "oracle_kind": result.oracle_kind, "simulated": result.simulated,
         "group_labels": dg.MetadataValue.json(list(result.group_labels)),
         "lam": float(metric.lam), "a": dg.MetadataValue.json(metric.a.round(4).tolist()),
         "n_queries": int(metric.n_queries), "n_inconsistencies": result.n_inconsistencies,
-        "metric": dg.MetadataValue.md(f"**{label}**\n\n" + table.drop(columns="oracle").round(4)
-                                      .astype(object).where(table.drop(columns="oracle").notna(), "").to_markdown(index=False)),
+        "metric": dg.MetadataValue.md(f"**{label}**\n\n" + markdown(table[["parameter", "elicited", "truth"]].round(4))),
         "table": ELICITED_METRICS,
     }
     band = metric.diagnostics.get("tolerance_band", {})
@@ -283,9 +290,8 @@ def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionC
 
 def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
     view = ranking[["rank", "model", "cost", "ci_low", "ci_high", "error_part", "violation_part", "min_group_count", "reason"]]
-    view = view.head(rows).round(4)
     more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
-    return view.astype(object).where(view.notna(), "").to_markdown(index=False) + more
+    return markdown(view.head(rows).round(4)) + more
 
 
 def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
@@ -360,7 +366,8 @@ def model_selection(
     by_name = {c.name: c for c in candidates}
     estimable = ranking[ranking["estimable"].astype(bool)]
     winner = by_name[estimable.iloc[0]["model"]] if not estimable.empty else None
-    oracle = SIMULATED_LABEL if info["simulated"] else f"{RECORDED_LABEL} (session {info['session_id']})"
+    oracle = oracle_label(bool(info["simulated"]), info["session_id"])
+    truth = metric_from_dict(json.loads(info["truth_json"])) if isinstance(info["truth_json"], str) else None
     metadata = {
         "oracle": oracle, "metric_lam": float(metric.lam), "metric_a": dg.MetadataValue.json(metric.a.round(4).tolist()),
         "label_source": source.name, "simulation_labels": source.simulation,
@@ -379,7 +386,10 @@ def model_selection(
                             "min_count": config.min_count, "confidence": config.confidence, "oracle": info["oracle_kind"]})
             run.log_dict(json.loads(info["metric_json"]) | {"group_labels": list(info["group_labels"]), "oracle": oracle},
                          "elicited_metric.json")
-            run.log_table(ranking, "model_ranking")  # the fairness report's model-selection section
+            # the fairness report's model-selection section: the ranking and the metric it was ranked by
+            run.log_table(ranking, "model_ranking")
+            run.log_table(metric_table(metric, truth, list(info["group_labels"]), oracle, int(info["n_queries"])),
+                          "elicited_metric")
             run.log_table(rates, "model_selection_rates")
             if not estimable.empty:
                 best = estimable.iloc[0]
