@@ -16,6 +16,7 @@ import json
 import pandas as pd
 
 from fair_pipeline.core.elicitation import FairQuadraticMetric, metric_from_dict
+from fair_pipeline.training_store import replace_tables
 from fair_pipeline.warehouse import table_exists, transaction
 
 ELICITED_METRICS = "marts.elicited_metrics"
@@ -72,14 +73,7 @@ def load_latest_metric(con) -> tuple[FairQuadraticMetric, dict]:
 
 def replace_ranking(con, ranking: pd.DataFrame) -> int:
     """Replace marts.model_ranking with the newest ranking, in one transaction."""
-    with transaction(con):
-        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
-        con.register("_model_ranking", ranking)
-        try:
-            con.execute(f"CREATE OR REPLACE TABLE {MODEL_RANKING} AS SELECT * FROM _model_ranking")
-        finally:
-            con.unregister("_model_ranking")
-    return len(ranking)
+    return replace_tables(con, {MODEL_RANKING: ranking})[MODEL_RANKING]
 
 
 def now_utc() -> dt.datetime:
