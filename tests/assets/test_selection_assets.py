@@ -8,6 +8,7 @@ re-running moves the alias, a failing alias rolls the new version back, and bad 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import warnings
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from fair_pipeline.core.elicitation import (
     elicit_fair_quadratic_metric,
     metric_from_dict,
 )
+from fair_pipeline.core.eo_transform import WeightedCDFTransformer
 from fair_pipeline.core.simulate import SimulationConfig
 from fair_pipeline.elicitation_session import SessionConfig, SessionStore
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
@@ -86,7 +88,6 @@ def _ranking(home: Path) -> pd.DataFrame:
 
 
 def _metric(home: Path) -> FairQuadraticMetric:
-    import json
     row = _query(home, "SELECT metric_json FROM marts.elicited_metrics ORDER BY elicited_at DESC LIMIT 1")
     return metric_from_dict(json.loads(row["metric_json"].iloc[0]))
 
@@ -125,24 +126,59 @@ def test_ranking_matches_brute_force_from_the_champion_model(home):
     assert str(version.version) == str(winner["champion_version"])
     assert version.tags["candidate"] == winner["model"]
     model = mlflow.pyfunc.load_model(f"models:/{FAIR_RANKER}@{CHAMPION}")
+    rows = _heldout_rows(home)
+    score = model.predict(rows.drop(columns=["item_id", "relevance"])).to_numpy()
+    _assert_brute_force(score, rows, winner, metric)
+    assert ranking["held_out"].all()  # randomized requests: no fit used them
+
+
+def _heldout_rows(home: Path) -> pd.DataFrame:
+    """Every shuffle impression of the evaluated day with its item's features, group and true relevance."""
     rows = pd.read_parquet(home / "landing" / "randomized" / f"date={DAYS[-1]}")
     rows = rows[rows["policy"] == "shuffle"]
     items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
     truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet")[["item_id", "relevance"]]
-    rows = rows[["item_id"]].merge(items.drop(columns="group_id"), on="item_id").merge(truth, on="item_id")
-    rows = rows.merge(items[["item_id", "group_id"]], on="item_id")
-    score = model.predict(rows.drop(columns=["item_id", "relevance"])).to_numpy()
+    return rows[["item_id"]].merge(items, on="item_id").merge(truth, on="item_id")
+
+
+def _assert_brute_force(score: np.ndarray, rows: pd.DataFrame, stored: pd.Series, metric) -> None:
+    """Threshold by sorting the impressions (top 40%), group rates by counting, cost by hand = the stored row."""
     order = np.sort(score)[::-1]
     threshold = order[int(np.ceil(0.4 * len(order))) - 1]
-    assert threshold == pytest.approx(winner["threshold"], abs=1e-12)
+    assert threshold == pytest.approx(stored["threshold"], abs=1e-12)
     h, y = score >= threshold, rows["relevance"].to_numpy() == 1
-    rates = np.array([[(h & y & (rows["group_id"] == g)).sum() / (y & (rows["group_id"] == g)).sum(),
-                       (~h & ~y & (rows["group_id"] == g)).sum() / (~y & (rows["group_id"] == g)).sum()] for g in ("0", "1")])
-    np.testing.assert_allclose(rates, [[winner["tpr[0]"], winner["tnr[0]"]], [winner["tpr[1]"], winner["tnr[1]"]]], rtol=1e-12)
-    assert _cost_by_hand(metric, rates) == pytest.approx(winner["cost"], rel=1e-12)
-    n_pos = [(y & (rows["group_id"] == g)).sum() for g in ("0", "1")]
-    assert [winner["n_pos[0]"], winner["n_pos[1]"]] == n_pos
-    assert ranking["held_out"].all()  # randomized requests: no fit used them
+    rates, n_pos = [], []
+    for g in ("0", "1"):
+        mine = (rows["group_id"] == g).to_numpy()
+        rates.append([(h & y & mine).sum() / (y & mine).sum(), (~h & ~y & mine).sum() / (~y & mine).sum()])
+        n_pos.append((y & mine).sum())
+    np.testing.assert_allclose(rates, [[stored["tpr[0]"], stored["tnr[0]"]], [stored["tpr[1]"], stored["tnr[1]"]]], rtol=1e-12)
+    assert [stored["n_pos[0]"], stored["n_pos[1]"]] == n_pos
+    assert _cost_by_hand(metric, np.array(rates)) == pytest.approx(stored["cost"], rel=1e-12)
+
+
+def test_eo_candidate_matches_an_independent_refit_from_the_landing_files(home):
+    """alpha = 1 of the best ranker: the transform re-fitted in numpy on the ranker's scores of the raw
+    production impressions (clicks weighted 1/w of the chosen curve), then scored and counted by brute force."""
+    ranking, metric = _ranking(home), _metric(home)
+    stored = ranking[(ranking["alpha"] == 1.0) & ranking["estimable"]].iloc[0]
+    cand = _query(home, "SELECT * FROM marts.ranker_candidates WHERE candidate_id = $c", {"c": stored["ranker"]}).iloc[0]
+    features, weights = json.loads(cand["features"]), json.loads(cand["coefficients"])
+    coef = np.array([weights[f] for f in features])
+    items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+    days = pd.date_range(cand["window_start"], cand["window_end"]).strftime("%Y-%m-%d")
+    train = pd.concat([pd.read_parquet(home / "landing" / "observational" / f"date={d}") for d in days])
+    train = train[train["policy"] == "production"].merge(items[["item_id", *features]], on="item_id")
+    curve = _query(home, "SELECT position, weight FROM marts.position_bias_curves WHERE chosen")
+    w = train["position"].map(dict(zip(curve["position"], curve["weight"]))).to_numpy()
+    template = _query(home, "SELECT transform_json FROM marts.eo_transforms WHERE variant = 'weighted' "
+                            "ORDER BY fitted_at DESC LIMIT 1")["transform_json"].iloc[0]
+    params = WeightedCDFTransformer.from_json(template).get_params() | {"alpha": 1.0}
+    fitted = WeightedCDFTransformer(**params).fit(train[features].to_numpy(float) @ coef + cand["intercept"],
+                                                  train["group_id"], 1.0 / w, clicks=train["click"])
+    rows = _heldout_rows(home)
+    score = fitted.transform(rows[features].to_numpy(float) @ coef + cand["intercept"], rows["group_id"])
+    _assert_brute_force(score, rows, stored, metric)
 
 
 def test_rerun_moves_the_champion_to_the_new_version_of_the_same_winner(home):
