@@ -11,7 +11,8 @@ Prints, on the Adult training split (29,170 x 64), single-threaded BLAS:
   3. a lambda sweep warm-started along the path / the same grid fitted cold point by point.
   4. Fairlearn ExponentiatedGradient (EqualizedOdds, LogisticRegression) on the same split, if installed:
      time, held-out AUC and the Female - Male partial-AUC gap (cutoffs 0.1 and 1) with p-values.
-Ratios are medians of per-round ratios over interleaved rounds (the machine is shared and noisy).
+Times are CPU seconds of this process (one BLAS thread), so other jobs on a shared machine inflate them less
+than wall-clock time; ratios are medians of per-round ratios over interleaved rounds.
 """
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ ADAGRAD = {"solver": "adagrad", "l2": 1e-4, "batch_size": 1024, "learning_rate":
 
 
 def timed(fn):
-    start = time.perf_counter()
+    start = time.process_time()
     out = fn()
-    return time.perf_counter() - start, out
+    return time.process_time() - start, out
 
 
 def interleaved_times(candidates: dict, repeats: int) -> dict:
