@@ -5,7 +5,7 @@ the penalty raises its largest curvature ~20-fold at lam = 10 (~2e5): plain L-BF
 iterations unpenalized and 229 at lam = 10, most of them in a slow linear tail. L-BFGS now runs on
 u with theta = V diag(scale) u, where H = V diag(h) V^T is the loss Hessian at the starting point
 and scale = 1 / sqrt(h + l2): the loss part of the u-problem is well conditioned and the L-BFGS
-memory only has to learn the few directions the penalty bends (17 and ~44 iterations). The
+memory only has to learn the few directions the penalty bends (17 and 38 iterations). The
 minimizer is the same; only the path to it changes.
 
 Directions the data do not determine (h ~ 0: collinear one-hot columns, fewer rows than columns)
