@@ -175,7 +175,8 @@ def test_heldout_audits_match_brute_force_aucs(home):
     audits = _query(home, "SELECT * FROM marts.ranker_candidate_audits")
     assert set(audits["label_source"]) == {"click_shuffle", "truth_relevance"}
     shuffle = _query(home, "SELECT r.click, r.group_id, i.* EXCLUDE (group_id) FROM staging.stg_randomized_impressions r "
-                           "JOIN staging.stg_items i USING (item_id) WHERE r.policy = 'shuffle'")
+                           "JOIN staging.stg_items i USING (item_id) WHERE r.policy = 'shuffle' AND r.partition_date < $held_out",
+                     {"held_out": DAYS[-1]})  # the shuffle traffic of the training window
     truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet").merge(
         _query(home, "SELECT * EXCLUDE (group_id) FROM staging.stg_items"), on="item_id")
     for row in candidates.iloc[[0, 3]].itertuples():
