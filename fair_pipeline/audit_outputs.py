@@ -117,7 +117,8 @@ def _date(value) -> dt.date | None:
 
 def ranker_candidates(con) -> list[Entry]:
     """Retrained linear rankers in marts.ranker_candidates (one row per candidate: `candidate_id`, `features` and
-    `coefficients` as JSON, `intercept`, `window_start`, `window_end`); score = decision function on the raw item features."""
+    `coefficients` as JSON, `intercept`, `window_start`, `window_end`); score = decision function on the raw item
+    features."""
     if not table_exists(con, *RANKER_CANDIDATES):
         return [Unavailable("ranker_candidates", "marts.ranker_candidates does not exist (no retrained ranker yet)")]
     columns = table_columns(con, *RANKER_CANDIDATES)

@@ -3,9 +3,10 @@
 Unpartitioned, downstream of the staging views (and of the EO transforms / ranker candidates when those
 stages exist): like position_bias, it evaluates the newest partitions holding data, ending at the run's newest
 partition. Those are the partitions the trained stages hold out (their `holdout_days`, default 1 = this asset's
-default `window_days`), so the audit of their outputs is out of sample; the blocking-free check
-`audited_outputs_are_held_out` warns when an audited output was fitted on any evaluated partition. The scored outputs are a registry (`fair_pipeline.audit_outputs.SCORED_OUTPUT_LOADERS`); an output
-whose stage has not produced anything yet is listed as unavailable with the reason, never silently skipped.
+default `window_days`), so the audit of their outputs is out of sample; the (warning) check
+`audited_outputs_are_held_out` names any audited output fitted on an evaluated partition. The scored outputs
+are a registry (`fair_pipeline.audit_outputs.SCORED_OUTPUT_LOADERS`); an output whose stage has not produced
+anything yet is listed as unavailable with the reason, never silently skipped.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
@@ -179,9 +180,9 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         description=(
             "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
             "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
-            "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance (SIMULATION only) or clicks on randomized traffic. Per "
-            "output: truncated AUCs I(a) per group at every FPR cutoff with Lemma 3 variances, group differences with "
-            "z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
+            "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance "
+            "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
+            "cutoff with Lemma 3 variances, group differences with z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
             "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
             "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
