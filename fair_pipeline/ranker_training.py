@@ -1,5 +1,8 @@
 """Retrain the ranker on observational click logs (what the `ranker_candidates` asset runs; DuckDB glue).
 
+Window: the newest partitions before the `holdout_days` newest ones, which the fairness audit evaluates
+(`fair_pipeline.windows.holdout_window`).
+
 Training: production impressions of the window, aggregated in SQL per (item, position) and joined with
 the chosen position-bias curve into one row per item (impressions N, clicks, R = sum clicks / ŵ_position),
 then two weighted binomial rows per item (``core.click_training.relevance_rows``): the rows never
