@@ -39,6 +39,8 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     assert "not yet available (stage never ran): Position-bias curve (position_bias)" in main_job_output
     html = report.read_text()
     assert "Data volume and quarantine" in html and "data:image/png;base64," in html
+    # model selection: the metric labelled as simulated, the ranking with costs and intervals
+    assert "Metric: SIMULATED oracle" in html and "Elicited metric (λ, a, B)" in html and "cost [95% CI]" in html
     findings = json.loads((home / "reports" / "findings.json").read_text())
     assert findings["metrics"]["data_volume.accepted_rows"] > 0
 
@@ -50,8 +52,9 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     run_id = metadata["mlflow_run_id"].value
     assert metadata["report_html"].value == str(settings.reports_dir() / "fairness_report.html")
     # Data volume, CTR by position, the EO stage's per-group CDFs and exposure/merit, the
-    # ranker_candidates λ frontier (training stage), and the audit's ROC/partial AUC, xAUC and pairwise sections.
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 8
+    # ranker_candidates λ frontier (training stage), the audit's ROC/partial AUC, xAUC and pairwise sections,
+    # and model selection.
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 9
     assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
