@@ -34,8 +34,9 @@ RANKER_CANDIDATES = ("marts", "ranker_candidates")
 @dataclasses.dataclass(frozen=True)
 class ScoredOutput:
     """`score(frame)` returns the output's score of each row: for `logged_score`, `frame` has `group` and
-    `score`; for `item_features`, `group` and the `features` columns. `trained_through`: the last day of the
-    data the output was fitted on (None: not fitted on the logs), to tell held-out from in-sample audits."""
+    `score`; for `item_features`, `group` and the `features` columns. `trained_from` / `trained_through`: the
+    first and last day of the data the output was fitted on (None: unknown, or not fitted on the logs), to
+    tell held-out from in-sample audits."""
 
     name: str
     description: str
@@ -45,6 +46,15 @@ class ScoredOutput:
     trained_through: dt.date | None = None
     fitted_on_logs: bool = False
     monotone_within_group: bool = False  # a within-group increasing map of the production score
+    trained_from: dt.date | None = None
+
+    @property
+    def training_window(self) -> str:
+        if not self.fitted_on_logs:
+            return "not fitted on the logs"
+        if self.trained_through is None:
+            return "unknown"
+        return f"{self.trained_from or '?'}..{self.trained_through}"
 
     def held_out(self, window_start: dt.date) -> bool | None:
         """True when the audited window starts after the training data (None: unknown training window)."""
@@ -87,7 +97,7 @@ def eo_transformed_scores(con) -> list[Entry]:
             name, f"production score after the {variant} weighted-CDF EO transform (alpha={fit.transform.alpha}, "
             f"fitted on {fit.window_start}..{fit.window_end})",
             "logged_score", _eo_scorer(fit.transform), trained_through=fit.window_end,
-            fitted_on_logs=True, monotone_within_group=True,
+            fitted_on_logs=True, monotone_within_group=True, trained_from=fit.window_start,
         ))
     return out
 
@@ -101,17 +111,22 @@ def _output_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
+def _date(value) -> dt.date | None:
+    return pd.Timestamp(value).date() if pd.notna(value) else None
+
+
 def ranker_candidates(con) -> list[Entry]:
     """Retrained linear rankers in marts.ranker_candidates (one row per candidate: `candidate_id`, `features` and
-    `coefficients` as JSON, `intercept`, `window_end`); score = decision function on the raw item features."""
+    `coefficients` as JSON, `intercept`, `window_start`, `window_end`); score = decision function on the raw item
+    features."""
     if not table_exists(con, *RANKER_CANDIDATES):
         return [Unavailable("ranker_candidates", "marts.ranker_candidates does not exist (no retrained ranker yet)")]
     columns = table_columns(con, *RANKER_CANDIDATES)
-    need = ["candidate_id", "features", "coefficients", "intercept", "window_end"]
+    need = ["candidate_id", "features", "coefficients", "intercept", "window_start", "window_end"]
     if not set(need) <= set(columns):
         return [Unavailable("ranker_candidates", f"marts.ranker_candidates lacks columns "
                                                  f"{[c for c in need if c not in columns]} (has {columns})")]
-    frame = con.execute("SELECT candidate_id, features, coefficients, intercept, window_end "
+    frame = con.execute("SELECT candidate_id, features, coefficients, intercept, window_start, window_end "
                         "FROM marts.ranker_candidates ORDER BY candidate_id").df()
     out: list[Entry] = []
     for row in frame.itertuples():
@@ -121,8 +136,7 @@ def ranker_candidates(con) -> list[Entry]:
         out.append(ScoredOutput(
             "ranker_" + _output_name(row.candidate_id), f"retrained ranker {row.candidate_id!r} on item features "
             f"{list(features)}", "item_features", _linear_scorer(features, coef, float(row.intercept)), features=features,
-            trained_through=pd.Timestamp(row.window_end).date() if pd.notna(row.window_end) else None,
-            fitted_on_logs=True,
+            trained_through=_date(row.window_end), trained_from=_date(row.window_start), fitted_on_logs=True,
         ))
     return out
 

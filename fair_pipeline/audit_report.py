@@ -62,7 +62,8 @@ def pairwise_rows(a: OutputAudit) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- report-contract artifacts
 def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
     """The tables the fairness report reads from MLflow (partial_auc, roc_curves, xauc, xroc_curves,
-    pairwise_accuracy; see fair_pipeline.reporting.sections), `model` = the scored output. Not-estimable
+    pairwise_accuracy; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
+    says what it was trained on: `training_window`, `held_out`). Not-estimable
     figures are NaN; partial AUCs are normalized (I(a)/a) and their p-value tests the difference from the
     reference (first) group."""
     pauc, roc, xauc, xroc, pairwise = [], [], [], [], []
@@ -81,7 +82,8 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
             "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"],
             "n_pos": g["n_pos"], "n_neg": g["n_neg"],
             "p_value": [p_ref.get((grp, c), np.nan) for grp, c in zip(g["group"], g["cutoff"])],
-            "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"]}))
+            "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"],
+            "training_window": a.output.training_window, "held_out": a.held_out}))
         if not a.roc_curves.empty:
             roc.append(a.roc_curves[["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
         x = a.report.xauc

@@ -17,7 +17,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.warehouse import quote_identifier, transaction
+from fair_pipeline.warehouse import quote_identifier, table_columns, transaction
 
 KEY = [("label_source", "VARCHAR"), ("window_start", "DATE"), ("window_end", "DATE")]
 OUT = [("scored_output", "VARCHAR")]
@@ -26,7 +26,7 @@ D, I, B, V = "DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR"
 SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "fairness_audit_outputs": KEY + OUT + [
         ("status", V), ("reason", V), ("description", V), ("basis", V), ("simulation_labels", B),
-        ("held_out", B), ("trained_through", "DATE"), ("rows", I), ("labelled_rows", I), ("unlabelled_rows", I),
+        ("held_out", B), ("trained_from", "DATE"), ("trained_through", "DATE"), ("rows", I), ("labelled_rows", I), ("unlabelled_rows", I),
         ("n_pos", I), ("n_neg", I), ("groups", I), ("pairwise_queries", I), ("queries_in_window", I),
         ("audited_at", "TIMESTAMP"), ("dagster_run_id", V)],
     "fairness_audit_groups": KEY + OUT + [
@@ -87,6 +87,10 @@ def write_audit(con, label_source: str, window_start: dt.date, window_end: dt.da
         con.execute("CREATE SCHEMA IF NOT EXISTS marts")
         for name in SCHEMAS:
             con.execute(_ddl(name))
+            present = set(table_columns(con, "marts", name))
+            for column, kind in SCHEMAS[name]:  # a table written by an older version gains the new columns
+                if column not in present:
+                    con.execute(f"ALTER TABLE marts.{quote_identifier(name)} ADD COLUMN {quote_identifier(column)} {kind}")
             con.execute(
                 f"DELETE FROM marts.{quote_identifier(name)} WHERE label_source = $label_source "
                 "AND window_start = $window_start AND window_end = $window_end",

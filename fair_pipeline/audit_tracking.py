@@ -12,6 +12,7 @@ import pandas as pd
 
 from fair_pipeline.audit_evaluation import OutputAudit
 from fair_pipeline.audit_report import audit_artifacts
+from fair_pipeline.tracking import TAG_EVALUATION_WINDOW, TAG_TRAINING_WINDOWS
 
 
 def headline_metrics(audits: list[OutputAudit]) -> dict[str, float]:
@@ -37,8 +38,11 @@ def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: di
     """Log the audit as one run; returns the MLflow run id and its UI address."""
     tables, figures = audit_artifacts(audits, title)
     try:
-        with tracking.start_run(context, "audit", window=window,
-                                tags={"fair_pipeline.label_source": params.get("label_source", "")}) as run:
+        span = f"{window[0]}..{window[1]}"
+        tags = {"fair_pipeline.label_source": params.get("label_source", ""), TAG_EVALUATION_WINDOW: span,
+                TAG_TRAINING_WINDOWS: "; ".join(f"{a.output.name}: {a.output.training_window}" for a in audits)}
+        run_name = f"fairness audit, {params.get('label_source', '')} labels, evaluated on {span}"
+        with tracking.start_run(context, "audit", run_name=run_name, window=window, tags=tags) as run:
             run.log_params(params)
             run.log_metrics(headline_metrics(audits))
             for name, frame in {**warehouse_tables, **tables}.items():

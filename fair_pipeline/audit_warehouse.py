@@ -29,6 +29,7 @@ import pandas as pd
 from fair_pipeline import contract
 from fair_pipeline.core.audit import AuditInputError
 from fair_pipeline.warehouse import quote_identifier, table_columns, table_exists
+from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, newest_partitions
 
 LABEL_SOURCES = ("relevance", "randomized_relevance", "randomized_clicks")
 UNKNOWN_GROUP = "<unknown>"  # rows whose protected characteristic is missing form their own group
@@ -41,15 +42,7 @@ class AuditDataError(AuditInputError):
     """No held-out rows, no truth file, unknown label source, ...: the message says what and where."""
 
 
-@dataclasses.dataclass(frozen=True)
-class EvaluationWindow:
-    first: dt.date
-    last: dt.date
-    dates: tuple[dt.date, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
+EvaluationWindow = PartitionWindow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,30 +105,13 @@ def _checked_policies(name: str, policies: list[str]) -> list[str]:
     return list(policies)
 
 
-def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int = 1,
+def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int = DEFAULT_HOLDOUT_DAYS,
                       end: dt.date | str | None = None) -> EvaluationWindow:
-    """The newest `days` partitions holding rows of the label source's traffic, on or before `end`."""
-    if int(days) != days or days < 1:
-        raise AuditDataError(f"window_days={days!r} must be a positive integer")
+    """The newest `days` partitions holding rows of the label source's traffic, on or before `end`: the
+    partitions the trained stages hold out (`holdout_days`, same default)."""
     view = OBSERVATIONAL_VIEW if source_name == "relevance" else RANDOMIZED_VIEW
-    if not table_exists(con, *view):
-        raise AuditDataError(f"{'.'.join(view)} does not exist; materialize the staging models first")
-    end_date = None
-    if end:
-        try:
-            end_date = dt.date.fromisoformat(str(end)[:10])
-        except ValueError as error:
-            raise AuditDataError(f"window end {end!r} is not a date (YYYY-MM-DD)") from error
-    rows = con.execute(
-        f"SELECT DISTINCT partition_date FROM {'.'.join(map(quote_identifier, view))}"
-        " WHERE $end IS NULL OR partition_date <= $end ORDER BY 1",
-        {"end": end_date},
-    ).fetchall()
-    if not rows:
-        where = f" on or before {end_date}" if end_date else ""
-        raise AuditDataError(f"no partitions{where} in {'.'.join(view)}: nothing to audit")
-    dates = tuple(row[0] for row in rows[-int(days):])
-    return EvaluationWindow(dates[0], dates[-1], dates)
+    return newest_partitions(con, ".".join(view), days, end, error=AuditDataError,
+                             hint="materialize the staging models for some days first (nothing to audit)")
 
 
 def row_summary(con, source: LabelSource) -> dict:

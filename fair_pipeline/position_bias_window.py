@@ -1,8 +1,7 @@
 """Every position-bias estimator over a training window of daily mart partitions (DuckDB glue, no Dagster).
 
 The window is the newest `window_days` partitions that hold data in the marts, ending at a given date (the
-newest partition of the run) or at the newest partition overall. A window counts days that have data, so a
-gap in the logs widens the calendar span instead of shrinking the sample.
+newest partition of the run) or at the newest partition overall (`fair_pipeline.windows`).
 
 `estimate_all_methods` runs each estimator on the window's aggregates and keeps, per method, either the curve
 or the reason it is not estimable (e.g. no adjacent_swap traffic): one missing policy never hides the others.
@@ -18,7 +17,7 @@ import pandas as pd
 from fair_pipeline.core.position_bias import DEFAULT_TRUNCATE, METHODS, PositionBiasWarning
 from fair_pipeline.core.position_bias_aggregates import PositionBiasInputError
 from fair_pipeline.position_bias_sql import SCORE_BINS_TABLE, SWAP_CELLS_TABLE, estimate_position_bias_sql
-from fair_pipeline.warehouse import table_exists
+from fair_pipeline.windows import PartitionWindow, newest_partitions
 
 DEFAULT_WINDOW_DAYS = 7
 
@@ -27,17 +26,7 @@ class TrainingWindowError(PositionBiasInputError):
     """No partitions to estimate from (marts missing or empty before the requested end)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainingWindow:
-    """The partitions an estimate is computed from: first..last inclusive, `dates` the ones holding data."""
-
-    first: dt.date
-    last: dt.date
-    dates: tuple[dt.date, ...]
-
-    @property
-    def label(self) -> str:
-        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
+TrainingWindow = PartitionWindow  # the name the position-bias code and its tests use
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,40 +52,11 @@ class MethodEstimate:
         return self.curve.loc[self.curve["weight"].isna(), "position"].astype(int).tolist()
 
 
-def available_dates(con) -> list[dt.date]:
-    """Partition dates present in either position-bias mart, ascending."""
-    parts = [
-        f"SELECT DISTINCT partition_date FROM {table}"
-        for table in (SCORE_BINS_TABLE, SWAP_CELLS_TABLE)
-        if table_exists(con, *table.split("."))
-    ]
-    if not parts:
-        return []
-    rows = con.execute(" UNION ".join(parts) + " ORDER BY 1").fetchall()
-    return [row[0] for row in rows]
-
-
 def training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | str | None = None) -> TrainingWindow:
-    """The newest `window_days` partitions with data on or before `end` (default: the newest partition)."""
-    if int(window_days) != window_days or window_days < 1:
-        raise TrainingWindowError(f"window_days={window_days!r} must be a positive integer")
-    dates = available_dates(con)
-    if end is not None:
-        try:
-            end_date = dt.date.fromisoformat(str(end)[:10])
-        except ValueError as error:
-            raise TrainingWindowError(f"window end {end!r} is not a date (YYYY-MM-DD)") from error
-        usable = [d for d in dates if d <= end_date]
-    else:
-        end_date, usable = None, dates
-    if not usable:
-        where = f" on or before {end_date}" if end_date else ""
-        raise TrainingWindowError(
-            f"no partitions{where} in {SCORE_BINS_TABLE} / {SWAP_CELLS_TABLE} (found {len(dates)} in total); "
-            "materialize the position-bias marts for some days first"
-        )
-    chosen = tuple(usable[-int(window_days):])
-    return TrainingWindow(first=chosen[0], last=chosen[-1], dates=chosen)
+    """The newest `window_days` partitions with data in either position-bias mart on or before `end` (default:
+    the newest partition). No hold-out: see `fair_pipeline.windows` for why position bias may use every day."""
+    return newest_partitions(con, (SCORE_BINS_TABLE, SWAP_CELLS_TABLE), window_days, end, error=TrainingWindowError,
+                             hint="materialize the position-bias marts for some days first")
 
 
 def estimate_all_methods(

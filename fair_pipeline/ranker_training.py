@@ -1,5 +1,8 @@
 """Retrain the ranker on observational click logs (what the `ranker_candidates` asset runs; DuckDB glue).
 
+Window: the newest partitions before the `holdout_days` newest ones, which the fairness audit evaluates
+(`fair_pipeline.windows.holdout_window`).
+
 Training: production impressions of the window, aggregated in SQL per (item, position) and joined with
 the chosen position-bias curve into one row per item (impressions N, clicks, R = sum clicks / ŵ_position),
 then two weighted binomial rows per item (``core.click_training.relevance_rows``): the rows never
@@ -31,7 +34,7 @@ from fair_pipeline.contract import TRUTH_DIR
 from fair_pipeline.core.click_training import RelevanceRows, audit_rows, relevance_rows
 from fair_pipeline.core.penalized_report import CUTOFFS, gap_table, group_table
 from fair_pipeline.penalized import PathPoint, lambda_path
-from fair_pipeline.position_bias_window import TrainingWindow
+from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window
 from fair_pipeline.warehouse import quote_identifier, table_exists
 
 OBSERVATIONAL = "staging.stg_observational_impressions"
@@ -52,20 +55,12 @@ def _require(con, qualified: str, what: str) -> None:
         raise RankerTrainingError(f"{qualified} does not exist; materialize {what} first")
 
 
-def training_window(con, window_days: int, end: str | dt.date | None = None) -> TrainingWindow:
-    """The newest `window_days` partitions of observational impressions on or before `end`."""
-    if int(window_days) != window_days or window_days < 1:
-        raise RankerTrainingError(f"window_days={window_days!r} must be a positive integer")
-    _require(con, OBSERVATIONAL, "the observational impressions")
-    end_date = dt.date.fromisoformat(str(end)[:10]) if end else dt.date.max
-    dates = [row[0] for row in con.execute(
-        f"SELECT DISTINCT partition_date FROM {OBSERVATIONAL} WHERE partition_date <= $end "
-        "ORDER BY partition_date DESC LIMIT $n", {"end": end_date, "n": int(window_days)}).fetchall()]
-    if not dates:
-        where = f" on or before {end}" if end else ""
-        raise RankerTrainingError(f"no observational impressions{where} in {OBSERVATIONAL}")
-    dates = tuple(sorted(dates))
-    return TrainingWindow(first=dates[0], last=dates[-1], dates=dates)
+def training_window(con, window_days: int, end: str | dt.date | None = None,
+                    holdout_days: int = DEFAULT_HOLDOUT_DAYS) -> PartitionWindow:
+    """The newest `window_days` partitions of observational impressions before the `holdout_days` newest ones
+    on or before `end` (those are the fairness audit's)."""
+    return holdout_window(con, OBSERVATIONAL, window_days, end, holdout_days, error=RankerTrainingError,
+                          hint="materialize the observational impressions first")
 
 
 def feature_columns(con, requested: list[str] | None = None) -> list[str]:
@@ -91,7 +86,7 @@ def _select_features(features: list[str]) -> str:
     return ", ".join(f"i.{quote_identifier(c)}" for c in features)
 
 
-def _window_params(window: TrainingWindow) -> dict:
+def _window_params(window: PartitionWindow) -> dict:
     return {"first": window.first, "last": window.last}
 
 
@@ -104,7 +99,7 @@ class TrainingData:
     unknown_item_impressions: int  # impressions of items missing from the item table (not trainable)
 
 
-def training_data(con, window: TrainingWindow, curve: pd.DataFrame, features: list[str]) -> TrainingData:
+def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: list[str]) -> TrainingData:
     """Per-item IPW aggregates of the window's production impressions (SQL), and the training rows."""
     positions = con.execute(
         f"SELECT DISTINCT position FROM {OBSERVATIONAL} WHERE partition_date BETWEEN $first AND $last "
@@ -149,7 +144,7 @@ def training_data(con, window: TrainingWindow, curve: pd.DataFrame, features: li
     return TrainingData(frame, rows, int(impressions), int(clicks), int(impressions - frame["impressions"].sum()))
 
 
-def heldout_click_aggregates(con, window: TrainingWindow, features: list[str]) -> pd.DataFrame:
+def heldout_click_aggregates(con, window: PartitionWindow, features: list[str]) -> pd.DataFrame:
     """Per item of the window's shuffle traffic: group, features, n_pos = clicks, n_neg = non-clicks."""
     if not table_exists(con, *RANDOMIZED.split(".")):
         return pd.DataFrame(columns=["item_id", "group", *features, "n_pos", "n_neg"])
@@ -267,7 +262,7 @@ def _plain(value):
     return None if value is None or not np.isfinite(value) else float(value)
 
 
-def candidates_frame(candidates: list[Candidate], window: TrainingWindow, features: list[str], penalty_score: str,
+def candidates_frame(candidates: list[Candidate], window: PartitionWindow, features: list[str], penalty_score: str,
                      data: TrainingData, curve_method: str, run_ids: list[str]) -> pd.DataFrame:
     """One row per candidate: what `marts.ranker_candidates` stores, ready for model selection."""
     rows = []

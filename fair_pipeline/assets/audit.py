@@ -2,8 +2,11 @@
 
 Unpartitioned, downstream of the staging views (and of the EO transforms / ranker candidates when those
 stages exist): like position_bias, it evaluates the newest partitions holding data, ending at the run's newest
-partition. The scored outputs are a registry (`fair_pipeline.audit_outputs.SCORED_OUTPUT_LOADERS`); an output
-whose stage has not produced anything yet is listed as unavailable with the reason, never silently skipped.
+partition. Those are the partitions the trained stages hold out (their `holdout_days`, default 1 = this asset's
+default `window_days`), so the audit of their outputs is out of sample; the (warning) check
+`audited_outputs_are_held_out` names any audited output fitted on an evaluated partition. The scored outputs
+are a registry (`fair_pipeline.audit_outputs.SCORED_OUTPUT_LOADERS`); an output whose stage has not produced
+anything yet is listed as unavailable with the reason, never silently skipped.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
@@ -31,6 +34,7 @@ from fair_pipeline.core.audit.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.position_bias_report import figure_markdown, figure_png
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.tracking import MLflowTracking, TrackingUnavailableError
+from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS
 
 OWNERS = ["team:fairness"]
 FAIRNESS_AUDIT_KEY = dg.AssetKey(["marts", "fairness_audit"])
@@ -40,6 +44,7 @@ UPSTREAM = [
     dg.AssetKey(["staging", "stg_items"]),
 ]
 ESTIMABLE_CHECK = "every_group_estimable"
+HELD_OUT_CHECK = "audited_outputs_are_held_out"
 SIMULATION_BANNER = ("SIMULATION: labels are the simulator's true relevance Y(1) (landing/_truth), available only "
                      "for simulated logs; real logs use label_source='randomized_clicks'.")
 
@@ -48,7 +53,8 @@ class FairnessAuditConfig(dg.Config):
     label_source: str = Field(
         "auto", description="relevance (SIMULATION truth, joined on item_id), randomized_clicks (clicks on randomized "
         "traffic) or auto (relevance when the simulator's truth file exists, else randomized_clicks).")
-    window_days: int = Field(1, description="Held-out window: the newest N partitions holding the label source's traffic.")
+    window_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="Evaluation window: the newest N partitions holding the "
+                             "label source's traffic; held out when <= the trained stages' holdout_days.")
     window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition.")
     randomized_policies: list[str] = Field(
         ["shuffle"], description="Randomized policies whose clicks are labels (shuffle: position independent of score).")
@@ -97,12 +103,33 @@ def outputs_frame(entries, audits: dict, summary: dict, source: aw.LabelSource, 
             a: OutputAudit = audits[e.name]
             g = a.report.groups.drop_duplicates("group")
             row.update(status="audited", description=e.description, basis=e.basis, held_out=a.held_out,
-                       trained_through=e.trained_through, n_pos=int(g["n_pos"].sum()), n_neg=int(g["n_neg"].sum()),
-                       groups=len(g), pairwise_queries=a.pairwise_queries,
-                       reason=None if a.held_out else ("in-sample: the window overlaps the output's training data"
-                                                       if a.held_out is False else "training window unknown"))
+                       trained_from=e.trained_from, trained_through=e.trained_through, n_pos=int(g["n_pos"].sum()),
+                       n_neg=int(g["n_neg"].sum()), groups=len(g), pairwise_queries=a.pairwise_queries,
+                       reason=in_sample_reason(a))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def in_sample_reason(a: OutputAudit) -> str | None:
+    """Why an audit is not held out (None when it is)."""
+    if a.held_out:
+        return None
+    if a.held_out is False:
+        return f"in-sample: the evaluation window overlaps the output's training data ({a.output.training_window})"
+    return "training window unknown: cannot tell held-out from in-sample"
+
+
+def held_out_check(audits: dict[str, OutputAudit], window) -> dg.AssetCheckResult:
+    """WARN naming each audited output fitted on an evaluated partition (or on an unknown window)."""
+    bad = {name: in_sample_reason(a) for name, a in audits.items() if not a.held_out}
+    fitted = sorted(name for name, a in audits.items() if a.output.fitted_on_logs)
+    return dg.AssetCheckResult(
+        check_name=HELD_OUT_CHECK, asset_key=FAIRNESS_AUDIT_KEY, passed=not bad, severity=dg.AssetCheckSeverity.WARN,
+        description=(f"evaluated on {window.span}; " + "; ".join(f"{n}: {r}" for n, r in bad.items())) if bad else
+        f"every audited output fitted on the logs ({len(fitted)}) was trained before the evaluation window {window.span}",
+        metadata={"evaluation_window": window.span, "in_sample": dg.MetadataValue.json(sorted(bad)),
+                  "training_windows": dg.MetadataValue.json({n: a.output.training_window for n, a in audits.items()})},
+    )
 
 
 def estimable_check(audits: dict[str, OutputAudit]) -> dg.AssetCheckResult:
@@ -121,7 +148,8 @@ def estimable_check(audits: dict[str, OutputAudit]) -> dg.AssetCheckResult:
 
 
 def _outputs_markdown(frame: pd.DataFrame) -> str:
-    view = frame[["scored_output", "status", "held_out", "n_pos", "n_neg", "groups", "pairwise_queries", "reason"]]
+    view = frame.reindex(columns=["scored_output", "status", "held_out", "trained_from", "trained_through", "n_pos",
+                                  "n_neg", "groups", "pairwise_queries", "reason"])
     return view.astype(object).where(view.notna(), "").to_markdown(index=False)
 
 
@@ -139,16 +167,22 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         kinds={"python", "duckdb", "mlflow"},
         owners=OWNERS,
         code_version="1",
-        check_specs=[dg.AssetCheckSpec(
-            ESTIMABLE_CHECK, asset=FAIRNESS_AUDIT_KEY,
-            description="Every group of every audited output has enough positives and negatives at every cutoff "
-            "(warns; a not-estimable group is reported as such, never as fair).")],
+        check_specs=[
+            dg.AssetCheckSpec(
+                ESTIMABLE_CHECK, asset=FAIRNESS_AUDIT_KEY,
+                description="Every group of every audited output has enough positives and negatives at every cutoff "
+                "(warns; a not-estimable group is reported as such, never as fair)."),
+            dg.AssetCheckSpec(
+                HELD_OUT_CHECK, asset=FAIRNESS_AUDIT_KEY,
+                description="No audited output was fitted on a partition of the evaluation window (warns and names "
+                "the in-sample outputs, e.g. after holdout_days=0 or a wider audit window_days)."),
+        ],
         description=(
             "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
             "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
-            "partitions. Labels: the simulator's true relevance (SIMULATION only) or clicks on randomized traffic. Per "
-            "output: truncated AUCs I(a) per group at every FPR cutoff with Lemma 3 variances, group differences with "
-            "z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
+            "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance "
+            "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
+            "cutoff with Lemma 3 variances, group differences with z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
             "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
             "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
@@ -204,7 +238,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
         metadata = _metadata(source, window, summary, outputs, audits, written)
         metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
-        return dg.MaterializeResult(metadata=metadata, check_results=[estimable_check(audits)])
+        return dg.MaterializeResult(metadata=metadata,
+                                    check_results=[estimable_check(audits), held_out_check(audits, window)])
 
     return fairness_audit
 
@@ -217,6 +252,8 @@ def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], 
         "clicks on randomized traffic (position independent of the score); a click is a noisy label P = w_position Y",
         "window_start": str(window.first),
         "window_end": str(window.last),
+        "evaluation_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        "training_windows": dg.MetadataValue.json({n: a.output.training_window for n, a in audits.items()}),
         "rows": summary["rows"],
         "unlabelled_rows": summary["unlabelled_rows"],
         "outputs": dg.MetadataValue.md(_outputs_markdown(outputs)),

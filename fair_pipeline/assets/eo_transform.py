@@ -2,8 +2,9 @@
 window of observational partitions, and evaluate them by re-ranking held-out SIMULATED requests.
 
 Both are unpartitioned and downstream of the daily mart `marts.eo_score_click_counts` and of the chosen
-position-bias curve: like `position_bias`, they use the newest partitions holding data (ending at the run's
-newest partition), so they run once per daily run or backfill.
+position-bias curve: like `position_bias`, they use the newest partitions holding data up to the run's newest
+partition, so they run once per daily run or backfill. The fit leaves out the newest `holdout_days` partitions:
+they are the fairness audit's evaluation window (`fair_pipeline.windows`).
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import datetime as dt
@@ -33,12 +34,13 @@ from fair_pipeline.eo_report import (
 )
 from fair_pipeline.eo_warehouse import read_click_counts
 from fair_pipeline.eo_window import DEFAULT_WINDOW_DAYS, eo_training_window
+from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS
 from fair_pipeline.position_bias_report import figure_markdown, figure_png
 from fair_pipeline.position_bias_store import load_chosen_position_bias
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.serving import log_fair_ranker, production_ranker
 from fair_pipeline.sql_models import SQL_PARAMETERS
-from fair_pipeline.tracking import CANDIDATE, FAIR_RANKER, MLflowTracking
+from fair_pipeline.tracking import CANDIDATE, FAIR_RANKER, TAG_HELD_OUT, MLflowTracking
 
 OWNERS = ["team:fairness"]
 GROUP = "eo_transform"
@@ -51,8 +53,11 @@ PROBE_POINTS = 2_001
 
 
 class EOTransformConfig(dg.Config):
-    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data.")
-    window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition.")
+    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data "
+                             "before the held-out ones.")
+    window_end: str = Field("", description="Newest partition considered (YYYY-MM-DD). Empty: the run's newest partition.")
+    holdout_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="The newest N partitions up to window_end are left out "
+                              "of training for the fairness audit (keep >= its window_days); 0: train through them.")
     n_knots: int = Field(1001, description="Probabilities at which each group's CDF is stored (every 1/(n-1)).")
     min_positives: int = Field(30, description="A group with fewer clicks than this is reported as not estimable.")
     out_of_range: str = Field("shift", description="Scores outside a group's knots: 'shift' (slope 1) or 'clip'.")
@@ -119,7 +124,8 @@ def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
     description=(
         "Equality-of-opportunity transforms (Nandy et al., Theorem 1): per group, the CDF of the scores of clicked "
         "impressions weighted by 1 / ŵ_position of the chosen position-bias curve, mapped back to the score scale "
-        "through the pooled score CDF; fitted on the newest `window_days` partitions of marts.eo_score_click_counts. "
+        "through the pooled score CDF; fitted on the newest `window_days` partitions of marts.eo_score_click_counts "
+        "before the newest `holdout_days` (default 1), which are left to the fairness audit. "
         "Also the unweighted CDF (Lemma 1) for comparison. Table `marts.eo_transforms` keeps each variant's exact "
         "JSON; the weighted one plus the simulator's production ranker is logged to MLflow as the `fair-ranker` "
         "pyfunc (alias `candidate`). A group with too few clicks is reported as not estimable (warning check), "
@@ -144,7 +150,7 @@ def eo_transform(
                   score_bin_width=bin_width)
     with warehouse.connect() as con:
         try:
-            window = eo_training_window(con, config.window_days, run_window_end(context, config))
+            window = eo_training_window(con, config.window_days, run_window_end(context, config), config.holdout_days)
             curve = load_chosen_position_bias(con)
         except (EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=str(error)) from error
@@ -168,6 +174,7 @@ def eo_transform(
         "window_start": str(window.first),
         "window_end": str(window.last),
         "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
         "position_bias_method": str(curve.attrs.get("method")),
         "position_bias_window": f"{curve.attrs.get('window_start')}..{curve.attrs.get('window_end')}",
         "impressions": int(counts["impressions"].sum()),
@@ -202,8 +209,10 @@ def eo_transform(
         }
     )
     truth = load_simulation_truth(landing.resolved_path)
-    with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last))) as run:
+    with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last)),
+                          tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
+                        "holdout_days": config.holdout_days,
                         "position_bias_method": curve.attrs.get("method"), **params})
         run.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
                         | {f"n_effective.{g}": n for g, n in weighted.n_effective_.items()})

@@ -30,8 +30,9 @@ from fair_pipeline.training_store import (
     RANKER_CANDIDATES,
     replace_tables,
 )
-from fair_pipeline.tracking import MLflowTracking
+from fair_pipeline.tracking import TAG_HELD_OUT, MLflowTracking
 from fair_pipeline.training_tracking import lambda_frontier, log_fit
+from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS
 
 OWNERS = ["team:fairness"]
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
@@ -174,8 +175,11 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
 
 # ----------------------------------------------------------------------------- ranker_candidates
 class RankerCandidatesConfig(dg.Config):
-    window_days: int = Field(7, description="Training window: the newest N partitions of observational impressions.")
-    window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD); empty: the run's newest partition.")
+    window_days: int = Field(7, description="Training window: the newest N partitions of observational impressions "
+                             "before the held-out ones.")
+    window_end: str = Field("", description="Newest partition considered (YYYY-MM-DD); empty: the run's newest partition.")
+    holdout_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="The newest N partitions up to window_end are left out "
+                              "of training for the fairness audit (keep >= its window_days); 0: train through them.")
     lambdas: list[float] = Field(default_factory=lambda: list(DEFAULT_LAMBDAS), description="λ grid (warm-started path).")
     penalty_score: str = Field("probability", description="Score entering the MI penalty: 'probability' or 'logit'.")
     feature_columns: list[str] = Field(default_factory=list,
@@ -213,7 +217,8 @@ def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
     code_version="1",
     description=(
         "Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS) "
-        "on the observational clicks of the newest `window_days` partitions, with inverse-propensity weights "
+        "on the observational clicks of the newest `window_days` partitions before the newest `holdout_days` (default 1, "
+        "left to the fairness audit), with inverse-propensity weights "
         "1/ŵ_position from the chosen position-bias curve; the log is aggregated in SQL to one row per item. "
         "Each candidate is audited on held-out labels: clicks of the window's shuffle requests (never trained on), "
         "and the simulator's true relevance when landing/_truth exists (evaluation only). "
@@ -228,7 +233,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     end = run_window_end(context, config)
     with warehouse.connect() as con:
         try:
-            window = rt.training_window(con, config.window_days, end)
+            window = rt.training_window(con, config.window_days, end, config.holdout_days)
             curve = load_chosen_position_bias(con)
             features = rt.feature_columns(con, config.feature_columns)
             data = rt.training_data(con, window, curve, features)
@@ -260,14 +265,14 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
                      **(_audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
             model=point.model,
             tables={"audit": candidate.audit},
-            tags={"fair_pipeline.window": f"{window.first}..{window.last}"},
+            tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
         ))
     frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
                                 str(curve.attrs.get("method")), run_ids)
     audits = _candidate_audits(candidates, frame["candidate_id"])
     frontier = lambda_frontier(frame, audits, rt.HELDOUT_CLICKS)
     with mlflow.start_run(context, "training", run_name=f"ranker path {window.first}..{window.last}",
-                          window=(str(window.first), str(window.last))) as run:
+                          window=(str(window.first), str(window.last)), tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"lambdas": sorted(config.lambdas), "penalty_score": config.penalty_score,
                         "features": ",".join(features)})
         run.log_table(frontier, "lambda_frontier")  # the fairness report's λ trade-off section
@@ -281,6 +286,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "window_start": str(window.first),
         "window_end": str(window.last),
         "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
         "impressions_train": data.impressions,
         "clicks_train": data.clicks,
         "items_train": data.rows.n_items,

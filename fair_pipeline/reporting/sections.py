@@ -9,7 +9,8 @@ The table contracts (name: required columns; optional columns in brackets) are:
     exposure_merit:      ranking ("before"/"after"), group, exposure, exposure_ci_low, exposure_ci_high,
                          merit, merit_ci_low, merit_ci_high, n [p_value]
     roc_curves:          model, group, fpr, tpr, tpr_ci_low, tpr_ci_high
-    partial_auc:         model, group, estimate, ci_low, ci_high, n_pos, n_neg, p_value [fpr_low, fpr_high]
+    partial_auc:         model, group, estimate, ci_low, ci_high, n_pos, n_neg, p_value [fpr_low, fpr_high,
+                         training_window]
     xauc:                model, direction, estimate, ci_low, ci_high, n_pos, n_neg, p_value
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
     pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
@@ -273,6 +274,8 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
     except StageMissing as missing:
         blocks.append(Text(f"ROC curves missing: {missing}"))
     table = pauc[["model", "group", "n_pos", "n_neg"]].copy()
+    if "training_window" in pauc.columns:  # the evaluation window is in the source line (the audit run's name)
+        table["trained on"] = pauc["training_window"]
     if {"fpr_low", "fpr_high"} <= set(pauc.columns):
         table["FPR range"] = pauc["fpr_low"].map("{:g}".format) + "–" + pauc["fpr_high"].map("{:g}".format)
     table["partial AUC [95% CI]"] = with_ci(pauc, "estimate", "ci_low", "ci_high")

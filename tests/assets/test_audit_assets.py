@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import materialize_simulated_home
 
 from fair_pipeline import runner
-from fair_pipeline.assets.audit import FAIRNESS_AUDIT_KEY, SIMULATION_BANNER, fairness_audit
+from fair_pipeline.assets.audit import FAIRNESS_AUDIT_KEY, HELD_OUT_CHECK, SIMULATION_BANNER, fairness_audit
 from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
 from fair_pipeline.core.eo_transform import WeightedCDFTransformer
 from fair_pipeline.core.simulate import SimulationConfig
@@ -103,12 +103,35 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
     assert prod["rows"] == len(rows) and prod["n_pos"] == rows["relevance"].sum()
     assert str(prod["window_start"])[:10] == DAYS[-1]
     assert outputs.loc[outputs["status"] == "unavailable", "reason"].notna().all()
-    # the daily job's EO transforms and retrained rankers are fitted through the audited day: audited, but
-    # flagged in-sample
+    # the daily job's EO transforms and retrained rankers are fitted on the day before the audited one: held out
     for prefix in ("eo_", "ranker_"):
         fitted = outputs[outputs["scored_output"].str.startswith(prefix) & (outputs["status"] == "audited")]
         assert len(fitted), (prefix, outputs[["scored_output", "status", "reason"]])
-        assert (~fitted["held_out"].astype(bool)).all() and fitted["reason"].str.contains("in-sample").all()
+        assert fitted["held_out"].astype(bool).all() and fitted["reason"].isna().all()
+        assert (fitted["trained_from"].astype(str).str[:10] == DAYS[0]).all()
+        assert (fitted["trained_through"].astype(str).str[:10] == DAYS[0]).all()
+
+
+def _check(result, name: str):
+    return next(c for c in result.get_asset_check_evaluations() if c.check_name == name)
+
+
+def test_daily_job_audit_is_held_out_and_says_on_which_windows(home):
+    result = _materialize(home)
+    check = _check(result, HELD_OUT_CHECK)
+    assert check.passed and f"evaluation window {DAYS[-1]}..{DAYS[-1]}" in check.description
+    metadata = result.asset_materializations_for_node(OP)[0].metadata
+    assert metadata["evaluation_partitions"].value == DAYS[-1:]
+    windows = metadata["training_windows"].value
+    assert windows["production"] == "not fitted on the logs" and windows["eo_weighted"] == f"{DAYS[0]}..{DAYS[0]}"
+    assert any(name.startswith("ranker_") and w == f"{DAYS[0]}..{DAYS[0]}" for name, w in windows.items())
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    _, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
+    assert run.data.tags["fair_pipeline.evaluation_window"] == f"{DAYS[-1]}..{DAYS[-1]}"
+    assert f"eo_weighted: {DAYS[0]}..{DAYS[0]}" in run.data.tags["fair_pipeline.training_windows"]
+    assert run.info.run_name.endswith(f"evaluated on {DAYS[-1]}..{DAYS[-1]}")
+    pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
+    assert set(pauc.loc[pauc["model"] == "eo_weighted", "training_window"]) == {f"{DAYS[0]}..{DAYS[0]}"}
 
 
 def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
@@ -146,7 +169,7 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     assert metadata["labels"].value == SIMULATION_BANNER
     assert "data:image/png;base64," in metadata["production/curves"].value
     assert "EO transform" in metadata["transform_note"].value
-    assert result.get_asset_check_evaluations()[0].passed
+    assert _check(result, "every_group_estimable").passed
 
 
 def test_pairwise_sample_is_bounded(home):
@@ -187,7 +210,7 @@ def test_groups_too_small_are_not_estimable_never_fair(home):
     assert not x.at["0", "estimable"] and np.isnan(x.at["0", "xauc"])
     md = result.asset_materializations_for_node(OP)[0].metadata["production/groups"].value
     assert "n/a (not estimable)" in md
-    check = result.get_asset_check_evaluations()[0]
+    check = _check(result, "every_group_estimable")
     assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
     assert "group '0'" in check.description and f"{small - 1} positives" in check.description
     assert _materialize(home).success  # restore the default audit for the other tests
@@ -228,9 +251,13 @@ def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
         assert "xAUC(0, 1)" in note and "AUC within group 0" in note
         # trained through the evaluated day: flagged in-sample
         _write_eo_transform(home, model, window_end=DAYS[-1])
-        assert _materialize(home).success
+        result = _materialize(home)
+        assert result.success
         flagged = _stored(home, "fairness_audit_outputs", "eo_weighted", "relevance")
         assert not flagged["held_out"].iloc[0] and "in-sample" in flagged["reason"].iloc[0]
+        check = _check(result, HELD_OUT_CHECK)
+        assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+        assert "eo_weighted: in-sample" in check.description and f"({DAYS[0]}..{DAYS[-1]})" in check.description
     finally:
         with duckdb.connect(str(home / "warehouse.duckdb")) as con:
             con.execute("DROP TABLE IF EXISTS marts.eo_transforms")
@@ -239,10 +266,11 @@ def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
 def test_linear_ranker_candidate_is_audited_from_item_features(home):
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
         con.execute("CREATE OR REPLACE TABLE marts.ranker_candidates AS SELECT 'd/merit/lam=0' AS candidate_id, "
-                    "CAST(NULL AS DATE) AS window_end, $f AS features, $c AS coefficients, 0.5 AS intercept",
+                    "CAST(NULL AS DATE) AS window_start, CAST(NULL AS DATE) AS window_end, $f AS features, $c AS coefficients, 0.5 AS intercept",
                     {"f": '["f0", "f1", "f2"]', "c": '{"f0": 1.0, "f1": 1.0, "f2": 0.0}'})
     try:
-        assert _materialize(home, {"pairwise_max_queries": 100_000}).success
+        result = _materialize(home, {"pairwise_max_queries": 100_000})
+        assert result.success
         rows = _truth_rows(home, DAYS[-1])
         items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
         rows = rows.merge(items[["item_id", "f0", "f1"]], on="item_id")
@@ -255,6 +283,8 @@ def test_linear_ranker_candidate_is_audited_from_item_features(home):
         np.testing.assert_allclose(overall[["accuracy", "se"]].to_numpy(float), pw[["accuracy", "se"]].to_numpy(float), rtol=1e-12)
         outputs = _stored(home, "fairness_audit_outputs", "ranker_d_merit_lam_0", "relevance")
         assert outputs["held_out"].isna().iloc[0]  # no training window recorded: unknown, not claimed held out
+        check = _check(result, HELD_OUT_CHECK)
+        assert not check.passed and "ranker_d_merit_lam_0: training window unknown" in check.description
     finally:
         with duckdb.connect(str(home / "warehouse.duckdb")) as con:
             con.execute("DROP TABLE IF EXISTS marts.ranker_candidates")
@@ -293,7 +323,7 @@ class _RecordingTracking:
     def __init__(self):
         self.run, self.stages = _RecordingRun(), []
 
-    def start_run(self, context, stage, window=None, tags=None):
+    def start_run(self, context, stage, run_name=None, window=None, tags=None):
         import contextlib
 
         self.stages.append((stage, window))

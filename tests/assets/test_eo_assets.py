@@ -33,7 +33,7 @@ from fair_pipeline.eo_transform import WeightedCDFTransformer, fit_from_click_co
 from fair_pipeline.position_bias_store import load_chosen_position_bias
 from fair_pipeline.resources import LandingZone, default_resources
 from fair_pipeline.simulation import simulate_to_landing
-from fair_pipeline.tracking import TAG_ASSET, TAG_DAGSTER_RUN, TAG_WINDOW, MLflowTracking
+from fair_pipeline.tracking import TAG_ASSET, TAG_DAGSTER_RUN, TAG_HELD_OUT, TAG_WINDOW, MLflowTracking
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
@@ -80,10 +80,11 @@ def test_stored_transforms_round_trip_and_equal_a_refit_from_the_warehouse(home)
     rows = _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY variant")
     assert rows["variant"].tolist() == ["unweighted", "weighted"]
     assert rows["window_start"].dt.date.astype(str).tolist() == [DAYS[0]] * 2
-    assert rows["window_end"].dt.date.astype(str).tolist() == [DAYS[-1]] * 2
-    assert rows["partitions"].tolist() == [3, 3] and rows["estimable"].all()
+    # the run's newest partition is held out for the fairness audit (holdout_days=1)
+    assert rows["window_end"].dt.date.astype(str).tolist() == [DAYS[-2]] * 2
+    assert rows["partitions"].tolist() == [2, 2] and rows["estimable"].all()
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        counts = read_click_counts(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(DAYS[-1]))
+        counts = read_click_counts(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(DAYS[-2]))
         curve = load_chosen_position_bias(con)
         stored = load_latest_transforms(con)
     refit = fit_from_click_counts(counts, curve[["position", "weight"]], score_bin_width=1e-3)
@@ -98,7 +99,7 @@ def test_weights_come_from_the_chosen_curve(home):
     raw = _read(
         "SELECT o.group_id, sum(1.0 / c.weight) AS w, sum(1.0 / (c.weight * c.weight)) AS w2, count(*) AS clicks"
         " FROM raw.observational_impressions o JOIN marts.position_bias_curves c ON o.position = c.position"
-        " WHERE o.click = 1 AND c.chosen GROUP BY 1 ORDER BY 1"
+        " WHERE o.click = 1 AND c.chosen AND o.partition_date <= $end GROUP BY 1 ORDER BY 1", {"end": DAYS[-2]}
     ).set_index("group_id")
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         stored = load_latest_transforms(con)
@@ -126,7 +127,8 @@ def test_stored_transform_is_monotone_in_each_group(home):
 
 def test_transform_metadata_and_checks(home):
     meta = _metadata(home["instance"], EO_TRANSFORM_KEY)
-    assert meta["estimable"] is True and meta["window_partitions"] == DAYS
+    assert meta["estimable"] is True and meta["window_partitions"] == DAYS[:-1]
+    assert meta["held_out_partitions"] == DAYS[-1:]
     assert meta["position_bias_method"] == "adjacent_pairwise"
     assert set(meta["n_positives"]) == {"0", "1"} and min(meta["n_positives"].values()) >= 30
     assert "| weighted" in meta["knots_summary"] and "n_effective" in meta["knots_summary"]
@@ -142,7 +144,7 @@ def test_fair_ranker_is_registered_as_candidate_and_scores_like_the_transform(ho
     run = client.get_run(version.tags["fair_pipeline.run_id"])
     assert run.data.tags[TAG_DAGSTER_RUN] == home["run_id"]
     assert run.data.tags[TAG_ASSET] == EO_TRANSFORM_KEY.to_user_string()
-    assert run.data.tags[TAG_WINDOW] == f"{DAYS[0]}..{DAYS[-1]}"
+    assert run.data.tags[TAG_WINDOW] == f"{DAYS[0]}..{DAYS[-2]}" and run.data.tags[TAG_HELD_OUT] == DAYS[-1]
     assert _metadata(home["instance"], EO_TRANSFORM_KEY)["mlflow_run_id"] == run.info.run_id
     model = mlflow.pyfunc.load_model("models:/fair-ranker@candidate")
     items = simulate_items(CONFIG).head(200)
@@ -156,7 +158,7 @@ def test_fair_ranker_is_registered_as_candidate_and_scores_like_the_transform(ho
 def test_evaluation_is_labelled_simulation_with_tables_and_figures(home):
     meta = _metadata(home["instance"], EO_EVALUATION_KEY)
     assert meta["label"] == SIMULATION_LABEL and meta["label"].startswith("SIMULATION")
-    assert meta["evaluated"] is True and meta["held_out_day"] == "2026-01-04" and meta["n_requests"] == 300
+    assert meta["evaluated"] is True and meta["held_out_day"] == DAYS[-1] and meta["n_requests"] == 300
     for name in ("per_group", "summary"):
         assert meta[name].startswith(f"**{SIMULATION_LABEL}**")
     assert "| weighted_alpha=0.5" in meta["summary"] and "KS distance" in meta["summary"]

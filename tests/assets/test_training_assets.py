@@ -139,7 +139,7 @@ def test_ranker_candidates_table_and_mi_proxy_path(home):
     assert candidates["lam"].tolist() == [0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
     assert np.all(np.diff(candidates["mi_proxy_train"].to_numpy()) < 0)
     assert (candidates["window_start"].astype(str).str[:10] == DAYS[0]).all()
-    assert (candidates["window_end"].astype(str).str[:10] == DAYS[-1]).all()
+    assert (candidates["window_end"].astype(str).str[:10] == DAYS[-2]).all()  # the newest day is the audit's
     assert candidates["mlflow_run_id"].notna().all() and candidates["converged"].all()
     first = candidates.iloc[0]
     assert json.loads(first["features"]) == FEATURES
@@ -153,10 +153,11 @@ def test_ranker_candidates_table_and_mi_proxy_path(home):
 def test_ipw_training_aggregates_match_the_impression_rows(home):
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         window = training_window(con, 7)
+        assert [str(d) for d in window.dates] == DAYS[:-1] and [str(d) for d in window.held_out] == DAYS[-1:]
         curve = load_chosen_position_bias(con)
         data = training_data(con, window, curve, feature_columns(con))
         rows = con.execute("SELECT item_id, position, click FROM staging.stg_observational_impressions "
-                           "WHERE policy = 'production'").df()
+                           "WHERE policy = 'production' AND partition_date < $held_out", {"held_out": DAYS[-1]}).df()
     weight = curve.set_index("position")["weight"]
     rows["ipw"] = rows["click"] / rows["position"].map(weight)
     brute = rows.groupby("item_id").agg(impressions=("click", "size"), clicks=("click", "sum"), relevant=("ipw", "sum"))
@@ -174,7 +175,8 @@ def test_heldout_audits_match_brute_force_aucs(home):
     audits = _query(home, "SELECT * FROM marts.ranker_candidate_audits")
     assert set(audits["label_source"]) == {"click_shuffle", "truth_relevance"}
     shuffle = _query(home, "SELECT r.click, r.group_id, i.* EXCLUDE (group_id) FROM staging.stg_randomized_impressions r "
-                           "JOIN staging.stg_items i USING (item_id) WHERE r.policy = 'shuffle'")
+                           "JOIN staging.stg_items i USING (item_id) WHERE r.policy = 'shuffle' AND r.partition_date < $held_out",
+                     {"held_out": DAYS[-1]})  # the shuffle traffic of the training window
     truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet").merge(
         _query(home, "SELECT * EXCLUDE (group_id) FROM staging.stg_items"), on="item_id")
     for row in candidates.iloc[[0, 3]].itertuples():
@@ -217,7 +219,8 @@ def _failure(result) -> str:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"window_end": "2025-12-01"}, "no observational impressions on or before 2025-12-01"),
+        ({"window_end": "2025-12-01"}, "no partitions on or before 2025-12-01 in staging.stg_observational_impressions"),
+        ({"window_end": DAYS[0]}, "training cannot be held out"),
         ({"feature_columns": ["f0", "nope"]}, "'nope'"),
         ({"lambdas": [0.0, -1.0]}, "lambdas=[0.0, -1.0]"),
     ],

@@ -193,3 +193,50 @@ def test_one_ulp_apart_across_classes_falls_back_to_exact_blocks():
         assert I == pytest.approx(I_bf, abs=1e-12)
         assert v == pytest.approx(v_bf, rel=1e-9)
     assert t["auc"].iloc[-1] == pytest.approx(bf.auc(s[y], s[~y]))  # 0.5 beats 0.5+ulp: no tie
+
+
+def _assert_matches_brute_force(s, y):
+    t = truncated_auc(s, y, ALPHAS)
+    for a, I, v in zip(t["cutoff"], t["auc"], t["variance"]):
+        I_bf, v_bf = bf.truncated(s, y, a)
+        assert I == pytest.approx(I_bf, abs=1e-12)
+        assert v == pytest.approx(v_bf, rel=1e-9)
+
+
+@pytest.mark.parametrize("negative", [-5e-324, -0.0])
+@pytest.mark.parametrize("positive", [0.0, -0.0, 5e-324])
+def test_ties_at_zero_are_found_whatever_the_sign_bits(negative, positive):
+    """Mixed-sign scores are sorted as doubles, where -0.0 == +0.0 and the smallest denormals merge into
+    zero once the label takes their last bit: a positive and a negative there must not be split."""
+    rng = np.random.default_rng(21)
+    s = np.r_[rng.normal(size=30), negative, positive, -0.0, 0.0]
+    y = np.r_[rng.random(30) < 0.5, False, True, False, True]
+    y[:2], y[2:4] = True, False
+    if (negative == 0.0) and (positive == 0.0):  # equal values: a real tie needs half credit
+        assert positive_positions(s, y) is None
+    _assert_matches_brute_force(s, y)
+
+
+def test_ties_below_zero_are_found():
+    """For negative scores the positive's key sorts below the negative's (further from zero)."""
+    s = np.array([-0.7, -0.7, -1.2, -0.3, -2.0, 0.4, -1.2, 0.9])
+    y = np.array([1, 0, 0, 1, 0, 1, 1, 0], dtype=bool)
+    assert positive_positions(s, y) is None
+    distinct = s - np.arange(s.size) * 1e-3
+    assert positive_positions(distinct, y) is not None
+    np.testing.assert_array_equal(positive_positions(distinct, y), np.flatnonzero(y[np.argsort(distinct)]))
+    _assert_matches_brute_force(s, y)
+
+
+@pytest.mark.parametrize("top", [1.0, np.nextafter(1.5, 0.0), 1.5, 7.0])
+def test_non_negative_keys_are_exact_below_and_above_one_and_a_half(top):
+    """Probabilities (< 1.5) are sorted as doubles, larger non-negative scores as integers: both keep
+    every bit, so scores one ulp apart in different classes are not ties."""
+    rng = np.random.default_rng(22)
+    s = np.r_[rng.uniform(0.0, top, 50), top, np.nextafter(top, 0.0), 0.0, 5e-324]
+    y = np.r_[rng.random(50) < 0.4, True, False, False, True]
+    y[:2], y[2:4] = True, False
+    positions = positive_positions(s, y)
+    assert positions is not None
+    np.testing.assert_array_equal(positions, np.flatnonzero(y[np.argsort(s, kind="stable")]))
+    _assert_matches_brute_force(s, y)

@@ -58,9 +58,14 @@ def test_window_counts_days_with_data_and_respects_the_end(con):
     days = [D(2026, 1, 1), D(2026, 1, 2), D(2026, 1, 5), D(2026, 1, 6), D(2026, 1, 9)]
     frame = pd.DataFrame({"partition_date": days, "clicks": 1})
     con.execute("CREATE TABLE marts.eo_score_click_counts AS SELECT * FROM frame")
-    window = eo_training_window(con, 3, "2026-01-08")
+    window = eo_training_window(con, 3, "2026-01-08", holdout_days=0)
     assert window.dates == (D(2026, 1, 2), D(2026, 1, 5), D(2026, 1, 6)) and window.first == D(2026, 1, 2)
-    assert eo_training_window(con, 7).dates == tuple(days)
+    assert eo_training_window(con, 7, holdout_days=0).dates == tuple(days)
+    # by default the newest partition up to the end is left to the fairness audit
+    held = eo_training_window(con, 3, "2026-01-08")
+    assert held.dates == (D(2026, 1, 1), D(2026, 1, 2), D(2026, 1, 5)) and held.held_out == (D(2026, 1, 6),)
+    with pytest.raises(EOInputError, match="training cannot be held out: marts.eo_score_click_counts has only 1"):
+        eo_training_window(con, 7, "2026-01-01")
     with pytest.raises(EOInputError, match="no partitions on or before 2025-12-31"):
         eo_training_window(con, 7, "2025-12-31")
     with pytest.raises(EOInputError, match="window_days=0"):
