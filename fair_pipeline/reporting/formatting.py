@@ -79,7 +79,8 @@ def model_list(names: list[str]) -> str:
     for name in dict.fromkeys(names):
         prefix = name[: name.rfind("_") + 1]
         families.setdefault(prefix, []).append(name[len(prefix):])
-    return ", ".join(prefix + (f"{{{', '.join(ends)}}}" if len(ends) > 1 else ends[0]) for prefix, ends in families.items())
+    return ", ".join(prefix + f"{{{', '.join(ends)}}}" if prefix and len(ends) > 1 else ", ".join(prefix + e for e in ends)
+                     for prefix, ends in families.items())
 
 
 def p_bound(ps: pd.Series, status: str) -> str:
