@@ -79,8 +79,19 @@ def model_list(names: list[str]) -> str:
     for name in dict.fromkeys(names):
         prefix = name[: name.rfind("_") + 1]
         families.setdefault(prefix, []).append(name[len(prefix):])
+    for ends in families.values():
+        if all(_is_number(e) for e in ends):
+            ends.sort(key=float)
     return ", ".join(prefix + f"{{{', '.join(ends)}}}" if prefix and len(ends) > 1 else ", ".join(prefix + e for e in ends)
                      for prefix, ends in families.items())
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def p_bound(ps: pd.Series, status: str) -> str:
