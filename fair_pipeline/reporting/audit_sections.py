@@ -68,13 +68,30 @@ def _counts(row: pd.Series) -> str:
             f"n_neg = {int(row['n_neg']):,} / {int(row['n_neg_ref']):,}")
 
 
+def contrast_text(row: pd.Series, first: tuple[str, str], second: tuple[str, str], difference: tuple[str, str],
+                  p: str, counts: str) -> str:
+    """'<label> = est [CI] vs <label> = est [CI], <label> ±est [CI], <p> (<counts>)'; each pair is (label,
+    column prefix) and the row holds `<prefix>`, `<prefix>_ci_low`, `<prefix>_ci_high` (see `_estimate`)."""
+    (a, a_col), (b, b_col), (d, d_col) = first, second, difference
+    return (f"{a} = {_estimate(row, a_col)} vs {b} = {_estimate(row, b_col)}, {d} {_estimate(row, d_col, signed=True)}, "
+            f"{p} ({counts})")
+
+
+def _estimate(row: pd.Series, column: str, signed: bool = False) -> str:
+    """The estimate in `column` with its CI: columns ci_low/ci_high for `estimate`, `<x>_ci_low`/`<x>_ci_high` for
+    `<x>`, and `ci_low<s>`/`ci_high<s>` for `estimate<s>` (a suffixed copy from a merge, e.g. `estimate_ref`)."""
+    if column.startswith("estimate"):
+        suffix = column[len("estimate"):]
+        return ci_text(row[column], row[f"ci_low{suffix}"], row[f"ci_high{suffix}"], signed=signed)
+    return ci_text(row[column], row[f"{column}_ci_low"], row[f"{column}_ci_high"], signed=signed)
+
+
 def comparison_text(row: pd.Series) -> str:
     """'I(0.1): group 1 = 0.272 [0.270, 0.274] vs group 0 = 0.506 [...], difference -0.234 [...], p < 0.001 (n ...)'."""
     if row["status"] == "not estimable":
         return f"{row['cutoff']}: group {row['group']} vs group {row['reference']} not estimable ({_counts(row)})"
-    return (f"{row['cutoff']}: group {row['group']} = {ci_text(row['estimate'], row['ci_low'], row['ci_high'])} vs group "
-            f"{row['reference']} = {ci_text(row['estimate_ref'], row['ci_low_ref'], row['ci_high_ref'])}, difference "
-            f"{ci_text(row['diff'], row['diff_ci_low'], row['diff_ci_high'], signed=True)}, {_p_detail(row)} ({_counts(row)})")
+    return f"{row['cutoff']}: " + contrast_text(row, (f"group {row['group']}", "estimate"), (f"group {row['reference']}", "estimate_ref"),
+                                                ("difference", "diff"), _p_detail(row), _counts(row))
 
 
 def comparison_headline(rows: pd.DataFrame) -> Finding:
@@ -173,9 +190,8 @@ def xauc_text(row: pd.Series) -> str:
               f"n_neg = {int(row['n_neg_back']):,} (group {a}) / {int(row['n_neg']):,} (group {b})")
     if row["status"] == "not estimable":
         return f"xAUC between groups {a} and {b} not estimable ({counts})"
-    return (f"xAUC({a}>{b}) = {ci_text(row['estimate'], row['ci_low'], row['ci_high'])} vs "
-            f"xAUC({b}>{a}) = {ci_text(row['estimate_back'], row['ci_low_back'], row['ci_high_back'])}, ΔxAUC = "
-            f"{ci_text(row['delta'], row['delta_ci_low'], row['delta_ci_high'], signed=True)}, {p_phrase(row['p_value'])} ({counts})")
+    return contrast_text(row, (f"xAUC({a}>{b})", "estimate"), (f"xAUC({b}>{a})", "estimate_back"), ("ΔxAUC =", "delta"),
+                         p_phrase(row["p_value"]), counts)
 
 
 def xauc_headline(rows: pd.DataFrame) -> Finding:

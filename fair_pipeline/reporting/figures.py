@@ -12,16 +12,24 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
-def to_png(draw: Callable[[plt.Axes], None], width: float = 6.4, height: float = 3.6) -> bytes:
-    figure, axes = plt.subplots(figsize=(width, height), dpi=100)
+def _png(figure: plt.Figure) -> bytes:
     try:
-        draw(axes)
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png")
         return buffer.getvalue()
     finally:
         plt.close(figure)
+
+
+def to_png(draw: Callable[[plt.Axes], None], width: float = 6.4, height: float = 3.6) -> bytes:
+    figure, axes = plt.subplots(figsize=(width, height), dpi=100)
+    try:
+        draw(axes)
+    except BaseException:
+        plt.close(figure)
+        raise
+    return _png(figure)
 
 
 def _err(frame: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray:
@@ -76,16 +84,14 @@ def panels(frame: pd.DataFrame, by: str, draw: Callable[[plt.Axes, pd.DataFrame]
             draw(ax, part)
             ax.set_title(str(name), fontsize=8)
             ax.tick_params(labelsize=7)
-        for ax in axes.flat[len(parts):]:
-            ax.axis("off")
-        figure.supxlabel(xlabel, fontsize=9)
-        figure.supylabel(ylabel, fontsize=9)
-        figure.tight_layout()
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png")
-        return buffer.getvalue()
-    finally:
+    except BaseException:
         plt.close(figure)
+        raise
+    for ax in axes.flat[len(parts):]:
+        ax.axis("off")
+    figure.supxlabel(xlabel, fontsize=9)
+    figure.supylabel(ylabel, fontsize=9)
+    return _png(figure)
 
 
 def points_with_errors(
