@@ -26,6 +26,8 @@ PAUC_COLUMNS = ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_n
 XAUC_COLUMNS = ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
 # The cutoff a headline quotes when a model differs at several: the low-FPR region the papers focus on.
 PRIMARY_CUTOFF = 0.1
+# A within-group AUC that moves less than this under a per-group monotone transform is reported as unchanged.
+UNCHANGED = 1e-9
 
 
 # ---------------------------------------------------------------- partial AUC
@@ -120,8 +122,8 @@ def pauc_findings(comparisons: pd.DataFrame) -> list[Finding]:
     """Every comparison as a detailed finding, plus one headline per way the models compare (see comparison_headline)."""
     findings = [Finding(f"model {r['model']}, {comparison_text(r)}", r["status"], headline=False) for _, r in comparisons.iterrows()]
     direction = np.sign(comparisons["diff"]).where(comparisons["status"] == "significant", 0)
-    for _, rows in comparisons.assign(direction=direction).groupby(["group", "status"], sort=False):
-        families: dict[tuple, list[str]] = {}  # models with the same verdicts at the same cutoffs share a headline
+    for _, rows in comparisons.assign(direction=direction).groupby(["group", "status", "direction"], sort=False):
+        families: dict[tuple, list[str]] = {}  # models with the same verdict at the same cutoffs share a headline
         for model, verdicts in rows.groupby("model", sort=False):
             families.setdefault(tuple(zip(verdicts["cutoff"], verdicts["direction"])), []).append(model)
         findings += [comparison_headline(rows[rows["model"].isin(models)]) for models in families.values()]
@@ -300,9 +302,10 @@ def transform_findings(pauc: pd.DataFrame, xauc: pd.DataFrame, baseline: str, tr
         if not groups:
             continue
         change = max(abs(full[(model, g)] - full[(baseline, g)]) for g in groups)
-        moves = [f"xAUC({d}) {ci_text(x.at[(baseline, d), 'estimate'], x.at[(baseline, d), 'ci_low'], x.at[(baseline, d), 'ci_high'])} → "
-                 f"{ci_text(x.at[(model, d), 'estimate'], x.at[(model, d), 'ci_low'], x.at[(model, d), 'ci_high'])}"
+        # Exactly equal up to rounding for a strictly increasing map; ties where the map is flat can move it a little.
+        within = (f"within-group AUCs unchanged (largest change {change:.2g})" if change < UNCHANGED else
+                  f"within-group AUCs changed by up to {change:.3g} (ties where the transform is flat)")
+        moves = [f"xAUC({d}) {_estimate(x.loc[(baseline, d)], 'estimate')} → {_estimate(x.loc[(model, d)], 'estimate')}"
                  for (m, d) in x.index if m == baseline and (model, d) in x.index]
-        findings.append(Finding(
-            f"{model} vs {baseline}: within-group AUCs unchanged (largest change {change:.2g}); " + "; ".join(moves), "info"))
+        findings.append(Finding(f"{model} vs {baseline}: {within}; " + "; ".join(moves), "info"))
     return findings

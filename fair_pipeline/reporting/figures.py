@@ -141,17 +141,6 @@ def draw_heatmap(ax: plt.Axes, matrix: pd.DataFrame) -> plt.cm.ScalarMappable:
     return image
 
 
-def heatmap(matrix: pd.DataFrame, title: str, label: str) -> bytes:
-    def draw(ax: plt.Axes) -> None:
-        image = draw_heatmap(ax, matrix)
-        ax.set_xlabel("negative from group")
-        ax.set_ylabel("positive from group")
-        ax.set_title(title, fontsize=9)
-        ax.figure.colorbar(image, ax=ax, label=label)
-
-    return to_png(draw, width=4.8, height=3.8)
-
-
 def frontier(frame: pd.DataFrame, x: str, y: str, xlow: str, xhigh: str, ylow: str, yhigh: str, label: str, xlabel: str, ylabel: str) -> bytes:
     def draw(ax: plt.Axes) -> None:
         part = frame.sort_values(label)

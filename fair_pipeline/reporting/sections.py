@@ -32,7 +32,7 @@ import pandas as pd
 from fair_pipeline.audit_outputs import PRODUCTION
 from fair_pipeline.core.proportions import two_proportion_test, wilson_interval
 from fair_pipeline.reporting import audit_sections, figures
-from fair_pipeline.reporting.formatting import (  # noqa: F401  (with_ci, significance_findings: public API)
+from fair_pipeline.reporting.formatting import (
     ci_text,
     p_phrase,
     p_text,

@@ -247,3 +247,8 @@ def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(t
     (finding,) = transform_findings(tables["partial_auc"], tables["xauc"], "prod", ["eo"])
     assert finding.text.startswith("eo vs prod: within-group AUCs unchanged (largest change 0)")
     assert "xAUC(a>b) 0.950 [0.940, 0.960] → 0.830 [0.810, 0.850]" in finding.text
+    # A transform that did move a within-group AUC is not reported as leaving it unchanged.
+    moved = tables["partial_auc"].copy()
+    moved.loc[(moved["model"] == "eo") & (moved["fpr_high"] == 1.0) & (moved["group"] == "b"), "estimate"] = 0.83
+    (finding,) = transform_findings(moved, tables["xauc"], "prod", ["eo"])
+    assert finding.text.startswith("eo vs prod: within-group AUCs changed by up to 0.01 ")
