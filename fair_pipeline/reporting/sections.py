@@ -174,7 +174,7 @@ def position_bias(inputs: ReportInputs) -> SectionContent:
     table = table[[chosen, *[m for m in table.columns if m != chosen]]].rename(columns={chosen: f"{chosen} (chosen)"}).reset_index()
     table.columns.name = None
     if "n_impressions" in curve.columns:
-        table["impressions (chosen)"] = chosen_curve["n_impressions"].map("{:,}".format).to_numpy()
+        table["impressions (chosen)"] = table["position"].map(chosen_curve.set_index("position")["n_impressions"]).map("{:,.0f}".format)
     blocks = [
         Text(f"Examination probability w_j = P(click at position j | relevant) relative to the top slot, with 95% CIs. "
              f"Later stages (EO transform weights 1/ŵ, ranker training) use the `{chosen}` curve; the others are shown "
