@@ -156,6 +156,11 @@ def truth_comparison(curve: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# Positions whose chosen weight is a key figure (Dagster metadata, the report's MLflow run), with the last one;
+# the full curve is in the position-bias stage's own run.
+KEY_POSITIONS = (1, 2, 5, 10, 20)
+
+
 def chosen_method(curve: pd.DataFrame) -> str:
     """The curve later stages use (flag `chosen`), else the first method logged."""
     flagged = curve.loc[curve["chosen"].astype(bool), "method"] if "chosen" in curve.columns else pd.Series([], dtype=str)
@@ -208,7 +213,8 @@ def position_bias(inputs: ReportInputs) -> SectionContent:
     return SectionContent(
         blocks=blocks,
         findings=findings,
-        metrics={f"w_pos{int(r.position)}": float(r.estimate) for r in chosen_curve.itertuples() if not pd.isna(r.estimate)},
+        metrics={f"w_pos{int(r.position)}": float(r.estimate) for r in chosen_curve.itertuples()
+                 if not pd.isna(r.estimate) and (r.position in KEY_POSITIONS or r.position == last["position"])},
         source=inputs.sources.get("position_bias_curve", ""),
     )
 
