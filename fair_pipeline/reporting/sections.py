@@ -63,11 +63,14 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
     )
     if volume.empty:
         raise StageMissing("marts.daily_volume is empty: no partition has been ingested")
-    reasons = inputs.sql(
-        "SELECT source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows, count(DISTINCT partition_date) AS partitions "
-        "FROM staging.stg_quarantine GROUP BY ALL ORDER BY rejected_rows DESC",
+    by_partition = inputs.sql(
+        "SELECT CAST(partition_date AS VARCHAR) AS partition, source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows "
+        "FROM staging.stg_quarantine GROUP BY ALL ORDER BY partition, source, reason",
         [("staging", "stg_quarantine")],
     )
+    reasons = (by_partition.groupby(["source", "reason"], as_index=False)
+               .agg(rejected_rows=("rejected_rows", "sum"), partitions=("partition", "nunique"))
+               .sort_values("rejected_rows", ascending=False, kind="stable"))
     per_day = volume.pivot_table(index="partition", columns="source", values=["accepted_rows", "rejected_rows"], aggfunc="sum")
     per_day.columns = [f"{source} {what.replace('_rows', '')}" for what, source in per_day.columns]
     per_day = per_day.reset_index()
@@ -91,7 +94,14 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
             "Rows per partition (accepted and quarantined, by source)",
         ),
     ]
-    blocks.append(Table(reasons, "Quarantine reasons (all partitions)") if len(reasons) else Text("No row has been quarantined."))
+    if len(reasons):
+        per_reason = by_partition.pivot_table(index="partition", columns=["source", "reason"], values="rejected_rows",
+                                              aggfunc="sum", fill_value=0)
+        per_reason.columns = [f"{source}: {reason}" for source, reason in per_reason.columns]
+        blocks += [Table(reasons, "Quarantine reasons (all partitions)"),
+                   Table(per_reason.reset_index(), "Quarantined rows by partition and reason (partitions with none are left out)")]
+    else:
+        blocks.append(Text("No row has been quarantined."))
     return SectionContent(
         blocks=blocks,
         findings=findings,

@@ -78,6 +78,12 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     top = table.frame.set_index("position").loc[1, "shuffle"]
     assert top.startswith("0.3000 [0.2189, 0.3958]") and "(n = 100)" in top
     assert table.frame.set_index("position").loc[2, "production"].startswith("0.1000")
+    quarantine = {b.caption: b.frame for b in sections["data_volume"].content.blocks if hasattr(b, "frame")}
+    assert quarantine["Quarantine reasons (all partitions)"].to_dict("records")[0] == {
+        "source": "observational", "reason": "position out of range", "rejected_rows": 10, "partitions": 1}
+    by_partition = quarantine["Quarantined rows by partition and reason (partitions with none are left out)"].set_index("partition")
+    assert by_partition.loc["2024-01-02", "randomized: click not 0/1"] == 5
+    assert by_partition.loc["2024-01-02", "observational: position out of range"] == 0
     # Later stages have never run: each is listed as missing, nothing fails.
     missing = {s.spec.key for s in report.missing}
     assert missing == {"position_bias", "eo_transform", "exposure_merit", "roc", "xauc", "pairwise", "lambda_frontier", "model_selection"}
