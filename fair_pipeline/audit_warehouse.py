@@ -3,6 +3,9 @@
 Label sources (`LABEL_SOURCES`):
   relevance          SIMULATION ONLY: the simulator's true Y(1) of each item (`landing/_truth/items.parquet`,
                      joined on item_id) on the production (observational) impressions. Real logs have no truth.
+  randomized_relevance  SIMULATION ONLY: the same true Y(1), on the randomized requests of the policies given
+                     (default `shuffle`). No ranker or transform is fitted on randomized traffic, so these rows are
+                     held out from every fit by construction (model selection's default on simulated logs).
   randomized_clicks  clicks on randomized traffic (default: `shuffle` requests, where the displayed position is
                      independent of the score, so a click is an unbiased if noisy label: P(click) = w_position Y).
 
@@ -27,7 +30,7 @@ from fair_pipeline import contract
 from fair_pipeline.core.audit import AuditInputError
 from fair_pipeline.warehouse import quote_identifier, table_columns, table_exists
 
-LABEL_SOURCES = ("relevance", "randomized_clicks")
+LABEL_SOURCES = ("relevance", "randomized_relevance", "randomized_clicks")
 UNKNOWN_GROUP = "<unknown>"  # rows whose protected characteristic is missing form their own group
 OBSERVATIONAL_VIEW = ("staging", "stg_observational_impressions")
 RANDOMIZED_VIEW = ("staging", "stg_randomized_impressions")
@@ -71,26 +74,26 @@ def truth_path(landing: Path) -> Path:
 def label_source(name: str, landing: Path, window: EvaluationWindow, policies: list[str]) -> LabelSource:
     """The evaluation rows of `window` for a label source (see the module docstring)."""
     dates = {"start": window.first, "end": window.last, "unknown_group": UNKNOWN_GROUP}
-    if name == "relevance":
+    if name in ("relevance", "randomized_relevance"):
         truth = truth_path(landing)
         if not truth.exists():
             raise AuditDataError(
-                f"label_source='relevance' needs the simulator's truth file {truth} (SIMULATION only); "
+                f"label_source={name!r} needs the simulator's truth file {truth} (SIMULATION only); "
                 "for real logs use label_source='randomized_clicks'"
             )
+        view, policy_filter, params = OBSERVATIONAL_VIEW, "", {**dates, "truth": str(truth)}
+        if name == "randomized_relevance":
+            view, policy_filter = RANDOMIZED_VIEW, " AND list_contains($policies, o.policy)"
+            params["policies"] = _checked_policies(name, policies)
         sql = (
             f"SELECT o.query_id, o.item_id, coalesce(o.group_id, $unknown_group) AS grp, o.score, CAST(t.relevance AS INTEGER) AS label "
-            f"FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))} o "
+            f"FROM {'.'.join(map(quote_identifier, view))} o "
             "LEFT JOIN read_parquet($truth) t ON t.item_id = o.item_id "
-            "WHERE o.partition_date BETWEEN $start AND $end"
+            "WHERE o.partition_date BETWEEN $start AND $end" + policy_filter
         )
-        return LabelSource(name, OBSERVATIONAL_VIEW, sql, {**dates, "truth": str(truth)}, simulation=True)
+        return LabelSource(name, view, sql, params, simulation=True)
     if name == "randomized_clicks":
-        if not policies:
-            raise AuditDataError("label_source='randomized_clicks' needs at least one randomized policy")
-        unknown = sorted(set(policies) - set(contract.RANDOMIZED_POLICIES))
-        if unknown:
-            raise AuditDataError(f"randomized policies {unknown} are not among {list(contract.RANDOMIZED_POLICIES)}")
+        policies = _checked_policies(name, policies)
         sql = (
             "SELECT query_id, item_id, coalesce(group_id, $unknown_group) AS grp, score, click AS label "
             f"FROM {'.'.join(map(quote_identifier, RANDOMIZED_VIEW))} "
@@ -98,6 +101,15 @@ def label_source(name: str, landing: Path, window: EvaluationWindow, policies: l
         )
         return LabelSource(name, RANDOMIZED_VIEW, sql, {**dates, "policies": list(policies)}, simulation=False)
     raise AuditDataError(f"label_source={name!r} is not one of {list(LABEL_SOURCES)}")
+
+
+def _checked_policies(name: str, policies: list[str]) -> list[str]:
+    if not policies:
+        raise AuditDataError(f"label_source={name!r} needs at least one randomized policy")
+    unknown = sorted(set(policies) - set(contract.RANDOMIZED_POLICIES))
+    if unknown:
+        raise AuditDataError(f"randomized policies {unknown} are not among {list(contract.RANDOMIZED_POLICIES)}")
+    return list(policies)
 
 
 def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int = 1,

@@ -95,11 +95,12 @@ class SessionConfig:
 class SessionStore:
     """DuckDB persistence of sessions and answers; every value is a bound parameter."""
 
-    def __init__(self, db_path: str | Path):
+    def __init__(self, db_path: str | Path, read_only: bool = False):
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(db_path))
-        for sql in SCHEMA_SQL:
-            self.con.execute(sql)
+        self.con = duckdb.connect(str(db_path), read_only=read_only)
+        if not read_only:  # a reader (model selection) replays sessions without touching the file
+            for sql in SCHEMA_SQL:
+                self.con.execute(sql)
 
     def close(self) -> None:
         self.con.close()

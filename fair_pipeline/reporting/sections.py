@@ -18,7 +18,9 @@ The table contracts (name: required columns; optional columns in brackets) are:
     pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source]
-    model_ranking:       rank, model [any further columns, shown as they are]
+    model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; tpr[g], tnr[g], error_part,
+                         violation_part, min_group_count, champion_version, reason; other columns without cost]
+    elicited_metric:     oracle, parameter, elicited [truth, n_queries]   (optional companion of model_ranking)
 
 A not-estimable figure is NaN (never 0); p_value is NaN where no test applies (e.g. the reference
 group). A stage owner who needs a different presentation replaces the builder: `SECTIONS` is a list of
@@ -375,12 +377,57 @@ def lambda_frontier(inputs: ReportInputs) -> SectionContent:
     )
 
 
+SELECTION_NOTE = (
+    "Candidates are ranked by the elicited fair metric (Hiranandani et al., Definition 4): cost = (1 − λ)⟨a, 1 − r⟩ "
+    "+ λ/2 Σ_{u<v} (r^u − r^v)ᵀ B^{uv} (r^u − r^v) of each group's TPR and TNR at the candidate's operating "
+    "threshold on held-out rows; lower is better. Intervals are delta-method 95% CIs from the group-wise counts; "
+    "a candidate with too few positives or negatives in a group is not estimable and ranked last.")
+
+
+def _elicited_metric_blocks(inputs: ReportInputs) -> list:
+    """The metric the ranking used (logged next to it by model_selection): oracle label, parameters."""
+    try:
+        metric = inputs.stage_table("elicited_metric", "selection", ["oracle", "parameter", "elicited"])
+    except StageMissing as missing:
+        return [Text(f"The elicited metric is not available: {missing}")]
+    table = metric.drop(columns=["oracle"]).round(4)
+    if "truth" in table.columns and table["truth"].isna().all():
+        table = table.drop(columns=["truth"])
+    return [Text(f"**Metric: {metric['oracle'].iloc[0]}.**"), Table(table, "Elicited metric (λ, a, B)")]
+
+
 def model_selection(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("model_ranking", "selection", ["rank", "model"]).sort_values("rank")
-    top = frame.iloc[0]
-    findings = [Finding(f"model selection ranks {top['model']} first", "info")] if len(frame) else []
-    return SectionContent(blocks=[Table(frame, "Model-selection ranking")], findings=findings,
-                          source=inputs.sources.get("model_ranking", ""))
+    frame = inputs.stage_table("model_ranking", "selection", ["rank", "model"]).sort_values("rank", na_position="last")
+    blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
+    findings = []
+    if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
+        table = frame[["rank", "model"]].copy()
+        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        extra = [c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
+                 ("error_part", "violation_part", "min_group_count", "champion_version", "reason")]
+        table = pd.concat([table, frame[extra].round(4)], axis=1)
+        blocks.append(Table(table, "Model-selection ranking"))
+        findings = _selection_findings(frame)
+    else:
+        blocks.append(Table(frame, "Model-selection ranking"))
+        if len(frame):
+            findings = [Finding(f"model selection ranks {frame.iloc[0]['model']} first", "info")]
+    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
+
+
+def _selection_findings(frame: pd.DataFrame) -> list[Finding]:
+    ranked = frame[frame["cost"].notna()]
+    if ranked.empty:
+        return [Finding("model selection: no candidate is estimable on the held-out rows", "not estimable")]
+    win = ranked.iloc[0]
+    text = f"model selection: {win['model']} has the lowest cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}]"
+    if len(ranked) < 2:
+        return [Finding(text, "info")]
+    runner = ranked.iloc[1]
+    versus = f" vs runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"
+    separated = win["ci_high"] < runner["ci_low"]
+    return [Finding(text + versus + ("" if separated else " (intervals overlap)"),
+                    "significant" if separated else "not significant")]
 
 
 SECTIONS: list[SectionSpec] = [

@@ -41,12 +41,14 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     assert "fair-pipeline ui" in main_job_output
     assert "[fact] Data volume and quarantine:" in main_job_output
     assert "under shuffled (randomized) traffic, CTR at position 1 minus position 10" in main_job_output
-    assert "not yet available (stage never ran): Model selection (selection)" in main_job_output
+    assert "not yet available" not in main_job_output
     assert "[fact] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged" in main_job_output
     assert re.search(r"ROC curves and partial AUC by group: .*at I\(0\.05\), I\(0\.1\)", main_job_output)
     assert re.search(r"\d+ tests in the report: \d+ significant at the 5% level, \d+ not significant", main_job_output)
     html = report.read_text()
     assert "Data volume and quarantine" in html and "data:image/png;base64," in html
+    # model selection: the metric labelled as simulated, the ranking with costs and intervals
+    assert "Metric: SIMULATED oracle" in html and "Elicited metric (λ, a, B)" in html and "cost [95% CI]" in html
     findings = json.loads((home / "reports" / "findings.json").read_text())
     assert findings["metrics"]["data_volume.accepted_rows"] > 0
 
@@ -57,8 +59,9 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     metadata = event.asset_materialization.metadata
     run_id = metadata["mlflow_run_id"].value
     assert metadata["report_html"].value == str(settings.reports_dir() / "fairness_report.html")
-    # Every section but model selection (stage `selection` has not landed).
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 9
+    # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's ROC/partial
+    # AUC, xAUC and pairwise sections, the λ frontier and model selection.
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 10
     assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
@@ -137,8 +140,7 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     finally:
         inputs.close()
     sections = {s.spec.key: s for s in report.sections}
-    assert [s.spec.key for s in report.missing] == ["model_selection"]
-    assert "stage 'selection' has never logged table 'model_ranking'" in sections["model_selection"].missing
+    assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         accepted = con.execute("SELECT CAST(partition_date AS VARCHAR), count(*) FROM raw.observational_impressions "
                                "GROUP BY ALL ORDER BY 1").fetchall()
@@ -185,3 +187,5 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     frontier = _table(sections["lambda_frontier"], "λ trade-off frontier")
     assert len(frontier) >= 2 and np.isfinite(_cells(frontier, "utility [95% CI]")).all()
     assert {"position_bias", "roc", "xroc", "pairwise", "lambda_frontier", "eo_cdf"} <= {f.name for f in report.figures()}
+    ranking = _table(sections["model_selection"], "Model-selection ranking")
+    assert ranking["rank"].tolist()[0] == 1 and ranking["cost [95% CI]"].str.match(r"\d+\.\d+ \[").any()

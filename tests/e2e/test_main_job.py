@@ -12,6 +12,7 @@ import duckdb
 from fair_pipeline import cli, settings
 from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY
 from fair_pipeline.definitions import defs
+from fair_pipeline.tracking import FAIR_RANKER, MLflowTracking
 
 
 def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):
@@ -34,6 +35,12 @@ def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):
         ("2026-01-01", "observational", 200 * 50), ("2026-01-01", "randomized", 80 * 50),
         ("2026-01-02", "observational", 200 * 50), ("2026-01-02", "randomized", 80 * 50),
     ]
+    # Model selection moved the registry alias: fair-ranker @champion is the top-ranked candidate.
+    champion = MLflowTracking().champion(FAIR_RANKER)
+    assert champion is not None
+    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
+        winner = con.execute("SELECT model, champion_version FROM marts.model_ranking WHERE rank = 1").fetchone()
+    assert winner == (champion.tags["candidate"], str(champion.version))
     # Running again changes nothing: partitions are replaced, not appended.
     assert cli.main(["run", "--no-simulate"]) == 0
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:

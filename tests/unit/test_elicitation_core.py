@@ -253,6 +253,53 @@ def test_votes_take_the_majority():
     assert log.n_queries == 5 and log.n_split_votes == 1
 
 
+
+def test_raised_majorities_top_up_earlier_answers_and_can_overturn_them():
+    calls = iter([True, False, False])
+    a, b = np.full((2, 2), 0.4), np.full((2, 2), 0.5)
+    log = QueryLog(lambda r1, r2: next(calls), 2, 2)
+    assert log.ask(a, b) is True and log.n_queries == 1
+    with log.requiring(votes=3):
+        assert log.ask(b, a) is True  # T + F, F: out-voted (asked reversed, answered consistently)
+    assert log.n_queries == 3 and log.n_split_votes == 1
+    assert log.ask(a, b) is False and log.n_queries == 3  # the majority stays, no new calls
+    assert log.votes == 1
+
+
+def _flip_call(truth, call_no):
+    """Oracle that answers from ``truth`` except for call number ``call_no`` (1-based)."""
+    calls = []
+
+    def oracle(r1, r2):
+        calls.append(1)
+        return bool(truth(r1) < truth(r2)) != (len(calls) == call_no)
+
+    return oracle
+
+
+def test_one_early_wrong_answer_is_detected_and_out_voted():
+    """A flipped second question (orthant) wrecks the single-answer estimate; the slice's answers then
+    fit no quadratic, its questions are re-asked with majorities, and the exact estimate returns."""
+    truth = random_regular_metrics(np.random.default_rng(3), 1, 2)[0][0]
+    exact = elicit_fair_quadratic_metric(SimulatedOracle(truth), 2, tolerance=1e-2, n_band_draws=0)
+    single = elicit_fair_quadratic_metric(_flip_call(truth, 2), 2, tolerance=1e-2, max_votes=1,
+                                          n_band_draws=0, on_inconsistency="ignore")
+    rechecked = elicit_fair_quadratic_metric(_flip_call(truth, 2), 2, tolerance=1e-2, n_band_draws=0,
+                                             on_inconsistency="ignore")
+    assert elicitation_errors(truth, single).B > 0.5
+    assert np.allclose(rechecked.B, exact.B) and rechecked.lam == pytest.approx(exact.lam)
+    assert rechecked.n_queries > exact.n_queries + 100  # the slice was asked again with majorities
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_exact_answers_are_never_asked_twice(m):
+    metrics, _ = random_regular_metrics(np.random.default_rng(20 + m), 5, m)
+    for truth in metrics:
+        default = elicit_fair_quadratic_metric(SimulatedOracle(truth), m, tolerance=1e-2, n_band_draws=0)
+        single = elicit_fair_quadratic_metric(SimulatedOracle(truth), m, tolerance=1e-2, max_votes=1, n_band_draws=0)
+        assert default.n_queries == single.n_queries
+        assert default.diagnostics["n_split_votes"] == 0
+
 # --- oracles ------------------------------------------------------------------------------------
 
 def test_simulated_oracle_flips_the_requested_fraction():

@@ -1,9 +1,9 @@
 """Issue 8, item 4: elicited metrics agree with random ground truths (Assumption 4), k = 2.
 
-Ground truths follow the paper authors' experiments (see ``random_fair_metric``).  The full
-100-metric figures come from ``python -m benchmarks.elicitation_evidence``; here 40 metrics per
-setting keep the file within the CPU budget while leaving the thresholds meaningful (the agreement
-standard error over 40 metrics is ~0.0002 exact and ~0.01 with flips).
+Ground truths follow the paper authors' experiments (see ``random_fair_metric``); 100 metrics per
+setting as the issue asks, default configuration (one answer per question, a slice re-asked with
+majorities only when its answers fit no quadratic).  The README figures come from
+``python -m benchmarks.elicitation_evidence`` (seed 0); these tests use other fixed seeds.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from fair_pipeline.core.elicitation import evaluate_elicitation
 
-N_METRICS = 40
+N_METRICS = 100
 PAPER_TABLE1_QUERIES = {2: 332.10, 3: 867.65}  # fair QPME, k = 2, by number of groups m
 
 
@@ -28,21 +28,21 @@ def test_exact_answers_recover_the_metric(m):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("m", [2, 3])
-def test_five_percent_flipped_answers_with_votes_on_coarse_questions(m):
-    summary = evaluate_elicitation(N_METRICS, m, flip_fraction=0.05, votes=3, vote_scope="coarse",
-                                   tolerance=1e-2, seed=12)
+def test_five_percent_flipped_answers(m):
+    """Item 4 with the default configuration; the noisy query count stays below table 1 as well."""
+    summary = evaluate_elicitation(N_METRICS, m, flip_fraction=0.05, tolerance=1e-2, seed=12)
     assert summary.agreement.mean() >= 0.90
     assert summary.n_queries.mean() <= PAPER_TABLE1_QUERIES[m]
 
 
 @pytest.mark.slow
-def test_single_answers_degrade_gracefully_under_flips():
-    """One answer per question (the paper's protocol) sits near the 90% line (see the benchmark);
-    guard against regressions without claiming more than it delivers."""
-    noisy = evaluate_elicitation(N_METRICS, 2, flip_fraction=0.05, tolerance=1e-2, seed=13)
-    exact = evaluate_elicitation(N_METRICS, 2, tolerance=1e-2, seed=13)
-    assert noisy.agreement.mean() >= 0.85
-    assert exact.agreement.mean() - noisy.agreement.mean() > 0.02  # the flips do cost something
+def test_rechecking_inconsistent_slices_is_what_tolerates_flips():
+    """One answer per question (the paper's protocol, max_votes=1) on the same metrics and oracles
+    loses several points of agreement to 5% flips; re-asking the inconsistent slices wins them back."""
+    single = evaluate_elicitation(N_METRICS, 2, flip_fraction=0.05, tolerance=1e-2, seed=13, max_votes=1)
+    rechecked = evaluate_elicitation(N_METRICS, 2, flip_fraction=0.05, tolerance=1e-2, seed=13)
+    assert single.agreement.mean() < 0.95  # the flips do cost something without re-asking
+    assert rechecked.agreement.mean() - single.agreement.mean() > 0.03
 
 
 @pytest.mark.slow

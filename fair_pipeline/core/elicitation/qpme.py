@@ -40,6 +40,20 @@ class QuadraticEstimate:
     runs: tuple[LinearEstimate, ...]
     singular_values: np.ndarray  # of the stacked system; a large smallest value means noisy answers
 
+    def fits_a_quadratic(self, tolerance: float) -> bool:
+        """Whether one quadratic explains every LPME direction to within the bisection tolerance:
+        the system's smallest singular value is below the null threshold used to solve it.  A wrong
+        answer moves a direction by far more than the tolerance (unless it came late in a bisection,
+        where it costs little) and breaks this whenever the runs over-determine (d, B): always with
+        ``mirrored="all"`` or ``"star"``; with ``"first"`` only for k >= 3."""
+        return bool(self.singular_values[-1] <= null_threshold(tolerance) * self.singular_values[0])
+
+
+def null_threshold(tolerance: float) -> float:
+    """Singular values below this times the largest one are zero to within the bisection tolerance
+    (exact answers at tolerance 1e-2 give ratios <= 3e-4 on the evidence benchmark's metrics)."""
+    return tolerance / 10
+
 
 def qpme_centers(origin, radius: float, inner_radius: float, mirrored: str = "all") -> np.ndarray:
     """Centres of the LPME spheres, at distance delta = rho - varrho from o (so every query stays in
@@ -89,7 +103,7 @@ def solve_runs(runs, origin, tolerance: float, anchor: str = "boundary") -> Quad
     """(d, B) up to scale from LPME runs (see the module docstring)."""
     anchors = np.array([r.boundary_point if anchor == "boundary" else r.center for r in runs])
     directions = np.array([r.direction for r in runs])
-    d, B, sv = solve_gradient_system(anchors - np.asarray(origin), directions, null_tolerance=tolerance / 10)
+    d, B, sv = solve_gradient_system(anchors - np.asarray(origin), directions, null_tolerance=null_threshold(tolerance))
     return QuadraticEstimate(d=d, B=B, runs=tuple(runs), singular_values=sv)
 
 

@@ -7,6 +7,7 @@ cycle proves the oracle contradicted itself (noise, or a person answering carele
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -15,6 +16,16 @@ import numpy as np
 from .validation import check_rate_profile
 
 Oracle = Callable[[np.ndarray, np.ndarray], bool]
+
+
+def _check_votes(votes) -> None:
+    if int(votes) != votes or votes < 1 or votes % 2 == 0:
+        raise ValueError(f"votes must be an odd positive integer, got {votes!r}")
+
+
+def _majority(tally: list[int]) -> bool | None:
+    """True if r1 leads, False if r2 leads, None before any answer (ties never persist)."""
+    return None if tally == [0, 0] else tally[0] > tally[1]
 
 
 class InconsistentOracleError(RuntimeError):
@@ -55,9 +66,10 @@ class QueryLog:
     radius / center: if given, every query must lie within ``radius`` of ``center`` for every group
     (the feasible sphere); a violation is a programming error and raises.
     on_inconsistency: "warn" (default), "raise" or "ignore" when a cycle is detected.
-    votes: odd number of answers per new pair; the oracle is asked until one side has a majority
-    (so 2 calls when they agree), which makes independent answer flips rare at ~2x the queries.
-    Every oracle call counts as a query.
+    votes: odd number; a question's answer is the majority of ``votes`` oracle calls, asked
+    sequentially until one side has (votes + 1) / 2 (so 2 calls when they agree).  Every oracle call
+    counts as a query.  A question asked again after ``votes`` was raised (see ``requiring``) gets
+    only the missing calls, so earlier answers are never wasted and a flipped one can be out-voted.
     vote_distance: if set, only pairs at least this far apart (max over groups of |r1^g - r2^g|)
     get ``votes`` answers and nearer pairs get one.  In a bisection the far pairs are the coarse,
     early questions whose wrong answers cost the most.
@@ -71,24 +83,39 @@ class QueryLog:
     on_inconsistency: str = "warn"
     votes: int = 1
     vote_distance: float | None = None
-    n_split_votes: int = 0
     records: list[QueryRecord] = field(default_factory=list)
     cycles: list[PreferenceCycle] = field(default_factory=list)
-    _cache: dict = field(default_factory=dict, repr=False)
+    _tally: dict = field(default_factory=dict, repr=False)  # (r1 key, r2 key) -> [r1 preferred, r2 preferred]
     _edges: dict = field(default_factory=dict, repr=False)  # winner key -> {loser key: query index}
 
     def __post_init__(self) -> None:
         if self.on_inconsistency not in ("warn", "raise", "ignore"):
             raise ValueError(f"on_inconsistency must be 'warn', 'raise' or 'ignore', got {self.on_inconsistency!r}")
-        if int(self.votes) != self.votes or self.votes < 1 or self.votes % 2 == 0:
-            raise ValueError(f"votes must be an odd positive integer, got {self.votes!r}")
+        _check_votes(self.votes)
 
     @property
     def n_queries(self) -> int:
         return len(self.records)
 
+    @property
+    def n_split_votes(self) -> int:
+        """Questions whose oracle calls disagreed (each such question had a flipped answer)."""
+        return sum(1 for yes, no in self._tally.values() if yes and no)
+
+    @contextmanager
+    def requiring(self, votes: int, vote_distance: float | None = None):
+        """Within the block, questions (new or already answered) need a majority of ``votes`` calls."""
+        _check_votes(votes)
+        saved = self.votes, self.vote_distance
+        self.votes, self.vote_distance = votes, vote_distance
+        try:
+            yield self
+        finally:
+            self.votes, self.vote_distance = saved
+
     def ask(self, r1, r2) -> bool:
-        """True iff the oracle prefers r1 to r2.  Repeated or reversed pairs are answered from cache."""
+        """True iff the oracle prefers r1 to r2 (the majority of its answers).  A repeated or reversed
+        pair is answered from its tally, with only the calls a raised ``votes`` still needs."""
         r1 = check_rate_profile(r1, self.n_groups, self.n_classes, name="query profile r1")
         r2 = check_rate_profile(r2, self.n_groups, self.n_classes, name="query profile r2")
         self._check_in_sphere(r1)
@@ -96,24 +123,23 @@ class QueryLog:
         k1, k2 = profile_key(r1), profile_key(r2)
         if k1 == k2:
             return False  # strict preference: a profile is never preferred to itself
-        if (k1, k2) in self._cache:
-            return self._cache[(k1, k2)]
-        if (k2, k1) in self._cache:
-            return not self._cache[(k2, k1)]
+        if (k2, k1) in self._tally:  # reversed pair: one tally per unordered pair
+            return not self.ask(r2, r1)
+        tally = self._tally.setdefault((k1, k2), [0, 0])
+        before = _majority(tally)
         votes = self.votes
         if self.vote_distance is not None and np.linalg.norm(r1 - r2, axis=1).max() < self.vote_distance:
             votes = 1
         needed = (votes + 1) // 2
-        yes = no = 0
-        while yes < needed and no < needed:
-            vote = self._call(r1, r2)
-            yes, no = yes + vote, no + (not vote)
-        if yes and no:
-            self.n_split_votes += 1
-        answer = yes >= needed
-        self._cache[(k1, k2)] = answer
-        winner, loser = (k1, k2) if answer else (k2, k1)
-        self._add_edge(winner, loser, len(self.records) - 1)
+        while max(tally) < needed:
+            tally[0 if self._call(r1, r2) else 1] += 1
+        answer = _majority(tally)
+        if answer != before:
+            if before is not None:  # out-voted: the earlier majority's edge goes
+                old_winner, old_loser = (k1, k2) if before else (k2, k1)
+                del self._edges[old_winner][old_loser]
+            winner, loser = (k1, k2) if answer else (k2, k1)
+            self._add_edge(winner, loser, len(self.records) - 1)
         return answer
 
     def _call(self, r1: np.ndarray, r2: np.ndarray) -> bool:
