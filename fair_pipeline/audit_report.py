@@ -65,37 +65,43 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
     pairwise_accuracy; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
     says what it was trained on: `training_window`, `held_out`). Not-estimable
     figures are NaN; partial AUCs are normalized (I(a)/a) and their p-value tests the difference from the
-    reference (first) group."""
+    `reference` (first) group (`diff` = group − reference, normalized, with its 95% CI and Holm p); xAUC rows carry
+    `delta` = xAUC(a, b) − xAUC(b, a) with its 95% CI, which their p-value tests."""
     pauc, roc, xauc, xroc, pairwise = [], [], [], [], []
     for a in audits:
         model = a.output.name
         g = a.report.groups
         ref = g["group"].iloc[0]
-        pairs = a.report.pairs
-        p_ref = {}
-        for row in pairs.itertuples():
-            if ref in (row.group_a, row.group_b):
-                other = row.group_b if row.group_a == ref else row.group_a
-                p_ref[(other, row.cutoff)] = row.p_value if row.estimable else np.nan
+        vs_ref = {}  # (group, cutoff) -> that group minus the reference: p, Holm p, normalized difference and CI
+        for row in a.report.pairs.itertuples():
+            if ref in (row.group_a, row.group_b) and row.estimable:
+                other, sign = (row.group_b, -1.0) if row.group_a == ref else (row.group_a, 1.0)
+                bounds = sorted((sign * row.ci_low / row.cutoff, sign * row.ci_high / row.cutoff))
+                vs_ref[(other, row.cutoff)] = (row.p_value, getattr(row, "p_holm", np.nan),
+                                               sign * row.diff_normalized, *bounds)
+        tests = pd.DataFrame([vs_ref.get((grp, c), (np.nan,) * 5) for grp, c in zip(g["group"], g["cutoff"])],
+                             columns=["p_value", "p_holm", "diff", "diff_ci_low", "diff_ci_high"], index=g.index, dtype=float)
         pauc.append(pd.DataFrame({
             "model": model, "group": g["group"], "estimate": g["auc_normalized"],
             "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"],
-            "n_pos": g["n_pos"], "n_neg": g["n_neg"],
-            "p_value": [p_ref.get((grp, c), np.nan) for grp, c in zip(g["group"], g["cutoff"])],
-            "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"],
-            "training_window": a.output.training_window, "held_out": a.held_out}))
+            "n_pos": g["n_pos"], "n_neg": g["n_neg"], "p_value": tests["p_value"],
+            "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"], "reference": ref,
+            "diff": tests["diff"], "diff_ci_low": tests["diff_ci_low"], "diff_ci_high": tests["diff_ci_high"],
+            "p_holm": tests["p_holm"], "training_window": a.output.training_window, "held_out": a.held_out}))
         if not a.roc_curves.empty:
             roc.append(a.roc_curves[["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
         x = a.report.xauc
         if x is not None:
-            p_delta = {}
+            delta = {}  # (a, b) -> p, ΔxAUC = xAUC(a, b) - xAUC(b, a) and its CI, for both orders of the pair
             for row in x.deltas.itertuples():
-                p_delta[(row.group_a, row.group_b)] = p_delta[(row.group_b, row.group_a)] = row.p_value
+                delta[(row.group_a, row.group_b)] = (row.p_value, row.delta, row.ci_low, row.ci_high)
+                delta[(row.group_b, row.group_a)] = (row.p_value, -row.delta, -row.ci_high, -row.ci_low)
+            tests = [delta.get((ga, gb), (np.nan,) * 4) for ga, gb in zip(x.pairs["group_a"], x.pairs["group_b"])]
             xauc.append(pd.DataFrame({
                 "model": model, "direction": x.pairs["group_a"].astype(str) + ">" + x.pairs["group_b"].astype(str),
                 "estimate": x.pairs["xauc"], "ci_low": x.pairs["ci_low"], "ci_high": x.pairs["ci_high"],
-                "n_pos": x.pairs["n_pos_a"], "n_neg": x.pairs["n_neg_b"],
-                "p_value": [p_delta.get((ga, gb), np.nan) for ga, gb in zip(x.pairs["group_a"], x.pairs["group_b"])]}))
+                "n_pos": x.pairs["n_pos_a"], "n_neg": x.pairs["n_neg_b"], "p_value": [t[0] for t in tests],
+                "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests]}))
             c = x.curves[x.curves["kind"] == "xroc"]
             xroc.append(pd.DataFrame({"model": model, "direction": c["group_a"].astype(str) + ">" + c["group_b"].astype(str),
                                       "fpr": c["fpr"], "tpr": c["tpr"]}))

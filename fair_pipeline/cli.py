@@ -140,12 +140,19 @@ def _print_report_summary() -> None:
         return
     data = json.loads(findings_path.read_text())
     print(f"  fairness report:    {settings.reports_dir() / HTML_NAME}  (generated {data['generated_at']})")
-    _say("fairness findings:")
+    _say("fairness findings (headlines; each section of the report lists every test):")
     labels = {"significant": "SIGNIFICANT", "not significant": "not significant", "not estimable": "not estimable", "info": "fact"}
+    headlines = [item for item in data["findings"] if item.get("headline", True)]
     for status in labels:
-        for item in data["findings"]:
+        for item in headlines:
             if item["status"] == status:
                 print(f"  [{labels[status]}] {item['section']}: {item['text']}")
+    tests = [item for item in data["findings"] if item["status"] != "info"]
+    if tests:
+        significant = sum(item["status"] == "significant" for item in tests)
+        print(f"  {len(tests)} tests in the report: {significant} significant at the 5% level, "
+              f"{sum(item['status'] == 'not significant' for item in tests)} not significant, "
+              f"{sum(item['status'] == 'not estimable' for item in tests)} not estimable")
     if data["missing"]:
         names = ", ".join(f"{m['section']} ({m['stage']})" for m in data["missing"])
         print(f"  not yet available (stage never ran): {names}")

@@ -133,7 +133,8 @@ def curves_artifacts(
     """What a tracking backend logs for a position-bias run: (table, figure).
 
     The table follows the report's `position_bias_curve` contract (position, estimate, ci_low, ci_high,
-    method, n_impressions) plus se, clicks and a `chosen` flag, for every curve. The figure draws
+    method, n_impressions) plus se, clicks, a `chosen` flag and `truncated` (positions beyond T, where a chained
+    estimator assumes w_j = w_T), for every curve. The figure draws
     `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
     CI bands, the true curve when given, and a y-axis showing the bands up to twice the largest weight, so
     that one very wide interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
@@ -142,7 +143,7 @@ def curves_artifacts(
         .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
         for method, curve in curves.items()
     ]
-    columns = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks"]
+    columns = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks", "truncated"]
     table = pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
     wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
     shown = {m: curves[m] for m in wanted if m in curves}

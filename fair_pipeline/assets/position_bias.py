@@ -6,6 +6,7 @@ the day's marts, and in a backfill after the range's marts.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
@@ -30,6 +31,7 @@ from fair_pipeline.position_bias_window import (
     training_window,
 )
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.tracking import MLflowTracking, TrackingUnavailableError
 
 OWNERS = ["team:fairness"]
 POSITION_BIAS_KEY = dg.AssetKey(["marts", "position_bias_curves"])
@@ -172,13 +174,11 @@ def methods_markdown(window: TrainingWindow, estimates: dict[str, MethodEstimate
     return view.fillna("").to_markdown(index=False)
 
 
-def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str, truth) -> dict:
+def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str, truth, png: bytes) -> dict:
     curves = {m: e.curve for m, e in estimates.items() if e.estimable}
     chosen_curve = estimates[chosen].curve
-    table, figure = curves_artifacts(curves, truth=truth, chosen=chosen, title=f"Position bias, {window.label}")
-    png = figure_png(figure)
     metadata = {
-        "dagster/row_count": len(table),
+        "dagster/row_count": sum(len(c) for c in curves.values()),
         "window_start": str(window.first),
         "window_end": str(window.last),
         "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
@@ -207,22 +207,44 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
     return metadata
 
 
+def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimates: dict[str, MethodEstimate],
+               config: PositionBiasConfig, truth) -> tuple[bytes, str, str]:
+    """One MLflow run (stage position_bias): every estimable curve as table `position_bias_curve` (the fairness
+    report's section), the per-method summary, the figure. Returns the figure's PNG, the run id and its address."""
+    curves = {m: e.curve for m, e in estimates.items() if e.estimable}
+    table, figure = curves_artifacts(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
+    try:
+        with mlflow.start_run(context, "position_bias", window=(str(window.first), str(window.last))) as run:
+            run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
+                            "chosen_method": config.chosen_method, "truncate": config.truncate,
+                            "bin_width": config.bin_width or "auto", "level": config.level})
+            chosen = estimates[config.chosen_method].curve
+            run.log_metrics({f"w_pos{int(r.position)}": r.weight for r in chosen.itertuples() if np.isfinite(r.weight)})
+            run.log_table(table, "position_bias_curve")
+            run.log_table(methods_frame(window, estimates, config.chosen_method), "position_bias_methods")
+            run.log_figure(figure, "position_bias_curves")
+            return figure_png(figure), run.run_id, run.url
+    finally:
+        plt.close(figure)
+
+
 # ----------------------------------------------------------------------------- the asset
 @dg.asset(
     key=POSITION_BIAS_KEY,
     deps=MART_KEYS,
     pool="duckdb",
     group_name="position_bias",
-    kinds={"duckdb", "python"},
+    kinds={"duckdb", "python", "mlflow"},
     owners=OWNERS,
-    code_version="1",
+    code_version="2",
     description=(
         "Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap, "
         "adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the newest `window_days` partitions "
         f"of the position-bias marts. Tables `{CURVES_TABLE}` (one row per method x position; `chosen` marks the "
         f"curve later stages read via `load_chosen_position_bias`) and `{METHODS_TABLE}` (per method: estimable or "
         "why not, sample counts). Methods whose traffic is missing are reported as not estimable; the asset fails "
-        "only when the chosen method cannot be estimated."
+        "only when the chosen method cannot be estimated. Logged to MLflow (experiment fair_pipeline/position_bias, "
+        "table `position_bias_curve` for the fairness report)."
     ),
     check_specs=[
         dg.AssetCheckSpec(
@@ -239,7 +261,11 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
     ],
 )
 def position_bias(
-    context: dg.AssetExecutionContext, config: PositionBiasConfig, warehouse: DuckDBWarehouse, landing: LandingZone
+    context: dg.AssetExecutionContext,
+    config: PositionBiasConfig,
+    warehouse: DuckDBWarehouse,
+    landing: LandingZone,
+    mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
     _validate(config)
     end = run_window_end(context, config)
@@ -265,8 +291,16 @@ def position_bias(
         rows = write_estimates(con, window, estimates, config.chosen_method)
     truth = load_truth_curve(landing.resolved_path)  # reporting only
     context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")
+    try:
+        png, run_id, run_url = log_curves(mlflow, context, window, estimates, config, truth)
+    except TrackingUnavailableError as error:
+        # The warehouse write above replaces the window's rows, so running the asset again is safe.
+        context.log.error(str(error))
+        raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+    metadata = _metadata(window, estimates, config.chosen_method, truth, png)
+    metadata.update({"mlflow_run_id": run_id, "mlflow_run": dg.MetadataValue.url(run_url)})
     return dg.MaterializeResult(
-        metadata=_metadata(window, estimates, config.chosen_method, truth),
+        metadata=metadata,
         check_results=[
             chosen_curve_check(chosen.curve, config.chosen_method),
             agreement_check(estimates, config.agreement_method, config.level, config.truncate),

@@ -11,7 +11,8 @@ from fair_pipeline.reporting.model import (
     Table,
     Text,
 )
-from fair_pipeline.reporting.sections import SECTIONS, register_section, significance_findings, with_ci
+from fair_pipeline.reporting.formatting import significance_findings, with_ci
+from fair_pipeline.reporting.sections import SECTIONS, register_section
 
 __all__ = [
     "SECTIONS", "Figure", "Finding", "Report", "ReportFiles", "ReportInputs", "Section", "SectionContent", "SectionSpec",

@@ -72,16 +72,22 @@ def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = Non
 
 
 def summary_lines(report: Report) -> list[str]:
-    """The plain-language summary as Markdown lines (also what the CLI prints)."""
+    """The plain-language summary as Markdown lines: the headline findings by status (each section lists all of its own)."""
     lines = []
-    grouped = {status: [(t, f) for t, f in report.findings() if f.status == status] for status in _STATUS_ORDER}
+    headlines = [(t, f) for t, f in report.findings() if f.headline]
+    grouped = {status: [(t, f) for t, f in headlines if f.status == status] for status in _STATUS_ORDER}
     for status in _STATUS_ORDER:
         if grouped[status]:
             lines += [f"**{_STATUS_HEADINGS[status]}**", ""]
             lines.extend(f"- {title}: {finding.text}" for title, finding in grouped[status])
             lines.append("")
-    if not any(grouped[s] for s in ("significant", "not significant", "not estimable")):
+    tested = [f for _, f in report.findings() if f.status != "info"]
+    if not tested:
         lines += ["**No statistical test could be run yet** (the stages that produce them have not run).", ""]
+    elif len(report.findings()) > len(headlines):
+        significant = sum(f.status == "significant" for f in tested)
+        lines += [f"The sections below list all {len(tested)} tests ({significant} significant at the {ALPHA:.0%} level) "
+                  "with their estimates, 95% CIs, p-values and sample sizes.", ""]
     if report.missing:
         lines += ["**Missing sections** (their stage has never run)", ""]
         lines.extend(f"- {s.spec.title}: {s.missing}" for s in report.missing)
@@ -149,6 +155,9 @@ def render_html(report: Report) -> str:
             continue
         if section.content.source:
             body.append(f"<p class='source'>Source: {_inline(section.content.source)}</p>")
+        if section.content.findings:
+            items = "".join(f"<li>[{html.escape(f.status)}] {_inline(f.text)}</li>" for f in section.content.findings)
+            body.append(f"<p class='caption'>Findings</p><ul class='findings'>{items}</ul>")
         for block in section.content.blocks:
             if isinstance(block, Text):
                 body.append(f"<p>{_inline(block.markdown)}</p>")
@@ -169,6 +178,8 @@ def render_markdown(report: Report, figure_dir: str = "figures") -> str:
             continue
         if section.content.source:
             lines += [f"Source: {section.content.source}", ""]
+        if section.content.findings:
+            lines += ["**Findings**", "", *(f"- [{f.status}] {f.text}" for f in section.content.findings), ""]
         for block in section.content.blocks:
             if isinstance(block, Text):
                 lines += [block.markdown, ""]
@@ -188,7 +199,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def findings_json(report: Report) -> dict:
     return {
         "generated_at": report.generated_at,
-        "findings": [{"section": t, "status": f.status, "text": f.text} for t, f in report.findings()],
+        "findings": [{"section": t, "status": f.status, "text": f.text, "headline": f.headline} for t, f in report.findings()],
         "missing": [{"section": s.spec.title, "stage": s.spec.stage, "reason": s.missing} for s in report.missing],
         "metrics": report.metrics(),
     }

@@ -12,10 +12,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
-def to_png(draw: Callable[[plt.Axes], None], width: float = 6.4, height: float = 3.6) -> bytes:
-    figure, axes = plt.subplots(figsize=(width, height), dpi=100)
+def _png(figure: plt.Figure) -> bytes:
     try:
-        draw(axes)
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png")
@@ -24,37 +22,76 @@ def to_png(draw: Callable[[plt.Axes], None], width: float = 6.4, height: float =
         plt.close(figure)
 
 
+def to_png(draw: Callable[[plt.Axes], None], width: float = 6.4, height: float = 3.6) -> bytes:
+    figure, axes = plt.subplots(figsize=(width, height), dpi=100)
+    try:
+        draw(axes)
+    except BaseException:
+        plt.close(figure)
+        raise
+    return _png(figure)
+
+
 def _err(frame: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray:
     return np.vstack([frame[value] - frame[low], frame[high] - frame[value]]).clip(min=0)
+
+
+def draw_curves(
+    ax: plt.Axes, frame: pd.DataFrame, x: str, y: str, low: str | None, high: str | None, by: str | None,
+    reference: pd.DataFrame | None = None, reference_label: str = "truth", diagonal: bool = False, step: bool = False,
+) -> None:
+    """One line per `by` value with its CI band (if low/high given), an optional dashed reference line."""
+    groups = frame.groupby(by, sort=True) if by else [("", frame)]
+    for label, part in groups:
+        part = part.sort_values(x)
+        if step:
+            (line,) = ax.step(part[x], part[y], where="post", label=str(label) or None)
+        else:
+            (line,) = ax.plot(part[x], part[y], marker="o" if len(part) <= 20 else None, label=str(label) or None)
+        if low and high:
+            ax.fill_between(part[x], part[low], part[high], alpha=0.2, step="post" if step else None, color=line.get_color())
+    if reference is not None:
+        ax.plot(reference[x], reference[y], "k--", label=reference_label)
+    if diagonal:
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
+    ax.grid(alpha=0.3)
+    if by or reference is not None:
+        ax.legend(fontsize=7)
 
 
 def curves_with_bands(
     frame: pd.DataFrame, x: str, y: str, low: str | None, high: str | None, by: str | None, xlabel: str, ylabel: str,
     reference: pd.DataFrame | None = None, reference_label: str = "truth", diagonal: bool = False, step: bool = False,
 ) -> bytes:
-    """One line per `by` value with its CI band (if low/high given), an optional reference line."""
+    """`draw_curves` on one labelled plot."""
 
     def draw(ax: plt.Axes) -> None:
-        groups = frame.groupby(by, sort=True) if by else [("", frame)]
-        for label, part in groups:
-            part = part.sort_values(x)
-            if step:
-                (line,) = ax.step(part[x], part[y], where="post", label=str(label) or None)
-            else:
-                (line,) = ax.plot(part[x], part[y], marker="o" if len(part) <= 20 else None, label=str(label) or None)
-            if low and high:
-                ax.fill_between(part[x], part[low], part[high], alpha=0.2, step="post" if step else None, color=line.get_color())
-        if reference is not None:
-            ax.plot(reference[x], reference[y], "k--", label=reference_label)
-        if diagonal:
-            ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
+        draw_curves(ax, frame, x, y, low, high, by, reference, reference_label, diagonal, step)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if by or reference is not None:
-            ax.legend(fontsize=8)
 
     return to_png(draw)
+
+
+def panels(frame: pd.DataFrame, by: str, draw: Callable[[plt.Axes, pd.DataFrame], None], xlabel: str, ylabel: str,
+           columns: int = 3) -> bytes:
+    """Small multiples: one panel per `by` value (in order of appearance), titled with it, drawn by `draw`."""
+    parts = list(frame.groupby(by, sort=False))
+    rows = max(1, -(-len(parts) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(3.3 * columns, 3.0 * rows), dpi=90, squeeze=False)
+    try:
+        for ax, (name, part) in zip(axes.flat, parts):
+            draw(ax, part)
+            ax.set_title(str(name), fontsize=8)
+            ax.tick_params(labelsize=7)
+    except BaseException:
+        plt.close(figure)
+        raise
+    for ax in axes.flat[len(parts):]:
+        ax.axis("off")
+    figure.supxlabel(xlabel, fontsize=9)
+    figure.supylabel(ylabel, fontsize=9)
+    return _png(figure)
 
 
 def points_with_errors(
@@ -94,19 +131,14 @@ def stacked_bars(frame: pd.DataFrame, index: str, columns: list[str], ylabel: st
     return to_png(draw)
 
 
-def heatmap(matrix: pd.DataFrame, title: str, label: str) -> bytes:
-    def draw(ax: plt.Axes) -> None:
-        image = ax.imshow(matrix.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1)
-        ax.set_xticks(range(matrix.shape[1]), [str(c) for c in matrix.columns])
-        ax.set_yticks(range(matrix.shape[0]), [str(i) for i in matrix.index])
-        ax.set_xlabel("negative from group")
-        ax.set_ylabel("positive from group")
-        ax.set_title(title, fontsize=9)
-        for (i, j), value in np.ndenumerate(matrix.to_numpy(dtype=float)):
-            ax.text(j, i, "n/e" if np.isnan(value) else f"{value:.3f}", ha="center", va="center", color="w", fontsize=8)
-        ax.figure.colorbar(image, ax=ax, label=label)
-
-    return to_png(draw, width=4.8, height=3.8)
+def draw_heatmap(ax: plt.Axes, matrix: pd.DataFrame) -> plt.cm.ScalarMappable:
+    """Cells coloured 0..1 and labelled with their value ('n/e' where not estimable)."""
+    image = ax.imshow(matrix.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(matrix.shape[1]), [str(c) for c in matrix.columns])
+    ax.set_yticks(range(matrix.shape[0]), [str(i) for i in matrix.index])
+    for (i, j), value in np.ndenumerate(matrix.to_numpy(dtype=float)):
+        ax.text(j, i, "n/e" if np.isnan(value) else f"{value:.3f}", ha="center", va="center", color="w", fontsize=8)
+    return image
 
 
 def frontier(frame: pd.DataFrame, x: str, y: str, xlow: str, xhigh: str, ylow: str, yhigh: str, label: str, xlabel: str, ylabel: str) -> bytes:

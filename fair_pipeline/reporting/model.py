@@ -28,10 +28,14 @@ class StageMissing(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One plain-language statement, e.g. 'group 1 partial AUC is lower than group 0 (p = 0.003)'."""
+    """One plain-language statement, e.g. 'group 1 partial AUC is lower than group 0 (p = 0.003)'.
+
+    Every finding is listed in its section; headline findings also make the report's summary (and the CLI's
+    one screen), so a section with many detailed tests gives a few headlines that aggregate them."""
 
     text: str
     status: FindingStatus
+    headline: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,18 +4,20 @@ Sections for stages that write DuckDB marts query the warehouse; later stages lo
 MLflow with `TrackedRun.log_table(frame, name)` and the section reads the newest finished run's copy.
 The table contracts (name: required columns; optional columns in brackets) are:
 
-    position_bias_curve: position, estimate, ci_low, ci_high [method, n_impressions]
+    position_bias_curve: position, estimate, ci_low, ci_high [method, n_impressions, chosen, truncated]
     eo_transform_cdf:    group, score, cdf [cdf_ci_low, cdf_ci_high]
     exposure_merit:      ranking ("before"/"after"), group, exposure, exposure_ci_low, exposure_ci_high,
-                         merit, merit_ci_low, merit_ci_high, n [p_value]
+                         merit, merit_ci_low, merit_ci_high, n [p_value, exposure_over_merit(_se), simulation]
+    eo_evaluation_summary: method, exposure_over_merit_ratio, exposure_over_merit_ratio_se  (optional companion)
     roc_curves:          model, group, fpr, tpr, tpr_ci_low, tpr_ci_high
     partial_auc:         model, group, estimate, ci_low, ci_high, n_pos, n_neg, p_value [fpr_low, fpr_high,
-                         training_window]
-    xauc:                model, direction, estimate, ci_low, ci_high, n_pos, n_neg, p_value
+                         reference, diff, diff_ci_low, diff_ci_high, p_holm, training_window]
+    xauc:                model, direction ("a>b"), estimate, ci_low, ci_high, n_pos, n_neg, p_value
+                         [delta, delta_ci_low, delta_ci_high]
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
     pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
-                         unfairness_ci_high
+                         unfairness_ci_high [unfairness_p_value, cutoff, label_source]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; tpr[g], tnr[g], error_part,
                          violation_part, min_group_count, champion_version, reason; other columns without cost]
     elicited_metric:     oracle, parameter, elicited [truth, n_queries]   (optional companion of model_ranking)
@@ -26,13 +28,21 @@ group). A stage owner who needs a different presentation replaces the builder: `
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit_outputs import PRODUCTION
 from fair_pipeline.core.proportions import two_proportion_test, wilson_interval
-from fair_pipeline.reporting import figures
+from fair_pipeline.reporting import audit_sections, figures
+from fair_pipeline.reporting.formatting import (
+    ci_text,
+    p_phrase,
+    p_text,
+    significance_findings,
+    status_of,
+    with_ci,
+    z_test_p,
+)
 from fair_pipeline.reporting.model import (
     ALPHA,
     Figure,
@@ -46,55 +56,6 @@ from fair_pipeline.reporting.model import (
 )
 
 
-def with_ci(frame: pd.DataFrame, value: str, low: str, high: str, digits: int = 3) -> pd.Series:
-    """'0.812 [0.790, 0.833]', or 'not estimable' where the estimate is NaN."""
-
-    def cell(row: pd.Series) -> str:
-        if pd.isna(row[value]):
-            return "not estimable"
-        if pd.isna(row[low]) or pd.isna(row[high]):
-            return f"{row[value]:.{digits}f} [CI n/a]"
-        return f"{row[value]:.{digits}f} [{row[low]:.{digits}f}, {row[high]:.{digits}f}]"
-
-    return frame.apply(cell, axis=1) if len(frame) else pd.Series([], dtype=str)
-
-
-def p_text(p: float) -> str:
-    return "n/a" if pd.isna(p) else ("< 0.001" if p < 0.001 else f"{p:.3f}")
-
-
-def p_phrase(p: float) -> str:
-    """'p < 0.001' or 'p = 0.012'."""
-    text = p_text(p)
-    return f"p {text}" if text.startswith("<") else f"p = {text}"
-
-
-def _counts(row: pd.Series) -> str:
-    return ", ".join(f"{c} = {int(row[c]):,}" for c in ("n", "n_pos", "n_neg", "n_pairs") if c in row and pd.notna(row[c]))
-
-
-def significance_findings(
-    frame: pd.DataFrame, subject: Callable[[pd.Series], str], comparison: str, value: str = "estimate", alpha: float = ALPHA
-) -> list[Finding]:
-    """One neutral statement per tested row, e.g. 'model m1: partial AUC of group 1 = 0.062 [0.055, 0.069]
-    vs the reference group (p = 0.002; n_pos = 380, n_neg = 620)', classed significant at `alpha`, not
-    significant, or not estimable (NaN estimate). Rows without a p-value (e.g. the reference) are skipped."""
-    findings = []
-    low, high = ("ci_low", "ci_high") if value == "estimate" else (f"{value}_ci_low", f"{value}_ci_high")
-    for _, row in frame.iterrows():
-        counts = _counts(row)
-        if pd.isna(row[value]):
-            findings.append(Finding(f"{subject(row)}: not estimable ({counts or 'too few observations'})", "not estimable"))
-            continue
-        if pd.isna(row.get("p_value", float("nan"))):
-            continue
-        estimate = with_ci(pd.DataFrame([row]), value, low, high).iloc[0] if {low, high} <= set(row.index) else f"{row[value]:.3f}"
-        status = "significant" if row["p_value"] < alpha else "not significant"
-        detail = p_phrase(row["p_value"]) + (f"; {counts}" if counts else "")
-        findings.append(Finding(f"{subject(row)} = {estimate} {comparison} ({detail})", status))
-    return findings
-
-
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
 def data_volume(inputs: ReportInputs) -> SectionContent:
     volume = inputs.sql(
@@ -104,11 +65,14 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
     )
     if volume.empty:
         raise StageMissing("marts.daily_volume is empty: no partition has been ingested")
-    reasons = inputs.sql(
-        "SELECT source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows, count(DISTINCT partition_date) AS partitions "
-        "FROM staging.stg_quarantine GROUP BY ALL ORDER BY rejected_rows DESC",
+    by_partition = inputs.sql(
+        "SELECT CAST(partition_date AS VARCHAR) AS partition, source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows "
+        "FROM staging.stg_quarantine GROUP BY ALL ORDER BY partition, source, reason",
         [("staging", "stg_quarantine")],
     )
+    reasons = (by_partition.groupby(["source", "reason"], as_index=False)
+               .agg(rejected_rows=("rejected_rows", "sum"), partitions=("partition", "nunique"))
+               .sort_values("rejected_rows", ascending=False, kind="stable"))
     per_day = volume.pivot_table(index="partition", columns="source", values=["accepted_rows", "rejected_rows"], aggfunc="sum")
     per_day.columns = [f"{source} {what.replace('_rows', '')}" for what, source in per_day.columns]
     per_day = per_day.reset_index()
@@ -132,7 +96,14 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
             "Rows per partition (accepted and quarantined, by source)",
         ),
     ]
-    blocks.append(Table(reasons, "Quarantine reasons (all partitions)") if len(reasons) else Text("No row has been quarantined."))
+    if len(reasons):
+        per_reason = by_partition.pivot_table(index="partition", columns=["source", "reason"], values="rejected_rows",
+                                              aggfunc="sum", fill_value=0)
+        per_reason.columns = [f"{source}: {reason}" for source, reason in per_reason.columns]
+        blocks += [Table(reasons, "Quarantine reasons (all partitions)"),
+                   Table(per_reason.reset_index(), "Quarantined rows by partition and reason (partitions with none are left out)")]
+    else:
+        blocks.append(Text("No row has been quarantined."))
     return SectionContent(
         blocks=blocks,
         findings=findings,
@@ -183,55 +154,153 @@ def ctr_by_position(inputs: ReportInputs) -> SectionContent:
 
 
 # ---------------------------------------------------------------- stages logging to MLflow (hooks)
+def truth_comparison(curve: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
+    """Per method, over the estimable positions it does not truncate: CI coverage of the simulated w_j and the
+    largest error (beyond the truncation T a chained estimator assumes w_j = w_T: a model choice, not an error)."""
+    rows = []
+    for method, part in curve.merge(truth, on="position").groupby("method", sort=False):
+        part = part[part["estimate"].notna() & ~part.get("truncated", pd.Series(False, index=part.index)).astype(bool)]
+        error = (part["estimate"] - part["weight"]).abs()
+        covered = (part["ci_low"] <= part["weight"]) & (part["weight"] <= part["ci_high"])
+        rows.append({"method": method, "positions compared": len(part), "CI covers truth": int(covered.sum()),
+                     "max |ŵ − w|": float(error.max()) if len(part) else float("nan"),
+                     "at position": int(part.loc[error.idxmax(), "position"]) if len(part) else None})
+    return pd.DataFrame(rows)
+
+
+# Positions whose chosen weight is a key figure (Dagster metadata, the report's MLflow run), with the last one;
+# the full curve is in the position-bias stage's own run.
+KEY_POSITIONS = (1, 2, 5, 10, 20)
+
+
+def chosen_method(curve: pd.DataFrame) -> str:
+    """The curve later stages use (flag `chosen`), else the first method logged."""
+    flagged = curve.loc[curve["chosen"].astype(bool), "method"] if "chosen" in curve.columns else pd.Series([], dtype=str)
+    return str(flagged.iloc[0] if len(flagged) else curve["method"].iloc[0])
+
+
 def position_bias(inputs: ReportInputs) -> SectionContent:
     curve = inputs.stage_table("position_bias_curve", "position_bias", ["position", "estimate", "ci_low", "ci_high"])
+    if "method" not in curve.columns:
+        curve = curve.assign(method="estimate")
+    chosen = chosen_method(curve)
+    chosen_curve = curve[curve["method"] == chosen].sort_values("position")
     truth = inputs.truth("bias_curve")
-    by = "method" if "method" in curve.columns else None
-    reference = truth.rename(columns={"weight": "estimate"}) if truth is not None else None
-    table = curve.copy()
-    table["w [95% CI]"] = with_ci(curve, "estimate", "ci_low", "ci_high")
+    shown = curve[curve["method"].isin([chosen, "randomized", "naive"])]
+    table = curve.assign(cell=with_ci(curve, "estimate", "ci_low", "ci_high")).pivot(index="position", columns="method", values="cell")
+    table = table[[chosen, *[m for m in table.columns if m != chosen]]].rename(columns={chosen: f"{chosen} (chosen)"}).reset_index()
+    table.columns.name = None
+    if "n_impressions" in curve.columns:
+        table["impressions (chosen)"] = table["position"].map(chosen_curve.set_index("position")["n_impressions"]).map("{:,.0f}".format)
+    blocks = [
+        Text(f"Examination probability w_j = P(click at position j | relevant) relative to the top slot, with 95% CIs. "
+             f"Later stages (EO transform weights 1/ŵ, ranker training) use the `{chosen}` curve; the others are shown "
+             "for comparison (`randomized` uses shuffled traffic; `naive` ignores that better items sit higher)."),
+        Figure("position_bias", figures.curves_with_bands(shown, "position", "estimate", "ci_low", "ci_high", "method",
+                                                          "position", "examination weight w",
+                                                          truth.rename(columns={"weight": "estimate"}) if truth is not None else None),
+               "Position-bias curves with 95% CI" + (" and the simulator's truth (dashed)" if truth is not None else "")),
+    ]
     findings = []
     if truth is not None:
-        merged = curve.merge(truth, on="position")
-        covered = ((merged["ci_low"] <= merged["weight"]) & (merged["weight"] <= merged["ci_high"])).sum()
-        table = table.merge(truth.rename(columns={"weight": "true w"}).round(3), on="position", how="left")
-        findings.append(Finding(f"simulated truth lies inside the 95% CI at {covered} of {len(merged)} (method, position) pairs", "info"))
-    lowest = curve.sort_values("position").groupby(by or (lambda _: "estimate")).tail(1)
-    for _, row in lowest.iterrows():
-        if pd.isna(row["estimate"]):
-            findings.append(Finding(f"bias at position {int(row['position'])}: not estimable", "not estimable"))
-        else:
-            status = "significant" if row["ci_high"] < 1 else "not significant"
+        table["true w (simulated)"] = table["position"].map(truth.set_index("position")["weight"]).round(4)
+        comparison = truth_comparison(curve, truth)
+        blocks.append(Table(comparison.round(4), "Estimates vs the simulator's truth (evaluation only; no estimator reads it)"))
+        for row in comparison.itertuples(index=False):
             findings.append(Finding(
-                f"examination weight at position {int(row['position'])} is {row['estimate']:.3f} "
-                f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}] relative to the top slot", status))
+                f"{row.method}{' (chosen)' if row.method == chosen else ''}: simulated truth inside the 95% CI at "
+                f"{row[2]} of {row[1]} positions; max |ŵ − w| = {row[3]:.4f} at position {row[4]}",
+                "info", headline=row.method in (chosen, "randomized")))
+    blocks.append(Table(table, "ŵ_j [95% CI] by position and method"))
+    last = chosen_curve.iloc[-1]
+    where = f"position {int(last['position'])} ({chosen})"
+    if pd.isna(last["estimate"]):
+        findings.append(Finding(f"examination weight at {where}: not estimable", "not estimable"))
+    else:
+        counts = f"; n = {int(last['n_impressions']):,} impressions" if "n_impressions" in last else ""
+        status = "significant" if last["ci_high"] < 1 else "not significant"
+        findings.append(Finding(f"examination weight at {where} = {ci_text(last['estimate'], last['ci_low'], last['ci_high'])} "
+                                f"relative to the top slot ({'the CI excludes 1' if status == 'significant' else 'the CI includes 1'}{counts})",
+                                status))
     return SectionContent(
-        blocks=[
-            Figure("position_bias", figures.curves_with_bands(curve, "position", "estimate", "ci_low", "ci_high", by,
-                                                              "position", "examination weight w", reference),
-                   "Estimated position-bias curve with 95% CI" + (" and the simulator's truth (dashed)" if truth is not None else "")),
-            Table(table.drop(columns=["estimate", "ci_low", "ci_high"]), "Position-bias estimates"),
-        ],
+        blocks=blocks,
         findings=findings,
-        metrics={f"w_pos{int(r.position)}": float(r.estimate) for r in curve.itertuples() if not pd.isna(r.estimate)}
-        if by is None else {},
+        metrics={f"w_pos{int(r.position)}": float(r.estimate) for r in chosen_curve.itertuples()
+                 if not pd.isna(r.estimate) and (r.position in KEY_POSITIONS or r.position == last["position"])},
         source=inputs.sources.get("position_bias_curve", ""),
     )
+
+
+def cdf_summary(cdf: pd.DataFrame, levels: tuple[float, ...] = (0.1, 0.5, 0.9)) -> pd.DataFrame:
+    """Per group: sample sizes and the score at a few CDF levels, with the band's half-width at each."""
+    rows = []
+    for group, part in cdf.groupby("group", sort=True):
+        row = {"group": group}
+        for column in ("n_positives", "n_effective"):
+            if column in part.columns:
+                row[column] = f"{part[column].iloc[0]:,.0f}"
+        for level in levels:
+            at = part.iloc[(part["cdf"] - level).abs().argmin()]
+            band = (at["cdf_ci_high"] - at["cdf_ci_low"]) / 2 if {"cdf_ci_low", "cdf_ci_high"} <= set(part.columns) else float("nan")
+            row[f"score at F = {level:g}"] = f"{at['score']:.3f}" + ("" if pd.isna(band) else f" (F ± {band:.3f})")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+TRANSFORM_NOTE = (
+    "A per-group CDF transform is increasing within each group, so it keeps every group's own ranking: "
+    "**within-group AUCs are unchanged**. It moves one group's scores relative to the other's, so the cross-group "
+    "ranking **xAUC changes**. The audit of the same day shows both (production scores vs the transformed ones):"
+)
 
 
 def eo_transform(inputs: ReportInputs) -> SectionContent:
     cdf = inputs.stage_table("eo_transform_cdf", "eo_transform", ["group", "score", "cdf"])
     has_ci = {"cdf_ci_low", "cdf_ci_high"} <= set(cdf.columns)
-    return SectionContent(
-        blocks=[
-            Text("Per-group weighted CDFs of the production score among relevant items: the EO transform maps each "
-                 "group's score through its own CDF so that equally relevant items get equal transformed scores."),
-            Figure("eo_cdf", figures.curves_with_bands(cdf, "score", "cdf", "cdf_ci_low" if has_ci else None,
-                                                       "cdf_ci_high" if has_ci else None, "group", "score", "weighted CDF", step=True),
-                   "Per-group CDF transforms"),
-        ],
-        source=inputs.sources.get("eo_transform_cdf", ""),
-    )
+    blocks = [
+        Text("Per-group weighted CDFs of the production score among clicked items (weights 1/ŵ undo position bias): "
+             "the EO transform maps each group's score through its own CDF so that equally relevant items get equal "
+             "transformed scores. Bands: simultaneous 95% DKW bands at the effective sample size."),
+        Figure("eo_cdf", figures.curves_with_bands(cdf, "score", "cdf", "cdf_ci_low" if has_ci else None,
+                                                   "cdf_ci_high" if has_ci else None, "group", "score", "weighted CDF", step=True),
+               "Per-group CDF transforms"),
+        Table(cdf_summary(cdf), "Per-group sample sizes and scores at CDF levels"),
+    ]
+    findings = []
+    try:
+        pauc = inputs.stage_table("partial_auc", "audit", audit_sections.PAUC_COLUMNS)
+        xauc = inputs.stage_table("xauc", "audit", audit_sections.XAUC_COLUMNS)
+        transformed = [m for m in pauc["model"].unique() if str(m).startswith("eo_")]
+        if PRODUCTION in set(pauc["model"]) and transformed:
+            blocks += [Text(TRANSFORM_NOTE),
+                       Table(audit_sections.transform_comparison(pauc, xauc, PRODUCTION, transformed),
+                             "Within-group AUC and xAUC [95% CI]: production vs the EO transforms")]
+            findings = audit_sections.transform_findings(pauc, xauc, PRODUCTION, transformed)
+        else:
+            blocks.append(Text("The audit has not scored both production and an EO transform yet, so the comparison of "
+                               "within-group AUC and xAUC is missing."))
+    except StageMissing as missing:
+        blocks.append(Text(f"The comparison with the audit is missing: {missing}"))
+    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("eo_transform_cdf", ""))
+
+
+_RANKING_LABELS = {"raw": "before", "weighted": "after", "unweighted": "unweighted"}
+
+
+def exposure_ratio_findings(summary: pd.DataFrame) -> list[Finding]:
+    """Per ranking, the group-0 / group-1 ratio of exposure per unit of merit (Corollary 1: 1 = exposure
+    proportional to merit) with its 95% CI, tested against 1."""
+    findings = []
+    for row in summary[summary["method"].isin(list(_RANKING_LABELS))].itertuples(index=False):
+        ratio, se = row.exposure_over_merit_ratio, row.exposure_over_merit_ratio_se
+        low, high = ratio - 1.96 * se, ratio + 1.96 * se
+        p = z_test_p(ratio, low, high, null=1.0)
+        status = status_of(p)
+        verdict = "differs significantly from" if status == "significant" else "is not significantly different from"
+        findings.append(Finding(
+            f"{_RANKING_LABELS[row.method]} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "
+            f"{ci_text(ratio, low, high)}, {verdict} 1 (proportional exposure; {p_phrase(p)})", status))
+    return findings
 
 
 def exposure_merit(inputs: ReportInputs) -> SectionContent:
@@ -240,16 +309,31 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
     table = frame[["ranking", "group", "n"]].copy()
     table["exposure [95% CI]"] = with_ci(frame, "exposure", "exposure_ci_low", "exposure_ci_high")
     table["merit [95% CI]"] = with_ci(frame, "merit", "merit_ci_low", "merit_ci_high")
+    if {"exposure_over_merit", "exposure_over_merit_se"} <= set(frame.columns):
+        ratio = frame.assign(low=frame["exposure_over_merit"] - 1.96 * frame["exposure_over_merit_se"],
+                             high=frame["exposure_over_merit"] + 1.96 * frame["exposure_over_merit_se"])
+        table["exposure / merit [95% CI]"] = with_ci(ratio, "exposure_over_merit", "low", "high")
     findings = []
     if "p_value" in frame.columns:
         table["p-value"] = frame["p_value"].map(p_text)
         findings = significance_findings(
             frame, lambda r: f"{r['ranking']} ranking: exposure of group {r['group']}", "vs its merit share", value="exposure"
         )
+    try:
+        findings += exposure_ratio_findings(inputs.stage_table(
+            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"]))
+    except StageMissing:
+        pass  # the per-group table above still stands
+    simulated = "simulation" in frame.columns and frame["simulation"].astype(bool).all()
     order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
     plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
     return SectionContent(
         blocks=[
+            Text(("**SIMULATION**: held-out simulated requests re-ranked by each score, clicks drawn from the simulator's "
+                  "ground truth. " if simulated else "")
+                 + "Exposure = expected examination a group's items receive; merit = their relevance. Before = production "
+                   "scores, after = the weighted (1/ŵ) EO transform. Fair exposure in the sense of Corollary 1 means "
+                   "equal exposure per unit of merit across groups (ratio 1)."),
             Figure("exposure_merit", figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high",
                                                                 "group", "ranking", "exposure",
                                                                 xticks=[n for n in order if n in set(frame["ranking"])]),
@@ -261,87 +345,34 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
     )
 
 
-def roc_audit(inputs: ReportInputs) -> SectionContent:
-    pauc = inputs.stage_table("partial_auc", "audit",
-                              ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"])
-    blocks = []
-    try:
-        curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
-        for model, part in curves.groupby("model"):
-            blocks.append(Figure(f"roc_{model}", figures.curves_with_bands(part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high", "group",
-                                                                           "false positive rate", "true positive rate", diagonal=True),
-                                 f"ROC per group with 95% bands, model {model}"))
-    except StageMissing as missing:
-        blocks.append(Text(f"ROC curves missing: {missing}"))
-    table = pauc[["model", "group", "n_pos", "n_neg"]].copy()
-    if "training_window" in pauc.columns:  # the evaluation window is in the source line (the audit run's name)
-        table["trained on"] = pauc["training_window"]
-    if {"fpr_low", "fpr_high"} <= set(pauc.columns):
-        table["FPR range"] = pauc["fpr_low"].map("{:g}".format) + "–" + pauc["fpr_high"].map("{:g}".format)
-    table["partial AUC [95% CI]"] = with_ci(pauc, "estimate", "ci_low", "ci_high")
-    table["p-value"] = pauc["p_value"].map(p_text)
-    blocks.append(Table(table, "Partial AUC by group (p-value: difference from the reference group)"))
-    return SectionContent(
-        blocks=blocks,
-        findings=significance_findings(pauc, lambda r: f"model {r['model']}: partial AUC of group {r['group']}",
-                                       "vs the reference group"),
-        source=inputs.sources.get("partial_auc", ""),
-    )
-
-
-def xauc_audit(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("xauc", "audit", ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"])
-    blocks = []
-    try:
-        curves = inputs.stage_table("xroc_curves", "audit", ["model", "direction", "fpr", "tpr"])
-        for model, part in curves.groupby("model"):
-            blocks.append(Figure(f"xroc_{model}", figures.curves_with_bands(part, "fpr", "tpr", None, None, "direction",
-                                                                            "FPR (negatives of one group)", "TPR (positives of the other)",
-                                                                            diagonal=True), f"xROC curves, model {model}"))
-    except StageMissing:
-        pass
-    table = frame[["model", "direction", "n_pos", "n_neg"]].copy()
-    table["xAUC [95% CI]"] = with_ci(frame, "estimate", "ci_low", "ci_high")
-    table["p-value"] = frame["p_value"].map(p_text)
-    blocks.append(Table(table, "Cross-group AUC (xAUC)"))
-    return SectionContent(
-        blocks=blocks,
-        findings=significance_findings(frame, lambda r: f"model {r['model']}: xAUC {r['direction']}", "vs the opposite direction"),
-        source=inputs.sources.get("xauc", ""),
-    )
-
-
-def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("pairwise_accuracy", "audit",
-                               ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
-    blocks = []
-    for model, part in frame.groupby("model"):
-        matrix = part.pivot(index="group_a", columns="group_b", values="estimate")
-        blocks.append(Figure(f"pairwise_{model}", figures.heatmap(matrix, f"model {model}", "pairwise accuracy"),
-                             f"Pairwise accuracy matrix, model {model}"))
-    table = frame[["model", "group_a", "group_b", "n_pairs"]].copy()
-    table["accuracy [95% CI]"] = with_ci(frame, "estimate", "ci_low", "ci_high")
-    findings = []
-    if "p_value" in frame.columns:
-        table["p-value"] = frame["p_value"].map(p_text)
-        findings = significance_findings(frame, lambda r: f"model {r['model']}: pairwise accuracy {r['group_a']}>{r['group_b']}", "vs parity")
-    blocks.append(Table(table, "Pairwise accuracies"))
-    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("pairwise_accuracy", ""))
-
-
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:
     cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stage_table("lambda_frontier", "training", cols)
+    frame = inputs.stage_table("lambda_frontier", "training", cols).sort_values("lambda")
     table = frame[["lambda"]].copy()
     table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
     table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
+    if "unfairness_p_value" in frame.columns:
+        table["p (gap = 0)"] = frame["unfairness_p_value"].map(p_text)
+    cutoff = f"I({frame['cutoff'].iloc[0]:g})" if "cutoff" in frame.columns else "the partial AUC"
+    labels = f" on {frame['label_source'].iloc[0]} labels" if "label_source" in frame.columns else ""
+    first, last = frame.iloc[0], frame.iloc[-1]
+    findings = [Finding(
+        f"λ = {first['lambda']:g} → {last['lambda']:g}: utility {ci_text(first['utility'], first['utility_ci_low'], first['utility_ci_high'])} → "
+        f"{ci_text(last['utility'], last['utility_ci_low'], last['utility_ci_high'])}; unfairness "
+        f"{ci_text(first['unfairness'], first['unfairness_ci_low'], first['unfairness_ci_high'])} → "
+        f"{ci_text(last['unfairness'], last['unfairness_ci_low'], last['unfairness_ci_high'])}"
+        + ("; the CIs overlap" if last["unfairness_ci_high"] >= first["unfairness_ci_low"] and last["unfairness_ci_low"] <= first["unfairness_ci_high"]
+           else ""), "info")]
     return SectionContent(
         blocks=[
+            Text(f"Rankers retrained with the fairness penalty λ. Utility = held-out AUC; unfairness = |gap| between the "
+                 f"groups' normalized partial AUC {cutoff}{labels} (the largest over group pairs), each with its 95% CI."),
             Figure("lambda_frontier", figures.frontier(frame, "unfairness", "utility", "unfairness_ci_low", "unfairness_ci_high",
                                                        "utility_ci_low", "utility_ci_high", "lambda", "unfairness", "utility"),
                    "Utility / unfairness trade-off over the penalty weight λ (95% CI)"),
             Table(table, "λ trade-off frontier"),
         ],
+        findings=findings,
         source=inputs.sources.get("lambda_frontier", ""),
     )
 
@@ -405,9 +436,9 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("position_bias", "Position-bias curve", "position_bias", position_bias),
     SectionSpec("eo_transform", "Per-group CDF transforms", "eo_transform", eo_transform),
     SectionSpec("exposure_merit", "Exposure and merit, before and after", "eo_transform", exposure_merit),
-    SectionSpec("roc", "ROC curves and partial AUC by group", "audit", roc_audit),
-    SectionSpec("xauc", "xROC / xAUC", "audit", xauc_audit),
-    SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise_accuracy),
+    SectionSpec("roc", "ROC curves and partial AUC by group", "audit", audit_sections.roc_audit),
+    SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
+    SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", audit_sections.pairwise_accuracy),
     SectionSpec("lambda_frontier", "λ trade-off frontier", "training", lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", model_selection),
 ]

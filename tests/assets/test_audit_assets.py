@@ -360,6 +360,15 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
     np.testing.assert_allclose(pauc["estimate"], groups["auc"] / groups.index.get_level_values(1))
     assert np.isnan(pauc.loc[("0", 1.0), "p_value"])  # the reference group: no test
     assert pauc.loc[("1", 1.0), "p_value"] == audits[0].report.pairs.set_index("cutoff").at[1.0, "p_value"]
+    # The report's findings quote the difference from the reference group and ΔxAUC, each with its CI.
+    for cutoff in (0.1, 1.0):
+        one, ref = pauc.loc[("1", cutoff)], pauc.loc[("0", cutoff)]
+        assert one["reference"] == "0" and one["diff"] == pytest.approx(one["estimate"] - ref["estimate"], abs=1e-12)
+        assert one["diff_ci_low"] < one["diff"] < one["diff_ci_high"] and np.isnan(ref["diff"])
+    xauc = tracking.run.tables["xauc"].set_index("direction")
+    assert xauc.at["0>1", "delta"] == pytest.approx(xauc.at["0>1", "estimate"] - xauc.at["1>0", "estimate"], abs=1e-12)
+    assert xauc.at["1>0", "delta"] == -xauc.at["0>1", "delta"] and xauc.at["1>0", "delta_ci_high"] == -xauc.at["0>1", "delta_ci_low"]
+    assert xauc.at["0>1", "delta_ci_low"] < xauc.at["0>1", "delta"] < xauc.at["0>1", "delta_ci_high"]
     assert {"fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc"} <= set(tracking.run.tables)
     assert tracking.run.figures == ["curves_production"]
     assert "production.delta_xauc" in tracking.run.metrics and "production.auc_gap_se" in tracking.run.metrics

@@ -37,6 +37,7 @@ from fair_pipeline.position_bias import PositionBiasInputError, estimate_positio
 from fair_pipeline.position_bias_store import CURVES_TABLE, METHODS_TABLE, load_chosen_position_bias
 from fair_pipeline.position_bias_window import training_window
 from fair_pipeline.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.tracking import MLflowTracking
 from fair_pipeline.simulation import simulate_to_landing
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
@@ -62,10 +63,15 @@ def _check_outcomes(result) -> dict[str, tuple[bool, str]]:
     }
 
 
+def _tracking(home: Path) -> MLflowTracking:
+    return MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+
+
 def _materialize(warehouse: Path, landing: Path, config: dict | None = None, **kwargs):
     return dg.materialize(
         [position_bias],
-        resources={"warehouse": DuckDBWarehouse(path=str(warehouse)), "landing": LandingZone(path=str(landing))},
+        resources={"warehouse": DuckDBWarehouse(path=str(warehouse)), "landing": LandingZone(path=str(landing)),
+                   "mlflow": _tracking(warehouse.parent)},
         run_config={"ops": {"marts__position_bias_curves": {"config": config or {}}}},
         instance=dg.DagsterInstance.ephemeral(),
         **kwargs,
@@ -139,6 +145,22 @@ def test_metadata_reports_table_plot_counts_and_errors_vs_truth(home):
         assert metadata[f"max_abs_error/{method}"].value == pytest.approx(error, rel=1e-9), method
     # The observational estimators need the ratios: naive is visibly worse than adjacent_pairwise.
     assert metadata["max_abs_error/naive"].value > 2 * metadata["max_abs_error/adjacent_pairwise"].value
+
+
+def test_every_curve_is_logged_to_mlflow_for_the_report(home):
+    """The daily job's run logged table `position_bias_curve` (the report's contract): every method and position,
+    the chosen curve marked, the same numbers as the warehouse."""
+    logged, run = _tracking(home).latest_table("position_bias_curve", stages=("position_bias",))
+    stored = _query(home / "warehouse.duckdb", f"SELECT * FROM {CURVES_TABLE}")
+    assert run.data.tags["dagster.asset_key"] == "marts/position_bias_curves"
+    assert {"method", "n_impressions", "chosen", "ci_low", "ci_high", "truncated"} <= set(logged.columns)
+    assert set(logged.loc[logged["chosen"], "method"]) == {"adjacent_pairwise"}
+    merged = logged.merge(stored, on=["method", "position"], suffixes=("", "_stored"))
+    assert len(merged) == len(logged) == len(stored) == len(METHODS) * 20
+    np.testing.assert_allclose(merged["estimate"], merged["weight"], rtol=1e-12)
+    np.testing.assert_allclose(merged["ci_high"], merged["ci_high_stored"], rtol=1e-12)
+    assert (merged["n_impressions"] == merged["impressions"]).all()
+    assert (merged["truncated"] == merged["truncated_stored"]).all()
 
 
 def test_window_is_the_newest_partitions_with_data_up_to_the_end(home):

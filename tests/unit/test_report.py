@@ -78,9 +78,17 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     top = table.frame.set_index("position").loc[1, "shuffle"]
     assert top.startswith("0.3000 [0.2189, 0.3958]") and "(n = 100)" in top
     assert table.frame.set_index("position").loc[2, "production"].startswith("0.1000")
+    quarantine = {b.caption: b.frame for b in sections["data_volume"].content.blocks if hasattr(b, "frame")}
+    assert quarantine["Quarantine reasons (all partitions)"].to_dict("records")[0] == {
+        "source": "observational", "reason": "position out of range", "rejected_rows": 10, "partitions": 1}
+    by_partition = quarantine["Quarantined rows by partition and reason (partitions with none are left out)"].set_index("partition")
+    assert by_partition.loc["2024-01-02", "randomized: click not 0/1"] == 5
+    assert by_partition.loc["2024-01-02", "observational: position out of range"] == 0
     # Later stages have never run: each is listed as missing, nothing fails.
     missing = {s.spec.key for s in report.missing}
     assert missing == {"position_bias", "eo_transform", "exposure_merit", "roc", "xauc", "pairwise", "lambda_frontier", "model_selection"}
+    summary = "\n".join(summary_lines(report))
+    assert summary.index("**Missing sections**") < summary.index("- Model selection: no MLflow tracking configured")
     assert any("Missing sections" in line for line in summary_lines(report))
 
 
@@ -143,11 +151,13 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
     findings = findings_json(report)["findings"]
     by_text = {f["text"]: f["status"] for f in findings}
-    assert by_text["model m1: partial AUC of group 1 = 0.062 [0.055, 0.069] vs the reference group "
-                   "(p = 0.002; n_pos = 380, n_neg = 620)"] == "significant"
-    assert by_text["model m1: partial AUC of group 2: not estimable (n_pos = 2, n_neg = 3)"] == "not estimable"
-    assert sum(s == "not significant" and "xAUC" in t for t, s in by_text.items()) == 2
-    assert any("truth lies inside the 95% CI at 5 of 5" in t for t in by_text)
+    # Without FPR bounds or logged differences the comparison still names both groups, the CI, p and n.
+    assert by_text["model m1, partial AUC: group 1 = 0.062 [0.055, 0.069] vs group 0 = 0.081 [0.075, 0.087], "
+                   "difference -0.019 [CI n/a], p = 0.002 (n_pos = 380 / 400, n_neg = 620 / 600)"] == "significant"
+    assert by_text["model m1, partial AUC: group 2 vs group 0 not estimable (n_pos = 2 / 400, n_neg = 3 / 600)"] == "not estimable"
+    assert sum(s == "not significant" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
+    assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 positions; max |ŵ − w| = 0.0100")
+               for t in by_text)
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
     html = render_html(report)
     assert _offline(html)
@@ -184,3 +194,67 @@ def test_a_stage_owner_can_replace_or_add_a_section(tmp_path, monkeypatch):
     assert next(s for s in report.sections if s.spec.key == "position_bias").available
     with pytest.raises(ValueError, match="no report section 'nope'"):
         register_section(SectionSpec("x", "x", "audit", lambda inputs: SectionContent()), after="nope")
+
+
+def _audit_tables() -> dict[str, pd.DataFrame]:
+    """An audit of two models with everything the audit logs: two cutoffs, differences with CIs, ΔxAUC.
+    Model `prod` differs at I(0.1) (p = 0.001) but not at I(1) (p = 0.40); `eo` is `prod` after a per-group
+    monotone transform: the same within-group AUCs, balanced xAUC."""
+    pauc = pd.DataFrame({
+        "model": ["prod"] * 4 + ["eo"] * 4, "group": ["a", "b"] * 4, "fpr_low": 0.0, "fpr_high": [0.1, 0.1, 1.0, 1.0] * 2,
+        "estimate": [0.50, 0.40, 0.85, 0.84] * 2, "ci_low": [0.46, 0.36, 0.83, 0.82] * 2, "ci_high": [0.54, 0.44, 0.87, 0.86] * 2,
+        "n_pos": [300, 200] * 4, "n_neg": [700, 800] * 4, "p_value": [np.nan, 0.001, np.nan, 0.40] * 2, "reference": "a",
+        "diff": [np.nan, -0.10, np.nan, -0.01] * 2, "diff_ci_low": [np.nan, -0.157, np.nan, -0.038] * 2,
+        "diff_ci_high": [np.nan, -0.043, np.nan, 0.018] * 2})
+    xauc = pd.DataFrame({
+        "model": ["prod", "prod", "eo", "eo"], "direction": ["a>b", "b>a"] * 2, "estimate": [0.95, 0.70, 0.83, 0.82],
+        "ci_low": [0.94, 0.68, 0.81, 0.80], "ci_high": [0.96, 0.72, 0.85, 0.84], "n_pos": [300, 200] * 2, "n_neg": [800, 700] * 2,
+        "p_value": [1e-6, 1e-6, 0.6, 0.6], "delta": [0.25, -0.25, 0.01, -0.01], "delta_ci_low": [0.22, -0.28, -0.02, -0.04],
+        "delta_ci_high": [0.28, -0.22, 0.04, 0.02]})
+    return {"partial_auc": pauc, "xauc": xauc}
+
+
+def test_partial_auc_and_xauc_findings_name_model_cutoff_ci_and_p():
+    from fair_pipeline.reporting.audit_sections import group_comparisons, pauc_findings, pauc_table, xauc_findings, xauc_pairs
+
+    tables = _audit_tables()
+    comparisons = group_comparisons(tables["partial_auc"])
+    findings = pauc_findings(comparisons)
+    detailed = {f.text: f.status for f in findings if not f.headline}
+    assert detailed["model prod, I(0.1): group b = 0.400 [0.360, 0.440] vs group a = 0.500 [0.460, 0.540], difference "
+                    "-0.100 [-0.157, -0.043], p = 0.001 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "significant"
+    assert detailed["model prod, I(1): group b = 0.840 [0.820, 0.860] vs group a = 0.850 [0.830, 0.870], difference "
+                    "-0.010 [-0.038, +0.018], p = 0.400 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "not significant"
+    # Headlines: one per verdict, the two models (same verdicts at the same cutoffs) folded together.
+    headlines = [f for f in findings if f.headline]
+    assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("significant", "2 models (prod, eo)"),
+                                                                     ("not significant", "2 models (prod, eo)")]
+    assert "partial AUC of group b significantly below group a at I(0.1) (largest p = 0.001)" in headlines[0].text
+    assert "no significant partial-AUC difference between group b and group a at I(1) (smallest p = 0.400)" in headlines[1].text
+    table = pauc_table(tables["partial_auc"], comparisons).set_index(["model", "FPR cutoff"])
+    assert table.loc[("prod", "I(0.1)"), "b − a [95% CI]"] == "-0.100 [-0.157, -0.043]"
+    assert table.loc[("eo", "I(1)"), "p (b vs a)"] == "0.400" and table.loc[("eo", "I(1)"), "group a"] == "0.850 [0.830, 0.870]"
+
+    x = xauc_findings(xauc_pairs(tables["xauc"]))
+    by_status = {f.status: f.text for f in x if f.headline}
+    assert by_status["significant"].startswith("model prod: cross-group ranking significantly unbalanced against group b")
+    assert "ΔxAUC = +0.250 [+0.220, +0.280], p < 0.001" in by_status["significant"]
+    assert by_status["not significant"].startswith("model eo: no significant xAUC imbalance between groups a and b; p = 0.600")
+
+
+def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(tmp_path):
+    from fair_pipeline.reporting.audit_sections import transform_comparison, transform_findings
+
+    tables = _audit_tables()
+    table = transform_comparison(tables["partial_auc"], tables["xauc"], "prod", ["eo"]).set_index("statistic")
+    assert list(table.columns) == ["prod", "eo"]
+    assert table.loc["AUC within group a", "prod"] == table.loc["AUC within group a", "eo"] == "0.850 [0.830, 0.870]"
+    assert table.loc["xAUC(a>b)", "prod"] == "0.950 [0.940, 0.960]" and table.loc["xAUC(a>b)", "eo"] == "0.830 [0.810, 0.850]"
+    (finding,) = transform_findings(tables["partial_auc"], tables["xauc"], "prod", ["eo"])
+    assert finding.text.startswith("eo vs prod: within-group AUCs unchanged (largest change 0)")
+    assert "xAUC(a>b) 0.950 [0.940, 0.960] → 0.830 [0.810, 0.850]" in finding.text
+    # A transform that did move a within-group AUC is not reported as leaving it unchanged.
+    moved = tables["partial_auc"].copy()
+    moved.loc[(moved["model"] == "eo") & (moved["fpr_high"] == 1.0) & (moved["group"] == "b"), "estimate"] = 0.83
+    (finding,) = transform_findings(moved, tables["xauc"], "prod", ["eo"])
+    assert finding.text.startswith("eo vs prod: within-group AUCs changed by up to 0.01 ")
