@@ -493,6 +493,7 @@ class MLflowTracking(dg.ConfigurableResource):
 
         _checked_name(name, "registered model name")
         _checked_name(alias, "alias")
+        mlflow.set_tracking_uri(self.uri)  # a runs:/ URI is resolved against the tracking store
         mlflow.set_registry_uri(self.uri)
         client = self.client()
         token = uuid.uuid4().hex

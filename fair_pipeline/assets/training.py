@@ -1,6 +1,8 @@
 """Training assets (issue 6): MI-penalized fits on Adult / COMPAS, and ranker candidates from click logs.
 
-`benchmark_models` reads only the shipped benchmark files (unpartitioned, no upstream assets);
+`benchmark_models` reads only the shipped benchmark files (unpartitioned, no upstream assets) and registers
+every fit as a version of `fair-benchmark-<dataset>`, moving `champion` by the rule in
+`fair_pipeline.benchmark_registry`;
 `ranker_candidates` retrains the ranker over a window of observational impressions with inverse-propensity
 weights from the chosen position-bias curve. Both log one MLflow run per fit and write their tables in
 one transaction each (`fair_pipeline.training_store`).
@@ -8,6 +10,7 @@ one transaction each (`fair_pipeline.training_store`).
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import json
 import re
+import time
 
 import dagster as dg
 import numpy as np
@@ -15,6 +18,7 @@ import pandas as pd
 from pydantic import Field
 
 from fair_pipeline import benchmark_models as bm
+from fair_pipeline import benchmark_registry as br
 from fair_pipeline import ranker_training as rt
 from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY, run_window_end
 from fair_pipeline.core.click_training import ClickTrainingError
@@ -30,8 +34,8 @@ from fair_pipeline.training_store import (
     RANKER_CANDIDATES,
     replace_tables,
 )
-from fair_pipeline.tracking import TAG_HELD_OUT, MLflowTracking
-from fair_pipeline.training_tracking import lambda_frontier, log_fit
+from fair_pipeline.tracking import CHAMPION, TAG_HELD_OUT, MLflowTracking, TrackingUnavailableError, benchmark_model_name
+from fair_pipeline.training_tracking import lambda_frontier, log_fit, log_fit_model
 from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS
 
 OWNERS = ["team:fairness"]
@@ -121,8 +125,11 @@ def _benchmark_summary(fits: list) -> str:
         "Nandy et al. section 4.1 on the shipped Adult (sex) and COMPAS (Black vs White) files: an unpenalized "
         "logistic regression and a warm-started λ path of the MI-penalized one (L-BFGS), each audited on the "
         "held-out split with per-group partial AUCs (95% CIs, counts) at cutoffs 0.1, 0.2, 0.5, 1 and the group gap "
-        f"with its p-value. Tables `{BENCHMARK_MODELS}` (one row per fit) and `{BENCHMARK_AUDITS}` (long audit rows); "
-        "one MLflow run per fit (experiment fair_pipeline/benchmarks); figures 2a and 2b in the metadata."
+        f"with its p-value. Tables `{BENCHMARK_MODELS}` (one row per fit, with its registered version) and "
+        f"`{BENCHMARK_AUDITS}` (long audit rows); one MLflow run per fit (experiment fair_pipeline/benchmarks); "
+        "figures 2a and 2b in the metadata. Every fit is registered as a version of `fair-benchmark-<dataset>` "
+        "(tags: λ, penalty score, held-out AUC, gap and p-value per cutoff; `candidate` ends on the newest) and "
+        f"`champion` moves to the {br.CHAMPION_RULE}. Registration is all or nothing across datasets."
     ),
 )
 def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsConfig,
@@ -131,11 +138,11 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
     unknown = [d for d in config.datasets if d not in bm.BENCHMARKS]
     if unknown or not config.datasets:
         raise dg.Failure(f"datasets {config.datasets} must be a non-empty subset of {list(bm.BENCHMARKS)}")
-    all_fits, metadata, run_ids = [], {}, []
+    all_fits, metadata, run_ids, logged_uris = [], {}, [], []
     for name in config.datasets:
         fits = bm.fit_benchmark(name, config.lambdas, config.penalty_scores)
         for fit in fits:
-            run_ids.append(log_fit(
+            run_id, logged_uri = log_fit_model(
                 mlflow, context, stage="benchmarks",
                 run_name=f"{name} {fit.model_kind} {fit.penalty_score} lam={fit.lam:g}",
                 params={"dataset": name, "model": fit.model_kind, "penalty_score": fit.penalty_score, "lam": fit.lam,
@@ -147,7 +154,9 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
                 model=fit.model,
                 tables={"audit": fit.audit},
                 tags={"fair_pipeline.dataset": name},
-            ))
+            )
+            run_ids.append(run_id)
+            logged_uris.append(logged_uri)
         context.log.info(f"{name}: {len(fits)} fits logged")
         metadata[f"{name}_models"] = dg.MetadataValue.md(_benchmark_summary(fits))
         for score in config.penalty_scores:
@@ -162,15 +171,76 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
         all_fits.extend(fits)
     models = bm.models_frame(all_fits).assign(mlflow_run_id=run_ids, model_uri=[f"runs:/{r}/model" for r in run_ids])
     audits = bm.audits_frame(all_fits)
-    with warehouse.connect() as con:
-        counts = replace_tables(con, {BENCHMARK_MODELS: models, BENCHMARK_AUDITS: audits})
+    batch = br.RegistryBatch(mlflow)
+    started = time.perf_counter()
+    try:
+        models = _register_benchmarks(context, batch, all_fits, logged_uris, models, metadata)
+        registration_seconds = time.perf_counter() - started
+        with warehouse.connect() as con:
+            counts = replace_tables(con, {BENCHMARK_MODELS: models, BENCHMARK_AUDITS: audits})
+    except BaseException as error:
+        batch.rollback()  # no version of this run stays registered; candidate / champion back where they were
+        if isinstance(error, TrackingUnavailableError):  # safe to retry: the registry is as it was
+            context.log.error(str(error))
+            raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+        raise
+    context.log.info(f"registered {len(batch.created)} benchmark model versions in {registration_seconds:.2f}s")
     return dg.MaterializeResult(metadata={
         "dagster/row_count": counts[BENCHMARK_MODELS],
         "audit_rows": counts[BENCHMARK_AUDITS],
         "lambdas": dg.MetadataValue.json(sorted(config.lambdas)),
         "mlflow_run_ids": dg.MetadataValue.json(run_ids),
+        "champion_rule": br.CHAMPION_RULE,
+        "registration_seconds": round(registration_seconds, 3),
         **metadata,
     })
+
+
+def _rule_table(choice: "br.ChampionChoice", fits: list, versions: list) -> str:
+    table = choice.table.assign(
+        version=[f"v{v}" for v in versions],
+        model=["vanilla" if f.model_kind == "vanilla" else f"penalized ({f.penalty_score})" for f in fits],
+        champion=["✔" if j == choice.index else "" for j in range(len(fits))])
+    view = table[["version", "model", "lam", "auc", "min_p_value", "max_abs_z", "qualifies", "champion"]].rename(
+        columns={"lam": "λ", "auc": "held-out AUC", "min_p_value": "smallest gap p", "max_abs_z": "largest |z|"})
+    return view.to_markdown(index=False, floatfmt=".4g")
+
+
+def _register_benchmarks(context, batch: "br.RegistryBatch", fits: list, logged_uris: list[str], models: pd.DataFrame,
+                         metadata: dict) -> pd.DataFrame:
+    """Register every fit under its dataset's model name (alias `candidate` ends on the newest), move `champion`
+    by the rule, and return `models` with registered_model, model_version, qualifies and champion columns."""
+    versions, qualifies, champion = [None] * len(fits), [False] * len(fits), [False] * len(fits)
+    for dataset in dict.fromkeys(f.dataset for f in fits):
+        index = [k for k, f in enumerate(fits) if f.dataset == dataset]
+        mine = [fits[k] for k in index]
+        choice = br.choose_champion([f.audit for f in mine], [f.lam for f in mine], [f.summary["auc"] for f in mine])
+        name = benchmark_model_name(dataset)
+        for j, (k, fit) in enumerate(zip(index, mine)):
+            row = choice.table.iloc[j]
+            tags = br.version_tags(dataset, fit.model_kind, fit.penalty_score, fit.lam, fit.summary["auc"],
+                                   fit.summary["auc_se"], fit.audit, models.loc[k, "mlflow_run_id"], row, choice,
+                                   chosen=choice.index == j)
+            versions[k] = str(batch.register(logged_uris[k], name, tags).version)
+            qualifies[k] = bool(row["qualifies"])
+        metadata[f"{dataset}_registered_versions"] = dg.MetadataValue.json([int(versions[i]) for i in index])
+        if choice.index is None:
+            context.log.warning(f"{name}: {choice.reason}")
+            metadata[f"{dataset}_champion"] = dg.MetadataValue.md(
+                f"**{name}**: no champion. {choice.reason}\n\n" + _rule_table(choice, mine, [versions[i] for i in index]))
+            continue
+        k, fit = index[choice.index], mine[choice.index]
+        previous = batch.set_champion(name, versions[k])
+        champion[k] = True
+        label = "vanilla" if fit.model_kind == "vanilla" else f"penalized ({fit.penalty_score}) λ={fit.lam:g}"
+        context.log.info(f"{name}@{CHAMPION} -> v{versions[k]} ({label}): {choice.reason}")
+        metadata[f"{dataset}_champion"] = dg.MetadataValue.md(
+            f"**{name}@{CHAMPION} = v{versions[k]}**: {label}, held-out AUC {_cell(fit.summary['auc'], fit.summary['auc_se'])}"
+            f" (was {'v' + previous if previous else 'unset'}).\n\nWhy: {choice.reason}.\n\nRule: {br.CHAMPION_RULE}.\n\n"
+            + _rule_table(choice, mine, [versions[i] for i in index]))
+        metadata[f"{dataset}_champion_version"] = int(versions[k])
+    return models.assign(registered_model=[benchmark_model_name(f.dataset) for f in fits], model_version=versions,
+                         champion_rule_qualifies=qualifies, champion=champion)
 
 
 # ----------------------------------------------------------------------------- ranker_candidates
