@@ -4,9 +4,11 @@
 Champion rule (`choose_champion`, on the held-out audit rows the asset logs):
 
 1. A fit *qualifies* when its group partial-AUC gap (Female − Male on Adult, African-American − Caucasian on
-   COMPAS) is estimable and not significant at 5% (two-sided p ≥ 0.05) at **every** audited cutoff
-   (0.1, 0.2, 0.5, 1). No multiplicity correction: asking every cutoff to pass unadjusted is the stricter
-   fairness requirement. A gap that is not estimable is never evidence of fairness.
+   COMPAS) is estimable and no cutoff (0.1, 0.2, 0.5, 1) shows a significant gap at familywise level 5%:
+   Holm-adjusted p ≥ 0.05 at every cutoff, i.e. smallest p × number of cutoffs ≥ 0.05 (Holm rejects nothing iff
+   its first step rejects nothing). Unadjusted, four looks at the same gap would call a fair model unfair far more
+   often than 5% of the time (the audit corrects across groups the same way). A gap that is not estimable is never
+   evidence of fairness.
 2. Among qualifying fits, the least penalized wins: smallest λ (the penalty only costs accuracy, so the
    smallest λ that removes a detectable gap is the best trade-off on the grid); ties in λ (the vanilla fit
    and λ = 0, or several penalty scores) go to the higher held-out AUC, then to the earlier fit.
@@ -31,7 +33,8 @@ from fair_pipeline.tracking import CANDIDATE, CHAMPION, TAG_STAGE, MLflowTrackin
 ALPHA = 0.05
 CHAMPION_RULE = (
     "least-penalized fit (smallest λ; ties: higher held-out AUC) whose held-out group partial-AUC gap is estimable and "
-    f"not significant at {ALPHA:g} (two-sided p ≥ {ALPHA:g}) at every audited cutoff; if none qualifies, the fit with "
+    f"not significant at familywise level {ALPHA:g} over the audited cutoffs (Holm-adjusted p ≥ {ALPHA:g} at every cutoff); "
+    "if none qualifies, the fit with "
     "the smallest maximum |z| of the gap over the cutoffs; a non-estimable gap never qualifies"
 )
 TAG_PREFIX = "fair_pipeline."
@@ -44,7 +47,7 @@ class ChampionChoice:
     index: int | None
     qualified: bool
     reason: str
-    table: pd.DataFrame  # one row per fit: lam, auc, min_p_value, max_abs_z, all_estimable, qualifies
+    table: pd.DataFrame  # one row per fit: lam, auc, min_p_value, min_p_holm, max_abs_z, all_estimable, qualifies
 
 
 def gap_table(audits: list[pd.DataFrame], lams: list[float], aucs: list[float]) -> pd.DataFrame:
@@ -54,9 +57,11 @@ def gap_table(audits: list[pd.DataFrame], lams: list[float], aucs: list[float]) 
         gaps = audit[audit["row_type"] == "gap"]
         estimable = bool(len(gaps)) and bool(gaps["estimable"].astype(bool).all()) and bool(gaps["p_value"].notna().all())
         min_p = float(gaps["p_value"].min()) if estimable else math.nan
+        min_p_holm = min(1.0, min_p * len(gaps)) if estimable else math.nan  # Holm's first step
         max_z = float(gaps["z"].abs().max()) if estimable else math.nan
         rows.append({"fit": k, "lam": float(lam), "auc": float(auc), "cutoffs": len(gaps), "all_estimable": estimable,
-                     "min_p_value": min_p, "max_abs_z": max_z, "qualifies": estimable and min_p >= ALPHA})
+                     "min_p_value": min_p, "min_p_holm": min_p_holm, "max_abs_z": max_z,
+                     "qualifies": estimable and min_p_holm >= ALPHA})
     return pd.DataFrame(rows)
 
 
@@ -68,7 +73,7 @@ def choose_champion(audits: list[pd.DataFrame], lams: list[float], aucs: list[fl
         best = passing.assign(neg_auc=-passing["auc"]).sort_values(["lam", "neg_auc", "fit"], kind="stable").iloc[0]
         return ChampionChoice(int(best["fit"]), True, (
             f"smallest λ ({best['lam']:g}) whose gap is not significant at any of {int(best['cutoffs'])} cutoffs "
-            f"(smallest p {best['min_p_value']:.3g} ≥ {ALPHA:g}); {len(passing)} of {len(table)} fits qualify"), table)
+            f"(smallest Holm-adjusted p {best['min_p_holm']:.3g} ≥ {ALPHA:g}); {len(passing)} of {len(table)} fits qualify"), table)
     estimable = table[table["all_estimable"]]
     if len(estimable):
         best = estimable.sort_values(["max_abs_z", "lam", "fit"], kind="stable").iloc[0]
@@ -86,7 +91,8 @@ def version_tags(dataset: str, model_kind: str, penalty_score: str, lam: float, 
         TAG_PREFIX + "lambda": f"{lam:g}", TAG_PREFIX + "heldout_auc": f"{auc:.6f}", TAG_PREFIX + "heldout_auc_se": f"{auc_se:.6f}",
         TAG_PREFIX + "run_id": run_id, TAG_STAGE: "benchmarks",
         TAG_PREFIX + "champion_rule_qualifies": str(bool(row["qualifies"])).lower(),
-        TAG_PREFIX + "gap_min_p_value": f"{row['min_p_value']:.6g}", TAG_PREFIX + "gap_max_abs_z": f"{row['max_abs_z']:.6g}",
+        TAG_PREFIX + "gap_min_p_value": f"{row['min_p_value']:.6g}", TAG_PREFIX + "gap_min_p_holm": f"{row['min_p_holm']:.6g}",
+        TAG_PREFIX + "gap_max_abs_z": f"{row['max_abs_z']:.6g}",
     }
     for r in audit[audit["row_type"] == "gap"].itertuples():
         cutoff = f"{r.cutoff:g}"

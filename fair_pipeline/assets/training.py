@@ -201,8 +201,9 @@ def _rule_table(choice: "br.ChampionChoice", fits: list, versions: list) -> str:
         version=[f"v{v}" for v in versions],
         model=["vanilla" if f.model_kind == "vanilla" else f"penalized ({f.penalty_score})" for f in fits],
         champion=["✔" if j == choice.index else "" for j in range(len(fits))])
-    view = table[["version", "model", "lam", "auc", "min_p_value", "max_abs_z", "qualifies", "champion"]].rename(
-        columns={"lam": "λ", "auc": "held-out AUC", "min_p_value": "smallest gap p", "max_abs_z": "largest |z|"})
+    view = table[["version", "model", "lam", "auc", "min_p_value", "min_p_holm", "max_abs_z", "qualifies", "champion"]].rename(
+        columns={"lam": "λ", "auc": "held-out AUC", "min_p_value": "smallest gap p", "min_p_holm": "Holm-adjusted",
+                 "max_abs_z": "largest |z|"})
     return view.to_markdown(index=False, floatfmt=".4g")
 
 
