@@ -343,6 +343,15 @@ class TrackedRun:
         return info.model_uri
 
 
+def _numeric_where_possible(frame: pd.DataFrame) -> pd.DataFrame:
+    """JSON null is None: a numeric column with nulls (or only nulls) becomes float with NaN, as tables were logged."""
+    for column in frame.columns[frame.dtypes == object]:
+        values = frame[column].dropna()
+        if values.map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all():
+            frame[column] = pd.to_numeric(frame[column]).astype(float)
+    return frame
+
+
 class MLflowTracking(dg.ConfigurableResource):
     """MLflow tracking and registry for the pipeline. Empty fields mean the FAIR_PIPELINE_HOME defaults
     (`MLFLOW_TRACKING_URI` overrides the tracking URI)."""
@@ -468,7 +477,7 @@ class MLflowTracking(dg.ConfigurableResource):
             )
             # Python's json parser, not pandas': pandas' (ujson) refuses subnormal doubles such as a p-value of 1e-308.
             split = json.loads(Path(path).read_text())
-            return pd.DataFrame(split["data"], columns=split["columns"])
+        return _numeric_where_possible(pd.DataFrame(split["data"], columns=split["columns"]))
 
     def latest_table(self, name: str, stages: tuple[str, ...] = STAGES) -> tuple[pd.DataFrame, Any] | None:
         """(table, run) from the newest finished run that logged it, or None if no run ever did."""

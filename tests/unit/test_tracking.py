@@ -97,7 +97,8 @@ def test_run_is_tagged_and_ends_failed_when_the_block_raises(tr):
 def test_tables_round_trip_exactly_including_subnormal_p_values(tr):
     # A p-value of 1e-308 (z ≈ 37 on a million-row audit) once made the report fail to read the audit's table.
     frame = pd.DataFrame({"model": ["a", "b", "c"], "p_value": [1.07306696522443e-308, 5e-324, np.nan],
-                          "estimate": [0.1234567890123, 1.0, 0.5], "n_pos": [3, 4, 5], "estimable": [True, False, True]})
+                          "estimate": [0.1234567890123, 1.0, 0.5], "n_pos": [3, 4, 5], "estimable": [True, False, True],
+                          "diff": [np.nan] * 3, "ci_low": [np.nan, 0.2, np.nan]})
     with tr.start_run(None, "audit", run_name="tiny p") as run:
         run.log_table(frame, "subnormal_check")
     table, _ = tr.latest_table("subnormal_check")
@@ -105,6 +106,9 @@ def test_tables_round_trip_exactly_including_subnormal_p_values(tr):
     assert np.isnan(table["p_value"].iloc[2])
     assert table["estimate"].tolist() == frame["estimate"].tolist()
     assert table["n_pos"].tolist() == [3, 4, 5] and table["estimable"].tolist() == [True, False, True]
+    # all-NaN and partly-NaN numeric columns come back as float NaN (JSON null), so np.sign and comparisons work
+    assert table["diff"].dtype == float and table["diff"].isna().all()
+    assert table["ci_low"].dtype == float and table["ci_low"].iloc[1] == 0.2 and np.isnan(table["ci_low"].iloc[0])
 
 
 def test_unknown_stage_and_bad_names_are_rejected(tr):
