@@ -35,7 +35,7 @@ from fair_pipeline.training_store import (
     replace_tables,
 )
 from fair_pipeline.tracking import CHAMPION, TAG_HELD_OUT, MLflowTracking, TrackingUnavailableError, benchmark_model_name
-from fair_pipeline.training_tracking import lambda_frontier, log_fit, log_fit_model
+from fair_pipeline.training_tracking import lambda_frontier, log_fit_model
 from fair_pipeline.windows import DEFAULT_HOLDOUT_DAYS
 
 OWNERS = ["team:fairness"]
@@ -323,7 +323,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     run_ids = []
     for candidate in candidates:
         point = candidate.point
-        run_ids.append(log_fit(
+        run_id, _ = log_fit_model(
             mlflow, context, stage="training",
             run_name=f"ranker {window.first}..{window.last} lam={point.lam:g}",
             params={"lam": point.lam, "penalty_score": config.penalty_score, "solver": "lbfgs",
@@ -337,7 +337,8 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
             model=point.model,
             tables={"audit": candidate.audit},
             tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
-        ))
+        )
+        run_ids.append(run_id)
     frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
                                 str(curve.attrs.get("method")), run_ids)
     audits = _candidate_audits(candidates, frame["candidate_id"])
