@@ -104,7 +104,7 @@ def bench_sql(rows: int, rng, memory_limit: str) -> dict:
         write_parquet(path, rows, rng)
         t_write = time.perf_counter() - t
         code = ("import sys, json; sys.path.insert(0, %r)\n"
-                "from fair_pipeline.audit_file import audit_file\n"
+                "from fair_pipeline.audit.files import audit_file\n"
                 "r = audit_file(%r, 'score', 'label', 'group_id', memory_limit=%r)\n"
                 "print(json.dumps(r.to_dict()))") % (str(ROOT), str(path), memory_limit)
         t = time.perf_counter()

@@ -16,7 +16,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fair_pipeline.eo_transform import WeightedCDFTransformer, with_alpha  # noqa: E402
+from fair_pipeline.eo import WeightedCDFTransformer, with_alpha  # noqa: E402
 
 TARGET = 10e6
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from fair_pipeline import ingestion, warehouse
-from fair_pipeline.core.simulate import SimulationConfig, simulate_items
-from fair_pipeline.landing import partition_dir, partition_files, write_parquet_atomic
-from fair_pipeline.simulation import simulate_day_tables
+from fair_pipeline.ingestion import loads
+from fair_pipeline.ingestion.landing import partition_dir, partition_files, write_parquet_atomic
+from fair_pipeline.ingestion.simulated_landing import simulate_day_tables
+from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items
+from fair_pipeline.platform import warehouse
 
 START = dt.date(2026, 1, 1)
 
@@ -54,7 +55,7 @@ def validated_load(db: Path, landing: Path, day: str) -> float:
     """The product path into a fresh warehouse: validation, quarantine, atomic partition replace."""
     with warehouse.session(db) as con:
         t0 = time.perf_counter()
-        ingestion.load_partition(con, landing, "observational", day)
+        loads.load_partition(con, landing, "observational", day)
         return time.perf_counter() - t0
 
 

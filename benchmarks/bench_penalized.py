@@ -24,12 +24,12 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from fair_pipeline.benchmark_data import adult_split
-from fair_pipeline.core.mi_proxy import cells_of, encode_groups
-from fair_pipeline.core.penalized_objective import PenalizedProblem, objective
 from fair_pipeline.audit import compare_groups
-from fair_pipeline.core.penalized_report import gap_table
-from fair_pipeline.penalized import MIPenalizedLogisticRegression, lambda_path
+from fair_pipeline.training import MIPenalizedLogisticRegression, lambda_path
+from fair_pipeline.training.benchmark_data import adult_split
+from fair_pipeline.training.penalized.gaps import gap_table
+from fair_pipeline.training.penalized.mi_proxy import cells_of, encode_groups
+from fair_pipeline.training.penalized.objective import PenalizedProblem, objective
 
 FIT = {"l2": 1e-4, "tol": 1e-5}
 ADAGRAD = {"solver": "adagrad", "l2": 1e-4, "batch_size": 1024, "learning_rate": 0.1, "max_iter": 300, "random_state": 0}

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 
-from fair_pipeline import sql_models  # noqa: E402
+from fair_pipeline.platform import sql_models  # noqa: E402
 
 DAYS = 5
 IN_MEMORY = "in-memory pairwise"
@@ -45,8 +45,8 @@ FLOOR_SQL = """
 def generate(db: Path, impressions: int) -> int:
     import pandas as pd
 
-    from fair_pipeline.core.position_bias_simulation import day_frames
-    from fair_pipeline.core.simulate import SimulationConfig, simulate_items
+    from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items
+    from fair_pipeline.position_bias.simulated_aggregates import day_frames
 
     per_day = impressions / DAYS / 50 / 1.4  # production + 20% shuffle + 20% adjacent swap requests
     config = SimulationConfig(requests_per_day=int(round(per_day)))
@@ -83,7 +83,7 @@ def build_mart(con, name: str) -> None:
 
 
 def worker(db: Path, task: str) -> dict:
-    from fair_pipeline.position_bias_sql import estimate_position_bias_sql
+    from fair_pipeline.position_bias.sql import estimate_position_bias_sql
 
     con = duckdb.connect(str(db))
     started = time.perf_counter()

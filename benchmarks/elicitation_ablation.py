@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from fair_pipeline.core.elicitation import evaluate_elicitation
+from fair_pipeline.selection.elicitation import evaluate_elicitation
 
 
 def main(argv=None) -> None:

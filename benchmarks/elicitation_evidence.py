@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from fair_pipeline.core.elicitation import evaluate_elicitation
+from fair_pipeline.selection.elicitation import evaluate_elicitation
 
 PAPER_TABLE1 = {(2, 2): 332.10, (2, 3): 867.65}  # (k, m) -> mean queries, fair QPME
 PAPER_GENERATOR = {"group_weights": "random", "lam_range": (0.25, 0.75)}

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from fair_pipeline import settings
-from fair_pipeline.benchmark_data import adult_split, compas_split
 from fair_pipeline.audit import holm
-from fair_pipeline.core.penalized_report import audit_path
-from fair_pipeline.penalized import lambda_path
-from fair_pipeline.penalized_plots import plot_group_comparison, plot_partial_auc_path
+from fair_pipeline.platform import settings
+from fair_pipeline.training import lambda_path
+from fair_pipeline.training.benchmark_data import adult_split, compas_split
+from fair_pipeline.training.penalized.gaps import audit_path
+from fair_pipeline.training.plots import plot_group_comparison, plot_partial_auc_path
 
 FIT = {"l2": 1e-4, "tol": 1e-5}
 ADULT_GRID = [0.0, 0.3, 1.0, 3.0, 10.0, 30.0]

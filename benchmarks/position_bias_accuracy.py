@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from fair_pipeline.core.position_bias import auto_bin_factor, estimate_from_aggregates  # noqa: E402
-from fair_pipeline.core.position_bias_aggregates import FINE_BIN_WIDTH  # noqa: E402
-from fair_pipeline.core.position_bias_simulation import simulated_aggregates  # noqa: E402
-from fair_pipeline.core.simulate import SimulationConfig, bias_curve  # noqa: E402
+from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve  # noqa: E402
 from fair_pipeline.position_bias import compare_estimates  # noqa: E402
+from fair_pipeline.position_bias.aggregates import FINE_BIN_WIDTH  # noqa: E402
+from fair_pipeline.position_bias.estimators import auto_bin_factor, estimate_from_aggregates  # noqa: E402
+from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates  # noqa: E402
 
 METHODS = ("adjacent_pairwise", "randomized", "adjacent_swap", "direct_is", "naive")
 warnings.simplefilter("ignore")

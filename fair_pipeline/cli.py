@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from fair_pipeline import settings
+from fair_pipeline.platform import settings
 
 
 def _date(text: str) -> dt.date:
@@ -30,7 +30,7 @@ def _default_start(days: int) -> dt.date:
 
 def _add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per SimulationConfig knob (dest = the field name), defaults from the config itself."""
-    from fair_pipeline.core.simulate import SimulationConfig
+    from fair_pipeline.ingestion.simulator import SimulationConfig
 
     defaults = SimulationConfig()
     parser.add_argument("--start", type=_date, help="first day (default: `--days` days before today, UTC)")
@@ -61,13 +61,13 @@ def _add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _simulation_config(args: argparse.Namespace):
-    from fair_pipeline.core.simulate import SimulationConfig
+    from fair_pipeline.ingestion.simulator import SimulationConfig
 
     return SimulationConfig(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SimulationConfig)})
 
 
 def _simulate(args: argparse.Namespace) -> dict[str, int]:
-    from fair_pipeline.simulation import simulate_to_landing
+    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 
     config = _simulation_config(args)
     start = args.start or _default_start(args.days)
@@ -98,7 +98,7 @@ def _contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
 
 def _materialize(start: str, end: str) -> bool:
     from fair_pipeline import runner
-    from fair_pipeline.tracking import TrackingUnavailableError, ensure_experiments
+    from fair_pipeline.platform.tracking import TrackingUnavailableError, ensure_experiments
 
     runner.ensure_dagster_home()
     try:
@@ -235,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
     obd.set_defaults(func=cmd_import_open_bandit)
 
-    from fair_pipeline.audit_file import add_audit_arguments, run_audit
-    from fair_pipeline.elicitation_session import add_elicit_arguments, run_elicit
+    from fair_pipeline.audit.files import add_audit_arguments, run_audit
+    from fair_pipeline.selection.session import add_elicit_arguments, run_elicit
 
     audit = commands.add_parser("audit", help="fairness audit of any Parquet/CSV file: partial AUCs, xAUC, pairwise accuracies")
     add_audit_arguments(audit)

@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import dagster as dg
 
-from fair_pipeline.assets.audit import build_audit_assets
-from fair_pipeline.assets.eo_transform import eo_assets
-from fair_pipeline.assets.ingestion import ingestion_assets
-from fair_pipeline.assets.position_bias import position_bias_assets
-from fair_pipeline.assets.reporting import build_fairness_report_asset
-from fair_pipeline.assets.selection import selection_assets
-from fair_pipeline.assets.sql_assets import build_sql_assets
-from fair_pipeline.assets.training import training_assets
-from fair_pipeline.resources import default_resources
+from fair_pipeline.audit.assets import build_audit_assets
+from fair_pipeline.eo.assets import eo_assets
+from fair_pipeline.ingestion.assets import ingestion_assets
+from fair_pipeline.platform.resources import default_resources
+from fair_pipeline.platform.sql_assets import build_sql_assets
+from fair_pipeline.position_bias.assets import position_bias_assets
+from fair_pipeline.reporting.assets import build_fairness_report_asset
 from fair_pipeline.schedules import daily_pipeline_job, daily_schedule, ingest_logs_job
+from fair_pipeline.selection.assets import selection_assets
+from fair_pipeline.training.assets import training_assets
 
 upstream_assets = [*ingestion_assets, *build_sql_assets(), *position_bias_assets, *eo_assets, *training_assets]
 pipeline_assets = [*upstream_assets, *build_audit_assets(upstream_assets), *selection_assets]

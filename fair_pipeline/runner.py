@@ -8,8 +8,9 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from fair_pipeline import contract, settings
-from fair_pipeline.landing import landed_dates
+from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.landing import landed_dates
+from fair_pipeline.platform import settings
 
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from fair_pipeline.partitions import daily_partitions
+from fair_pipeline.platform.partitions import daily_partitions
 
 # Everything: the partitioned ingestion/SQL assets for the run's partition (or range) and every asset
 # downstream of them, so a daily run also refreshes the windowed stages.

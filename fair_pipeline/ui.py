@@ -19,8 +19,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from fair_pipeline import settings
-from fair_pipeline.tracking import UI_URL_ENV, TrackingUnavailableError, ensure_experiments
+from fair_pipeline.platform import settings
+from fair_pipeline.platform.tracking import UI_URL_ENV, TrackingUnavailableError, ensure_experiments
 
 HOST = "127.0.0.1"
 DEFAULT_DAGSTER_PORT = 3000

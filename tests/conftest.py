@@ -12,7 +12,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from fair_pipeline.core.simulate import SimulationConfig  # noqa: E402
+from fair_pipeline.ingestion.simulator import SimulationConfig  # noqa: E402
 
 SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=7)
 START = dt.date(2026, 1, 1)
@@ -31,7 +31,7 @@ def fp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def small_landing(fp_home: Path) -> Path:
     """Two small simulated days (2026-01-01, 2026-01-02) under $FAIR_PIPELINE_HOME/landing."""
-    from fair_pipeline.simulation import simulate_to_landing
+    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 
     landing = fp_home / "landing"
     simulate_to_landing(SMALL, landing, START, 2)
@@ -44,7 +44,7 @@ def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.d
     import dagster as dg
 
     from fair_pipeline import runner
-    from fair_pipeline.simulation import simulate_to_landing
+    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 
     last = start + dt.timedelta(days=days - 1)
     with pytest.MonkeyPatch.context() as patch:

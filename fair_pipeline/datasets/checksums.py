@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from fair_pipeline import settings
+from fair_pipeline.platform import settings
 
 SUMS_FILE = "SHA256SUMS"
 _CHUNK = 1 << 20

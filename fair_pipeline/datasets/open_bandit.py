@@ -62,9 +62,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fair_pipeline import settings
-from fair_pipeline.contract import EXTRAS_DIR, IMPRESSION_SCHEMA, ITEMS_DIR
 from fair_pipeline.datasets.checksums import DatasetFileError, external_root, verified_path
+from fair_pipeline.ingestion.contract import EXTRAS_DIR, IMPRESSION_SCHEMA, ITEMS_DIR
+from fair_pipeline.platform import settings
 
 DATASET_DIR = "open_bandit"
 CAMPAIGN = "all"

@@ -1,5 +1,21 @@
-"""The fairness report: sections built from each stage's output, rendered to offline HTML + Markdown."""
-from fair_pipeline.reporting.build import Report, ReportFiles, build_report, render_html, render_markdown, summary_lines, write_report
+"""Reporting: the fairness report, built from every stage's output and rendered to offline HTML + Markdown.
+
+`model` declares sections, findings, tables and figures and reads stage outputs (warehouse tables, MLflow
+tables); `sections` and `audit_sections` build each section, `formatting` and `proportions` (pure: Wilson
+intervals, two-proportion tests) format estimates with their uncertainty, `figures` draws, `build` renders and
+writes `reports/fairness_report.{html,md}`, `assets` is the Dagster glue.
+Inputs: every stage's stored results. Outputs: the report files and an MLflow run. Tests: tests/reporting/.
+"""
+from fair_pipeline.reporting.build import (
+    Report,
+    ReportFiles,
+    build_report,
+    render_html,
+    render_markdown,
+    summary_lines,
+    write_report,
+)
+from fair_pipeline.reporting.formatting import significance_findings, with_ci
 from fair_pipeline.reporting.model import (
     Figure,
     Finding,
@@ -11,7 +27,6 @@ from fair_pipeline.reporting.model import (
     Table,
     Text,
 )
-from fair_pipeline.reporting.formatting import significance_findings, with_ci
 from fair_pipeline.reporting.sections import SECTIONS, register_section
 
 __all__ = [

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from fair_pipeline.reporting.model import ALPHA, Figure, Finding, ReportInputs, Section, SectionSpec, StageMissing, Table, Text
+from fair_pipeline.reporting.model import (
+    ALPHA,
+    Figure,
+    Finding,
+    ReportInputs,
+    Section,
+    SectionSpec,
+    StageMissing,
+    Table,
+    Text,
+)
 
 HTML_NAME = "fairness_report.html"
 MARKDOWN_NAME = "fairness_summary.md"

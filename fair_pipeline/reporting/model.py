@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from fair_pipeline import warehouse
+from fair_pipeline.platform import warehouse
 
 if TYPE_CHECKING:
-    from fair_pipeline.tracking import MLflowTracking
+    from fair_pipeline.platform.tracking import MLflowTracking
 
 FindingStatus = Literal["significant", "not significant", "not estimable", "info"]
 ALPHA = 0.05

@@ -31,8 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit_outputs import PRODUCTION
-from fair_pipeline.core.proportions import two_proportion_test, wilson_interval
+from fair_pipeline.audit.outputs import PRODUCTION
 from fair_pipeline.reporting import audit_sections, figures
 from fair_pipeline.reporting.formatting import (
     ci_text,
@@ -54,6 +53,7 @@ from fair_pipeline.reporting.model import (
     Table,
     Text,
 )
+from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
 
 
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)

@@ -27,10 +27,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from fair_pipeline.core.audit import build_grid
-from fair_pipeline.core.audit.grid_audit import run_grid_audit
-from fair_pipeline.core.audit.validation import as_groups
-from fair_pipeline.core.audit.xauc import xauc_tables
+from fair_pipeline.audit.stats import build_grid
+from fair_pipeline.audit.stats.grid_audit import run_grid_audit
+from fair_pipeline.audit.stats.validation import as_groups
+from fair_pipeline.audit.stats.xauc import xauc_tables
 from fair_pipeline.datasets import load_adult, load_compas
 
 PAPER = {  # Table 1, logistic regression: AUC^a, AUC^b, xAUC(a, b), xAUC(b, a)

@@ -123,7 +123,7 @@ def test_report_asset_links_its_mlflow_run(ui, page, home):
 def test_mlflow_experiment_page_shows_the_logged_run(ui, page, home):
     from playwright.sync_api import expect
 
-    from fair_pipeline.tracking import MLflowTracking
+    from fair_pipeline.platform.tracking import MLflowTracking
 
     tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
     experiment_id = tracking.experiment_id("reporting")

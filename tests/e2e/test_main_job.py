@@ -9,10 +9,11 @@ from __future__ import annotations
 import dagster as dg
 import duckdb
 
-from fair_pipeline import cli, settings
-from fair_pipeline.assets.position_bias import POSITION_BIAS_KEY
+from fair_pipeline import cli
 from fair_pipeline.definitions import defs
-from fair_pipeline.tracking import FAIR_RANKER, MLflowTracking
+from fair_pipeline.platform import settings
+from fair_pipeline.platform.tracking import FAIR_RANKER, MLflowTracking
+from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
 
 
 def test_run_materializes_every_asset_for_every_partition(fp_home, capsys):

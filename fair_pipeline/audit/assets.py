@@ -1,0 +1,279 @@
+"""The fairness_audit asset: every scored output of the pipeline audited on the same held-out labelled rows.
+
+Unpartitioned, downstream of the staging views (and of the EO transforms / ranker candidates when those
+stages exist): like position_bias, it evaluates the newest partitions holding data, ending at the run's newest
+partition. Those are the partitions the trained stages hold out (their `holdout_days`, default 1 = this asset's
+default `window_days`), so the audit of their outputs is out of sample; the (warning) check
+`audited_outputs_are_held_out` names any audited output fitted on an evaluated partition. The scored outputs
+are a registry (`fair_pipeline.audit.outputs.SCORED_OUTPUT_LOADERS`); an output whose stage has not produced
+anything yet is listed as unavailable with the reason, never silently skipped.
+"""
+# No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import dagster as dg
+import pandas as pd
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
+from pydantic import Field
+
+from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
+from fair_pipeline.audit import sql as aw
+from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, audit_output
+from fair_pipeline.audit.outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
+from fair_pipeline.audit.report import (
+    TRANSFORM_NOTE,
+    audit_figure,
+    groups_markdown,
+    pairs_markdown,
+    pairwise_markdown,
+    transform_markdown,
+    warehouse_tables,
+    xauc_markdown,
+)
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.store import TABLES, write_audit
+from fair_pipeline.audit.tracking import log_audit
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
+from fair_pipeline.position_bias.report import figure_markdown, figure_png
+
+OWNERS = ["team:fairness"]
+FAIRNESS_AUDIT_KEY = dg.AssetKey(["marts", "fairness_audit"])
+UPSTREAM = [
+    dg.AssetKey(["staging", "stg_observational_impressions"]),
+    dg.AssetKey(["staging", "stg_randomized_impressions"]),
+    dg.AssetKey(["staging", "stg_items"]),
+]
+ESTIMABLE_CHECK = "every_group_estimable"
+HELD_OUT_CHECK = "audited_outputs_are_held_out"
+SIMULATION_BANNER = ("SIMULATION: labels are the simulator's true relevance Y(1) (landing/_truth), available only "
+                     "for simulated logs; real logs use label_source='randomized_clicks'.")
+
+
+class FairnessAuditConfig(dg.Config):
+    label_source: str = Field(
+        "auto", description="relevance (SIMULATION truth, joined on item_id), randomized_clicks (clicks on randomized "
+        "traffic) or auto (relevance when the simulator's truth file exists, else randomized_clicks).")
+    window_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="Evaluation window: the newest N partitions holding the "
+                             "label source's traffic; held out when <= the trained stages' holdout_days.")
+    window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition.")
+    randomized_policies: list[str] = Field(
+        ["shuffle"], description="Randomized policies whose clicks are labels (shuffle: position independent of score).")
+    cutoffs: list[float] = Field(list(DEFAULT_CUTOFFS), description="FPR cutoffs a of the truncated AUCs I(a).")
+    min_count: int = Field(DEFAULT_MIN_COUNT, description="Positives and negatives a group needs to be estimated.")
+    confidence: float = Field(0.95, description="Confidence level of every interval.")
+    pairwise_max_queries: int = Field(
+        2_000, description="Pairwise accuracies use at most this many queries (deterministic sample by md5(query_id)).")
+    outputs: list[str] = Field([], description="Scored outputs to audit (empty: every registered one).")
+
+
+def _window_end(context: dg.AssetExecutionContext, configured: str):
+    if configured:
+        return configured
+    tags = context.run.tags
+    return tags.get(ASSET_PARTITION_RANGE_END_TAG) or tags.get(PARTITION_NAME_TAG)
+
+
+def resolve_label_source(name: str, landing) -> str:
+    if name == "auto":
+        return "relevance" if aw.truth_path(landing).exists() else "randomized_clicks"
+    return name
+
+
+def _selected(entries, wanted: list[str]):
+    if not wanted:
+        return entries
+    known = [e.name for e in entries]
+    missing = [w for w in wanted if w not in known]
+    if missing:
+        raise dg.Failure(f"outputs {missing} are not registered scored outputs; registered: {known}")
+    return [e for e in entries if e.name in wanted]
+
+
+def outputs_frame(entries, audits: dict, summary: dict, source: aw.LabelSource, queries_in_window: int,
+                  run_id: str) -> pd.DataFrame:
+    rows = []
+    now = pd.Timestamp.now(tz="UTC").tz_localize(None)
+    for e in entries:
+        row = {"scored_output": e.name, "simulation_labels": source.simulation, "rows": summary["rows"],
+               "labelled_rows": summary["labelled_rows"], "unlabelled_rows": summary["unlabelled_rows"],
+               "queries_in_window": queries_in_window, "audited_at": now, "dagster_run_id": run_id}
+        if isinstance(e, Unavailable):
+            row.update(status="unavailable", reason=e.reason)
+        elif e.name in audits:
+            a: OutputAudit = audits[e.name]
+            g = a.report.groups.drop_duplicates("group")
+            row.update(status="audited", description=e.description, basis=e.basis, held_out=a.held_out,
+                       trained_from=e.trained_from, trained_through=e.trained_through, n_pos=int(g["n_pos"].sum()),
+                       n_neg=int(g["n_neg"].sum()), groups=len(g), pairwise_queries=a.pairwise_queries,
+                       reason=in_sample_reason(a))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def in_sample_reason(a: OutputAudit) -> str | None:
+    """Why an audit is not held out (None when it is)."""
+    if a.held_out:
+        return None
+    if a.held_out is False:
+        return f"in-sample: the evaluation window overlaps the output's training data ({a.output.training_window})"
+    return "training window unknown: cannot tell held-out from in-sample"
+
+
+def held_out_check(audits: dict[str, OutputAudit], window) -> dg.AssetCheckResult:
+    """WARN naming each audited output fitted on an evaluated partition (or on an unknown window)."""
+    bad = {name: in_sample_reason(a) for name, a in audits.items() if not a.held_out}
+    fitted = sorted(name for name, a in audits.items() if a.output.fitted_on_logs)
+    return dg.AssetCheckResult(
+        check_name=HELD_OUT_CHECK, asset_key=FAIRNESS_AUDIT_KEY, passed=not bad, severity=dg.AssetCheckSeverity.WARN,
+        description=(f"evaluated on {window.span}; " + "; ".join(f"{n}: {r}" for n, r in bad.items())) if bad else
+        f"every audited output fitted on the logs ({len(fitted)}) was trained before the evaluation window {window.span}",
+        metadata={"evaluation_window": window.span, "in_sample": dg.MetadataValue.json(sorted(bad)),
+                  "training_windows": dg.MetadataValue.json({n: a.output.training_window for n, a in audits.items()})},
+    )
+
+
+def estimable_check(audits: dict[str, OutputAudit]) -> dg.AssetCheckResult:
+    """WARN listing each (output, group, cutoff) that is not estimable, with its counts and the reason."""
+    bad = []
+    for name, a in audits.items():
+        g = a.report.groups
+        for row in g[~g["estimable"].astype(bool)].itertuples():
+            bad.append(f"{name} group {row.group!r} at FPR {row.cutoff:g}: {row.note}")
+    return dg.AssetCheckResult(
+        check_name=ESTIMABLE_CHECK, asset_key=FAIRNESS_AUDIT_KEY, passed=not bad, severity=dg.AssetCheckSeverity.WARN,
+        description=("; ".join(bad[:20]) + (f"; ... {len(bad) - 20} more" if len(bad) > 20 else "")) if bad
+        else f"every group of {len(audits)} audited output(s) is estimable at every cutoff",
+        metadata={"not_estimable": len(bad)},
+    )
+
+
+def _outputs_markdown(frame: pd.DataFrame) -> str:
+    view = frame.reindex(columns=["scored_output", "status", "held_out", "trained_from", "trained_through", "n_pos",
+                                  "n_neg", "groups", "pairwise_queries", "reason"])
+    return view.astype(object).where(view.notna(), "").to_markdown(index=False)
+
+
+def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
+    """The asset, depending on the staging views and on those scored-output tables (EO transforms, ranker
+    candidates) that `defined_keys` (the other assets of the Definitions) produce."""
+    defined = {dg.AssetKey(list(k)) if not isinstance(k, dg.AssetKey) else k for k in defined_keys}
+    outputs_deps = [dg.AssetKey(list(t)) for t in SCORED_OUTPUT_TABLES if dg.AssetKey(list(t)) in defined]
+
+    @dg.asset(
+        key=FAIRNESS_AUDIT_KEY,
+        deps=[*UPSTREAM, *outputs_deps],
+        pool="duckdb",
+        group_name="audit",
+        kinds={"python", "duckdb", "mlflow"},
+        owners=OWNERS,
+        code_version="1",
+        check_specs=[
+            dg.AssetCheckSpec(
+                ESTIMABLE_CHECK, asset=FAIRNESS_AUDIT_KEY,
+                description="Every group of every audited output has enough positives and negatives at every cutoff "
+                "(warns; a not-estimable group is reported as such, never as fair)."),
+            dg.AssetCheckSpec(
+                HELD_OUT_CHECK, asset=FAIRNESS_AUDIT_KEY,
+                description="No audited output was fitted on a partition of the evaluation window (warns and names "
+                "the in-sample outputs, e.g. after holdout_days=0 or a wider audit window_days)."),
+        ],
+        description=(
+            "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
+            "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
+            "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance "
+            "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
+            "cutoff with Lemma 3 variances, group differences with z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
+            "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
+            "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
+            + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
+            "estimable, never as fair."
+        ),
+    )
+    def fairness_audit(
+        context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse,
+        landing: LandingZone, mlflow: MLflowTracking,
+    ) -> dg.MaterializeResult:
+        label = resolve_label_source(config.label_source, landing.resolved_path)
+        with warehouse.connect() as con:
+            try:
+                window = aw.evaluation_window(con, label, config.window_days, _window_end(context, config.window_end))
+                source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
+                summary = aw.row_summary(con, source)
+                entries = _selected(scored_outputs(con), config.outputs)
+                available = [e for e in entries if isinstance(e, ScoredOutput)]
+                features = sorted({f for e in available for f in e.features})
+                data = EvaluationData(
+                    score_counts=aw.score_counts(con, source),
+                    item_counts=aw.item_counts(con, source, features) if features else None,
+                    query_rows=None,
+                )
+                data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
+            except AuditInputError as error:
+                raise dg.Failure(description=str(error)) from error
+            if data.score_counts.empty:
+                raise dg.Failure(description=f"{source.name}: no labelled rows in {window.label}")
+            context.log.info(f"auditing {[e.name for e in available]} on {source.name} labels, {window.label}")
+            audits: dict[str, OutputAudit] = {}
+            for entry in available:
+                try:
+                    audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs,
+                                                      min_count=config.min_count, confidence=config.confidence)
+                except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
+                    context.log.warning(f"{entry.name}: not audited: {error}")
+                    entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]
+            if not audits:
+                raise dg.Failure(description="no scored output could be audited: " + "; ".join(
+                    f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
+            outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
+            tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
+            written = write_audit(con, source.name, window.first, window.last, tables)
+        params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
+                  "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
+                  "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits)}
+        try:
+            run_id, run_url = log_audit(mlflow, context, list(audits.values()), tables, params,
+                                        (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")
+        except TrackingUnavailableError as error:  # the warehouse rows are written; logging again is idempotent
+            context.log.error(str(error))
+            raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+        metadata = _metadata(source, window, summary, outputs, audits, written)
+        metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
+        return dg.MaterializeResult(metadata=metadata,
+                                    check_results=[estimable_check(audits), held_out_check(audits, window)])
+
+    return fairness_audit
+
+
+def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], written) -> dict:
+    metadata = {
+        "dagster/row_count": written["fairness_audit_groups"],
+        "label_source": source.name,
+        "labels": SIMULATION_BANNER if source.simulation else
+        "clicks on randomized traffic (position independent of the score); a click is a noisy label P = w_position Y",
+        "window_start": str(window.first),
+        "window_end": str(window.last),
+        "evaluation_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        "training_windows": dg.MetadataValue.json({n: a.output.training_window for n, a in audits.items()}),
+        "rows": summary["rows"],
+        "unlabelled_rows": summary["unlabelled_rows"],
+        "outputs": dg.MetadataValue.md(_outputs_markdown(outputs)),
+        "tables": dg.MetadataValue.json({k: v for k, v in written.items()}),
+    }
+    for name, a in audits.items():
+        metadata[f"{name}/groups"] = dg.MetadataValue.md(groups_markdown(a))
+        metadata[f"{name}/group_differences"] = dg.MetadataValue.md(pairs_markdown(a))
+        metadata[f"{name}/xauc"] = dg.MetadataValue.md(xauc_markdown(a))
+        metadata[f"{name}/pairwise"] = dg.MetadataValue.md(pairwise_markdown(a))
+        png = figure_png(audit_figure(a, f"{name}, {source.name} labels, {window.label}"))
+        metadata[f"{name}/curves"] = dg.MetadataValue.md(figure_markdown(png, f"ROC with 95% band and xROC, {name}"))
+    note = transform_markdown(list(audits.values()))
+    metadata["transform_note"] = dg.MetadataValue.md(
+        note or TRANSFORM_NOTE + "\n\n(No EO-transformed output was audited in this run, so the comparison is not shown.)")
+    return metadata
+
+
+def build_audit_assets(upstream: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:
+    return [build_fairness_audit({key for a in upstream for key in a.keys})]
+
+
+fairness_audit = build_fairness_audit()  # standalone (tests, notebooks): staging deps only

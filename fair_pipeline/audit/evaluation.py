@@ -1,0 +1,107 @@
+"""Audit each scored output on the same held-out rows (glue between the warehouse aggregates and the math).
+
+Every output is audited from aggregates only: the group x score counts (rescored per group for outputs that
+map the logged score) or the per-item counts (for rankers on item features) feed `audit_aggregates`; a bounded
+sample of queries feeds the within-query pairwise accuracies. ROC curves get a pointwise 95% band
+(Hsieh & Turnbull variance, `audit.stats.roc_band`).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit import AuditInputError, AuditReport, PairwiseResult, audit_aggregates
+from fair_pipeline.audit.outputs import ScoredOutput
+from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, add_query_counts
+from fair_pipeline.audit.stats.roc_band import roc_band
+
+AGGREGATE_COLUMNS = ["group", "score", "n_pos", "n_neg"]
+
+
+@dataclasses.dataclass
+class EvaluationData:
+    """The held-out aggregates every output is audited on (from `audit_warehouse`)."""
+
+    score_counts: pd.DataFrame  # group, score, n_pos, n_neg
+    item_counts: pd.DataFrame | None  # group, item_id, n_pos, n_neg, features (None when no output needs it)
+    query_rows: pd.DataFrame | None  # query_id, group, item_id, score, n_pos, n_neg (sampled queries)
+    queries_in_window: int = 0
+
+
+@dataclasses.dataclass
+class OutputAudit:
+    output: ScoredOutput
+    held_out: bool | None
+    aggregates: pd.DataFrame  # group, score, n_pos, n_neg as audited
+    report: AuditReport
+    roc_curves: pd.DataFrame  # group, fpr, tpr, se, tpr_ci_low, tpr_ci_high, n_pos, n_neg
+    pairwise: PairwiseResult | None
+    pairwise_note: str
+    pairwise_queries: int
+
+
+def rescored_aggregates(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
+    """The output's (group, score, n_pos, n_neg) table; rows may repeat a (group, score) pair."""
+    if output.basis == "logged_score":
+        base = data.score_counts
+    elif output.basis == "item_features":
+        if data.item_counts is None:
+            raise AuditInputError(f"{output.name}: scores item features, but no per-item counts were loaded")
+        base = data.item_counts
+    else:
+        raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
+    scores = np.asarray(output.score(base), dtype=np.float64)
+    if scores.shape != (len(base),):
+        raise AuditInputError(f"{output.name}: scorer returned shape {scores.shape} for {len(base)} rows")
+    return pd.DataFrame({"group": base["group"].to_numpy(), "score": scores,
+                         "n_pos": base["n_pos"].to_numpy(), "n_neg": base["n_neg"].to_numpy()})
+
+
+def roc_curves_with_band(report: AuditReport, confidence: float) -> pd.DataFrame:
+    """Per-group ROC on the FPR grid with its pointwise band; empty with a single group (no curves)."""
+    columns = ["group", "fpr", "tpr", "se", "tpr_ci_low", "tpr_ci_high", "n_pos", "n_neg", "estimable"]
+    if report.xauc is None or report.xauc.curves.empty:
+        return pd.DataFrame(columns=columns)
+    counts = report.groups.drop_duplicates("group").set_index("group")
+    frames = []
+    for group, curve in report.xauc.curves[report.xauc.curves["kind"] == "roc"].groupby("group_a", sort=False):
+        m, n = float(counts.at[group, "n_pos"]), float(counts.at[group, "n_neg"])
+        estimable = bool(counts.at[group, "estimable"]) if "estimable" in counts else True
+        band = roc_band(curve["fpr"].to_numpy(), curve["tpr"].to_numpy(), m, n, confidence)
+        frames.append(pd.DataFrame({"group": group, "fpr": curve["fpr"].to_numpy(), "tpr": curve["tpr"].to_numpy(),
+                                    **band, "n_pos": int(m), "n_neg": int(n), "estimable": estimable}))
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence: float):
+    """(PairwiseResult or None, note, queries used) on the sampled queries."""
+    rows = data.query_rows
+    if rows is None or rows.empty:
+        return None, "no sampled queries", 0
+    if output.basis == "item_features":
+        features = data.item_counts.drop_duplicates("item_id").set_index("item_id")[list(output.features)]
+        frame = rows.join(features, on="item_id")
+    else:
+        frame = rows
+    scores = np.asarray(output.score(frame), dtype=np.float64)
+    acc = PairwiseAccumulator(np.asarray(groups, dtype=object))
+    add_query_counts(acc, rows["query_id"], rows["group"], scores, rows["n_pos"], rows["n_neg"])
+    n_queries = int(rows["query_id"].nunique())
+    try:
+        matrix, marginals, parity, overall = acc.tables(confidence)
+    except AuditInputError as error:
+        return None, f"not estimable: {error}", n_queries
+    note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
+    return PairwiseResult(matrix, marginals, parity, overall, None), note, n_queries
+
+
+def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
+                 confidence: float) -> OutputAudit:
+    aggregates = rescored_aggregates(output, data)
+    report = audit_aggregates(aggregates, cutoffs, group_col="group", min_count=min_count, confidence=confidence)
+    groups = report.groups["group"].drop_duplicates().tolist()
+    pairwise, note, used = pairwise_for(output, data, groups, confidence)
+    return OutputAudit(output, output.held_out(window_start), aggregates, report,
+                       roc_curves_with_band(report, confidence), pairwise, note, used)

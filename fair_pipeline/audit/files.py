@@ -1,0 +1,298 @@
+"""Audit any Parquet or CSV file through DuckDB aggregations, with bounded memory.
+
+DuckDB does the row-level work (validation counts, ``GROUP BY score`` with per-group counts of
+positives and negatives, spilling to disk past ``memory_limit``); the result streams to the numpy
+sweep of ``fair_pipeline.audit.stats`` in batches ordered by descending score, so memory does not
+grow with the number of rows or of distinct scores. Column names are validated against the file
+and double-quoted; the path and group values are bound parameters.
+
+CLI wiring (one line in fair_pipeline/cli.py): ``add_audit_arguments(subparsers.add_parser("audit"))``
+and dispatch to ``run_audit(args)``; or call ``main_audit(argv)``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
+from fair_pipeline.audit.stats.validation import as_cutoffs
+
+READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv",
+           ".tsv": "read_csv", ".txt": "read_csv", ".gz": "read_csv"}
+ALL_GROUPS = "(all)"
+BATCH_ROWS = 1 << 18
+
+
+@dataclass
+class FileAudit:
+    """The report of :func:`audit_file` plus where it came from."""
+
+    path: str
+    rows: int
+    columns: dict
+    cutoffs: list
+    report: AuditReport
+    pairwise: PairwiseResult | None = None
+    info: dict = field(default_factory=dict)
+
+    def to_dict(self, curves: bool = False) -> dict:
+        out = {"file": self.path, "rows": self.rows, "columns": self.columns, "cutoffs": self.cutoffs}
+        out.update(self.report.to_dict(curves=curves))
+        out["pairwise"] = None if self.pairwise is None else self.pairwise.to_dict()
+        return out
+
+
+def quote_ident(name: str) -> str:
+    """Double-quote an identifier, doubling embedded quotes (after validation against the file)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _reader(path: str) -> str:
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    for suffix in reversed(suffixes):
+        if suffix in READERS and not (suffix == ".gz" and ".csv" not in suffixes and ".tsv" not in suffixes):
+            return READERS[suffix]
+    raise AuditInputError(f"{path}: cannot tell the format; expected a .parquet or .csv file")
+
+
+def _connect(memory_limit: str, threads: int | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
+    config = {"memory_limit": memory_limit, "temp_directory": temp_dir,
+              "preserve_insertion_order": False}
+    if threads:
+        config["threads"] = int(threads)
+    con = duckdb.connect(config=config)
+    con.execute("SET enable_progress_bar = false")  # it would write to stdout (breaks --json)
+    return con
+
+
+def _source(con, path: str, cols: dict) -> tuple[str, list]:
+    """Typed sub-query over the file: s (score), l (label), g (group), q (query)."""
+    if not any(ch in path for ch in "*?[") and not Path(path).exists():
+        raise AuditInputError(f"{path}: no such file")
+    reader = _reader(path)
+    try:
+        described = con.sql(f"DESCRIBE SELECT * FROM {reader}($1)", params=[path]).fetchall()
+    except duckdb.Error as exc:
+        raise AuditInputError(f"{path}: cannot read as {reader}: {exc}") from exc
+    available = [row[0] for row in described]
+    for role, name in cols.items():
+        if name is not None and name not in available:
+            raise AuditInputError(f"{path}: --{role} column {name!r} not found; columns are {available}")
+    g = f"CAST({quote_ident(cols['group'])} AS VARCHAR)" if cols.get("group") else "$2"
+    q = f"CAST({quote_ident(cols['query'])} AS VARCHAR)" if cols.get("query") else "NULL"
+    sql = (f"SELECT TRY_CAST({quote_ident(cols['score'])} AS DOUBLE) + 0.0 AS s, "
+           f"{quote_ident(cols['score'])} IS NULL AS s_missing, "
+           f"TRY_CAST({quote_ident(cols['label'])} AS DOUBLE) AS l, "
+           f"{quote_ident(cols['label'])} IS NULL AS l_missing, {g} AS g, {q} AS q "
+           f"FROM {reader}($1)")
+    params = [path] + ([] if cols.get("group") else [ALL_GROUPS])
+    return sql, params
+
+
+def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.DataFrame:
+    """One scan: per group, counts of positives/negatives and of every kind of bad value."""
+    q_null = "COUNT(*) FILTER (WHERE q IS NULL)" if cols.get("query") else "0"
+    df = con.sql(
+        "SELECT g, COUNT(*) AS n, "
+        "COUNT(*) FILTER (WHERE l = 1 AND s IS NOT NULL AND isfinite(s)) AS n_pos, "
+        "COUNT(*) FILTER (WHERE l = 0 AND s IS NOT NULL AND isfinite(s)) AS n_neg, "
+        "COUNT(*) FILTER (WHERE s_missing) AS score_null, "
+        "COUNT(*) FILTER (WHERE s IS NULL AND NOT s_missing) AS score_not_numeric, "
+        "COUNT(*) FILTER (WHERE s IS NOT NULL AND NOT isfinite(s)) AS score_not_finite, "
+        "COUNT(*) FILTER (WHERE l_missing) AS label_null, "
+        "COUNT(*) FILTER (WHERE NOT l_missing AND (l IS NULL OR l NOT IN (0, 1))) AS label_not_01, "
+        f"{q_null} AS query_null "
+        f"FROM ({src}) GROUP BY g ORDER BY g NULLS FIRST", params=params).df()
+    problems = []
+    if df["g"].isna().any():
+        problems.append(f"--group column {cols['group']!r}: {int(df.loc[df['g'].isna(), 'n'].sum())} rows with NULL group")
+    checks = [("score_null", "score", "NULL"), ("score_not_numeric", "score", "non-numeric"),
+              ("score_not_finite", "score", "NaN or infinite"), ("label_null", "label", "NULL"),
+              ("label_not_01", "label", "not 0/1"), ("query_null", "query", "NULL")]
+    for col, role, what in checks:
+        for _, row in df[df[col] > 0].iterrows():
+            problems.append(f"--{role} column {cols[role]!r}: {int(row[col])} {what} values in group {row['g']!r}")
+    if problems:
+        raise AuditInputError(f"{path}: " + "; ".join(problems))
+    return df
+
+
+def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAudit, batch_rows: int) -> None:
+    """GROUP BY score with per-group counts, read in descending-score batches into the sweep."""
+    k = len(params)
+    parts = []
+    for i in range(len(groups)):
+        parts.append(f"COUNT(*) FILTER (WHERE g = ${k + 1 + i} AND l = 1) AS p{i}")
+        parts.append(f"COUNT(*) FILTER (WHERE g = ${k + 1 + i} AND l = 0) AS n{i}")
+    rel = con.sql(f"SELECT s, {', '.join(parts)} FROM ({src}) GROUP BY s ORDER BY s DESC",
+                  params=params + list(groups))
+    G = len(groups)
+    for batch in rel.to_arrow_reader(batch_rows):
+        cols = [batch.column(j).to_numpy(zero_copy_only=False) for j in range(batch.num_columns)]
+        pos = np.column_stack([cols[1 + 2 * i] for i in range(G)]).astype(np.float64)
+        neg = np.column_stack([cols[2 + 2 * i] for i in range(G)]).astype(np.float64)
+        stream.update(cols[0], pos, neg)
+
+
+def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
+                     confidence: float) -> PairwiseResult:
+    """GROUP BY query, group, score; whole queries at a time into the pairwise accumulator."""
+    rel = con.sql(
+        "SELECT q, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
+        f"FROM ({src}) GROUP BY q, g, s ORDER BY q", params=params)
+    acc = PairwiseAccumulator(np.array(groups, dtype=object))
+    carry = None
+
+    def feed(df: pd.DataFrame) -> None:
+        add_query_counts(acc, df["q"], df["g"], df["s"], df["n_pos"], df["n_neg"])
+
+    for batch in rel.to_arrow_reader(batch_rows):
+        df = batch.to_pandas()
+        if carry is not None:
+            df = pd.concat([carry, df], ignore_index=True)
+        last = df["q"].iloc[-1]
+        carry = df[df["q"] == last]  # the last query may continue in the next batch
+        done = df[df["q"] != last]
+        if len(done):
+            feed(done)
+    if carry is not None and len(carry):
+        feed(carry)
+    matrix, marginals, parity, overall = acc.tables(confidence)
+    return PairwiseResult(matrix, marginals, parity, overall, None)
+
+
+def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
+               cutoffs=DEFAULT_CUTOFFS, *, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
+               memory_limit: str = "2GB", threads: int | None = None,
+               batch_rows: int = BATCH_ROWS) -> FileAudit:
+    """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
+
+    ``label`` must be 0/1 (1 = positive); scores must be finite; group and query must not be NULL.
+    Every violation is reported with its column, group and count before anything is estimated.
+    """
+    path = str(path)
+    alphas = as_cutoffs(cutoffs)
+    cols = {"score": score, "label": label, "group": group, "query": query}
+    with tempfile.TemporaryDirectory(prefix="fair_audit_") as tmp:
+        con = _connect(memory_limit, threads, tmp)
+        try:
+            src, params = _source(con, path, cols)
+            totals = _group_totals(con, src, params, path, cols)
+            groups = totals["g"].tolist()
+            stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
+                                    min_count=min_count, confidence=confidence)
+            _stream_grid(con, src, params, groups, stream, batch_rows)
+            report = stream.report()
+            pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence) if query else None
+        finally:
+            con.close()
+    return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
+                     report, pairwise)
+
+
+# ----------------------------------------------------------------------------- text output
+
+def _fmt(df: pd.DataFrame, columns: list) -> str:
+    cols = [c for c in columns if c in df.columns]
+    return df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a")
+
+
+def format_audit(result: FileAudit) -> str:
+    """Readable tables: per group, group differences, xAUC, pairwise accuracies."""
+    r = result.report
+    lines = [f"Fairness audit of {result.path}: {result.rows} rows; columns {result.columns}",
+             "I(a) = area under the ROC curve for FPR <= a (unnormalized); McClish = standardized "
+             "partial AUC (0.5 random, 1 perfect); 95% CIs from the Lemma 3 / DeLong variance.", "",
+             "Per group:",
+             _fmt(r.groups, ["group", "cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high",
+                             "mcclish", "estimable", "note"]), "",
+             "All groups pooled:",
+             _fmt(r.overall, ["cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high", "mcclish"])]
+    if len(r.pairs):
+        lines += ["", "Group differences (I_a - I_b, independent samples):",
+                  _fmt(r.pairs, ["group_a", "group_b", "cutoff", "diff", "se", "ci_low", "ci_high",
+                                 "z", "p_value", "p_holm", "estimable"])]
+    if r.xauc is not None:
+        x = r.xauc
+        lines += ["", "xAUC(a, b) = P(score of a positive of a > score of a negative of b):",
+                  _fmt(x.pairs, ["group_a", "group_b", "xauc", "se", "ci_low", "ci_high", "n_pos_a",
+                                 "n_neg_b", "estimable"]),
+                  "", "Delta xAUC = xAUC(a, b) - xAUC(b, a):",
+                  _fmt(x.deltas, ["group_a", "group_b", "delta", "se", "ci_low", "ci_high", "p_value",
+                                  "p_holm", "estimable"]),
+                  "", "Balanced xAUC: xAUC0(g) = P(R_1 > R_0^g), xAUC1(g) = P(R_1^g > R_0):",
+                  _fmt(x.balanced, ["group", "xauc0", "se0", "n_neg", "xauc1", "se1", "n_pos"]),
+                  _fmt(x.balanced_deltas, ["kind", "group_a", "group_b", "delta", "se", "p_value",
+                                           "p_holm", "estimable"])]
+    if result.pairwise is not None:
+        p = result.pairwise
+        lines += ["", "Within-query pairwise accuracy A_{better>worse} (Narasimhan et al.):",
+                  _fmt(p.matrix, ["group_better", "group_worse", "accuracy", "se", "ci_low", "ci_high",
+                                  "n_pairs", "n_queries", "estimable"]),
+                  _fmt(p.marginals, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
+                  _fmt(p.overall, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
+                  "", "Pairwise statistical parity P(score_i > score_j), same query, labels ignored:",
+                  _fmt(p.parity, ["group_i", "group_j", "p_i_above_j", "se", "n_pairs", "n_queries"])]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _cutoff_list(text: str) -> list:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--cutoffs must be comma-separated numbers, got {text!r}") from exc
+
+
+def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Arguments of ``fair-pipeline audit FILE --score COL --label COL --group COL [...]``."""
+    parser.add_argument("file", help="Parquet or CSV file (a glob of Parquet files also works)")
+    parser.add_argument("--score", required=True, help="score column (higher = more positive)")
+    parser.add_argument("--label", required=True, help="0/1 label column (1 = positive outcome)")
+    parser.add_argument("--group", help="protected-group column")
+    parser.add_argument("--query", help="query column: adds within-query pairwise accuracies")
+    parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
+                        help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
+    parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
+                        help="positives and negatives a group needs to be estimated")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--memory-limit", default="2GB", help="DuckDB memory limit (spills beyond)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--curves", action="store_true", help="include ROC/xROC curves in the JSON")
+    return parser
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    try:
+        result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
+                            min_count=args.min_count, confidence=args.confidence,
+                            memory_limit=args.memory_limit)
+    except (AuditInputError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict(curves=args.curves), indent=2))
+    else:
+        print(format_audit(result))
+    return 0
+
+
+def main_audit(argv=None) -> int:
+    parser = add_audit_arguments(argparse.ArgumentParser(
+        prog="fair-pipeline audit", description="Fairness audit of a scored, labelled file."))
+    return run_audit(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main_audit())

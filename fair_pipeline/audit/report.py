@@ -1,0 +1,239 @@
+"""Presenting the fairness audit: warehouse rows, report-contract artifacts, markdown tables and figures."""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fair_pipeline.audit.evaluation import OutputAudit  # noqa: E402
+from fair_pipeline.audit.outputs import PRODUCTION  # noqa: E402
+
+OVERALL = "(all)"
+TRANSFORM_NOTE = (
+    "A per-group CDF transform (the EO transform) is increasing within each group, so it keeps every group's "
+    "ranking of its own items: within-group (truncated) AUCs are unchanged (up to ties where the map is flat). "
+    "It moves scores of one group relative to the other, so the cross-group ranking, xAUC(a, b) = "
+    "P(positive of a ranked above negative of b), changes."
+)
+
+
+# ----------------------------------------------------------------------------- warehouse rows
+def warehouse_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
+    """{table name: rows} for `audit_store.write_audit`, every frame tagged with its scored_output."""
+    parts: dict[str, list[pd.DataFrame]] = {k: [] for k in (
+        "fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc", "fairness_audit_xauc_deltas",
+        "fairness_audit_pairwise", "fairness_audit_curves")}
+    for a in audits:
+        tag = {"scored_output": a.output.name}
+        r = a.report
+        parts["fairness_audit_groups"] += [r.groups.assign(is_overall=False, **tag),
+                                           r.overall.assign(group=OVERALL, is_overall=True, **tag)]
+        parts["fairness_audit_pairs"].append(r.pairs.assign(**tag))
+        if r.xauc is not None:
+            parts["fairness_audit_xauc"].append(r.xauc.pairs.assign(**tag))
+            parts["fairness_audit_xauc_deltas"] += [r.xauc.deltas.assign(kind="xauc", **tag),
+                                                    r.xauc.balanced_deltas.assign(**tag)]
+            xroc = r.xauc.curves[r.xauc.curves["kind"] == "xroc"]
+            parts["fairness_audit_curves"].append(xroc.assign(**tag))
+        roc = a.roc_curves.rename(columns={"group": "group_a"}).assign(kind="roc", group_b=a.roc_curves["group"])
+        parts["fairness_audit_curves"].append(roc.assign(**tag))
+        if a.pairwise is not None:
+            parts["fairness_audit_pairwise"].append(pairwise_rows(a).assign(**tag))
+    return {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in parts.items()}
+
+
+def pairwise_rows(a: OutputAudit) -> pd.DataFrame:
+    p = a.pairwise
+    matrix = p.matrix.rename(columns={"group_better": "group_a", "group_worse": "group_b"})
+    matrix["metric"] = "A_{" + matrix["group_a"].astype(str) + ">" + matrix["group_b"].astype(str) + "}"
+    marginals = p.marginals.assign(
+        group_a=np.where(p.marginals["role"] == "better", p.marginals["group"], None),
+        group_b=np.where(p.marginals["role"] == "worse", p.marginals["group"], None))
+    parity = p.parity.rename(columns={"group_i": "group_a", "group_j": "group_b", "p_i_above_j": "accuracy"})
+    parity["metric"] = "parity P(s_a > s_b)"
+    return pd.concat([matrix, marginals, p.overall, parity], ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- report-contract artifacts
+def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
+    """The tables the fairness report reads from MLflow (partial_auc, roc_curves, xauc, xroc_curves,
+    pairwise_accuracy; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
+    says what it was trained on: `training_window`, `held_out`). Not-estimable
+    figures are NaN; partial AUCs are normalized (I(a)/a) and their p-value tests the difference from the
+    `reference` (first) group (`diff` = group − reference, normalized, with its 95% CI and Holm p); xAUC rows carry
+    `delta` = xAUC(a, b) − xAUC(b, a) with its 95% CI, which their p-value tests."""
+    pauc, roc, xauc, xroc, pairwise = [], [], [], [], []
+    for a in audits:
+        model = a.output.name
+        g = a.report.groups
+        ref = g["group"].iloc[0]
+        vs_ref = {}  # (group, cutoff) -> that group minus the reference: p, Holm p, normalized difference and CI
+        for row in a.report.pairs.itertuples():
+            if ref in (row.group_a, row.group_b) and row.estimable:
+                other, sign = (row.group_b, -1.0) if row.group_a == ref else (row.group_a, 1.0)
+                bounds = sorted((sign * row.ci_low / row.cutoff, sign * row.ci_high / row.cutoff))
+                vs_ref[(other, row.cutoff)] = (row.p_value, getattr(row, "p_holm", np.nan),
+                                               sign * row.diff_normalized, *bounds)
+        tests = pd.DataFrame([vs_ref.get((grp, c), (np.nan,) * 5) for grp, c in zip(g["group"], g["cutoff"])],
+                             columns=["p_value", "p_holm", "diff", "diff_ci_low", "diff_ci_high"], index=g.index, dtype=float)
+        pauc.append(pd.DataFrame({
+            "model": model, "group": g["group"], "estimate": g["auc_normalized"],
+            "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"],
+            "n_pos": g["n_pos"], "n_neg": g["n_neg"], "p_value": tests["p_value"],
+            "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"], "reference": ref,
+            "diff": tests["diff"], "diff_ci_low": tests["diff_ci_low"], "diff_ci_high": tests["diff_ci_high"],
+            "p_holm": tests["p_holm"], "training_window": a.output.training_window, "held_out": a.held_out}))
+        if not a.roc_curves.empty:
+            roc.append(a.roc_curves[["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
+        x = a.report.xauc
+        if x is not None:
+            delta = {}  # (a, b) -> p, ΔxAUC = xAUC(a, b) - xAUC(b, a) and its CI, for both orders of the pair
+            for row in x.deltas.itertuples():
+                delta[(row.group_a, row.group_b)] = (row.p_value, row.delta, row.ci_low, row.ci_high)
+                delta[(row.group_b, row.group_a)] = (row.p_value, -row.delta, -row.ci_high, -row.ci_low)
+            tests = [delta.get((ga, gb), (np.nan,) * 4) for ga, gb in zip(x.pairs["group_a"], x.pairs["group_b"])]
+            xauc.append(pd.DataFrame({
+                "model": model, "direction": x.pairs["group_a"].astype(str) + ">" + x.pairs["group_b"].astype(str),
+                "estimate": x.pairs["xauc"], "ci_low": x.pairs["ci_low"], "ci_high": x.pairs["ci_high"],
+                "n_pos": x.pairs["n_pos_a"], "n_neg": x.pairs["n_neg_b"], "p_value": [t[0] for t in tests],
+                "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests]}))
+            c = x.curves[x.curves["kind"] == "xroc"]
+            xroc.append(pd.DataFrame({"model": model, "direction": c["group_a"].astype(str) + ">" + c["group_b"].astype(str),
+                                      "fpr": c["fpr"], "tpr": c["tpr"]}))
+        if a.pairwise is not None:
+            m = a.pairwise.matrix
+            pairwise.append(pd.DataFrame({"model": model, "group_a": m["group_better"], "group_b": m["group_worse"],
+                                          "estimate": m["accuracy"], "ci_low": m["ci_low"], "ci_high": m["ci_high"],
+                                          "n_pairs": m["n_pairs"], "n_queries": m["n_queries"]}))
+
+    def cat(frames):
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    return {"partial_auc": cat(pauc), "roc_curves": cat(roc), "xauc": cat(xauc), "xroc_curves": cat(xroc),
+            "pairwise_accuracy": cat(pairwise)}
+
+
+# ----------------------------------------------------------------------------- markdown
+def _ci(est, lo, hi, digits: int = 3) -> str:
+    if est is None or not math.isfinite(est):
+        return "n/a (not estimable)"
+    return f"{est:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def _p(p) -> str:
+    return "n/a" if p is None or not math.isfinite(p) else (f"{p:.2g}" if p >= 1e-4 else "<1e-4")
+
+
+def groups_markdown(a: OutputAudit) -> str:
+    g = a.report.groups
+    rows = [f"| {r.group} | {r.cutoff:g} | {r.n_pos} | {r.n_neg} | "
+            f"{_ci(r.auc_normalized, r.ci_low / r.cutoff, r.ci_high / r.cutoff)} | "
+            f"{'' if r.estimable else r.note} |" for r in g.itertuples()]
+    return "\n".join(["| group | FPR cutoff a | n_pos | n_neg | I(a)/a [95% CI] | note |", "|---|---|---|---|---|---|", *rows])
+
+
+def pairs_markdown(a: OutputAudit) -> str:
+    p = a.report.pairs
+    if p.empty:
+        return "one group: no comparisons"
+    holm = "p_holm" in p.columns
+    head = "| a | b | FPR cutoff | (I_a - I_b)/cutoff [95% CI] | z | p |" + (" Holm p |" if holm else "")
+    rows = []
+    for r in p.itertuples():
+        cells = [str(r.group_a), str(r.group_b), f"{r.cutoff:g}",
+                 _ci(r.diff_normalized, r.ci_low / r.cutoff, r.ci_high / r.cutoff) if r.estimable else "n/a (not estimable)",
+                 f"{r.z:.2f}" if r.estimable else "n/a", _p(r.p_value) if r.estimable else "n/a"]
+        if holm:
+            cells.append(_p(r.p_holm) if r.estimable else "n/a")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join([head, "|" + "---|" * (7 if holm else 6), *rows])
+
+
+def xauc_markdown(a: OutputAudit) -> str:
+    x = a.report.xauc
+    if x is None:
+        return "one group: no xAUC"
+    rows = [f"| {r.group_a} | {r.group_b} | {r.n_pos_a} | {r.n_neg_b} | {_ci(r.xauc, r.ci_low, r.ci_high)} |"
+            for r in x.pairs.itertuples()]
+    rows += ["", "| a | b | ΔxAUC = xAUC(a,b) - xAUC(b,a) [95% CI] | p |", "|---|---|---|---|"]
+    rows += [f"| {r.group_a} | {r.group_b} | {_ci(r.delta, r.ci_low, r.ci_high)} | {_p(r.p_value)} |"
+             for r in x.deltas.itertuples()]
+    return "\n".join(["| a (positives) | b (negatives) | n_pos(a) | n_neg(b) | xAUC(a, b) [95% CI] |",
+                      "|---|---|---|---|---|", *rows])
+
+
+def pairwise_markdown(a: OutputAudit) -> str:
+    if a.pairwise is None:
+        return f"pairwise accuracies: {a.pairwise_note}"
+    rows = [f"| {r.group_better} | {r.group_worse} | {_ci(r.accuracy, r.ci_low, r.ci_high)} | {r.n_pairs:.0f} | {r.n_queries} |"
+            for r in a.pairwise.matrix.itertuples()]
+    o = a.pairwise.overall.iloc[0]
+    return "\n".join([f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}:", "",
+                      "| better item's group | worse item's group | accuracy [95% CI] | pairs | queries |",
+                      "|---|---|---|---|---|", *rows,
+                      f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {o.n_queries} |"])
+
+
+def transform_markdown(audits: list[OutputAudit]) -> str | None:
+    """Production vs each within-group-monotone output: within-group AUC (same) and xAUC (moves)."""
+    base = next((a for a in audits if a.output.name == PRODUCTION), None)
+    others = [a for a in audits if a.output.monotone_within_group]
+    if base is None or not others:
+        return None
+    lines = [TRANSFORM_NOTE, "", "| output | statistic | production | transformed | change |", "|---|---|---|---|---|"]
+    full = lambda a: a.report.groups[a.report.groups["cutoff"] == 1.0].set_index("group")  # noqa: E731
+    for other in others:
+        b, o = full(base), full(other)
+        for group in b.index.intersection(o.index):
+            before, after = b.at[group, "auc"], o.at[group, "auc"]
+            lines.append(f"| {other.output.name} | AUC within group {group} | {_ci(before, b.at[group, 'ci_low'], b.at[group, 'ci_high'])} "
+                         f"| {_ci(after, o.at[group, 'ci_low'], o.at[group, 'ci_high'])} | {after - before:+.2e} |")
+        if base.report.xauc is not None and other.report.xauc is not None:
+            bx = base.report.xauc.pairs.set_index(["group_a", "group_b"])
+            ox = other.report.xauc.pairs.set_index(["group_a", "group_b"])
+            for key in bx.index.intersection(ox.index):
+                before, after = bx.at[key, "xauc"], ox.at[key, "xauc"]
+                lines.append(f"| {other.output.name} | xAUC({key[0]}, {key[1]}) | {_ci(before, bx.at[key, 'ci_low'], bx.at[key, 'ci_high'])} "
+                             f"| {_ci(after, ox.at[key, 'ci_low'], ox.at[key, 'ci_high'])} | {after - before:+.3f} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- figures
+def audit_figure(a: OutputAudit, title: str):
+    """Left: ROC per group with its pointwise 95% band; right: xROC curves. The caller closes it."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100)
+    for group, curve in a.roc_curves.groupby("group", sort=False):
+        (line,) = left.plot(curve["fpr"], curve["tpr"], linewidth=1.3,
+                            label=f"group {group} (n+={curve['n_pos'].iloc[0]}, n-={curve['n_neg'].iloc[0]})")
+        left.fill_between(curve["fpr"], curve["tpr_ci_low"], curve["tpr_ci_high"], color=line.get_color(), alpha=0.2, linewidth=0)
+    left.set_title("ROC per group, pointwise 95% band", fontsize=9)
+    if a.report.xauc is not None:
+        xroc = a.report.xauc.curves[a.report.xauc.curves["kind"] == "xroc"]
+        for (ga, gb), curve in xroc.groupby(["group_a", "group_b"], sort=False):
+            right.plot(curve["fpr"], curve["tpr"], linewidth=1.3, label=f"xROC({ga}, {gb}): + of {ga} vs - of {gb}")
+    right.set_title("xROC: TPR of one group's positives vs FPR of the other's negatives", fontsize=9)
+    for ax in (left, right):
+        ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":")
+        ax.set_xlabel("false positive rate")
+        ax.set_ylabel("true positive rate")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def audit_artifacts(audits: list[OutputAudit], title: str = "") -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
+    """What one MLflow run per audit logs: the report-contract tables ({name: DataFrame}, see
+    `artifact_tables`) and one figure per scored output ({`curves_<output>`: matplotlib Figure}, ROC with
+    band + xROC). The caller closes the figures (e.g. `figure_png` or `plt.close`)."""
+    figures = {f"curves_{a.output.name}": audit_figure(a, f"{a.output.name}{', ' + title if title else ''}") for a in audits}
+    return artifact_tables(audits), figures

@@ -1,0 +1,184 @@
+"""Held-out labelled rows for the fairness audit, aggregated in DuckDB (glue; no Dagster, no math).
+
+Label sources (`LABEL_SOURCES`):
+  relevance          SIMULATION ONLY: the simulator's true Y(1) of each item (`landing/_truth/items.parquet`,
+                     joined on item_id) on the production (observational) impressions. Real logs have no truth.
+  randomized_relevance  SIMULATION ONLY: the same true Y(1), on the randomized requests of the policies given
+                     (default `shuffle`). No ranker or transform is fitted on randomized traffic, so these rows are
+                     held out from every fit by construction (model selection's default on simulated logs).
+  randomized_clicks  clicks on randomized traffic (default: `shuffle` requests, where the displayed position is
+                     independent of the score, so a click is an unbiased if noisy label: P(click) = w_position Y).
+
+The row-level work is SQL with bound parameters (dates, policies, the truth file, sample size); only
+aggregates leave DuckDB:
+  score_counts   per group x distinct logged score: n_pos, n_neg (the audit's sufficient statistic; a
+                 within-group monotone transform of the score, such as the EO transform, keeps it sufficient)
+  item_counts    per group x item: n_pos, n_neg and the item's features (for rankers scoring item features)
+  query_rows     per (query, group, item, score): n_pos, n_neg of a bounded, deterministic sample of queries
+                 (ordered by md5(query_id)) for the within-query pairwise accuracies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from fair_pipeline.audit.stats import AuditInputError
+from fair_pipeline.ingestion import contract
+from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, newest_partitions
+
+LABEL_SOURCES = ("relevance", "randomized_relevance", "randomized_clicks")
+UNKNOWN_GROUP = "<unknown>"  # rows whose protected characteristic is missing form their own group
+OBSERVATIONAL_VIEW = ("staging", "stg_observational_impressions")
+RANDOMIZED_VIEW = ("staging", "stg_randomized_impressions")
+ITEMS_VIEW = ("staging", "stg_items")
+
+
+class AuditDataError(AuditInputError):
+    """No held-out rows, no truth file, unknown label source, ...: the message says what and where."""
+
+
+EvaluationWindow = PartitionWindow
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelSource:
+    """Which rows and which label; `rows_sql` selects query_id, item_id, grp, score, label with bound parameters."""
+
+    name: str
+    view: tuple[str, str]
+    rows_sql: str
+    params: dict
+    simulation: bool
+
+    @property
+    def table(self) -> str:
+        return ".".join(quote_identifier(part) for part in self.view)
+
+
+def truth_path(landing: Path) -> Path:
+    return Path(landing) / contract.TRUTH_DIR / "items.parquet"
+
+
+def label_source(name: str, landing: Path, window: EvaluationWindow, policies: list[str]) -> LabelSource:
+    """The evaluation rows of `window` for a label source (see the module docstring)."""
+    dates = {"start": window.first, "end": window.last, "unknown_group": UNKNOWN_GROUP}
+    if name in ("relevance", "randomized_relevance"):
+        truth = truth_path(landing)
+        if not truth.exists():
+            raise AuditDataError(
+                f"label_source={name!r} needs the simulator's truth file {truth} (SIMULATION only); "
+                "for real logs use label_source='randomized_clicks'"
+            )
+        view, policy_filter, params = OBSERVATIONAL_VIEW, "", {**dates, "truth": str(truth)}
+        if name == "randomized_relevance":
+            view, policy_filter = RANDOMIZED_VIEW, " AND list_contains($policies, o.policy)"
+            params["policies"] = _checked_policies(name, policies)
+        sql = (
+            f"SELECT o.query_id, o.item_id, coalesce(o.group_id, $unknown_group) AS grp, o.score, CAST(t.relevance AS INTEGER) AS label "
+            f"FROM {'.'.join(map(quote_identifier, view))} o "
+            "LEFT JOIN read_parquet($truth) t ON t.item_id = o.item_id "
+            "WHERE o.partition_date BETWEEN $start AND $end" + policy_filter
+        )
+        return LabelSource(name, view, sql, params, simulation=True)
+    if name == "randomized_clicks":
+        policies = _checked_policies(name, policies)
+        sql = (
+            "SELECT query_id, item_id, coalesce(group_id, $unknown_group) AS grp, score, click AS label "
+            f"FROM {'.'.join(map(quote_identifier, RANDOMIZED_VIEW))} "
+            "WHERE partition_date BETWEEN $start AND $end AND list_contains($policies, policy)"
+        )
+        return LabelSource(name, RANDOMIZED_VIEW, sql, {**dates, "policies": list(policies)}, simulation=False)
+    raise AuditDataError(f"label_source={name!r} is not one of {list(LABEL_SOURCES)}")
+
+
+def _checked_policies(name: str, policies: list[str]) -> list[str]:
+    if not policies:
+        raise AuditDataError(f"label_source={name!r} needs at least one randomized policy")
+    unknown = sorted(set(policies) - set(contract.RANDOMIZED_POLICIES))
+    if unknown:
+        raise AuditDataError(f"randomized policies {unknown} are not among {list(contract.RANDOMIZED_POLICIES)}")
+    return list(policies)
+
+
+def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int = DEFAULT_HOLDOUT_DAYS,
+                      end: dt.date | str | None = None) -> EvaluationWindow:
+    """The newest `days` partitions holding rows of the label source's traffic, on or before `end`: the
+    partitions the trained stages hold out (`holdout_days`, same default)."""
+    view = OBSERVATIONAL_VIEW if source_name == "relevance" else RANDOMIZED_VIEW
+    return newest_partitions(con, ".".join(view), days, end, error=AuditDataError,
+                             hint="materialize the staging models for some days first (nothing to audit)")
+
+
+def row_summary(con, source: LabelSource) -> dict:
+    """Rows in the window, rows without a label (e.g. items missing from the truth file), labels not 0/1."""
+    total, unlabelled, bad, pos = con.execute(
+        "SELECT count(*), count(*) FILTER (WHERE label IS NULL), "
+        "count(*) FILTER (WHERE label IS NOT NULL AND label NOT IN (0, 1)), "
+        f"coalesce(sum(label) FILTER (WHERE label IN (0, 1)), 0) FROM ({source.rows_sql})",
+        source.params,
+    ).fetchone()
+    if bad:
+        raise AuditDataError(f"{source.name}: {bad} labels are not 0/1 in {'.'.join(source.view)}")
+    return {"rows": int(total), "unlabelled_rows": int(unlabelled), "labelled_rows": int(total - unlabelled),
+            "positives": int(pos)}
+
+
+def score_counts(con, source: LabelSource) -> pd.DataFrame:
+    """group, score, n_pos, n_neg: one row per group x distinct logged score (labelled rows only)."""
+    return con.execute(
+        "SELECT grp AS \"group\", score, CAST(sum(label) AS BIGINT) AS n_pos, "
+        "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
+        f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, score ORDER BY grp, score",
+        source.params,
+    ).df()
+
+
+def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
+    """group, item_id, n_pos, n_neg and the item's feature columns (validated against staging.stg_items)."""
+    if not table_exists(con, *ITEMS_VIEW):
+        raise AuditDataError(f"{'.'.join(ITEMS_VIEW)} does not exist; materialize raw.items and the staging models")
+    available = table_columns(con, *ITEMS_VIEW)
+    missing = [f for f in features if f not in available]
+    if missing:
+        raise AuditDataError(f"feature columns {missing} are not in {'.'.join(ITEMS_VIEW)} (columns: {available})")
+    cols = ", ".join(f"i.{quote_identifier(f)}" for f in features)
+    frame = con.execute(
+        f"SELECT r.grp AS \"group\", r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
+        "  SELECT grp, item_id, CAST(sum(label) AS BIGINT) AS n_pos, CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
+        f"  FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, item_id"
+        f") r LEFT JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = r.item_id "
+        "ORDER BY r.grp, r.item_id",
+        source.params,
+    ).df()
+    unmatched = frame[features].isna().any(axis=1)
+    if unmatched.any():
+        raise AuditDataError(
+            f"{int(unmatched.sum())} audited items have no (complete) features in {'.'.join(ITEMS_VIEW)}, "
+            f"e.g. {frame.loc[unmatched, 'item_id'].head(3).tolist()}"
+        )
+    return frame
+
+
+def query_rows(con, source: LabelSource, max_queries: int) -> tuple[pd.DataFrame, int]:
+    """Rows of at most `max_queries` queries (deterministic sample by md5(query_id)), aggregated per
+    (query, group, item, score); returns (rows, number of queries in the window)."""
+    if max_queries < 1:
+        raise AuditDataError(f"pairwise_max_queries={max_queries} must be >= 1")
+    params = {**source.params, "max_queries": int(max_queries)}
+    total = con.execute(
+        f"SELECT count(DISTINCT query_id) FROM ({source.rows_sql}) WHERE label IS NOT NULL", source.params
+    ).fetchone()[0]
+    frame = con.execute(
+        f"WITH r AS (SELECT * FROM ({source.rows_sql}) WHERE label IS NOT NULL), "
+        "q AS (SELECT query_id FROM (SELECT DISTINCT query_id FROM r) ORDER BY md5(query_id), query_id LIMIT $max_queries) "
+        "SELECT r.query_id, r.grp AS \"group\", r.item_id, r.score, CAST(sum(r.label) AS BIGINT) AS n_pos, "
+        "CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg FROM r JOIN q ON q.query_id = r.query_id "
+        "GROUP BY r.query_id, r.grp, r.item_id, r.score ORDER BY r.query_id",
+        params,
+    ).df()
+    return frame, int(total)

@@ -1,0 +1,100 @@
+"""Full audit from SQL-style aggregates (score x group -> n_pos, n_neg), in memory or streamed.
+
+The aggregate table is the sufficient statistic: ``SELECT grp, score, SUM(label) AS n_pos,
+SUM(1 - label) AS n_neg ... GROUP BY grp, score``. :func:`audit_aggregates` takes it whole;
+:class:`StreamingAudit` takes it in chunks of rows sorted by descending score (what a database
+cursor returns), so memory stays bounded however many distinct scores there are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.stats.blocks import ScoreGrid
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, group_tables
+from fair_pipeline.audit.stats.grid_audit import GridAudit, sweep_alphas
+from fair_pipeline.audit.stats.records import records
+from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, aggregates_to_grid
+from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs
+from fair_pipeline.audit.stats.xauc import XAUCResult, xauc_tables
+
+
+@dataclass
+class AuditReport:
+    """Everything the audit reports; every estimate carries its SE / CI and its counts."""
+
+    groups: pd.DataFrame  # truncated AUC per group x cutoff
+    pairs: pd.DataFrame  # group differences per cutoff
+    overall: pd.DataFrame  # all groups pooled
+    xauc: XAUCResult | None  # None with a single group
+
+    def to_dict(self, curves: bool = False) -> dict:
+        out = {name: records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
+        out["xauc"] = None if self.xauc is None else self.xauc.to_dict(curves=curves)
+        return out
+
+
+class StreamingAudit:
+    """Audit fed by chunks of the (descending score) x group count grid.
+
+    ``groups``: group values (columns of the chunks); ``n_pos`` / ``n_neg``: their totals, which
+    a cheap ``GROUP BY grp`` gives before the pass.
+    """
+
+    def __init__(self, groups, n_pos, n_neg, cutoffs=DEFAULT_CUTOFFS, *,
+                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95):
+        self.cutoffs = as_cutoffs(cutoffs)
+        self.groups = np.asarray(groups, dtype=object)
+        self.n_pos = np.asarray(n_pos, dtype=np.float64)
+        self.n_neg = np.asarray(n_neg, dtype=np.float64)
+        if self.n_pos.sum() == 0 or self.n_neg.sum() == 0:
+            raise AuditInputError(
+                f"labels contain a single class: {int(self.n_pos.sum())} positives and "
+                f"{int(self.n_neg.sum())} negatives")
+        self.min_count, self.confidence = min_count, confidence
+        self.alphas = sweep_alphas(self.cutoffs, curves=True)
+        self.with_xauc = self.groups.size > 1
+        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc)
+        self.last_score = np.inf
+
+    def update(self, scores: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> None:
+        """Next rows: distinct scores strictly below those already seen, counts of shape (B, G)."""
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.size == 0:
+            return
+        if not (scores[0] < self.last_score and np.all(np.diff(scores) < 0)):
+            raise AuditInputError("aggregate chunks must arrive in strictly descending score order")
+        self.last_score = scores[-1]
+        self.audit.update(pos, neg)
+
+    def report(self) -> AuditReport:
+        res = self.audit.result()
+        res.update(alphas=self.alphas, groups=self.groups,
+                   n_pos_group=self.n_pos, n_neg_group=self.n_neg)
+        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence)
+        x = xauc_tables(res, self.min_count, self.confidence) if self.with_xauc else None
+        return AuditReport(groups, pairs, overall, x)
+
+
+def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, min_count: int = DEFAULT_MIN_COUNT,
+               confidence: float = 0.95) -> AuditReport:
+    stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
+                            min_count=min_count, confidence=confidence)
+    stream.update(grid.scores, grid.pos, grid.neg)
+    return stream.report()
+
+
+def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | None = "group",
+                     min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> AuditReport:
+    """Per-group truncated AUCs, group comparisons and xAUC from an aggregate table.
+
+    ``aggregates``: DataFrame with ``score``, ``n_pos``, ``n_neg`` and (unless ``group_col`` is
+    None) a group column; rows may repeat a (group, score) pair and need not be sorted.
+    """
+    df = pd.DataFrame(aggregates)
+    if group_col is not None and group_col not in df.columns:
+        raise AuditInputError(f"aggregates lack the group column {group_col!r}; have {list(df.columns)}")
+    grid = aggregates_to_grid(df, group_col)
+    return audit_grid(grid, cutoffs, min_count=min_count, confidence=confidence)

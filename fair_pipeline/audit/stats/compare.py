@@ -1,0 +1,112 @@
+"""Per-group truncated AUCs and pairwise group differences (independent samples)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.stats.blocks import build_grid
+from fair_pipeline.audit.stats.grid_audit import run_grid_audit
+from fair_pipeline.audit.stats.inference import holm, wald
+from fair_pipeline.audit.stats.records import records
+from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, roc_table
+from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs, as_groups, as_labels, as_scores
+
+DEFAULT_MIN_COUNT = 10  # positives and negatives a group needs before we estimate anything
+
+
+@dataclass
+class GroupComparison:
+    """``groups``: one row per group x cutoff; ``pairs``: one row per pair of groups x cutoff."""
+
+    groups: pd.DataFrame
+    pairs: pd.DataFrame
+    overall: pd.DataFrame
+
+    def to_dict(self) -> dict:
+        return {name: records(getattr(self, name)) for name in ("groups", "pairs", "overall")}
+
+
+def estimability(n_pos, n_neg, alphas, min_count: int) -> tuple[np.ndarray, list]:
+    """Whether a (group, cutoff) can be estimated, and why not."""
+    ok = np.ones(alphas.size, dtype=bool)
+    why = [""] * alphas.size
+    for k, a in enumerate(alphas):
+        if n_pos < min_count or n_neg < min_count:
+            ok[k] = False
+            why[k] = f"not estimable: {int(n_pos)} positives, {int(n_neg)} negatives (need >= {min_count} each)"
+        elif a * n_neg < 1:
+            ok[k] = False
+            why[k] = f"not estimable: fewer than one negative below FPR {a:g} ({int(n_neg)} negatives)"
+    return ok, why
+
+
+def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: float):
+    """Per-group and overall tables plus pairwise comparisons from a run_grid_audit result."""
+    sel = np.searchsorted(res["alphas"], cutoffs)
+    sub = {k: v[:, sel] for k, v in res.items() if isinstance(v, np.ndarray) and v.ndim == 2}
+    groups = res["groups"]
+    rows = []
+    for i, (kind, a, _) in enumerate(res["columns"]):
+        if kind not in ("group", "overall"):
+            continue
+        m, n = res["m"][i], res["n"][i]
+        t = roc_table(sub, i, m, n, cutoffs, confidence)
+        ok, why = estimability(m, n, cutoffs, min_count)
+        t.loc[~ok, [c for c in t.columns if c not in ("cutoff", "n_pos", "n_neg", "neg_below_cutoff")]] = np.nan
+        t["estimable"] = ok
+        t["note"] = why
+        t.insert(0, "group", groups[a] if kind == "group" else "(all)")
+        rows.append(t)
+    per_group = pd.concat(rows[:-1], ignore_index=True)
+    overall = rows[-1].reset_index(drop=True)
+    pairs = pairwise_differences(per_group, confidence)
+    return per_group, pairs, overall
+
+
+def pairwise_differences(per_group: pd.DataFrame, confidence: float) -> pd.DataFrame:
+    """For each pair of groups and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups)."""
+    names = list(dict.fromkeys(per_group["group"].tolist()))
+    out = []
+    for a, b in combinations(names, 2):
+        ta = per_group[per_group["group"] == a].set_index("cutoff")
+        tb = per_group[per_group["group"] == b].set_index("cutoff")
+        diff = ta["auc"] - tb["auc"]
+        var = ta["variance"] + tb["variance"]
+        w = wald(diff.to_numpy(), var.to_numpy(), confidence)
+        out.append(pd.DataFrame({
+            "group_a": a, "group_b": b, "cutoff": ta.index.to_numpy(),
+            "auc_a": ta["auc"].to_numpy(), "auc_b": tb["auc"].to_numpy(),
+            "diff": diff.to_numpy(), "diff_normalized": (diff / ta.index).to_numpy(),
+            **w, "estimable": (ta["estimable"] & tb["estimable"]).to_numpy(),
+        }))
+    if not out:
+        return pd.DataFrame(columns=["group_a", "group_b", "cutoff", "diff", "se", "p_value"])
+    pairs = pd.concat(out, ignore_index=True)
+    if len(names) > 2:  # family = all pairs at one cutoff
+        pairs["p_holm"] = np.nan
+        for c, idx in pairs.groupby("cutoff").groups.items():
+            pairs.loc[idx, "p_holm"] = holm(pairs.loc[idx, "p_value"].to_numpy())
+    return pairs
+
+
+def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, *,
+                   min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> GroupComparison:
+    """Truncated AUCs per group (table of :func:`truncated_auc`) and all pairwise differences.
+
+    Groups are independent samples, so var(I_a - I_b) = var(I_a) + var(I_b). A group with fewer
+    than ``min_count`` positives or negatives (or no negative below a cutoff) is reported with
+    ``estimable = False`` and NaN estimates, never as equal to the others.
+    """
+    alphas = as_cutoffs(cutoffs)
+    s = as_scores(scores)
+    y = as_labels(labels, s.size)
+    codes, levels = as_groups(sensitive_features, s.size)
+    if np.count_nonzero(y) == 0 or np.count_nonzero(~y) == 0:
+        raise AuditInputError(f"labels contain a single class ({np.count_nonzero(y)} positives of {y.size})")
+    grid = build_grid(s, y, codes, levels)
+    res = run_grid_audit(grid, alphas, xauc=False)
+    per_group, pairs, overall = group_tables(res, alphas, min_count, confidence)
+    return GroupComparison(per_group, pairs, overall)

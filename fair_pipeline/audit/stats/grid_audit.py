@@ -1,0 +1,122 @@
+"""One pass over the (distinct score x group) grid feeding every ROC-type audit statistic.
+
+Each statistic is a two-sample U-statistic whose positives come from some groups and whose
+negatives come from some (other) groups, so a "column" is a pair of 0/1 group-selection vectors:
+
+* per-group truncated AUC:  positives of g vs negatives of g
+* overall truncated AUC:    all positives vs all negatives
+* xAUC(a, b) (Kallus & Zhou, Def. 2):  positives of a vs negatives of b
+* balanced xAUC_0(g) = P(R_1 > R_0^g):  all positives vs negatives of g
+* balanced xAUC_1(g) = P(R_1^g > R_0):  positives of g vs all negatives
+
+Balanced xAUCs of two groups share a sample (all positives, or all negatives), so their
+difference needs the covariance of the shared sample's structural components (DeLong et al.
+1988); we accumulate the needed cross-moments in the same pass. Chunks of blocks arrive in
+descending score order, from memory or from a SQL cursor.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fair_pipeline.audit.stats.sweep import RocSweep, _dot
+
+CHUNK_BLOCKS = 1 << 18  # blocks per update: bounds the temporary (B x columns) arrays
+
+
+def build_columns(n_groups: int, xauc: bool) -> list:
+    """(kind, a, b) and (positive vector, negative vector) of every column.
+
+    Vectors 0..G-1 are the groups, vector G is all groups pooled.
+    """
+    G = n_groups
+    cols = [(("group", g, g), (g, g)) for g in range(G)]
+    cols.append((("overall", None, None), (G, G)))
+    if xauc:
+        cols += [(("xauc", a, b), (a, b)) for a in range(G) for b in range(G) if a != b]
+        cols += [(("xauc0", g, None), (G, g)) for g in range(G)]
+        cols += [(("xauc1", g, None), (g, G)) for g in range(G)]
+    return cols
+
+
+class GridAudit:
+    """Streaming accumulator: ``update(pos, neg)`` with (B, G) count chunks, then ``result()``."""
+
+    def __init__(self, n_pos, n_neg, alphas, xauc: bool = True):
+        self.n_pos = np.asarray(n_pos, dtype=np.float64)
+        self.n_neg = np.asarray(n_neg, dtype=np.float64)
+        G = self.n_pos.size
+        cols = build_columns(G, xauc)
+        self.names = [c[0] for c in cols]
+        pairs = [c[1] for c in cols]
+        m = np.r_[self.n_pos, self.n_pos.sum()]
+        n = np.r_[self.n_neg, self.n_neg.sum()]
+        # vectors with an empty class still run (total 1 avoids 0/0); they are flagged later
+        self.sweep = RocSweep(alphas, np.maximum(m, 1), np.maximum(n, 1), pairs)
+        self.m = np.array([m[i] for i, _ in pairs])
+        self.n = np.array([n[j] for _, j in pairs])
+        self.xauc = xauc
+        self.cross_pos = np.zeros((G, G))  # sum over all positives of W_a W_b (xAUC_0 columns)
+        self.cross_neg = np.zeros((G, G))  # sum over all negatives of V_a V_b (xAUC_1 columns)
+
+    def update(self, pos: np.ndarray, neg: np.ndarray) -> None:
+        pos = np.asarray(pos, dtype=np.float64)
+        neg = np.asarray(neg, dtype=np.float64)
+        G = pos.shape[1]
+        for lo in range(0, pos.shape[0], CHUNK_BLOCKS):
+            p = pos[lo:lo + CHUNK_BLOCKS]
+            q = neg[lo:lo + CHUNK_BLOCKS]
+            p = np.column_stack([p, p.sum(axis=1)])
+            q = np.column_stack([q, q.sum(axis=1)])
+            V, W = self.sweep.update(p, q)
+            if self.xauc:
+                for a in range(G):
+                    for b in range(a, G):
+                        self.cross_pos[a, b] += _dot(p[:, G], W[:, a], W[:, b])
+                        self.cross_neg[a, b] += _dot(q[:, G], V[:, a], V[:, b])
+                        self.cross_pos[b, a], self.cross_neg[b, a] = self.cross_pos[a, b], self.cross_neg[a, b]
+
+    def result(self) -> dict:
+        out = self.sweep.result()
+        out["columns"] = self.names
+        out["m"], out["n"] = self.m, self.n
+        if self.xauc:
+            out["balanced_cov"] = self._balanced_cov(out)
+        return out
+
+    def _balanced_cov(self, out: dict) -> dict:
+        """Covariance matrices of (xAUC_0(g))_g and of (xAUC_1(g))_g at FPR cutoff 1."""
+        k1 = int(np.flatnonzero(self.sweep.alphas == 1.0)[0])
+        covs = {}
+        for kind, cross in (("xauc0", self.cross_pos), ("xauc1", self.cross_neg)):
+            idx = [i for i, c in enumerate(self.names) if c[0] == kind]
+            var = out["variance"][idx, k1]
+            if kind == "xauc0":  # shared positives; mean FPR seen by a positive = 1 - xAUC_0
+                total, mean = self.m[idx[0]], 1.0 - out["auc"][idx, k1]
+            else:  # shared negatives; mean ROC seen by a negative = xAUC_1
+                total, mean = self.n[idx[0]], out["auc"][idx, k1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cov = (cross / total - np.outer(mean, mean)) / (total - 1)
+            np.fill_diagonal(cov, var)
+            covs[kind] = cov
+        return covs
+
+
+CURVE_GRID = np.linspace(0.0, 1.0, 101)  # FPR points at which ROC / xROC curves are reported
+
+
+def sweep_alphas(cutoffs: np.ndarray, curves: bool) -> np.ndarray:
+    """Cutoffs requested + FPR 1 (xAUC needs it) + the curve grid, sorted and distinct."""
+    extra = [np.array([1.0])] + ([CURVE_GRID] if curves else [])
+    return np.unique(np.concatenate([np.asarray(cutoffs, dtype=np.float64)] + extra))
+
+
+def run_grid_audit(grid, cutoffs, xauc: bool = True, curves: bool = False) -> dict:
+    """Feed an in-memory ScoreGrid through GridAudit (in chunks) and return its raw result."""
+    alphas = sweep_alphas(cutoffs, curves)
+    audit = GridAudit(grid.n_pos, grid.n_neg, alphas, xauc=xauc)
+    audit.update(grid.pos, grid.neg)
+    res = audit.result()
+    res["alphas"] = alphas
+    res["groups"] = grid.groups
+    res["n_pos_group"], res["n_neg_group"] = grid.n_pos, grid.n_neg
+    return res

@@ -1,0 +1,282 @@
+"""Pairwise ranking accuracies within queries (Narasimhan et al. 2020, "Pairwise Fairness").
+
+Pairs are formed only inside a query, from an item labelled better (label 1) and one labelled
+worse (label 0); a pair is ranked correctly when the better item scores higher (ties count 1/2,
+as in the AUC). Reported, each with its pair count, number of queries, SE and CI:
+
+* ``matrix``: A_{Gi>Gj} = P(f(x) > f(x') | y > y', x in Gi, x' in Gj)                      (1)
+* ``marginals``: A_{Gi>:} (Gi is the better item) and A_{:>Gi} (Gi is the worse item)    (2, 3)
+* ``parity``: pairwise statistical parity P(f(x) > f(x') | x in Gi, x' in Gj), labels ignored (8)
+* ``continuous``: A_> = P(f(x) > f(x') | y > y', z > z') and A_< (z < z') for a continuous
+  protected attribute z, with their difference                                          (9-11)
+
+Every estimate is a ratio (correct pairs / pairs) summed over queries. Queries are the
+independent units, so the SE is the cluster (linearization) SE of a ratio estimator:
+var = Q/(Q-1) sum_q (C_q - A T_q)^2 / (sum_q T_q)^2. Counting is sort-based: O(n log n) per query
+for the group statistics, O(n log^2 n) for the continuous attribute; never O(n^2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.stats.inference import wald
+from fair_pipeline.audit.stats.records import records
+from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
+
+
+@dataclass
+class PairwiseResult:
+    matrix: pd.DataFrame
+    marginals: pd.DataFrame
+    parity: pd.DataFrame
+    overall: pd.DataFrame
+    continuous: pd.DataFrame | None
+
+    def to_dict(self) -> dict:
+        names = ["matrix", "marginals", "parity", "overall"] + (["continuous"] if self.continuous is not None else [])
+        return {name: records(getattr(self, name)) for name in names}
+
+
+def _ratio(C: np.ndarray, T: np.ndarray):
+    """Ratio of sums over queries (axis 0), its cluster-robust variance and query count."""
+    A, var, Tt, q = _ratio_from_sums(*_query_sums(C, T))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = (C - A * T) / np.where(Tt > 0, Tt, 1.0)
+    return A, var, Tt, q, e
+
+
+def _query_sums(C: np.ndarray, T: np.ndarray) -> tuple:
+    """Sufficient statistics over queries of a ratio estimator (summable across query chunks)."""
+    return (C.sum(axis=0), T.sum(axis=0), (C * C).sum(axis=0), (C * T).sum(axis=0),
+            (T * T).sum(axis=0), (T > 0).sum(axis=0))
+
+
+def _ratio_from_sums(Ct, Tt, CC, CT, TT, q):
+    """A = sum C / sum T; var = q/(q-1) sum_q (C_q - A T_q)^2 / (sum T)^2 (NaN if q < 2)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        A = Ct / Tt
+        ss = np.maximum(CC - 2 * A * CT + A * A * TT, 0.0)
+        var = q / (q - 1) * ss / Tt**2
+    var = np.where(q > 1, var, np.nan)
+    return A, var, Tt, q
+
+
+def _row(estimate, var, pairs, queries, confidence):
+    w = wald(estimate, var, confidence, null=0.5)
+    ok = bool(pairs > 0 and queries > 1)
+    return {"accuracy": float(estimate) if pairs > 0 else np.nan, "se": float(w["se"]),
+            "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
+            "n_pairs": float(pairs), "n_queries": int(queries), "estimable": ok}
+
+
+def _score_blocks(qcode: np.ndarray, s: np.ndarray):
+    """Sort by (query, score ascending); ids of (query, score) blocks and their query."""
+    order = np.lexsort((s, qcode))
+    qs, ss = qcode[order], s[order]
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = (qs[1:] != qs[:-1]) | (ss[1:] != ss[:-1])
+    block = np.cumsum(new) - 1
+    return order, block, qs[new]
+
+
+def _below_within_query(counts: np.ndarray, block_query: np.ndarray) -> np.ndarray:
+    """Per block, the counts in lower-scoring blocks of the same query (exclusive prefix sums)."""
+    excl = np.cumsum(counts, axis=0) - counts
+    first = np.flatnonzero(np.r_[True, block_query[1:] != block_query[:-1]])
+    start = np.repeat(first, np.diff(np.r_[first, block_query.size]))
+    return excl - excl[start]
+
+
+def _per_query(values: np.ndarray, block_query: np.ndarray, n_queries: int) -> np.ndarray:
+    """Sum block rows into query rows (all queries, including ones without blocks)."""
+    out = np.zeros((n_queries,) + values.shape[1:])
+    np.add.at(out, block_query, values)
+    return out
+
+
+def _cross_counts(qcode, s, cells, n_cells, better, worse, weights=None):
+    """Per query: for each (better cell a, worse cell b), pairs and correctly ordered pairs.
+
+    ``weights``: multiplicity of each row (rows of an aggregate table), default 1.
+    """
+    order, block, bq = _score_blocks(qcode, s)
+    B = bq.size
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)[order]
+    counts = np.bincount(block * n_cells + cells[order], weights=w, minlength=B * n_cells)
+    counts = counts.reshape(B, n_cells).astype(np.float64)
+    below = _below_within_query(counts, bq)
+    hi, lo = counts[:, better], counts[:, worse]
+    credit = below[:, worse] + 0.5 * lo  # worse items strictly below + half the tied ones
+    Q = int(qcode.max()) + 1
+    C = _per_query(hi[:, :, None] * credit[:, None, :], bq, Q)
+    tot_hi, tot_lo = _per_query(hi, bq, Q), _per_query(lo, bq, Q)
+    T = tot_hi[:, :, None] * tot_lo[:, None, :]
+    return C, T
+
+
+def _dominance_counts(qcode, z, s, left, right, right_scores_higher: bool):
+    """Per query: pairs (l in left, r in right) with z_l < z_r, and those ranked correctly.
+
+    Correct means s_r > s_l if ``right_scores_higher`` else s_r < s_l (ties 1/2). A bottom-up
+    merge over the bits of the within-query rank of z: every pair with z_l < z_r is split at
+    exactly one bit level (the highest bit where their ranks differ), where it is counted by a
+    sort on (bucket, s). Pairs with equal z are never counted.
+    """
+    order = np.lexsort((z, qcode))
+    qs, zs = qcode[order], z[order]
+    new_q = np.r_[True, qs[1:] != qs[:-1]]
+    new_z = new_q | np.r_[True, zs[1:] != zs[:-1]]
+    dense = np.cumsum(new_z) - 1
+    rank = np.empty(z.size, dtype=np.int64)
+    rank[order] = dense - (dense[new_q])[np.cumsum(new_q) - 1]  # dense rank of z within query
+    Q = int(qcode.max()) + 1
+    C, T = np.zeros(Q), np.zeros(Q)
+    for k in range(int(rank.max()).bit_length()):
+        side = (rank >> k) & 1
+        L = left & (side == 0)
+        R = right & (side == 1)
+        keep = L | R
+        if not (L.any() and R.any()):
+            continue
+        bucket = (rank[keep] >> (k + 1))
+        q = qcode[keep]
+        # bucket ids unique across queries
+        key = q * (int(bucket.max()) + 1) + bucket
+        cells = np.where(L[keep], 0, 1)
+        _, key = np.unique(key, return_inverse=True)
+        Ck, Tk = _cross_counts(key, s[keep], cells, 2,
+                               better=[1] if right_scores_higher else [0],
+                               worse=[0] if right_scores_higher else [1])
+        kq = np.zeros(key.max() + 1, dtype=np.int64)
+        kq[key] = q
+        np.add.at(C, kq, Ck[:, 0, 0])
+        np.add.at(T, kq, Tk[:, 0, 0])
+    return C, T
+
+
+class PairwiseAccumulator:
+    """Group pairwise accuracies from chunks of whole queries (rows or aggregated rows).
+
+    Keeps only sums over queries, so a database cursor ordered by query can feed it in chunks.
+    """
+
+    def __init__(self, levels):
+        self.levels = np.asarray(levels, dtype=object)
+        self.sums: dict = {}
+        self.n_queries = 0
+
+    def _add(self, name, C, T):
+        new = _query_sums(C, T)
+        old = self.sums.get(name)
+        self.sums[name] = new if old is None else tuple(a + b for a, b in zip(old, new))
+
+    def update(self, qcode, s, codes, y, weights=None) -> None:
+        """Rows of complete queries: query codes, scores, group codes (0..G-1), bool labels."""
+        G = self.levels.size
+        qcode = np.unique(qcode, return_inverse=True)[1]
+        self.n_queries += int(qcode.max()) + 1
+        C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
+                             better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
+        self._add("matrix", C, T)
+        self._add("better", C.sum(2), T.sum(2))
+        self._add("worse", C.sum(1), T.sum(1))
+        self._add("overall", C.sum((1, 2)), T.sum((1, 2)))
+        Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)),
+                               weights=weights)
+        self._add("parity", Cs, Ts)
+
+    def tables(self, confidence: float = 0.95):
+        if not self.sums or self.sums["overall"][1] == 0:
+            raise AuditInputError(
+                f"no query has both a label-1 and a label-0 item ({self.n_queries} queries): "
+                f"pairwise accuracies need pairs inside queries")
+        levels, G = self.levels, self.levels.size
+        A, var, pairs, nq = _ratio_from_sums(*self.sums["matrix"])
+        matrix = pd.DataFrame([{"group_better": levels[a], "group_worse": levels[b],
+                                **_row(A[a, b], var[a, b], pairs[a, b], nq[a, b], confidence)}
+                               for a in range(G) for b in range(G)])
+        rows = []
+        for role in ("better", "worse"):
+            A, var, pairs, nq = _ratio_from_sums(*self.sums[role])
+            for g in range(G):
+                label = f"A_{{{levels[g]}>:}}" if role == "better" else f"A_{{:>{levels[g]}}}"
+                rows.append({"group": levels[g], "role": role, "metric": label,
+                             **_row(A[g], var[g], pairs[g], nq[g], confidence)})
+        marginals = pd.DataFrame(rows)
+        A, var, pairs, nq = _ratio_from_sums(*self.sums["overall"])
+        overall = pd.DataFrame([{"metric": "pairwise accuracy (within-query AUC)",
+                                 **_row(A, var, pairs, nq, confidence)}])
+        A, var, pairs, nq = _ratio_from_sums(*self.sums["parity"])
+        parity = pd.DataFrame([{"group_i": levels[i], "group_j": levels[j],
+                                **{("p_i_above_j" if k == "accuracy" else k): v
+                                   for k, v in _row(A[i, j], var[i, j], pairs[i, j], nq[i, j], confidence).items()}}
+                               for i in range(G) for j in range(G) if i != j])
+        return matrix, marginals, parity, overall
+
+
+def add_query_counts(acc: PairwiseAccumulator, query_ids, groups, scores, n_pos, n_neg) -> None:
+    """Feed aggregated rows of complete queries (query, group, score -> n_pos, n_neg) to ``acc``.
+
+    Each row stands for ``n_pos`` label-1 and ``n_neg`` label-0 items with that score (what a SQL
+    ``GROUP BY query, group, score`` returns); groups must be among ``acc.levels``.
+    """
+    code_of = {g: i for i, g in enumerate(acc.levels)}
+    groups = np.asarray(groups, dtype=object)
+    unknown = sorted({g for g in groups if g not in code_of}, key=str)
+    if unknown:
+        raise AuditInputError(f"groups {unknown} are not among the audited groups {list(acc.levels)}")
+    codes = np.array([code_of[g] for g in groups], dtype=np.intp)
+    qcode = pd.factorize(np.asarray(query_ids, dtype=object))[0]
+    s = np.asarray(scores, dtype=np.float64)
+    w = np.r_[np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)]
+    y = np.r_[np.ones(s.size, bool), np.zeros(s.size, bool)]
+    keep = w > 0
+    if keep.any():
+        acc.update(np.r_[qcode, qcode][keep], np.r_[s, s][keep], np.r_[codes, codes][keep], y[keep], weights=w[keep])
+
+
+def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFrame:
+    """A_> and A_< for a continuous protected attribute z, and their difference (same queries)."""
+    Cg, Tg = _dominance_counts(qcode, z, s, ~y, y, right_scores_higher=True)  # z_better > z_worse
+    Cl, Tl = _dominance_counts(qcode, z, s, y, ~y, right_scores_higher=False)  # z_better < z_worse
+    ag, vg, pg, qg, eg = _ratio(Cg, Tg)
+    al, vl, pl, ql, el = _ratio(Cl, Tl)
+    both = int(((Tg > 0) | (Tl > 0)).sum())
+    vd = both / (both - 1) * float(((eg - el) ** 2).sum()) if both > 1 else np.nan
+    rows = [{"metric": "A_>", **_row(ag, vg, pg, qg, confidence)},
+            {"metric": "A_<", **_row(al, vl, pl, ql, confidence)}]
+    w = wald(ag - al, vd, confidence)
+    rows.append({"metric": "A_> - A_<", "accuracy": float(ag - al), "se": float(w["se"]),
+                 "ci_low": float(w["ci_low"]), "ci_high": float(w["ci_high"]),
+                 "z": float(w["z"]), "p_value": float(w["p_value"]),
+                 "n_pairs": float(pg + pl), "n_queries": both,
+                 "estimable": bool(pg > 0 and pl > 0 and both > 1)})
+    return pd.DataFrame(rows)
+
+
+def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, continuous_feature=None,
+                        confidence: float = 0.95) -> PairwiseResult:
+    """Within-query pairwise accuracies by group (and for a continuous attribute), with SEs.
+
+    ``labels``: 1 = better, 0 = worse (pairs are formed between the two, inside each query);
+    ``sensitive_features``: group of each item; ``query_ids``: query of each item;
+    ``continuous_feature``: optional numeric protected attribute z for A_> and A_<.
+    """
+    s = as_scores(scores)
+    y = as_labels(labels, s.size)
+    codes, levels = as_groups(sensitive_features, s.size)
+    qcode, _ = as_groups(query_ids, s.size, name="query_ids")
+    acc = PairwiseAccumulator(levels)
+    acc.update(qcode, s, codes, y)
+    matrix, marginals, parity, overall = acc.tables(confidence)
+    continuous = None
+    if continuous_feature is not None:
+        z = np.asarray(continuous_feature)
+        if z.ndim != 1 or z.size != s.size:
+            raise AuditInputError(f"continuous_feature must have length {s.size}, got shape {z.shape}")
+        z = as_scores(z, name="continuous_feature")
+        continuous = continuous_accuracies(qcode, s, y, z, confidence)
+    return PairwiseResult(matrix, marginals, parity, overall, continuous)

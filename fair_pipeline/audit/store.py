@@ -1,0 +1,108 @@
+"""The fairness audit's DuckDB tables (glue; no Dagster). One row set per (label source, evaluation window):
+re-auditing the same window replaces exactly its rows, in one transaction across all tables.
+
+  marts.fairness_audit_outputs   per scored output: audited or why not, held-out or in-sample, sample sizes
+  marts.fairness_audit_groups    per output x group x FPR cutoff: truncated AUC I(a), SE, CI, normalized and
+                                 McClish forms, n_pos, n_neg, estimable + note (group '(all)': pooled)
+  marts.fairness_audit_pairs     per output x pair of groups x cutoff: I_a - I_b, SE, CI, z, p, Holm (> 2 groups)
+  marts.fairness_audit_xauc      per output x ordered pair: xAUC(a, b) = P(R_1^a > R_0^b), SE, CI, counts
+  marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps
+  marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (matrix, marginals, overall, parity)
+  marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.platform.warehouse import quote_identifier, table_columns, transaction
+
+KEY = [("label_source", "VARCHAR"), ("window_start", "DATE"), ("window_end", "DATE")]
+OUT = [("scored_output", "VARCHAR")]
+D, I, B, V = "DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR"
+
+SCHEMAS: dict[str, list[tuple[str, str]]] = {
+    "fairness_audit_outputs": KEY + OUT + [
+        ("status", V), ("reason", V), ("description", V), ("basis", V), ("simulation_labels", B),
+        ("held_out", B), ("trained_from", "DATE"), ("trained_through", "DATE"), ("rows", I), ("labelled_rows", I), ("unlabelled_rows", I),
+        ("n_pos", I), ("n_neg", I), ("groups", I), ("pairwise_queries", I), ("queries_in_window", I),
+        ("audited_at", "TIMESTAMP"), ("dagster_run_id", V)],
+    "fairness_audit_groups": KEY + OUT + [
+        ("group", V), ("is_overall", B), ("cutoff", D), ("n_pos", I), ("n_neg", I), ("auc", D), ("variance", D),
+        ("se", D), ("ci_low", D), ("ci_high", D), ("auc_normalized", D), ("se_normalized", D), ("mcclish", D),
+        ("mcclish_se", D), ("mcclish_ci_low", D), ("mcclish_ci_high", D), ("roc_at_cutoff", D),
+        ("neg_below_cutoff", D), ("estimable", B), ("note", V)],
+    "fairness_audit_pairs": KEY + OUT + [
+        ("group_a", V), ("group_b", V), ("cutoff", D), ("auc_a", D), ("auc_b", D), ("diff", D),
+        ("diff_normalized", D), ("se", D), ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D),
+        ("p_holm", D), ("estimable", B)],
+    "fairness_audit_xauc": KEY + OUT + [
+        ("group_a", V), ("group_b", V), ("xauc", D), ("variance", D), ("se", D), ("ci_low", D), ("ci_high", D),
+        ("n_pos_a", I), ("n_neg_b", I), ("estimable", B)],
+    "fairness_audit_xauc_deltas": KEY + OUT + [
+        ("kind", V), ("group_a", V), ("group_b", V), ("xauc_ab", D), ("xauc_ba", D), ("delta", D), ("se", D),
+        ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D), ("p_holm", D), ("estimable", B)],
+    "fairness_audit_pairwise": KEY + OUT + [
+        ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
+        ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B)],
+    "fairness_audit_curves": KEY + OUT + [
+        ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
+        ("tpr_ci_high", D)],
+}
+TABLES = [f"marts.{name}" for name in SCHEMAS]
+
+
+def _ddl(name: str) -> str:
+    cols = ", ".join(f"{quote_identifier(c)} {t}" for c, t in SCHEMAS[name])
+    return f"CREATE TABLE IF NOT EXISTS marts.{quote_identifier(name)} ({cols})"
+
+
+def conform(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with exactly the table's columns (absent ones NULL), in order."""
+    out = frame.reindex(columns=[c for c, _ in SCHEMAS[name]])
+    for column, kind in SCHEMAS[name]:
+        if kind == V:
+            out[column] = out[column].astype(object).where(out[column].notna(), None)
+        elif kind == B:
+            out[column] = out[column].astype("boolean")
+        elif kind == I:
+            out[column] = pd.to_numeric(out[column]).round().astype("Int64")
+        elif kind == D:
+            out[column] = pd.to_numeric(out[column]).astype(np.float64)
+    return out
+
+
+def write_audit(con, label_source: str, window_start: dt.date, window_end: dt.date,
+                tables: dict[str, pd.DataFrame]) -> dict[str, int]:
+    """Replace the (label source, window) rows of every audit table with `tables` ({name: rows}); returns rows
+    written per table. Frames carry `scored_output` and the table's columns; the key columns are added here."""
+    unknown = set(tables) - set(SCHEMAS)
+    if unknown:
+        raise ValueError(f"unknown audit tables {sorted(unknown)}; expected {sorted(SCHEMAS)}")
+    key = {"label_source": label_source, "window_start": window_start, "window_end": window_end}
+    written = {}
+    with transaction(con):
+        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
+        for name in SCHEMAS:
+            con.execute(_ddl(name))
+            present = set(table_columns(con, "marts", name))
+            for column, kind in SCHEMAS[name]:  # a table written by an older version gains the new columns
+                if column not in present:
+                    con.execute(f"ALTER TABLE marts.{quote_identifier(name)} ADD COLUMN {quote_identifier(column)} {kind}")
+            con.execute(
+                f"DELETE FROM marts.{quote_identifier(name)} WHERE label_source = $label_source "
+                "AND window_start = $window_start AND window_end = $window_end",
+                key,
+            )
+            frame = conform(name, tables.get(name, pd.DataFrame()).assign(**key))
+            written[name] = len(frame)
+            if frame.empty:
+                continue
+            con.register("_audit_rows", frame)
+            try:
+                con.execute(f"INSERT INTO marts.{quote_identifier(name)} BY NAME SELECT * FROM _audit_rows")
+            finally:
+                con.unregister("_audit_rows")
+    return written

@@ -1,0 +1,56 @@
+"""One MLflow run per fairness audit (stage `audit`): the warehouse tables, the report-contract tables
+(`partial_auc`, `roc_curves`, `xauc`, `xroc_curves`, `pairwise_accuracy`) and one figure per scored output.
+
+`tracking` is the `MLflowTracking` resource (fair_pipeline.platform.tracking); only its documented run API is used.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from fair_pipeline.audit.evaluation import OutputAudit
+from fair_pipeline.audit.report import audit_artifacts
+from fair_pipeline.platform.tracking import TAG_EVALUATION_WINDOW, TAG_TRAINING_WINDOWS
+
+
+def headline_metrics(audits: list[OutputAudit]) -> dict[str, float]:
+    """Per output: the full-AUC gap between the first two groups and Delta xAUC (estimable ones only)."""
+    metrics = {}
+    for a in audits:
+        pairs = a.report.pairs
+        full = pairs[(pairs["cutoff"] == 1.0) & pairs["estimable"]] if len(pairs) else pairs
+        if len(full):
+            metrics[f"{a.output.name}.auc_gap"] = float(full["diff"].iloc[0])
+            metrics[f"{a.output.name}.auc_gap_se"] = float(full["se"].iloc[0])
+        if a.report.xauc is not None:
+            d = a.report.xauc.deltas
+            d = d[d["estimable"]]
+            if len(d):
+                metrics[f"{a.output.name}.delta_xauc"] = float(d["delta"].iloc[0])
+                metrics[f"{a.output.name}.delta_xauc_se"] = float(d["se"].iloc[0])
+    return {k: v for k, v in metrics.items() if math.isfinite(v)}
+
+
+def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: dict[str, pd.DataFrame],
+              params: dict, window: tuple[str, str], title: str = "") -> tuple[str, str]:
+    """Log the audit as one run; returns the MLflow run id and its UI address."""
+    tables, figures = audit_artifacts(audits, title)
+    try:
+        span = f"{window[0]}..{window[1]}"
+        tags = {"fair_pipeline.label_source": params.get("label_source", ""), TAG_EVALUATION_WINDOW: span,
+                TAG_TRAINING_WINDOWS: "; ".join(f"{a.output.name}: {a.output.training_window}" for a in audits)}
+        run_name = f"fairness audit, {params.get('label_source', '')} labels, evaluated on {span}"
+        with tracking.start_run(context, "audit", run_name=run_name, window=window, tags=tags) as run:
+            run.log_params(params)
+            run.log_metrics(headline_metrics(audits))
+            for name, frame in {**warehouse_tables, **tables}.items():
+                if len(frame):
+                    run.log_table(frame, name)
+            for name, figure in figures.items():
+                run.log_figure(figure, name)
+            return run.run_id, run.url
+    finally:
+        for figure in figures.values():
+            plt.close(figure)

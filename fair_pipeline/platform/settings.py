@@ -1,0 +1,42 @@
+"""Paths and knobs. FAIR_PIPELINE_HOME (default ./data) roots every generated file.
+
+Functions, not module constants: tests and the CLI change the environment at run time.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOME_ENV = "FAIR_PIPELINE_HOME"
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # fair_pipeline/
+REPO_ROOT = PACKAGE_ROOT.parent
+SQL_ROOT = REPO_ROOT / "dbt_like_sql"
+EXTERNAL_DATA = REPO_ROOT / "data" / "external"
+
+
+def home() -> Path:
+    return Path(os.environ.get(HOME_ENV, "data")).resolve()
+
+
+def landing_dir() -> Path:
+    return home() / "landing"
+
+
+def warehouse_path() -> Path:
+    return home() / "warehouse.duckdb"
+
+
+def mlflow_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{home() / 'mlflow.db'}"
+
+
+def mlflow_artifact_root() -> Path:
+    return home() / "mlartifacts"
+
+
+def reports_dir() -> Path:
+    return home() / "reports"
+
+
+def dagster_home() -> Path:
+    return Path(os.environ.get("DAGSTER_HOME") or home() / "dagster_home").resolve()

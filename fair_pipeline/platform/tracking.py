@@ -1,0 +1,560 @@
+"""MLflow tracking for every pipeline stage: one experiment per stage, tagged runs, tables, figures,
+models, and registry aliases (`candidate`, `champion`).
+
+Stage owners use the `MLflowTracking` resource (resource key `mlflow`) inside an asset:
+
+    with mlflow.start_run(context, "audit") as run:          # tags: Dagster run id, asset, partition, code version
+        run.log_metrics({"pauc_gap": 0.03})
+        run.log_table(partial_auc_frame, "partial_auc")        # the report reads tables by name
+        run.log_figure(fig, "roc_by_group")
+        uri = run.log_sklearn_model(model, "ranker")
+        version = mlflow.register_model(uri, FAIR_RANKER, run=run)   # alias `candidate`, never half-registered
+    mlflow.set_champion(FAIR_RANKER, version.version)         # model selection moves `champion`
+
+The sqlite store is initialised and every stage experiment created once, under a file lock, before
+any run is logged (`ensure_experiments`; the resource calls it in `setup_for_execution`, the CLI before
+launching). Calls that are safe to repeat are retried when the store is locked or unreachable; past the
+retry budget a `TrackingUnavailableError` names the store and what was being done.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+import dagster as dg
+import pandas as pd
+from pydantic import PrivateAttr
+
+from fair_pipeline.platform import settings
+
+# One experiment per pipeline stage (the Dagster groups that log to MLflow).
+STAGES = ("ingestion", "position_bias", "eo_transform", "training", "audit", "selection", "elicitation", "benchmarks", "reporting")
+EXPERIMENT_PREFIX = "fair_pipeline/"
+FAIR_RANKER = "fair-ranker"
+CANDIDATE = "candidate"
+CHAMPION = "champion"
+UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"
+DEFAULT_UI_URL = "http://127.0.0.1:5000"
+
+# Tag names written on every run (the MLflow UI can filter on them).
+TAG_STAGE = "fair_pipeline.stage"
+TAG_DAGSTER_RUN = "dagster.run_id"
+TAG_ASSET = "dagster.asset_key"
+TAG_PARTITION = "dagster.partition"
+TAG_WINDOW = "fair_pipeline.window"
+TAG_HELD_OUT = "fair_pipeline.held_out_partitions"  # left out of a training window for the audit
+TAG_EVALUATION_WINDOW = "fair_pipeline.evaluation_window"
+TAG_TRAINING_WINDOWS = "fair_pipeline.training_windows"  # per audited output
+TAG_CODE_VERSION = "dagster.code_version"
+TAG_TABLE_PREFIX = "fair_pipeline.table."
+_TOKEN_TAG = "fair_pipeline.idempotency_token"
+
+# Explicit requirements make log_model fast (no environment inference) and reproducible.
+PIP_REQUIREMENTS = ["scikit-learn", "numpy", "pandas", "scipy"]
+
+_TRANSIENT_MARKERS = (
+    "database is locked",
+    "database table is locked",
+    "unable to open database",
+    "disk i/o error",
+    "connection refused",
+    "max retries exceeded",
+    "failed to establish a new connection",
+    "connectionerror",
+    "temporarily unavailable",
+    "timed out",
+)
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+T = TypeVar("T")
+
+# Progress bars from artifact downloads would clutter Dagster logs and the CLI.
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+class TrackingUnavailableError(RuntimeError):
+    """The MLflow store could not be reached or stayed locked past the retry budget."""
+
+
+class TrackingUsageError(ValueError):
+    """A call named an unknown stage, a bad model name, a missing table, ..."""
+
+
+def experiment_name(stage: str) -> str:
+    if stage not in STAGES:
+        raise TrackingUsageError(f"unknown pipeline stage {stage!r}; expected one of {list(STAGES)}")
+    return EXPERIMENT_PREFIX + stage
+
+
+def benchmark_model_name(dataset: str) -> str:
+    """Registered-model name of a benchmark dataset's model (e.g. `fair-benchmark-adult`)."""
+    return f"fair-benchmark-{_checked_name(dataset, 'dataset')}"
+
+
+def _checked_name(name: str, what: str) -> str:
+    if not _NAME.match(name):
+        raise TrackingUsageError(f"{what} {name!r} must match {_NAME.pattern} (letters, digits, _ . -)")
+    return name
+
+
+def is_transient(error: BaseException) -> bool:
+    """A locked sqlite file or an unreachable server: the same call may succeed later."""
+    seen: BaseException | None = error
+    while seen is not None:
+        text = f"{type(seen).__name__}: {seen}".lower()
+        if any(marker in text for marker in _TRANSIENT_MARKERS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _local_sqlite_path(uri: str) -> Path | None:
+    return Path(uri[len("sqlite:///"):].split("?", 1)[0]) if uri.startswith("sqlite:///") else None
+
+
+def _is_remote(uri: str) -> bool:
+    return urlparse(uri).scheme in ("http", "https", "databricks")
+
+
+def check_reachable(uri: str, timeout_s: float = 3.0) -> None:
+    """Fail fast with a clear message: MLflow's own HTTP client retries for minutes before giving up."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parsed.hostname or "127.0.0.1", port), timeout=timeout_s):
+                return
+        except OSError as error:
+            raise TrackingUnavailableError(
+                f"MLflow tracking server {uri} is unreachable ({error}); start it (fair-pipeline ui) "
+                "or unset MLFLOW_TRACKING_URI to use the local sqlite store"
+            ) from error
+    path = _local_sqlite_path(uri)
+    if path is not None:
+        if not path.is_absolute():
+            raise TrackingUsageError(f"MLflow sqlite URI {uri} must be absolute (sqlite:////abs/path/mlflow.db)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not os.access(path.parent, os.W_OK):
+            raise TrackingUnavailableError(f"MLflow store directory {path.parent} is not writable")
+
+
+def with_retry(call: Callable[[], T], *, what: str, uri: str, attempts: int = 4, delay_s: float = 1.0) -> T:
+    """Run an idempotent call, retrying transient store errors with exponential backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except Exception as error:  # noqa: BLE001 - classified below, re-raised otherwise
+            if not is_transient(error):
+                raise
+            if attempt == attempts:
+                first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise TrackingUnavailableError(
+                    f"MLflow store {uri} unavailable while trying to {what}: {first_line} "
+                    f"(tried {'once' if attempts == 1 else f'{attempts} times'}; the database may be locked by another "
+                    "process or the server down)"
+                ) from error
+            time.sleep(delay_s * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _client(uri: str):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri, registry_uri=uri)
+
+
+def ensure_experiments(
+    uri: str | None = None, artifact_root: Path | None = None, stages: tuple[str, ...] = STAGES, attempts: int = 4
+) -> dict[str, str]:
+    """Create the store and one experiment per stage (idempotent); returns {stage: experiment_id}.
+
+    Holds a file lock while doing so, so concurrent processes never race the sqlite schema creation."""
+    uri = uri or settings.mlflow_tracking_uri()
+    artifact_root = Path(artifact_root or settings.mlflow_artifact_root())
+    check_reachable(uri)
+    sqlite_path = _local_sqlite_path(uri)
+    lock = (sqlite_path.parent / (sqlite_path.name + ".lock")) if sqlite_path else settings.home() / ".mlflow.lock"
+    ids: dict[str, str] = {}
+    with _file_lock(lock):
+        client = with_retry(lambda: _client(uri), what="open the tracking store", uri=uri, attempts=attempts)
+        for stage in stages:
+            name = experiment_name(stage)
+
+            def get_or_create(name: str = name, stage: str = stage) -> str:
+                found = client.get_experiment_by_name(name)
+                if found is not None:
+                    return found.experiment_id
+                location = None if _is_remote(uri) else (artifact_root / stage).resolve().as_uri()
+                # The experiment kind makes the MLflow UI open on the runs table, not the GenAI trace view.
+                tags = {TAG_STAGE: stage, "mlflow.experimentKind": "custom_model_development"}
+                return client.create_experiment(name, artifact_location=location, tags=tags)
+
+            ids[stage] = with_retry(get_or_create, what=f"create experiment {name}", uri=uri, attempts=attempts)
+    return ids
+
+
+def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[str, str]:
+    """Run id, asset key(s), partition (key or range) and code version of a Dagster execution context."""
+    if context is None:
+        return {TAG_WINDOW: f"{window[0]}..{window[1]}"} if window is not None else {}
+    tags = {TAG_DAGSTER_RUN: context.run_id}
+    keys = sorted(context.selected_asset_keys) if hasattr(context, "selected_asset_keys") else []
+    if keys:
+        tags[TAG_ASSET] = ",".join(key.to_user_string() for key in keys)
+        versions = {
+            version
+            for key, version in context.assets_def.code_versions_by_key.items()
+            if key in keys and version is not None
+        }
+        if versions:
+            tags[TAG_CODE_VERSION] = ",".join(sorted(versions))
+    if context.has_partition_key_range:
+        key_range = context.partition_key_range
+        text = key_range.start if key_range.start == key_range.end else f"{key_range.start}..{key_range.end}"
+        # An unpartitioned asset in a partitioned run covers the run's window rather than owning a partition.
+        partitioned = getattr(context, "assets_def", None) is not None and context.assets_def.partitions_def is not None
+        tags[TAG_PARTITION if partitioned else TAG_WINDOW] = text
+    if window is not None:
+        tags[TAG_WINDOW] = f"{window[0]}..{window[1]}"
+    return tags
+
+
+@dataclasses.dataclass
+class TrackedRun:
+    """An open MLflow run of one stage. Every logging call is retried while the store is locked."""
+
+    run_id: str
+    experiment_id: str
+    stage: str
+    tracking: MLflowTracking
+
+    def _retry(self, call: Callable[[], T], what: str) -> T:
+        return self.tracking.retry(call, what=f"{what} (run {self.run_id})")
+
+    @property
+    def url(self) -> str:
+        return self.tracking.run_url(self.experiment_id, self.run_id)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        client = self.tracking.client()
+        for key, value in tags.items():
+            self._retry(lambda k=key, v=value: client.set_tag(self.run_id, k, str(v)), f"set tag {key}")
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        import mlflow
+
+        self._retry(lambda: mlflow.log_params({k: str(v) for k, v in params.items()}), "log params")
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        import mlflow
+
+        finite = {k: float(v) for k, v in metrics.items() if v is not None}
+        self._retry(lambda: mlflow.log_metrics(finite, step=step), "log metrics")
+
+    def log_dict(self, data: Mapping[str, Any] | list, name: str) -> None:
+        """`name` is an artifact path ending in .json or .yaml."""
+        import mlflow
+
+        self._retry(lambda: mlflow.log_dict(data, name), f"log dict {name}")
+
+    def log_text(self, text: str, name: str) -> None:
+        import mlflow
+
+        self._retry(lambda: mlflow.log_text(text, name), f"log text {name}")
+
+    def log_table(self, frame: pd.DataFrame, name: str) -> None:
+        """Log a DataFrame as `tables/<name>.json` (viewable in the MLflow UI) and tag the run so the
+        report finds the newest run that logged this table (`latest_table`)."""
+        _checked_name(name, "table name")
+        artifact = f"tables/{name}.json"
+        serializable = frame.copy()
+        for column in serializable.columns:
+            if pd.api.types.is_datetime64_any_dtype(serializable[column]) or serializable[column].dtype == object:
+                serializable[column] = serializable[column].map(lambda v: v if v is None or isinstance(v, (str, int, float, bool)) else str(v))
+
+        def write() -> None:
+            # log_table appends to an existing file; a retry must replace it instead, so write it whole.
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / f"{name}.json"
+                path.write_text(serializable.to_json(orient="split", index=False, date_format="iso", double_precision=15))
+                self.tracking.client().log_artifact(self.run_id, str(path), "tables")
+
+        self._retry(write, f"log table {artifact}")
+        self.set_tags({TAG_TABLE_PREFIX + name: "1"})
+
+    def log_figure(self, figure: Any, name: str) -> None:
+        """A matplotlib figure saved as `figures/<name>.png`."""
+        import mlflow
+
+        self._retry(lambda: mlflow.log_figure(figure, f"figures/{name}.png"), f"log figure {name}")
+
+    def log_artifact(self, path: str | Path, artifact_dir: str | None = None) -> None:
+        import mlflow
+
+        self._retry(lambda: mlflow.log_artifact(str(path), artifact_dir), f"log artifact {path}")
+
+    def log_sklearn_model(self, model: Any, name: str, input_example: Any = None, pip_requirements: list[str] | None = None) -> str:
+        """Log a fitted scikit-learn estimator; returns its model URI (for `register_model`)."""
+        import mlflow.sklearn
+
+        info = self._retry(
+            lambda: mlflow.sklearn.log_model(
+                model, name=name, input_example=input_example, pip_requirements=pip_requirements or PIP_REQUIREMENTS
+            ),
+            f"log sklearn model {name}",
+        )
+        return info.model_uri
+
+    def log_pyfunc_model(
+        self, python_model: Any, name: str, artifacts: dict[str, str] | None = None, pip_requirements: list[str] | None = None
+    ) -> str:
+        """Log an `mlflow.pyfunc.PythonModel` (e.g. the EO transform); returns its model URI."""
+        import mlflow.pyfunc
+
+        info = self._retry(
+            lambda: mlflow.pyfunc.log_model(
+                name=name, python_model=python_model, artifacts=artifacts, pip_requirements=pip_requirements or PIP_REQUIREMENTS
+            ),
+            f"log pyfunc model {name}",
+        )
+        return info.model_uri
+
+
+def _numeric_where_possible(frame: pd.DataFrame) -> pd.DataFrame:
+    """JSON null is None: a numeric column with nulls (or only nulls) becomes float with NaN, as tables were logged."""
+    for column in frame.columns[frame.dtypes == object]:
+        values = frame[column].dropna()
+        if values.map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all():
+            frame[column] = pd.to_numeric(frame[column]).astype(float)
+    return frame
+
+
+class MLflowTracking(dg.ConfigurableResource):
+    """MLflow tracking and registry for the pipeline. Empty fields mean the FAIR_PIPELINE_HOME defaults
+    (`MLFLOW_TRACKING_URI` overrides the tracking URI)."""
+
+    tracking_uri: str = ""
+    artifact_root: str = ""
+    ui_url: str = ""
+    attempts: int = 4
+    retry_delay_s: float = 1.0
+
+    _experiment_ids: dict = PrivateAttr(default_factory=dict)
+
+    # ---- configuration
+    @property
+    def uri(self) -> str:
+        return self.tracking_uri or settings.mlflow_tracking_uri()
+
+    @property
+    def artifact_path(self) -> Path:
+        return Path(self.artifact_root) if self.artifact_root else settings.mlflow_artifact_root()
+
+    @property
+    def base_ui_url(self) -> str:
+        return (self.ui_url or os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
+
+    def run_url(self, experiment_id: str, run_id: str) -> str:
+        return f"{self.base_ui_url}/#/experiments/{experiment_id}/runs/{run_id}"
+
+    def experiment_url(self, stage: str) -> str:
+        return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}"
+
+    def retry(self, call: Callable[[], T], what: str) -> T:
+        return with_retry(call, what=what, uri=self.uri, attempts=self.attempts, delay_s=self.retry_delay_s)
+
+    def client(self):
+        return _client(self.uri)
+
+    # ---- lifecycle
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self.ensure_experiments()
+
+    def ensure_experiments(self) -> dict[str, str]:
+        if not self._experiment_ids:
+            self._experiment_ids.update(ensure_experiments(self.uri, self.artifact_path, attempts=self.attempts))
+        return dict(self._experiment_ids)
+
+    def experiment_id(self, stage: str) -> str:
+        experiment_name(stage)
+        return self.ensure_experiments()[stage]
+
+    # ---- runs
+    @contextlib.contextmanager
+    def start_run(
+        self,
+        context: Any,
+        stage: str,
+        *,
+        run_name: str | None = None,
+        window: tuple[str, str] | None = None,
+        tags: Mapping[str, Any] | None = None,
+    ) -> Iterator[TrackedRun]:
+        """Open a run in the stage's experiment, tagged with the Dagster context (None outside Dagster).
+        The run ends FINISHED, or FAILED (and the exception propagates) if the block raises."""
+        import mlflow
+
+        experiment_id = self.experiment_id(stage)
+        all_tags = {TAG_STAGE: stage, **dagster_tags(context, window), **{k: str(v) for k, v in (tags or {}).items()}}
+        if run_name is None:
+            asset = all_tags.get(TAG_ASSET, stage).split(",")[0]
+            run_name = f"{asset} {all_tags.get(TAG_PARTITION, '')}".strip()
+        run_id = self._create_run(experiment_id, run_name, all_tags)
+        mlflow.set_tracking_uri(self.uri)
+        mlflow.set_registry_uri(self.uri)
+        # The fluent API keeps a process-wide active experiment; an earlier set_experiment (other code in
+        # the same process) would make start_run(run_id=...) refuse the run of this stage's experiment.
+        self.retry(lambda: mlflow.set_experiment(experiment_id=experiment_id), f"select experiment {experiment_id}")
+        self.retry(lambda: mlflow.start_run(run_id=run_id), f"activate run {run_id}")
+        status = "FAILED"
+        try:
+            yield TrackedRun(run_id=run_id, experiment_id=experiment_id, stage=stage, tracking=self)
+            status = "FINISHED"
+        finally:
+            try:
+                self.retry(lambda: mlflow.end_run(status=status), f"end run {run_id} as {status}")
+            except TrackingUnavailableError:
+                if status == "FINISHED":
+                    raise
+                # The block's own exception is the one to report; the run stays RUNNING in the store.
+
+    def _create_run(self, experiment_id: str, run_name: str, tags: dict[str, str]) -> str:
+        """Create a run at most once even if a retry follows a write that did land."""
+        client = self.client()
+        token = uuid.uuid4().hex
+
+        def create() -> str:
+            found = client.search_runs([experiment_id], filter_string=f"tags.`{_TOKEN_TAG}` = '{token}'", max_results=1)
+            if found:
+                return found[0].info.run_id
+            return client.create_run(experiment_id, run_name=run_name, tags={**tags, _TOKEN_TAG: token}).info.run_id
+
+        return self.retry(create, f"create a run in experiment {experiment_id}")
+
+    # ---- reading back
+    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES):
+        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None."""
+        _checked_name(name, "table name")
+        ids = [self.experiment_id(stage) for stage in stages]
+        runs = self.retry(
+            lambda: self.client().search_runs(
+                ids,
+                filter_string=f"tags.`{TAG_TABLE_PREFIX}{name}` = '1' and attributes.status = 'FINISHED'",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            ),
+            f"find the newest run with table {name}",
+        )
+        return runs[0] if runs else None
+
+    def load_table(self, run_id: str, name: str) -> pd.DataFrame:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = self.retry(
+                lambda: self.client().download_artifacts(run_id, f"tables/{name}.json", tmp), f"download table {name}"
+            )
+            # Python's json parser, not pandas': pandas' (ujson) refuses subnormal doubles such as a p-value of 1e-308.
+            split = json.loads(Path(path).read_text())
+        return _numeric_where_possible(pd.DataFrame(split["data"], columns=split["columns"]))
+
+    def latest_table(self, name: str, stages: tuple[str, ...] = STAGES) -> tuple[pd.DataFrame, Any] | None:
+        """(table, run) from the newest finished run that logged it, or None if no run ever did."""
+        run = self.latest_run_with_table(name, stages)
+        return None if run is None else (self.load_table(run.info.run_id, name), run)
+
+    # ---- registry
+    def register_model(
+        self,
+        model_uri: str,
+        name: str,
+        *,
+        run: TrackedRun | None = None,
+        alias: str = CANDIDATE,
+        tags: Mapping[str, Any] | None = None,
+    ):
+        """Register `model_uri` as a new version of `name` and point `alias` at it.
+
+        All or nothing: if the alias cannot be set, the new version is deleted again, so a model
+        version without its alias never stays behind. Returns the ModelVersion."""
+        import mlflow
+
+        _checked_name(name, "registered model name")
+        _checked_name(alias, "alias")
+        mlflow.set_tracking_uri(self.uri)  # a runs:/ URI is resolved against the tracking store
+        mlflow.set_registry_uri(self.uri)
+        client = self.client()
+        token = uuid.uuid4().hex
+        version_tags = {**{k: str(v) for k, v in (tags or {}).items()}, _TOKEN_TAG: token}
+        if run is not None:
+            version_tags.update({"fair_pipeline.run_id": run.run_id, TAG_STAGE: run.stage})
+
+        def ensure_model() -> None:
+            if not client.search_registered_models(filter_string=f"name = '{name}'"):
+                try:
+                    client.create_registered_model(name)
+                except Exception as error:  # noqa: BLE001
+                    if "already exists" not in str(error).lower():
+                        raise
+
+        def create_version():
+            existing = client.search_model_versions(f"name = '{name}' and tags.`{_TOKEN_TAG}` = '{token}'")
+            if existing:
+                return existing[0]
+            return mlflow.register_model(model_uri, name, tags=version_tags)
+
+        self.retry(ensure_model, f"create registered model {name}")
+        version = self.retry(create_version, f"register {model_uri} as {name}")
+        try:
+            self.retry(lambda: client.set_registered_model_alias(name, alias, version.version), f"set alias {name}@{alias}")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.retry(lambda: client.delete_model_version(name, version.version), f"roll back {name} v{version.version}")
+            raise
+        return client.get_model_version(name, version.version)
+
+    def set_champion(self, name: str, version: str | int) -> str | None:
+        """Move the `champion` alias of `name` to `version`; returns the previous champion version (or None)."""
+        client = self.client()
+        previous = self.champion(name)
+        self.retry(lambda: client.get_model_version(name, str(version)), f"find {name} v{version}")
+        self.retry(lambda: client.set_registered_model_alias(name, CHAMPION, str(version)), f"set {name}@{CHAMPION}")
+        return None if previous is None else str(previous.version)
+
+    def champion(self, name: str):
+        """The ModelVersion holding `champion`, or None."""
+        return self.version_by_alias(name, CHAMPION)
+
+    def version_by_alias(self, name: str, alias: str):
+        client = self.client()
+
+        def get():
+            try:
+                return client.get_model_version_by_alias(name, alias)
+            except Exception as error:  # noqa: BLE001
+                if is_transient(error):
+                    raise
+                return None
+
+        return self.retry(get, f"look up {name}@{alias}")

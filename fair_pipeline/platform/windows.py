@@ -1,0 +1,121 @@
+"""Partition windows: the newest N daily partitions holding data in a table, on or before an end day.
+
+Every windowed stage picks its partitions here, so that they agree on what "the newest N days" means:
+days that hold data (a gap in the logs widens the calendar span instead of shrinking the sample), on or
+before `end` (the run's newest partition; None: the newest partition with data). DuckDB glue, no Dagster.
+
+Held-out training (`holdout_window`): the fairness audit evaluates the newest `holdout_days` partitions, so
+the EO transform and the ranker candidates train on the partitions before them; an audit of their outputs
+is then out of sample. Position bias does not hold out: its curve is a nuisance parameter of positions
+alone (pooled over groups, never scored or audited), and the newest day's randomized traffic is the
+scarcest input it has.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Sequence
+
+from fair_pipeline.platform.warehouse import quote_identifier, table_exists
+
+DEFAULT_HOLDOUT_DAYS = 1  # partitions the audit evaluates and the trained stages leave out
+
+
+@dataclasses.dataclass(frozen=True)
+class PartitionWindow:
+    """Partitions first..last inclusive; `dates` the ones holding data; `held_out` the newer partitions
+    left out for evaluation (training windows only)."""
+
+    first: dt.date
+    last: dt.date
+    dates: tuple[dt.date, ...]
+    held_out: tuple[dt.date, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
+
+    @property
+    def span(self) -> str:
+        return f"{self.first}..{self.last}"
+
+    @property
+    def held_out_text(self) -> str:
+        if self.held_out:
+            return ", ".join(map(str, self.held_out))
+        return "none: trained through the newest partition (an audit of it is in-sample)"
+
+
+def parse_end(end: dt.date | str | None, error: type[Exception] = ValueError) -> dt.date | None:
+    """`end` as a date (None or '' stays None); a bad string raises `error` naming it."""
+    if end is None or end == "":
+        return None
+    try:
+        return dt.date.fromisoformat(str(end)[:10])
+    except ValueError as exc:
+        raise error(f"window end {end!r} is not a date (YYYY-MM-DD)") from exc
+
+
+def _check_days(days: int, name: str, error: type[Exception], minimum: int = 1) -> int:
+    if int(days) != days or days < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise error(f"{name}={days!r} must be {kind}")
+    return int(days)
+
+
+def _existing(con, tables: Sequence[str], error: type[Exception], hint: str) -> list[str]:
+    found = [t for t in tables if table_exists(con, *t.split("."))]
+    if not found:
+        raise error(f"{' / '.join(tables)} does not exist{'; ' + hint if hint else ''}")
+    return found
+
+
+def partition_dates(con, tables: Sequence[str], end: dt.date | None = None) -> list[dt.date]:
+    """Distinct partition dates on or before `end` in any of `tables` ('schema.name'; missing ones skipped),
+    ascending."""
+    parts = [
+        f"SELECT DISTINCT partition_date FROM {'.'.join(map(quote_identifier, t.split('.')))}"
+        f" WHERE $end IS NULL OR partition_date <= $end"
+        for t in tables if table_exists(con, *t.split("."))
+    ]
+    if not parts:
+        return []
+    return [row[0] for row in con.execute(" UNION ".join(parts) + " ORDER BY 1", {"end": end}).fetchall()]
+
+
+def newest_partitions(con, tables: str | Sequence[str], days: int, end: dt.date | str | None = None, *,
+                      error: type[Exception] = ValueError, hint: str = "") -> PartitionWindow:
+    """The newest `days` partitions with data in `tables` on or before `end`; `error` (the caller's
+    exception type) names the tables and the end when there is none."""
+    tables = [tables] if isinstance(tables, str) else list(tables)
+    days = _check_days(days, "window_days", error)
+    end_date = parse_end(end, error)
+    dates = partition_dates(con, _existing(con, tables, error, hint), end_date)
+    if not dates:
+        where = f" on or before {end_date}" if end_date else ""
+        raise error(f"no partitions{where} in {' / '.join(tables)}{'; ' + hint if hint else ''}")
+    chosen = tuple(dates[-days:])
+    return PartitionWindow(chosen[0], chosen[-1], chosen)
+
+
+def holdout_window(con, tables: str | Sequence[str], days: int, end: dt.date | str | None = None,
+                   holdout_days: int = DEFAULT_HOLDOUT_DAYS, *, error: type[Exception] = ValueError,
+                   hint: str = "") -> PartitionWindow:
+    """The newest `days` partitions with data before the newest `holdout_days` ones on or before `end`
+    (those are left for the audit's evaluation window). holdout_days=0: train through `end` (in-sample)."""
+    holdout_days = _check_days(holdout_days, "holdout_days", error, minimum=0)
+    if holdout_days == 0:
+        return newest_partitions(con, tables, days, end, error=error, hint=hint)
+    reserved = newest_partitions(con, tables, holdout_days, end, error=error, hint=hint)
+    before = reserved.first - dt.timedelta(days=1)
+    tables = [tables] if isinstance(tables, str) else list(tables)
+    if not partition_dates(con, tables, before):
+        raise error(
+            f"training cannot be held out: {' / '.join(tables)} has only {len(reserved.dates)} partition(s) on or "
+            f"before {parse_end(end, error) or reserved.last} ({', '.join(map(str, reserved.dates))}) and "
+            f"holdout_days={holdout_days} "
+            "leaves them to the audit's evaluation window; ingest more days, or set holdout_days=0 to train on "
+            "them (the fairness audit then flags this stage's outputs as in-sample)"
+        )
+    window = newest_partitions(con, tables, days, before, error=error, hint=hint)
+    return dataclasses.replace(window, held_out=reserved.dates)

@@ -1,0 +1,155 @@
+"""Presenting position-bias curves: a markdown table and a matplotlib figure (CI bands, optional truth)."""
+from __future__ import annotations
+
+import base64
+import io
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from fair_pipeline.position_bias.aggregates import require_columns  # noqa: E402
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if value is None or not math.isfinite(value) else f"{value:.4f}"
+
+
+def curve_markdown(curve: pd.DataFrame, truth: np.ndarray | None = None, max_rows: int | None = None) -> str:
+    """Markdown table: position, ŵ, 95% CI, SE, impressions, clicks (and the true w_j when given).
+
+    NaN weights print as `n/a (not estimable)`; truncated positions are marked."""
+    require_columns(curve, ["position", "weight", "ci_low", "ci_high", "se", "impressions", "clicks"], "curve")
+    level = curve.attrs.get("level", 0.95)
+    header = ["position", "weight", f"{level:.0%} CI", "SE", "impressions", "clicks"]
+    if truth is not None:
+        header.append("true w")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = curve if max_rows is None else curve.head(max_rows)
+    truncated = rows["truncated"] if "truncated" in rows.columns else pd.Series(False, index=rows.index)
+    for (_, row), cut in zip(rows.iterrows(), truncated):
+        estimable = math.isfinite(row["weight"])
+        weight = _fmt(row["weight"]) + (" (truncated)" if cut and estimable else "")
+        cells = [
+            str(int(row["position"])),
+            weight if estimable else "n/a (not estimable)",
+            f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]" if estimable else "n/a",
+            _fmt(row["se"]),
+            str(int(row["impressions"])),
+            str(int(row["clicks"])),
+        ]
+        if truth is not None:
+            position = int(row["position"])
+            cells.append(_fmt(float(truth[position - 1])) if position <= len(truth) else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def curve_figure(curves: dict[str, pd.DataFrame] | pd.DataFrame, truth: np.ndarray | None = None, title: str = ""):
+    """One line per estimate with its CI band; the true curve dashed when given. Returns the Figure."""
+    if isinstance(curves, pd.DataFrame):
+        curves = {curves.attrs.get("method", "estimate"): curves}
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    for name, curve in curves.items():
+        require_columns(curve, ["position", "weight", "ci_low", "ci_high"], f"curve {name!r}")
+        (line,) = ax.plot(curve["position"], curve["weight"], marker="o", markersize=2.5, linewidth=1.2, label=name)
+        ax.fill_between(curve["position"], curve["ci_low"], curve["ci_high"], color=line.get_color(), alpha=0.2,
+                        linewidth=0)
+    if truth is not None:
+        ax.plot(np.arange(1, len(truth) + 1), truth, "k--", linewidth=1.0, label="true $w_j$")
+    ax.set_xlabel("position j")
+    ax.set_ylabel("$w_j = P(Y(j)=1 \\mid Y(1)=1)$")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_png(fig) -> bytes:
+    """PNG bytes of a figure (for Dagster metadata / MLflow), closing it to free memory."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def load_truth_curve(landing) -> np.ndarray | None:
+    """The simulator's true w_j (index 0 = position 1) from `landing/_truth/bias_curve.parquet`, or None.
+
+    For REPORTING only (error vs truth, the dashed line of the figure): no estimator may read it."""
+    from fair_pipeline.ingestion.contract import TRUTH_DIR
+
+    path = Path(landing) / TRUTH_DIR / "bias_curve.parquet"
+    if not path.exists():
+        return None
+    truth = pd.read_parquet(path).sort_values("position")
+    return truth["weight"].to_numpy(dtype=float)
+
+
+def errors_vs_truth(curves: dict[str, pd.DataFrame], truth: np.ndarray) -> pd.DataFrame:
+    """Per method: max |ŵ_j - w_j| and where, and how many CIs cover w_j, over the estimable positions j <= T
+    (beyond the truncation T the chained estimators assume w_j = w_T, an error of the model, not the estimate)."""
+    rows = []
+    for method, curve in curves.items():
+        truncate = curve.attrs.get("truncate")
+        keep = curve["position"].between(1, min(len(truth), truncate or len(truth))) & curve["weight"].notna()
+        part = curve[keep]
+        true_w = truth[part["position"].to_numpy() - 1]
+        error = np.abs(part["weight"].to_numpy() - true_w)
+        covered = (part["ci_low"].to_numpy() <= true_w) & (true_w <= part["ci_high"].to_numpy())
+        worst = int(np.argmax(error)) if len(error) else None
+        rows.append(
+            {
+                "method": method,
+                "max_abs_error": float(error[worst]) if worst is not None else float("nan"),
+                "at_position": int(part["position"].iloc[worst]) if worst is not None else None,
+                "positions_compared": int(len(part)),
+                "ci_covers_truth": int(covered.sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=["method", "max_abs_error", "at_position", "positions_compared", "ci_covers_truth"])
+
+
+def figure_markdown(png: bytes, alt: str) -> str:
+    """Markdown embedding a PNG inline (the Dagster UI renders data: URIs in markdown metadata)."""
+    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
+
+
+def curves_artifacts(
+    curves: dict[str, pd.DataFrame],
+    truth: np.ndarray | None = None,
+    chosen: str | None = None,
+    title: str = "",
+    plot_methods: tuple[str, ...] | None = None,
+):
+    """What a tracking backend logs for a position-bias run: (table, figure).
+
+    The table follows the report's `position_bias_curve` contract (position, estimate, ci_low, ci_high,
+    method, n_impressions) plus se, clicks, a `chosen` flag and `truncated` (positions beyond T, where a chained
+    estimator assumes w_j = w_T), for every curve. The figure draws
+    `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
+    CI bands, the true curve when given, and a y-axis showing the bands up to twice the largest weight, so
+    that one very wide interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
+    frames = [
+        curve.assign(method=method, chosen=method == chosen)
+        .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
+        for method, curve in curves.items()
+    ]
+    columns = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks", "truncated"]
+    table = pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+    wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
+    shown = {m: curves[m] for m in wanted if m in curves}
+    fig = curve_figure(shown, truth=truth, title=title)
+    finite = lambda column: [v for c in shown.values() for v in c[column].to_numpy(dtype=float) if math.isfinite(v)]  # noqa: E731
+    top_weight = max([1.0, *finite("weight")])
+    fig.axes[0].set_ylim(0, 1.05 * min(max([top_weight, *finite("ci_high")]), 2 * top_weight))
+    fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
+    return table, fig

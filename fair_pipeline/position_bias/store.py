@@ -1,0 +1,166 @@
+"""The position-bias tables in the warehouse, and the reader later stages use.
+
+    marts.position_bias_curves   one row per (method, position) of every estimable method over the window;
+                                 `chosen` marks the curve that feeds the EO transform and the IPW weights.
+    marts.position_bias_methods  one row per method: estimable or why not, not-estimable positions, warnings,
+                                 the sample it used (impressions, clicks) and its settings.
+
+Both are replaced together in one transaction: they always describe the same window.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.platform.warehouse import table_exists, transaction
+from fair_pipeline.position_bias.aggregates import PositionBiasInputError
+from fair_pipeline.position_bias.estimators import METHOD_POLICY, position_ranges
+from fair_pipeline.position_bias.window import MethodEstimate, TrainingWindow
+
+CURVES_TABLE = "marts.position_bias_curves"
+METHODS_TABLE = "marts.position_bias_methods"
+
+_CURVES_DDL = f"""CREATE OR REPLACE TABLE {CURVES_TABLE} (
+    window_start DATE NOT NULL,
+    window_end DATE NOT NULL,
+    method VARCHAR NOT NULL,
+    chosen BOOLEAN NOT NULL,
+    position INTEGER NOT NULL,
+    weight DOUBLE,            -- NULL/NaN: not estimable at this position
+    ci_low DOUBLE,
+    ci_high DOUBLE,
+    se DOUBLE,
+    impressions BIGINT NOT NULL,
+    clicks BIGINT NOT NULL,
+    truncated BOOLEAN NOT NULL,  -- position > truncate: w_j = w_T by assumption
+    level DOUBLE NOT NULL
+)"""
+
+_METHODS_DDL = f"""CREATE OR REPLACE TABLE {METHODS_TABLE} (
+    window_start DATE NOT NULL,
+    window_end DATE NOT NULL,
+    partitions INTEGER NOT NULL,
+    method VARCHAR NOT NULL,
+    policy VARCHAR NOT NULL,
+    chosen BOOLEAN NOT NULL,
+    estimable BOOLEAN NOT NULL,
+    reason VARCHAR,                   -- why the whole method is not estimable
+    not_estimable_positions VARCHAR,  -- e.g. '37' or '5-50'
+    warnings VARCHAR,
+    impressions BIGINT,
+    clicks BIGINT,
+    bin_width DOUBLE,
+    truncate INTEGER
+)"""
+
+CURVE_COLUMNS = ["position", "weight", "ci_low", "ci_high", "se"]
+
+
+def curves_frame(window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str) -> pd.DataFrame:
+    """Long table of every estimable curve (the rows of CURVES_TABLE)."""
+    frames = []
+    for method, estimate in estimates.items():
+        if not estimate.estimable:
+            continue
+        curve = estimate.curve
+        frames.append(
+            curve.assign(
+                window_start=window.first,
+                window_end=window.last,
+                method=method,
+                chosen=method == chosen,
+                level=float(curve.attrs.get("level", 0.95)),
+            )
+        )
+    columns = ["window_start", "window_end", "method", "chosen", "position", "weight", "ci_low", "ci_high", "se",
+               "impressions", "clicks", "truncated", "level"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns]
+
+
+def methods_frame(window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str) -> pd.DataFrame:
+    """One row per method (the rows of METHODS_TABLE)."""
+    rows = []
+    for method, estimate in estimates.items():
+        curve = estimate.curve
+        attrs = curve.attrs if curve is not None else {}
+        rows.append(
+            {
+                "window_start": window.first,
+                "window_end": window.last,
+                "partitions": len(window.dates),
+                "method": method,
+                "policy": METHOD_POLICY[method],
+                "chosen": method == chosen,
+                "estimable": estimate.estimable,
+                "reason": estimate.reason or None,
+                "not_estimable_positions": position_ranges(estimate.not_estimable_positions) or None,
+                "warnings": " | ".join(estimate.warnings) or None,
+                "impressions": int(curve["impressions"].sum()) if curve is not None else None,
+                "clicks": int(curve["clicks"].sum()) if curve is not None else None,
+                "bin_width": attrs.get("bin_width"),
+                "truncate": attrs.get("truncate"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def write_estimates(con, window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str) -> int:
+    """Replace both tables in one transaction; returns the number of curve rows written."""
+    curves = curves_frame(window, estimates, chosen)
+    methods = methods_frame(window, estimates, chosen)
+    with transaction(con):
+        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
+        con.execute(_CURVES_DDL)
+        con.execute(_METHODS_DDL)
+        con.register("_position_bias_curves", curves)
+        con.register("_position_bias_methods", methods)
+        try:
+            con.execute(f"INSERT INTO {CURVES_TABLE} BY NAME SELECT * FROM _position_bias_curves")
+            con.execute(f"INSERT INTO {METHODS_TABLE} BY NAME SELECT * FROM _position_bias_methods")
+        finally:
+            con.unregister("_position_bias_curves")
+            con.unregister("_position_bias_methods")
+    return len(curves)
+
+
+def load_curves(con) -> pd.DataFrame:
+    """Every stored curve (all methods), ordered by method and position."""
+    if not table_exists(con, *CURVES_TABLE.split(".")):
+        raise PositionBiasInputError(f"{CURVES_TABLE} does not exist; materialize the position_bias asset first")
+    return con.execute(f"SELECT * FROM {CURVES_TABLE} ORDER BY method, position").df()
+
+
+def load_chosen_position_bias(con) -> pd.DataFrame:
+    """The chosen curve: `position, weight, ci_low, ci_high, se` (position 1..K, weight finite and > 0).
+
+    `attrs` carries `method`, `window_start`, `window_end` and `level`. Raises `PositionBiasInputError`
+    naming the positions when the stored curve has a weight downstream stages cannot use."""
+    if not table_exists(con, *CURVES_TABLE.split(".")):
+        raise PositionBiasInputError(f"{CURVES_TABLE} does not exist; materialize the position_bias asset first")
+    frame = con.execute(
+        f"SELECT method, window_start, window_end, level, {', '.join(CURVE_COLUMNS)} FROM {CURVES_TABLE}"
+        " WHERE chosen ORDER BY position"
+    ).df()
+    if frame.empty:
+        raise PositionBiasInputError(f"{CURVES_TABLE} holds no chosen curve; re-materialize the position_bias asset")
+    weights = frame["weight"].to_numpy(dtype=float)
+    bad = ~(np.isfinite(weights) & (weights > 0))
+    if bad.any():
+        raise PositionBiasInputError(
+            f"the chosen position-bias curve ({frame['method'].iloc[0]}) has no usable weight at positions "
+            f"{position_ranges(frame.loc[bad, 'position'].astype(int).tolist())} (not estimable); collect more traffic or "
+            "choose another method"
+        )
+    if frame["position"].tolist() != list(range(1, len(frame) + 1)):
+        raise PositionBiasInputError(f"the chosen curve's positions are not 1..K: {frame['position'].tolist()}")
+    curve = frame[CURVE_COLUMNS].reset_index(drop=True)
+    first = frame.iloc[0]
+    curve.attrs.update(
+        method=str(first["method"]),
+        window_start=str(pd.Timestamp(first["window_start"]).date()),
+        window_end=str(pd.Timestamp(first["window_end"]).date()),
+        level=float(first["level"]),
+    )
+    return curve

@@ -1,0 +1,89 @@
+"""The fairness report asset: offline HTML + Markdown under $FAIR_PIPELINE_HOME/reports, logged to MLflow."""
+# No `from __future__ import annotations`: Dagster reads resource types from real annotations.
+import base64
+from collections.abc import Iterable
+
+import dagster as dg
+
+from fair_pipeline.platform import settings
+from fair_pipeline.platform.resources import DuckDBWarehouse
+from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
+from fair_pipeline.reporting import ReportInputs, build_report, summary_lines, write_report
+from fair_pipeline.reporting.build import metrics_table
+
+OWNERS = ["team:fairness"]
+REPORT_KEY = dg.AssetKey(["reporting", "fairness_report"])
+# Figures shown inline in the Dagster UI (the rest are in the HTML report and MLflow).
+KEY_FIGURES = ("position_bias", "ctr_by_position", "lambda_frontier")
+
+
+def _image_markdown(png: bytes, caption: str) -> str:
+    return f"![{caption}](data:image/png;base64,{base64.b64encode(png).decode()})"
+
+
+def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
+    """Keys no other asset depends on: depending on these puts the report after everything, with a
+    lineage graph that shows one edge per branch instead of one per asset."""
+    assets = list(assets)
+    keys = {key for asset in assets for key in asset.keys}
+    upstream = {dep for asset in assets for dep in asset.dependency_keys}
+    return sorted(keys - upstream - {REPORT_KEY}, key=lambda k: k.to_user_string())
+
+
+def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.AssetsDefinition:
+    """The report runs after every other asset, so it is rebuilt from the latest materializations."""
+
+    @dg.asset(
+        key=REPORT_KEY,
+        deps=leaf_keys(upstream),
+        group_name="reporting",
+        kinds={"python", "mlflow", "html"},
+        owners=OWNERS,
+        code_version="1",
+        pool="duckdb",  # reads the warehouse; DuckDB cannot open it read-only while another process writes
+        description=(
+            "Fairness report built from the latest output of every stage: data volume and quarantine, CTR by "
+            "position, position bias, per-group CDF transforms, exposure/merit, ROC/partial AUC, xAUC, pairwise "
+            "accuracies, the λ frontier and model selection, with a plain-language summary of what is significant. "
+            "Written to $FAIR_PIPELINE_HOME/reports/ (self-contained HTML + Markdown) and logged to MLflow "
+            "(experiment fair_pipeline/reporting). Stages that never ran are listed as missing."
+        ),
+    )
+    def fairness_report(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
+        try:
+            inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, tracking=mlflow)
+            try:
+                report = build_report(inputs)
+            finally:
+                inputs.close()
+            files = write_report(report, settings.reports_dir())
+            with mlflow.start_run(context, "reporting", run_name="fairness_report") as run:
+                for path in (files.html, files.markdown, files.findings):
+                    run.log_artifact(path, "report")
+                for path in files.figures:
+                    run.log_artifact(path, "report/figures")
+                run.log_metrics(report.metrics())
+                run.set_tags({"sections_available": len(report.available), "sections_missing": len(report.missing)})
+        except TrackingUnavailableError as error:
+            # Building the report is idempotent, so a locked or unreachable store is worth another try.
+            context.log.error(str(error))
+            raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+        for title, finding in report.findings():
+            context.log.info(f"[{finding.status}] {title}: {finding.text}")
+        figures = {figure.name: figure for figure in report.figures()}
+        metadata = {
+            "report_html": dg.MetadataValue.path(str(files.html)),
+            "summary_markdown": dg.MetadataValue.path(str(files.markdown)),
+            "mlflow_run_id": run.run_id,
+            "mlflow_run": dg.MetadataValue.url(run.url),
+            "sections_available": len(report.available),
+            "sections_missing": dg.MetadataValue.json([s.spec.title for s in report.missing]),
+            "summary": dg.MetadataValue.md("\n".join(summary_lines(report))),
+            "key_figures": dg.MetadataValue.md(metrics_table(report)),
+        }
+        for name in KEY_FIGURES:
+            if name in figures:
+                metadata[f"figure_{name}"] = dg.MetadataValue.md(_image_markdown(figures[name].png, figures[name].caption))
+        return dg.MaterializeResult(metadata=metadata)
+
+    return fairness_report

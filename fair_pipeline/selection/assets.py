@@ -1,0 +1,423 @@
+"""Model-selection assets (issue 8): elicit a fair metric from an oracle, rank the candidates by it, and move
+the registry alias `champion` to the winner.
+
+`elicited_metric` asks the configured oracle (by default a SIMULATED one whose ground truth is in the run
+config; or a person's answers recorded by `fair-pipeline elicit`) and stores the metric. `model_selection`
+evaluates every candidate (retrained ranker lambda x EO relaxation alpha) on held-out labelled rows, ranks
+them by the metric and registers the winner as `fair-ranker` @champion.
+"""
+# No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import json
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from fair_pipeline.audit import sql as aw
+from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY
+from fair_pipeline.eo import store as eo_store
+from fair_pipeline.eo.aggregate import EOInputError
+from fair_pipeline.eo.assets import EO_TRANSFORM_KEY
+from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS
+from fair_pipeline.eo.serving import log_fair_ranker
+from fair_pipeline.eo.transform import WeightedCDFTransformer
+from fair_pipeline.platform import settings
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.sql_models import SQL_PARAMETERS
+from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.warehouse import table_exists
+from fair_pipeline.position_bias.aggregates import PositionBiasInputError
+from fair_pipeline.position_bias.assets import run_window_end
+from fair_pipeline.position_bias.store import load_chosen_position_bias
+from fair_pipeline.selection import candidates as sc
+from fair_pipeline.selection import metric_oracle as mo
+from fair_pipeline.selection.elicitation import (
+    DEFAULT_RADIUS,
+    group_pairs,
+    metric_from_dict,
+    metric_to_dict,
+    rank_candidates,
+)
+from fair_pipeline.selection.store import (
+    ELICITED_METRICS,
+    MODEL_RANKING,
+    load_latest_metric,
+    now_utc,
+    replace_ranking,
+    write_elicited_metric,
+)
+from fair_pipeline.training.assets import RANKER_CANDIDATES_KEY
+
+OWNERS = ["team:fairness"]
+GROUP = "selection"
+ELICITED_METRIC_KEY = dg.AssetKey(["marts", "elicited_metric"])
+ITEMS_KEY = dg.AssetKey(["staging", "stg_items"])
+SIMULATED_LABEL = "SIMULATED oracle: answers come from the ground-truth metric in the run config, not from a person"
+RECORDED_LABEL = "recorded oracle: a person's answers from `fair-pipeline elicit`, replayed"
+
+
+class ElicitedMetricConfig(dg.Config):
+    oracle: str = Field("simulated", description="simulated (ground truth below; SIMULATION) or recorded "
+                        "(answers stored by `fair-pipeline elicit`).")
+    truth_a: list[float] = Field([0.6, 0.8], description="Simulated truth: misclassification costs a (>= 0; scaled to |a|=1).")
+    truth_B: list[list[list[float]]] = Field(
+        [], description="Simulated truth: one PSD k x k disparity matrix per group pair (scaled to 1/2 sum |B|_F = 1); "
+        "empty = the identity for every pair.")
+    truth_lam: float = Field(0.5, description="Simulated truth: trade-off lam in [0, 1] (0 errors only, 1 disparities only).")
+    flip_fraction: float = Field(0.0, description="Simulated oracle: share of answers flipped at random (a noisy person).")
+    seed: int = Field(0, description="Simulated oracle: seed of the answer flips.")
+    votes: int = Field(1, description="Simulated oracle: answers per question (odd; majority vote against flips).")
+    tolerance: float = Field(1e-2, description="Simulated oracle: angular bisection tolerance of every search.")
+    radius: float = Field(DEFAULT_RADIUS, description="Simulated oracle: radius of the feasible sphere of queried rates.")
+    group_labels: list[str] = Field(
+        [], description="The metric's groups in order. Simulated: empty = the item catalogue's groups (sorted). "
+        "Recorded: empty = the session's labels; else renames them, in order, to the data's group ids.")
+    session_id: str = Field("", description="Recorded oracle: session to replay (empty: the newest one with answers).")
+    elicitation_db: str = Field("", description="Recorded oracle: DuckDB file of `fair-pipeline elicit` "
+                                "(empty: $FAIR_PIPELINE_HOME/elicitation.duckdb).")
+
+
+def catalogue_groups(con) -> tuple[str, ...]:
+    if not table_exists(con, "staging", "stg_items"):
+        raise dg.Failure("staging.stg_items does not exist; materialize raw/items and the staging models first")
+    rows = con.execute("SELECT DISTINCT group_label FROM staging.stg_items ORDER BY 1").fetchall()
+    if len(rows) < 2:
+        raise dg.Failure(f"staging.stg_items has groups {[r[0] for r in rows]}; a fair metric needs at least 2")
+    return tuple(str(r[0]) for r in rows)
+
+
+def elicit(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.ElicitationResult:
+    """Run the configured oracle; bad configuration becomes a dg.Failure naming the setting."""
+    try:
+        if config.oracle == "simulated":
+            labels = tuple(config.group_labels)
+            if not labels:
+                with warehouse.connect(read_only=True) as con:
+                    labels = catalogue_groups(con)
+            truth = mo.SimulatedTruth(config.truth_a, config.truth_B, config.truth_lam, config.flip_fraction, config.seed)
+            return mo.elicit_simulated(truth, labels, config.tolerance, config.radius, votes=config.votes)
+        if config.oracle == "recorded":
+            db = config.elicitation_db or str(settings.home() / "elicitation.duckdb")
+            result = mo.elicit_recorded(db, config.session_id)
+            return relabelled(result, tuple(config.group_labels)) if config.group_labels else result
+    except (mo.OracleConfigError, ValueError) as error:
+        raise dg.Failure(description=f"elicited_metric (oracle={config.oracle!r}): {error}") from error
+    raise dg.Failure(description=f"elicited_metric: unknown oracle {config.oracle!r}; expected one of {list(mo.ORACLE_KINDS)}")
+
+
+def relabelled(result: mo.ElicitationResult, labels: tuple[str, ...]) -> mo.ElicitationResult:
+    if len(labels) != len(result.group_labels):
+        raise mo.OracleConfigError(f"group_labels {list(labels)} name {len(labels)} groups; the session has "
+                                   f"{len(result.group_labels)}: {list(result.group_labels)}")
+    return mo.dataclasses.replace(result, group_labels=labels)
+
+
+def metric_row(result: mo.ElicitationResult, run_id: str) -> dict:
+    """The marts.elicited_metrics row of an elicitation."""
+    metric, errors = result.metric, result.errors()
+    truth = None
+    if result.truth is not None:
+        truth = json.dumps(metric_to_dict(result.truth))
+    return {
+        "elicited_at": now_utc(), "dagster_run_id": run_id, "oracle_kind": result.oracle_kind,
+        "simulated": result.simulated, "session_id": result.session_id, "group_labels": list(result.group_labels),
+        "n_groups": metric.n_groups, "n_classes": metric.n_classes, "a": metric.a.tolist(), "lam": metric.lam,
+        "n_queries": metric.n_queries, "tolerance": result.tolerance, "radius": result.radius,
+        "n_inconsistencies": result.n_inconsistencies, "metric_json": json.dumps(metric_to_dict(metric)),
+        "truth_json": truth, "error_a": errors and errors["a"], "error_B": errors and errors["B"],
+        "error_lam": errors and errors["lam"], "n_flipped": result.n_flipped if result.simulated else None,
+    }
+
+
+def oracle_label(simulated: bool, session_id: str | None) -> str:
+    return SIMULATED_LABEL if simulated else f"{RECORDED_LABEL} (session {session_id})"
+
+
+def metric_table(metric, truth, labels, oracle: str, n_queries: int) -> pd.DataFrame:
+    """Elicited (and, when simulated, true) lam, a and B as one row per parameter: the report's metric table
+    (`elicited_metric`: oracle, parameter, elicited, truth, n_queries)."""
+    rows = [("lam", metric.lam, None if truth is None else truth.lam)]
+    for i, value in enumerate(metric.a):
+        rows.append((f"a[{i + 1}]", value, None if truth is None else truth.a[i]))
+    for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
+        for i, j in np.ndindex(*b.shape):
+            if i <= j:
+                rows.append((f"B[{labels[u]} vs {labels[v]}][{i + 1},{j + 1}]", b[i, j],
+                             None if truth is None else truth.B[u, v][i, j]))
+    frame = pd.DataFrame(rows, columns=["parameter", "elicited", "truth"])
+    return frame.assign(oracle=oracle, n_queries=int(n_queries))[["oracle", "parameter", "elicited", "truth", "n_queries"]]
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A markdown table with blanks (not 'nan') where a value does not apply."""
+    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
+
+
+@dg.asset(
+    key=ELICITED_METRIC_KEY,
+    deps=[ITEMS_KEY],
+    pool="duckdb",
+    group_name=GROUP,
+    kinds={"python", "duckdb", "mlflow"},
+    owners=OWNERS,
+    code_version="1",
+    description=(
+        "The fair quadratic metric (Hiranandani et al., Definition 4: cost (1-lam)<a, 1-r> + lam/2 sum_{u<v} "
+        "(r^u-r^v)^T B^{uv} (r^u-r^v) of group-wise TPR/TNR) elicited from pairwise comparisons by fair QPME. "
+        "Oracle `simulated` (default; a SIMULATION: answers from the ground truth in the run config, optionally "
+        "flipped; the elicitation error against that truth is reported) or `recorded` (a person's answers from "
+        "`fair-pipeline elicit`, replayed; inconsistent or incomplete sessions are refused). Appended to "
+        "`marts.elicited_metrics` and logged to MLflow (experiment fair_pipeline/selection)."
+    ),
+)
+def elicited_metric(
+    context: dg.AssetExecutionContext, config: ElicitedMetricConfig, warehouse: DuckDBWarehouse, mlflow: MLflowTracking,
+) -> dg.MaterializeResult:
+    result = elicit(config, warehouse)
+    metric = result.metric
+    label = SIMULATED_LABEL if result.simulated else RECORDED_LABEL
+    context.log.info(f"{label}: lam={metric.lam:.3f} after {metric.n_queries} queries")
+    row = metric_row(result, context.run_id)
+    table = metric_table(metric, result.truth, result.group_labels, oracle_label(result.simulated, result.session_id),
+                         metric.n_queries)
+    metadata = {
+        "oracle": label, "oracle_kind": result.oracle_kind, "simulated": result.simulated,
+        "group_labels": dg.MetadataValue.json(list(result.group_labels)),
+        "lam": float(metric.lam), "a": dg.MetadataValue.json(metric.a.round(4).tolist()),
+        "n_queries": int(metric.n_queries), "n_inconsistencies": result.n_inconsistencies,
+        "metric": dg.MetadataValue.md(f"**{label}**\n\n" + markdown(table[["parameter", "elicited", "truth"]].round(4))),
+        "table": ELICITED_METRICS,
+    }
+    band = metric.diagnostics.get("tolerance_band", {})
+    if band.get("n_draws"):
+        metadata["lam_95_band_from_tolerance"] = dg.MetadataValue.json([round(x, 4) for x in band["lam_interval"]])
+    if result.simulated:
+        metadata["elicitation_errors"] = dg.MetadataValue.json({k: round(v, 5) for k, v in result.errors().items()})
+        metadata["n_flipped_answers"] = result.n_flipped
+        metadata["truth_satisfies_assumption4"] = mo.truth_is_regular(result)
+        if not metadata["truth_satisfies_assumption4"]:
+            context.log.warning("the simulated truth violates Assumption 4: elicitation is not guaranteed to recover it")
+    else:
+        metadata["session_id"] = result.session_id
+    tags = {"fair_pipeline.simulation": str(result.simulated).lower(), "fair_pipeline.oracle": result.oracle_kind}
+    with mlflow.start_run(context, "selection", tags=tags) as run:
+        run.log_params({"oracle": result.oracle_kind, "n_groups": metric.n_groups, "tolerance": result.tolerance,
+                        "radius": result.radius, "group_labels": ",".join(result.group_labels)}
+                       | ({"flip_fraction": config.flip_fraction, "seed": config.seed, "votes": config.votes}
+                          if result.simulated else {"session_id": result.session_id}))
+        run.log_metrics({"lam": metric.lam, "n_queries": metric.n_queries, "n_inconsistencies": result.n_inconsistencies}
+                        | {f"error_{k}": v for k, v in (result.errors() or {}).items()})
+        run.log_dict(metric_to_dict(metric) | {"group_labels": list(result.group_labels), "oracle": label}, "elicited_metric.json")
+        if result.truth is not None:
+            run.log_dict(metric_to_dict(result.truth) | {"flip_fraction": config.flip_fraction, "seed": config.seed},
+                         "simulated_truth.json")
+        run.log_table(table, "elicited_metric")  # the fairness report's model-selection section
+        metadata["mlflow_run_id"] = run.run_id
+        metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
+    with warehouse.connect() as con:
+        write_elicited_metric(con, row)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+
+
+# ----------------------------------------------------------------------------------------------- model selection
+MODEL_SELECTION_KEY = dg.AssetKey(["marts", "model_selection"])
+ESTIMABLE_CHECK = "at_least_one_estimable_candidate"
+SEPARATED_CHECK = "winner_cost_ci_separated_from_runner_up"
+RANKING_COLUMNS = ["rank", "model", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "error_part",
+                   "violation_part", "threshold", "min_group_count", "held_out", "estimable", "reason"]
+
+
+class ModelSelectionConfig(dg.Config):
+    label_source: str = Field(
+        "auto", description="Held-out labels: randomized_relevance (SIMULATION truth on randomized requests, which no "
+        "fit uses), randomized_clicks (clicks on randomized requests), relevance (truth on production impressions; "
+        "in-sample for windows the rankers trained on), or auto (randomized_relevance when the simulator's truth "
+        "exists, else randomized_clicks).")
+    window_days: int = Field(1, description="Evaluation window: the newest N partitions holding the label source's traffic.")
+    window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition.")
+    randomized_policies: list[str] = Field(["shuffle"], description="Randomized policies whose requests are evaluated.")
+    alphas: list[float] = Field(list(DEFAULT_ALPHAS), description="EO relaxation grid applied to every ranker (0 = the ranker itself).")
+    selection_rate: float = Field(
+        0.4, description="Operating threshold rule: h = 1 for the top `selection_rate` share of held-out examples by "
+        "score (ties at the threshold included), the same share for every candidate.")
+    min_count: int = Field(20, description="Positives and negatives every group needs for a candidate to be estimable.")
+    min_positives: int = Field(30, description="Clicks every group needs in a ranker's window to re-fit its EO transform.")
+    confidence: float = Field(0.95, description="Confidence level of the cost intervals.")
+    register_champion: bool = Field(True, description="Register the winner as fair-ranker and move @champion to it.")
+
+
+def selection_label_source(name: str, landing) -> str:
+    if name == "auto":
+        return "randomized_relevance" if aw.truth_path(landing).exists() else "randomized_clicks"
+    return name
+
+
+def evaluation_inputs(con, config: ModelSelectionConfig, landing, window_end):
+    """(metric row, metric, candidates, held-out item counts, window, label source); errors name what is missing."""
+    metric, metric_info = load_latest_metric(con)
+    rankers = sc.load_rankers(con)
+    stored = eo_store.load_latest_transforms(con)["weighted"]
+    # The re-fits copy the stored transform's settings; the defaults when it was not estimable (each re-fit
+    # then decides for itself whether its groups have enough clicks).
+    template = stored.transform if stored.estimable else WeightedCDFTransformer()
+    label = selection_label_source(config.label_source, landing)
+    window = aw.evaluation_window(con, label, config.window_days, window_end)
+    source = aw.label_source(label, landing, window, config.randomized_policies)
+    items = aw.item_counts(con, source, sorted({f for r in rankers for f in r.features}))
+    if items.empty:
+        raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
+    candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con), template,
+                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives)
+    return metric, metric_info, candidates, items, window, source
+
+
+def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionConfig, source, window) -> pd.DataFrame:
+    """rank_candidates on the long rates, keeping each candidate's own reason and adding per-group columns."""
+    unknown = sorted(set(rates["group"]) - set(labels))  # a metric group absent from the data: not estimable
+    if unknown:
+        raise dg.Failure(description=f"the held-out data has groups {unknown} that the elicited metric (groups "
+                         f"{labels}) does not weigh; re-elicit with matching group_labels")
+    ranking = rank_candidates(rates.drop(columns=["selected_share"]), metric, groups=labels, min_count=config.min_count,
+                              confidence=config.confidence)
+    own = ranking["candidate_reason"].astype(str)
+    ranking["reason"] = np.where(own != "", own, ranking["reason"])
+    wide = rates.pivot(index="candidate", columns="group", values=["tpr", "tnr", "n_pos", "n_neg"])
+    wide.columns = [f"{stat}[{group}]" for stat, group in wide.columns]
+    ranking = ranking.merge(wide, left_on="candidate", right_index=True, how="left")
+    by_source = source.view == aw.RANDOMIZED_VIEW  # randomized requests are never used by any fit
+    ranking["held_out"] = by_source or ranking["trained_through"].map(lambda d: str(d) < str(window.first))
+    ranking = ranking.rename(columns={"candidate": "model"}).drop(columns=["candidate_reason"])
+    first = [c for c in RANKING_COLUMNS if c in ranking.columns]
+    return ranking[first + [c for c in ranking.columns if c not in first]]
+
+
+def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
+    view = ranking[["rank", "model", "cost", "ci_low", "ci_high", "error_part", "violation_part", "min_group_count", "reason"]]
+    more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
+    return markdown(view.head(rows).round(4)) + more
+
+
+def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
+    estimable = ranking[ranking["estimable"].astype(bool)]
+    checks = [dg.AssetCheckResult(
+        check_name=ESTIMABLE_CHECK, asset_key=MODEL_SELECTION_KEY, passed=not estimable.empty,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{len(estimable)} of {len(ranking)} candidates estimable" if not estimable.empty else
+        "no estimable candidate: " + "; ".join(ranking["reason"].astype(str).unique()[:5]))]
+    if len(estimable) >= 2:
+        win, runner = estimable.iloc[0], estimable.iloc[1]
+        separated = bool(win["ci_high"] < runner["ci_low"])
+        description = (f"winner {win['model']} cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}] vs "
+                       f"runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"
+                       + ("" if separated else ": the intervals overlap, the choice is within sampling noise"))
+    else:
+        separated, description = True, "fewer than two estimable candidates: nothing to separate"
+    checks.append(dg.AssetCheckResult(check_name=SEPARATED_CHECK, asset_key=MODEL_SELECTION_KEY, passed=separated,
+                                      severity=dg.AssetCheckSeverity.WARN, description=description))
+    return checks
+
+
+def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd.DataFrame, tags: dict):
+    """Log the winner as the fair-ranker pyfunc (its ranker + its re-fitted, alpha-relaxed transform; input: item
+    features and group_id) and register it @champion, all or nothing (MLflowTracking.register_model)."""
+    example = items[list(winner.ranker.features)].head(5).assign(group_id=items["group"].head(5).astype(str))
+    info = log_fair_ranker(winner.transform, winner.ranker.model, winner.ranker.features, registered_model_name=None,
+                           input_example=example.reset_index(drop=True))
+    return mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=CHAMPION, tags=tags), info.model_uri
+
+
+@dg.asset(
+    key=MODEL_SELECTION_KEY,
+    deps=[ELICITED_METRIC_KEY, RANKER_CANDIDATES_KEY, EO_TRANSFORM_KEY, FAIRNESS_AUDIT_KEY],
+    pool="duckdb",
+    group_name=GROUP,
+    kinds={"python", "duckdb", "mlflow"},
+    owners=OWNERS,
+    code_version="1",
+    check_specs=[
+        dg.AssetCheckSpec(ESTIMABLE_CHECK, asset=MODEL_SELECTION_KEY,
+                          description="At least one candidate has enough held-out positives and negatives in every group."),
+        dg.AssetCheckSpec(SEPARATED_CHECK, asset=MODEL_SELECTION_KEY,
+                          description="The winner's cost CI lies below the runner-up's (warns when the choice is within noise)."),
+    ],
+    description=(
+        "Model selection by the elicited fair metric. Candidates: every retrained ranker (marts.ranker_candidates, "
+        "the penalized lambda grid) x every EO relaxation alpha, the weighted-CDF transform re-fitted on that "
+        "ranker's own scores over its training window (fair_pipeline.selection.candidates). Each is evaluated on "
+        "held-out labelled rows (default: randomized requests, never used by any fit; labels = SIMULATION truth, "
+        "or clicks on real logs) at its own threshold selecting the top `selection_rate` share: group-wise TPR/TNR "
+        "with n_pos/n_neg, cost under the metric with a delta-method SE and CI; not-estimable candidates last with "
+        "the reason. The ranking goes to `marts.model_ranking` and MLflow (table model_ranking); the winner is "
+        "registered as `fair-ranker` and the alias `champion` moved to it (all or nothing)."
+    ),
+)
+def model_selection(
+    context: dg.AssetExecutionContext, config: ModelSelectionConfig, warehouse: DuckDBWarehouse,
+    landing: LandingZone, mlflow: MLflowTracking,
+) -> dg.MaterializeResult:
+    if not 0.0 < config.selection_rate <= 1.0:
+        raise dg.Failure(description=f"selection_rate={config.selection_rate!r} must be in (0, 1]")
+    with warehouse.connect(read_only=True) as con:
+        try:
+            metric, info, candidates, items, window, source = evaluation_inputs(
+                con, config, landing.resolved_path, run_window_end(context, config))
+        except (LookupError, sc.SelectionInputError, aw.AuditDataError, EOInputError, PositionBiasInputError) as error:
+            raise dg.Failure(description=f"model_selection: {error}") from error
+    context.log.info(f"{len(candidates)} candidates on {source.name} labels, {window.label}")
+    rates = sc.candidate_rates(candidates, items, config.selection_rate)
+    ranking = rank(rates, metric, list(info["group_labels"]), config, source, window)
+    by_name = {c.name: c for c in candidates}
+    estimable = ranking[ranking["estimable"].astype(bool)]
+    winner = by_name[estimable.iloc[0]["model"]] if not estimable.empty else None
+    oracle = oracle_label(bool(info["simulated"]), info["session_id"])
+    truth = metric_from_dict(json.loads(info["truth_json"])) if isinstance(info["truth_json"], str) else None
+    metadata = {
+        "oracle": oracle, "metric_lam": float(metric.lam), "metric_a": dg.MetadataValue.json(metric.a.round(4).tolist()),
+        "label_source": source.name, "simulation_labels": source.simulation,
+        "evaluation_window": window.label, "selection_rate": config.selection_rate,
+        "candidates": len(ranking), "estimable_candidates": len(estimable),
+        "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={metric.lam:.3f}\n\n" + ranking_markdown(ranking)),
+        "winner": winner.name if winner else "none (no estimable candidate)",
+    }
+    tags = {"fair_pipeline.simulation": str(bool(info["simulated"]) or source.simulation).lower(),
+            "fair_pipeline.oracle": info["oracle_kind"]}
+    champion = None
+    try:
+        with mlflow.start_run(context, "selection", window=(str(window.first), str(window.last)), tags=tags) as run:
+            run.log_params({"label_source": source.name, "window_start": window.first, "window_end": window.last,
+                            "alphas": list(config.alphas), "selection_rate": config.selection_rate,
+                            "min_count": config.min_count, "confidence": config.confidence, "oracle": info["oracle_kind"]})
+            run.log_dict(json.loads(info["metric_json"]) | {"group_labels": list(info["group_labels"]), "oracle": oracle},
+                         "elicited_metric.json")
+            # the fairness report's model-selection section: the ranking and the metric it was ranked by
+            run.log_table(ranking, "model_ranking")
+            run.log_table(metric_table(metric, truth, list(info["group_labels"]), oracle, int(info["n_queries"])),
+                          "elicited_metric")
+            run.log_table(rates, "model_selection_rates")
+            if not estimable.empty:
+                best = estimable.iloc[0]
+                run.log_metrics({"winner_cost": best["cost"], "winner_cost_se": best["cost_se"],
+                                 "estimable_candidates": len(estimable)})
+            if winner is not None and config.register_champion:
+                champion, uri = register_winner(mlflow, run, winner, items, {"candidate": winner.name,
+                                                                           "selection_run": run.run_id})
+                metadata["champion_model_uri"] = uri
+            metadata["mlflow_run_id"] = run.run_id
+            metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
+    except TrackingUnavailableError as error:  # nothing written to the warehouse yet; a retry starts over
+        context.log.error(str(error))
+        raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+    metadata["champion_version"] = f"{FAIR_RANKER} v{champion.version} @{CHAMPION}" if champion else "unchanged"
+    ranking = ranking.assign(champion_version=np.where(ranking["model"] == (winner.name if winner else None),
+                                                       str(champion.version) if champion else None, None),
+                             selected_at=now_utc(), dagster_run_id=context.run_id)
+    with warehouse.connect() as con:
+        metadata["dagster/row_count"] = replace_ranking(con, ranking)
+    metadata["table"] = MODEL_RANKING
+    return dg.MaterializeResult(metadata=metadata, check_results=selection_checks(ranking))
+
+
+selection_assets = [elicited_metric, model_selection]

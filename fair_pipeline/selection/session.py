@@ -1,0 +1,344 @@
+"""Interactive metric elicitation in a terminal, persisted in DuckDB (``fair-pipeline elicit``).
+
+A person is shown two candidate rate profiles side by side (per-group TPR and TNR, and the overall
+rates) and picks the one they prefer.  Every answer is written to DuckDB with a timestamp the
+moment it is given.  Elicitation is deterministic given its answers, so an interrupted session
+(``q``, end of input, Ctrl-C) resumes exactly where it stopped by replaying the stored answers, and
+a finished session can be replayed to recompute its metric.
+
+Tables (schema ``elicitation``): ``sessions`` (settings, status, result) and ``answers``
+(one row per question: both profiles, which one was shown as A, the choice, the time).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TextIO
+
+import duckdb
+import numpy as np
+
+from fair_pipeline.platform import settings
+from fair_pipeline.selection.elicitation import (
+    DEFAULT_RADIUS,
+    FairQuadraticMetric,
+    InconsistentOracleError,
+    ReplayOracle,
+    default_inner_radius,
+    elicit_fair_quadratic_metric,
+    group_pairs,
+    metric_to_dict,
+)
+from fair_pipeline.selection.elicitation.oracles import MissingPreferenceError
+from fair_pipeline.selection.elicitation.validation import check_dimensions, check_group_weights
+
+EXIT_OK, EXIT_PAUSED, EXIT_ERROR = 0, 3, 1
+
+SCHEMA_SQL = [
+    "CREATE SCHEMA IF NOT EXISTS elicitation",
+    """CREATE TABLE IF NOT EXISTS elicitation.sessions (
+        session_id VARCHAR PRIMARY KEY,
+        created_at TIMESTAMPTZ NOT NULL,
+        n_groups INTEGER NOT NULL,
+        n_classes INTEGER NOT NULL,
+        group_labels VARCHAR[] NOT NULL,
+        group_weights DOUBLE[] NOT NULL,
+        tolerance DOUBLE NOT NULL,
+        radius DOUBLE NOT NULL,
+        inner_radius DOUBLE NOT NULL,
+        status VARCHAR NOT NULL,
+        completed_at TIMESTAMPTZ,
+        result_json VARCHAR
+    )""",
+    """CREATE TABLE IF NOT EXISTS elicitation.answers (
+        session_id VARCHAR NOT NULL,
+        query_index INTEGER NOT NULL,
+        r1 DOUBLE[] NOT NULL,
+        r2 DOUBLE[] NOT NULL,
+        r1_shown_as VARCHAR NOT NULL,
+        choice VARCHAR NOT NULL,
+        r1_preferred BOOLEAN NOT NULL,
+        answered_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (session_id, query_index)
+    )""",
+]
+
+
+class SessionPaused(Exception):
+    """The person stopped answering; the session can be resumed."""
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    n_groups: int = 2
+    n_classes: int = 2
+    group_labels: tuple[str, ...] = ("group 1", "group 2")
+    group_weights: tuple[float, ...] | None = None  # flattened (n_groups, n_classes); None = uniform
+    tolerance: float = 1e-2
+    radius: float = DEFAULT_RADIUS
+    inner_radius: float | None = None  # None: the core default (radius / 10)
+
+    def inner(self) -> float:
+        return default_inner_radius(self.radius) if self.inner_radius is None else self.inner_radius
+
+    def tau(self) -> np.ndarray:
+        w = None if self.group_weights is None else np.reshape(self.group_weights, (self.n_groups, self.n_classes))
+        return check_group_weights(w, self.n_groups, self.n_classes)
+
+
+class SessionStore:
+    """DuckDB persistence of sessions and answers; every value is a bound parameter."""
+
+    def __init__(self, db_path: str | Path, read_only: bool = False):
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(db_path), read_only=read_only)
+        if not read_only:  # a reader (model selection) replays sessions without touching the file
+            for sql in SCHEMA_SQL:
+                self.con.execute(sql)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def load_config(self, session_id: str) -> SessionConfig | None:
+        row = self.con.execute(
+            "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius, inner_radius "
+            "FROM elicitation.sessions WHERE session_id = ?",
+            [session_id],
+        ).fetchone()
+        if row is None:
+            return None
+        return SessionConfig(row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], row[6])
+
+    def create(self, session_id: str, config: SessionConfig) -> None:
+        self.con.execute(
+            "INSERT INTO elicitation.sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', NULL, NULL)",
+            [session_id, _now(), config.n_groups, config.n_classes, list(config.group_labels),
+             config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner()],
+        )
+
+    def answers(self, session_id: str) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+        rows = self.con.execute(
+            "SELECT r1, r2, r1_preferred FROM elicitation.answers WHERE session_id = ? ORDER BY query_index",
+            [session_id],
+        ).fetchall()
+        return [(np.asarray(r1), np.asarray(r2), bool(p)) for r1, r2, p in rows]
+
+    def answer_log(self, session_id: str):
+        return self.con.execute(
+            "SELECT query_index, r1_shown_as, choice, r1_preferred, answered_at FROM elicitation.answers "
+            "WHERE session_id = ? ORDER BY query_index",
+            [session_id],
+        ).fetchall()
+
+    def record_answer(self, session_id: str, index: int, r1, r2, r1_shown_as: str, choice: str, r1_preferred: bool) -> None:
+        self.con.execute(
+            "INSERT INTO elicitation.answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [session_id, index, np.ravel(r1).tolist(), np.ravel(r2).tolist(), r1_shown_as, choice,
+             bool(r1_preferred), _now()],
+        )
+
+    def finish(self, session_id: str, status: str, result: dict | None) -> None:
+        self.con.execute(
+            "UPDATE elicitation.sessions SET status = ?, completed_at = ?, result_json = ? WHERE session_id = ?",
+            [status, _now(), None if result is None else json.dumps(result), session_id],
+        )
+
+    def list_sessions(self):
+        return self.con.execute(
+            "SELECT s.session_id, s.status, s.created_at, count(a.query_index) AS n_answers "
+            "FROM elicitation.sessions s LEFT JOIN elicitation.answers a USING (session_id) "
+            "GROUP BY ALL ORDER BY s.created_at"
+        ).fetchall()
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def format_comparison(index: int, left: np.ndarray, right: np.ndarray, labels, tau: np.ndarray) -> str:
+    """Two profiles side by side: per-group rates and overall rates r = sum_g tau^g * r^g."""
+    k = left.shape[1]
+    names = ["TPR", "TNR"] if k == 2 else [f"class {i + 1}" for i in range(k)]
+    width = max(10, max(len(str(g)) for g in labels) + 2)
+    cell = lambda values: "".join(f"{v:>8.4f}" for v in values)  # noqa: E731
+    block = 8 * k
+    lines = [
+        f"Question {index + 1}: which model do you prefer?",
+        " " * width + f"{'Model A':^{block}}   {'Model B':^{block}}",
+        f"{'group':<{width}}" + "".join(f"{n:>8}" for n in names) + "   " + "".join(f"{n:>8}" for n in names),
+    ]
+    for g, label in enumerate(labels):
+        lines.append(f"{str(label):<{width}}{cell(left[g])}   {cell(right[g])}")
+    lines.append(f"{'overall':<{width}}{cell((tau * left).sum(0))}   {cell((tau * right).sum(0))}")
+    return "\n".join(lines)
+
+
+class TerminalOracle:
+    """Asks a person through text streams and stores each answer before returning it.  Which profile
+    is shown as "Model A" is randomised per question (seeded by session and question number, so a
+    resumed session shows the same screens) to keep a habit of always picking A from biasing the
+    metric: such answers turn into detectable preference cycles instead."""
+
+    def __init__(self, store: SessionStore, session_id: str, config: SessionConfig, first_index: int,
+                 stdin: TextIO, stdout: TextIO):
+        self.store, self.session_id, self.config = store, session_id, config
+        self.index = first_index
+        self.stdin, self.stdout = stdin, stdout
+        self.tau = config.tau()
+        self._seed = zlib.crc32(session_id.encode())
+
+    def __call__(self, r1, r2) -> bool:
+        swap = bool(np.random.default_rng([self._seed, self.index]).integers(2))
+        left, right = (r2, r1) if swap else (r1, r2)
+        print(format_comparison(self.index, left, right, self.config.group_labels, self.tau), file=self.stdout)
+        while True:
+            print("Prefer A or B? (q = stop, resume later) ", end="", file=self.stdout, flush=True)
+            try:
+                line = self.stdin.readline()
+            except KeyboardInterrupt:
+                raise SessionPaused("interrupted") from None
+            if not line:
+                raise SessionPaused("end of input")
+            choice = line.strip().upper()
+            if choice == "Q":
+                raise SessionPaused("stopped by the user")
+            if choice in ("A", "B"):
+                break
+            print(f"  please type A or B, not {line.strip()!r}", file=self.stdout)
+        r1_preferred = (choice == "A") != swap
+        self.store.record_answer(self.session_id, self.index, r1, r2, "B" if swap else "A", choice, r1_preferred)
+        self.index += 1
+        return r1_preferred
+
+
+def run_session(store: SessionStore, session_id: str, config: SessionConfig, stdin: TextIO, stdout: TextIO,
+                *, interactive: bool = True) -> FairQuadraticMetric:
+    """Replay the stored answers of ``session_id`` and, if ``interactive``, ask for the rest.
+    Raises SessionPaused if the person stops, MissingPreferenceError if a replay needs more answers."""
+    recorded = store.answers(session_id)
+    fallback = TerminalOracle(store, session_id, config, len(recorded), stdin, stdout) if interactive else None
+    oracle = ReplayOracle(recorded, fallback=fallback)
+    metric = elicit_fair_quadratic_metric(
+        oracle, config.n_groups, config.n_classes, tolerance=config.tolerance, radius=config.radius,
+        group_weights=config.tau(), inner_radius=config.inner(), on_inconsistency="ignore",
+    )
+    return metric
+
+
+def describe_metric(metric: FairQuadraticMetric, labels) -> str:
+    lines = [
+        f"Elicited metric after {metric.n_queries} answers (cost; lower is better):",
+        f"  trade-off lambda = {metric.lam:.3f}  (0 = only errors matter, 1 = only group disparities)"
+        + _band_text(metric),
+        "  misclassification costs a = " + ", ".join(f"{x:.3f}" for x in metric.a),
+    ]
+    for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
+        lines.append(f"  disparity weights B[{labels[u]} vs {labels[v]}] = {np.round(b, 3).tolist()}")
+    cycles = metric.diagnostics.get("cycles", [])
+    if cycles:
+        lines.append(f"  WARNING: {len(cycles)} inconsistent answer sets (preference cycles), e.g. "
+                     + "; ".join(c.describe() for c in cycles[:3]))
+    return "\n".join(lines)
+
+
+def _band_text(metric: FairQuadraticMetric) -> str:
+    band = metric.diagnostics.get("tolerance_band", {})
+    if not band.get("n_draws"):
+        return ""
+    lo, hi = band["lam_interval"]
+    return f"; 95% band from the search tolerance [{lo:.3f}, {hi:.3f}]"
+
+
+def add_elicit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Arguments of ``fair-pipeline elicit``."""
+    parser.add_argument("--db", type=Path, default=None,
+                        help="DuckDB file for sessions and answers (default: $FAIR_PIPELINE_HOME/elicitation.duckdb)")
+    parser.add_argument("--session", default=None, help="session id; an existing id resumes that session")
+    parser.add_argument("--groups", type=int, default=2, help="number of groups m (new sessions)")
+    parser.add_argument("--group-labels", default=None, help="comma-separated group names, in group order")
+    parser.add_argument("--classes", type=int, default=2, help="number of classes k (2: TPR, TNR)")
+    parser.add_argument("--group-weights", default=None,
+                        help="JSON list of lists tau[g][i] = P(G=g | Y=i); default uniform")
+    parser.add_argument("--tolerance", type=float, default=1e-2, help="angular bisection tolerance")
+    parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
+                        help="radius of the feasible sphere of rates around the uniform-random classifier")
+    parser.add_argument("--inner-radius", type=float, default=None,
+                        help="radius of the small spheres compared in each search (default radius/10); "
+                             "larger makes the two profiles of a question easier to tell apart")
+    parser.add_argument("--replay", action="store_true",
+                        help="recompute the metric from the stored answers without asking anything")
+    parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
+    return parser
+
+
+def _config_from_args(args) -> SessionConfig:
+    check_dimensions(args.groups, args.classes)
+    labels = tuple(args.group_labels.split(",")) if args.group_labels else tuple(f"group {g + 1}" for g in range(args.groups))
+    if len(labels) != args.groups:
+        raise ValueError(f"--group-labels names {len(labels)} groups but --groups is {args.groups}")
+    weights = None
+    if args.group_weights:
+        weights = tuple(np.asarray(json.loads(args.group_weights), dtype=float).ravel().tolist())
+    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius)
+    config.tau()  # validate now, with a clear message
+    return config
+
+
+def run_elicit(args, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """Entry point of ``fair-pipeline elicit``; returns the process exit code (3 = paused)."""
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    store = SessionStore(args.db or settings.home() / "elicitation.duckdb")
+    try:
+        if args.list:
+            for sid, status, created, n in store.list_sessions():
+                print(f"{sid}\t{status}\t{created:%Y-%m-%d %H:%M}\t{n} answers", file=stdout)
+            return EXIT_OK
+        session_id = args.session or uuid.uuid4().hex[:8]
+        config = store.load_config(session_id)
+        if config is None:
+            if args.replay:
+                print(f"no session {session_id!r} in {args.db}", file=stdout)
+                return EXIT_ERROR
+            config = _config_from_args(args)
+            store.create(session_id, config)
+            print(f"New elicitation session {session_id}.", file=stdout)
+        else:
+            print(f"Resuming session {session_id} ({len(store.answers(session_id))} answers stored).", file=stdout)
+        try:
+            metric = run_session(store, session_id, config, stdin, stdout, interactive=not args.replay)
+        except SessionPaused:
+            n = len(store.answers(session_id))
+            print(f"\nSession {session_id} paused after {n} answers; resume with: "
+                  f"fair-pipeline elicit --db {args.db or settings.home() / 'elicitation.duckdb'} --session {session_id}",
+                  file=stdout)
+            return EXIT_PAUSED
+        except MissingPreferenceError:
+            print(f"Session {session_id} is incomplete ({len(store.answers(session_id))} answers); "
+                  "run without --replay to continue it.", file=stdout)
+            return EXIT_PAUSED
+        except InconsistentOracleError as exc:
+            store.finish(session_id, "inconsistent", None)
+            print(f"Session {session_id}: the answers cannot come from one metric: {exc}", file=stdout)
+            return EXIT_ERROR
+        result = metric_to_dict(metric) | {"n_inconsistencies": len(metric.diagnostics["cycles"]),
+                                          "group_labels": list(config.group_labels)}
+        store.finish(session_id, "completed", result)
+        print(describe_metric(metric, config.group_labels), file=stdout)
+        return EXIT_OK
+    finally:
+        store.close()
+
+
+def main(argv=None) -> int:  # `python -m fair_pipeline.selection.session` until the CLI wires it in
+    parser = add_elicit_arguments(argparse.ArgumentParser(prog="fair-pipeline elicit", description=__doc__.splitlines()[0]))
+    return run_elicit(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

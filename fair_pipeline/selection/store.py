@@ -1,0 +1,80 @@
+"""The model-selection tables in the warehouse (glue for the `elicited_metric` and `model_selection` assets).
+
+    marts.elicited_metrics   one row per elicitation (history; readers take the newest): oracle kind, whether
+                             it is a SIMULATION, the metric (a, B per group pair, lam, tau) as JSON and columns,
+                             queries used, and for the simulated oracle the ground truth and the elicitation errors
+    marts.model_ranking      the newest ranking: one row per candidate (ranker lambda x EO alpha) with its
+                             group-wise rates and counts, cost, SE, CI, rank, and the registered champion version
+
+Each write is one transaction.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pandas as pd
+
+from fair_pipeline.platform.warehouse import table_exists, transaction
+from fair_pipeline.selection.elicitation import FairQuadraticMetric, metric_from_dict
+from fair_pipeline.training.store import replace_tables
+
+ELICITED_METRICS = "marts.elicited_metrics"
+MODEL_RANKING = "marts.model_ranking"
+
+_ELICITED_DDL = f"""CREATE TABLE IF NOT EXISTS {ELICITED_METRICS} (
+    elicited_at TIMESTAMP NOT NULL,
+    dagster_run_id VARCHAR,
+    oracle_kind VARCHAR NOT NULL,      -- simulated | recorded
+    simulated BOOLEAN NOT NULL,        -- answers came from a configured ground truth, not a person
+    session_id VARCHAR,                -- recorded oracle: the `fair-pipeline elicit` session replayed
+    group_labels VARCHAR[] NOT NULL,   -- the metric's group order
+    n_groups INTEGER NOT NULL,
+    n_classes INTEGER NOT NULL,
+    a DOUBLE[] NOT NULL,
+    lam DOUBLE NOT NULL,
+    n_queries INTEGER NOT NULL,
+    tolerance DOUBLE NOT NULL,
+    radius DOUBLE NOT NULL,
+    n_inconsistencies INTEGER NOT NULL,
+    metric_json VARCHAR NOT NULL,      -- metric_to_dict(): a, B per pair, lam, group_weights, n_queries
+    truth_json VARCHAR,                -- simulated oracle: the ground truth (same format)
+    error_a DOUBLE,                    -- |a_hat - a|_2 (simulated oracle)
+    error_B DOUBLE,                    -- sum over group pairs of |B_hat - B|_F
+    error_lam DOUBLE,                  -- |lam_hat - lam|
+    n_flipped INTEGER
+)"""
+
+
+def write_elicited_metric(con, row: dict) -> None:
+    """Append one elicitation (all columns of marts.elicited_metrics, by name), in one transaction."""
+    frame = pd.DataFrame([row])
+    with transaction(con):
+        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
+        con.execute(_ELICITED_DDL)
+        con.register("_elicited_metric", frame)
+        try:
+            con.execute(f"INSERT INTO {ELICITED_METRICS} BY NAME SELECT * FROM _elicited_metric")
+        finally:
+            con.unregister("_elicited_metric")
+
+
+def load_latest_metric(con) -> tuple[FairQuadraticMetric, dict]:
+    """(metric, its row as a dict) of the newest elicitation; LookupError when there is none."""
+    if not table_exists(con, *ELICITED_METRICS.split(".")):
+        raise LookupError(f"{ELICITED_METRICS} does not exist; materialize the elicited_metric asset first")
+    frame = con.execute(f"SELECT * FROM {ELICITED_METRICS} ORDER BY elicited_at DESC LIMIT 1").df()
+    if frame.empty:
+        raise LookupError(f"{ELICITED_METRICS} is empty; materialize the elicited_metric asset first")
+    row = frame.iloc[0].to_dict()
+    row["group_labels"] = [str(g) for g in row["group_labels"]]
+    return metric_from_dict(json.loads(row["metric_json"])), row
+
+
+def replace_ranking(con, ranking: pd.DataFrame) -> int:
+    """Replace marts.model_ranking with the newest ranking, in one transaction."""
+    return replace_tables(con, {MODEL_RANKING: ranking})[MODEL_RANKING]
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)

@@ -1,0 +1,390 @@
+"""Training assets (issue 6): MI-penalized fits on Adult / COMPAS, and ranker candidates from click logs.
+
+`benchmark_models` reads only the shipped benchmark files (unpartitioned, no upstream assets) and registers
+every fit as a version of `fair-benchmark-<dataset>`, moving `champion` by the rule in
+`fair_pipeline.training.benchmark_registry`;
+`ranker_candidates` retrains the ranker over a window of observational impressions with inverse-propensity
+weights from the chosen position-bias curve. Both log one MLflow run per fit and write their tables in
+one transaction each (`fair_pipeline.training.store`).
+"""
+# No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import json
+import re
+import time
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import (
+    CHAMPION,
+    TAG_HELD_OUT,
+    MLflowTracking,
+    TrackingUnavailableError,
+    benchmark_model_name,
+)
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
+from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
+from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY, run_window_end
+from fair_pipeline.position_bias.report import figure_markdown, figure_png
+from fair_pipeline.training import benchmark_models as bm
+from fair_pipeline.training import benchmark_registry as br
+from fair_pipeline.training import rankers as rt
+from fair_pipeline.training.click_training import ClickTrainingError
+from fair_pipeline.training.penalized.objective import SCORES
+from fair_pipeline.training.plots import plot_group_comparison, plot_partial_auc_path
+from fair_pipeline.training.store import (
+    BENCHMARK_AUDITS,
+    BENCHMARK_MODELS,
+    RANKER_AUDITS,
+    RANKER_CANDIDATES,
+    replace_tables,
+)
+from fair_pipeline.training.tracking import lambda_frontier, log_fit_model
+
+OWNERS = ["team:fairness"]
+BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
+RANKER_CANDIDATES_KEY = dg.AssetKey(["marts", "ranker_candidates"])
+RANKER_INPUTS = [
+    POSITION_BIAS_KEY,
+    dg.AssetKey(["staging", "stg_observational_impressions"]),
+    dg.AssetKey(["staging", "stg_randomized_impressions"]),
+    dg.AssetKey(["staging", "stg_items"]),
+]
+DEFAULT_LAMBDAS = list(bm.DEFAULT_LAMBDAS)
+
+
+def _check_grid(lambdas: list[float], scores: list[str]) -> None:
+    if not lambdas or any(not np.isfinite(x) or x < 0 for x in lambdas) or len(set(lambdas)) != len(lambdas):
+        raise dg.Failure(f"lambdas={lambdas} must be a non-empty list of distinct finite values >= 0")
+    unknown = [s for s in scores if s not in SCORES]
+    if unknown or not scores:
+        raise dg.Failure(f"penalty scores {scores} must be a non-empty subset of {list(SCORES)}")
+
+
+def _metric_name(*parts) -> str:
+    return "/".join(re.sub(r"[^\w\-. ]", "_", str(p)) for p in parts)
+
+
+def _audit_metrics(audit: pd.DataFrame) -> dict[str, float]:
+    """[<label source>/]pauc/<group>/<cutoff> with its SE, and gap/<a - b>/<cutoff> with its p-value, for MLflow."""
+    metrics = {}
+    for r in audit.itertuples():
+        head = [r.label_source] if "label_source" in audit.columns else []
+        kind = "pauc" if r.row_type == "group" else "gap"
+        metrics[_metric_name(*head, kind, r.group, f"{r.cutoff:g}")] = r.auc
+        metrics[_metric_name(*head, kind + "_se", r.group, f"{r.cutoff:g}")] = r.se
+        if r.row_type == "gap":
+            metrics[_metric_name(*head, "gap_p_value", r.group, f"{r.cutoff:g}")] = r.p_value
+    return metrics
+
+
+def _cell(estimate, se) -> str:
+    return "n/a" if not np.isfinite(estimate) else f"{estimate:.3f} ± {1.96 * se:.3f}"
+
+
+def _gap_cell(audit: pd.DataFrame, cutoff: float) -> str:
+    gap = audit[(audit["row_type"] == "gap") & np.isclose(audit["cutoff"], cutoff)]
+    if gap.empty or not gap["estimable"].iloc[0]:
+        return "not estimable"
+    r = gap.iloc[0]
+    return f"{r.auc:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] p={r.p_value:.3g}"
+
+
+def _plot_frame(audit: pd.DataFrame) -> pd.DataFrame:
+    return audit[audit["row_type"] == "group"].rename(columns={"auc": "pauc"})
+
+
+# ----------------------------------------------------------------------------- benchmark_models
+class BenchmarkModelsConfig(dg.Config):
+    lambdas: list[float] = Field(default_factory=lambda: list(DEFAULT_LAMBDAS),
+                                 description="λ grid of the warm-started penalized path (sorted before fitting).")
+    penalty_scores: list[str] = Field(default_factory=lambda: ["probability"],
+                                      description="Scores entering the MI penalty: 'probability' (paper's result) and/or 'logit'.")
+    datasets: list[str] = Field(default_factory=lambda: list(bm.BENCHMARKS), description="Subset of adult, compas.")
+
+
+def _benchmark_summary(fits: list) -> str:
+    rows = [{
+        "model": f"{f.model_kind} ({f.penalty_score})" if f.model_kind == "penalized" else "vanilla",
+        "λ": f"{f.lam:g}", "held-out AUC (95% CI)": _cell(f.summary["auc"], f.summary["auc_se"]),
+        "AUC drop": f"{f.summary['auc_drop']:.4f}", "Î (train)": f"{f.point.mi_proxy:.2e}",
+        "gap @0.1": _gap_cell(f.audit, 0.1), "gap @1": _gap_cell(f.audit, 1.0),
+    } for f in fits]
+    fit = fits[0]
+    head = (f"n_train={fit.summary['n_train']}, held out: {fit.summary['n_pos_test']} positives, "
+            f"{fit.summary['n_neg_test']} negatives; gap = partial AUC/α of "
+            f"{bm.BENCHMARKS[fit.dataset].group_a} minus {bm.BENCHMARKS[fit.dataset].group_b}\n\n")
+    return head + pd.DataFrame(rows).to_markdown(index=False)
+
+
+@dg.asset(
+    key=BENCHMARK_MODELS_KEY,
+    pool="duckdb",
+    group_name="training",
+    kinds={"python", "mlflow", "duckdb"},
+    owners=OWNERS,
+    code_version="1",
+    description=(
+        "Nandy et al. section 4.1 on the shipped Adult (sex) and COMPAS (Black vs White) files: an unpenalized "
+        "logistic regression and a warm-started λ path of the MI-penalized one (L-BFGS), each audited on the "
+        "held-out split with per-group partial AUCs (95% CIs, counts) at cutoffs 0.1, 0.2, 0.5, 1 and the group gap "
+        f"with its p-value. Tables `{BENCHMARK_MODELS}` (one row per fit, with its registered version) and "
+        f"`{BENCHMARK_AUDITS}` (long audit rows); one MLflow run per fit (experiment fair_pipeline/benchmarks); "
+        "figures 2a and 2b in the metadata. Every fit is registered as a version of `fair-benchmark-<dataset>` "
+        "(tags: λ, penalty score, held-out AUC, gap and p-value per cutoff; `candidate` ends on the newest) and "
+        f"`champion` moves to the {br.CHAMPION_RULE}. Registration is all or nothing across datasets."
+    ),
+)
+def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsConfig,
+                     warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
+    _check_grid(config.lambdas, config.penalty_scores)
+    unknown = [d for d in config.datasets if d not in bm.BENCHMARKS]
+    if unknown or not config.datasets:
+        raise dg.Failure(f"datasets {config.datasets} must be a non-empty subset of {list(bm.BENCHMARKS)}")
+    all_fits, metadata, run_ids, logged_uris = [], {}, [], []
+    for name in config.datasets:
+        fits = bm.fit_benchmark(name, config.lambdas, config.penalty_scores)
+        for fit in fits:
+            run_id, logged_uri = log_fit_model(
+                mlflow, context, stage="benchmarks",
+                run_name=f"{name} {fit.model_kind} {fit.penalty_score} lam={fit.lam:g}",
+                params={"dataset": name, "model": fit.model_kind, "penalty_score": fit.penalty_score, "lam": fit.lam,
+                        "solver": "lbfgs" if fit.model_kind == "penalized" else "sklearn-lbfgs",
+                        "n_features": len(fit.feature_names), "n_train": fit.summary["n_train"]},
+                metrics={"auc": fit.summary["auc"], "auc_se": fit.summary["auc_se"], "auc_drop": fit.summary["auc_drop"],
+                         "mi_proxy_train": fit.point.mi_proxy, "fit_seconds": fit.point.fit_seconds,
+                         "n_iter": fit.point.n_iter, **_audit_metrics(fit.audit)},
+                model=fit.model,
+                tables={"audit": fit.audit},
+                tags={"fair_pipeline.dataset": name},
+            )
+            run_ids.append(run_id)
+            logged_uris.append(logged_uri)
+        context.log.info(f"{name}: {len(fits)} fits logged")
+        metadata[f"{name}_models"] = dg.MetadataValue.md(_benchmark_summary(fits))
+        for score in config.penalty_scores:
+            path = bm.audits_frame([f for f in fits if f.penalty_score == score])
+            figure = plot_partial_auc_path(_plot_frame(path), title=f"{name}: partial AUC by group vs λ ({score})")
+            metadata[f"{name}_figure_2b_{score}"] = dg.MetadataValue.md(
+                figure_markdown(figure_png(figure), f"figure 2b {name} {score}"))
+        if name == "compas":
+            vanilla = bm.audits_frame([f for f in fits if f.model_kind == "vanilla"])
+            figure = plot_group_comparison(_plot_frame(vanilla), title="COMPAS, unpenalized: partial AUC by race")
+            metadata["compas_figure_2a"] = dg.MetadataValue.md(figure_markdown(figure_png(figure), "figure 2a COMPAS"))
+        all_fits.extend(fits)
+    models = bm.models_frame(all_fits).assign(mlflow_run_id=run_ids, model_uri=[f"runs:/{r}/model" for r in run_ids])
+    audits = bm.audits_frame(all_fits)
+    batch = br.RegistryBatch(mlflow)
+    started = time.perf_counter()
+    try:
+        models = _register_benchmarks(context, batch, all_fits, logged_uris, models, metadata)
+        registration_seconds = time.perf_counter() - started
+        with warehouse.connect() as con:
+            counts = replace_tables(con, {BENCHMARK_MODELS: models, BENCHMARK_AUDITS: audits})
+    except BaseException as error:
+        batch.rollback()  # no version of this run stays registered; candidate / champion back where they were
+        if isinstance(error, TrackingUnavailableError):  # safe to retry: the registry is as it was
+            context.log.error(str(error))
+            raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
+        raise
+    context.log.info(f"registered {len(batch.created)} benchmark model versions in {registration_seconds:.2f}s")
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": counts[BENCHMARK_MODELS],
+        "audit_rows": counts[BENCHMARK_AUDITS],
+        "lambdas": dg.MetadataValue.json(sorted(config.lambdas)),
+        "mlflow_run_ids": dg.MetadataValue.json(run_ids),
+        "champion_rule": br.CHAMPION_RULE,
+        "registration_seconds": round(registration_seconds, 3),
+        **metadata,
+    })
+
+
+def _rule_table(choice: "br.ChampionChoice", fits: list, versions: list) -> str:
+    table = choice.table.assign(
+        version=[f"v{v}" for v in versions],
+        model=["vanilla" if f.model_kind == "vanilla" else f"penalized ({f.penalty_score})" for f in fits],
+        champion=["✔" if j == choice.index else "" for j in range(len(fits))])
+    view = table[["version", "model", "lam", "auc", "min_p_value", "min_p_holm", "max_abs_z", "qualifies", "champion"]].rename(
+        columns={"lam": "λ", "auc": "held-out AUC", "min_p_value": "smallest gap p", "min_p_holm": "Holm-adjusted",
+                 "max_abs_z": "largest |z|"})
+    return view.to_markdown(index=False, floatfmt=".4g")
+
+
+def _register_benchmarks(context, batch: "br.RegistryBatch", fits: list, logged_uris: list[str], models: pd.DataFrame,
+                         metadata: dict) -> pd.DataFrame:
+    """Register every fit under its dataset's model name (alias `candidate` ends on the newest), move `champion`
+    by the rule, and return `models` with registered_model, model_version, qualifies and champion columns."""
+    versions, qualifies, champion = [None] * len(fits), [False] * len(fits), [False] * len(fits)
+    for dataset in dict.fromkeys(f.dataset for f in fits):
+        index = [k for k, f in enumerate(fits) if f.dataset == dataset]
+        mine = [fits[k] for k in index]
+        choice = br.choose_champion([f.audit for f in mine], [f.lam for f in mine], [f.summary["auc"] for f in mine])
+        name = benchmark_model_name(dataset)
+        for j, (k, fit) in enumerate(zip(index, mine)):
+            row = choice.table.iloc[j]
+            tags = br.version_tags(dataset, fit.model_kind, fit.penalty_score, fit.lam, fit.summary["auc"],
+                                   fit.summary["auc_se"], fit.audit, models.loc[k, "mlflow_run_id"], row, choice,
+                                   chosen=choice.index == j)
+            versions[k] = str(batch.register(logged_uris[k], name, tags).version)
+            qualifies[k] = bool(row["qualifies"])
+        metadata[f"{dataset}_registered_versions"] = dg.MetadataValue.json([int(versions[i]) for i in index])
+        if choice.index is None:
+            context.log.warning(f"{name}: {choice.reason}")
+            metadata[f"{dataset}_champion"] = dg.MetadataValue.md(
+                f"**{name}**: no champion. {choice.reason}\n\n" + _rule_table(choice, mine, [versions[i] for i in index]))
+            continue
+        k, fit = index[choice.index], mine[choice.index]
+        previous = batch.set_champion(name, versions[k])
+        champion[k] = True
+        label = "vanilla" if fit.model_kind == "vanilla" else f"penalized ({fit.penalty_score}) λ={fit.lam:g}"
+        context.log.info(f"{name}@{CHAMPION} -> v{versions[k]} ({label}): {choice.reason}")
+        metadata[f"{dataset}_champion"] = dg.MetadataValue.md(
+            f"**{name}@{CHAMPION} = v{versions[k]}**: {label}, held-out AUC {_cell(fit.summary['auc'], fit.summary['auc_se'])}"
+            f" (was {'v' + previous if previous else 'unset'}).\n\nWhy: {choice.reason}.\n\nRule: {br.CHAMPION_RULE}.\n\n"
+            + _rule_table(choice, mine, [versions[i] for i in index]))
+        metadata[f"{dataset}_champion_version"] = int(versions[k])
+    return models.assign(registered_model=[benchmark_model_name(f.dataset) for f in fits], model_version=versions,
+                         champion_rule_qualifies=qualifies, champion=champion)
+
+
+# ----------------------------------------------------------------------------- ranker_candidates
+class RankerCandidatesConfig(dg.Config):
+    window_days: int = Field(7, description="Training window: the newest N partitions of observational impressions "
+                             "before the held-out ones.")
+    window_end: str = Field("", description="Newest partition considered (YYYY-MM-DD); empty: the run's newest partition.")
+    holdout_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="The newest N partitions up to window_end are left out "
+                              "of training for the fairness audit (keep >= its window_days); 0: train through them.")
+    lambdas: list[float] = Field(default_factory=lambda: list(DEFAULT_LAMBDAS), description="λ grid (warm-started path).")
+    penalty_score: str = Field("probability", description="Score entering the MI penalty: 'probability' or 'logit'.")
+    feature_columns: list[str] = Field(default_factory=list,
+                                       description="Item feature columns of staging.stg_items; empty: every numeric column.")
+
+
+def _candidates_summary(frame: pd.DataFrame, candidates: list) -> str:
+    rows = []
+    for row, candidate in zip(frame.itertuples(), candidates):
+        clicks = candidate.audit[candidate.audit["label_source"] == rt.HELDOUT_CLICKS] if not candidate.audit.empty else candidate.audit
+        rows.append({
+            "λ": f"{row.lam:g}", "Î (train)": f"{row.mi_proxy_train:.2e}",
+            "held-out AUC, shuffle clicks (95% CI)": _cell(row.heldout_auc, row.heldout_auc_se),
+            "gap @0.1": _gap_cell(clicks, 0.1) if len(clicks) else "not audited",
+            "truth AUC (95% CI)": _cell(row.truth_auc, row.truth_auc_se) if np.isfinite(row.truth_auc) else "no truth",
+            "coefficients": ", ".join(f"{k}={v:+.3f}" for k, v in json.loads(row.coefficients).items()),
+        })
+    return pd.DataFrame(rows).to_markdown(index=False)
+
+
+def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
+    frames = [c.audit.assign(candidate_id=cid, lam=c.point.lam) for c, cid in zip(candidates, ids) if not c.audit.empty]
+    if not frames:  # no held-out label source had both classes: an empty table, the reasons are in the candidates
+        return pd.DataFrame({"candidate_id": pd.Series(dtype=str), "label_source": pd.Series(dtype=str)})
+    return pd.concat(frames, ignore_index=True)
+
+
+@dg.asset(
+    key=RANKER_CANDIDATES_KEY,
+    deps=RANKER_INPUTS,
+    pool="duckdb",
+    group_name="training",
+    kinds={"python", "mlflow", "duckdb"},
+    owners=OWNERS,
+    code_version="1",
+    description=(
+        "Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS) "
+        "on the observational clicks of the newest `window_days` partitions before the newest `holdout_days` (default 1, "
+        "left to the fairness audit), with inverse-propensity weights "
+        "1/ŵ_position from the chosen position-bias curve; the log is aggregated in SQL to one row per item. "
+        "Each candidate is audited on held-out labels: clicks of the window's shuffle requests (never trained on), "
+        "and the simulator's true relevance when landing/_truth exists (evaluation only). "
+        f"Tables `{RANKER_CANDIDATES}` (coefficients JSON, Î, held-out AUC and per-group partial AUCs, MLflow run id) "
+        f"and `{RANKER_AUDITS}` (long audit rows); one MLflow run per candidate (experiment fair_pipeline/training) and "
+        "one per path with the `lambda_frontier` table of the fairness report (held-out AUC vs |partial-AUC gap| at 0.1)."
+    ),
+)
+def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
+                      warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
+    _check_grid(config.lambdas, [config.penalty_score])
+    end = run_window_end(context, config)
+    with warehouse.connect() as con:
+        try:
+            window = rt.training_window(con, config.window_days, end, config.holdout_days)
+            curve = load_chosen_position_bias(con)
+            features = rt.feature_columns(con, config.feature_columns)
+            data = rt.training_data(con, window, curve, features)
+            clicks = rt.heldout_click_aggregates(con, window, features)
+            truth = rt.truth_items(con, landing.resolved_path, features)  # evaluation only
+        except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
+            raise dg.Failure(description=str(error)) from error
+    context.log.info(
+        f"ranker training over {window.label}: {data.impressions} impressions, {data.clicks} clicks, "
+        f"{data.rows.n_items} items, features {features}; IPW curve {curve.attrs.get('method')}"
+    )
+    try:
+        candidates = rt.fit_candidates(data, features, config.lambdas, config.penalty_score, clicks, truth)
+    except ValueError as error:  # e.g. a (group, label) cell too small for the penalty
+        raise dg.Failure(description=f"ranker fit over {window.label} failed: {error}") from error
+    run_ids = []
+    for candidate in candidates:
+        point = candidate.point
+        run_id, _ = log_fit_model(
+            mlflow, context, stage="training",
+            run_name=f"ranker {window.first}..{window.last} lam={point.lam:g}",
+            params={"lam": point.lam, "penalty_score": config.penalty_score, "solver": "lbfgs",
+                    "window": f"{window.first}..{window.last}", "features": ",".join(features),
+                    "position_bias_method": curve.attrs.get("method"), "n_items_train": data.rows.n_items,
+                    "impressions_train": data.impressions},
+            metrics={"mi_proxy_train": point.mi_proxy, "fit_seconds": point.fit_seconds, "n_iter": point.n_iter,
+                     **{_metric_name(source, "auc"): s["auc"] for source, s in candidate.heldout.items()},
+                     **{_metric_name(source, "auc_se"): s["auc_se"] for source, s in candidate.heldout.items()},
+                     **(_audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
+            model=point.model,
+            tables={"audit": candidate.audit},
+            tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
+        )
+        run_ids.append(run_id)
+    frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
+                                str(curve.attrs.get("method")), run_ids)
+    audits = _candidate_audits(candidates, frame["candidate_id"])
+    frontier = lambda_frontier(frame, audits, rt.HELDOUT_CLICKS)
+    with mlflow.start_run(context, "training", run_name=f"ranker path {window.first}..{window.last}",
+                          window=(str(window.first), str(window.last)), tags={TAG_HELD_OUT: window.held_out_text}) as run:
+        run.log_params({"lambdas": sorted(config.lambdas), "penalty_score": config.penalty_score,
+                        "features": ",".join(features)})
+        run.log_table(frontier, "lambda_frontier")  # the fairness report's λ trade-off section
+        run.log_table(frame, "ranker_candidates")
+        path_run = run.run_id
+    with warehouse.connect() as con:
+        counts = replace_tables(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits})
+    metadata = {
+        "dagster/row_count": counts[RANKER_CANDIDATES],
+        "audit_rows": counts[RANKER_AUDITS],
+        "window_start": str(window.first),
+        "window_end": str(window.last),
+        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
+        "impressions_train": data.impressions,
+        "clicks_train": data.clicks,
+        "items_train": data.rows.n_items,
+        "clipped_items": data.rows.clipped_items,
+        "clipped_weight": float(data.rows.clipped_weight),
+        "unknown_item_impressions": data.unknown_item_impressions,
+        "heldout_shuffle_impressions": int(clicks["n_pos"].sum() + clicks["n_neg"].sum()) if len(clicks) else 0,
+        "position_bias_method": str(curve.attrs.get("method")),
+        "truth_available": truth is not None,
+        "features": dg.MetadataValue.json(features),
+        "candidates": dg.MetadataValue.md(_candidates_summary(frame, candidates)),
+        "mlflow_run_ids": dg.MetadataValue.json(run_ids),
+        "mlflow_path_run": dg.MetadataValue.url(run.url),
+        "mlflow_path_run_id": path_run,
+    }
+    source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits
+    if len(source_rows):
+        figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
+        metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_markdown(figure_png(figure), "ranker figure 2b"))
+    return dg.MaterializeResult(metadata=metadata)
+
+
+training_assets = [benchmark_models, ranker_candidates]

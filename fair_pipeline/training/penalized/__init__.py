@@ -1,0 +1,1 @@
+"""Penalized logistic regression with the conditional-mutual-information proxy (pure numpy/scipy/sklearn)."""

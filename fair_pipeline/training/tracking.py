@@ -1,0 +1,83 @@
+"""MLflow logging of the training assets through the shared `MLflowTracking` resource.
+
+One run per fit (params, metrics, the model with explicit pip requirements, the audit table) and one
+summary run per λ path with the `lambda_frontier` table the fairness report reads.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+
+from fair_pipeline.platform.tracking import PIP_REQUIREMENTS, MLflowTracking
+
+TAG_FITTED_CLASS = "fair_pipeline.fitted_class"
+
+
+def portable_model(model) -> LogisticRegression:
+    """A scikit-learn LogisticRegression with the fitted coefficients: scores identical to `model`, loadable
+    (and skops-trusted) with scikit-learn alone, without this package on the serving side."""
+    portable = LogisticRegression()
+    portable.coef_ = np.array(model.coef_, dtype=float).reshape(1, -1)
+    portable.intercept_ = np.array(model.intercept_, dtype=float).reshape(1)
+    portable.classes_ = np.asarray(model.classes_)
+    portable.n_features_in_ = portable.coef_.shape[1]
+    portable.n_iter_ = np.array([getattr(model, "n_iter_", 0)]).ravel()[:1]
+    return portable
+
+
+def finite_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """MLflow cannot chart NaN; not-estimable figures stay (as NaN) in the logged audit tables."""
+    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
+
+
+def log_fit_model(
+    tracking: MLflowTracking,
+    context,
+    *,
+    stage: str,
+    run_name: str,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    model,
+    tables: Mapping[str, pd.DataFrame],
+    tags: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
+    """Log one fitted model (as `portable_model`) as a run of `stage` with its params, metrics and tables; returns
+    (run id, logged model URI `models:/m-...`). Registering that URI directly is
+    ~2.5x faster than `runs:/<id>/model`, which MLflow 3 resolves by searching the run's logged models."""
+    fitted = f"{type(model).__module__}.{type(model).__qualname__}"
+    with tracking.start_run(context, stage, run_name=run_name, tags={TAG_FITTED_CLASS: fitted, **dict(tags or {})}) as run:
+        run.log_params(params)
+        run.log_metrics(finite_metrics(metrics))
+        model_uri = run.log_sklearn_model(portable_model(model), "model", pip_requirements=PIP_REQUIREMENTS)
+        for name, frame in tables.items():
+            run.log_table(frame, name)
+        return run.run_id, model_uri
+
+
+def lambda_frontier(candidates: pd.DataFrame, audits: pd.DataFrame, label_source: str, cutoff: float = 0.1) -> pd.DataFrame:
+    """The report's `lambda_frontier` table: utility = held-out AUC (95% CI), unfairness = |partial-AUC gap|
+    at `cutoff` (the largest over group pairs) with the image of the gap's 95% CI under |.|."""
+    rows = []
+    for c in candidates.itertuples():
+        gaps = audits[(audits["candidate_id"] == c.candidate_id) & (audits["label_source"] == label_source)
+                      & (audits["row_type"] == "gap") & np.isclose(audits["cutoff"], cutoff)] if len(audits) else audits
+        gap = gaps.loc[gaps["auc"].abs().idxmax()] if len(gaps) and gaps["auc"].notna().any() else None
+        low, high = (np.nan, np.nan) if gap is None else (abs(gap["ci_low"]), abs(gap["ci_high"]))
+        straddles = gap is not None and gap["ci_low"] <= 0 <= gap["ci_high"]
+        rows.append({
+            "lambda": c.lam, "utility": c.heldout_auc,
+            "utility_ci_low": c.heldout_auc - 1.96 * c.heldout_auc_se, "utility_ci_high": c.heldout_auc + 1.96 * c.heldout_auc_se,
+            "unfairness": np.nan if gap is None else abs(gap["auc"]),
+            "unfairness_ci_low": 0.0 if straddles else min(low, high), "unfairness_ci_high": max(low, high),
+            "unfairness_p_value": np.nan if gap is None else gap["p_value"], "cutoff": cutoff, "label_source": label_source,
+        })
+    return pd.DataFrame(rows)
+
+
+__all__ = ["TAG_FITTED_CLASS", "finite_metrics", "lambda_frontier", "log_fit_model", "portable_model"]

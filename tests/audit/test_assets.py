@@ -1,0 +1,373 @@
+"""The fairness_audit asset on a small simulated home run once through the daily job.
+
+The stored numbers are compared with the in-memory audit (compare_groups, xauc, pairwise_accuracies) on the
+same rows read independently from the landing files; then the asset alone is re-materialized with other label
+sources, a too-strict min_count (not-estimable groups), a fitted EO transform and a linear ranker candidate.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from fair_pipeline import runner
+from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
+from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY, HELD_OUT_CHECK, SIMULATION_BANNER, fairness_audit
+from fair_pipeline.eo.store import write_transforms
+from fair_pipeline.eo.transform import WeightedCDFTransformer
+from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
+from fair_pipeline.ingestion.simulator import SimulationConfig
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import MLflowTracking
+from tests.conftest import materialize_simulated_home
+
+CONFIG = SimulationConfig(n_items=3_000, requests_per_day=400, shuffle_share=0.5, adjacent_swap_share=0.25, slots=20, seed=5)
+START = dt.date(2026, 1, 1)
+DAYS = [str(START + dt.timedelta(days=i)) for i in range(2)]
+OP = FAIRNESS_AUDIT_KEY.to_python_identifier()
+GROUP_COLUMNS = ["auc", "variance", "se", "ci_low", "ci_high", "auc_normalized", "mcclish", "n_pos", "n_neg"]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("audit_home")
+    materialize_simulated_home(home, CONFIG, START, len(DAYS))
+    return home
+
+
+def _materialize(home: Path, config: dict | None = None, landing: Path | None = None, raise_on_error: bool = True):
+    return dg.materialize(
+        [fairness_audit],
+        resources={"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
+                   "landing": LandingZone(path=str(landing or home / "landing")),
+                   "mlflow": MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}",
+                                            artifact_root=str(home / "mlartifacts"))},
+        run_config={"ops": {OP: {"config": config or {}}}},
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=raise_on_error,
+    )
+
+
+def _query(home: Path, sql: str, params=None) -> pd.DataFrame:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(sql, params or {}).df()
+
+
+def _landing_rows(home: Path, source: str, day: str) -> pd.DataFrame:
+    """The day's rows straight from the landing Parquet (not through the warehouse)."""
+    return pd.read_parquet(home / "landing" / source / f"date={day}")
+
+
+def _truth_rows(home: Path, day: str) -> pd.DataFrame:
+    truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet")[["item_id", "relevance"]]
+    return _landing_rows(home, "observational", day).merge(truth, on="item_id", how="left")
+
+
+def _stored(home: Path, table: str, output: str, label: str) -> pd.DataFrame:
+    return _query(home, f"SELECT * FROM marts.{table} WHERE scored_output = $o AND label_source = $l",
+                  {"o": output, "l": label})
+
+
+def _assert_groups_equal(stored: pd.DataFrame, expected: pd.DataFrame) -> None:
+    stored = stored[~stored["is_overall"]].sort_values(["group", "cutoff"]).reset_index(drop=True)
+    expected = expected.sort_values(["group", "cutoff"]).reset_index(drop=True)
+    assert stored["group"].tolist() == expected["group"].astype(str).tolist()
+    np.testing.assert_array_equal(stored["estimable"].to_numpy(bool), expected["estimable"].to_numpy(bool))
+    for column in GROUP_COLUMNS:
+        np.testing.assert_allclose(stored[column].to_numpy(float), expected[column].to_numpy(float), rtol=1e-12,
+                                   atol=1e-15, equal_nan=True, err_msg=column)
+
+
+def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home):
+    rows = _truth_rows(home, DAYS[-1])  # default window: the run's newest partition
+    expected = compare_groups(rows["score"], rows["relevance"], rows["group_id"])
+    _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "relevance"), expected.groups)
+    pairs = _stored(home, "fairness_audit_pairs", "production", "relevance").sort_values("cutoff")
+    np.testing.assert_allclose(pairs[["diff", "se", "z", "p_value"]].to_numpy(float),
+                               expected.pairs.sort_values("cutoff")[["diff", "se", "z", "p_value"]].to_numpy(float),
+                               rtol=1e-10, atol=1e-300)
+    x = xauc(rows["score"], rows["relevance"], rows["group_id"]).pairs
+    stored_x = _stored(home, "fairness_audit_xauc", "production", "relevance").sort_values(["group_a", "group_b"])
+    np.testing.assert_allclose(stored_x[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
+                               x.sort_values(["group_a", "group_b"])[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
+                               rtol=1e-12)
+    outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE label_source = 'relevance'")
+    prod = outputs.set_index("scored_output").loc["production"]
+    assert prod["status"] == "audited" and bool(prod["held_out"]) and bool(prod["simulation_labels"])
+    assert prod["rows"] == len(rows) and prod["n_pos"] == rows["relevance"].sum()
+    assert str(prod["window_start"])[:10] == DAYS[-1]
+    assert outputs.loc[outputs["status"] == "unavailable", "reason"].notna().all()
+    # the daily job's EO transforms and retrained rankers are fitted on the day before the audited one: held out
+    for prefix in ("eo_", "ranker_"):
+        fitted = outputs[outputs["scored_output"].str.startswith(prefix) & (outputs["status"] == "audited")]
+        assert len(fitted), (prefix, outputs[["scored_output", "status", "reason"]])
+        assert fitted["held_out"].astype(bool).all() and fitted["reason"].isna().all()
+        assert (fitted["trained_from"].astype(str).str[:10] == DAYS[0]).all()
+        assert (fitted["trained_through"].astype(str).str[:10] == DAYS[0]).all()
+
+
+def _check(result, name: str):
+    return next(c for c in result.get_asset_check_evaluations() if c.check_name == name)
+
+
+def test_daily_job_audit_is_held_out_and_says_on_which_windows(home):
+    result = _materialize(home)
+    check = _check(result, HELD_OUT_CHECK)
+    assert check.passed and f"evaluation window {DAYS[-1]}..{DAYS[-1]}" in check.description
+    metadata = result.asset_materializations_for_node(OP)[0].metadata
+    assert metadata["evaluation_partitions"].value == DAYS[-1:]
+    windows = metadata["training_windows"].value
+    assert windows["production"] == "not fitted on the logs" and windows["eo_weighted"] == f"{DAYS[0]}..{DAYS[0]}"
+    assert any(name.startswith("ranker_") and w == f"{DAYS[0]}..{DAYS[0]}" for name, w in windows.items())
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    _, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
+    assert run.data.tags["fair_pipeline.evaluation_window"] == f"{DAYS[-1]}..{DAYS[-1]}"
+    assert f"eo_weighted: {DAYS[0]}..{DAYS[0]}" in run.data.tags["fair_pipeline.training_windows"]
+    assert run.info.run_name.endswith(f"evaluated on {DAYS[-1]}..{DAYS[-1]}")
+    pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
+    assert set(pauc.loc[pauc["model"] == "eo_weighted", "training_window"]) == {f"{DAYS[0]}..{DAYS[0]}"}
+
+
+def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    logged, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
+    assert run.data.tags["fair_pipeline.stage"] == "audit" and run.data.params["label_source"] == "relevance"
+    stored = _stored(home, "fairness_audit_groups", "production", "relevance").sort_values(["group", "cutoff"])
+    assert {"production", "eo_weighted"} <= set(logged["scored_output"])
+    logged = logged[logged["scored_output"] == "production"].sort_values(["group", "cutoff"])
+    np.testing.assert_allclose(logged["auc"].to_numpy(float), stored["auc"].to_numpy(float), rtol=1e-12)
+    pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
+    audited = _query(home, "SELECT scored_output FROM marts.fairness_audit_outputs WHERE status = 'audited'")
+    assert set(pauc["model"]) == set(audited["scored_output"]) and len(pauc) == 2 * 5 * len(audited)
+    artifacts = {f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")}
+    assert artifacts == {f"figures/curves_{name}.png" for name in audited["scored_output"]}
+
+
+def test_pairwise_accuracies_and_curves_match_in_memory(home):
+    result = _materialize(home, {"pairwise_max_queries": 100_000})
+    assert result.success
+    rows = _truth_rows(home, DAYS[-1])
+    expected = pairwise_accuracies(rows["score"], rows["relevance"], rows["group_id"], rows["query_id"])
+    stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
+    matrix = stored[stored["metric"].str.match(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
+    want = expected.matrix.sort_values(["group_better", "group_worse"])
+    np.testing.assert_allclose(matrix[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float),
+                               want[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float), rtol=1e-12)
+    assert matrix["n_queries"].max() == rows["query_id"].nunique()
+    curves = _stored(home, "fairness_audit_curves", "production", "relevance")
+    roc = curves[curves["kind"] == "roc"]
+    assert set(roc["group_a"]) == {"0", "1"} and len(roc) == 2 * 101
+    assert (roc["tpr_ci_low"] <= roc["tpr"] + 1e-12).all() and (roc["tpr"] <= roc["tpr_ci_high"] + 1e-12).all()
+    assert (roc["tpr_ci_high"] - roc["tpr_ci_low"]).between(0, 0.5).all()
+    metadata = result.asset_materializations_for_node(OP)[0].metadata
+    assert metadata["labels"].value == SIMULATION_BANNER
+    assert "data:image/png;base64," in metadata["production/curves"].value
+    assert "EO transform" in metadata["transform_note"].value
+    assert _check(result, "every_group_estimable").passed
+
+
+def test_pairwise_sample_is_bounded(home):
+    assert _materialize(home, {"pairwise_max_queries": 25}).success
+    stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
+    overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
+    assert overall["n_queries"].iloc[0] <= 25
+    outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE scored_output = 'production'")
+    assert outputs["pairwise_queries"].iloc[0] == 25 and outputs["queries_in_window"].iloc[0] == CONFIG.requests_per_day
+
+
+def test_randomized_click_labels_match_in_memory_on_shuffled_traffic(home):
+    assert _materialize(home, {"label_source": "randomized_clicks", "window_days": 2}).success
+    rows = pd.concat([_landing_rows(home, "randomized", d) for d in DAYS])
+    rows = rows[rows["policy"] == "shuffle"]
+    expected = compare_groups(rows["score"], rows["click"], rows["group_id"])
+    _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "randomized_clicks"), expected.groups)
+    outputs = _stored(home, "fairness_audit_outputs", "production", "randomized_clicks")
+    assert not outputs["simulation_labels"].iloc[0] and outputs["rows"].iloc[0] == len(rows)
+    # the truth-labelled audit of the same window is still there (each label source keeps its own rows)
+    assert len(_stored(home, "fairness_audit_groups", "production", "relevance")) > 0
+
+
+def test_groups_too_small_are_not_estimable_never_fair(home):
+    rows = _truth_rows(home, DAYS[-1])
+    small = int(rows.loc[rows["group_id"] == "0", "relevance"].sum()) + 1  # group 0 has fewer positives than this
+    assert small <= rows.loc[rows["group_id"] == "1", ["relevance"]].sum().iloc[0]
+    result = _materialize(home, {"min_count": small})
+    assert result.success
+    groups = _stored(home, "fairness_audit_groups", "production", "relevance")
+    g0 = groups[groups["group"] == "0"]
+    assert not g0["estimable"].any() and g0["auc"].isna().all() and g0["se"].isna().all()
+    assert g0["note"].str.contains("not estimable").all() and (g0["n_pos"] == small - 1).all()
+    assert groups[groups["group"] == "1"]["estimable"].all()
+    pairs = _stored(home, "fairness_audit_pairs", "production", "relevance")
+    assert not pairs["estimable"].any() and pairs["diff"].isna().all()
+    x = _stored(home, "fairness_audit_xauc", "production", "relevance").set_index("group_a")
+    assert not x.at["0", "estimable"] and np.isnan(x.at["0", "xauc"])
+    md = result.asset_materializations_for_node(OP)[0].metadata["production/groups"].value
+    assert "n/a (not estimable)" in md
+    check = _check(result, "every_group_estimable")
+    assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+    assert "group '0'" in check.description and f"{small - 1} positives" in check.description
+    assert _materialize(home).success  # restore the default audit for the other tests
+
+
+def _write_eo_transform(home: Path, model: WeightedCDFTransformer, window_end: str) -> None:
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        con.execute("DROP TABLE IF EXISTS marts.eo_transforms")
+        write_transforms(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(window_end), 1,
+                         {"weighted": model, "unweighted": "too few clicks"}, "adjacent_pairwise")
+
+
+def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
+    train = _landing_rows(home, "observational", DAYS[0])
+    model = WeightedCDFTransformer().fit(train["score"], train["group_id"], clicks=train["click"])
+    _write_eo_transform(home, model, window_end=DAYS[0])
+    try:
+        result = _materialize(home)
+        assert result.success
+        rows = _truth_rows(home, DAYS[-1])
+        fair = model.transform(rows["score"].to_numpy(), rows["group_id"].to_numpy())
+        expected = compare_groups(fair, rows["relevance"], rows["group_id"])
+        stored = _stored(home, "fairness_audit_groups", "eo_weighted", "relevance")
+        _assert_groups_equal(stored, expected.groups)
+        production = _stored(home, "fairness_audit_groups", "production", "relevance")
+        full = lambda f: f[(f["cutoff"] == 1.0) & ~f["is_overall"]].set_index("group")["auc"]  # noqa: E731
+        np.testing.assert_allclose(full(stored), full(production), atol=1e-4)  # monotone within group
+        x_eo = _stored(home, "fairness_audit_xauc", "eo_weighted", "relevance").set_index(["group_a", "group_b"])
+        x_prod = _stored(home, "fairness_audit_xauc", "production", "relevance").set_index(["group_a", "group_b"])
+        gap_before = abs(x_prod.at[("0", "1"), "xauc"] - x_prod.at[("1", "0"), "xauc"])
+        gap_after = abs(x_eo.at[("0", "1"), "xauc"] - x_eo.at[("1", "0"), "xauc"])
+        assert gap_after < gap_before - 0.1, (gap_before, gap_after)
+        outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE label_source = 'relevance'").set_index("scored_output")
+        assert outputs.at["eo_weighted", "status"] == "audited" and bool(outputs.at["eo_weighted", "held_out"])
+        assert outputs.at["eo_unweighted", "status"] == "unavailable"
+        assert "too few clicks" in outputs.at["eo_unweighted", "reason"]
+        note = result.asset_materializations_for_node(OP)[0].metadata["transform_note"].value
+        assert "xAUC(0, 1)" in note and "AUC within group 0" in note
+        # trained through the evaluated day: flagged in-sample
+        _write_eo_transform(home, model, window_end=DAYS[-1])
+        result = _materialize(home)
+        assert result.success
+        flagged = _stored(home, "fairness_audit_outputs", "eo_weighted", "relevance")
+        assert not flagged["held_out"].iloc[0] and "in-sample" in flagged["reason"].iloc[0]
+        check = _check(result, HELD_OUT_CHECK)
+        assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+        assert "eo_weighted: in-sample" in check.description and f"({DAYS[0]}..{DAYS[-1]})" in check.description
+    finally:
+        with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+            con.execute("DROP TABLE IF EXISTS marts.eo_transforms")
+
+
+def test_linear_ranker_candidate_is_audited_from_item_features(home):
+    with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+        con.execute("CREATE OR REPLACE TABLE marts.ranker_candidates AS SELECT 'd/merit/lam=0' AS candidate_id, "
+                    "CAST(NULL AS DATE) AS window_start, CAST(NULL AS DATE) AS window_end, $f AS features, $c AS coefficients, 0.5 AS intercept",
+                    {"f": '["f0", "f1", "f2"]', "c": '{"f0": 1.0, "f1": 1.0, "f2": 0.0}'})
+    try:
+        result = _materialize(home, {"pairwise_max_queries": 100_000})
+        assert result.success
+        rows = _truth_rows(home, DAYS[-1])
+        items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+        rows = rows.merge(items[["item_id", "f0", "f1"]], on="item_id")
+        score = rows["f0"] + rows["f1"] + 0.5
+        expected = compare_groups(score, rows["relevance"], rows["group_id"])
+        _assert_groups_equal(_stored(home, "fairness_audit_groups", "ranker_d_merit_lam_0", "relevance"), expected.groups)
+        pw = pairwise_accuracies(score, rows["relevance"], rows["group_id"], rows["query_id"]).overall
+        stored = _stored(home, "fairness_audit_pairwise", "ranker_d_merit_lam_0", "relevance")
+        overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
+        np.testing.assert_allclose(overall[["accuracy", "se"]].to_numpy(float), pw[["accuracy", "se"]].to_numpy(float), rtol=1e-12)
+        outputs = _stored(home, "fairness_audit_outputs", "ranker_d_merit_lam_0", "relevance")
+        assert outputs["held_out"].isna().iloc[0]  # no training window recorded: unknown, not claimed held out
+        check = _check(result, HELD_OUT_CHECK)
+        assert not check.passed and "ranker_d_merit_lam_0: training window unknown" in check.description
+    finally:
+        with duckdb.connect(str(home / "warehouse.duckdb")) as con:
+            con.execute("DROP TABLE IF EXISTS marts.ranker_candidates")
+
+
+def test_bad_configuration_fails_with_a_clear_message(home, tmp_path):
+    result = _materialize(home, {"label_source": "relevance"}, landing=tmp_path, raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "truth file" in failure and "randomized_clicks" in failure
+    result = _materialize(home, {"outputs": ["nope"]}, raise_on_error=False)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "'nope'" in failure and "production" in failure
+
+
+class _RecordingRun:
+    def __init__(self):
+        self.run_id, self.url, self.params, self.metrics, self.tables, self.figures = "run-1", "http://x", {}, {}, {}, []
+
+    def log_params(self, params):
+        self.params.update(params)
+
+    def log_metrics(self, metrics):
+        self.metrics.update(metrics)
+
+    def log_table(self, frame, name):
+        self.tables[name] = frame
+
+    def log_figure(self, figure, name):
+        self.figures.append(name)
+
+
+class _RecordingTracking:
+    """Stands in for MLflowTracking: records what one audit run logs."""
+
+    def __init__(self):
+        self.run, self.stages = _RecordingRun(), []
+
+    def start_run(self, context, stage, run_name=None, window=None, tags=None):
+        import contextlib
+
+        self.stages.append((stage, window))
+        return contextlib.nullcontext(self.run)
+
+
+def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
+    from fair_pipeline.audit import sql as aw
+    from fair_pipeline.audit.evaluation import EvaluationData, audit_output
+    from fair_pipeline.audit.outputs import production_scores
+    from fair_pipeline.audit.report import warehouse_tables
+    from fair_pipeline.audit.tracking import log_audit
+
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        window = aw.evaluation_window(con, "relevance")
+        source = aw.label_source("relevance", home / "landing", window, ["shuffle"])
+        data = EvaluationData(aw.score_counts(con, source), None, *aw.query_rows(con, source, 50))
+    audits = [audit_output(production_scores(None)[0], data, window.first, [0.1, 1.0], min_count=10, confidence=0.95)]
+    tracking = _RecordingTracking()
+    run_id, _ = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
+                       (str(window.first), str(window.last)))
+    assert run_id == "run-1" and tracking.stages == [("audit", (DAYS[-1], DAYS[-1]))]
+    contract = {  # fair_pipeline.reporting.sections: name -> required columns
+        "partial_auc": ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"],
+        "roc_curves": ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"],
+        "xauc": ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"],
+        "xroc_curves": ["model", "direction", "fpr", "tpr"],
+        "pairwise_accuracy": ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"],
+    }
+    for name, columns in contract.items():
+        assert set(columns) <= set(tracking.run.tables[name].columns), name
+    pauc = tracking.run.tables["partial_auc"].set_index(["group", "fpr_high"])
+    groups = audits[0].report.groups.set_index(["group", "cutoff"])
+    np.testing.assert_allclose(pauc["estimate"], groups["auc"] / groups.index.get_level_values(1))
+    assert np.isnan(pauc.loc[("0", 1.0), "p_value"])  # the reference group: no test
+    assert pauc.loc[("1", 1.0), "p_value"] == audits[0].report.pairs.set_index("cutoff").at[1.0, "p_value"]
+    # The report's findings quote the difference from the reference group and ΔxAUC, each with its CI.
+    for cutoff in (0.1, 1.0):
+        one, ref = pauc.loc[("1", cutoff)], pauc.loc[("0", cutoff)]
+        assert one["reference"] == "0" and one["diff"] == pytest.approx(one["estimate"] - ref["estimate"], abs=1e-12)
+        assert one["diff_ci_low"] < one["diff"] < one["diff_ci_high"] and np.isnan(ref["diff"])
+    xauc = tracking.run.tables["xauc"].set_index("direction")
+    assert xauc.at["0>1", "delta"] == pytest.approx(xauc.at["0>1", "estimate"] - xauc.at["1>0", "estimate"], abs=1e-12)
+    assert xauc.at["1>0", "delta"] == -xauc.at["0>1", "delta"] and xauc.at["1>0", "delta_ci_high"] == -xauc.at["0>1", "delta_ci_low"]
+    assert xauc.at["0>1", "delta_ci_low"] < xauc.at["0>1", "delta"] < xauc.at["0>1", "delta_ci_high"]
+    assert {"fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc"} <= set(tracking.run.tables)
+    assert tracking.run.figures == ["curves_production"]
+    assert "production.delta_xauc" in tracking.run.metrics and "production.auc_gap_se" in tracking.run.metrics

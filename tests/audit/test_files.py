@@ -1,0 +1,130 @@
+"""audit_file: the DuckDB aggregate path gives the in-memory numbers; errors; CLI hooks."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fair_pipeline.audit import AuditInputError, compare_groups, pairwise_accuracies, xauc
+from fair_pipeline.audit.files import audit_file, format_audit, main_audit, quote_ident
+
+SCORE, LABEL, GROUP, QUERY = 'model "v2" score', "clicked?", "group id", "q"
+
+
+@pytest.fixture(scope="module")
+def frame():
+    rng = np.random.default_rng(0)
+    N = 6000
+    g = rng.choice(["x", "y", "z"], N)
+    y = rng.random(N) < 0.3
+    s = np.round(rng.normal(size=N) + y * (1 + (g == "x")), 2)
+    return pd.DataFrame({SCORE: s, LABEL: y.astype(int), GROUP: g, QUERY: rng.integers(0, 400, N)})
+
+
+@pytest.fixture(scope="module")
+def files(frame, tmp_path_factory):
+    d = tmp_path_factory.mktemp("audit files")
+    pq = d / "it's scored.parquet"  # quote in the path: bound as a parameter, never spliced
+    frame.to_parquet(pq)
+    csv = d / "scored.csv"
+    frame.to_csv(csv, index=False)
+    half = len(frame) // 2
+    frame.iloc[:half].to_parquet(d / "part-0.parquet")
+    frame.iloc[half:].to_parquet(d / "part-1.parquet")
+    return {"parquet": pq, "csv": csv, "glob": str(d / "part-*.parquet")}
+
+
+def _close(a: pd.DataFrame, b: pd.DataFrame, tol=1e-12):
+    x, y = a.select_dtypes("number").to_numpy(float), b.select_dtypes("number").to_numpy(float)
+    assert x.shape == y.shape
+    assert np.nanmax(np.abs(x - y)) <= tol
+    assert (np.isnan(x) == np.isnan(y)).all()
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv", "glob"])
+def test_sql_path_equals_in_memory(frame, files, kind):
+    r = audit_file(files[kind], SCORE, LABEL, GROUP, QUERY, batch_rows=97)  # many small batches
+    s, y, g = frame[SCORE].to_numpy(), frame[LABEL].to_numpy(), frame[GROUP].to_numpy()
+    ref = compare_groups(s, y, g)
+    _close(r.report.groups, ref.groups)
+    _close(r.report.pairs, ref.pairs)
+    _close(r.report.overall, ref.overall)
+    rx = xauc(s, y, g)
+    for name in ("pairs", "deltas", "balanced", "balanced_deltas", "curves"):
+        _close(getattr(r.report.xauc, name), getattr(rx, name))
+    rp = pairwise_accuracies(s, y, g, frame[QUERY].to_numpy())
+    for name in ("matrix", "marginals", "parity", "overall"):
+        _close(getattr(r.pairwise, name), getattr(rp, name))
+    assert r.rows == len(frame)
+
+
+def test_without_group_and_boolean_labels(frame, tmp_path):
+    p = tmp_path / "bool.parquet"
+    frame.assign(**{LABEL: frame[LABEL].astype(bool)}).to_parquet(p)
+    r = audit_file(p, SCORE, LABEL, cutoffs=[0.1, 1.0])
+    assert r.report.xauc is None and r.report.pairs.empty
+    assert r.report.groups["group"].eq("(all)").all()
+    assert np.allclose(r.report.groups["auc"], r.report.overall["auc"])
+
+
+def test_json_and_text(files):
+    r = audit_file(files["parquet"], SCORE, LABEL, GROUP, QUERY)
+    d = json.loads(json.dumps(r.to_dict()))  # strictly JSON: no NaN, no numpy types
+    assert d["rows"] == 6000 and len(d["groups"]) == 15 and d["xauc"]["deltas"]
+    assert d["pairwise"]["matrix"][0]["n_pairs"] > 0
+    text = format_audit(r)
+    for heading in ("Per group:", "Group differences", "xAUC(a, b)", "Balanced xAUC", "pairwise accuracy"):
+        assert heading in text
+
+
+def test_cli_main(files, capsys):
+    assert main_audit([str(files["csv"]), "--score", SCORE, "--label", LABEL, "--group", GROUP,
+                       "--cutoffs", "0.1,0.2,1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cutoffs"] == [0.1, 0.2, 1.0]
+    assert main_audit([str(files["csv"]), "--score", "nope", "--label", LABEL]) == 2
+    err = capsys.readouterr().err
+    assert "--score column 'nope' not found" in err and SCORE in err
+
+
+def _bad(tmp_path, frame, **changes):
+    df = frame.copy()
+    for col, (rows, value) in changes.items():
+        df[col] = df[col].astype(object)
+        df.loc[rows, col] = value
+    p = tmp_path / "bad.parquet"
+    df.to_parquet(p)
+    return p
+
+
+def test_errors_name_column_group_and_count(frame, tmp_path):
+    y_rows = frame.index[frame[GROUP] == "y"][:3]
+    p = _bad(tmp_path, frame, **{SCORE: (y_rows, None)})
+    with pytest.raises(AuditInputError, match=f"--score column '{SCORE}': 3 NULL values in group 'y'"):
+        audit_file(p, SCORE, LABEL, GROUP)
+    p = _bad(tmp_path, frame, **{LABEL: (frame.index[:5], 2)})
+    with pytest.raises(AuditInputError, match="not 0/1 values in group"):
+        audit_file(p, SCORE, LABEL, GROUP)
+    p = _bad(tmp_path, frame, **{GROUP: (frame.index[:4], None)})
+    with pytest.raises(AuditInputError, match="4 rows with NULL group"):
+        audit_file(p, SCORE, LABEL, GROUP)
+    csv = tmp_path / "inf.csv"
+    frame.assign(**{SCORE: np.where(frame.index == 7, np.inf, frame[SCORE])}).to_csv(csv, index=False)
+    with pytest.raises(AuditInputError, match="1 NaN or infinite values in group"):
+        audit_file(csv, SCORE, LABEL, GROUP)
+    with pytest.raises(AuditInputError, match="no such file"):
+        audit_file(tmp_path / "missing.parquet", SCORE, LABEL)
+    with pytest.raises(AuditInputError, match="expected a .parquet or .csv"):
+        audit_file(tmp_path / "bad.xlsx", SCORE, LABEL) if (tmp_path / "bad.xlsx").touch() is None else None
+    with pytest.raises(AuditInputError, match="single class"):
+        frame.assign(**{LABEL: 0}).to_parquet(tmp_path / "one.parquet")
+        audit_file(tmp_path / "one.parquet", SCORE, LABEL, GROUP)
+    with pytest.raises(AuditInputError, match="cutoffs must lie in"):
+        audit_file(tmp_path / "one.parquet", SCORE, LABEL, cutoffs=[0, 0.5])
+
+
+def test_quote_ident():
+    assert quote_ident('a"b') == '"a""b"'
+    assert quote_ident("x; DROP TABLE t") == '"x; DROP TABLE t"'

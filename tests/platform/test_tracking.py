@@ -1,0 +1,200 @@
+"""MLflowTracking against a temp FAIR_PIPELINE_HOME: experiments, tags, tables, registry, faults."""
+import sqlite3
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.linear_model import LogisticRegression
+
+from fair_pipeline.platform import tracking
+from fair_pipeline.platform.tracking import (
+    CANDIDATE,
+    CHAMPION,
+    FAIR_RANKER,
+    MLflowTracking,
+    TrackingUnavailableError,
+    TrackingUsageError,
+)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fp_home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAIR_PIPELINE_HOME", str(path))
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        yield path
+
+
+@pytest.fixture(scope="module")
+def tr(home):
+    resource = MLflowTracking(retry_delay_s=0.05)
+    resource.ensure_experiments()
+    return resource
+
+
+def test_store_and_experiments_live_under_home(home, tr):
+    assert tr.uri == f"sqlite:///{home / 'mlflow.db'}"
+    ids = tr.ensure_experiments()
+    assert set(ids) == set(tracking.STAGES)
+    client = tr.client()
+    for stage, experiment_id in ids.items():
+        experiment = client.get_experiment(experiment_id)
+        assert experiment.name == f"fair_pipeline/{stage}"
+        assert experiment.artifact_location == (home / "mlartifacts" / stage).as_uri()
+    # Idempotent: a second resource (another step process) finds the same experiments.
+    assert MLflowTracking().ensure_experiments() == ids
+
+
+def test_concurrent_initialisation_of_a_fresh_store_is_serialised(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    results, errors = [], []
+
+    def init():
+        try:
+            results.append(tracking.ensure_experiments(uri, tmp_path / "art", stages=("audit", "training")))
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=init) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(results) == 3 and all(r == results[0] for r in results)
+
+
+def test_run_is_tagged_and_ends_failed_when_the_block_raises(tr):
+    frame = pd.DataFrame({"position": [1, 2, 3], "estimate": [1.0, 0.6, np.nan], "ci_low": [1.0, 0.5, np.nan],
+                          "ci_high": [1.0, 0.7, np.nan], "day": pd.to_datetime(["2024-01-01"] * 3)})
+    with tr.start_run(None, "position_bias", run_name="pb", window=("2024-01-01", "2024-01-07"), tags={"k": 1}) as run:
+        run.log_table(frame, "position_bias_curve")
+        run.log_metrics({"w2": 0.6})
+        run.log_dict({"a": 1}, "config.json")
+    data = tr.client().get_run(run.run_id)
+    assert data.info.status == "FINISHED"
+    assert data.data.tags[tracking.TAG_STAGE] == "position_bias"
+    assert data.data.tags[tracking.TAG_WINDOW] == "2024-01-01..2024-01-07"
+    assert data.data.tags["k"] == "1" and data.data.metrics["w2"] == 0.6
+    table, found = tr.latest_table("position_bias_curve")
+    assert found.info.run_id == run.run_id
+    assert table["estimate"].tolist()[:2] == [1.0, 0.6] and np.isnan(table["estimate"].iloc[2])
+    assert table["day"].iloc[0].startswith("2024-01-01")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        with tr.start_run(None, "position_bias", run_name="bad") as bad:
+            bad.log_table(frame.assign(estimate=0.0), "position_bias_curve")
+            raise RuntimeError("boom")
+    assert tr.client().get_run(bad.run_id).info.status == "FAILED"
+    # A failed run's table is never what the report reads.
+    assert tr.latest_table("position_bias_curve")[1].info.run_id == run.run_id
+    assert tr.latest_table("never_logged") is None
+
+
+def test_tables_round_trip_exactly_including_subnormal_p_values(tr):
+    # A p-value of 1e-308 (z ≈ 37 on a million-row audit) once made the report fail to read the audit's table.
+    frame = pd.DataFrame({"model": ["a", "b", "c"], "p_value": [1.07306696522443e-308, 5e-324, np.nan],
+                          "estimate": [0.1234567890123, 1.0, 0.5], "n_pos": [3, 4, 5], "estimable": [True, False, True],
+                          "diff": [np.nan] * 3, "ci_low": [np.nan, 0.2, np.nan]})
+    with tr.start_run(None, "audit", run_name="tiny p") as run:
+        run.log_table(frame, "subnormal_check")
+    table, _ = tr.latest_table("subnormal_check")
+    assert table["p_value"].iloc[0] == 1.07306696522443e-308 and table["p_value"].iloc[1] == 5e-324
+    assert np.isnan(table["p_value"].iloc[2])
+    assert table["estimate"].tolist() == frame["estimate"].tolist()
+    assert table["n_pos"].tolist() == [3, 4, 5] and table["estimable"].tolist() == [True, False, True]
+    # all-NaN and partly-NaN numeric columns come back as float NaN (JSON null), so np.sign and comparisons work
+    assert table["diff"].dtype == float and table["diff"].isna().all()
+    assert table["ci_low"].dtype == float and table["ci_low"].iloc[1] == 0.2 and np.isnan(table["ci_low"].iloc[0])
+
+
+def test_unknown_stage_and_bad_names_are_rejected(tr):
+    with pytest.raises(TrackingUsageError, match="unknown pipeline stage 'trainning'"):
+        with tr.start_run(None, "trainning"):
+            pass
+    with pytest.raises(TrackingUsageError, match="registered model name"):
+        tr.register_model("models:/x", "bad name'; --")
+
+
+def test_register_sets_candidate_and_champion_moves(tr):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 2))
+    y = (x[:, 0] > 0).astype(int)
+    versions = []
+    with tr.start_run(None, "training", run_name="fit") as run:
+        for i, c in enumerate((0.1, 1.0)):
+            uri = run.log_sklearn_model(LogisticRegression(C=c).fit(x, y), f"ranker_{i}")
+            versions.append(tr.register_model(uri, FAIR_RANKER, run=run, tags={"C": c}))
+    assert [str(v.version) for v in versions] == ["1", "2"]
+    assert str(tr.version_by_alias(FAIR_RANKER, CANDIDATE).version) == "2"  # the alias moved to the newest candidate
+    assert tr.champion(FAIR_RANKER) is None
+    assert tr.set_champion(FAIR_RANKER, "1") is None
+    assert tr.set_champion(FAIR_RANKER, 2) == "1"
+    assert str(tr.champion(FAIR_RANKER).version) == "2"
+    assert tr.client().get_model_version(FAIR_RANKER, "1").tags["C"] == "0.1"
+    with pytest.raises(Exception, match="(?i)not found|does not exist"):
+        tr.set_champion(FAIR_RANKER, 99)
+    assert str(tr.champion(FAIR_RANKER).version) == "2"
+
+
+def test_failed_alias_rolls_back_the_new_version(tr, monkeypatch):
+    with tr.start_run(None, "training", run_name="rollback") as run:
+        uri = run.log_sklearn_model(LogisticRegression().fit(np.eye(2), [0, 1]), "ranker")
+        before = {v.version for v in tr.client().search_model_versions(f"name = '{FAIR_RANKER}'")}
+        client_cls = type(tr.client())
+
+        def locked(self, *args, **kwargs):
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+
+        monkeypatch.setattr(client_cls, "set_registered_model_alias", locked)
+        with pytest.raises(TrackingUnavailableError, match="database is locked.*tried 4 times"):
+            tr.register_model(uri, FAIR_RANKER, run=run)
+        monkeypatch.undo()
+    after = {v.version for v in tr.client().search_model_versions(f"name = '{FAIR_RANKER}'")}
+    assert after == before  # no version left without its alias
+
+
+def test_locked_database_fails_with_a_clear_message_after_retries(home, tr):
+    quick = MLflowTracking(attempts=1, retry_delay_s=0.05)  # one MLflow call on a locked sqlite file takes ~20 s
+    quick.ensure_experiments()  # as in a step: the resource set itself up before the lock was taken
+    holder = sqlite3.connect(home / "mlflow.db")
+    holder.execute("BEGIN EXCLUSIVE")
+    began = time.monotonic()
+    try:
+        pattern = r"mlflow\.db unavailable while trying to create a run in experiment \d+: .*database is locked \(tried once"
+        with pytest.raises(TrackingUnavailableError, match=pattern):
+            with quick.start_run(None, "audit"):
+                pass
+    finally:
+        holder.rollback()
+        holder.close()
+    assert time.monotonic() - began < 60  # bounded: fails instead of hanging
+    # Once the lock is gone the same call works.
+    with quick.start_run(None, "audit", run_name="after-lock") as run:
+        run.log_metrics({"x": 1.0})
+
+
+def test_unreachable_server_fails_fast_with_a_clear_message(tmp_path):
+    from fair_pipeline.ui import free_port
+
+    port = free_port()
+    resource = MLflowTracking(tracking_uri=f"http://127.0.0.1:{port}")
+    began = time.monotonic()
+    with pytest.raises(TrackingUnavailableError, match=f"127.0.0.1:{port} is unreachable"):
+        resource.ensure_experiments()
+    assert time.monotonic() - began < 10
+
+
+def test_transient_classification():
+    assert tracking.is_transient(RuntimeError("sqlite3.OperationalError: database is locked"))
+    try:
+        try:
+            raise ConnectionRefusedError("Connection refused")
+        except ConnectionRefusedError as inner:
+            raise RuntimeError("API request failed") from inner
+    except RuntimeError as outer:
+        assert tracking.is_transient(outer)
+    assert not tracking.is_transient(ValueError("RESOURCE_DOES_NOT_EXIST"))

@@ -1,0 +1,70 @@
+"""fair_pipeline.platform.windows: the one definition of "the newest N partitions" every windowed stage uses."""
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pytest
+
+from fair_pipeline.platform.windows import holdout_window, newest_partitions, partition_dates
+
+D = dt.date
+
+
+class StageError(ValueError):
+    pass
+
+
+@pytest.fixture
+def con():
+    with duckdb.connect() as con:
+        con.execute("CREATE SCHEMA marts")
+        con.execute("CREATE TABLE marts.a (partition_date DATE)")
+        con.execute("CREATE TABLE marts.b (partition_date DATE)")
+        con.execute("INSERT INTO marts.a VALUES ('2026-01-01'), ('2026-01-05'), ('2026-01-05'), ('2026-01-09')")
+        con.execute("INSERT INTO marts.b VALUES ('2026-01-07')")
+        yield con
+
+
+def test_newest_partitions_count_days_with_data_across_tables_up_to_the_end(con):
+    assert partition_dates(con, ["marts.a", "marts.b", "marts.missing"]) == [D(2026, 1, d) for d in (1, 5, 7, 9)]
+    window = newest_partitions(con, ["marts.a", "marts.b"], 3, "2026-01-08")
+    assert window.dates == (D(2026, 1, 1), D(2026, 1, 5), D(2026, 1, 7)) and window.span == "2026-01-01..2026-01-07"
+    assert window.held_out == () and window.label == "2026-01-01..2026-01-07 (3 partitions with data)"
+    assert newest_partitions(con, "marts.a", 2).dates == (D(2026, 1, 5), D(2026, 1, 9))  # no end: the newest
+
+
+def test_errors_name_the_table_the_end_and_what_to_do(con):
+    with pytest.raises(StageError, match=r"no partitions on or before 2025-12-31 in marts.a / marts.b; ingest"):
+        newest_partitions(con, ["marts.a", "marts.b"], 7, "2025-12-31", error=StageError, hint="ingest")
+    with pytest.raises(StageError, match="marts.nope does not exist; ingest"):
+        newest_partitions(con, "marts.nope", 7, error=StageError, hint="ingest")
+    with pytest.raises(StageError, match="window_days=0 must be a positive integer"):
+        newest_partitions(con, "marts.a", 0, error=StageError)
+    with pytest.raises(StageError, match="window end 'yesterday' is not a date"):
+        newest_partitions(con, "marts.a", 1, "yesterday", error=StageError)
+    with pytest.raises(StageError, match="holdout_days=-1 must be an integer >= 0"):
+        holdout_window(con, "marts.a", 1, holdout_days=-1, error=StageError)
+
+
+def test_holdout_window_ends_before_the_newest_partitions(con):
+    window = holdout_window(con, "marts.a", 7, "2026-01-09")
+    assert window.dates == (D(2026, 1, 1), D(2026, 1, 5)) and window.held_out == (D(2026, 1, 9),)
+    assert "2026-01-09" == window.held_out_text
+    two = holdout_window(con, ["marts.a", "marts.b"], 1, "2026-01-09", holdout_days=2)
+    assert two.dates == (D(2026, 1, 5),) and two.held_out == (D(2026, 1, 7), D(2026, 1, 9))
+    # the held-out partitions are counted in days with data, like the window: a gap does not shift them
+    assert holdout_window(con, "marts.a", 1, "2026-01-08").dates == (D(2026, 1, 1),)
+    in_sample = holdout_window(con, "marts.a", 7, "2026-01-09", holdout_days=0)
+    assert in_sample.dates[-1] == D(2026, 1, 9) and "in-sample" in in_sample.held_out_text
+
+
+def test_a_single_partition_cannot_be_held_out(con):
+    with pytest.raises(StageError) as error:
+        holdout_window(con, "marts.a", 7, "2026-01-04", error=StageError)
+    message = str(error.value)
+    assert message.startswith("training cannot be held out: marts.a has only 1 partition(s) on or before 2026-01-04 "
+                              "(2026-01-01)")
+    assert "ingest more days, or set holdout_days=0" in message and "in-sample" in message
+    with pytest.raises(StageError, match="no partitions on or before 2025-12-31 in marts.a"):
+        holdout_window(con, "marts.a", 7, "2025-12-31", error=StageError)

@@ -1,0 +1,302 @@
+"""The position_bias asset: window of mart partitions, every estimator, tables, checks, not-estimable paths.
+
+One simulated home (3 days, 20 slots, half shuffled / half swapped traffic) goes through the real daily job once;
+the tests then re-materialize only the position_bias asset with other configs. Two hand-built warehouses hold
+just the marts (no ingestion) for the missing-traffic and too-little-traffic paths.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
+
+from fair_pipeline import runner
+from fair_pipeline.definitions import defs
+from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
+from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import MLflowTracking
+from fair_pipeline.position_bias import PositionBiasInputError, estimate_position_bias
+from fair_pipeline.position_bias.assets import (
+    AGREEMENT_CHECK,
+    CHOSEN_CHECK,
+    POSITION_BIAS_KEY,
+    chosen_curve_check,
+    position_bias,
+)
+from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates
+from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, load_chosen_position_bias
+from fair_pipeline.position_bias.window import training_window
+from tests.conftest import materialize_simulated_home
+
+CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
+START = dt.date(2026, 1, 1)
+DAYS = [str(START + dt.timedelta(days=i)) for i in range(3)]
+METHODS = ["adjacent_pairwise", "adjacent_swap", "direct_is", "naive", "randomized"]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    """A simulated home after one run of the daily job over its three partitions (default asset config)."""
+    home = tmp_path_factory.mktemp("position_bias_home")
+    result = materialize_simulated_home(home, CONFIG, START, len(DAYS))
+    home.joinpath("job_result").write_text(repr(_check_outcomes(result)))
+    return home
+
+
+def _check_outcomes(result) -> dict[str, tuple[bool, str]]:
+    return {
+        e.check_name: (e.passed, e.severity.value)
+        for e in (ev.event_specific_data for ev in result.all_events if ev.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        if e.asset_key == POSITION_BIAS_KEY
+    }
+
+
+def _tracking(home: Path) -> MLflowTracking:
+    return MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+
+
+def _materialize(warehouse: Path, landing: Path, config: dict | None = None, **kwargs):
+    return dg.materialize(
+        [position_bias],
+        resources={"warehouse": DuckDBWarehouse(path=str(warehouse)), "landing": LandingZone(path=str(landing)),
+                   "mlflow": _tracking(warehouse.parent)},
+        run_config={"ops": {"marts__position_bias_curves": {"config": config or {}}}},
+        instance=dg.DagsterInstance.ephemeral(),
+        **kwargs,
+    )
+
+
+def _query(warehouse: Path, sql: str, params=None) -> pd.DataFrame:
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return con.execute(sql, params or []).df()
+
+
+def _checks(result) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def _impressions(warehouse: Path, days: list[str]) -> pd.DataFrame:
+    sql = """SELECT request_id, policy, position, original_position, score, click FROM raw.observational_impressions
+             WHERE partition_date IN (SELECT unnest(?::DATE[]))
+             UNION ALL
+             SELECT request_id, policy, position, original_position, score, click FROM raw.randomized_impressions
+             WHERE partition_date IN (SELECT unnest(?::DATE[]))"""
+    return _query(warehouse, sql, [days, days])
+
+
+def test_daily_job_builds_every_curve_over_the_window_and_checks_pass(home):
+    warehouse = home / "warehouse.duckdb"
+    assert eval(home.joinpath("job_result").read_text()) == {CHOSEN_CHECK: (True, "ERROR"), AGREEMENT_CHECK: (True, "WARN")}
+    curves = _query(warehouse, f"SELECT * FROM {CURVES_TABLE}")
+    assert sorted(curves["method"].unique()) == METHODS
+    assert curves.groupby("method")["position"].apply(sorted).map(lambda p: p == list(range(1, 21))).all()
+    assert {str(d.date()) for d in pd.to_datetime(curves["window_start"])} == {DAYS[0]}
+    assert {str(d.date()) for d in pd.to_datetime(curves["window_end"])} == {DAYS[-1]}
+    assert set(curves.loc[curves["chosen"], "method"]) == {"adjacent_pairwise"}
+
+    # Same numbers as the in-memory estimator on the raw rows of the window (the SQL path is wired to the window).
+    impressions = _impressions(warehouse, DAYS)
+    for method in ("adjacent_pairwise", "randomized", "adjacent_swap"):
+        expected = estimate_position_bias(impressions, method=method)
+        stored = curves[curves["method"] == method].sort_values("position")
+        np.testing.assert_allclose(stored["weight"], expected["weight"], rtol=1e-9)
+        np.testing.assert_allclose(stored["ci_high"], expected["ci_high"], rtol=1e-9)
+        assert stored["impressions"].tolist() == expected["impressions"].tolist()
+
+    # The reader hands later stages the chosen curve; 13,500 production requests make it close to the truth.
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        chosen = load_chosen_position_bias(con)
+    assert list(chosen.columns[:4]) == ["position", "weight", "ci_low", "ci_high"]
+    assert chosen.attrs["method"] == "adjacent_pairwise" and chosen.attrs["window_end"] == DAYS[-1]
+    assert chosen["weight"].iloc[0] == 1.0 and (chosen["ci_low"] <= chosen["weight"]).all()
+    truth = bias_curve(CONFIG)
+    assert np.max(np.abs(chosen["weight"] - truth)) < 0.06
+    methods = _query(warehouse, f"SELECT * FROM {METHODS_TABLE} ORDER BY method")
+    assert methods["estimable"].all() and methods["partitions"].eq(3).all()
+    assert methods.set_index("method").loc["randomized", "impressions"] == 3 * 750 * 20
+
+
+def test_metadata_reports_table_plot_counts_and_errors_vs_truth(home):
+    result = _materialize(home / "warehouse.duckdb", home / "landing")
+    assert result.success
+    metadata = result.asset_materializations_for_node("marts__position_bias_curves")[0].metadata
+    assert metadata["chosen_method"].value == "adjacent_pairwise"
+    assert metadata["window_partitions"].value == DAYS
+    assert metadata["chosen_curve"].value.count("\n") == 21 and "true w" in metadata["chosen_curve"].value
+    assert metadata["curves_plot"].value.startswith("![") and "data:image/png;base64,iVBOR" in metadata["curves_plot"].value
+    assert metadata["chosen_impressions"].value == 3 * 1_500 * 20
+    # Errors vs truth are recomputed here from the stored curves and the simulator's curve.
+    curves = _query(home / "warehouse.duckdb", f"SELECT method, position, weight FROM {CURVES_TABLE}")
+    truth = bias_curve(CONFIG)
+    for method, curve in curves.groupby("method"):
+        error = np.nanmax(np.abs(curve.sort_values("position")["weight"].to_numpy() - truth))
+        assert metadata[f"max_abs_error/{method}"].value == pytest.approx(error, rel=1e-9), method
+    # The observational estimators need the ratios: naive is visibly worse than adjacent_pairwise.
+    assert metadata["max_abs_error/naive"].value > 2 * metadata["max_abs_error/adjacent_pairwise"].value
+
+
+def test_every_curve_is_logged_to_mlflow_for_the_report(home):
+    """The daily job's run logged table `position_bias_curve` (the report's contract): every method and position,
+    the chosen curve marked, the same numbers as the warehouse."""
+    logged, run = _tracking(home).latest_table("position_bias_curve", stages=("position_bias",))
+    stored = _query(home / "warehouse.duckdb", f"SELECT * FROM {CURVES_TABLE}")
+    assert run.data.tags["dagster.asset_key"] == "marts/position_bias_curves"
+    assert {"method", "n_impressions", "chosen", "ci_low", "ci_high", "truncated"} <= set(logged.columns)
+    assert set(logged.loc[logged["chosen"], "method"]) == {"adjacent_pairwise"}
+    merged = logged.merge(stored, on=["method", "position"], suffixes=("", "_stored"))
+    assert len(merged) == len(logged) == len(stored) == len(METHODS) * 20
+    np.testing.assert_allclose(merged["estimate"], merged["weight"], rtol=1e-12)
+    np.testing.assert_allclose(merged["ci_high"], merged["ci_high_stored"], rtol=1e-12)
+    assert (merged["n_impressions"] == merged["impressions"]).all()
+    assert (merged["truncated"] == merged["truncated_stored"]).all()
+
+
+def test_window_is_the_newest_partitions_with_data_up_to_the_end(home):
+    warehouse = home / "warehouse.duckdb"
+    result = _materialize(warehouse, home / "landing", {"window_days": 2})
+    assert result.success
+    window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE}")
+    assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == DAYS[1:]
+    randomized = _query(warehouse, f"SELECT sum(impressions) AS n FROM {CURVES_TABLE} WHERE method = 'randomized'")
+    assert randomized["n"].iloc[0] == 2 * 750 * 20
+
+    result = _materialize(warehouse, home / "landing", {"window_end": DAYS[0], "chosen_method": "randomized"})
+    assert result.success
+    window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE} WHERE chosen")
+    assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [DAYS[0], DAYS[0]]
+    expected = estimate_position_bias(_impressions(warehouse, DAYS[:1]), method="randomized")
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        np.testing.assert_allclose(load_chosen_position_bias(con)["weight"], expected["weight"], rtol=1e-9)
+
+    # In a partitioned run (daily job, backfill) the window ends at the run's newest partition.
+    range_tags = {ASSET_PARTITION_RANGE_START_TAG: DAYS[0], ASSET_PARTITION_RANGE_END_TAG: DAYS[1]}
+    for tags in (range_tags, {PARTITION_NAME_TAG: DAYS[1]}):
+        assert _materialize(warehouse, home / "landing", tags=tags).success
+        window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE}")
+        assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == DAYS[:2]
+
+    with pytest.raises(dg.DagsterInvalidConfigError):
+        _materialize(warehouse, home / "landing", {"window_days": "seven"})
+    failed = _materialize(warehouse, home / "landing", {"window_end": "2025-12-01"}, raise_on_error=False)
+    assert not failed.success
+    assert "no partitions on or before 2025-12-01" in str(failed.get_step_failure_events()[0].step_failure_data.error.message)
+    # Leave the module's warehouse as the daily job wrote it.
+    assert _materialize(warehouse, home / "landing").success
+
+
+def test_biased_observational_estimator_fails_the_agreement_warning_but_not_the_run(home):
+    result = _materialize(home / "warehouse.duckdb", home / "landing", {"agreement_method": "naive"})
+    assert result.success  # WARN, not blocking
+    checks = _checks(result)
+    agreement = checks[AGREEMENT_CHECK]
+    assert not agreement.passed and agreement.severity == dg.AssetCheckSeverity.WARN
+    assert "naive vs randomized DISAGREE" in agreement.description
+    assert len(agreement.metadata["disagreeing_positions_bonferroni"].value) >= 3
+    assert checks[CHOSEN_CHECK].passed
+    # The default (adjacent_pairwise) agrees on the same data.
+    assert _checks(_materialize(home / "warehouse.duckdb", home / "landing"))[AGREEMENT_CHECK].passed
+
+
+def _marts_warehouse(path: Path, config: SimulationConfig, days: int) -> Path:
+    """A warehouse holding only the two position-bias marts, built from the core simulator day by day."""
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA marts")
+        bins, swaps = [], []
+        for offset in range(days):
+            day = START + dt.timedelta(days=offset)
+            b, s = simulated_aggregates(config, 1, start=day)
+            bins.append(b.assign(partition_date=day))
+            swaps.append(s.assign(partition_date=day))
+        bins_frame, swaps_frame = pd.concat(bins), pd.concat(swaps)
+        con.execute("CREATE TABLE marts.position_score_bins AS SELECT * FROM bins_frame")
+        con.execute("CREATE TABLE marts.position_swap_cells AS SELECT * FROM swaps_frame")
+    return path
+
+
+def test_missing_traffic_is_reported_not_estimable_and_fails_only_when_chosen(tmp_path):
+    config = SimulationConfig(n_items=2_000, requests_per_day=800, shuffle_share=0.5, adjacent_swap_share=0.0, slots=10, seed=3)
+    warehouse = _marts_warehouse(tmp_path / "w.duckdb", config, 2)
+    result = _materialize(warehouse, tmp_path / "no_landing")
+    assert result.success
+    metadata = result.asset_materializations_for_node("marts__position_bias_curves")[0].metadata
+    assert list(metadata["not_estimable_methods"].value) == ["adjacent_swap"]
+    assert "no 'adjacent_swap' impressions" in metadata["not_estimable_methods"].value["adjacent_swap"]
+    assert "truth_available" in metadata and metadata["truth_available"].value is False
+    assert not any(key.startswith("max_abs_error/") for key in metadata)
+    methods = _query(warehouse, f"SELECT method, estimable, reason FROM {METHODS_TABLE}").set_index("method")
+    assert not methods.loc["adjacent_swap", "estimable"] and "adjacent_swap traffic" in methods.loc["adjacent_swap", "reason"]
+    assert methods.drop(index="adjacent_swap")["estimable"].all()
+    assert "adjacent_swap" not in set(_query(warehouse, f"SELECT DISTINCT method FROM {CURVES_TABLE}")["method"])
+
+    before = _query(warehouse, f"SELECT * FROM {CURVES_TABLE} ORDER BY method, position")
+    failed = _materialize(warehouse, tmp_path / "no_landing", {"chosen_method": "adjacent_swap"}, raise_on_error=False)
+    assert not failed.success
+    message = failed.get_step_failure_events()[0].step_failure_data.error.message
+    assert "the chosen method 'adjacent_swap' is not estimable" in message and "adjacent_swap traffic" in message
+    pd.testing.assert_frame_equal(_query(warehouse, f"SELECT * FROM {CURVES_TABLE} ORDER BY method, position"), before)
+
+
+def test_chosen_curve_with_an_unestimable_position_fails_the_blocking_check(tmp_path):
+    # 30 production requests over 12 slots: the bottom slots see no click, so the chain breaks.
+    config = SimulationConfig(n_items=2_000, requests_per_day=30, shuffle_share=0.5, adjacent_swap_share=0.5, slots=12, seed=5)
+    warehouse = _marts_warehouse(tmp_path / "w.duckdb", config, 1)
+    result = _materialize(warehouse, tmp_path, raise_on_error=False)
+    assert not result.success
+    chosen = _checks(result)[CHOSEN_CHECK]
+    assert not chosen.passed and chosen.severity == dg.AssetCheckSeverity.ERROR
+    assert "not estimable" in chosen.description and chosen.metadata["unusable_positions"].value
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        with pytest.raises(PositionBiasInputError, match="no usable weight at position"):
+            load_chosen_position_bias(con)
+
+
+def test_chosen_curve_check_on_hand_made_curves():
+    good = pd.DataFrame({"position": [1, 2, 3], "weight": [1.0, 0.6, 0.4]})
+    assert chosen_curve_check(good, "x").passed
+    off = chosen_curve_check(good.assign(weight=[0.9, 0.6, 0.4]), "x")
+    assert not off.passed and "ŵ_1 = 0.9" in off.description
+    bad = chosen_curve_check(good.assign(weight=[1.0, np.nan, -0.1]), "x")
+    assert not bad.passed and bad.metadata["unusable_positions"].value == [2, 3]
+    assert not chosen_curve_check(good.assign(weight=[1.0, np.inf, 0.4]), "x").passed
+
+
+def test_training_window_skips_days_without_data(tmp_path):
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute("CREATE SCHEMA marts")
+        con.execute("CREATE TABLE marts.position_score_bins (partition_date DATE, policy VARCHAR)")
+        con.execute("CREATE TABLE marts.position_swap_cells (partition_date DATE, policy VARCHAR)")
+        con.execute("INSERT INTO marts.position_score_bins VALUES ('2026-01-01', 'p'), ('2026-01-05', 'p'), ('2026-01-09', 'p')")
+        con.execute("INSERT INTO marts.position_swap_cells VALUES ('2026-01-07', 'adjacent_swap')")
+        window = training_window(con, 2)
+        assert (str(window.first), str(window.last)) == ("2026-01-07", "2026-01-09")
+        window = training_window(con, 3, end="2026-01-08")
+        assert [str(d) for d in window.dates] == ["2026-01-01", "2026-01-05", "2026-01-07"]
+        with pytest.raises(PositionBiasInputError, match="window_days=0"):
+            training_window(con, 0)
+
+
+def test_reader_without_the_table_names_the_asset(tmp_path):
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        with pytest.raises(PositionBiasInputError, match="materialize the position_bias asset"):
+            load_chosen_position_bias(con)
+
+
+def test_asset_is_in_the_daily_job_downstream_of_the_marts():
+    job = defs.resolve_job_def("daily_pipeline")
+    assert "marts__position_bias_curves" in {node.name for node in job.graph.nodes}
+    graph = defs.resolve_asset_graph()
+    node = graph.get(POSITION_BIAS_KEY)
+    assert node.partitions_def is None and node.group_name == "position_bias"
+    assert {k.to_user_string() for k in node.parent_keys} == {"marts/position_score_bins", "marts/position_swap_cells"}
+    assert {c.name for c in node.check_keys} == {CHOSEN_CHECK, AGREEMENT_CHECK}

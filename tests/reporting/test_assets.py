@@ -1,0 +1,192 @@
+"""The main job end to end on a tiny simulated home: report files, MLflow run, Dagster metadata, CLI summary."""
+import json
+import re
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from fair_pipeline import cli
+from fair_pipeline.platform import settings
+from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, TAG_WINDOW, MLflowTracking, TrackingUnavailableError
+from fair_pipeline.reporting import ReportInputs, Table, build_report
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    path = tmp_path_factory.mktemp("main_job")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FAIR_PIPELINE_HOME", str(path))
+        mp.setenv("DAGSTER_HOME", str(path / "dagster_home"))
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        yield path
+
+
+@pytest.fixture(scope="module")
+def main_job_output(home):
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["run", "--days", "2", "--requests-per-day", "200", "--slots", "10", "--items", "200"])
+    assert code == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_main_job_prints_report_ui_and_findings(home, main_job_output):
+    report = home / "reports" / "fairness_report.html"
+    assert f"fairness report:    {report}" in main_job_output
+    assert "fair-pipeline ui" in main_job_output
+    assert "[fact] Data volume and quarantine:" in main_job_output
+    assert "under shuffled (randomized) traffic, CTR at position 1 minus position 10" in main_job_output
+    assert "not yet available" not in main_job_output
+    assert "[fact] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged" in main_job_output
+    assert re.search(r"ROC curves and partial AUC by group: .*at I\(0\.05\), I\(0\.1\)", main_job_output)
+    assert re.search(r"\d+ tests in the report: \d+ significant at the 5% level, \d+ not significant", main_job_output)
+    html = report.read_text()
+    assert "Data volume and quarantine" in html and "data:image/png;base64," in html
+    # model selection: the metric labelled as simulated, the ranking with costs and intervals
+    assert "Metric: SIMULATED oracle" in html and "Elicited metric (λ, a, B)" in html and "cost [95% CI]" in html
+    findings = json.loads((home / "reports" / "findings.json").read_text())
+    assert findings["metrics"]["data_volume.accepted_rows"] > 0
+
+
+def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_output):
+    instance = dg.DagsterInstance.get()
+    event = instance.get_latest_materialization_event(dg.AssetKey(["reporting", "fairness_report"]))
+    metadata = event.asset_materialization.metadata
+    run_id = metadata["mlflow_run_id"].value
+    assert metadata["report_html"].value == str(settings.reports_dir() / "fairness_report.html")
+    # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's ROC/partial
+    # AUC, xAUC and pairwise sections, the λ frontier and model selection.
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 10
+    assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
+    tracking = MLflowTracking()
+    run = tracking.client().get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags[TAG_DAGSTER_RUN] == event.run_id
+    assert run.data.tags["dagster.asset_key"] == "reporting/fairness_report"
+    assert ".." in run.data.tags[TAG_WINDOW] and run.data.tags["dagster.code_version"] == "1"
+    artifacts = {a.path for a in tracking.client().list_artifacts(run_id, "report")}
+    assert {"report/fairness_report.html", "report/fairness_summary.md", "report/findings.json"} <= artifacts
+
+
+def test_unreachable_mlflow_fails_the_report_with_a_clear_message(home, main_job_output):
+    from fair_pipeline.definitions import fairness_report
+    from fair_pipeline.platform.resources import DuckDBWarehouse
+    from fair_pipeline.ui import free_port
+
+    port = free_port()
+    result = dg.materialize(
+        [fairness_report],
+        resources={"warehouse": DuckDBWarehouse(), "mlflow": MLflowTracking(tracking_uri=f"http://127.0.0.1:{port}")},
+        raise_on_error=False,
+    )
+    assert not result.success
+    messages = []
+    for event in result.all_events:
+        error = getattr(getattr(event, "event_specific_data", None), "error", None)
+        while error is not None:
+            messages.append((event.event_type_value, error.message))
+            error = error.cause
+    assert any(
+        kind == "RESOURCE_INIT_FAILURE" and f"MLflow tracking server http://127.0.0.1:{port} is unreachable" in message
+        for kind, message in messages
+    ), messages
+
+
+_FLAKY_CALLS = []
+
+
+class FlakyTracking(MLflowTracking):
+    """Behaves like a store that is locked on the first attempt only."""
+
+    def start_run(self, context, stage, **kwargs):
+        _FLAKY_CALLS.append(stage)
+        if len(_FLAKY_CALLS) == 1:
+            raise TrackingUnavailableError("MLflow store sqlite:///x unavailable: database is locked")
+        return super().start_run(context, stage, **kwargs)
+
+
+def test_a_locked_store_is_retried_and_the_report_then_succeeds(home, main_job_output):
+    from fair_pipeline.definitions import fairness_report
+    from fair_pipeline.platform.resources import DuckDBWarehouse
+
+    result = dg.materialize([fairness_report], resources={"warehouse": DuckDBWarehouse(), "mlflow": FlakyTracking()})
+    assert result.success
+    assert _FLAKY_CALLS == ["reporting", "reporting"]
+    assert any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
+    runs = MLflowTracking().client().search_runs([MLflowTracking().experiment_id("reporting")])
+    assert sum(r.info.status == "FINISHED" for r in runs) == 2  # the main job's report and this one
+
+
+def _table(section, caption: str) -> pd.DataFrame:
+    return next(b.frame for b in section.content.blocks if isinstance(b, Table) and b.caption.startswith(caption))
+
+
+def _cells(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """'0.812 [0.790, 0.833] ...' cells -> rows of (estimate, low, high)."""
+    return np.array([[float(x) for x in re.findall(r"[-+]?\d+\.\d+", cell)[:3]] for cell in frame[column]])
+
+
+def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
+    """If a stage stopped logging a table, or a section lost its numbers, this fails: every section is
+    rebuilt from the run's warehouse and MLflow store and checked against them and the simulator's truth."""
+    inputs = ReportInputs(home=home, warehouse_path=home / "warehouse.duckdb", tracking=MLflowTracking())
+    try:
+        report = build_report(inputs)
+    finally:
+        inputs.close()
+    sections = {s.spec.key: s for s in report.sections}
+    assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        accepted = con.execute("SELECT CAST(partition_date AS VARCHAR), count(*) FROM raw.observational_impressions "
+                               "GROUP BY ALL ORDER BY 1").fetchall()
+
+    volume = _table(sections["data_volume"], "Accepted and quarantined rows").set_index("partition")
+    assert [(d, int(volume.loc[d, "observational accepted"])) for d, _ in accepted] == accepted and len(accepted) == 2
+    ctr = _table(sections["ctr_by_position"], "CTR")
+    assert ctr["position"].tolist() == list(range(1, 11)) and (_cells(ctr, "shuffle")[:, 0] > 0).any()
+
+    # Position bias: every method at every position; the chosen curve's CIs cover the simulated truth at most positions.
+    curves = _table(sections["position_bias"], "ŵ_j").set_index("position")
+    assert curves.index.tolist() == list(range(1, 11))
+    assert {"adjacent_pairwise (chosen)", "randomized", "naive", "true w (simulated)"} <= set(curves.columns)
+    chosen = _cells(curves, "adjacent_pairwise (chosen)")
+    truth = curves["true w (simulated)"].to_numpy()
+    assert chosen[0, 0] == 1.0 and np.mean((chosen[:, 1] <= truth + 5e-4) & (truth - 5e-4 <= chosen[:, 2])) >= 0.8
+    assert report.metrics()["position_bias.w_pos2"] == pytest.approx(chosen[1, 0], abs=5e-4)
+
+    # CDF transform: within-group AUCs identical for production and the EO transforms, xAUCs moved.
+    comparison = _table(sections["eo_transform"], "Within-group AUC and xAUC").set_index("statistic")
+    within = [s for s in comparison.index if s.startswith("AUC within group")]
+    crossed = [s for s in comparison.index if s.startswith("xAUC(")]
+    assert len(within) == 2 and len(crossed) == 2
+    assert (comparison.loc[within, "production"] == comparison.loc[within, "eo_weighted"]).all()
+    assert (comparison.loc[crossed, "production"] != comparison.loc[crossed, "eo_weighted"]).all()
+
+    exposure = _table(sections["exposure_merit"], "Exposure and merit by group")
+    assert {"before", "after"} <= set(exposure["ranking"]) and (exposure["n"] > 0).all()
+    assert (np.diff(_cells(exposure, "exposure [95% CI]")[:, [1, 0, 2]], axis=1) >= 0).all()  # low <= estimate <= high
+
+    # Partial AUC: every model at every cutoff, each finding names the model and the cutoff with a CI and a p-value.
+    pauc = _table(sections["roc"], "Normalized partial AUC")
+    assert set(pauc["FPR cutoff"]) == {"I(0.05)", "I(0.1)", "I(0.2)", "I(0.5)", "I(1)"}
+    assert {"production", "eo_weighted", "eo_unweighted"} <= set(pauc["model"])
+    for finding in sections["roc"].content.findings:
+        assert re.search(r"I\(\d", finding.text) and "model" in finding.text
+        assert finding.status == "not estimable" or (re.search(r"\[[-+]?\d", finding.text) and " p " in f" {finding.text}")
+    assert {f.status for f in sections["roc"].content.findings} <= {"significant", "not significant", "not estimable"}
+
+    xauc = _table(sections["xauc"], "Cross-group AUC")
+    assert set(xauc["model"]) == set(pauc["model"]) and np.isfinite(_cells(xauc, "ΔxAUC [95% CI]")).all()
+    pairwise = _table(sections["pairwise"], "Pairwise accuracy")
+    assert set(pairwise["model"]) == set(pauc["model"]) and len(pairwise) == 2 * len(set(pauc["model"]))
+    frontier = _table(sections["lambda_frontier"], "λ trade-off frontier")
+    assert len(frontier) >= 2 and np.isfinite(_cells(frontier, "utility [95% CI]")).all()
+    assert {"position_bias", "roc", "xroc", "pairwise", "lambda_frontier", "eo_cdf"} <= {f.name for f in report.figures()}
+    ranking = _table(sections["model_selection"], "Model-selection ranking")
+    assert ranking["rank"].tolist()[0] == 1 and ranking["cost [95% CI]"].str.match(r"\d+\.\d+ \[").any()

@@ -1,0 +1,266 @@
+"""The fairness report: numbers from hand-made marts, hooks fed through MLflow, missing stages, offline HTML."""
+import re
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from fair_pipeline.platform.tracking import MLflowTracking
+from fair_pipeline.reporting import ReportInputs, build_report, render_html, summary_lines, write_report
+from fair_pipeline.reporting.build import findings_json
+from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
+
+
+def test_wilson_interval_hand_value_and_coverage():
+    low, high = wilson_interval([30, 0], [100, 0])
+    assert low[0] == pytest.approx(0.2189, abs=1e-4) and high[0] == pytest.approx(0.3958, abs=1e-4)
+    assert np.isnan(low[1]) and np.isnan(high[1])  # no trials: not estimable, not 0
+    rng = np.random.default_rng(7)
+    k = rng.binomial(60, 0.3, size=20000)
+    low, high = wilson_interval(k, np.full_like(k, 60))
+    coverage = np.mean((low <= 0.3) & (0.3 <= high))
+    assert 0.93 < coverage < 0.97
+    with pytest.raises(ValueError, match="successes"):
+        wilson_interval([5], [3])
+
+
+def test_two_proportion_test_hand_value_and_null_calibration():
+    diff, p = two_proportion_test(30, 100, 10, 100)
+    assert diff == pytest.approx(0.2)
+    assert p == pytest.approx(0.000407, rel=1e-2)  # z = 0.2 / sqrt(0.2 * 0.8 * 0.02) = 3.536
+    assert np.isnan(two_proportion_test(0, 100, 0, 100)[1]) and np.isnan(two_proportion_test(1, 0, 1, 5)[1])
+    rng = np.random.default_rng(3)
+    ks = rng.binomial(400, 0.2, size=(4000, 2))
+    ps = np.array([two_proportion_test(a, 400, b, 400)[1] for a, b in ks])
+    assert 0.035 < np.mean(ps < 0.05) < 0.065
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    path = tmp_path / "warehouse.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE SCHEMA marts; CREATE SCHEMA staging")
+    con.execute("""CREATE TABLE marts.daily_volume AS SELECT * FROM (VALUES
+        (DATE '2024-01-01', 'observational', 1000, 90, 10), (DATE '2024-01-01', 'randomized', 400, 30, 0),
+        (DATE '2024-01-02', 'observational', 1200, 95, 0), (DATE '2024-01-02', 'randomized', 500, 33, 5))
+        AS t(partition_date, source, accepted_rows, clicks, rejected_rows)""")
+    con.execute("""CREATE TABLE staging.stg_quarantine AS SELECT * FROM (VALUES
+        (DATE '2024-01-01', 'observational', 'position out of range', 'a.parquet', 10),
+        (DATE '2024-01-02', 'randomized', 'click not 0/1', 'b.parquet', 5))
+        AS t(partition_date, source, reason, source_file, rejected_rows)""")
+    # Shuffle CTR: 30/100 at the top vs 10/100 at the bottom (split over two days), production flat.
+    con.execute("""CREATE TABLE marts.daily_ctr_by_position AS SELECT * FROM (VALUES
+        (DATE '2024-01-01', 'shuffle', 1, '0', 50, 16, 0.32), (DATE '2024-01-02', 'shuffle', 1, '0', 50, 14, 0.28),
+        (DATE '2024-01-01', 'shuffle', 2, '0', 100, 10, 0.1),
+        (DATE '2024-01-01', 'production', 1, '1', 80, 8, 0.1), (DATE '2024-01-01', 'production', 2, '1', 80, 8, 0.1))
+        AS t(partition_date, policy, position, group_label, impressions, clicks, ctr)""")
+    con.close()
+    return path
+
+
+def _offline(html: str) -> bool:
+    return not re.search(r"(src|href)\s*=\s*['\"]?(https?:)?//", html) and "<script" not in html and "<link" not in html
+
+
+def test_mart_sections_report_real_numbers(tmp_path, warehouse):
+    inputs = ReportInputs(home=tmp_path, warehouse_path=warehouse, tracking=None)
+    report = build_report(inputs)
+    inputs.close()
+    sections = {s.spec.key: s for s in report.sections}
+    assert sections["data_volume"].available and sections["ctr_by_position"].available
+    assert report.metrics()["data_volume.accepted_rows"] == 3100
+    assert report.metrics()["data_volume.rejected_share"] == pytest.approx(15 / 3115)
+    findings = {f.text: f.status for _, f in report.findings()}
+    ctr = next(t for t in findings if "shuffled" in t)
+    assert findings[ctr] == "significant" and "+0.2000" in ctr and "position effect p < 0.001" in ctr
+    table = next(b for b in sections["ctr_by_position"].content.blocks if hasattr(b, "frame"))
+    top = table.frame.set_index("position").loc[1, "shuffle"]
+    assert top.startswith("0.3000 [0.2189, 0.3958]") and "(n = 100)" in top
+    assert table.frame.set_index("position").loc[2, "production"].startswith("0.1000")
+    quarantine = {b.caption: b.frame for b in sections["data_volume"].content.blocks if hasattr(b, "frame")}
+    assert quarantine["Quarantine reasons (all partitions)"].to_dict("records")[0] == {
+        "source": "observational", "reason": "position out of range", "rejected_rows": 10, "partitions": 1}
+    by_partition = quarantine["Quarantined rows by partition and reason (partitions with none are left out)"].set_index("partition")
+    assert by_partition.loc["2024-01-02", "randomized: click not 0/1"] == 5
+    assert by_partition.loc["2024-01-02", "observational: position out of range"] == 0
+    # Later stages have never run: each is listed as missing, nothing fails.
+    missing = {s.spec.key for s in report.missing}
+    assert missing == {"position_bias", "eo_transform", "exposure_merit", "roc", "xauc", "pairwise", "lambda_frontier", "model_selection"}
+    summary = "\n".join(summary_lines(report))
+    assert summary.index("**Missing sections**") < summary.index("- Model selection: no MLflow tracking configured")
+    assert any("Missing sections" in line for line in summary_lines(report))
+
+
+def test_report_without_any_stage_lists_everything_as_missing(tmp_path):
+    inputs = ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb", tracking=None)
+    report = build_report(inputs)
+    assert not report.available and len(report.missing) == 10
+    assert "ingestion has never run" in report.missing[0].missing
+    files = write_report(report, tmp_path / "reports")
+    html = files.html.read_text()
+    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 10
+    assert not (tmp_path / "none.duckdb").exists()  # reading never creates a warehouse
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    home = tmp_path_factory.mktemp("report_home")
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    positions = np.arange(1, 6)
+    w = 1 / np.log2(positions + 1)
+    fpr = np.linspace(0, 1, 11)
+    tables = {
+        "position_bias_curve": pd.DataFrame({"position": positions, "estimate": w + 0.01, "ci_low": w - 0.05, "ci_high": w + 0.05}),
+        "eo_transform_cdf": pd.DataFrame({"group": ["0"] * 5 + ["1"] * 5, "score": list(range(5)) * 2,
+                                          "cdf": [0.2, 0.4, 0.6, 0.8, 1.0, 0.1, 0.3, 0.5, 0.9, 1.0]}),
+        "exposure_merit": pd.DataFrame({"ranking": ["before", "before", "after", "after"], "group": ["0", "1", "0", "1"],
+                                        "exposure": [0.6, 0.4, 0.52, 0.48], "exposure_ci_low": [0.55, 0.35, 0.47, 0.43],
+                                        "exposure_ci_high": [0.65, 0.45, 0.57, 0.53], "merit": [0.5] * 4,
+                                        "merit_ci_low": [0.45] * 4, "merit_ci_high": [0.55] * 4, "n": [100] * 4}),
+        "roc_curves": pd.DataFrame({"model": "m1", "group": np.repeat(["0", "1"], 11), "fpr": np.tile(fpr, 2),
+                                    "tpr": np.concatenate([np.sqrt(fpr), fpr]), "tpr_ci_low": np.tile(fpr, 2) * 0.9,
+                                    "tpr_ci_high": np.minimum(np.tile(fpr, 2) * 1.1 + 0.05, 1)}),
+        "partial_auc": pd.DataFrame({"model": "m1", "group": ["0", "1", "2"], "estimate": [0.081, 0.062, np.nan],
+                                     "ci_low": [0.075, 0.055, np.nan], "ci_high": [0.087, 0.069, np.nan],
+                                     "n_pos": [400, 380, 2], "n_neg": [600, 620, 3], "p_value": [np.nan, 0.002, np.nan]}),
+        "xauc": pd.DataFrame({"model": "m1", "direction": ["0>1", "1>0"], "estimate": [0.74, 0.71], "ci_low": [0.7, 0.67],
+                              "ci_high": [0.78, 0.75], "n_pos": [400, 380], "n_neg": [620, 600], "p_value": [0.31, 0.31]}),
+        "pairwise_accuracy": pd.DataFrame({"model": "m1", "group_a": ["0", "0", "1", "1"], "group_b": ["0", "1", "0", "1"],
+                                           "estimate": [0.8, 0.75, 0.7, 0.78], "ci_low": [0.77, 0.72, 0.66, 0.75],
+                                           "ci_high": [0.83, 0.78, 0.74, 0.81], "n_pairs": [1000] * 4}),
+        "lambda_frontier": pd.DataFrame({"lambda": [0.0, 1.0, 10.0], "utility": [0.8, 0.78, 0.7], "utility_ci_low": [0.78, 0.76, 0.68],
+                                         "utility_ci_high": [0.82, 0.8, 0.72], "unfairness": [0.1, 0.05, 0.01],
+                                         "unfairness_ci_low": [0.08, 0.03, 0.0], "unfairness_ci_high": [0.12, 0.07, 0.03]}),
+        "model_ranking": pd.DataFrame({"rank": [2, 1], "model": ["baseline", "fair λ=1"], "score": [0.7, 0.75]}),
+    }
+    with tracking.start_run(None, "audit", run_name="synthetic") as run:
+        for name, frame in tables.items():
+            run.log_table(frame, name)
+    truth_dir = home / "landing" / "_truth"
+    truth_dir.mkdir(parents=True)
+    pd.DataFrame({"position": positions.astype(np.int32), "weight": w}).to_parquet(truth_dir / "bias_curve.parquet")
+    return home, tracking
+
+
+def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
+    home, tracking = tracked
+    inputs = ReportInputs(home=home, warehouse_path=warehouse, tracking=tracking)
+    report = build_report(inputs)
+    inputs.close()
+    assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
+    findings = findings_json(report)["findings"]
+    by_text = {f["text"]: f["status"] for f in findings}
+    # Without FPR bounds or logged differences the comparison still names both groups, the CI, p and n.
+    assert by_text["model m1, partial AUC: group 1 = 0.062 [0.055, 0.069] vs group 0 = 0.081 [0.075, 0.087], "
+                   "difference -0.019 [CI n/a], p = 0.002 (n_pos = 380 / 400, n_neg = 620 / 600)"] == "significant"
+    assert by_text["model m1, partial AUC: group 2 vs group 0 not estimable (n_pos = 2 / 400, n_neg = 3 / 600)"] == "not estimable"
+    assert sum(s == "not significant" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
+    assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 positions; max |ŵ − w| = 0.0100")
+               for t in by_text)
+    assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
+    html = render_html(report)
+    assert _offline(html)
+    assert html.count("data:image/png;base64,") == len(report.figures()) == 8  # all but the optional xROC
+    assert "0.062 [0.055, 0.069]" in html and "not estimable" in html
+    files = write_report(report, home / "reports")
+    assert {p.name for p in files.figures} == {f.name + ".png" for f in report.figures()}
+    markdown = files.markdown.read_text()
+    assert "| m1      | 1       |" in markdown or "0.062 [0.055, 0.069]" in markdown
+    assert all(f"figures/{f.name}.png" in markdown for f in report.figures())
+
+
+def test_a_table_with_missing_columns_is_reported_not_raised(tracked, warehouse):
+    home, tracking = tracked
+    with tracking.start_run(None, "selection", run_name="broken") as run:
+        run.log_table(pd.DataFrame({"model": ["a"]}), "model_ranking")
+    inputs = ReportInputs(home=home, warehouse_path=warehouse, tracking=tracking)
+    report = build_report(inputs)
+    inputs.close()
+    section = next(s for s in report.sections if s.spec.key == "model_selection")
+    assert not section.available and "lacks columns ['rank']" in section.missing
+
+
+def test_a_stage_owner_can_replace_or_add_a_section(tmp_path, monkeypatch):
+    from fair_pipeline.reporting import SectionContent, SectionSpec, Text, register_section, sections
+
+    monkeypatch.setattr(sections, "SECTIONS", list(sections.SECTIONS))
+    register_section(SectionSpec("position_bias", "Position bias (custom)", "position_bias",
+                                 lambda inputs: SectionContent(blocks=[Text("custom")])))
+    register_section(SectionSpec("elicitation", "Elicited metric", "elicitation", lambda inputs: SectionContent()), after="pairwise")
+    keys = [s.key for s in sections.SECTIONS]
+    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 11
+    report = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"), sections.SECTIONS)
+    assert next(s for s in report.sections if s.spec.key == "position_bias").available
+    with pytest.raises(ValueError, match="no report section 'nope'"):
+        register_section(SectionSpec("x", "x", "audit", lambda inputs: SectionContent()), after="nope")
+
+
+def _audit_tables() -> dict[str, pd.DataFrame]:
+    """An audit of two models with everything the audit logs: two cutoffs, differences with CIs, ΔxAUC.
+    Model `prod` differs at I(0.1) (p = 0.001) but not at I(1) (p = 0.40); `eo` is `prod` after a per-group
+    monotone transform: the same within-group AUCs, balanced xAUC."""
+    pauc = pd.DataFrame({
+        "model": ["prod"] * 4 + ["eo"] * 4, "group": ["a", "b"] * 4, "fpr_low": 0.0, "fpr_high": [0.1, 0.1, 1.0, 1.0] * 2,
+        "estimate": [0.50, 0.40, 0.85, 0.84] * 2, "ci_low": [0.46, 0.36, 0.83, 0.82] * 2, "ci_high": [0.54, 0.44, 0.87, 0.86] * 2,
+        "n_pos": [300, 200] * 4, "n_neg": [700, 800] * 4, "p_value": [np.nan, 0.001, np.nan, 0.40] * 2, "reference": "a",
+        "diff": [np.nan, -0.10, np.nan, -0.01] * 2, "diff_ci_low": [np.nan, -0.157, np.nan, -0.038] * 2,
+        "diff_ci_high": [np.nan, -0.043, np.nan, 0.018] * 2})
+    xauc = pd.DataFrame({
+        "model": ["prod", "prod", "eo", "eo"], "direction": ["a>b", "b>a"] * 2, "estimate": [0.95, 0.70, 0.83, 0.82],
+        "ci_low": [0.94, 0.68, 0.81, 0.80], "ci_high": [0.96, 0.72, 0.85, 0.84], "n_pos": [300, 200] * 2, "n_neg": [800, 700] * 2,
+        "p_value": [1e-6, 1e-6, 0.6, 0.6], "delta": [0.25, -0.25, 0.01, -0.01], "delta_ci_low": [0.22, -0.28, -0.02, -0.04],
+        "delta_ci_high": [0.28, -0.22, 0.04, 0.02]})
+    return {"partial_auc": pauc, "xauc": xauc}
+
+
+def test_partial_auc_and_xauc_findings_name_model_cutoff_ci_and_p():
+    from fair_pipeline.reporting.audit_sections import (
+        group_comparisons,
+        pauc_findings,
+        pauc_table,
+        xauc_findings,
+        xauc_pairs,
+    )
+
+    tables = _audit_tables()
+    comparisons = group_comparisons(tables["partial_auc"])
+    findings = pauc_findings(comparisons)
+    detailed = {f.text: f.status for f in findings if not f.headline}
+    assert detailed["model prod, I(0.1): group b = 0.400 [0.360, 0.440] vs group a = 0.500 [0.460, 0.540], difference "
+                    "-0.100 [-0.157, -0.043], p = 0.001 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "significant"
+    assert detailed["model prod, I(1): group b = 0.840 [0.820, 0.860] vs group a = 0.850 [0.830, 0.870], difference "
+                    "-0.010 [-0.038, +0.018], p = 0.400 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "not significant"
+    # Headlines: one per verdict, the two models (same verdicts at the same cutoffs) folded together.
+    headlines = [f for f in findings if f.headline]
+    assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("significant", "2 models (prod, eo)"),
+                                                                     ("not significant", "2 models (prod, eo)")]
+    assert "partial AUC of group b significantly below group a at I(0.1) (largest p = 0.001)" in headlines[0].text
+    assert "no significant partial-AUC difference between group b and group a at I(1) (smallest p = 0.400)" in headlines[1].text
+    table = pauc_table(tables["partial_auc"], comparisons).set_index(["model", "FPR cutoff"])
+    assert table.loc[("prod", "I(0.1)"), "b − a [95% CI]"] == "-0.100 [-0.157, -0.043]"
+    assert table.loc[("eo", "I(1)"), "p (b vs a)"] == "0.400" and table.loc[("eo", "I(1)"), "group a"] == "0.850 [0.830, 0.870]"
+
+    x = xauc_findings(xauc_pairs(tables["xauc"]))
+    by_status = {f.status: f.text for f in x if f.headline}
+    assert by_status["significant"].startswith("model prod: cross-group ranking significantly unbalanced against group b")
+    assert "ΔxAUC = +0.250 [+0.220, +0.280], p < 0.001" in by_status["significant"]
+    assert by_status["not significant"].startswith("model eo: no significant xAUC imbalance between groups a and b; p = 0.600")
+
+
+def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(tmp_path):
+    from fair_pipeline.reporting.audit_sections import transform_comparison, transform_findings
+
+    tables = _audit_tables()
+    table = transform_comparison(tables["partial_auc"], tables["xauc"], "prod", ["eo"]).set_index("statistic")
+    assert list(table.columns) == ["prod", "eo"]
+    assert table.loc["AUC within group a", "prod"] == table.loc["AUC within group a", "eo"] == "0.850 [0.830, 0.870]"
+    assert table.loc["xAUC(a>b)", "prod"] == "0.950 [0.940, 0.960]" and table.loc["xAUC(a>b)", "eo"] == "0.830 [0.810, 0.850]"
+    (finding,) = transform_findings(tables["partial_auc"], tables["xauc"], "prod", ["eo"])
+    assert finding.text.startswith("eo vs prod: within-group AUCs unchanged (largest change 0)")
+    assert "xAUC(a>b) 0.950 [0.940, 0.960] → 0.830 [0.810, 0.850]" in finding.text
+    # A transform that did move a within-group AUC is not reported as leaving it unchanged.
+    moved = tables["partial_auc"].copy()
+    moved.loc[(moved["model"] == "eo") & (moved["fpr_high"] == 1.0) & (moved["group"] == "b"), "estimate"] = 0.83
+    (finding,) = transform_findings(moved, tables["xauc"], "prod", ["eo"])
+    assert finding.text.startswith("eo vs prod: within-group AUCs changed by up to 0.01 ")

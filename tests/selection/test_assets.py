@@ -1,0 +1,273 @@
+"""elicited_metric and model_selection on a small simulated home run once through the daily job.
+
+The winner's cost is recomputed by brute force: the champion pyfunc loaded back from MLflow scores every
+held-out impression (truth labels joined from the landing files), the threshold is found by sorting the
+impressions, and the cost is Definition 4 written out by hand. Then the assets alone are re-materialized:
+re-running moves the alias, a failing alias rolls the new version back, and bad oracle configs fail clearly.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import warnings
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+
+from fair_pipeline.eo.transform import WeightedCDFTransformer
+from fair_pipeline.ingestion.simulator import SimulationConfig
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, MLflowTracking
+from fair_pipeline.selection.assets import (
+    ELICITED_METRIC_KEY,
+    ESTIMABLE_CHECK,
+    MODEL_SELECTION_KEY,
+    SIMULATED_LABEL,
+    elicited_metric,
+    model_selection,
+)
+from fair_pipeline.selection.elicitation import (
+    FairQuadraticMetric,
+    SimulatedOracle,
+    elicit_fair_quadratic_metric,
+    metric_from_dict,
+)
+from fair_pipeline.selection.session import SessionConfig, SessionStore
+from tests.conftest import materialize_simulated_home
+
+CONFIG = SimulationConfig(n_items=2_000, requests_per_day=150, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
+START = dt.date(2026, 1, 1)
+DAYS = [str(START + dt.timedelta(days=i)) for i in range(3)]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("selection_home")
+    materialize_simulated_home(home, CONFIG, START, len(DAYS))
+    return home
+
+
+def _resources(home: Path) -> dict:
+    return {"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
+            "landing": LandingZone(path=str(home / "landing")),
+            "mlflow": MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))}
+
+
+def _materialize(home: Path, asset, config: dict | None = None, raise_on_error: bool = True):
+    op = asset.key.to_python_identifier()
+    return dg.materialize([asset], resources=_resources(home), run_config={"ops": {op: {"config": config or {}}}},
+                          instance=dg.DagsterInstance.ephemeral(), raise_on_error=raise_on_error,
+                          tags={"dagster/partition": DAYS[-1]})
+
+
+def _query(home: Path, sql: str, params=None) -> pd.DataFrame:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return con.execute(sql, params or {}).df()
+
+
+def _client(home: Path) -> MlflowClient:
+    uri = f"sqlite:///{home / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    return MlflowClient(uri, uri)
+
+
+def _versions(home: Path) -> list[str]:
+    return sorted(v.version for v in _client(home).search_model_versions(f"name = '{FAIR_RANKER}'"))
+
+
+def _ranking(home: Path) -> pd.DataFrame:
+    return _query(home, "SELECT * FROM marts.model_ranking ORDER BY rank NULLS LAST")
+
+
+def _metric(home: Path) -> FairQuadraticMetric:
+    row = _query(home, "SELECT metric_json FROM marts.elicited_metrics ORDER BY elicited_at DESC LIMIT 1")
+    return metric_from_dict(json.loads(row["metric_json"].iloc[0]))
+
+
+def _cost_by_hand(metric: FairQuadraticMetric, rates: np.ndarray) -> float:
+    """Definition 4 for m = 2, k = 2, written out: (1-lam) <a, 1 - r> + lam/2 (r0 - r1)^T B (r0 - r1)."""
+    overall = metric.group_weights[0] * rates[0] + metric.group_weights[1] * rates[1]
+    d = rates[0] - rates[1]
+    return float((1 - metric.lam) * (metric.a[0] * (1 - overall[0]) + metric.a[1] * (1 - overall[1]))
+                 + metric.lam / 2 * (d[0] * (metric.B[0, 1] @ d)[0] + d[1] * (metric.B[0, 1] @ d)[1]))
+
+
+def test_elicited_metric_is_stored_labelled_simulated_and_close_to_the_truth(home):
+    row = _query(home, "SELECT * FROM marts.elicited_metrics").iloc[-1]
+    assert row["oracle_kind"] == "simulated" and row["simulated"]
+    assert list(row["group_labels"]) == ["0", "1"]
+    assert max(row["error_a"], row["error_B"], row["error_lam"]) < 0.05
+    assert abs(row["lam"] - 0.5) < 0.01 and 50 < row["n_queries"] < 400
+    runs = _client(home).search_runs([_client(home).get_experiment_by_name("fair_pipeline/selection").experiment_id],
+                                     filter_string="tags.`fair_pipeline.oracle` = 'simulated'")
+    assert runs and all(r.data.tags["fair_pipeline.simulation"] == "true" for r in runs)
+
+
+def test_ranking_matches_brute_force_from_the_champion_model(home):
+    ranking, metric = _ranking(home), _metric(home)
+    estimable = ranking[ranking["estimable"]]
+    assert len(estimable) >= 2 and (np.diff(estimable["cost"]) >= 0).all()
+    assert ranking["estimable"].tolist() == sorted(ranking["estimable"].tolist(), reverse=True)  # not estimable last
+    # every top candidate's cost from its stored group rates, by hand
+    for _, row in estimable.head(3).iterrows():
+        rates = np.array([[row[f"{s}[{g}]"] for s in ("tpr", "tnr")] for g in ("0", "1")])
+        assert _cost_by_hand(metric, rates) == pytest.approx(row["cost"], rel=1e-12)
+    # the winner's rates from scratch: champion pyfunc on every held-out impression of the last day
+    winner = estimable.iloc[0]
+    version = _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION)
+    assert str(version.version) == str(winner["champion_version"])
+    assert version.tags["candidate"] == winner["model"]
+    model = mlflow.pyfunc.load_model(f"models:/{FAIR_RANKER}@{CHAMPION}")
+    rows = _heldout_rows(home)
+    score = model.predict(rows.drop(columns=["item_id", "relevance"])).to_numpy()
+    _assert_brute_force(score, rows, winner, metric)
+    assert ranking["held_out"].all()  # randomized requests: no fit used them
+
+
+def _heldout_rows(home: Path) -> pd.DataFrame:
+    """Every shuffle impression of the evaluated day with its item's features, group and true relevance."""
+    rows = pd.read_parquet(home / "landing" / "randomized" / f"date={DAYS[-1]}")
+    rows = rows[rows["policy"] == "shuffle"]
+    items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+    truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet")[["item_id", "relevance"]]
+    return rows[["item_id"]].merge(items, on="item_id").merge(truth, on="item_id")
+
+
+def _assert_brute_force(score: np.ndarray, rows: pd.DataFrame, stored: pd.Series, metric) -> None:
+    """Threshold by sorting the impressions (top 40%), group rates by counting, cost by hand = the stored row."""
+    order = np.sort(score)[::-1]
+    threshold = order[int(np.ceil(0.4 * len(order))) - 1]
+    assert threshold == pytest.approx(stored["threshold"], abs=1e-12)
+    h, y = score >= threshold, rows["relevance"].to_numpy() == 1
+    rates, n_pos = [], []
+    for g in ("0", "1"):
+        mine = (rows["group_id"] == g).to_numpy()
+        rates.append([(h & y & mine).sum() / (y & mine).sum(), (~h & ~y & mine).sum() / (~y & mine).sum()])
+        n_pos.append((y & mine).sum())
+    np.testing.assert_allclose(rates, [[stored["tpr[0]"], stored["tnr[0]"]], [stored["tpr[1]"], stored["tnr[1]"]]], rtol=1e-12)
+    assert [stored["n_pos[0]"], stored["n_pos[1]"]] == n_pos
+    assert _cost_by_hand(metric, np.array(rates)) == pytest.approx(stored["cost"], rel=1e-12)
+
+
+def test_eo_candidate_matches_an_independent_refit_from_the_landing_files(home):
+    """alpha = 1 of the best ranker: the transform re-fitted in numpy on the ranker's scores of the raw
+    production impressions (clicks weighted 1/w of the chosen curve), then scored and counted by brute force."""
+    ranking, metric = _ranking(home), _metric(home)
+    stored = ranking[(ranking["alpha"] == 1.0) & ranking["estimable"]].iloc[0]
+    cand = _query(home, "SELECT * FROM marts.ranker_candidates WHERE candidate_id = $c", {"c": stored["ranker"]}).iloc[0]
+    features, weights = json.loads(cand["features"]), json.loads(cand["coefficients"])
+    coef = np.array([weights[f] for f in features])
+    items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+    days = pd.date_range(cand["window_start"], cand["window_end"]).strftime("%Y-%m-%d")
+    train = pd.concat([pd.read_parquet(home / "landing" / "observational" / f"date={d}") for d in days])
+    train = train[train["policy"] == "production"].merge(items[["item_id", *features]], on="item_id")
+    curve = _query(home, "SELECT position, weight FROM marts.position_bias_curves WHERE chosen")
+    w = train["position"].map(dict(zip(curve["position"], curve["weight"]))).to_numpy()
+    template = _query(home, "SELECT transform_json FROM marts.eo_transforms WHERE variant = 'weighted' "
+                            "ORDER BY fitted_at DESC LIMIT 1")["transform_json"].iloc[0]
+    params = WeightedCDFTransformer.from_json(template).get_params() | {"alpha": 1.0}
+    fitted = WeightedCDFTransformer(**params).fit(train[features].to_numpy(float) @ coef + cand["intercept"],
+                                                  train["group_id"], 1.0 / w, clicks=train["click"])
+    rows = _heldout_rows(home)
+    score = fitted.transform(rows[features].to_numpy(float) @ coef + cand["intercept"], rows["group_id"])
+    _assert_brute_force(score, rows, stored, metric)
+
+
+def test_rerun_moves_the_champion_to_the_new_version_of_the_same_winner(home):
+    before = _ranking(home)
+    old = _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION).version
+    result = _materialize(home, model_selection)
+    assert result.success
+    after = _ranking(home)
+    new = _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION)
+    assert int(new.version) > int(old) and str(new.version) == str(after["champion_version"].dropna().iloc[0])
+    assert new.tags["candidate"] == before["model"].iloc[0] == after["model"].iloc[0]
+    pd.testing.assert_series_equal(before["cost"], after["cost"])
+    checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
+    assert checks[ESTIMABLE_CHECK].passed
+
+
+def test_failed_alias_rolls_back_the_new_version(home, monkeypatch):
+    versions, champion = _versions(home), _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION).version
+    original = MlflowClient.set_registered_model_alias
+
+    def refuse_champion(self, name, alias, version):
+        if alias == CHAMPION:
+            raise RuntimeError("injected: alias store unavailable")
+        return original(self, name, alias, version)
+
+    monkeypatch.setattr(MlflowClient, "set_registered_model_alias", refuse_champion)
+    result = _materialize(home, model_selection, raise_on_error=False)
+    monkeypatch.undo()
+    assert not result.success
+    assert _versions(home) == versions  # the version registered for the winner was deleted again
+    assert _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION).version == champion
+
+
+def _failure(result) -> str:
+    return " ".join(str(e.event_specific_data.error.message) for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+
+
+def test_unknown_oracle_and_bad_truth_fail_clearly(home):
+    result = _materialize(home, elicited_metric, {"oracle": "psychic"}, raise_on_error=False)
+    assert not result.success and "unknown oracle 'psychic'" in _failure(result)
+    result = _materialize(home, elicited_metric, {"truth_B": [[[1.0, 2.0], [0.0, 1.0]]]}, raise_on_error=False)
+    assert not result.success and "symmetric positive semi-definite" in _failure(result)
+
+
+def _record_session(db: Path, session_id: str, oracle) -> None:
+    """A stored `fair-pipeline elicit` session whose answers come from `oracle` (as a person would type them)."""
+    config = SessionConfig(group_labels=("0", "1"), tolerance=1e-2)
+    store = SessionStore(db)
+    store.create(session_id, config)
+    answers = []
+
+    def recording(r1, r2):
+        answer = bool(oracle(r1, r2))
+        store.record_answer(session_id, len(answers), r1, r2, "A", "A" if answer else "B", answer)
+        answers.append(answer)
+        return answer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        elicit_fair_quadratic_metric(recording, 2, 2, tolerance=config.tolerance, radius=config.radius,
+                                     on_inconsistency="ignore")
+    store.close()
+
+
+def test_recorded_oracle_bad_input_fails_clearly(home, tmp_path):
+    missing = _materialize(home, elicited_metric, {"oracle": "recorded", "elicitation_db": str(tmp_path / "none.duckdb")},
+                           raise_on_error=False)
+    assert not missing.success and "does not exist" in _failure(missing)
+    empty_db = tmp_path / "empty.duckdb"
+    SessionStore(empty_db).close()  # the tables exist, no session answered anything
+    empty = _materialize(home, elicited_metric, {"oracle": "recorded", "elicitation_db": str(empty_db)}, raise_on_error=False)
+    assert not empty.success and "no elicitation session with answers" in _failure(empty)
+    noisy_db = tmp_path / "noisy.duckdb"
+    rng = np.random.default_rng(0)
+    _record_session(noisy_db, "coin", lambda r1, r2: bool(rng.random() < 0.5))  # a person answering at random
+    noisy = _materialize(home, elicited_metric, {"oracle": "recorded", "elicitation_db": str(noisy_db)}, raise_on_error=False)
+    assert not noisy.success and "inconsistent" in _failure(noisy) and "preference cycle" in _failure(noisy)
+
+
+def test_recorded_session_drives_selection(home, tmp_path):
+    """A consistent recorded session replays to the metric its answers imply, and model selection uses it."""
+    db = tmp_path / "person.duckdb"
+    truth = FairQuadraticMetric.from_pairs([0.8, 0.6], [np.eye(2) * np.sqrt(2)], 0.3)
+    _record_session(db, "alice", SimulatedOracle(truth))
+    assert _materialize(home, elicited_metric, {"oracle": "recorded", "elicitation_db": str(db)}).success
+    row = _query(home, "SELECT * FROM marts.elicited_metrics ORDER BY elicited_at DESC LIMIT 1").iloc[0]
+    assert row["oracle_kind"] == "recorded" and not row["simulated"] and row["session_id"] == "alice"
+    assert abs(row["lam"] - 0.3) < 0.01 and pd.isna(row["error_lam"])
+    assert _materialize(home, model_selection).success
+    ranking, metric = _ranking(home), _metric(home)
+    best = ranking.iloc[0]
+    rates = np.array([[best["tpr[0]"], best["tnr[0]"]], [best["tpr[1]"], best["tnr[1]"]]])
+    assert _cost_by_hand(metric, rates) == pytest.approx(best["cost"], rel=1e-12) and metric.lam == row["lam"]
