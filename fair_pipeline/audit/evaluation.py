@@ -22,7 +22,7 @@ AGGREGATE_COLUMNS = ["group", "score", "n_pos", "n_neg"]
 
 @dataclasses.dataclass
 class EvaluationData:
-    """The held-out aggregates every output is audited on (from `audit_warehouse`)."""
+    """The held-out aggregates every output is audited on (from `audit.sql`)."""
 
     score_counts: pd.DataFrame  # group, score, n_pos, n_neg
     item_counts: pd.DataFrame | None  # group, item_id, n_pos, n_neg, features (None when no output needs it)

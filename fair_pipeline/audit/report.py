@@ -24,7 +24,7 @@ TRANSFORM_NOTE = (
 
 # ----------------------------------------------------------------------------- warehouse rows
 def warehouse_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
-    """{table name: rows} for `audit_store.write_audit`, every frame tagged with its scored_output."""
+    """{table name: rows} for `audit.store.write_audit`, every frame tagged with its scored_output."""
     parts: dict[str, list[pd.DataFrame]] = {k: [] for k in (
         "fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc", "fairness_audit_xauc_deltas",
         "fairness_audit_pairwise", "fairness_audit_curves")}

@@ -70,3 +70,18 @@ def test_sklearn_base_ranker_and_bad_input(tracking, fitted):
         model.predict(unseen)
     with pytest.raises(EOInputError, match="lacks columns"):
         log_fair_ranker(refit, clf, features, input_example=frame.drop(columns="f3"))
+
+
+def test_models_pickled_before_the_stage_packages_still_load():
+    # Registered fair-ranker versions of earlier releases name `fair_pipeline.serving` in their pickles.
+    import pickle
+
+    from fair_pipeline.eo.serving import FairRankerModel, LinearRanker
+
+    assert pickle.loads(b"cfair_pipeline.serving\nLinearRanker\n.") is LinearRanker
+    assert pickle.loads(b"cfair_pipeline.serving\nFairRankerModel\n.") is FairRankerModel
+    from fair_pipeline.eo.piecewise import GroupedInterpolator
+    from fair_pipeline.eo.transform import WeightedCDFTransformer as Transformer
+
+    assert pickle.loads(b"cfair_pipeline.core.eo_transform\nWeightedCDFTransformer\n.") is Transformer
+    assert pickle.loads(b"cfair_pipeline.core.piecewise\nGroupedInterpolator\n.") is GroupedInterpolator
