@@ -40,3 +40,8 @@ def reports_dir() -> Path:
 
 def dagster_home() -> Path:
     return Path(os.environ.get("DAGSTER_HOME") or home() / "dagster_home").resolve()
+
+
+def default_elicitation_db() -> Path:
+    """Where `fair-pipeline elicit` keeps sessions and answers, and the `recorded` oracle reads them."""
+    return home() / "elicitation.duckdb"

@@ -98,7 +98,7 @@ def elicit(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.Elici
             truth = mo.SimulatedTruth(config.truth_a, config.truth_B, config.truth_lam, config.flip_fraction, config.seed)
             return mo.elicit_simulated(truth, labels, config.tolerance, config.radius, votes=config.votes)
         if config.oracle == "recorded":
-            db = config.elicitation_db or str(settings.home() / "elicitation.duckdb")
+            db = config.elicitation_db or str(settings.default_elicitation_db())
             result = mo.elicit_recorded(db, config.session_id)
             return relabelled(result, tuple(config.group_labels)) if config.group_labels else result
     except (mo.OracleConfigError, ValueError) as error:

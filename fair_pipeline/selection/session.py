@@ -25,6 +25,7 @@ import duckdb
 import numpy as np
 
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
     FairQuadraticMetric,
@@ -40,9 +41,10 @@ from fair_pipeline.selection.elicitation.validation import check_dimensions, che
 
 EXIT_OK, EXIT_PAUSED, EXIT_ERROR = 0, 3, 1
 
-SCHEMA_SQL = [
-    "CREATE SCHEMA IF NOT EXISTS elicitation",
-    """CREATE TABLE IF NOT EXISTS elicitation.sessions (
+# Tables live in schema `elicitation`; the store selects it with USE, so the statements name tables unqualified
+# (a file called elicitation.duckdb has a catalog of that name, and `elicitation.sessions` would be ambiguous).
+TABLES_SQL = [
+    """CREATE TABLE IF NOT EXISTS sessions (
         session_id VARCHAR PRIMARY KEY,
         created_at TIMESTAMPTZ NOT NULL,
         n_groups INTEGER NOT NULL,
@@ -56,7 +58,7 @@ SCHEMA_SQL = [
         completed_at TIMESTAMPTZ,
         result_json VARCHAR
     )""",
-    """CREATE TABLE IF NOT EXISTS elicitation.answers (
+    """CREATE TABLE IF NOT EXISTS answers (
         session_id VARCHAR NOT NULL,
         query_index INTEGER NOT NULL,
         r1 DOUBLE[] NOT NULL,
@@ -98,8 +100,12 @@ class SessionStore:
     def __init__(self, db_path: str | Path, read_only: bool = False):
         Path(db_path).parent.mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(str(db_path), read_only=read_only)
+        schema = quote_identifier(self.con.execute("SELECT current_database()").fetchone()[0]) + ".elicitation"
         if not read_only:  # a reader (model selection) replays sessions without touching the file
-            for sql in SCHEMA_SQL:
+            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        self.con.execute(f"USE {schema}")
+        if not read_only:
+            for sql in TABLES_SQL:
                 self.con.execute(sql)
 
     def close(self) -> None:
@@ -108,7 +114,7 @@ class SessionStore:
     def load_config(self, session_id: str) -> SessionConfig | None:
         row = self.con.execute(
             "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius, inner_radius "
-            "FROM elicitation.sessions WHERE session_id = ?",
+            "FROM sessions WHERE session_id = ?",
             [session_id],
         ).fetchone()
         if row is None:
@@ -117,42 +123,42 @@ class SessionStore:
 
     def create(self, session_id: str, config: SessionConfig) -> None:
         self.con.execute(
-            "INSERT INTO elicitation.sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', NULL, NULL)",
+            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', NULL, NULL)",
             [session_id, _now(), config.n_groups, config.n_classes, list(config.group_labels),
              config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner()],
         )
 
     def answers(self, session_id: str) -> list[tuple[np.ndarray, np.ndarray, bool]]:
         rows = self.con.execute(
-            "SELECT r1, r2, r1_preferred FROM elicitation.answers WHERE session_id = ? ORDER BY query_index",
+            "SELECT r1, r2, r1_preferred FROM answers WHERE session_id = ? ORDER BY query_index",
             [session_id],
         ).fetchall()
         return [(np.asarray(r1), np.asarray(r2), bool(p)) for r1, r2, p in rows]
 
     def answer_log(self, session_id: str):
         return self.con.execute(
-            "SELECT query_index, r1_shown_as, choice, r1_preferred, answered_at FROM elicitation.answers "
+            "SELECT query_index, r1_shown_as, choice, r1_preferred, answered_at FROM answers "
             "WHERE session_id = ? ORDER BY query_index",
             [session_id],
         ).fetchall()
 
     def record_answer(self, session_id: str, index: int, r1, r2, r1_shown_as: str, choice: str, r1_preferred: bool) -> None:
         self.con.execute(
-            "INSERT INTO elicitation.answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [session_id, index, np.ravel(r1).tolist(), np.ravel(r2).tolist(), r1_shown_as, choice,
              bool(r1_preferred), _now()],
         )
 
     def finish(self, session_id: str, status: str, result: dict | None) -> None:
         self.con.execute(
-            "UPDATE elicitation.sessions SET status = ?, completed_at = ?, result_json = ? WHERE session_id = ?",
+            "UPDATE sessions SET status = ?, completed_at = ?, result_json = ? WHERE session_id = ?",
             [status, _now(), None if result is None else json.dumps(result), session_id],
         )
 
     def list_sessions(self):
         return self.con.execute(
             "SELECT s.session_id, s.status, s.created_at, count(a.query_index) AS n_answers "
-            "FROM elicitation.sessions s LEFT JOIN elicitation.answers a USING (session_id) "
+            "FROM sessions s LEFT JOIN answers a USING (session_id) "
             "GROUP BY ALL ORDER BY s.created_at"
         ).fetchall()
 
@@ -293,17 +299,21 @@ def _config_from_args(args) -> SessionConfig:
 def run_elicit(args, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Entry point of ``fair-pipeline elicit``; returns the process exit code (3 = paused)."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    store = SessionStore(args.db or settings.home() / "elicitation.duckdb")
+    db = args.db or settings.default_elicitation_db()
+    store = SessionStore(db)
     try:
         if args.list:
-            for sid, status, created, n in store.list_sessions():
+            sessions = store.list_sessions()
+            if not sessions:
+                print(f"no elicitation sessions in {db}; start one with `fair-pipeline elicit`", file=stdout)
+            for sid, status, created, n in sessions:
                 print(f"{sid}\t{status}\t{created:%Y-%m-%d %H:%M}\t{n} answers", file=stdout)
             return EXIT_OK
         session_id = args.session or uuid.uuid4().hex[:8]
         config = store.load_config(session_id)
         if config is None:
             if args.replay:
-                print(f"no session {session_id!r} in {args.db}", file=stdout)
+                print(f"no session {session_id!r} in {db}", file=stdout)
                 return EXIT_ERROR
             config = _config_from_args(args)
             store.create(session_id, config)
@@ -315,7 +325,7 @@ def run_elicit(args, stdin: TextIO | None = None, stdout: TextIO | None = None) 
         except SessionPaused:
             n = len(store.answers(session_id))
             print(f"\nSession {session_id} paused after {n} answers; resume with: "
-                  f"fair-pipeline elicit --db {args.db or settings.home() / 'elicitation.duckdb'} --session {session_id}",
+                  f"fair-pipeline elicit --db {db} --session {session_id}",
                   file=stdout)
             return EXIT_PAUSED
         except MissingPreferenceError:

@@ -59,9 +59,10 @@ def test_comparison_shows_group_and_overall_rates_side_by_side():
 
 def _answers(db, session="s1"):
     con = duckdb.connect(str(db))
-    rows = con.execute("SELECT query_index, r1, r2, r1_shown_as, r1_preferred, answered_at FROM elicitation.answers "
+    con.execute(f'USE "{con.execute("SELECT current_database()").fetchone()[0]}".elicitation')
+    rows = con.execute("SELECT query_index, r1, r2, r1_shown_as, r1_preferred, answered_at FROM answers "
                        "WHERE session_id = ? ORDER BY query_index", [session]).fetchall()
-    status, result = con.execute("SELECT status, result_json FROM elicitation.sessions WHERE session_id = ?",
+    status, result = con.execute("SELECT status, result_json FROM sessions WHERE session_id = ?",
                                  [session]).fetchone()
     con.close()
     return rows, status, result
@@ -140,3 +141,24 @@ def test_ctrl_c_pauses_the_session(tmp_path):
     screen = io.StringIO()
     assert run_elicit(parse(["--db", str(tmp_path / "c.duckdb"), "--session", "s3"]), stdin=CtrlC(), stdout=screen) == EXIT_PAUSED
     assert "Session s3 paused after 0 answers" in screen.getvalue()
+
+
+def test_the_default_database_works_for_list_sessions_and_the_recorded_oracle(fp_home):
+    # $FAIR_PIPELINE_HOME/elicitation.duckdb: its catalog is named like its schema, which duckdb 2 calls ambiguous
+    # when a statement writes `elicitation.sessions`.
+    from fair_pipeline.platform import settings
+    from fair_pipeline.selection.metric_oracle import elicit_recorded
+
+    assert settings.default_elicitation_db() == fp_home / "elicitation.duckdb"
+    empty = io.StringIO()
+    assert run_elicit(parse(["--list"]), stdout=empty) == EXIT_OK
+    assert f"no elicitation sessions in {fp_home / 'elicitation.duckdb'}" in empty.getvalue()
+
+    screen = io.StringIO()
+    argv = ["--session", "s1", "--tolerance", "0.05", "--inner-radius", "0.08"]
+    assert run_elicit(parse(argv), stdin=ScriptedPerson(screen, TRUTH, 2), stdout=screen) == EXIT_OK
+    listing = io.StringIO()
+    assert run_elicit(parse(["--list"]), stdout=listing) == EXIT_OK
+    assert listing.getvalue().startswith("s1\tcompleted\t")
+    result = elicit_recorded(settings.default_elicitation_db(), "s1")  # what `oracle: recorded` selection reads
+    assert result.metric.lam == pytest.approx(json.loads(_answers(fp_home / "elicitation.duckdb")[2])["lam"])
