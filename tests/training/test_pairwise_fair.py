@@ -1,0 +1,114 @@
+"""PairwiseFairRanker: the pair sampler against enumeration, held-out gaps on the simulator and Adult."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from fair_pipeline.audit.stats.pairwise import pairwise_accuracies
+from fair_pipeline.audit.stats.pairwise_gap import cross_group_gaps
+from fair_pipeline.training import PairwiseFairnessError, PairwiseFairRanker
+from fair_pipeline.training.pairwise_data import adult_queries, simulator_queries
+from fair_pipeline.training.pairwise_fair import _CellSampler
+
+
+def test_sampler_is_uniform_over_the_cells_pairs():
+    rng = np.random.default_rng(0)
+    n = 40
+    q = rng.integers(0, 6, n)
+    y = rng.random(n) < 0.4
+    g = rng.random(n) < 0.5
+    rows = np.arange(n)
+    better, worse = rows[y & g], rows[~y & ~g]
+    pairs = {(i, j) for i, j in itertools.product(better, worse) if q[i] == q[j]}
+    sampler = _CellSampler(q, better, worse, 6)
+    assert sampler.n_pairs == len(pairs)
+    b, w = sampler.draw(rng, 200_000)
+    drawn = list(zip(b.tolist(), w.tolist()))
+    assert set(drawn) == pairs
+    counts = np.array([drawn.count(p) for p in sorted(pairs)]) if len(pairs) < 60 else None
+    if counts is not None:
+        expected = 200_000 / len(pairs)
+        assert np.abs(counts - expected).max() < 5 * np.sqrt(expected)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return simulator_queries()
+
+
+def _gap(model, d):
+    return cross_group_gaps(model.score(d.X_test), d.y_test, d.groups_test, d.queries_test).iloc[0]
+
+
+def _auc(model, d):
+    return pairwise_accuracies(model.score(d.X_test), d.y_test, d.groups_test, d.queries_test).overall.iloc[0]
+
+
+def test_cross_group_constraint_halves_the_held_out_gap_on_the_simulator(sim):
+    plain = PairwiseFairRanker(constraint=None, random_state=0).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    fair = PairwiseFairRanker(random_state=0).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    g0, g1 = _gap(plain, sim), _gap(fair, sim)
+    assert fair.feasible_
+    assert abs(g1.gap) <= 0.5 * abs(g0.gap) and abs(g0.gap) > 0.2
+    assert abs(g1.gap) < 0.05  # slack 0.02 plus held-out noise
+    cost = _auc(plain, sim).accuracy - _auc(fair, sim).accuracy
+    assert 0 < cost < 0.05
+
+
+def test_marginal_constraint_on_the_simulator(sim):
+    def marg(model):
+        m = pairwise_accuracies(model.score(sim.X_test), sim.y_test, sim.groups_test, sim.queries_test).marginals
+        m = m[m.role == "better"].set_index("group")["accuracy"]
+        return m["1"] - m["0"]
+
+    plain = PairwiseFairRanker(constraint=None, random_state=0, n_iter=500).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    fair = PairwiseFairRanker("marginal_equal_opportunity", random_state=0, n_iter=500).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    assert abs(marg(fair)) <= 0.5 * abs(marg(plain))
+
+
+def test_continuous_constraint_on_a_simulated_attribute(sim):
+    def diff(model):
+        c = pairwise_accuracies(model.score(sim.X_test), sim.y_test, sim.groups_test, sim.queries_test,
+                                continuous_feature=sim.z_test).continuous.set_index("metric")
+        return c.loc["A_> - A_<"]
+
+    plain = PairwiseFairRanker(constraint=None, random_state=0, n_iter=500).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    fair = PairwiseFairRanker("continuous", random_state=0, n_iter=500).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.z_train, query_ids=sim.queries_train)
+    d0, d1 = diff(plain), diff(fair)
+    assert abs(d1.accuracy) <= 0.5 * abs(d0.accuracy) and d0.accuracy > 0.2
+    assert abs(d1.accuracy) < 0.03 + 2 * d1.se
+
+
+@pytest.mark.slow
+def test_cross_group_constraint_halves_the_held_out_gap_on_adult():
+    d = adult_queries()
+    kw = dict(random_state=0, n_iter=400)
+    plain = PairwiseFairRanker(constraint=None, **kw).fit(
+        d.X_train, d.y_train, sensitive_features=d.groups_train, query_ids=d.queries_train)
+    fair = PairwiseFairRanker(**kw).fit(d.X_train, d.y_train, sensitive_features=d.groups_train,
+                                        query_ids=d.queries_train)
+    g0, g1 = _gap(plain, d), _gap(fair, d)
+    assert abs(g1.gap) <= 0.5 * abs(g0.gap)
+    assert _auc(plain, d).accuracy - _auc(fair, d).accuracy < 0.05
+
+
+def test_errors_name_the_problem(sim):
+    X, y, g, q = sim.X_train[:200], sim.y_train[:200], sim.groups_train[:200], sim.queries_train[:200]
+    with pytest.raises(PairwiseFairnessError, match="query_ids is required"):
+        PairwiseFairRanker().fit(X, y, sensitive_features=g, query_ids=None)
+    with pytest.raises(PairwiseFairnessError, match="no query has both"):
+        PairwiseFairRanker().fit(X, np.ones(200), sensitive_features=g, query_ids=q)
+    with pytest.raises(PairwiseFairnessError, match="constraint must be"):
+        PairwiseFairRanker("equal_odds").fit(X, y, sensitive_features=g, query_ids=q)
+    with pytest.raises(PairwiseFairnessError, match="not fitted"):
+        PairwiseFairRanker().score(X)
+    with pytest.raises(PairwiseFairnessError, match="shape"):
+        PairwiseFairRanker(n_iter=5).fit(X, y, sensitive_features=g, query_ids=q).score(X[:, :3])
