@@ -9,7 +9,9 @@ row is 1 iff score > t + margin.
 `fit` searches, as the paper and AIF360's RejectOptionClassification do, a grid of thresholds
 (`n_thresholds` from `low` to `high`) times margins (`n_margins` from 0 to min(t - low_score, ...),
 AIF360: 0 .. min(t, 1 - t) for probability scores), keeps the (t, margin) whose fairness metric
-(unprivileged minus privileged) lies within +-`bound`, and among those the highest balanced accuracy.
+(unprivileged minus privileged) lies within +-`bound`, and among those the highest balanced accuracy
+(AIF360's choice; `objective="accuracy"` maximizes accuracy instead). Kamiran et al. fix t = 0.5 for
+calibrated probabilities and search the margin only: pass threshold=0.5.
 Every grid point is evaluated by binary search on the sorted scores of each (group, label) cell:
 O(n log n + grid * log n). A fixed `threshold` and / or `margin` restricts the grid to that value.
 """
@@ -40,23 +42,25 @@ class RejectOptionClassifier(BaseEstimator):
     metric : "statistical_parity" (default) | "equal_opportunity" (TPR) | "average_odds" (mean of the TPR
         and FPR differences); always unprivileged minus privileged, as in AIF360.
     bound : float, default 0.05. |metric| <= bound is feasible.
+    objective : "balanced_accuracy" (default, as AIF360) | "accuracy": what the grid search maximizes.
     low, high, n_thresholds : threshold grid (AIF360: 0.01, 0.99, 100). n_margins : margin grid size (50).
 
     Fitted attributes
     -----------------
     threshold_, margin_, privileged_, groups_, feasible_ (False: no grid point met the bound; the one with the
     smallest |metric| was taken, with a warning), metric_value_, balanced_accuracy_ (training data),
-    grid_ : DataFrame threshold, margin, metric, balanced_accuracy of every grid point.
+    grid_ : DataFrame threshold, margin, metric, balanced_accuracy, accuracy of every grid point.
     """
 
     def __init__(self, margin=None, *, threshold=None, privileged=None, metric: str = "statistical_parity",
-                 bound: float = 0.05, low: float = 0.01, high: float = 0.99, n_thresholds: int = 100,
+                 bound: float = 0.05, objective: str = "balanced_accuracy", low: float = 0.01, high: float = 0.99, n_thresholds: int = 100,
                  n_margins: int = 50):
         self.margin = margin
         self.threshold = threshold
         self.privileged = privileged
         self.metric = metric
         self.bound = bound
+        self.objective = objective
         self.low = low
         self.high = high
         self.n_thresholds = n_thresholds
@@ -81,6 +85,8 @@ class RejectOptionClassifier(BaseEstimator):
         return np.repeat(ts, frac.size), (widths[:, None] * frac[None, :]).ravel()
 
     def fit(self, scores, labels, *, sensitive_features):
+        if self.objective not in ("balanced_accuracy", "accuracy"):
+            raise PostProcessingInputError(f"objective must be 'balanced_accuracy' or 'accuracy', got {self.objective!r}")
         if self.metric not in METRICS:
             raise PostProcessingInputError(f"metric must be one of {METRICS}, got {self.metric!r}")
         s = as_scores(scores)
@@ -124,15 +130,18 @@ class RejectOptionClassifier(BaseEstimator):
         fp = out["u0"][0] + out["p0"][0]
         n1, n0 = int(y.sum()), int((~y).sum())
         bal = 0.5 * (tp / n1 + 1.0 - fp / n0)
+        acc = (tp + n0 - fp) / (n1 + n0)
+        goal = bal if self.objective == "balanced_accuracy" else acc
         feasible = np.abs(metric) <= self.bound
         self.feasible_ = bool(feasible.any())
         if self.feasible_:
-            best = int(np.flatnonzero(feasible)[np.argmax(bal[feasible])])
+            best = int(np.flatnonzero(feasible)[np.argmax(goal[feasible])])
         else:
             best = int(np.argmin(np.abs(metric)))
             warnings.warn(f"RejectOptionClassifier: no (threshold, margin) on the grid has |{self.metric}| <= "
                           f"{self.bound}; took the smallest |{self.metric}| = {abs(metric[best]):.4f}", stacklevel=2)
-        self.grid_ = pd.DataFrame({"threshold": ts, "margin": ms, "metric": metric, "balanced_accuracy": bal})
+        self.grid_ = pd.DataFrame({"threshold": ts, "margin": ms, "metric": metric, "balanced_accuracy": bal,
+                                   "accuracy": acc})
         self.threshold_, self.margin_ = float(ts[best]), float(ms[best])
         self.metric_value_, self.balanced_accuracy_ = float(metric[best]), float(bal[best])
         self.privileged_, self.groups_ = privileged, groups

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from fair_pipeline.audit.stats.pairwise import pairwise_accuracies
-from fair_pipeline.audit.stats.pairwise_gap import cross_group_gaps
+from fair_pipeline.audit.stats.pairwise_gap import cross_group_gaps, marginal_gaps
 
 Q, K = 200, 10
 
@@ -22,10 +22,15 @@ def test_accuracies_agree_with_the_matrix():
     row = cross_group_gaps(s, y, g, q).iloc[0]
     m = pairwise_accuracies(s, y, g, q).matrix.set_index(["group_better", "group_worse"])["accuracy"]
     assert row["A_a>b"] == pytest.approx(m[("a", "b")]) and row["A_b>a"] == pytest.approx(m[("b", "a")])
+    marg = pairwise_accuracies(s, y, g, q).marginals.query("role == 'better'").set_index("group")["accuracy"]
+    row = marginal_gaps(s, y, g, q).iloc[0]
+    assert row["A_a>:"] == pytest.approx(marg["a"]) and row["gap"] == pytest.approx(marg["a"] - marg["b"])
 
 
 def test_se_matches_the_monte_carlo_spread():
     rng = np.random.default_rng(1)
-    res = [cross_group_gaps(*_draw(rng)).iloc[0] for _ in range(200)]
-    sd = np.std([r.gap for r in res], ddof=1)
-    assert np.mean([r.se for r in res]) == pytest.approx(sd, rel=0.15)
+    draws = [_draw(rng) for _ in range(200)]
+    for fn in (cross_group_gaps, marginal_gaps):
+        res = [fn(*d).iloc[0] for d in draws]
+        sd = np.std([r.gap for r in res], ddof=1)
+        assert np.mean([r.se for r in res]) == pytest.approx(sd, rel=0.15)

@@ -55,6 +55,15 @@ def test_grid_search_matches_a_plain_loop(metric):
     assert roc.metric_value_ == pytest.approx(best[2]) and roc.balanced_accuracy_ == pytest.approx(best_bal)
 
 
+def test_accuracy_objective_picks_the_most_accurate_feasible_point():
+    s, y, g = _data(2)
+    roc = RejectOptionClassifier(objective="accuracy", privileged="priv", n_thresholds=30, n_margins=8).fit(
+        s, y, sensitive_features=g)
+    grid = roc.grid_[roc.grid_["metric"].abs() <= 0.05]
+    d = roc.predict(s, sensitive_features=g)
+    assert np.mean(d == y) == pytest.approx(grid["accuracy"].max())
+
+
 def test_infeasible_bound_warns_and_takes_the_fairest_point():
     s, y, g = _data(1)
     with pytest.warns(UserWarning, match="no \\(threshold, margin\\)"):

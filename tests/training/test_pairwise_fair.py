@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fair_pipeline.audit.stats.pairwise import pairwise_accuracies
-from fair_pipeline.audit.stats.pairwise_gap import cross_group_gaps
+from fair_pipeline.audit.stats.pairwise_gap import cross_group_gaps, marginal_gaps
 from fair_pipeline.training import PairwiseFairnessError, PairwiseFairRanker
 from fair_pipeline.training.pairwise_data import adult_queries, simulator_queries
 from fair_pipeline.training.pairwise_fair import _CellSampler
@@ -85,6 +85,29 @@ def test_continuous_constraint_on_a_simulated_attribute(sim):
     d0, d1 = diff(plain), diff(fair)
     assert abs(d1.accuracy) <= 0.5 * abs(d0.accuracy) and d0.accuracy > 0.2
     assert abs(d1.accuracy) < 0.03 + 2 * d1.se
+
+
+def test_marginal_constraint_with_three_groups(sim):
+    # group "1" split at random in two: three groups, six marginal constraints
+    rng = np.random.default_rng(0)
+
+    def three(groups):
+        return np.where(groups == "1", np.where(rng.random(groups.size) < 0.5, "1a", "1b"), "0").astype(object)
+
+    g_tr, g_te = three(sim.groups_train), three(sim.groups_test)
+
+    def worst(model):
+        r = marginal_gaps(model.score(sim.X_test), sim.y_test, g_te, sim.queries_test)
+        assert len(r) == 3
+        return r["gap"].abs().max()
+
+    kw = dict(random_state=0, n_iter=400)
+    plain = PairwiseFairRanker(None, **kw).fit(sim.X_train, sim.y_train, sensitive_features=g_tr,
+                                               query_ids=sim.queries_train)
+    fair = PairwiseFairRanker("marginal_equal_opportunity", **kw).fit(
+        sim.X_train, sim.y_train, sensitive_features=g_tr, query_ids=sim.queries_train)
+    assert len(fair.constraint_names_) == 6 and fair.groups_ == ["0", "1a", "1b"]
+    assert worst(fair) <= 0.5 * worst(plain)
 
 
 @pytest.mark.slow
