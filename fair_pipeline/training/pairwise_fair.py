@@ -28,7 +28,8 @@ Pair budget: pairs are never enumerated. Each step draws ``pairs_per_step`` pair
 among the cell's pairs (query with probability P_qa N_qb / T_ab, then a uniform better item of group a
 and worse item of group b inside it), so a step costs O(cells * pairs_per_step * (features + log Q))
 whatever the query sizes; preprocessing is one O(n log n) sort. The evaluation sample has
-``eval_pairs`` pairs per cell.
+``eval_pairs`` pairs per cell, drawn once; scoring the snapshots costs n_snapshots * cells * eval_pairs *
+features in all. Neither depends on the number of pairs in the data.
 """
 from __future__ import annotations
 

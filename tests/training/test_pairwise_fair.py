@@ -123,6 +123,21 @@ def test_cross_group_constraint_halves_the_held_out_gap_on_adult():
     assert _auc(plain, d).accuracy - _auc(fair, d).accuracy < 0.05
 
 
+def test_snapshots_best_iterate_and_shrunk_mixture(sim):
+    m = PairwiseFairRanker(random_state=1, n_iter=300, n_snapshots=30).fit(
+        sim.X_train, sim.y_train, sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    h = m.history_
+    assert len(h) == 30 and m.snapshot_coefs_.shape == (30, sim.X_train.shape[1])
+    feasible = h[h.max_violation <= 0]
+    assert m.feasible_ and m.train_auc_ == pytest.approx(feasible.auc.max())
+    np.testing.assert_array_equal(m.coef_, m.snapshot_coefs_[feasible.auc.idxmax()])
+    w = m.mixture_.set_index("snapshot")["weight"]
+    assert w.sum() == pytest.approx(1.0) and len(w) <= len(m.constraint_names_) + 1
+    viol = h[[c for c in h.columns if c.startswith("violation[")]].to_numpy()
+    assert np.all(w.to_numpy() @ viol[w.index] <= 1e-9)  # the stochastic model meets the constraints in expectation
+    assert w.to_numpy() @ h.auc.to_numpy()[w.index] >= m.train_auc_ - 1e-9  # and is at least as good as the best iterate
+
+
 def test_errors_name_the_problem(sim):
     X, y, g, q = sim.X_train[:200], sim.y_train[:200], sim.groups_train[:200], sim.queries_train[:200]
     with pytest.raises(PairwiseFairnessError, match="query_ids is required"):
