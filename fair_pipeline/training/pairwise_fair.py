@@ -53,28 +53,40 @@ def _sigmoid(d):
 
 
 class _CellSampler:
-    """Uniform draws of (better, worse) row pairs inside queries, from one cell of pairs."""
+    """Draws of (better, worse) row pairs inside queries, from one cell of pairs.
 
-    def __init__(self, qcode, better_rows, worse_rows, n_queries):
-        self.better = self._by_query(qcode, better_rows, n_queries)
-        self.worse = self._by_query(qcode, worse_rows, n_queries)
+    Without weights every pair of the cell is equally likely; with row weights w, pair (i, j) has
+    probability proportional to w_i w_j (query q with probability W_q^better W_q^worse / sum, then each item
+    in proportion to its weight inside q, by binary search on cumulative weights).
+    """
+
+    def __init__(self, qcode, better_rows, worse_rows, n_queries, weight=None):
+        self.weighted = weight is not None
+        self.better = self._by_query(qcode, better_rows, n_queries, weight)
+        self.worse = self._by_query(qcode, worse_rows, n_queries, weight)
         w = self.better[1] * self.worse[1]
-        self.n_pairs = float(w.sum())
-        self.cum = np.cumsum(w) / max(self.n_pairs, 1.0)
+        self.n_pairs = float(w.sum())  # weighted pair count when weights are given
+        self.cum = np.cumsum(w) / (self.n_pairs if self.n_pairs > 0 else 1.0)
 
     @staticmethod
-    def _by_query(qcode, rows, n_queries):
+    def _by_query(qcode, rows, n_queries, weight):
         rows = rows[np.argsort(qcode[rows], kind="stable")]
-        counts = np.bincount(qcode[rows], minlength=n_queries).astype(np.float64)
-        start = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
-        return rows, counts, start
+        w = np.ones(rows.size) if weight is None else weight[rows]
+        totals = np.bincount(qcode[rows], weights=w, minlength=n_queries)
+        cum = np.cumsum(w)
+        start = np.r_[0.0, np.cumsum(totals)[:-1]]
+        return rows, totals, start, cum
 
     def draw(self, rng, m):
         q = np.minimum(np.searchsorted(self.cum, rng.random(m), side="right"), self.cum.size - 1)
         out = []
-        for rows, counts, start in (self.better, self.worse):
-            k = np.minimum((rng.random(m) * counts[q]).astype(np.int64), counts[q].astype(np.int64) - 1)
-            out.append(rows[start[q] + k])
+        for rows, totals, start, cum in (self.better, self.worse):
+            target = start[q] + rng.random(m) * totals[q]
+            if self.weighted:
+                k = np.searchsorted(cum, target, side="right")
+            else:  # unit weights: the same index without the binary search
+                k = target.astype(np.int64)
+            out.append(rows[np.clip(k, 0, rows.size - 1)])
         return out[0], out[1]
 
 
@@ -148,11 +160,11 @@ class PairwiseFairRanker(BaseEstimator):
             raise PairwiseFairnessError("sensitive_features (continuous z) has non-finite values")
         return X, y.astype(bool), z, pd.factorize(q)[0]
 
-    def _cells(self, y, z, qcode, Q):
+    def _cells(self, y, z, qcode, Q, weight=None):
         """Samplers per cell, each cell's share of all pairs, and the constraint matrix over cells."""
         rows = np.arange(y.size)
         if self.constraint == "continuous":
-            sampler = _CellSampler(qcode, rows[y], rows[~y], Q)
+            sampler = _CellSampler(qcode, rows[y], rows[~y], Q, weight)
             if sampler.n_pairs == 0:
                 raise PairwiseFairnessError("no query has both a label-1 and a label-0 item: no pairs to train on")
             self.groups_ = None
@@ -161,7 +173,7 @@ class PairwiseFairRanker(BaseEstimator):
         self.groups_ = levels
         cells, names = [], []
         for a, b in itertools.product(levels, levels):
-            cells.append(_CellSampler(qcode, rows[y & (z == a)], rows[~y & (z == b)], Q))
+            cells.append(_CellSampler(qcode, rows[y & (z == a)], rows[~y & (z == b)], Q, weight))
             names.append(f"{a}>{b}")
         T = np.array([c.n_pairs for c in cells])
         if T.sum() == 0:
@@ -248,10 +260,17 @@ class PairwiseFairRanker(BaseEstimator):
         return auc, viol, g_auc, g_con
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y, *, sensitive_features, query_ids):
+    def fit(self, X, y, *, sensitive_features, query_ids, sample_weight=None):
+        """Train on the within-query pairs of (X, y). ``sample_weight``: optional positive row weights, e.g.
+        inverse propensities of clicks; a pair then counts w_better * w_worse in every pairwise accuracy."""
         X, y, z, qcode = self._check(X, y, sensitive_features, query_ids)
         Q = int(qcode.max()) + 1 if qcode.size else 0
-        cells, names, shares, C, cnames = self._cells(y, z, qcode, Q)
+        weight = None
+        if sample_weight is not None:
+            weight = np.asarray(sample_weight, dtype=np.float64).ravel()
+            if weight.size != y.size or not np.isfinite(weight).all() or (weight < 0).any():
+                raise PairwiseFairnessError(f"sample_weight must be {y.size} finite weights >= 0")
+        cells, names, shares, C, cnames = self._cells(y, z, qcode, Q, weight)
         self.samplers_, self.cells_, self.cell_shares_ = cells, names, shares
         self.constraint_matrix_, self.constraint_names_ = C, cnames
         self.n_features_in_ = X.shape[1]

@@ -33,6 +33,26 @@ def test_sampler_is_uniform_over_the_cells_pairs():
         assert np.abs(counts - expected).max() < 5 * np.sqrt(expected)
 
 
+def test_weighted_sampler_draws_pairs_in_proportion_to_the_weight_products():
+    rng = np.random.default_rng(1)
+    n = 30
+    q = rng.integers(0, 4, n)
+    y = rng.random(n) < 0.4
+    w = rng.uniform(0.2, 3.0, n)
+    rows = np.arange(n)
+    pairs = {(i, j): w[i] * w[j] for i, j in itertools.product(rows[y], rows[~y]) if q[i] == q[j]}
+    sampler = _CellSampler(q, rows[y], rows[~y], 4, w)
+    assert sampler.n_pairs == pytest.approx(sum(pairs.values()))
+    N = 300_000
+    b, v = sampler.draw(rng, N)
+    keys, counts = np.unique(np.c_[b, v], axis=0, return_counts=True)
+    assert {tuple(k) for k in keys.tolist()} <= set(pairs)
+    total = sum(pairs.values())
+    for (i, j), c in zip(keys.tolist(), counts):
+        p = pairs[(i, j)] / total
+        assert abs(c / N - p) < 5 * np.sqrt(p * (1 - p) / N) + 1e-4
+
+
 @pytest.fixture(scope="module")
 def sim():
     return simulator_queries()
@@ -136,6 +156,22 @@ def test_snapshots_best_iterate_and_shrunk_mixture(sim):
     viol = h[[c for c in h.columns if c.startswith("violation[")]].to_numpy()
     assert np.all(w.to_numpy() @ viol[w.index] <= 1e-9)  # the stochastic model meets the constraints in expectation
     assert w.to_numpy() @ h.auc.to_numpy()[w.index] >= m.train_auc_ - 1e-9  # and is at least as good as the best iterate
+
+
+def test_unit_weights_change_nothing_and_zero_weights_drop_rows(sim):
+    kw = dict(random_state=3, n_iter=50, n_snapshots=5)
+    args = (sim.X_train, sim.y_train)
+    fit = dict(sensitive_features=sim.groups_train, query_ids=sim.queries_train)
+    a = PairwiseFairRanker(**kw).fit(*args, **fit)
+    b = PairwiseFairRanker(**kw).fit(*args, **fit, sample_weight=np.ones(sim.y_train.size))
+    np.testing.assert_allclose(a.coef_, b.coef_)
+    keep = sim.queries_train < 700
+    c = PairwiseFairRanker(**kw).fit(*args, **fit, sample_weight=keep.astype(float))
+    d = PairwiseFairRanker(**kw).fit(sim.X_train[keep], sim.y_train[keep], sensitive_features=sim.groups_train[keep],
+                                     query_ids=sim.queries_train[keep])
+    np.testing.assert_allclose(c.coef_, d.coef_)
+    with pytest.raises(PairwiseFairnessError, match="sample_weight"):
+        PairwiseFairRanker(**kw).fit(*args, **fit, sample_weight=-np.ones(sim.y_train.size))
 
 
 def test_errors_name_the_problem(sim):
