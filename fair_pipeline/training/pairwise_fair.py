@@ -95,7 +95,8 @@ class PairwiseFairRanker(BaseEstimator):
 
     Parameters
     ----------
-    constraint : "cross_group_equal_opportunity" (default) | "marginal_equal_opportunity" | "continuous" | None.
+    constraint : "cross_group_equal_opportunity" (default) | "marginal_equal_opportunity" | "continuous" | None
+        (unconstrained; the groups then only stratify the pair draws).
     slack : float, default 0.02. Allowed difference epsilon of eq. (12).
     surrogate : "hinge" (default, as in the paper) | "sigmoid".
     n_iter : gradient steps (default 1000). learning_rate : Adam step of the theta-player (0.05).
@@ -135,6 +136,13 @@ class PairwiseFairRanker(BaseEstimator):
             raise PairwiseFairnessError(f"surrogate must be one of {SURROGATES}, got {self.surrogate!r}")
         if not self.slack >= 0:
             raise PairwiseFairnessError(f"slack must be >= 0, got {self.slack}")
+        for name in ("n_iter", "pairs_per_step", "eval_pairs", "n_snapshots"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value >= 1):
+                raise PairwiseFairnessError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("learning_rate", "l2"):
+            if not getattr(self, name) >= 0:
+                raise PairwiseFairnessError(f"{name} must be >= 0, got {getattr(self, name)!r}")
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
             raise PairwiseFairnessError(f"X must be two-dimensional, got shape {X.shape}")

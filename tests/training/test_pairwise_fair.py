@@ -182,6 +182,8 @@ def test_errors_name_the_problem(sim):
         PairwiseFairRanker().fit(X, np.ones(200), sensitive_features=g, query_ids=q)
     with pytest.raises(PairwiseFairnessError, match="constraint must be"):
         PairwiseFairRanker("equal_odds").fit(X, y, sensitive_features=g, query_ids=q)
+    with pytest.raises(PairwiseFairnessError, match="n_iter must be an integer"):
+        PairwiseFairRanker(n_iter=0).fit(X, y, sensitive_features=g, query_ids=q)
     with pytest.raises(PairwiseFairnessError, match="not fitted"):
         PairwiseFairRanker().score(X)
     with pytest.raises(PairwiseFairnessError, match="shape"):
