@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fair_pipeline"
-STAGES = ["platform", "ingestion", "datasets", "position_bias", "eo", "training", "audit", "selection", "reporting",
+STAGES = ["platform", "ingestion", "datasets", "position_bias", "eo", "training", "postprocessing", "audit", "selection", "reporting",
           "reproductions"]
 CONTRACTS = 3
 
