@@ -29,29 +29,67 @@ def delong_cov_shared_pos(pos, neg_a, neg_b):
     return np.cov(va, vb, ddof=1)[0, 1] / len(pos)
 
 
-def truncated(scores, labels, alpha):
-    """I(alpha) and its Lemma 3 variance (Bessel-corrected) from explicit per-observation terms.
+def roc_points(scores, labels):
+    """Empirical ROC vertices (FPR, TPR), one per distinct score, descending; linear in between."""
+    scores, labels = np.asarray(scores, float), np.asarray(labels).astype(bool)
+    levels = np.unique(scores)[::-1]
+    fpr = [0.0] + [float(np.mean(scores[~labels] >= v)) for v in levels]
+    tpr = [0.0] + [float(np.mean(scores[labels] >= v)) for v in levels]
+    return levels, np.array(fpr), np.array(tpr)
 
-    Negatives sorted by descending score occupy FPR slots [i/n, (i+1)/n); w_i is the share of
-    slot i inside [0, alpha). I = (1/mn) sum_i w_i sum_j h(Y_j, X_i).
-    1/n term: variance over t ~ U[0,1] of P2(t) = ROC(min(t, alpha)) with ROC(t) on slot i equal
-    to negative i's placement; 1/m term: variance over positives of psi_j = (1/n) sum_i w_i h_ji.
+
+def influence_values(scores, labels, alpha):
+    """I(alpha) of the linear (random tie-breaking) ROC and each row's influence value.
+
+    A negative's value is the ROC averaged over its block's FPR slot, frozen at ROC(alpha) beyond the
+    cutoff; a positive's is W = int_0^alpha (1 - its own share of the ROC), its own share rising
+    linearly across its block's slot. Influence on I: (phi - mean phi) / n for negatives,
+    -(W - mean W) / m for positives.
     """
     scores, labels = np.asarray(scores, float), np.asarray(labels).astype(bool)
-    X = np.sort(scores[~labels])[::-1]
-    Y = scores[labels]
-    n, m = X.size, Y.size
-    k = h(Y, X)  # (m, n)
-    place = k.mean(axis=0)  # ROC seen by each negative
-    w = np.clip(alpha * n - np.arange(n), 0.0, 1.0)
-    I = (w * place).sum() / n
-    j = int(np.floor(alpha * n))
-    r_alpha = place[j] if j < n else 1.0
-    inside = w / n
-    outside = 1.0 / n - inside
-    e1 = (inside * place).sum() + outside.sum() * r_alpha
-    e2 = (inside * place**2).sum() + outside.sum() * r_alpha**2
-    var_neg = e2 - e1**2
-    psi = (k * w[None, :]).sum(axis=1) / n
-    var_pos = psi.var()
-    return I, var_neg / (n - 1) + var_pos / (m - 1)
+    levels, fpr, tpr = roc_points(scores, labels)
+    I, r = 0.0, 1.0
+    for k in range(1, fpr.size):
+        x0, x1, y0, y1 = fpr[k - 1], fpr[k], tpr[k - 1], tpr[k]
+        if x1 <= alpha:
+            I += (x1 - x0) * (y0 + y1) / 2
+        elif x0 < alpha:
+            r = y0 + (y1 - y0) * (alpha - x0) / (x1 - x0)
+            I += (alpha - x0) * (y0 + r) / 2
+    if alpha < 1 and fpr[np.searchsorted(fpr, alpha, side="right") - 1] == alpha:
+        r = tpr[np.flatnonzero(fpr == alpha)[-1]]  # the cutoff is a vertex: ROC just after it
+    value = np.empty(scores.size)
+    for idx in range(scores.size):
+        k = int(np.flatnonzero(levels == scores[idx])[0]) + 1
+        x0, x1, y0, y1 = fpr[k - 1], fpr[k], tpr[k - 1], tpr[k]
+        if not labels[idx]:
+            a = min(x1, alpha)
+            inside = 0.0 if a <= x0 else (a - x0) * (y0 + (y0 + (y1 - y0) * (a - x0) / (x1 - x0))) / 2
+            value[idx] = (inside + (x1 - max(a, x0)) * r) / (x1 - x0)
+        else:
+            a = min(x1, alpha)
+            W = min(alpha, x0)
+            if a > x0:
+                W += (a - x0) - (a - x0) ** 2 / (2 * (x1 - x0))
+            value[idx] = W
+    infl = np.empty(scores.size)
+    neg, pos = ~labels, labels
+    infl[neg] = (value[neg] - value[neg].mean()) / neg.sum()
+    infl[pos] = -(value[pos] - value[pos].mean()) / pos.sum()
+    return I, value, infl
+
+
+def truncated(scores, labels, alpha):
+    """I(alpha) and its Lemma 3 variance (Bessel-corrected per class) from explicit per-row terms."""
+    labels = np.asarray(labels).astype(bool)
+    I, value, _ = influence_values(scores, labels, alpha)
+    n, m = int((~labels).sum()), int(labels.sum())
+    return I, value[~labels].var() / (n - 1) + value[labels].var() / (m - 1)
+
+
+def clustered_variance(infl, clusters):
+    """C/(C-1) sum over clusters of the squared per-cluster sums of the influence values."""
+    codes = np.unique(clusters, return_inverse=True)[1].ravel()
+    sums = np.bincount(codes, weights=infl)
+    C = sums.size
+    return C / (C - 1) * np.sum(sums**2)

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import build_grid
-from fair_pipeline.audit.stats.grid_audit import run_grid_audit
+from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
+from fair_pipeline.audit.stats.grid_audit import column_cov, run_grid_audit
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, roc_table
@@ -62,12 +63,22 @@ def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: flo
         rows.append(t)
     per_group = pd.concat(rows[:-1], ignore_index=True)
     overall = rows[-1].reset_index(drop=True)
-    pairs = pairwise_differences(per_group, confidence)
+    column = {groups[a]: i for i, (kind, a, _) in enumerate(res["columns"]) if kind == "group"}
+    pairs = pairwise_differences(per_group, confidence,
+                                 cov_of=lambda a, b: column_cov(res, cutoffs, column[a], column[b]))
+    estimand = res.get("estimand", "conditional")
+    for table in (per_group, pairs, overall):
+        table["variance_estimand"] = estimand
+        table["clusters"] = res.get("clusters", np.nan)
     return per_group, pairs, overall
 
 
-def pairwise_differences(per_group: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    """For each pair of groups and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups)."""
+def pairwise_differences(per_group: pd.DataFrame, confidence: float, cov_of=None) -> pd.DataFrame:
+    """For each pair of groups and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups).
+
+    ``cov_of(a, b)``: covariance of the two groups' estimates per cutoff (clusters spanning groups,
+    e.g. queries); None for independent groups.
+    """
     names = list(dict.fromkeys(per_group["group"].tolist()))
     out = []
     for a, b in combinations(names, 2):
@@ -75,6 +86,8 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float) -> pd.DataF
         tb = per_group[per_group["group"] == b].set_index("cutoff")
         diff = ta["auc"] - tb["auc"]
         var = ta["variance"] + tb["variance"]
+        if cov_of is not None:
+            var = var - 2 * cov_of(a, b)
         w = wald(diff.to_numpy(), var.to_numpy(), confidence)
         out.append(pd.DataFrame({
             "group_a": a, "group_b": b, "cutoff": ta.index.to_numpy(),
@@ -92,12 +105,15 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float) -> pd.DataF
     return pairs
 
 
-def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, *,
+def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, *, clusters=None,
                    min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> GroupComparison:
     """Truncated AUCs per group (table of :func:`truncated_auc`) and all pairwise differences.
 
-    Groups are independent samples, so var(I_a - I_b) = var(I_a) + var(I_b). A group with fewer
-    than ``min_count`` positives or negatives (or no negative below a cutoff) is reported with
+    Without ``clusters`` rows are independent (Lemma 3) and groups are independent samples, so
+    var(I_a - I_b) = var(I_a) + var(I_b). With ``clusters`` (per-row ids, e.g. item ids; a tuple of two
+    arrays, e.g. (items, queries), for two-way clustering) the variances are cluster-robust and the
+    covariance of clusters spanning groups enters the differences. A group with fewer than
+    ``min_count`` positives or negatives (or no negative below a cutoff) is reported with
     ``estimable = False`` and NaN estimates, never as equal to the others.
     """
     alphas = as_cutoffs(cutoffs)
@@ -107,6 +123,7 @@ def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, 
     if np.count_nonzero(y) == 0 or np.count_nonzero(~y) == 0:
         raise AuditInputError(f"labels contain a single class ({np.count_nonzero(y)} positives of {y.size})")
     grid = build_grid(s, y, codes, levels)
-    res = run_grid_audit(grid, alphas, xauc=False)
+    res = run_grid_audit(grid, alphas, xauc=False, clusters=row_clusters(clusters, s, y, codes))
+    res["estimand"] = estimand_name(clusters)
     per_group, pairs, overall = group_tables(res, alphas, min_count, confidence)
     return GroupComparison(per_group, pairs, overall)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fair_pipeline.audit.stats.blocks import ScoreGrid
+from fair_pipeline.audit.stats.clustered import BlockTable, ClusterRows, cluster_covariance, two_way_keys
 from fair_pipeline.audit.stats.sweep import RocSweep, _dot
 
 CHUNK_BLOCKS = 1 << 18  # blocks per update: bounds the temporary (B x columns) arrays
@@ -47,7 +49,7 @@ class GridAudit:
         G = self.n_pos.size
         cols = build_columns(G, xauc)
         self.names = [c[0] for c in cols]
-        pairs = [c[1] for c in cols]
+        self.pairs = pairs = [c[1] for c in cols]
         m = np.r_[self.n_pos, self.n_pos.sum()]
         n = np.r_[self.n_neg, self.n_neg.sum()]
         # vectors with an empty class still run (total 1 avoids 0/0); they are flagged later
@@ -78,6 +80,7 @@ class GridAudit:
     def result(self) -> dict:
         out = self.sweep.result()
         out["columns"] = self.names
+        out["pairs"] = self.pairs
         out["m"], out["n"] = self.m, self.n
         if self.xauc:
             out["balanced_cov"] = self._balanced_cov(out)
@@ -110,8 +113,55 @@ def sweep_alphas(cutoffs: np.ndarray, curves: bool) -> np.ndarray:
     return np.unique(np.concatenate([np.asarray(cutoffs, dtype=np.float64)] + extra))
 
 
-def run_grid_audit(grid, cutoffs, xauc: bool = True, curves: bool = False) -> dict:
-    """Feed an in-memory ScoreGrid through GridAudit (in chunks) and return its raw result."""
+def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRows) -> dict:
+    """Replace the variances at ``cutoffs`` and FPR 1 by cluster-robust ones and add their covariances.
+
+    Adds ``cov`` (K, S, S) over columns at ``cov_alphas`` and ``clusters`` (number of clusters; the
+    smaller one for two-way clustering).
+    """
+    var_alphas = np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
+    sel = np.searchsorted(res["alphas"], var_alphas)
+    table = BlockTable(grid)
+    auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
+
+    def cov_for(keys):
+        batch = (keys, rows.scores, rows.group, rows.n_pos, rows.n_neg)
+        return cluster_covariance(table, res["pairs"], var_alphas, auc, roc, [batch])
+
+    if rows.two_way:
+        first, second = rows.keys
+        c1, g1 = cov_for(np.asarray(first))
+        c2, g2 = cov_for(np.asarray(second))
+        c12, _ = cov_for(two_way_keys(first, second))
+        cov, clusters = c1 + c2 - c12, min(g1, g2)
+    else:
+        cov, clusters = cov_for(np.asarray(rows.keys))
+    diag = np.einsum("kss->sk", cov).copy()
+    res["variance"] = res["variance"].copy()
+    res["variance"][:, sel] = np.maximum(diag, 0.0)
+    res["cov"], res["cov_alphas"], res["clusters"] = cov, var_alphas, clusters
+    if "balanced_cov" in res:
+        k1 = int(np.flatnonzero(var_alphas == 1.0)[0])
+        for kind in ("xauc0", "xauc1"):
+            idx = [i for i, c in enumerate(res["columns"]) if c[0] == kind]
+            res["balanced_cov"][kind] = cov[k1][np.ix_(idx, idx)]
+    return res
+
+
+def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:
+    """Covariance of columns s and t at each alpha (zeros without a cluster-robust pass: the iid
+    columns this is used for use disjoint samples)."""
+    alpha_values = np.asarray(alpha_values, dtype=np.float64)
+    if "cov" not in res:
+        return np.zeros(alpha_values.size)
+    k = np.searchsorted(res["cov_alphas"], alpha_values)
+    return res["cov"][k, s, t]
+
+
+def run_grid_audit(grid, cutoffs, xauc: bool = True, curves: bool = False,
+                   clusters: ClusterRows | None = None) -> dict:
+    """Feed an in-memory ScoreGrid through GridAudit (in chunks) and return its raw result; with
+    ``clusters``, the variances at the cutoffs are cluster-robust (see `clustered`)."""
     alphas = sweep_alphas(cutoffs, curves)
     audit = GridAudit(grid.n_pos, grid.n_neg, alphas, xauc=xauc)
     audit.update(grid.pos, grid.neg)
@@ -119,4 +169,6 @@ def run_grid_audit(grid, cutoffs, xauc: bool = True, curves: bool = False) -> di
     res["alphas"] = alphas
     res["groups"] = grid.groups
     res["n_pos_group"], res["n_neg_group"] = grid.n_pos, grid.n_neg
+    if clusters is not None:
+        add_cluster_covariance(res, grid, cutoffs, clusters)
     return res

@@ -16,10 +16,14 @@ the cutoff; the 1/m term is the variance over positives of W_j = min(alpha, FPR 
 We compute them as those empirical variances with Bessel's correction (divide by n-1 and m-1), so
 that alpha = 1 reproduces DeLong's variance of the Mann-Whitney AUC exactly.
 
-Ties get half credit: a negative tied with positives sees "ROC" = (positives above + half the tied
-positives) / m; a positive tied with negatives sees FPR = (negatives above + half the tied) / n.
-Equivalently I(alpha) = (1/mn) sum_{i,j} w_i [1(Y_j > X_i) + 1/2 1(Y_j = X_i)], where w_i is the
-share of negative i's 1/n slot of the FPR axis lying in [0, alpha] (appendix B.1.3).
+Ties: the empirical ROC is linear across a block of tied scores (the expected curve under random
+tie-breaking; what scikit-learn's `roc_auc_score(max_fpr=...)` and pROC integrate). A block entirely
+inside [0, alpha] therefore gets half credit (a negative tied with positives sees "ROC" = (positives
+above + half the tied) / m, a positive tied with negatives sees FPR = (negatives above + half the
+tied) / n), and a block straddling the cutoff is credited with the area under its segment up to alpha:
+with f the share of its negatives inside, y0 the ROC where it starts and dy its rise, f q (y0 + dy f/2)
+negatives' worth of ROC, and each of its positives sees the capped FPR t0 + (alpha - t0)(1 - f/2) =
+int_0^alpha (1 - its own share of the ROC). ROC(alpha) is the segment's height at alpha.
 
 Input is a stream of blocks (one per distinct score, descending) with positive and negative counts
 for S independent "columns" (a column is one U-statistic: a group, a pair of groups for xAUC, ...),
@@ -116,16 +120,23 @@ class RocSweep:
             self.s2[s, pend] += at[:, 3]
             inside = J < B
             k_in, j_in = pend[inside], J[inside]
-            if k_in.size:  # a fraction of the boundary block's negative mass is inside
-                frac = self.x[j, k_in] - n_excl[j_in, j]
-                vj = v[j_in]
-                self.a1[s, k_in] += frac * vj
-                self.a2[s, k_in] += frac * vj * vj
-                w_j = 0.5 * (n_excl[j_in, j] / self.n[j] + self.alphas[k_in])  # half credit, capped
+            if k_in.size:  # the cutoff falls inside a block: the ROC is linear across it
+                q_b = q[j_in]
+                f = (self.x[j, k_in] - n_excl[j_in, j]) / q_b  # share of the block's negatives inside
+                y0 = p_excl[j_in, i] / self.m[i]  # ROC where the block starts
+                dy = p[j_in] / self.m[i]  # ROC rise across the block
+                inside_value = y0 + 0.5 * dy * f  # mean height of the segment over [t0, alpha]
+                r = y0 + dy * f  # ROC(alpha)
+                self.a1[s, k_in] += q_b * f * inside_value  # area under the segment, in negatives
+                # Every negative of the block has the same influence value f * inside_value + (1 - f) r
+                # (the block's negatives are exchangeable); lemma3 adds the outside share's r^2 itself.
+                phi = f * inside_value + (1 - f) * r
+                self.a2[s, k_in] += q_b * (phi * phi - (1 - f) * r * r)
+                t0 = n_excl[j_in, j] / self.n[j]
+                w_j = t0 + (self.alphas[k_in] - t0) * (1 - 0.5 * f)  # int_0^alpha (1 - own share of ROC)
                 self.s1[s, k_in] += p[j_in] * w_j
                 self.s2[s, k_in] += p[j_in] * w_j * w_j
-                self.roc_at[s, k_in] = vj
-                self.tpr_lin[s, k_in] = (p_excl[j_in, i] + p[j_in] * frac / q[j_in]) / self.m[i]
+                self.roc_at[s, k_in] = self.tpr_lin[s, k_in] = r
                 self.pos_through[s, k_in] = p_excl[j_in, i] + p[j_in]
                 self.done[s, k_in] = True
         for j, (pend, J, _) in bounds.items():

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid, build_grid, grid_from_counts, positive_positions
+from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
+from fair_pipeline.audit.stats.grid_audit import run_grid_audit
 from fair_pipeline.audit.stats.inference import wald
 from fair_pipeline.audit.stats.sweep import RocSweep, sweep_no_cross_ties
 from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs, as_labels, as_scores, require_both_classes
@@ -68,7 +70,7 @@ def aggregates_to_grid(aggregates, group_col: str | None = None) -> ScoreGrid:
     return grid_from_counts(df["score"].to_numpy(), df["n_pos"].to_numpy(), df["n_neg"].to_numpy(), groups)
 
 
-def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregates=None,
+def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, clusters=None, aggregates=None,
                   confidence: float = 0.95) -> pd.DataFrame:
     """Partial AUCs I(alpha) for every cutoff alpha, with variance, SE, CI and normalized forms.
 
@@ -79,7 +81,13 @@ def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregat
     Columns: ``cutoff``; ``auc`` = I(alpha) (unnormalized; equals the Mann-Whitney AUC at 1) with
     ``variance`` (Lemma 3), ``se``, ``ci_low``/``ci_high``; ``auc_normalized`` = I/alpha;
     ``mcclish`` = McClish's standardized partial AUC (what ``roc_auc_score(max_fpr=alpha)``
-    returns); ``roc_at_cutoff`` = ROC(alpha); counts ``n_pos``, ``n_neg``, ``neg_below_cutoff``.
+    returns, ties included: the ROC is linear across tied scores); ``roc_at_cutoff`` = ROC(alpha);
+    counts ``n_pos``, ``n_neg``, ``neg_below_cutoff``.
+
+    ``clusters`` (arrays only): per-row cluster ids, e.g. item ids when items repeat, or a tuple of two
+    arrays (items, queries) for two-way clustering: the variance is then cluster-robust (the population
+    estimand: new items drawn like these) instead of Lemma 3's (rows independent). Column
+    ``variance_estimand`` says which.
     """
     alphas = as_cutoffs(cutoffs)
     if aggregates is not None:
@@ -90,7 +98,9 @@ def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregat
         require_both_classes(int(m), int(n), "aggregates")
         sweep = RocSweep(alphas, [m], [n])
         sweep.update(grid.pos, grid.neg)
-        return roc_table(sweep.result(), 0, m, n, alphas, confidence)
+        table = roc_table(sweep.result(), 0, m, n, alphas, confidence)
+        table["variance_estimand"] = "conditional"
+        return table
     if scores is None or labels is None:
         raise AuditInputError("truncated_auc needs scores and labels (or aggregates=)")
     s, lo, hi = as_scores(scores, return_range=True)
@@ -98,6 +108,8 @@ def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregat
     m = int(np.count_nonzero(y))
     n = s.size - m
     require_both_classes(m, n)
+    if clusters is not None:
+        return _clustered_table(s, y, alphas, clusters, confidence)
     positions = positive_positions(s, y, lo, hi)
     if positions is not None:
         res = sweep_no_cross_ties(positions, s.size, alphas)
@@ -106,4 +118,16 @@ def truncated_auc(scores=None, labels=None, cutoffs=DEFAULT_CUTOFFS, *, aggregat
         sweep = RocSweep(alphas, [m], [n])
         sweep.update(grid.pos, grid.neg)
         res = sweep.result()
-    return roc_table(res, 0, m, n, alphas, confidence)
+    table = roc_table(res, 0, m, n, alphas, confidence)
+    table["variance_estimand"] = "conditional"
+    return table
+
+
+def _clustered_table(s, y, alphas, clusters, confidence) -> pd.DataFrame:
+    codes = np.zeros(s.size, dtype=np.intp)
+    grid = build_grid(s, y)
+    res = run_grid_audit(grid, alphas, xauc=False, clusters=row_clusters(clusters, s, y, codes))
+    table = roc_table(res, 0, float(grid.n_pos[0]), float(grid.n_neg[0]), alphas, confidence)
+    table["variance_estimand"] = estimand_name(clusters)
+    table["clusters"] = res["clusters"]
+    return table

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import build_grid
+from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
-from fair_pipeline.audit.stats.grid_audit import CURVE_GRID, run_grid_audit
+from fair_pipeline.audit.stats.grid_audit import CURVE_GRID, column_cov, run_grid_audit
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
@@ -83,7 +84,9 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
         e1, v1 = stat(col[("xauc", a, b)])
         e2, v2 = stat(col[("xauc", b, a)])
         ok = bool(ok_pos[a] and ok_neg[a] and ok_pos[b] and ok_neg[b])
-        w = wald(e1 - e2, v1 + v2, confidence)
+        # disjoint rows, but one cluster (an item with clicks and skips) can feed both directions
+        c12 = column_cov(res, [1.0], col[("xauc", a, b)], col[("xauc", b, a)])[0]
+        w = wald(e1 - e2, v1 + v2 - 2 * c12, confidence)
         rows.append({"group_a": groups[a], "group_b": groups[b], "xauc_ab": e1, "xauc_ba": e2,
                      "delta": e1 - e2, **{k: float(v) for k, v in w.items()}, "estimable": ok})
     deltas = pd.DataFrame(rows)
@@ -126,6 +129,10 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
             balanced_deltas.loc[idx, "p_holm"] = holm(balanced_deltas.loc[idx, "p_value"].to_numpy())
 
     curves = curve_table(res)
+    estimand = res.get("estimand", "conditional")
+    for table in (pairs, deltas, balanced, balanced_deltas):
+        table["variance_estimand"] = estimand
+        table["clusters"] = res.get("clusters", np.nan)
     return XAUCResult(pairs, deltas, balanced, balanced_deltas, curves)
 
 
@@ -145,12 +152,13 @@ def curve_table(res: dict) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def xauc(scores, labels, sensitive_features, *, min_count: int = DEFAULT_MIN_COUNT,
+def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
          confidence: float = 0.95) -> XAUCResult:
     """xAUC(a, b), Delta xAUC, balanced xAUC_0 / xAUC_1 and xROC curves, with DeLong variances.
 
     Convention as in Kallus & Zhou: label 1 is the positive (beneficial) outcome and higher scores
-    should rank positives above negatives.
+    should rank positives above negatives. ``clusters``: per-row cluster ids (or a tuple of two arrays
+    for two-way clustering) for cluster-robust variances, as in :func:`compare_groups`.
     """
     s = as_scores(scores)
     y = as_labels(labels, s.size)
@@ -160,5 +168,6 @@ def xauc(scores, labels, sensitive_features, *, min_count: int = DEFAULT_MIN_COU
     if np.count_nonzero(y) == 0 or np.count_nonzero(~y) == 0:
         raise AuditInputError(f"labels contain a single class ({np.count_nonzero(y)} positives of {y.size})")
     grid = build_grid(s, y, codes, levels)
-    res = run_grid_audit(grid, [1.0], xauc=True, curves=True)
+    res = run_grid_audit(grid, [1.0], xauc=True, curves=True, clusters=row_clusters(clusters, s, y, codes))
+    res["estimand"] = estimand_name(clusters)
     return xauc_tables(res, min_count, confidence)

@@ -1,0 +1,214 @@
+"""Cluster-robust (sandwich) covariances of the sweep's U-statistics: items and queries repeat in logs.
+
+Lemma 3 is an influence-function variance that treats every row as independent. Written per row, the
+influence of a negative on I(alpha) (one column: positives of vector i against negatives of vector j) is
+
+    (phi - I - r (1 - alpha)) / n,   phi = ROC seen by the negative if its block lies inside [0, alpha],
+                                       r = ROC(alpha) if outside, and for the block straddling alpha the
+                                       mix f (y0 + dy f / 2) + (1 - f) r (f = share of the block inside)
+
+and the influence of a positive is -(W - (alpha - I)) / m, W = int_0^alpha (1 - its own share of the ROC)
+(the capped FPR it sees). Lemma 3 is the sum of their squares (with Bessel's correction per class).
+When rows come in clusters (an item shown many times with one label and similar scores, a query whose
+items are judged together), the rows of a cluster are dependent and the variance is, as for any
+M-estimator, the sum over clusters of the squared per-cluster sums of the influence values, times
+C / (C - 1) (Liang & Zeger; C clusters). Covariances between columns are the same cross-products, so
+differences of columns sharing clusters (groups whose items share queries, xAUC(a, b) vs xAUC(b, a) with
+click labels) get their covariance term. Two-way clustering (items and queries):
+V = V_item + V_query - V_item-x-query (Cameron, Gelbach & Miller 2011).
+
+Input rows are aggregates: (cluster, group, score, n_pos, n_neg), e.g. ``GROUP BY item_id, grp, score``;
+one row per observation is the special case n_pos + n_neg = 1. Rows of one cluster may arrive in several
+batches only if batches arrive sorted by cluster (the SQL path streams ``ORDER BY cluster``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fair_pipeline.audit.stats.blocks import ScoreGrid
+from fair_pipeline.audit.stats.validation import AuditInputError
+
+ESTIMANDS = {
+    "conditional": "conditional: for these exact items and queries under new traffic (rows independent, Lemma 3)",
+    "clustered": "population: new items / queries drawn like these (cluster-robust)",
+    "two_way": "population: new items and new queries (two-way cluster-robust)",
+}
+
+
+@dataclass
+class ClusterRows:
+    """Rows for the cluster-robust pass: cluster key(s), group code, score, n_pos, n_neg (aggregates).
+
+    ``keys``: one array (one-way clustering) or a tuple of two (two-way, e.g. items and queries).
+    """
+
+    keys: object
+    group: np.ndarray
+    scores: np.ndarray
+    n_pos: np.ndarray
+    n_neg: np.ndarray
+
+    @property
+    def two_way(self) -> bool:
+        return isinstance(self.keys, tuple)
+
+
+def row_clusters(clusters, s: np.ndarray, y: np.ndarray, codes: np.ndarray) -> ClusterRows | None:
+    """Validated per-row cluster ids (one array, or a tuple of two for two-way clustering)."""
+    if clusters is None:
+        return None
+    parts = clusters if isinstance(clusters, tuple) else (clusters,)
+    if len(parts) not in (1, 2):
+        raise AuditInputError(f"clusters= takes one array or a tuple of two, got {len(parts)}")
+    keys = []
+    for k, part in enumerate(parts):
+        arr = np.asarray(part)
+        if arr.ndim != 1 or arr.shape[0] != s.size:
+            raise AuditInputError(f"clusters[{k}] must be 1-dimensional of length {s.size}, got shape {arr.shape}")
+        if arr.dtype == object and any(v is None or (isinstance(v, float) and v != v) for v in arr):
+            raise AuditInputError(f"clusters[{k}] has missing values (None/NaN)")
+        if arr.dtype.kind == "f" and np.isnan(arr).any():
+            raise AuditInputError(f"clusters[{k}] has {int(np.isnan(arr).sum())} NaN values")
+        keys.append(np.unique(arr, return_inverse=True)[1].ravel())
+    yf = y.astype(np.float64)
+    return ClusterRows(tuple(keys) if len(keys) == 2 else keys[0], codes, s, yf, 1.0 - yf)
+
+
+def estimand_name(clusters) -> str:
+    if clusters is None:
+        return "conditional"
+    return "two_way" if isinstance(clusters, tuple) else "clustered"
+
+
+
+class BlockTable:
+    """Cumulative counts per distinct-score block (descending) for each vector (groups, then all pooled)."""
+
+    def __init__(self, grid: ScoreGrid):
+        pos = np.column_stack([grid.pos, grid.pos.sum(axis=1)])
+        neg = np.column_stack([grid.neg, grid.neg.sum(axis=1)])
+        self.ascending = grid.scores[::-1].copy()
+        self.p_incl = np.cumsum(pos, axis=0)
+        self.p_excl = self.p_incl - pos
+        self.n_incl = np.cumsum(neg, axis=0)
+        self.n_excl = self.n_incl - neg
+        self.m = np.maximum(self.p_incl[-1], 1.0)
+        self.n = np.maximum(self.n_incl[-1], 1.0)
+        self.n_groups = grid.pos.shape[1]
+
+    def block_of(self, scores: np.ndarray) -> np.ndarray:
+        """Block index (0 = highest score) of each score; every score must be one of the grid's."""
+        s = np.asarray(scores, dtype=np.float64) + 0.0
+        idx = np.searchsorted(self.ascending, s)
+        bad = (idx >= self.ascending.size) | (self.ascending[np.minimum(idx, self.ascending.size - 1)] != s)
+        if bad.any():
+            raise AuditInputError(f"{int(bad.sum())} clustered rows have scores absent from the score counts "
+                                  f"(e.g. {s[bad][:3].tolist()}): both passes must read the same rows")
+        return self.ascending.size - 1 - idx
+
+
+def row_influence(table: BlockTable, i: int, j: int, alpha: float, auc: float, roc: float,
+                  blocks: np.ndarray, group: np.ndarray, n_pos: np.ndarray, n_neg: np.ndarray) -> np.ndarray:
+    """Each row's summed influence on column (positives of vector i, negatives of vector j) at cutoff alpha.
+
+    ``auc`` = I(alpha) and ``roc`` = ROC(alpha) of that column (from the sweep).
+    """
+    G = table.n_groups
+    m, n = table.m[i], table.n[j]
+    x = alpha * n
+    lo, hi = table.n_excl[blocks, j], table.n_incl[blocks, j]
+    y0 = table.p_excl[blocks, i] / m
+    dy = (table.p_incl[blocks, i] - table.p_excl[blocks, i]) / m
+    inside = hi <= x
+    outside = lo >= x
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(inside | outside, 0.0, (x - lo) / (hi - lo))
+    phi = np.where(inside, y0 + 0.5 * dy, np.where(outside, roc, f * (y0 + 0.5 * dy * f) + (1 - f) * roc))
+    t0 = lo / n
+    w = np.where(inside, 0.5 * (lo + hi) / n, np.where(outside, alpha, t0 + (alpha - t0) * (1 - 0.5 * f)))
+    in_j = np.ones(blocks.size, dtype=bool) if j == G else group == j
+    in_i = np.ones(blocks.size, dtype=bool) if i == G else group == i
+    neg_part = np.where(in_j, n_neg * (phi - auc - roc * (1 - alpha)) / n, 0.0)
+    pos_part = np.where(in_i, -n_pos * (w - (alpha - auc)) / m, 0.0)
+    return neg_part + pos_part
+
+
+class ClusterAccumulator:
+    """Sums of cross-products of per-cluster influence sums, for every column pair and cutoff.
+
+    ``pairs``: (positive vector, negative vector) of each column; ``alphas``: the cutoffs that need a
+    variance; ``auc`` / ``roc``: (S, K) I(alpha) and ROC(alpha) from the sweep at those cutoffs.
+    """
+
+    def __init__(self, table: BlockTable, pairs, alphas, auc, roc):
+        self.table = table
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.auc = np.asarray(auc, dtype=np.float64)
+        self.roc = np.asarray(roc, dtype=np.float64)
+        S, K = len(self.pairs), self.alphas.size
+        self.cross = np.zeros((K, S, S))
+        self.clusters = 0
+        self.rows = 0
+        self._carry_key = None
+        self._carry = None  # (K, S) influence sums of the last cluster of the previous batch
+
+    def _cluster_sums(self, codes, n_codes, blocks, group, n_pos, n_neg) -> np.ndarray:
+        U = np.empty((self.alphas.size, n_codes, len(self.pairs)))
+        for k, alpha in enumerate(self.alphas):
+            for s, (i, j) in enumerate(self.pairs):
+                u = row_influence(self.table, i, j, alpha, self.auc[s, k], self.roc[s, k],
+                                  blocks, group, n_pos, n_neg)
+                U[k, :, s] = np.bincount(codes, weights=u, minlength=n_codes)
+        return U
+
+    def add(self, keys, scores, group, n_pos, n_neg) -> None:
+        """Rows (cluster key, group code, score, n_pos, n_neg); across calls keys must be non-decreasing."""
+        keys = np.asarray(keys)
+        if keys.size == 0:
+            return
+        uniq, codes = np.unique(keys, return_inverse=True)
+        blocks = self.table.block_of(scores)
+        U = self._cluster_sums(codes.ravel(), uniq.size, blocks, np.asarray(group, dtype=np.intp),
+                               np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64))
+        self.rows += keys.size
+        if self._carry is not None:
+            if uniq[0] == self._carry_key:
+                U[:, 0, :] += self._carry
+            else:
+                if uniq[0] < self._carry_key:
+                    raise AuditInputError("clustered rows must arrive sorted by cluster across batches")
+                self._flush(self._carry[:, None, :])
+        self._flush(U[:, :-1, :])
+        self._carry, self._carry_key = U[:, -1, :].copy(), uniq[-1]
+
+    def _flush(self, U: np.ndarray) -> None:
+        self.cross += np.einsum("kcs,kct->kst", U, U)
+        self.clusters += U.shape[1]
+
+    def covariance(self) -> np.ndarray:
+        """(K, S, S) cluster-robust covariance matrices C/(C-1) sum_c U_c U_c'."""
+        if self._carry is not None:
+            self._flush(self._carry[:, None, :])
+            self._carry = None
+        C = self.clusters
+        if C < 2:
+            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
+        return self.cross * (C / (C - 1))
+
+
+def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches) -> tuple[np.ndarray, int]:
+    """Feed batches of (keys, scores, group codes, n_pos, n_neg); returns ((K, S, S) covariance, clusters)."""
+    acc = ClusterAccumulator(table, pairs, alphas, auc, roc)
+    for batch in batches:
+        acc.add(*batch)
+    return acc.covariance(), acc.clusters
+
+
+def two_way_keys(first, second) -> np.ndarray:
+    """Codes of the intersection clusters (first, second) for two-way clustering."""
+    a = np.unique(np.asarray(first), return_inverse=True)[1].ravel().astype(np.int64)
+    b = np.unique(np.asarray(second), return_inverse=True)[1].ravel().astype(np.int64)
+    return a * (int(b.max()) + 1) + b
