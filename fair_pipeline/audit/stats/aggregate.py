@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
+from fair_pipeline.audit.stats.clustered import ClusterRows, estimand_name
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, group_tables
-from fair_pipeline.audit.stats.grid_audit import GridAudit, sweep_alphas
+from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, aggregates_to_grid
 from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs
@@ -69,32 +70,70 @@ class StreamingAudit:
         self.last_score = scores[-1]
         self.audit.update(pos, neg)
 
-    def report(self) -> AuditReport:
+    def report(self, clusters: ClusterRows | None = None, grid: ScoreGrid | None = None,
+               estimand: str | None = None) -> AuditReport:
+        """The audit; with ``clusters`` (rows of a ``GROUP BY cluster, group, score`` over the same rows,
+        group codes aligned with ``groups``) and the ``grid`` that was streamed, variances are cluster-robust."""
         res = self.audit.result()
         res.update(alphas=self.alphas, groups=self.groups,
                    n_pos_group=self.n_pos, n_neg_group=self.n_neg)
+        res["estimand"] = estimand or estimand_name(None if clusters is None else clusters.keys)
+        if clusters is not None:
+            if grid is None:
+                raise AuditInputError("a cluster-robust report needs the score grid that was streamed")
+            add_cluster_covariance(res, grid, self.cutoffs, clusters)
         groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence)
         x = xauc_tables(res, self.min_count, self.confidence) if self.with_xauc else None
         return AuditReport(groups, pairs, overall, x)
 
 
-def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, min_count: int = DEFAULT_MIN_COUNT,
-               confidence: float = 0.95) -> AuditReport:
+def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, clusters: ClusterRows | None = None,
+               min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
+               estimand: str | None = None) -> AuditReport:
     stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
                             min_count=min_count, confidence=confidence)
     stream.update(grid.scores, grid.pos, grid.neg)
-    return stream.report()
+    return stream.report(clusters, grid, estimand)
+
+
+def aggregate_clusters(df: pd.DataFrame, cluster_cols, group_col: str | None, groups) -> ClusterRows:
+    """ClusterRows from an aggregate table with cluster column(s) (one: one-way, two: two-way)."""
+    cols = [cluster_cols] if isinstance(cluster_cols, str) else list(cluster_cols)
+    if len(cols) not in (1, 2):
+        raise AuditInputError(f"cluster_cols takes one or two columns, got {cols}")
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise AuditInputError(f"aggregates lack the cluster column(s) {missing}; have {list(df.columns)}")
+    keys = []
+    for c in cols:
+        if df[c].isna().any():
+            raise AuditInputError(f"aggregates.{c} (cluster) has {int(df[c].isna().sum())} missing values")
+        keys.append(pd.factorize(df[c])[0])
+    if group_col is None:
+        codes = np.zeros(len(df), dtype=np.intp)
+    else:
+        codes = np.searchsorted(np.asarray(groups), df[group_col].to_numpy())
+    return ClusterRows(tuple(keys) if len(keys) == 2 else keys[0], codes.astype(np.intp),
+                       df["score"].to_numpy(dtype=np.float64), df["n_pos"].to_numpy(dtype=np.float64),
+                       df["n_neg"].to_numpy(dtype=np.float64))
 
 
 def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | None = "group",
-                     min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> AuditReport:
+                     cluster_cols=None, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
+                     estimand: str | None = None) -> AuditReport:
     """Per-group truncated AUCs, group comparisons and xAUC from an aggregate table.
 
     ``aggregates``: DataFrame with ``score``, ``n_pos``, ``n_neg`` and (unless ``group_col`` is
     None) a group column; rows may repeat a (group, score) pair and need not be sorted.
+    ``cluster_cols``: a column (e.g. ``item_id``) or two (``item_id``, ``query_id``) whose values are
+    clusters of dependent rows, i.e. the table is a ``GROUP BY cluster, group, score``: the variances
+    are then cluster-robust. ``estimand`` names the variance in every table (default: conditional /
+    clustered / two_way).
     """
     df = pd.DataFrame(aggregates)
     if group_col is not None and group_col not in df.columns:
         raise AuditInputError(f"aggregates lack the group column {group_col!r}; have {list(df.columns)}")
     grid = aggregates_to_grid(df, group_col)
-    return audit_grid(grid, cutoffs, min_count=min_count, confidence=confidence)
+    clusters = None if cluster_cols is None else aggregate_clusters(df, cluster_cols, group_col, grid.groups)
+    return audit_grid(grid, cutoffs, clusters=clusters, min_count=min_count, confidence=confidence,
+                      estimand=estimand)

@@ -1,0 +1,211 @@
+"""Cluster-robust variances and the tie convention, against brute force and scikit-learn."""
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups, truncated_auc, xauc
+from fair_pipeline.audit.stats.blocks import build_grid
+from fair_pipeline.audit.stats.clustered import BlockTable, row_influence
+from tests.audit import bruteforce as bf
+
+CUTS = [0.05, 0.1, 0.3, 0.55, 1.0]
+
+
+def _weighted_pauc(s, y, w, alpha):
+    """Naive weighted linear-ROC partial AUC, for finite-difference influence functions."""
+    order = np.argsort(-s, kind="stable")
+    s, y, w = s[order], y[order], w[order]
+    last = np.r_[np.flatnonzero(np.diff(s) != 0), s.size - 1]
+    fpr = np.r_[0, np.cumsum(w * (1 - y))[last] / np.sum(w * (1 - y))]
+    tpr = np.r_[0, np.cumsum(w * y)[last] / np.sum(w * y)]
+    area = 0.0
+    for k in range(1, fpr.size):
+        x0, x1, y0, y1 = fpr[k - 1], fpr[k], tpr[k - 1], tpr[k]
+        if x0 >= alpha:
+            break
+        x = min(x1, alpha)
+        yx = y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1
+        area += (x - x0) * (y0 + yx) / 2
+    return area
+
+
+def test_mcclish_equals_sklearn_with_and_without_ties():
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for trial in range(300):
+        n = int(rng.integers(6, 200))
+        levels = int(rng.integers(2, 12))
+        s = rng.integers(0, levels, n).astype(float) if trial % 2 else rng.normal(size=n)
+        y = rng.integers(0, 2, n)
+        if y.sum() < 2 or (1 - y).sum() < 2:
+            continue
+        table = truncated_auc(s, y, [0.05, 0.1, 0.2, 0.37, 0.5, 0.9]).set_index("cutoff")
+        for a in table.index:
+            worst = max(worst, abs(table.at[a, "mcclish"] - roc_auc_score(y, s, max_fpr=a)))
+    assert worst <= 1e-12
+
+
+def test_row_influence_is_the_derivative_of_the_linear_roc_partial_auc():
+    """Finite differences of the functional (mixture within the row's class) vs the closed form, with ties."""
+    rng = np.random.default_rng(1)
+    N = 90
+    s = rng.integers(0, 6, N).astype(float)
+    y = (rng.random(N) < 0.4).astype(int)
+    tab = BlockTable(build_grid(s, y.astype(bool)))
+    blocks = tab.block_of(s)
+    m, n = y.sum(), N - y.sum()
+    for a in (0.1, 0.3, 0.55, 1.0):
+        t = truncated_auc(s, y, [a])
+        u = row_influence(tab, 0, 0, a, t.auc.iloc[0], t.roc_at_cutoff.iloc[0], blocks,
+                          np.zeros(N, dtype=int), y.astype(float), 1.0 - y)
+        base = _weighted_pauc(s, y, np.ones(N), a)
+        assert base == pytest.approx(t.auc.iloc[0], abs=1e-14)
+        eps = 1e-7
+        for r in range(N):
+            w = np.ones(N)
+            same = y == y[r]
+            w[same] *= 1 - eps
+            w[r] += eps * same.sum()
+            derivative = (_weighted_pauc(s, y, w, a) - base) / eps
+            assert u[r] == pytest.approx(derivative / (m if y[r] else n), abs=1e-7)
+        # and the brute force's per-row values agree with the closed form
+        _, _, infl = bf.influence_values(s, y, a)
+        assert np.allclose(u, infl, atol=1e-13)
+
+
+def test_one_row_per_cluster_reproduces_lemma3_up_to_the_small_sample_factor():
+    rng = np.random.default_rng(2)
+    N = 600
+    y = (rng.random(N) < 0.35).astype(int)
+    s = np.round(rng.normal(size=N) + y, 1)  # ties
+    iid = truncated_auc(s, y, CUTS)
+    one = truncated_auc(s, y, CUTS, clusters=np.arange(N))
+    assert (one["variance_estimand"] == "clustered").all() and (iid["variance_estimand"] == "conditional").all()
+    m, n = y.sum(), N - y.sum()
+    # Lemma 3 divides each class by (size - 1); the sandwich multiplies the total by N / (N - 1)
+    ratio = one["variance"] / iid["variance"]
+    assert np.all(np.abs(ratio - 1) < 2.0 / min(m, n))
+    assert np.allclose(one["auc"], iid["auc"], atol=0)
+
+
+def test_duplicating_every_row_leaves_the_clustered_se_unchanged():
+    rng = np.random.default_rng(3)
+    N, k = 400, 6
+    y = (rng.random(N) < 0.4).astype(int)
+    s = rng.normal(size=N) + y
+    g = rng.choice(["a", "b"], N)
+    items = np.arange(N)
+    once = compare_groups(s, y, g, CUTS, clusters=items)
+    many = compare_groups(np.repeat(s, k), np.repeat(y, k), np.repeat(g, k), CUTS, clusters=np.repeat(items, k))
+    many_iid = compare_groups(np.repeat(s, k), np.repeat(y, k), np.repeat(g, k), CUTS)
+    assert np.allclose(once.groups["se"], many.groups["se"], rtol=1e-9)
+    assert np.allclose(once.pairs["se"], many.pairs["se"], rtol=1e-9)
+    # the iid SE shrinks by sqrt(k) although no information was added
+    assert np.allclose(many.pairs["se"] / many_iid.pairs["se"], np.sqrt(k), rtol=0.02)
+    x_once = xauc(s, y, g, clusters=items)
+    x_many = xauc(np.repeat(s, k), np.repeat(y, k), np.repeat(g, k), clusters=np.repeat(items, k))
+    assert np.allclose(x_once.deltas["se"], x_many.deltas["se"], rtol=1e-9)
+    assert np.allclose(x_once.balanced_deltas["se"], x_many.balanced_deltas["se"], rtol=1e-9)
+
+
+def _clustered_data(rng, n_clusters=60, size=8, groups_span=False):
+    """Clusters of rows with a shared label tendency and score; discrete scores (ties)."""
+    c = np.repeat(np.arange(n_clusters), size)
+    effect = rng.normal(size=n_clusters)[c]
+    y = (rng.random(c.size) < 1 / (1 + np.exp(-effect))).astype(int)
+    s = np.round(effect + 0.8 * y + rng.normal(scale=0.5, size=c.size), 0)
+    g = rng.choice(["a", "b"], c.size) if groups_span else np.where(c % 2, "a", "b")
+    return s, y, g, c
+
+
+@pytest.mark.parametrize("groups_span", [False, True])
+def test_clustered_variances_and_covariances_match_brute_force(groups_span):
+    rng = np.random.default_rng(4)
+    s, y, g, c = _clustered_data(rng, groups_span=groups_span)
+    res = compare_groups(s, y, g, CUTS, clusters=c, min_count=2)
+    infl = {}
+    for name in ("a", "b"):
+        for a in CUTS:
+            sel = g == name
+            _, _, u = bf.influence_values(s[sel], y[sel], a)
+            full = np.zeros(s.size)
+            full[sel] = u
+            infl[name, a] = full
+            got = res.groups[(res.groups["group"] == name) & (res.groups["cutoff"] == a)]["variance"].iloc[0]
+            assert got == pytest.approx(bf.clustered_variance(full, c), rel=1e-9)
+    for a in CUTS:
+        want = bf.clustered_variance(infl["a", a] - infl["b", a], c)
+        got = res.pairs[res.pairs["cutoff"] == a]["se"].iloc[0] ** 2
+        assert got == pytest.approx(want, rel=1e-9)
+
+
+def test_xauc_delta_covariance_with_click_labels_matches_brute_force():
+    """An item with clicks and skips feeds xAUC(a, b) as a positive and xAUC(b, a) as a negative."""
+    rng = np.random.default_rng(5)
+    s, y, g, c = _clustered_data(rng, n_clusters=80)
+    res = xauc(s, y, g, clusters=c)
+
+    def delong_influence(pos_sel, neg_sel):
+        pos, neg = s[pos_sel], s[neg_sel]
+        k = bf.h(pos, neg)
+        u = np.zeros(s.size)
+        u[pos_sel] = (k.mean(axis=1) - k.mean()) / pos.size
+        u[neg_sel] = (k.mean(axis=0) - k.mean()) / neg.size
+        return u
+
+    pa, na, pb, nb = (g == "a") & (y == 1), (g == "a") & (y == 0), (g == "b") & (y == 1), (g == "b") & (y == 0)
+    u = delong_influence(pa, nb) - delong_influence(pb, na)
+    assert res.deltas["se"].iloc[0] ** 2 == pytest.approx(bf.clustered_variance(u, c), rel=1e-9)
+
+
+def test_two_way_clustering_is_item_plus_query_minus_intersection():
+    rng = np.random.default_rng(6)
+    s, y, g, items = _clustered_data(rng, n_clusters=50, size=6)
+    queries = rng.integers(0, 40, s.size)
+    both = truncated_auc(s, y, CUTS, clusters=(items, queries))
+    assert (both["variance_estimand"] == "two_way").all()
+    for a in CUTS:
+        _, _, u = bf.influence_values(s, y, a)
+        cells = items * 1000 + queries
+        want = bf.clustered_variance(u, items) + bf.clustered_variance(u, queries) - bf.clustered_variance(u, cells)
+        assert both.set_index("cutoff").at[a, "variance"] == pytest.approx(max(want, 0.0), rel=1e-9)
+
+
+def test_cluster_bootstrap_agrees_on_small_data():
+    rng = np.random.default_rng(7)
+    s, y, g, c = _clustered_data(rng, n_clusters=120, size=5)
+    got = truncated_auc(s, y, [0.3, 1.0], clusters=c).set_index("cutoff")["se"]
+    reps = []
+    ids = np.unique(c)
+    rows = [np.flatnonzero(c == k) for k in ids]
+    for _ in range(600):
+        pick = np.concatenate([rows[k] for k in rng.choice(ids.size, ids.size)])
+        if y[pick].sum() < 2 or (1 - y[pick]).sum() < 2:
+            continue
+        reps.append(truncated_auc(s[pick], y[pick], [0.3, 1.0])["auc"].to_numpy())
+    boot = np.std(reps, axis=0, ddof=1)
+    assert np.allclose(got.to_numpy(), boot, rtol=0.15), (got.to_numpy(), boot)
+
+
+def test_aggregates_with_cluster_column_equal_row_level_input():
+    rng = np.random.default_rng(8)
+    s, y, g, c = _clustered_data(rng, groups_span=True)
+    rows = pd.DataFrame({"item": c, "group": g, "score": s, "y": y})
+    agg = rows.groupby(["item", "group", "score"])["y"].agg(n_pos="sum", n="count").reset_index()
+    agg["n_neg"] = agg["n"] - agg["n_pos"]
+    from_agg = audit_aggregates(agg, CUTS, cluster_cols=["item"], min_count=2)
+    direct = compare_groups(s, y, g, CUTS, clusters=c, min_count=2)
+    assert np.allclose(from_agg.groups["variance"], direct.groups["variance"], rtol=1e-12)
+    assert np.allclose(from_agg.pairs["se"], direct.pairs["se"], rtol=1e-12)
+    assert np.allclose(from_agg.xauc.deltas["se"], xauc(s, y, g, clusters=c).deltas["se"], rtol=1e-12)
+
+
+def test_bad_clusters_are_named():
+    s, y = np.arange(10.0), np.r_[np.zeros(5), np.ones(5)]
+    with pytest.raises(AuditInputError, match="clusters\\[0\\] must be 1-dimensional of length 10"):
+        truncated_auc(s, y, clusters=np.arange(9))
+    with pytest.raises(AuditInputError, match="NaN"):
+        truncated_auc(s, y, clusters=np.r_[np.arange(9.0), np.nan])
+    with pytest.raises(AuditInputError, match="at least 2 clusters"):
+        truncated_auc(s, y, clusters=np.zeros(10))
