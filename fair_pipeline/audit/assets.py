@@ -64,6 +64,11 @@ class FairnessAuditConfig(dg.Config):
     pairwise_max_queries: int = Field(
         2_000, description="Pairwise accuracies use at most this many queries (deterministic sample by md5(query_id)).")
     outputs: list[str] = Field([], description="Scored outputs to audit (empty: every registered one).")
+    variance: str = Field(
+        "item_clustered", description="Which uncertainty every SE/CI reports. item_clustered (default): the population "
+        "estimand, new items drawn like these; items repeat across impressions with one label, so impressions are not "
+        "independent. two_way: clustered by item and by query (new items and new queries). conditional: Lemma 3 with "
+        "every impression independent, i.e. for these exact items under new traffic (too narrow for the population).")
 
 
 def _window_end(context: dg.AssetExecutionContext, configured: str):
@@ -182,7 +187,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
             "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance "
             "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
-            "cutoff with Lemma 3 variances, group differences with z, p and Holm, xAUC with DeLong variances, within-query pairwise accuracies on a bounded query sample, ROC "
+            "cutoff, group differences with z, p and Holm, xAUC; SEs are item-clustered by default (config `variance`: the "
+            "population estimand; `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise accuracies on a bounded query sample, ROC "
             "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
             "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
@@ -202,10 +208,14 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 entries = _selected(scored_outputs(con), config.outputs)
                 available = [e for e in entries if isinstance(e, ScoredOutput)]
                 features = sorted({f for e in available for f in e.features})
+                cluster_cols = aw.check_variance(config.variance)
                 data = EvaluationData(
                     score_counts=aw.score_counts(con, source),
                     item_counts=aw.item_counts(con, source, features) if features else None,
                     query_rows=None,
+                    cluster_counts=aw.cluster_counts(con, source, cluster_cols) if cluster_cols else None,
+                    variance=config.variance,
+                    cluster_cols=cluster_cols,
                 )
                 data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
             except AuditInputError as error:
@@ -229,7 +239,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             written = write_audit(con, source.name, window.first, window.last, tables)
         params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
                   "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
-                  "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits)}
+                  "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits),
+                  "variance": config.variance}
         try:
             run_id, run_url = log_audit(mlflow, context, list(audits.values()), tables, params,
                                         (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")
@@ -256,6 +267,8 @@ def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], 
         "training_windows": dg.MetadataValue.json({n: a.output.training_window for n, a in audits.items()}),
         "rows": summary["rows"],
         "unlabelled_rows": summary["unlabelled_rows"],
+        "variance": aw.VARIANCE_DESCRIPTIONS[next(iter(audits.values())).report.groups["variance_estimand"].iloc[0]],
+        "clusters": dg.MetadataValue.json({n: _clusters(a) for n, a in audits.items()}),
         "outputs": dg.MetadataValue.md(_outputs_markdown(outputs)),
         "tables": dg.MetadataValue.json({k: v for k, v in written.items()}),
     }
@@ -270,6 +283,11 @@ def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], 
     metadata["transform_note"] = dg.MetadataValue.md(
         note or TRANSFORM_NOTE + "\n\n(No EO-transformed output was audited in this run, so the comparison is not shown.)")
     return metadata
+
+
+def _clusters(a: OutputAudit):
+    value = a.report.groups["clusters"].iloc[0]
+    return None if pd.isna(value) else int(value)
 
 
 def build_audit_assets(upstream: list[dg.AssetsDefinition]) -> list[dg.AssetsDefinition]:

@@ -28,6 +28,9 @@ class EvaluationData:
     item_counts: pd.DataFrame | None  # group, item_id, n_pos, n_neg, features (None when no output needs it)
     query_rows: pd.DataFrame | None  # query_id, group, item_id, score, n_pos, n_neg (sampled queries)
     queries_in_window: int = 0
+    cluster_counts: pd.DataFrame | None = None  # group, item_id[, query_id], score, n_pos, n_neg
+    variance: str = "conditional"  # audit.sql.VARIANCES: which variance (estimand) every table reports
+    cluster_cols: tuple = ()
 
 
 @dataclasses.dataclass
@@ -42,21 +45,34 @@ class OutputAudit:
     pairwise_queries: int
 
 
-def rescored_aggregates(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
-    """The output's (group, score, n_pos, n_neg) table; rows may repeat a (group, score) pair."""
+def _base_rows(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
+    """The held-out rows the output scores: per (group, score), per item, or per cluster x score."""
+    clustered = bool(data.cluster_cols)
+    if clustered and data.cluster_counts is None:
+        raise AuditInputError(f"variance={data.variance!r} needs the per-cluster counts, which were not loaded")
     if output.basis == "logged_score":
-        base = data.score_counts
-    elif output.basis == "item_features":
+        return data.cluster_counts if clustered else data.score_counts
+    if output.basis == "item_features":
         if data.item_counts is None:
             raise AuditInputError(f"{output.name}: scores item features, but no per-item counts were loaded")
-        base = data.item_counts
-    else:
-        raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
+        if data.cluster_cols in ((), ("item_id",)):  # item rows are already the clusters
+            return data.item_counts
+        features = data.item_counts.drop_duplicates("item_id").set_index("item_id")[list(output.features)]
+        return data.cluster_counts.join(features, on="item_id")
+    raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
+
+
+def rescored_aggregates(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
+    """The output's (group, score, n_pos, n_neg[, cluster columns]) table; rows may repeat a (group, score)."""
+    base = _base_rows(output, data)
     scores = np.asarray(output.score(base), dtype=np.float64)
     if scores.shape != (len(base),):
         raise AuditInputError(f"{output.name}: scorer returned shape {scores.shape} for {len(base)} rows")
-    return pd.DataFrame({"group": base["group"].to_numpy(), "score": scores,
-                         "n_pos": base["n_pos"].to_numpy(), "n_neg": base["n_neg"].to_numpy()})
+    frame = pd.DataFrame({"group": base["group"].to_numpy(), "score": scores,
+                          "n_pos": base["n_pos"].to_numpy(), "n_neg": base["n_neg"].to_numpy()})
+    for col in data.cluster_cols:
+        frame[col] = base[col].to_numpy()
+    return frame
 
 
 def roc_curves_with_band(report: AuditReport, confidence: float) -> pd.DataFrame:
@@ -100,7 +116,8 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
                  confidence: float) -> OutputAudit:
     aggregates = rescored_aggregates(output, data)
-    report = audit_aggregates(aggregates, cutoffs, group_col="group", min_count=min_count, confidence=confidence)
+    report = audit_aggregates(aggregates, cutoffs, group_col="group", cluster_cols=list(data.cluster_cols) or None,
+                              min_count=min_count, confidence=confidence, estimand=data.variance)
     groups = report.groups["group"].drop_duplicates().tolist()
     pairwise, note, used = pairwise_for(output, data, groups, confidence)
     return OutputAudit(output, output.held_out(window_start), aggregates, report,

@@ -87,7 +87,8 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
             "n_pos": g["n_pos"], "n_neg": g["n_neg"], "p_value": tests["p_value"],
             "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"], "reference": ref,
             "diff": tests["diff"], "diff_ci_low": tests["diff_ci_low"], "diff_ci_high": tests["diff_ci_high"],
-            "p_holm": tests["p_holm"], "training_window": a.output.training_window, "held_out": a.held_out}))
+            "p_holm": tests["p_holm"], "training_window": a.output.training_window, "held_out": a.held_out,
+            "variance_estimand": g["variance_estimand"]}))
         if not a.roc_curves.empty:
             roc.append(a.roc_curves[["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
         x = a.report.xauc
@@ -101,7 +102,8 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
                 "model": model, "direction": x.pairs["group_a"].astype(str) + ">" + x.pairs["group_b"].astype(str),
                 "estimate": x.pairs["xauc"], "ci_low": x.pairs["ci_low"], "ci_high": x.pairs["ci_high"],
                 "n_pos": x.pairs["n_pos_a"], "n_neg": x.pairs["n_neg_b"], "p_value": [t[0] for t in tests],
-                "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests]}))
+                "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests],
+                "variance_estimand": x.pairs["variance_estimand"]}))
             c = x.curves[x.curves["kind"] == "xroc"]
             xroc.append(pd.DataFrame({"model": model, "direction": c["group_a"].astype(str) + ">" + c["group_b"].astype(str),
                                       "fpr": c["fpr"], "tpr": c["tpr"]}))

@@ -14,6 +14,8 @@ aggregates leave DuckDB:
   score_counts   per group x distinct logged score: n_pos, n_neg (the audit's sufficient statistic; a
                  within-group monotone transform of the score, such as the EO transform, keeps it sufficient)
   item_counts    per group x item: n_pos, n_neg and the item's features (for rankers scoring item features)
+  cluster_counts per group x item [x query] x distinct logged score: n_pos, n_neg (the second pass of the
+                 cluster-robust variances: items, and queries for two-way clustering, are the sampling units)
   query_rows     per (query, group, item, score): n_pos, n_neg of a bounded, deterministic sample of queries
                  (ordered by md5(query_id)) for the within-query pairwise accuracies.
 """
@@ -134,6 +136,38 @@ def score_counts(con, source: LabelSource) -> pd.DataFrame:
         "SELECT grp AS \"group\", score, CAST(sum(label) AS BIGINT) AS n_pos, "
         "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
         f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, score ORDER BY grp, score",
+        source.params,
+    ).df()
+
+
+VARIANCES = {
+    "item_clustered": ("item_id",),
+    "two_way": ("item_id", "query_id"),
+    "conditional": (),
+}
+VARIANCE_DESCRIPTIONS = {
+    "item_clustered": "item-clustered: population estimand, new items drawn like these (items repeat in logs)",
+    "two_way": "two-way clustered by item and query: new items and new queries",
+    "conditional": "conditional: for these exact items under new traffic (every impression independent)",
+}
+
+
+def check_variance(name: str) -> tuple[str, ...]:
+    if name not in VARIANCES:
+        raise AuditDataError(f"variance={name!r} is not one of {list(VARIANCES)}")
+    return VARIANCES[name]
+
+
+def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> pd.DataFrame:
+    """group, cluster columns (item_id[, query_id]), score, n_pos, n_neg (labelled rows only)."""
+    unknown = [c for c in cluster_cols if c not in ("item_id", "query_id")]
+    if unknown:
+        raise AuditDataError(f"cluster columns {unknown} are not among ['item_id', 'query_id']")
+    keys = ", ".join(cluster_cols)
+    return con.execute(
+        f"SELECT grp AS \"group\", {keys}, score, CAST(sum(label) AS BIGINT) AS n_pos, "
+        "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
+        f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, {keys}, score",
         source.params,
     ).df()
 

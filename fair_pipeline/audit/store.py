@@ -3,7 +3,8 @@ re-auditing the same window replaces exactly its rows, in one transaction across
 
   marts.fairness_audit_outputs   per scored output: audited or why not, held-out or in-sample, sample sizes
   marts.fairness_audit_groups    per output x group x FPR cutoff: truncated AUC I(a), SE, CI, normalized and
-                                 McClish forms, n_pos, n_neg, estimable + note (group '(all)': pooled)
+                                 McClish forms, n_pos, n_neg, estimable + note (group '(all)': pooled);
+                                 every estimate table names its `variance_estimand` and number of `clusters`
   marts.fairness_audit_pairs     per output x pair of groups x cutoff: I_a - I_b, SE, CI, z, p, Holm (> 2 groups)
   marts.fairness_audit_xauc      per output x ordered pair: xAUC(a, b) = P(R_1^a > R_0^b), SE, CI, counts
   marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps
@@ -33,17 +34,18 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("group", V), ("is_overall", B), ("cutoff", D), ("n_pos", I), ("n_neg", I), ("auc", D), ("variance", D),
         ("se", D), ("ci_low", D), ("ci_high", D), ("auc_normalized", D), ("se_normalized", D), ("mcclish", D),
         ("mcclish_se", D), ("mcclish_ci_low", D), ("mcclish_ci_high", D), ("roc_at_cutoff", D),
-        ("neg_below_cutoff", D), ("estimable", B), ("note", V)],
+        ("neg_below_cutoff", D), ("estimable", B), ("note", V), ("variance_estimand", V), ("clusters", I)],
     "fairness_audit_pairs": KEY + OUT + [
         ("group_a", V), ("group_b", V), ("cutoff", D), ("auc_a", D), ("auc_b", D), ("diff", D),
         ("diff_normalized", D), ("se", D), ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D),
-        ("p_holm", D), ("estimable", B)],
+        ("p_holm", D), ("estimable", B), ("variance_estimand", V), ("clusters", I)],
     "fairness_audit_xauc": KEY + OUT + [
         ("group_a", V), ("group_b", V), ("xauc", D), ("variance", D), ("se", D), ("ci_low", D), ("ci_high", D),
-        ("n_pos_a", I), ("n_neg_b", I), ("estimable", B)],
+        ("n_pos_a", I), ("n_neg_b", I), ("estimable", B), ("variance_estimand", V), ("clusters", I)],
     "fairness_audit_xauc_deltas": KEY + OUT + [
         ("kind", V), ("group_a", V), ("group_b", V), ("xauc_ab", D), ("xauc_ba", D), ("delta", D), ("se", D),
-        ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D), ("p_holm", D), ("estimable", B)],
+        ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D), ("p_holm", D), ("estimable", B),
+        ("variance_estimand", V), ("clusters", I)],
     "fairness_audit_pairwise": KEY + OUT + [
         ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
         ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B)],

@@ -39,7 +39,8 @@ def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: di
     tables, figures = audit_artifacts(audits, title)
     try:
         span = f"{window[0]}..{window[1]}"
-        tags = {"fair_pipeline.label_source": params.get("label_source", ""), TAG_EVALUATION_WINDOW: span,
+        tags = {"fair_pipeline.label_source": params.get("label_source", ""),
+                "fair_pipeline.variance": params.get("variance", "conditional"), TAG_EVALUATION_WINDOW: span,
                 TAG_TRAINING_WINDOWS: "; ".join(f"{a.output.name}: {a.output.training_window}" for a in audits)}
         run_name = f"fairness audit, {params.get('label_source', '')} labels, evaluated on {span}"
         with tracking.start_run(context, "audit", run_name=run_name, window=window, tags=tags) as run:
