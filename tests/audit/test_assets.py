@@ -85,13 +85,19 @@ def _assert_groups_equal(stored: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home):
     rows = _truth_rows(home, DAYS[-1])  # default window: the run's newest partition
-    expected = compare_groups(rows["score"], rows["relevance"], rows["group_id"])
-    _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "relevance"), expected.groups)
+    expected = compare_groups(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"])
+    stored = _stored(home, "fairness_audit_groups", "production", "relevance")
+    _assert_groups_equal(stored, expected.groups)
+    assert (stored["variance_estimand"] == "item_clustered").all()
+    assert (stored["clusters"] == rows["item_id"].nunique()).all()
+    # items repeat within the day, so the population SE is wider than Lemma 3's (impressions independent)
+    iid = compare_groups(rows["score"], rows["relevance"], rows["group_id"])
+    assert (expected.pairs["se"].to_numpy() > 1.3 * iid.pairs["se"].to_numpy()).all()
     pairs = _stored(home, "fairness_audit_pairs", "production", "relevance").sort_values("cutoff")
     np.testing.assert_allclose(pairs[["diff", "se", "z", "p_value"]].to_numpy(float),
                                expected.pairs.sort_values("cutoff")[["diff", "se", "z", "p_value"]].to_numpy(float),
                                rtol=1e-10, atol=1e-300)
-    x = xauc(rows["score"], rows["relevance"], rows["group_id"]).pairs
+    x = xauc(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"]).pairs
     stored_x = _stored(home, "fairness_audit_xauc", "production", "relevance").sort_values(["group_a", "group_b"])
     np.testing.assert_allclose(stored_x[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
                                x.sort_values(["group_a", "group_b"])[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
@@ -184,7 +190,7 @@ def test_randomized_click_labels_match_in_memory_on_shuffled_traffic(home):
     assert _materialize(home, {"label_source": "randomized_clicks", "window_days": 2}).success
     rows = pd.concat([_landing_rows(home, "randomized", d) for d in DAYS])
     rows = rows[rows["policy"] == "shuffle"]
-    expected = compare_groups(rows["score"], rows["click"], rows["group_id"])
+    expected = compare_groups(rows["score"], rows["click"], rows["group_id"], clusters=rows["item_id"])
     _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "randomized_clicks"), expected.groups)
     outputs = _stored(home, "fairness_audit_outputs", "production", "randomized_clicks")
     assert not outputs["simulation_labels"].iloc[0] and outputs["rows"].iloc[0] == len(rows)
@@ -231,7 +237,7 @@ def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
         assert result.success
         rows = _truth_rows(home, DAYS[-1])
         fair = model.transform(rows["score"].to_numpy(), rows["group_id"].to_numpy())
-        expected = compare_groups(fair, rows["relevance"], rows["group_id"])
+        expected = compare_groups(fair, rows["relevance"], rows["group_id"], clusters=rows["item_id"])
         stored = _stored(home, "fairness_audit_groups", "eo_weighted", "relevance")
         _assert_groups_equal(stored, expected.groups)
         production = _stored(home, "fairness_audit_groups", "production", "relevance")
@@ -274,7 +280,7 @@ def test_linear_ranker_candidate_is_audited_from_item_features(home):
         items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
         rows = rows.merge(items[["item_id", "f0", "f1"]], on="item_id")
         score = rows["f0"] + rows["f1"] + 0.5
-        expected = compare_groups(score, rows["relevance"], rows["group_id"])
+        expected = compare_groups(score, rows["relevance"], rows["group_id"], clusters=rows["item_id"])
         _assert_groups_equal(_stored(home, "fairness_audit_groups", "ranker_d_merit_lam_0", "relevance"), expected.groups)
         pw = pairwise_accuracies(score, rows["relevance"], rows["group_id"], rows["query_id"]).overall
         stored = _stored(home, "fairness_audit_pairwise", "ranker_d_merit_lam_0", "relevance")
