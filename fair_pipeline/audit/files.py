@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
+from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.audit.stats.validation import as_cutoffs
@@ -86,14 +87,19 @@ def _source(con, path: str, cols: dict) -> tuple[str, list]:
         raise AuditInputError(f"{path}: cannot read as {reader}: {exc}") from exc
     available = [row[0] for row in described]
     for role, name in cols.items():
-        if name is not None and name not in available:
+        if name is not None and role != "cluster" and name not in available:
             raise AuditInputError(f"{path}: --{role} column {name!r} not found; columns are {available}")
+    for name in cols.get("cluster") or []:
+        if name not in available:
+            raise AuditInputError(f"{path}: --cluster column {name!r} not found; columns are {available}")
     g = f"CAST({quote_ident(cols['group'])} AS VARCHAR)" if cols.get("group") else "$2"
     q = f"CAST({quote_ident(cols['query'])} AS VARCHAR)" if cols.get("query") else "NULL"
+    clusters = "".join(f", CAST({quote_ident(name)} AS VARCHAR) AS c{i}"
+                       for i, name in enumerate(cols.get("cluster") or []))
     sql = (f"SELECT TRY_CAST({quote_ident(cols['score'])} AS DOUBLE) + 0.0 AS s, "
            f"{quote_ident(cols['score'])} IS NULL AS s_missing, "
            f"TRY_CAST({quote_ident(cols['label'])} AS DOUBLE) AS l, "
-           f"{quote_ident(cols['label'])} IS NULL AS l_missing, {g} AS g, {q} AS q "
+           f"{quote_ident(cols['label'])} IS NULL AS l_missing, {g} AS g, {q} AS q{clusters} "
            f"FROM {reader}($1)")
     params = [path] + ([] if cols.get("group") else [ALL_GROUPS])
     return sql, params
@@ -102,6 +108,7 @@ def _source(con, path: str, cols: dict) -> tuple[str, list]:
 def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.DataFrame:
     """One scan: per group, counts of positives/negatives and of every kind of bad value."""
     q_null = "COUNT(*) FILTER (WHERE q IS NULL)" if cols.get("query") else "0"
+    c_null = " + ".join(f"COUNT(*) FILTER (WHERE c{i} IS NULL)" for i in range(len(cols.get("cluster") or []))) or "0"
     df = con.sql(
         "SELECT g, COUNT(*) AS n, "
         "COUNT(*) FILTER (WHERE l = 1 AND s IS NOT NULL AND isfinite(s)) AS n_pos, "
@@ -111,24 +118,27 @@ def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.Data
         "COUNT(*) FILTER (WHERE s IS NOT NULL AND NOT isfinite(s)) AS score_not_finite, "
         "COUNT(*) FILTER (WHERE l_missing) AS label_null, "
         "COUNT(*) FILTER (WHERE NOT l_missing AND (l IS NULL OR l NOT IN (0, 1))) AS label_not_01, "
-        f"{q_null} AS query_null "
+        f"{q_null} AS query_null, {c_null} AS cluster_null "
         f"FROM ({src}) GROUP BY g ORDER BY g NULLS FIRST", params=params).df()
     problems = []
     if df["g"].isna().any():
         problems.append(f"--group column {cols['group']!r}: {int(df.loc[df['g'].isna(), 'n'].sum())} rows with NULL group")
     checks = [("score_null", "score", "NULL"), ("score_not_numeric", "score", "non-numeric"),
               ("score_not_finite", "score", "NaN or infinite"), ("label_null", "label", "NULL"),
-              ("label_not_01", "label", "not 0/1"), ("query_null", "query", "NULL")]
+              ("label_not_01", "label", "not 0/1"), ("query_null", "query", "NULL"),
+              ("cluster_null", "cluster", "NULL")]
     for col, role, what in checks:
         for _, row in df[df[col] > 0].iterrows():
-            problems.append(f"--{role} column {cols[role]!r}: {int(row[col])} {what} values in group {row['g']!r}")
+            problems.append(f"--{role} column(s) {cols[role]!r}: {int(row[col])} {what} values in group {row['g']!r}")
     if problems:
         raise AuditInputError(f"{path}: " + "; ".join(problems))
     return df
 
 
-def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAudit, batch_rows: int) -> None:
-    """GROUP BY score with per-group counts, read in descending-score batches into the sweep."""
+def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAudit, batch_rows: int,
+                 keep: list | None = None) -> None:
+    """GROUP BY score with per-group counts, read in descending-score batches into the sweep (and appended
+    to ``keep`` when the cluster pass needs the grid)."""
     k = len(params)
     parts = []
     for i in range(len(groups)):
@@ -142,6 +152,34 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
         pos = np.column_stack([cols[1 + 2 * i] for i in range(G)]).astype(np.float64)
         neg = np.column_stack([cols[2 + 2 * i] for i in range(G)]).astype(np.float64)
         stream.update(cols[0], pos, neg)
+        if keep is not None:
+            keep.append((cols[0], pos, neg))
+
+
+def _kept_grid(kept: list, groups: list) -> ScoreGrid:
+    return ScoreGrid(np.concatenate([k[0] for k in kept]).astype(np.float64), np.vstack([k[1] for k in kept]),
+                     np.vstack([k[2] for k in kept]), np.array(groups, dtype=object))
+
+
+def _cluster_batches(con, src: str, params: list, groups: list, key_sql: str, batch_rows: int):
+    """Rows GROUP BY cluster key, group, score (ORDER BY the key: a cluster's rows are contiguous)."""
+    rel = con.sql(f"SELECT {key_sql} AS c, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
+                  f"COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM ({src}) GROUP BY 1, g, s ORDER BY 1", params=params)
+    for batch in rel.to_arrow_reader(batch_rows):
+        df = batch.to_pandas()
+        codes = pd.Categorical(df["g"], categories=groups).codes
+        yield (df["c"].to_numpy(object), df["s"].to_numpy(np.float64), codes.astype(np.intp),
+               df["n_pos"].to_numpy(np.float64), df["n_neg"].to_numpy(np.float64))
+
+
+def _cluster_streams(con, src: str, params: list, groups: list, n_cluster_cols: int, batch_rows: int) -> list:
+    """(sign, batches) for one-way (c0) or two-way (c0 + c1 - c0 x c1) clustering."""
+    if n_cluster_cols == 1:
+        return [(1, _cluster_batches(con, src, params, groups, "c0", batch_rows))]
+    both = "CAST(length(c0) AS VARCHAR) || ':' || c0 || c1"  # unambiguous key of the pair
+    return [(1, _cluster_batches(con, src, params, groups, "c0", batch_rows)),
+            (1, _cluster_batches(con, src, params, groups, "c1", batch_rows)),
+            (-1, _cluster_batches(con, src, params, groups, both, batch_rows))]
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
@@ -172,17 +210,23 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
-               cutoffs=DEFAULT_CUTOFFS, *, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-               memory_limit: str = "2GB", threads: int | None = None,
+               cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
+               confidence: float = 0.95, memory_limit: str = "2GB", threads: int | None = None,
                batch_rows: int = BATCH_ROWS) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
-    ``label`` must be 0/1 (1 = positive); scores must be finite; group and query must not be NULL.
-    Every violation is reported with its column, group and count before anything is estimated.
+    ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
+    be NULL. Every violation is reported with its column, group and count before anything is estimated.
+    ``clusters``: one column (e.g. the item id) or two (item and query ids) whose values are clusters of
+    dependent rows: the variances are then cluster-robust, from a second ``GROUP BY cluster, group, score``
+    pass streamed in cluster order (the score grid is kept in memory for it). Without, rows are independent.
     """
     path = str(path)
     alphas = as_cutoffs(cutoffs)
-    cols = {"score": score, "label": label, "group": group, "query": query}
+    clusters = [clusters] if isinstance(clusters, str) else list(clusters or [])
+    if len(clusters) > 2:
+        raise AuditInputError(f"at most two --cluster columns (one-way or two-way clustering), got {clusters}")
+    cols = {"score": score, "label": label, "group": group, "query": query, "cluster": clusters or None}
     with tempfile.TemporaryDirectory(prefix="fair_audit_") as tmp:
         con = _connect(memory_limit, threads, tmp)
         try:
@@ -191,8 +235,14 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             groups = totals["g"].tolist()
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
                                     min_count=min_count, confidence=confidence)
-            _stream_grid(con, src, params, groups, stream, batch_rows)
-            report = stream.report()
+            kept = [] if clusters else None
+            _stream_grid(con, src, params, groups, stream, batch_rows, kept)
+            if clusters:
+                streams = _cluster_streams(con, src, params, groups, len(clusters), batch_rows)
+                report = stream.report(grid=_kept_grid(kept, groups), streams=streams,
+                                       estimand="clustered" if len(clusters) == 1 else "two_way")
+            else:
+                report = stream.report()
             pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence) if query else None
         finally:
             con.close()
@@ -210,16 +260,21 @@ def _fmt(df: pd.DataFrame, columns: list) -> str:
 def format_audit(result: FileAudit) -> str:
     """Readable tables: per group, group differences, xAUC, pairwise accuracies."""
     r = result.report
+    clusters = result.columns.get("cluster")
+    variance = (f"cluster-robust variance, clustered by {' and '.join(clusters)} ({int(r.groups['clusters'].iloc[0])} "
+                "clusters; the population estimand: new clusters drawn like these)" if clusters else
+                "the Lemma 3 / DeLong variance with every row independent (add --cluster ITEM_COLUMN when items "
+                "or queries repeat)")
     lines = [f"Fairness audit of {result.path}: {result.rows} rows; columns {result.columns}",
              "I(a) = area under the ROC curve for FPR <= a (unnormalized); McClish = standardized "
-             "partial AUC (0.5 random, 1 perfect); 95% CIs from the Lemma 3 / DeLong variance.", "",
+             f"partial AUC (0.5 random, 1 perfect); 95% CIs from {variance}.", "",
              "Per group:",
              _fmt(r.groups, ["group", "cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high",
                              "mcclish", "estimable", "note"]), "",
              "All groups pooled:",
              _fmt(r.overall, ["cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high", "mcclish"])]
     if len(r.pairs):
-        lines += ["", "Group differences (I_a - I_b, independent samples):",
+        lines += ["", "Group differences (I_a - I_b):",
                   _fmt(r.pairs, ["group_a", "group_b", "cutoff", "diff", "se", "ci_low", "ci_high",
                                  "z", "p_value", "p_holm", "estimable"])]
     if r.xauc is not None:
@@ -262,6 +317,9 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--label", required=True, help="0/1 label column (1 = positive outcome)")
     parser.add_argument("--group", help="protected-group column")
     parser.add_argument("--query", help="query column: adds within-query pairwise accuracies")
+    parser.add_argument("--cluster", action="append", metavar="COL", default=None,
+                        help="column whose values are clusters of dependent rows (e.g. the item id when items repeat): "
+                        "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")
     parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
     parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
@@ -276,7 +334,7 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 def run_audit(args: argparse.Namespace) -> int:
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
-                            min_count=args.min_count, confidence=args.confidence,
+                            clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
                             memory_limit=args.memory_limit)
     except (AuditInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

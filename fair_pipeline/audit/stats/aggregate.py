@@ -71,17 +71,18 @@ class StreamingAudit:
         self.audit.update(pos, neg)
 
     def report(self, clusters: ClusterRows | None = None, grid: ScoreGrid | None = None,
-               estimand: str | None = None) -> AuditReport:
-        """The audit; with ``clusters`` (rows of a ``GROUP BY cluster, group, score`` over the same rows,
-        group codes aligned with ``groups``) and the ``grid`` that was streamed, variances are cluster-robust."""
+               estimand: str | None = None, streams=None) -> AuditReport:
+        """The audit. Cluster-robust variances need the ``grid`` that was streamed and either ``clusters``
+        (rows of a ``GROUP BY cluster, group, score`` over the same rows, group codes aligned with
+        ``groups``) or ``streams`` of such rows (see `grid_audit.add_cluster_covariance`)."""
         res = self.audit.result()
         res.update(alphas=self.alphas, groups=self.groups,
                    n_pos_group=self.n_pos, n_neg_group=self.n_neg)
         res["estimand"] = estimand or estimand_name(None if clusters is None else clusters.keys)
-        if clusters is not None:
+        if clusters is not None or streams is not None:
             if grid is None:
                 raise AuditInputError("a cluster-robust report needs the score grid that was streamed")
-            add_cluster_covariance(res, grid, self.cutoffs, clusters)
+            add_cluster_covariance(res, grid, self.cutoffs, clusters, streams)
         groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence)
         x = xauc_tables(res, self.min_count, self.confidence) if self.with_xauc else None
         return AuditReport(groups, pairs, overall, x)

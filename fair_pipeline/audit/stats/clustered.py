@@ -18,8 +18,8 @@ click labels) get their covariance term. Two-way clustering (items and queries):
 V = V_item + V_query - V_item-x-query (Cameron, Gelbach & Miller 2011).
 
 Input rows are aggregates: (cluster, group, score, n_pos, n_neg), e.g. ``GROUP BY item_id, grp, score``;
-one row per observation is the special case n_pos + n_neg = 1. Rows of one cluster may arrive in several
-batches only if batches arrive sorted by cluster (the SQL path streams ``ORDER BY cluster``).
+one row per observation is the special case n_pos + n_neg = 1. Rows of one cluster may span batches only
+if they are contiguous in the stream (the SQL path streams ``ORDER BY cluster``).
 """
 from __future__ import annotations
 
@@ -165,24 +165,26 @@ class ClusterAccumulator:
         return U
 
     def add(self, keys, scores, group, n_pos, n_neg) -> None:
-        """Rows (cluster key, group code, score, n_pos, n_neg); across calls keys must be non-decreasing."""
+        """Rows (cluster key, score, group code, n_pos, n_neg). Within a call rows may come in any order;
+        across calls the rows of one cluster must be contiguous (a stream ``ORDER BY cluster``): only the
+        last cluster of a batch may continue in the next one."""
         keys = np.asarray(keys)
         if keys.size == 0:
             return
         uniq, codes = np.unique(keys, return_inverse=True)
+        codes = codes.ravel()
         blocks = self.table.block_of(scores)
-        U = self._cluster_sums(codes.ravel(), uniq.size, blocks, np.asarray(group, dtype=np.intp),
+        U = self._cluster_sums(codes, uniq.size, blocks, np.asarray(group, dtype=np.intp),
                                np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64))
         self.rows += keys.size
         if self._carry is not None:
-            if uniq[0] == self._carry_key:
-                U[:, 0, :] += self._carry
+            if keys[0] == self._carry_key:
+                U[:, codes[0], :] += self._carry
             else:
-                if uniq[0] < self._carry_key:
-                    raise AuditInputError("clustered rows must arrive sorted by cluster across batches")
                 self._flush(self._carry[:, None, :])
-        self._flush(U[:, :-1, :])
-        self._carry, self._carry_key = U[:, -1, :].copy(), uniq[-1]
+        last = codes[-1]
+        self._flush(np.delete(U, last, axis=1))
+        self._carry, self._carry_key = U[:, last, :].copy(), keys[-1]
 
     def _flush(self, U: np.ndarray) -> None:
         self.cross += np.einsum("kcs,kct->kst", U, U)

@@ -113,33 +113,38 @@ def sweep_alphas(cutoffs: np.ndarray, curves: bool) -> np.ndarray:
     return np.unique(np.concatenate([np.asarray(cutoffs, dtype=np.float64)] + extra))
 
 
-def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRows) -> dict:
+def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRows | None = None,
+                           streams=None) -> dict:
     """Replace the variances at ``cutoffs`` and FPR 1 by cluster-robust ones and add their covariances.
 
-    Adds ``cov`` (K, S, S) over columns at ``cov_alphas`` and ``clusters`` (number of clusters; the
+    Either ``rows`` (in memory) or ``streams``: a list of (sign, batches) whose covariances are summed
+    with those signs (one-way: [(1, by cluster)]; two-way: [(1, by item), (1, by query), (-1, by item x
+    query)]); each batch is (keys, scores, group codes, n_pos, n_neg), a cluster's rows contiguous.
+    Adds ``cov`` (K, S, S) over columns at ``cov_alphas`` and ``clusters`` (the number of clusters; the
     smaller one for two-way clustering).
     """
     var_alphas = np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
     sel = np.searchsorted(res["alphas"], var_alphas)
     table = BlockTable(grid)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
-
-    def cov_for(keys):
-        batch = (keys, rows.scores, rows.group, rows.n_pos, rows.n_neg)
-        return cluster_covariance(table, res["pairs"], var_alphas, auc, roc, [batch])
-
-    if rows.two_way:
-        first, second = rows.keys
-        c1, g1 = cov_for(np.asarray(first))
-        c2, g2 = cov_for(np.asarray(second))
-        c12, _ = cov_for(two_way_keys(first, second))
-        cov, clusters = c1 + c2 - c12, min(g1, g2)
-    else:
-        cov, clusters = cov_for(np.asarray(rows.keys))
+    if streams is None:
+        def batch(keys):
+            return [(np.asarray(keys), rows.scores, rows.group, rows.n_pos, rows.n_neg)]
+        if rows.two_way:
+            first, second = rows.keys
+            streams = [(1, batch(first)), (1, batch(second)), (-1, batch(two_way_keys(first, second)))]
+        else:
+            streams = [(1, batch(rows.keys))]
+    cov, counts = 0.0, []
+    for sign, batches in streams:
+        part, clusters = cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches)
+        cov = cov + sign * part
+        if sign > 0:
+            counts.append(clusters)
     diag = np.einsum("kss->sk", cov).copy()
     res["variance"] = res["variance"].copy()
     res["variance"][:, sel] = np.maximum(diag, 0.0)
-    res["cov"], res["cov_alphas"], res["clusters"] = cov, var_alphas, clusters
+    res["cov"], res["cov_alphas"], res["clusters"] = cov, var_alphas, min(counts)
     if "balanced_cov" in res:
         k1 = int(np.flatnonzero(var_alphas == 1.0)[0])
         for kind in ("xauc0", "xauc1"):
