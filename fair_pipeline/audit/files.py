@@ -129,7 +129,7 @@ def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.Data
               ("cluster_null", "cluster", "NULL")]
     for col, role, what in checks:
         for _, row in df[df[col] > 0].iterrows():
-            problems.append(f"--{role} column(s) {cols[role]!r}: {int(row[col])} {what} values in group {row['g']!r}")
+            problems.append(f"--{role} column {cols[role]!r}: {int(row[col])} {what} values in group {row['g']!r}")
     if problems:
         raise AuditInputError(f"{path}: " + "; ".join(problems))
     return df
