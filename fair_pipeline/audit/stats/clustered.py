@@ -97,6 +97,8 @@ class BlockTable:
         self.m = np.maximum(self.p_incl[-1], 1.0)
         self.n = np.maximum(self.n_incl[-1], 1.0)
         self.n_groups = grid.pos.shape[1]
+        self.mid_roc = (self.p_excl + self.p_incl) / (2 * self.m)  # ROC seen by a negative of the block
+        self.mid_fpr = (self.n_excl + self.n_incl) / (2 * self.n)  # FPR seen by a positive of the block
 
     def block_of(self, scores: np.ndarray) -> np.ndarray:
         """Block index (0 = highest score) of each score; every score must be one of the grid's."""
@@ -149,6 +151,9 @@ class ClusterAccumulator:
         self.auc = np.asarray(auc, dtype=np.float64)
         self.roc = np.asarray(roc, dtype=np.float64)
         S, K = len(self.pairs), self.alphas.size
+        # per negative vector and cutoff: the block holding the cutoff (the first whose negatives pass it)
+        self.boundary = {j: np.searchsorted(table.n_incl[:, j], self.alphas * table.n[j], side="right")
+                         for j in {j for _, j in self.pairs}}
         self.cross = np.zeros((K, S, S))
         self.clusters = 0
         self.rows = 0
@@ -156,12 +161,45 @@ class ClusterAccumulator:
         self._carry = None  # (K, S) influence sums of the last cluster of the previous batch
 
     def _cluster_sums(self, codes, n_codes, blocks, group, n_pos, n_neg) -> np.ndarray:
-        U = np.empty((self.alphas.size, n_codes, len(self.pairs)))
-        for k, alpha in enumerate(self.alphas):
-            for s, (i, j) in enumerate(self.pairs):
-                u = row_influence(self.table, i, j, alpha, self.auc[s, k], self.roc[s, k],
-                                  blocks, group, n_pos, n_neg)
-                U[k, :, s] = np.bincount(codes, weights=u, minlength=n_codes)
+        """(K, clusters, S) sums of the rows' influence values.
+
+        A row's influence depends on the cutoff only through whether its block is inside, outside or
+        the boundary block of the cutoff. So per column the rows are binned by "band" (how many of the
+        K boundary blocks lie above the row's block), four sums per (cluster, band) are taken, and
+        cumulative sums over bands give every cutoff at once; rows in a boundary block itself (few)
+        take the exact path (`row_influence`).
+        """
+        tab, K = self.table, self.alphas.size
+        U = np.zeros((K, n_codes, len(self.pairs)))
+        bands, at_boundary, members, roc_of, fpr_of = {}, {}, {}, {}, {}
+        for j in {j for _, j in self.pairs}:  # per negative vector: band of every row
+            J = self.boundary[j]
+            t = np.searchsorted(J, blocks, side="right")
+            at_boundary[j] = (t > 0) & (J[np.maximum(t - 1, 0)] == blocks)
+            bands[j] = codes * (K + 1) + t
+            fpr_of[j] = tab.mid_fpr[blocks, j]
+        for v in {v for pair in self.pairs for v in pair}:
+            members[v] = None if v == tab.n_groups else group == v
+            roc_of[v] = tab.mid_roc[blocks, v]
+        size = n_codes * (K + 1)
+        for s, (i, j) in enumerate(self.pairs):
+            keep = ~at_boundary[j]
+            neg = n_neg * keep if members[j] is None else n_neg * (keep & members[j])
+            pos = n_pos * keep if members[i] is None else n_pos * (keep & members[i])
+            sums = [np.bincount(bands[j], weights=w, minlength=size).reshape(n_codes, K + 1)
+                    for w in (neg * roc_of[i], neg, pos * fpr_of[j], pos)]
+            inside = [np.cumsum(x, axis=1)[:, :K] for x in sums]  # band <= k: inside cutoff k
+            total = [x.sum(axis=1, keepdims=True) for x in sums]
+            a, auc, roc = self.alphas[None, :], self.auc[s][None, :], self.roc[s][None, :]
+            neg_part = inside[0] + roc * (total[1] - inside[1]) - (auc + roc * (1 - a)) * total[1]
+            pos_part = inside[2] + a * (total[3] - inside[3]) - (a - auc) * total[3]
+            U[:, :, s] = (neg_part / tab.n[j] - pos_part / tab.m[i]).T
+            edge = np.flatnonzero(at_boundary[j])
+            for k, alpha in enumerate(self.alphas):
+                if edge.size:
+                    u = row_influence(tab, i, j, alpha, self.auc[s, k], self.roc[s, k], blocks[edge],
+                                      group[edge], n_pos[edge], n_neg[edge])
+                    U[k, :, s] += np.bincount(codes[edge], weights=u, minlength=n_codes)
         return U
 
     def add(self, keys, scores, group, n_pos, n_neg) -> None:

@@ -1,0 +1,97 @@
+"""Cost of the cluster-robust audit on the SQL path: `audit_file(..., clusters=[item])` / `audit_file(...)`.
+
+A Parquet file of ``--rows`` impressions (default 1e7) is written to a temp dir: ``--items`` items (default
+rows / 10, so each item is shown ~10 times), two groups, a per-impression score (item merit + noise, so
+nearly every score is distinct: the worst case for the grid) and the item's 0/1 label. Rounds alternate
+the iid audit and the item-clustered audit of the same file in this process; we print wall and CPU time
+(DuckDB's threads included) of each, and the ratio of the medians and of the fastest runs (the machine is
+shared and noisy, so CPU time is the steadier figure).
+
+    python benchmarks/bench_clustered_audit.py                   # 1e7 rows, 3 rounds
+    python benchmarks/bench_clustered_audit.py --rows 1e6        # quick
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fair_pipeline.audit.files import audit_file  # noqa: E402
+
+
+def write_file(path: Path, rows: int, items: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    group = rng.random(items) < 0.4
+    relevance = rng.random(items) < np.where(group, 0.3, 0.4)
+    merit = relevance + 0.5 * group + rng.normal(size=items)
+    writer = None
+    chunk = 2_000_000
+    for lo in range(0, rows, chunk):
+        n = min(chunk, rows - lo)
+        item = rng.integers(0, items, n)
+        table = pa.table({
+            "item_id": item.astype(np.int64),
+            "grp": np.where(group[item], "b", "a"),
+            "score": merit[item] + 0.2 * rng.normal(size=n),
+            "label": relevance[item].astype(np.int8),
+        })
+        writer = writer or pq.ParquetWriter(path, table.schema)
+        writer.write_table(table)
+    writer.close()
+
+
+def timed(fn) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=float, default=1e7)
+    parser.add_argument("--items", type=float, default=None, help="default: rows / 10")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--memory-limit", default="4GB")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    rows = int(args.rows)
+    items = int(args.items or rows // 10)
+    with tempfile.TemporaryDirectory(prefix="bench_clustered_") as tmp:
+        path = Path(tmp) / "impressions.parquet"
+        write_file(path, rows, items, args.seed)
+        runs = {"iid": [], "clustered": []}
+        for _ in range(args.rounds):
+            runs["iid"].append(timed(lambda: audit_file(path, "score", "label", "grp",
+                                                        memory_limit=args.memory_limit)))
+            runs["clustered"].append(timed(lambda: audit_file(path, "score", "label", "grp", clusters=["item_id"],
+                                                              memory_limit=args.memory_limit)))
+        result = audit_file(path, "score", "label", "grp", clusters=["item_id"], memory_limit=args.memory_limit)
+        iid = audit_file(path, "score", "label", "grp", memory_limit=args.memory_limit)
+    wall = {k: np.array([r[0] for r in v]) for k, v in runs.items()}
+    cpu = {k: np.array([r[1] for r in v]) for k, v in runs.items()}
+    print(f"{rows:,} impressions of {items:,} items (~{rows / items:.0f} per item), 2 groups, "
+          f"{args.rounds} alternating rounds")
+    print(f"{'':>10} {'wall median':>12} {'wall min':>9} {'CPU median':>11} {'CPU min':>8}")
+    for k in runs:
+        print(f"{k:>10} {np.median(wall[k]):>11.2f}s {wall[k].min():>8.2f}s {np.median(cpu[k]):>10.2f}s "
+              f"{cpu[k].min():>7.2f}s")
+    print(f"clustered / iid: wall {np.median(wall['clustered']) / np.median(wall['iid']):.2f} (median), "
+          f"{wall['clustered'].min() / wall['iid'].min():.2f} (fastest); "
+          f"CPU {np.median(cpu['clustered']) / np.median(cpu['iid']):.2f} (median), "
+          f"{cpu['clustered'].min() / cpu['iid'].min():.2f} (fastest)   target <= 2")
+    ratio = result.report.pairs["se"].to_numpy() / iid.report.pairs["se"].to_numpy()
+    print(f"group-difference SE, clustered / iid, per cutoff: {np.round(ratio, 2).tolist()} "
+          f"({int(result.report.groups['clusters'].iloc[0]):,} clusters)")
+
+
+if __name__ == "__main__":
+    main()
