@@ -94,8 +94,7 @@ def _source(con, path: str, cols: dict) -> tuple[str, list]:
             raise AuditInputError(f"{path}: --cluster column {name!r} not found; columns are {available}")
     g = f"CAST({quote_ident(cols['group'])} AS VARCHAR)" if cols.get("group") else "$2"
     q = f"CAST({quote_ident(cols['query'])} AS VARCHAR)" if cols.get("query") else "NULL"
-    clusters = "".join(f", CAST({quote_ident(name)} AS VARCHAR) AS c{i}"
-                       for i, name in enumerate(cols.get("cluster") or []))
+    clusters = "".join(f", {quote_ident(name)} AS c{i}" for i, name in enumerate(cols.get("cluster") or []))
     sql = (f"SELECT TRY_CAST({quote_ident(cols['score'])} AS DOUBLE) + 0.0 AS s, "
            f"{quote_ident(cols['score'])} IS NULL AS s_missing, "
            f"TRY_CAST({quote_ident(cols['label'])} AS DOUBLE) AS l, "
@@ -161,25 +160,35 @@ def _kept_grid(kept: list, groups: list) -> ScoreGrid:
                      np.vstack([k[2] for k in kept]), np.array(groups, dtype=object))
 
 
-def _cluster_batches(con, src: str, params: list, groups: list, key_sql: str, batch_rows: int):
-    """Rows GROUP BY cluster key, group, score (ORDER BY the key: a cluster's rows are contiguous)."""
-    rel = con.sql(f"SELECT {key_sql} AS c, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
-                  f"COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM ({src}) GROUP BY 1, g, s ORDER BY 1", params=params)
+def _cluster_batches(con, src: str, params: list, groups: list, key_cols: list[str], batch_rows: int):
+    """Rows GROUP BY cluster key(s), group, score in key order, so a cluster's rows are contiguous; keys are
+    replaced by running integer codes (a new code wherever any key column changes, across batches too)."""
+    keys = ", ".join(key_cols)
+    k = len(params)
+    rel = con.sql(f"SELECT {keys}, list_position(${k + 1}, g) - 1 AS gi, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
+                  f"COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM ({src}) GROUP BY {keys}, g, s ORDER BY {keys}",
+                  params=params + [list(groups)])
+    previous, offset = None, 0
     for batch in rel.to_arrow_reader(batch_rows):
-        df = batch.to_pandas()
-        codes = pd.Categorical(df["g"], categories=groups).codes
-        yield (df["c"].to_numpy(object), df["s"].to_numpy(np.float64), codes.astype(np.intp),
-               df["n_pos"].to_numpy(np.float64), df["n_neg"].to_numpy(np.float64))
+        cols = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
+        key_arrays, (gi, s, n_pos, n_neg) = cols[:len(key_cols)], cols[len(key_cols):]
+        change = np.zeros(len(s), dtype=bool)
+        change[0] = previous is None or any(key[0] != last for key, last in zip(key_arrays, previous))
+        for key in key_arrays:
+            change[1:] |= key[1:] != key[:-1]
+        yield (offset + np.cumsum(change), s.astype(np.float64), gi.astype(np.intp),
+               n_pos.astype(np.float64), n_neg.astype(np.float64))
+        offset += int(change.sum())
+        previous = [key[-1] for key in key_arrays]
 
 
 def _cluster_streams(con, src: str, params: list, groups: list, n_cluster_cols: int, batch_rows: int) -> list:
     """(sign, batches) for one-way (c0) or two-way (c0 + c1 - c0 x c1) clustering."""
     if n_cluster_cols == 1:
-        return [(1, _cluster_batches(con, src, params, groups, "c0", batch_rows))]
-    both = "CAST(length(c0) AS VARCHAR) || ':' || c0 || c1"  # unambiguous key of the pair
-    return [(1, _cluster_batches(con, src, params, groups, "c0", batch_rows)),
-            (1, _cluster_batches(con, src, params, groups, "c1", batch_rows)),
-            (-1, _cluster_batches(con, src, params, groups, both, batch_rows))]
+        return [(1, _cluster_batches(con, src, params, groups, ["c0"], batch_rows))]
+    return [(1, _cluster_batches(con, src, params, groups, ["c0"], batch_rows)),
+            (1, _cluster_batches(con, src, params, groups, ["c1"], batch_rows)),
+            (-1, _cluster_batches(con, src, params, groups, ["c0", "c1"], batch_rows))]
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,

@@ -209,8 +209,13 @@ class ClusterAccumulator:
         keys = np.asarray(keys)
         if keys.size == 0:
             return
-        uniq, codes = np.unique(keys, return_inverse=True)
-        codes = codes.ravel()
+        if keys.dtype.kind in "iu" and keys[-1] - keys[0] == np.count_nonzero(np.diff(keys)) and \
+                np.all(keys[1:] >= keys[:-1]):  # running codes of a sorted stream: no sort needed
+            codes = (keys - keys[0]).astype(np.intp)
+            uniq = np.arange(keys[0], keys[-1] + 1)
+        else:
+            uniq, codes = np.unique(keys, return_inverse=True)
+            codes = codes.ravel()
         blocks = self.table.block_of(scores)
         U = self._cluster_sums(codes, uniq.size, blocks, np.asarray(group, dtype=np.intp),
                                np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64))
