@@ -208,7 +208,9 @@ def audit_model(model, features: list[str], clicks: pd.DataFrame, truth: pd.Data
         try:
             if source == HELDOUT_CLICKS:
                 aggregates = data.assign(score=model.decision_function(data[features].to_numpy(float)))
-                report = audit_aggregates(aggregates[["group", "score", "n_pos", "n_neg"]], cutoffs)
+                # one row per item with its clicks and skips: the item is the cluster (population estimand)
+                report = audit_aggregates(aggregates[["item_id", "group", "score", "n_pos", "n_neg"]], cutoffs,
+                                          cluster_cols=["item_id"], estimand="item_clustered")
             else:
                 report = compare_groups(model.decision_function(data[features].to_numpy(float)),
                                         data["relevance"].to_numpy(), data["group"].to_numpy(object), cutoffs)
