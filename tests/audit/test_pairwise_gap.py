@@ -34,3 +34,13 @@ def test_se_matches_the_monte_carlo_spread():
         res = [fn(*d).iloc[0] for d in draws]
         sd = np.std([r.gap for r in res], ddof=1)
         assert np.mean([r.se for r in res]) == pytest.approx(sd, rel=0.15)
+
+
+def test_gap_tables_carry_verdicts():
+    s, y, g, q = _draw(np.random.default_rng(0))
+    for table in (cross_group_gaps(s, y, g, q), marginal_gaps(s, y, g, q, margins={"pairwise_accuracy": 0.5})):
+        row = table.iloc[0]
+        assert row["effect"] == row["gap"] and row["effect_ci_low"] == pytest.approx(row["ci_low"])
+        assert row["verdict"] in ("gap larger than δ (significant)", "gap significant but within ±δ",
+                                  "equivalent within ±δ (TOST, 95%)", "inconclusive")
+    assert table.iloc[0]["margin"] == 0.5 and table.iloc[0]["verdict"] != "gap larger than δ (significant)"

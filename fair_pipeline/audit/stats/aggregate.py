@@ -14,6 +14,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, group_tables
+from fair_pipeline.audit.stats.equivalence import resolve_margins
 from fair_pipeline.audit.stats.grid_audit import GridAudit, sweep_alphas
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, aggregates_to_grid
@@ -44,7 +45,7 @@ class StreamingAudit:
     """
 
     def __init__(self, groups, n_pos, n_neg, cutoffs=DEFAULT_CUTOFFS, *,
-                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95):
+                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None):
         self.cutoffs = as_cutoffs(cutoffs)
         self.groups = np.asarray(groups, dtype=object)
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
@@ -54,6 +55,7 @@ class StreamingAudit:
                 f"labels contain a single class: {int(self.n_pos.sum())} positives and "
                 f"{int(self.n_neg.sum())} negatives")
         self.min_count, self.confidence = min_count, confidence
+        self.margins = resolve_margins(margins)  # practical margins δ behind each comparison's verdict
         self.alphas = sweep_alphas(self.cutoffs, curves=True)
         self.with_xauc = self.groups.size > 1
         self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc)
@@ -73,28 +75,29 @@ class StreamingAudit:
         res = self.audit.result()
         res.update(alphas=self.alphas, groups=self.groups,
                    n_pos_group=self.n_pos, n_neg_group=self.n_neg)
-        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence)
-        x = xauc_tables(res, self.min_count, self.confidence) if self.with_xauc else None
+        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence, self.margins)
+        x = xauc_tables(res, self.min_count, self.confidence, self.margins) if self.with_xauc else None
         return AuditReport(groups, pairs, overall, x)
 
 
 def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, min_count: int = DEFAULT_MIN_COUNT,
-               confidence: float = 0.95) -> AuditReport:
+               confidence: float = 0.95, margins=None) -> AuditReport:
     stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
-                            min_count=min_count, confidence=confidence)
+                            min_count=min_count, confidence=confidence, margins=margins)
     stream.update(grid.scores, grid.pos, grid.neg)
     return stream.report()
 
 
 def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | None = "group",
-                     min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> AuditReport:
+                     min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None) -> AuditReport:
     """Per-group truncated AUCs, group comparisons and xAUC from an aggregate table.
 
     ``aggregates``: DataFrame with ``score``, ``n_pos``, ``n_neg`` and (unless ``group_col`` is
-    None) a group column; rows may repeat a (group, score) pair and need not be sorted.
+    None) a group column; rows may repeat a (group, score) pair and need not be sorted. ``margins``: practical
+    margins δ per metric ({metric: δ}, defaults `audit.stats.equivalence.DEFAULT_MARGINS`).
     """
     df = pd.DataFrame(aggregates)
     if group_col is not None and group_col not in df.columns:
         raise AuditInputError(f"aggregates lack the group column {group_col!r}; have {list(df.columns)}")
     grid = aggregates_to_grid(df, group_col)
-    return audit_grid(grid, cutoffs, min_count=min_count, confidence=confidence)
+    return audit_grid(grid, cutoffs, min_count=min_count, confidence=confidence, margins=margins)
