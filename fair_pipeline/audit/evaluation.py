@@ -98,9 +98,10 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
 
 
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
-                 confidence: float) -> OutputAudit:
+                 confidence: float, margins: dict | None = None) -> OutputAudit:
     aggregates = rescored_aggregates(output, data)
-    report = audit_aggregates(aggregates, cutoffs, group_col="group", min_count=min_count, confidence=confidence)
+    report = audit_aggregates(aggregates, cutoffs, group_col="group", min_count=min_count, confidence=confidence,
+                              margins=margins)
     groups = report.groups["group"].drop_duplicates().tolist()
     pairwise, note, used = pairwise_for(output, data, groups, confidence)
     return OutputAudit(output, output.held_out(window_start), aggregates, report,

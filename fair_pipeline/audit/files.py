@@ -24,6 +24,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
@@ -173,12 +174,13 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
                cutoffs=DEFAULT_CUTOFFS, *, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-               memory_limit: str = "2GB", threads: int | None = None,
+               margins: dict | None = None, memory_limit: str = "2GB", threads: int | None = None,
                batch_rows: int = BATCH_ROWS) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
     ``label`` must be 0/1 (1 = positive); scores must be finite; group and query must not be NULL.
-    Every violation is reported with its column, group and count before anything is estimated.
+    Every violation is reported with its column, group and count before anything is estimated. ``margins``:
+    practical margins δ per metric behind each comparison's verdict (`audit.stats.equivalence.DEFAULT_MARGINS`).
     """
     path = str(path)
     alphas = as_cutoffs(cutoffs)
@@ -190,7 +192,7 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             totals = _group_totals(con, src, params, path, cols)
             groups = totals["g"].tolist()
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
-                                    min_count=min_count, confidence=confidence)
+                                    min_count=min_count, confidence=confidence, margins=margins)
             _stream_grid(con, src, params, groups, stream, batch_rows)
             report = stream.report()
             pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence) if query else None
@@ -207,6 +209,9 @@ def _fmt(df: pd.DataFrame, columns: list) -> str:
     return df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a")
 
 
+VERDICT_COLUMNS = ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
+
+
 def format_audit(result: FileAudit) -> str:
     """Readable tables: per group, group differences, xAUC, pairwise accuracies."""
     r = result.report
@@ -221,7 +226,9 @@ def format_audit(result: FileAudit) -> str:
     if len(r.pairs):
         lines += ["", "Group differences (I_a - I_b, independent samples):",
                   _fmt(r.pairs, ["group_a", "group_b", "cutoff", "diff", "se", "ci_low", "ci_high",
-                                 "z", "p_value", "p_holm", "estimable"])]
+                                 "z", "p_value", "p_holm", "estimable"]),
+                  "", "Effect sizes (I_a - I_b)/cutoff against the margin δ (verdict; TOST = two one-sided tests):",
+                  _fmt(r.pairs, ["group_a", "group_b", "cutoff"] + VERDICT_COLUMNS)]
     if r.xauc is not None:
         x = r.xauc
         lines += ["", "xAUC(a, b) = P(score of a positive of a > score of a negative of b):",
@@ -230,10 +237,12 @@ def format_audit(result: FileAudit) -> str:
                   "", "Delta xAUC = xAUC(a, b) - xAUC(b, a):",
                   _fmt(x.deltas, ["group_a", "group_b", "delta", "se", "ci_low", "ci_high", "p_value",
                                   "p_holm", "estimable"]),
+                  _fmt(x.deltas, ["group_a", "group_b"] + VERDICT_COLUMNS),
                   "", "Balanced xAUC: xAUC0(g) = P(R_1 > R_0^g), xAUC1(g) = P(R_1^g > R_0):",
                   _fmt(x.balanced, ["group", "xauc0", "se0", "n_neg", "xauc1", "se1", "n_pos"]),
                   _fmt(x.balanced_deltas, ["kind", "group_a", "group_b", "delta", "se", "p_value",
-                                           "p_holm", "estimable"])]
+                                           "p_holm", "estimable"]),
+                  _fmt(x.balanced_deltas, ["kind", "group_a", "group_b"] + VERDICT_COLUMNS)]
     if result.pairwise is not None:
         p = result.pairwise
         lines += ["", "Within-query pairwise accuracy A_{better>worse} (Narasimhan et al.):",
@@ -255,6 +264,16 @@ def _cutoff_list(text: str) -> list:
         raise argparse.ArgumentTypeError(f"--cutoffs must be comma-separated numbers, got {text!r}") from exc
 
 
+def _margin(text: str) -> tuple[str, float]:
+    metric, sep, value = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return metric.strip(), float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--margin must be METRIC=VALUE (e.g. xauc=0.03), got {text!r}") from exc
+
+
 def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Arguments of ``fair-pipeline audit FILE --score COL --label COL --group COL [...]``."""
     parser.add_argument("file", help="Parquet or CSV file (a glob of Parquet files also works)")
@@ -267,6 +286,11 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
                         help="positives and negatives a group needs to be estimated")
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
+                        help="practical margin δ of a metric, repeatable (defaults: "
+                        + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_MARGINS.items())
+                        + "); each gap is larger than δ, significant but within ±δ, equivalent (TOST), "
+                        "inconclusive or not estimable")
     parser.add_argument("--memory-limit", default="2GB", help="DuckDB memory limit (spills beyond)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--curves", action="store_true", help="include ROC/xROC curves in the JSON")
@@ -277,7 +301,7 @@ def run_audit(args: argparse.Namespace) -> int:
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
                             min_count=args.min_count, confidence=args.confidence,
-                            memory_limit=args.memory_limit)
+                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit)
     except (AuditInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
