@@ -151,11 +151,18 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
     findings = findings_json(report)["findings"]
     by_text = {f["text"]: f["status"] for f in findings}
-    # Without FPR bounds or logged differences the comparison still names both groups, the CI, p and n.
+    # Without FPR bounds, logged differences or verdicts (a table logged by an older audit) the comparison still
+    # names both groups, the CI, p and n, and gets its verdict from the difference and p with the default δ = 0.02:
+    # |-0.019| <= 0.02 with p = 0.002 is significant but within ±δ (SE from p: 0.019 / 3.09; TOST p = 0.435).
     assert by_text["model m1, partial AUC: group 1 = 0.062 [0.055, 0.069] vs group 0 = 0.081 [0.075, 0.087], "
-                   "difference -0.019 [CI n/a], p = 0.002 (n_pos = 380 / 400, n_neg = 620 / 600)"] == "significant"
+                   "difference -0.019 [CI n/a], p = 0.002, δ = 0.02, TOST p = 0.435 (n_pos = 380 / 400, n_neg = 620 / 600): "
+                   "gap significant but within ±δ"] == "within ±δ"
     assert by_text["model m1, partial AUC: group 2 vs group 0 not estimable (n_pos = 2 / 400, n_neg = 3 / 600)"] == "not estimable"
-    assert sum(s == "not significant" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
+    # ΔxAUC = 0.03 with p = 0.31 (SE 0.0296): neither significant nor provably within ±0.02
+    assert sum(s == "inconclusive" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
+    assert findings_json(report)["verdict_counts"] == {
+        "gap larger than δ (significant)": 0, "gap significant but within ±δ": 1, "equivalent within ±δ (TOST, 95%)": 0,
+        "inconclusive": 1, "not estimable": 1}
     assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 positions; max |ŵ − w| = 0.0100")
                for t in by_text)
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
@@ -227,25 +234,32 @@ def test_partial_auc_and_xauc_findings_name_model_cutoff_ci_and_p():
     comparisons = group_comparisons(tables["partial_auc"])
     findings = pauc_findings(comparisons)
     detailed = {f.text: f.status for f in findings if not f.headline}
+    # -0.100 with SE 0.029 (from the CI): significant and beyond δ = 0.02; TOST p = Φ((-0.100 + 0.02) / 0.029) ≈ 1
     assert detailed["model prod, I(0.1): group b = 0.400 [0.360, 0.440] vs group a = 0.500 [0.460, 0.540], difference "
-                    "-0.100 [-0.157, -0.043], p = 0.001 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "significant"
+                    "-0.100 [-0.157, -0.043], p = 0.001, δ = 0.02, TOST p = 0.997 (n_pos = 200 / 300, n_neg = 800 / 700): "
+                    "gap larger than δ (significant)"] == "gap larger than δ"
+    # -0.010 [-0.038, +0.018]: SE 0.0143, TOST p = Φ((-0.010 - 0.02)/0.0143 ...) = max(0.242, 0.018) = 0.242: inconclusive
     assert detailed["model prod, I(1): group b = 0.840 [0.820, 0.860] vs group a = 0.850 [0.830, 0.870], difference "
-                    "-0.010 [-0.038, +0.018], p = 0.400 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "not significant"
+                    "-0.010 [-0.038, +0.018], p = 0.400, δ = 0.02, TOST p = 0.242 (n_pos = 200 / 300, n_neg = 800 / 700): "
+                    "inconclusive"] == "inconclusive"
     # Headlines: one per verdict, the two models (same verdicts at the same cutoffs) folded together.
     headlines = [f for f in findings if f.headline]
-    assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("significant", "2 models (prod, eo)"),
-                                                                     ("not significant", "2 models (prod, eo)")]
-    assert "partial AUC of group b significantly below group a at I(0.1) (largest p = 0.001)" in headlines[0].text
-    assert "no significant partial-AUC difference between group b and group a at I(1) (smallest p = 0.400)" in headlines[1].text
+    assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("gap larger than δ", "2 models (prod, eo)"),
+                                                                     ("inconclusive", "2 models (prod, eo)")]
+    assert "partial AUC of group b below group a by more than δ = 0.02 at I(0.1) (largest p = 0.001)" in headlines[0].text
+    assert ("partial AUC of group b vs group a inconclusive at I(1): the data cannot tell a gap larger than 0.02 from none "
+            "(smallest p = 0.400)") in headlines[1].text
     table = pauc_table(tables["partial_auc"], comparisons).set_index(["model", "FPR cutoff"])
     assert table.loc[("prod", "I(0.1)"), "b − a [95% CI]"] == "-0.100 [-0.157, -0.043]"
     assert table.loc[("eo", "I(1)"), "p (b vs a)"] == "0.400" and table.loc[("eo", "I(1)"), "group a"] == "0.850 [0.830, 0.870]"
+    assert table.loc[("prod", "I(0.1)"), "verdict (b vs a)"] == "gap larger than δ (significant)"
+    assert table.loc[("prod", "I(1)"), "δ (b vs a)"] == "0.02"
 
     x = xauc_findings(xauc_pairs(tables["xauc"]))
     by_status = {f.status: f.text for f in x if f.headline}
-    assert by_status["significant"].startswith("model prod: cross-group ranking significantly unbalanced against group b")
-    assert "ΔxAUC = +0.250 [+0.220, +0.280], p < 0.001" in by_status["significant"]
-    assert by_status["not significant"].startswith("model eo: no significant xAUC imbalance between groups a and b; p = 0.600")
+    assert by_status["gap larger than δ"].startswith("model prod: cross-group ranking unbalanced against group b by more than δ = 0.02")
+    assert "ΔxAUC = +0.250 [+0.220, +0.280], p < 0.001, δ = 0.02" in by_status["gap larger than δ"]
+    assert by_status["inconclusive"].startswith("model eo: xAUC balance between groups a and b inconclusive")
 
 
 def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(tmp_path):
@@ -264,3 +278,69 @@ def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(t
     moved.loc[(moved["model"] == "eo") & (moved["fpr_high"] == 1.0) & (moved["group"] == "b"), "estimate"] = 0.83
     (finding,) = transform_findings(moved, tables["xauc"], "prod", ["eo"])
     assert finding.text.startswith("eo vs prod: within-group AUCs changed by up to 0.01 ")
+
+
+def _small_gaps_tables() -> dict[str, pd.DataFrame]:
+    """Issue 13's situation: with ~1M rows every gap is significant. One model has a partial-AUC gap of -0.08
+    (beyond δ = 0.02); every other gap is tiny: ΔxAUC = +0.004 [+0.003, +0.005] (p < 0.001), partial-AUC gaps of
+    0.003 at two cutoffs (one significant, one not and inside ±δ), as the audit logs them (verdict columns)."""
+    from fair_pipeline.audit.stats.equivalence import classify_gaps
+
+    diff, lo, hi = np.array([-0.08, 0.003, 0.003]), np.array([-0.082, 0.002, -0.001]), np.array([-0.078, 0.004, 0.007])
+    p = np.array([1e-12, 1e-9, 0.14])
+    verdict, p_tost = classify_gaps(diff, (hi - lo) / 3.92, 0.02)
+    pauc = pd.DataFrame({
+        "model": ["big"] * 2 + ["tiny"] * 4, "group": ["a", "b"] + ["a", "b"] * 2, "fpr_low": 0.0,
+        "fpr_high": [0.1, 0.1, 0.1, 0.1, 1.0, 1.0], "estimate": [0.5, 0.42, 0.5, 0.503, 0.8, 0.803],
+        "ci_low": [0.499, 0.419, 0.499, 0.502, 0.799, 0.80], "ci_high": [0.501, 0.421, 0.501, 0.504, 0.801, 0.806],
+        "n_pos": [250000, 250000] * 3, "n_neg": [250000, 250000] * 3, "p_value": [np.nan, p[0], np.nan, p[1], np.nan, p[2]],
+        "reference": "a", "diff": [np.nan, diff[0], np.nan, diff[1], np.nan, diff[2]],
+        "diff_ci_low": [np.nan, lo[0], np.nan, lo[1], np.nan, lo[2]], "diff_ci_high": [np.nan, hi[0], np.nan, hi[1], np.nan, hi[2]],
+        "margin": [np.nan, 0.02] * 3, "p_tost": [np.nan, p_tost[0], np.nan, p_tost[1], np.nan, p_tost[2]],
+        "verdict": [None, verdict[0], None, verdict[1], None, verdict[2]]})
+    xauc = pd.DataFrame({
+        "model": ["tiny", "tiny"], "direction": ["a>b", "b>a"], "estimate": [0.802, 0.798], "ci_low": [0.8015, 0.7975],
+        "ci_high": [0.8025, 0.7985], "n_pos": [250000, 250000], "n_neg": [250000, 250000], "p_value": [1e-14, 1e-14],
+        "delta": [0.004, -0.004], "delta_ci_low": [0.003, -0.005], "delta_ci_high": [0.005, -0.003], "margin": 0.02,
+        "p_tost": [0.0, 0.0], "verdict": "gap significant but within ±δ"})
+    return {"partial_auc": pauc, "xauc": xauc}
+
+
+def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_ones_within(tmp_path):
+    from fair_pipeline.reporting import SectionSpec, StageMissing
+    from fair_pipeline.reporting.audit_sections import roc_audit, xauc_audit
+
+    tables = _small_gaps_tables()
+
+    class Inputs:
+        sources: dict = {}
+
+        def stage_table(self, name, stage, required):
+            if name not in tables:
+                raise StageMissing(f"no {name}")
+            return tables[name]
+
+    specs = [SectionSpec("roc", "ROC curves and partial AUC by group", "audit", roc_audit),
+             SectionSpec("xauc", "xROC / xAUC", "audit", xauc_audit)]
+    report = build_report(Inputs(), specs)
+    assert not report.missing
+    lines = summary_lines(report)
+    text = "\n".join(lines)
+    # 1. the one gap larger than δ leads the summary
+    assert lines[0] == "**Group gaps larger than δ (significant and beyond the practical margin)**"
+    assert lines[2].startswith("- ROC curves and partial AUC by group: model big: partial AUC of group b below group a by "
+                               "more than δ = 0.02 at I(0.1)")
+    # 2. then the counts per verdict
+    assert lines[4].startswith("**4 comparisons: 1 gap larger than δ, 2 significant but within ±δ, 1 equivalent within "
+                               "±δ, 0 inconclusive, 0 not estimable**")
+    # 3. the tiny significant gaps are "within ±δ", never presented as significant findings
+    assert "Significant at the 5% level" not in text and "significantly" not in text
+    within = text[text.index("**Significant but within ±δ"):]
+    assert "model tiny: ΔxAUC between groups a and b significant but within ±0.02" in within
+    assert "model tiny: partial AUC of group b vs group a: significant but within ±0.02 at I(0.1)" in within
+    assert text.index("by more than δ") < text.index("comparisons:") < text.index("significant but within ±0.02")
+    counts = findings_json(report)["verdict_counts"]
+    assert counts["gap larger than δ (significant)"] == 1 and counts["gap significant but within ±δ"] == 2
+    assert sum(counts.values()) == 4
+    # the not-significant 0.003 [-0.001, +0.007] at I(1): 90% CI inside ±0.02, so equivalent (TOST)
+    assert counts["equivalent within ±δ (TOST, 95%)"] == 1
