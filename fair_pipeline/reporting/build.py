@@ -141,8 +141,26 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
 
 
+_COUNT_COLUMN = re.compile(r"^(n|n_\w+|\w*_count|count\w*|rank|rows|\w+_rows|pairs|queries|impressions.*|partitions|"
+                           r"positions compared|CI covers truth|groups)$", re.IGNORECASE)
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as rendered: count columns (n, n_pos, rows, pairs, ...) whose values are whole numbers shown as
+    integers with thousands separators ('25,000', never '25000.0' after a float round trip), NaN as 'n/a'."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if not (_COUNT_COLUMN.match(str(column)) and pd.api.types.is_float_dtype(values)):
+            continue
+        finite = values.dropna()
+        if len(finite) and (finite == finite.round()).all():
+            out[column] = values.map(lambda v: "n/a" if pd.isna(v) else f"{int(v):,}")
+    return out
+
+
 def _table_html(table: Table) -> str:
-    body = table.frame.to_html(index=False, escape=True, na_rep="n/a", border=0, classes="data")
+    body = display_frame(table.frame).to_html(index=False, escape=True, na_rep="n/a", border=0, classes="data")
     caption = f"<p class='caption'>{_inline(table.caption)}</p>" if table.caption else ""
     return caption + body
 
@@ -223,7 +241,7 @@ def render_markdown(report: Report, figure_dir: str = "figures") -> str:
             if isinstance(block, Text):
                 lines += [block.markdown, ""]
             elif isinstance(block, Table):
-                lines += [f"**{block.caption}**", "", block.frame.to_markdown(index=False), ""]
+                lines += [f"**{block.caption}**", "", display_frame(block.frame).to_markdown(index=False), ""]
             else:
                 lines += [f"![{block.caption}]({figure_dir}/{block.name}.png)", ""]
     return "\n".join(lines)

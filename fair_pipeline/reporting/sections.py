@@ -347,8 +347,11 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
 
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:
     cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stage_table("lambda_frontier", "training", cols).sort_values("lambda")
+    frame = inputs.stage_table("lambda_frontier", "training", cols)
+    # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
+    frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
     table = frame[["lambda"]].copy()
+    table["lambda"] = frame["lambda"].map(lambda v: "n/a" if pd.isna(v) else f"{v:g}")
     table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
     table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
     if "unfairness_p_value" in frame.columns:

@@ -344,3 +344,32 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
     assert sum(counts.values()) == 4
     # the not-significant 0.003 [-0.001, +0.007] at I(1): 90% CI inside ±0.02, so equivalent (TOST)
     assert counts["equivalent within ±δ (TOST, 95%)"] == 1
+
+
+def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
+    from fair_pipeline.reporting.build import display_frame
+    from fair_pipeline.reporting.formatting import model_order
+    from fair_pipeline.reporting.sections import lambda_frontier
+
+    names = ["production", "eo_weighted", "ranker_2026-01-07_auc_lam_0.1", "ranker_2026-01-07_auc_lam_10",
+             "ranker_2026-01-07_auc_lam_2", "eo_unweighted", "ranker_2026-01-07_auc_lam_1"]
+    assert model_order(names) == ["production", "eo_weighted", "eo_unweighted", "ranker_2026-01-07_auc_lam_0.1",
+                                  "ranker_2026-01-07_auc_lam_1", "ranker_2026-01-07_auc_lam_2", "ranker_2026-01-07_auc_lam_10"]
+    frontier = pd.DataFrame({"lambda": ["10", "2", "0.1"], "utility": [0.7, 0.75, 0.8], "utility_ci_low": [0.68, 0.73, 0.78],
+                             "utility_ci_high": [0.72, 0.77, 0.82], "unfairness": [0.01, 0.03, 0.1],
+                             "unfairness_ci_low": [0.0, 0.02, 0.08], "unfairness_ci_high": [0.03, 0.04, 0.12]})
+
+    class Inputs:
+        sources: dict = {}
+
+        def stage_table(self, name, stage, required):
+            return frontier
+
+    content = lambda_frontier(Inputs())
+    table = next(b for b in content.blocks if hasattr(b, "frame")).frame
+    assert table["lambda"].tolist() == ["0.1", "2", "10"]
+    assert content.findings[0].text.startswith("λ = 0.1 → 10:")
+    shown = display_frame(pd.DataFrame({"model": ["m"] * 2, "n_pos": [25000.0, np.nan], "n_neg": [3.0, 4.0],
+                                        "estimate": [1.0, 2.0]}))
+    assert shown["n_pos"].tolist() == ["25,000", "n/a"] and shown["n_neg"].tolist() == ["3", "4"]
+    assert shown["estimate"].tolist() == [1.0, 2.0]  # not a count: left alone
