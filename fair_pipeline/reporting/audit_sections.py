@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.stats.equivalence import EQUIVALENT, INCONCLUSIVE, LARGER, NOT_ESTIMABLE, WITHIN, verdict_kind
+from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, NOT_ESTIMABLE, WITHIN, verdict_kind
 from fair_pipeline.reporting import figures
 from fair_pipeline.reporting.formatting import (
     ci_text,

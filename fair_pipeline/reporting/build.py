@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fair_pipeline.audit.stats.equivalence import LARGER, counts_sentence, verdict_counts
+from fair_pipeline.audit.stats.equivalence import counts_sentence, verdict_counts
 from fair_pipeline.reporting.model import (
     ALPHA,
     Figure,
