@@ -11,9 +11,12 @@ The table contracts (name: required columns; optional columns in brackets) are:
     eo_evaluation_summary: method, exposure_over_merit_ratio, exposure_over_merit_ratio_se  (optional companion)
     roc_curves:          model, group, fpr, tpr, tpr_ci_low, tpr_ci_high
     partial_auc:         model, group, estimate, ci_low, ci_high, n_pos, n_neg, p_value [fpr_low, fpr_high,
-                         reference, diff, diff_ci_low, diff_ci_high, p_holm, training_window]
+                         reference, diff, diff_ci_low, diff_ci_high, p_holm, margin, p_tost, verdict, training_window]
     xauc:                model, direction ("a>b"), estimate, ci_low, ci_high, n_pos, n_neg, p_value
-                         [delta, delta_ci_low, delta_ci_high]
+                         [delta, delta_ci_low, delta_ci_high, p_holm, margin, p_tost, verdict]
+
+(`verdict`: a gap against its practical margin δ, `audit.stats.equivalence.VERDICTS`; a table without it gets
+its verdict from diff / delta, their CI and p with the default δ.)
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
     pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
