@@ -238,7 +238,7 @@ def test_partial_auc_and_xauc_findings_name_model_cutoff_ci_and_p():
     assert detailed["model prod, I(0.1): group b = 0.400 [0.360, 0.440] vs group a = 0.500 [0.460, 0.540], difference "
                     "-0.100 [-0.157, -0.043], p = 0.001, δ = 0.02, TOST p = 0.997 (n_pos = 200 / 300, n_neg = 800 / 700): "
                     "gap larger than δ (significant)"] == "gap larger than δ"
-    # -0.010 [-0.038, +0.018]: SE 0.0143, TOST p = Φ((-0.010 - 0.02)/0.0143 ...) = max(0.242, 0.018) = 0.242: inconclusive
+    # -0.010 [-0.038, +0.018]: SE 0.0143, TOST p = max(1 - Φ((-0.010 + 0.02)/0.0143), Φ((-0.010 - 0.02)/0.0143)) = max(0.242, 0.018): inconclusive
     assert detailed["model prod, I(1): group b = 0.840 [0.820, 0.860] vs group a = 0.850 [0.830, 0.870], difference "
                     "-0.010 [-0.038, +0.018], p = 0.400, δ = 0.02, TOST p = 0.242 (n_pos = 200 / 300, n_neg = 800 / 700): "
                     "inconclusive"] == "inconclusive"
