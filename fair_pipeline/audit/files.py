@@ -146,7 +146,7 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
-                     confidence: float) -> PairwiseResult:
+                     confidence: float, margins=None) -> PairwiseResult:
     """GROUP BY query, group, score; whole queries at a time into the pairwise accumulator."""
     rel = con.sql(
         "SELECT q, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
@@ -169,7 +169,7 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
     if carry is not None and len(carry):
         feed(carry)
     matrix, marginals, parity, overall = acc.tables(confidence)
-    return PairwiseResult(matrix, marginals, parity, overall, None)
+    return PairwiseResult(matrix, marginals, parity, overall, None, acc.gaps(confidence, margins))
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
@@ -195,7 +195,7 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
                                     min_count=min_count, confidence=confidence, margins=margins)
             _stream_grid(con, src, params, groups, stream, batch_rows)
             report = stream.report()
-            pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence) if query else None
+            pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence, margins) if query else None
         finally:
             con.close()
     return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
@@ -250,6 +250,9 @@ def format_audit(result: FileAudit) -> str:
                                   "n_pairs", "n_queries", "estimable"]),
                   _fmt(p.marginals, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
                   _fmt(p.overall, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
+                  "", "Cross-group gaps A_{a>b} - A_{b>a} (query-clustered SE) against the margin δ:",
+                  _fmt(p.gaps, ["group_a", "group_b", "gap", "se", "p_value", "p_holm"] + VERDICT_COLUMNS)
+                  if p.gaps is not None and len(p.gaps) else "(one group: no gaps)",
                   "", "Pairwise statistical parity P(score_i > score_j), same query, labels ignored:",
                   _fmt(p.parity, ["group_i", "group_j", "p_i_above_j", "se", "n_pairs", "n_queries"])]
     return "\n".join(lines)

@@ -56,7 +56,13 @@ def pairwise_rows(a: OutputAudit) -> pd.DataFrame:
         group_b=np.where(p.marginals["role"] == "worse", p.marginals["group"], None))
     parity = p.parity.rename(columns={"group_i": "group_a", "group_j": "group_b", "p_i_above_j": "accuracy"})
     parity["metric"] = "parity P(s_a > s_b)"
-    return pd.concat([matrix, marginals, p.overall, parity], ignore_index=True)
+    frames = [matrix, marginals, p.overall, parity]
+    if p.gaps is not None and len(p.gaps):
+        gaps = p.gaps.rename(columns={"gap": "accuracy"}).assign(n_pairs=p.gaps["n_pairs_ab"] + p.gaps["n_pairs_ba"])
+        gaps["metric"] = "A_{" + gaps["group_a"].astype(str) + ">" + gaps["group_b"].astype(str) + "} - A_{" \
+            + gaps["group_b"].astype(str) + ">" + gaps["group_a"].astype(str) + "}"
+        frames.append(gaps)
+    return pd.concat(frames, ignore_index=True)
 
 
 # ----------------------------------------------------------------------------- report-contract artifacts
@@ -67,14 +73,14 @@ def _verdict(row) -> tuple:
 
 def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
     """The tables the fairness report reads from MLflow (partial_auc, roc_curves, xauc, xroc_curves,
-    pairwise_accuracy; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
+    pairwise_accuracy, pairwise_gaps; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
     says what it was trained on: `training_window`, `held_out`). Not-estimable
     figures are NaN; partial AUCs are normalized (I(a)/a) and their p-value tests the difference from the
     `reference` (first) group (`diff` = group − reference, normalized, with its 95% CI and Holm p); xAUC rows carry
     `delta` = xAUC(a, b) − xAUC(b, a) with its 95% CI, which their p-value tests. Every comparison also carries
     the practical margin δ (`margin`), the TOST p-value (`p_tost`) and the verdict (`audit.stats.equivalence`);
     the sign of a difference does not change them."""
-    pauc, roc, xauc, xroc, pairwise = [], [], [], [], []
+    pauc, roc, xauc, xroc, pairwise, gaps = [], [], [], [], [], []
     for a in audits:
         model = a.output.name
         g = a.report.groups
@@ -122,12 +128,20 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
             pairwise.append(pd.DataFrame({"model": model, "group_a": m["group_better"], "group_b": m["group_worse"],
                                           "estimate": m["accuracy"], "ci_low": m["ci_low"], "ci_high": m["ci_high"],
                                           "n_pairs": m["n_pairs"], "n_queries": m["n_queries"]}))
+            g = a.pairwise.gaps
+            if g is not None and len(g):
+                gaps.append(pd.DataFrame({
+                    "model": model, "group_a": g["group_a"], "group_b": g["group_b"], "estimate": g["gap"],
+                    "ci_low": g["ci_low"], "ci_high": g["ci_high"], "p_value": g["p_value"],
+                    "p_holm": g["p_holm"] if "p_holm" in g else np.nan, "margin": g["margin"], "p_tost": g["p_tost"],
+                    "verdict": g["verdict"].where(g["estimable"], "not estimable"), "n_pairs_ab": g["n_pairs_ab"],
+                    "n_pairs_ba": g["n_pairs_ba"], "n_queries": g["n_queries"]}))
 
     def cat(frames):
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     return {"partial_auc": cat(pauc), "roc_curves": cat(roc), "xauc": cat(xauc), "xroc_curves": cat(xroc),
-            "pairwise_accuracy": cat(pairwise)}
+            "pairwise_accuracy": cat(pairwise), "pairwise_gaps": cat(gaps)}
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -193,10 +207,16 @@ def pairwise_markdown(a: OutputAudit) -> str:
     rows = [f"| {r.group_better} | {r.group_worse} | {_ci(r.accuracy, r.ci_low, r.ci_high)} | {r.n_pairs:.0f} | {r.n_queries} |"
             for r in a.pairwise.matrix.itertuples()]
     o = a.pairwise.overall.iloc[0]
-    return "\n".join([f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}:", "",
-                      "| better item's group | worse item's group | accuracy [95% CI] | pairs | queries |",
-                      "|---|---|---|---|---|", *rows,
-                      f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {o.n_queries} |"])
+    lines = [f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}:", "",
+             "| better item's group | worse item's group | accuracy [95% CI] | pairs | queries |",
+             "|---|---|---|---|---|", *rows,
+             f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {o.n_queries} |"]
+    g = a.pairwise.gaps
+    if g is not None and len(g):
+        lines += ["", "| a | b | A_(a>b) - A_(b>a) [95% CI] | p | δ | TOST p | verdict |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r.group_a} | {r.group_b} | {_ci(r.gap, r.ci_low, r.ci_high)} | {_p(r.p_value)} | "
+                  + " | ".join(_verdict_cells(r)) + " |" for r in g.itertuples()]
+    return "\n".join(lines)
 
 
 def transform_markdown(audits: list[OutputAudit]) -> str | None:

@@ -10,6 +10,7 @@ re-auditing the same window replaces exactly its rows, in one transaction across
   marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps,
                                  each with effect, CI, margin δ, p_tost, verdict
   marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (matrix, marginals, overall, parity)
+                                 and cross-group gaps A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
   marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
 """
 from __future__ import annotations
@@ -52,7 +53,8 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D), ("p_holm", D), ("estimable", B)] + EQUIVALENCE,
     "fairness_audit_pairwise": KEY + OUT + [
         ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
-        ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B)],
+        ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B), ("p_value", D), ("p_holm", D)]
+        + EQUIVALENCE,
     "fairness_audit_curves": KEY + OUT + [
         ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
         ("tpr_ci_high", D)],

@@ -19,6 +19,8 @@ The table contracts (name: required columns; optional columns in brackets) are:
 its verdict from diff / delta, their CI and p with the default δ.)
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
     pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
+    pairwise_gaps:       model, group_a, group_b, estimate (A(a>b) − A(b>a)), ci_low, ci_high, p_value
+                         [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; tpr[g], tnr[g], error_part,

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from fair_pipeline import runner
-from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
+from fair_pipeline.audit import VERDICTS, compare_groups, pairwise_accuracies, xauc
 from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY, HELD_OUT_CHECK, SIMULATION_BANNER, fairness_audit
 from fair_pipeline.eo.store import write_transforms
 from fair_pipeline.eo.transform import WeightedCDFTransformer
@@ -379,6 +379,13 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
     assert ref["verdict"] is None or pd.isna(ref["verdict"])
     xauc = tracking.run.tables["xauc"].set_index("direction")
     assert xauc.at["0>1", "verdict"] == xauc.at["1>0", "verdict"] == audits[0].report.xauc.deltas["verdict"].iloc[0]
+    # the cross-group pairwise gap A(0>1) - A(1>0) with its clustered SE and verdict, in MLflow and in the warehouse rows
+    gaps = tracking.run.tables["pairwise_gaps"].iloc[0]
+    matrix = audits[0].pairwise.matrix.set_index(["group_better", "group_worse"])["accuracy"]
+    assert gaps["estimate"] == pytest.approx(matrix[("0", "1")] - matrix[("1", "0")], abs=1e-12)
+    assert gaps["ci_low"] < gaps["estimate"] < gaps["ci_high"] and gaps["verdict"] in VERDICTS and gaps["margin"] == 0.02
+    stored = tracking.run.tables["fairness_audit_pairwise"]
+    assert stored.loc[stored["metric"] == "A_{0>1} - A_{1>0}", "verdict"].tolist() == [gaps["verdict"]]
     assert xauc.at["0>1", "delta"] == pytest.approx(xauc.at["0>1", "estimate"] - xauc.at["1>0", "estimate"], abs=1e-12)
     assert xauc.at["1>0", "delta"] == -xauc.at["0>1", "delta"] and xauc.at["1>0", "delta_ci_high"] == -xauc.at["0>1", "delta_ci_low"]
     assert xauc.at["0>1", "delta_ci_low"] < xauc.at["0>1", "delta"] < xauc.at["0>1", "delta_ci_high"]

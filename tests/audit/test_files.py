@@ -144,5 +144,6 @@ def test_cli_margin_option_sets_the_delta_of_each_verdict(files, capsys):
     with pytest.raises(SystemExit):
         main_audit([str(files["csv"]), "--score", SCORE, "--label", LABEL, "--margin", "xauc"])
     assert "--margin must be METRIC=VALUE" in capsys.readouterr().err
-    text = format_audit(audit_file(files["parquet"], SCORE, LABEL, GROUP))
+    text = format_audit(audit_file(files["parquet"], SCORE, LABEL, GROUP, QUERY))
     assert "Effect sizes (I_a - I_b)/cutoff against the margin δ" in text and "verdict" in text
+    assert "Cross-group gaps A_{a>b} - A_{b>a}" in text

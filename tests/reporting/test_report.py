@@ -373,3 +373,38 @@ def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
                                         "estimate": [1.0, 2.0]}))
     assert shown["n_pos"].tolist() == ["25,000", "n/a"] and shown["n_neg"].tolist() == ["3", "4"]
     assert shown["estimate"].tolist() == [1.0, 2.0]  # not a count: left alone
+
+
+def test_pairwise_section_judges_cross_group_gaps_against_delta():
+    from fair_pipeline.reporting.audit_sections import pairwise_accuracy
+
+    tables = {
+        "pairwise_accuracy": pd.DataFrame({"model": "m", "group_a": ["0", "0", "1", "1"], "group_b": ["0", "1", "0", "1"],
+                                           "estimate": [0.8, 0.70, 0.75, 0.78], "ci_low": [0.79, 0.69, 0.74, 0.77],
+                                           "ci_high": [0.81, 0.71, 0.76, 0.79], "n_pairs": [25000.0] * 4}),
+        # logged by the audit (verdict column) for model m; an older run of model old without verdicts
+        "pairwise_gaps": pd.DataFrame({"model": ["m", "old"], "group_a": ["0", "0"], "group_b": ["1", "1"],
+                                       "estimate": [-0.05, 0.004], "ci_low": [-0.06, 0.003], "ci_high": [-0.04, 0.005],
+                                       "p_value": [1e-20, 1e-9], "margin": [0.02, np.nan], "p_tost": [1.0, np.nan],
+                                       "verdict": ["gap larger than δ (significant)", None], "n_queries": [2000.0, 2000.0]}),
+    }
+
+    class Inputs:
+        sources: dict = {}
+
+        def stage_table(self, name, stage, required):
+            return tables[name]
+
+    content = pairwise_accuracy(Inputs())
+    assert content.verdicts == ["gap larger than δ (significant)", "gap significant but within ±δ"]
+    headlines = {f.status: f.text for f in content.findings if f.headline}
+    assert headlines["gap larger than δ"].startswith("model m: pairwise ranking unbalanced against group 0 by more than "
+                                                     "δ = 0.02")
+    assert "A(0>1) − A(1>0) = -0.050 [-0.060, -0.040], p < 0.001, δ = 0.02" in headlines["gap larger than δ"]
+    assert "(2,000 queries)" in headlines["gap larger than δ"]
+    assert headlines["within ±δ"].startswith("model old: pairwise accuracy gap between groups 0 and 1 significant but "
+                                             "within ±0.02")
+    table = next(b for b in content.blocks if hasattr(b, "frame") and b.caption.startswith("Cross-group")).frame
+    assert table["verdict"].tolist() == ["gap larger than δ (significant)", "gap significant but within ±δ"]
+    matrix = next(b for b in content.blocks if hasattr(b, "frame") and b.caption.startswith("Pairwise accuracy")).frame
+    assert matrix.iloc[0, 2].endswith("(pairs = 25,000)")
