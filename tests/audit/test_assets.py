@@ -161,11 +161,15 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     rows = _truth_rows(home, DAYS[-1])
     expected = pairwise_accuracies(rows["score"], rows["relevance"], rows["group_id"], rows["query_id"])
     stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
-    matrix = stored[stored["metric"].str.match(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
+    matrix = stored[stored["metric"].str.fullmatch(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
     want = expected.matrix.sort_values(["group_better", "group_worse"])
     np.testing.assert_allclose(matrix[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float),
                                want[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float), rtol=1e-12)
     assert matrix["n_queries"].max() == rows["query_id"].nunique()
+    gap = stored[stored["metric"] == "A_{0>1} - A_{1>0}"].iloc[0]  # the cross-group gap row, with its verdict
+    np.testing.assert_allclose(gap[["accuracy", "se", "p_value", "effect", "p_tost"]].to_numpy(float),
+                               expected.gaps.iloc[0][["gap", "se", "p_value", "effect", "p_tost"]].to_numpy(float), rtol=1e-10)
+    assert gap["verdict"] == expected.gaps.iloc[0]["verdict"]
     curves = _stored(home, "fairness_audit_curves", "production", "relevance")
     roc = curves[curves["kind"] == "roc"]
     assert set(roc["group_a"]) == {"0", "1"} and len(roc) == 2 * 101
