@@ -141,18 +141,23 @@ def _print_report_summary() -> None:
     data = json.loads(findings_path.read_text())
     print(f"  fairness report:    {settings.reports_dir() / HTML_NAME}  (generated {data['generated_at']})")
     _say("fairness findings (headlines; each section of the report lists every test):")
-    labels = {"significant": "SIGNIFICANT", "not significant": "not significant", "not estimable": "not estimable", "info": "fact"}
+    # Group gaps larger than their margin δ first, then the other headlines; a significant gap within ±δ is not
+    # shouted as SIGNIFICANT (the same order and counts as the report's summary).
+    labels = {"gap larger than δ": "GAP > δ", "significant": "SIGNIFICANT", "not significant": "not significant",
+              "within ±δ": "significant, within ±δ", "equivalent": "equivalent within ±δ", "inconclusive": "inconclusive",
+              "not estimable": "not estimable", "info": "fact"}
     headlines = [item for item in data["findings"] if item.get("headline", True)]
     for status in labels:
         for item in headlines:
             if item["status"] == status:
                 print(f"  [{labels[status]}] {item['section']}: {item['text']}")
-    tests = [item for item in data["findings"] if item["status"] != "info"]
+    if data.get("verdict_summary"):
+        print(f"  {data['verdict_summary']} (δ = practical margin per metric)")
+    tests = [item for item in data["findings"] if item["status"] in ("significant", "not significant")]
     if tests:
         significant = sum(item["status"] == "significant" for item in tests)
-        print(f"  {len(tests)} tests in the report: {significant} significant at the 5% level, "
-              f"{sum(item['status'] == 'not significant' for item in tests)} not significant, "
-              f"{sum(item['status'] == 'not estimable' for item in tests)} not estimable")
+        print(f"  {len(tests)} other tests in the report: {significant} significant at the 5% level, "
+              f"{len(tests) - significant} not significant")
     if data["missing"]:
         names = ", ".join(f"{m['section']} ({m['stage']})" for m in data["missing"])
         print(f"  not yet available (stage never ran): {names}")

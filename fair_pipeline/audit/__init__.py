@@ -1,8 +1,8 @@
 """Fairness audit: partial AUCs with analytic variances, group comparisons, xAUC, pairwise accuracies.
 
 The statistics (`stats`: truncated/partial AUC by a sweep over score blocks, Lemma 3 variances, group
-comparisons, xAUC of Kallus & Zhou, within-query pairwise accuracies of Narasimhan et al., ROC bands) are
-pure numpy/scipy and work on arrays or on GROUP BY aggregates. `files` audits any Parquet/CSV file through
+comparisons, xAUC of Kallus & Zhou, within-query pairwise accuracies of Narasimhan et al., ROC bands, each
+gap's verdict against a practical margin δ in `stats.equivalence`) are pure numpy/scipy and work on arrays or on GROUP BY aggregates. `files` audits any Parquet/CSV file through
 DuckDB with bounded memory (`fair-pipeline audit`); `sql` picks the evaluation window and label source and runs
 the aggregations, `outputs` lists the scored outputs to audit (production, EO-transformed, retrained rankers),
 `evaluation` audits each of them, `store` writes `marts.fairness_audit*`, `report` and `tracking` render and log
@@ -16,6 +16,8 @@ Outputs: audit tables in the warehouse and MLflow. Tests: tests/audit/.
 """
 from fair_pipeline.audit.stats import (  # noqa: F401
     DEFAULT_CUTOFFS,
+    DEFAULT_MARGINS,
+    VERDICTS,
     AuditInputError,
     AuditReport,
     GroupComparison,
@@ -24,6 +26,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     XAUCResult,
     audit_aggregates,
     audit_grid,
+    classify_gaps,
     compare_groups,
     holm,
     pairwise_accuracies,
@@ -32,7 +35,8 @@ from fair_pipeline.audit.stats import (  # noqa: F401
 )
 
 __all__ = [
-    "DEFAULT_CUTOFFS", "AuditInputError", "AuditReport", "GroupComparison", "PairwiseResult",
-    "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "compare_groups", "holm",
+    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "GroupComparison",
+    "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
+    "compare_groups", "holm",
     "pairwise_accuracies", "truncated_auc", "xauc",
 ]

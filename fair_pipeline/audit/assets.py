@@ -29,6 +29,7 @@ from fair_pipeline.audit.report import (
     xauc_markdown,
 )
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.store import TABLES, write_audit
 from fair_pipeline.audit.tracking import log_audit
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
@@ -61,6 +62,10 @@ class FairnessAuditConfig(dg.Config):
     cutoffs: list[float] = Field(list(DEFAULT_CUTOFFS), description="FPR cutoffs a of the truncated AUCs I(a).")
     min_count: int = Field(DEFAULT_MIN_COUNT, description="Positives and negatives a group needs to be estimated.")
     confidence: float = Field(0.95, description="Confidence level of every interval.")
+    margins: dict[str, float] = Field(
+        {}, description="Practical margins δ per metric, overriding the defaults "
+        f"{DEFAULT_MARGINS} (keys: {', '.join(DEFAULT_MARGINS)}). A group gap is reported as larger than δ "
+        "(significant), significant but within ±δ, equivalent within ±δ (TOST), inconclusive or not estimable.")
     pairwise_max_queries: int = Field(
         2_000, description="Pairwise accuracies use at most this many queries (deterministic sample by md5(query_id)).")
     outputs: list[str] = Field([], description="Scored outputs to audit (empty: every registered one).")
@@ -187,8 +192,11 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
             "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance "
             "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
-            "cutoff, group differences with z, p and Holm, xAUC; SEs are item-clustered by default (config `variance`: the "
-            "population estimand; `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise accuracies on a bounded query sample, ROC "
+            "cutoff, group differences with z, p and Holm, and each gap's effect size against "
+            "a practical margin δ (config `margins`; verdict: larger than δ, significant but within ±δ, equivalent by "
+            "TOST, inconclusive), xAUC; SEs are item-clustered by default (config `variance`: the population "
+            "estimand; `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise "
+            "accuracies on a bounded query sample, ROC "
             "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
             "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
@@ -200,6 +208,10 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         landing: LandingZone, mlflow: MLflowTracking,
     ) -> dg.MaterializeResult:
         label = resolve_label_source(config.label_source, landing.resolved_path)
+        try:
+            margins = resolve_margins(config.margins)
+        except ValueError as error:
+            raise dg.Failure(description=f"fairness_audit config margins: {error}") from error
         with warehouse.connect() as con:
             try:
                 window = aw.evaluation_window(con, label, config.window_days, _window_end(context, config.window_end))
@@ -227,7 +239,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             for entry in available:
                 try:
                     audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs,
-                                                      min_count=config.min_count, confidence=config.confidence)
+                                                      min_count=config.min_count, confidence=config.confidence,
+                                                      margins=margins)
                 except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
                     context.log.warning(f"{entry.name}: not audited: {error}")
                     entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]
@@ -240,7 +253,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
                   "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
                   "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits),
-                  "variance": config.variance}
+                  "variance": config.variance, "margins": margins}
         try:
             run_id, run_url = log_audit(mlflow, context, list(audits.values()), tables, params,
                                         (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")

@@ -91,7 +91,7 @@ def roc_curves_with_band(report: AuditReport, confidence: float) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)[columns]
 
 
-def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence: float):
+def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence: float, margins=None):
     """(PairwiseResult or None, note, queries used) on the sampled queries."""
     rows = data.query_rows
     if rows is None or rows.empty:
@@ -110,15 +110,15 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
     except AuditInputError as error:
         return None, f"not estimable: {error}", n_queries
     note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
-    return PairwiseResult(matrix, marginals, parity, overall, None), note, n_queries
+    return PairwiseResult(matrix, marginals, parity, overall, None, acc.gaps(confidence, margins)), note, n_queries
 
 
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
-                 confidence: float) -> OutputAudit:
+                 confidence: float, margins: dict | None = None) -> OutputAudit:
     aggregates = rescored_aggregates(output, data)
     report = audit_aggregates(aggregates, cutoffs, group_col="group", cluster_cols=list(data.cluster_cols) or None,
-                              min_count=min_count, confidence=confidence, estimand=data.variance)
+                              min_count=min_count, confidence=confidence, estimand=data.variance, margins=margins)
     groups = report.groups["group"].drop_duplicates().tolist()
-    pairwise, note, used = pairwise_for(output, data, groups, confidence)
+    pairwise, note, used = pairwise_for(output, data, groups, confidence, margins)
     return OutputAudit(output, output.held_out(window_start), aggregates, report,
                        roc_curves_with_band(report, confidence), pairwise, note, used)

@@ -25,6 +25,7 @@ import pandas as pd
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
@@ -192,7 +193,7 @@ def _cluster_streams(con, src: str, params: list, groups: list, n_cluster_cols: 
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
-                     confidence: float) -> PairwiseResult:
+                     confidence: float, margins=None) -> PairwiseResult:
     """GROUP BY query, group, score; whole queries at a time into the pairwise accumulator."""
     rel = con.sql(
         "SELECT q, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
@@ -215,13 +216,13 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
     if carry is not None and len(carry):
         feed(carry)
     matrix, marginals, parity, overall = acc.tables(confidence)
-    return PairwiseResult(matrix, marginals, parity, overall, None)
+    return PairwiseResult(matrix, marginals, parity, overall, None, acc.gaps(confidence, margins))
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
                cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
-               confidence: float = 0.95, memory_limit: str = "2GB", threads: int | None = None,
-               batch_rows: int = BATCH_ROWS) -> FileAudit:
+               confidence: float = 0.95, margins: dict | None = None, memory_limit: str = "2GB",
+               threads: int | None = None, batch_rows: int = BATCH_ROWS) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
     ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
@@ -229,6 +230,8 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
     ``clusters``: one column (e.g. the item id) or two (item and query ids) whose values are clusters of
     dependent rows: the variances are then cluster-robust, from a second ``GROUP BY cluster, group, score``
     pass streamed in cluster order (the score grid is kept in memory for it). Without, rows are independent.
+    ``margins``: practical margins δ per metric behind each comparison's verdict
+    (`audit.stats.equivalence.DEFAULT_MARGINS`).
     """
     path = str(path)
     alphas = as_cutoffs(cutoffs)
@@ -243,7 +246,7 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             totals = _group_totals(con, src, params, path, cols)
             groups = totals["g"].tolist()
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
-                                    min_count=min_count, confidence=confidence)
+                                    min_count=min_count, confidence=confidence, margins=margins)
             kept = [] if clusters else None
             _stream_grid(con, src, params, groups, stream, batch_rows, kept)
             if clusters:
@@ -252,7 +255,7 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
                                        estimand="clustered" if len(clusters) == 1 else "two_way")
             else:
                 report = stream.report()
-            pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence) if query else None
+            pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence, margins) if query else None
         finally:
             con.close()
     return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
@@ -264,6 +267,9 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
 def _fmt(df: pd.DataFrame, columns: list) -> str:
     cols = [c for c in columns if c in df.columns]
     return df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a")
+
+
+VERDICT_COLUMNS = ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
 
 
 def format_audit(result: FileAudit) -> str:
@@ -285,7 +291,9 @@ def format_audit(result: FileAudit) -> str:
     if len(r.pairs):
         lines += ["", "Group differences (I_a - I_b):",
                   _fmt(r.pairs, ["group_a", "group_b", "cutoff", "diff", "se", "ci_low", "ci_high",
-                                 "z", "p_value", "p_holm", "estimable"])]
+                                 "z", "p_value", "p_holm", "estimable"]),
+                  "", "Effect sizes (I_a - I_b)/cutoff against the margin δ (verdict; TOST = two one-sided tests):",
+                  _fmt(r.pairs, ["group_a", "group_b", "cutoff"] + VERDICT_COLUMNS)]
     if r.xauc is not None:
         x = r.xauc
         lines += ["", "xAUC(a, b) = P(score of a positive of a > score of a negative of b):",
@@ -294,10 +302,12 @@ def format_audit(result: FileAudit) -> str:
                   "", "Delta xAUC = xAUC(a, b) - xAUC(b, a):",
                   _fmt(x.deltas, ["group_a", "group_b", "delta", "se", "ci_low", "ci_high", "p_value",
                                   "p_holm", "estimable"]),
+                  _fmt(x.deltas, ["group_a", "group_b"] + VERDICT_COLUMNS),
                   "", "Balanced xAUC: xAUC0(g) = P(R_1 > R_0^g), xAUC1(g) = P(R_1^g > R_0):",
                   _fmt(x.balanced, ["group", "xauc0", "se0", "n_neg", "xauc1", "se1", "n_pos"]),
                   _fmt(x.balanced_deltas, ["kind", "group_a", "group_b", "delta", "se", "p_value",
-                                           "p_holm", "estimable"])]
+                                           "p_holm", "estimable"]),
+                  _fmt(x.balanced_deltas, ["kind", "group_a", "group_b"] + VERDICT_COLUMNS)]
     if result.pairwise is not None:
         p = result.pairwise
         lines += ["", "Within-query pairwise accuracy A_{better>worse} (Narasimhan et al.):",
@@ -305,6 +315,9 @@ def format_audit(result: FileAudit) -> str:
                                   "n_pairs", "n_queries", "estimable"]),
                   _fmt(p.marginals, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
                   _fmt(p.overall, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
+                  "", "Cross-group gaps A_{a>b} - A_{b>a} (query-clustered SE) against the margin δ:",
+                  _fmt(p.gaps, ["group_a", "group_b", "gap", "se", "p_value", "p_holm"] + VERDICT_COLUMNS)
+                  if p.gaps is not None and len(p.gaps) else "(one group: no gaps)",
                   "", "Pairwise statistical parity P(score_i > score_j), same query, labels ignored:",
                   _fmt(p.parity, ["group_i", "group_j", "p_i_above_j", "se", "n_pairs", "n_queries"])]
     return "\n".join(lines)
@@ -317,6 +330,16 @@ def _cutoff_list(text: str) -> list:
         return [float(v) for v in text.split(",") if v.strip()]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--cutoffs must be comma-separated numbers, got {text!r}") from exc
+
+
+def _margin(text: str) -> tuple[str, float]:
+    metric, sep, value = text.partition("=")
+    try:
+        if not sep:
+            raise ValueError
+        return metric.strip(), float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--margin must be METRIC=VALUE (e.g. xauc=0.03), got {text!r}") from exc
 
 
 def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -334,6 +357,11 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
                         help="positives and negatives a group needs to be estimated")
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
+                        help="practical margin δ of a metric, repeatable (defaults: "
+                        + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_MARGINS.items())
+                        + "); each gap is larger than δ, significant but within ±δ, equivalent (TOST), "
+                        "inconclusive or not estimable")
     parser.add_argument("--memory-limit", default="2GB", help="DuckDB memory limit (spills beyond)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--curves", action="store_true", help="include ROC/xROC curves in the JSON")
@@ -344,7 +372,7 @@ def run_audit(args: argparse.Namespace) -> int:
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
                             clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
-                            memory_limit=args.memory_limit)
+                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit)
     except (AuditInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -56,18 +56,31 @@ def pairwise_rows(a: OutputAudit) -> pd.DataFrame:
         group_b=np.where(p.marginals["role"] == "worse", p.marginals["group"], None))
     parity = p.parity.rename(columns={"group_i": "group_a", "group_j": "group_b", "p_i_above_j": "accuracy"})
     parity["metric"] = "parity P(s_a > s_b)"
-    return pd.concat([matrix, marginals, p.overall, parity], ignore_index=True)
+    frames = [matrix, marginals, p.overall, parity]
+    if p.gaps is not None and len(p.gaps):
+        gaps = p.gaps.rename(columns={"gap": "accuracy"}).assign(n_pairs=p.gaps["n_pairs_ab"] + p.gaps["n_pairs_ba"])
+        gaps["metric"] = "A_{" + gaps["group_a"].astype(str) + ">" + gaps["group_b"].astype(str) + "} - A_{" \
+            + gaps["group_b"].astype(str) + ">" + gaps["group_a"].astype(str) + "}"
+        frames.append(gaps)
+    return pd.concat(frames, ignore_index=True)
 
 
 # ----------------------------------------------------------------------------- report-contract artifacts
+def _verdict(row) -> tuple:
+    """(margin, p_tost, verdict) of a comparison row (NaN / None for rows of an audit without verdicts)."""
+    return getattr(row, "margin", np.nan), getattr(row, "p_tost", np.nan), getattr(row, "verdict", None)
+
+
 def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
     """The tables the fairness report reads from MLflow (partial_auc, roc_curves, xauc, xroc_curves,
-    pairwise_accuracy; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
+    pairwise_accuracy, pairwise_gaps; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
     says what it was trained on: `training_window`, `held_out`). Not-estimable
     figures are NaN; partial AUCs are normalized (I(a)/a) and their p-value tests the difference from the
     `reference` (first) group (`diff` = group − reference, normalized, with its 95% CI and Holm p); xAUC rows carry
-    `delta` = xAUC(a, b) − xAUC(b, a) with its 95% CI, which their p-value tests."""
-    pauc, roc, xauc, xroc, pairwise = [], [], [], [], []
+    `delta` = xAUC(a, b) − xAUC(b, a) with its 95% CI, which their p-value tests. Every comparison also carries
+    the practical margin δ (`margin`), the TOST p-value (`p_tost`) and the verdict (`audit.stats.equivalence`);
+    the sign of a difference does not change them."""
+    pauc, roc, xauc, xroc, pairwise, gaps = [], [], [], [], [], []
     for a in audits:
         model = a.output.name
         g = a.report.groups
@@ -78,16 +91,18 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
                 other, sign = (row.group_b, -1.0) if row.group_a == ref else (row.group_a, 1.0)
                 bounds = sorted((sign * row.ci_low / row.cutoff, sign * row.ci_high / row.cutoff))
                 vs_ref[(other, row.cutoff)] = (row.p_value, getattr(row, "p_holm", np.nan),
-                                               sign * row.diff_normalized, *bounds)
-        tests = pd.DataFrame([vs_ref.get((grp, c), (np.nan,) * 5) for grp, c in zip(g["group"], g["cutoff"])],
-                             columns=["p_value", "p_holm", "diff", "diff_ci_low", "diff_ci_high"], index=g.index, dtype=float)
+                                               sign * row.diff_normalized, *bounds, *_verdict(row))
+        tests = pd.DataFrame([vs_ref.get((grp, c), (np.nan,) * 7 + (None,)) for grp, c in zip(g["group"], g["cutoff"])],
+                             columns=["p_value", "p_holm", "diff", "diff_ci_low", "diff_ci_high", "margin", "p_tost",
+                                      "verdict"], index=g.index)
         pauc.append(pd.DataFrame({
             "model": model, "group": g["group"], "estimate": g["auc_normalized"],
             "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"],
             "n_pos": g["n_pos"], "n_neg": g["n_neg"], "p_value": tests["p_value"],
             "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"], "reference": ref,
             "diff": tests["diff"], "diff_ci_low": tests["diff_ci_low"], "diff_ci_high": tests["diff_ci_high"],
-            "p_holm": tests["p_holm"], "training_window": a.output.training_window, "held_out": a.held_out,
+            "p_holm": tests["p_holm"], "margin": tests["margin"], "p_tost": tests["p_tost"], "verdict": tests["verdict"],
+            "training_window": a.output.training_window, "held_out": a.held_out,
             "variance_estimand": g["variance_estimand"]}))
         if not a.roc_curves.empty:
             roc.append(a.roc_curves[["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
@@ -95,15 +110,17 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
         if x is not None:
             delta = {}  # (a, b) -> p, ΔxAUC = xAUC(a, b) - xAUC(b, a) and its CI, for both orders of the pair
             for row in x.deltas.itertuples():
-                delta[(row.group_a, row.group_b)] = (row.p_value, row.delta, row.ci_low, row.ci_high)
-                delta[(row.group_b, row.group_a)] = (row.p_value, -row.delta, -row.ci_high, -row.ci_low)
-            tests = [delta.get((ga, gb), (np.nan,) * 4) for ga, gb in zip(x.pairs["group_a"], x.pairs["group_b"])]
+                more = (getattr(row, "p_holm", np.nan), *_verdict(row))
+                delta[(row.group_a, row.group_b)] = (row.p_value, row.delta, row.ci_low, row.ci_high, *more)
+                delta[(row.group_b, row.group_a)] = (row.p_value, -row.delta, -row.ci_high, -row.ci_low, *more)
+            tests = [delta.get((ga, gb), (np.nan,) * 7 + (None,)) for ga, gb in zip(x.pairs["group_a"], x.pairs["group_b"])]
             xauc.append(pd.DataFrame({
                 "model": model, "direction": x.pairs["group_a"].astype(str) + ">" + x.pairs["group_b"].astype(str),
                 "estimate": x.pairs["xauc"], "ci_low": x.pairs["ci_low"], "ci_high": x.pairs["ci_high"],
                 "n_pos": x.pairs["n_pos_a"], "n_neg": x.pairs["n_neg_b"], "p_value": [t[0] for t in tests],
                 "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests],
-                "variance_estimand": x.pairs["variance_estimand"]}))
+                "p_holm": [t[4] for t in tests], "margin": [t[5] for t in tests], "p_tost": [t[6] for t in tests],
+                "verdict": [t[7] for t in tests], "variance_estimand": x.pairs["variance_estimand"]}))
             c = x.curves[x.curves["kind"] == "xroc"]
             xroc.append(pd.DataFrame({"model": model, "direction": c["group_a"].astype(str) + ">" + c["group_b"].astype(str),
                                       "fpr": c["fpr"], "tpr": c["tpr"]}))
@@ -112,12 +129,20 @@ def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
             pairwise.append(pd.DataFrame({"model": model, "group_a": m["group_better"], "group_b": m["group_worse"],
                                           "estimate": m["accuracy"], "ci_low": m["ci_low"], "ci_high": m["ci_high"],
                                           "n_pairs": m["n_pairs"], "n_queries": m["n_queries"]}))
+            g = a.pairwise.gaps
+            if g is not None and len(g):
+                gaps.append(pd.DataFrame({
+                    "model": model, "group_a": g["group_a"], "group_b": g["group_b"], "estimate": g["gap"],
+                    "ci_low": g["ci_low"], "ci_high": g["ci_high"], "p_value": g["p_value"],
+                    "p_holm": g["p_holm"] if "p_holm" in g else np.nan, "margin": g["margin"], "p_tost": g["p_tost"],
+                    "verdict": g["verdict"].where(g["estimable"], "not estimable"), "n_pairs_ab": g["n_pairs_ab"],
+                    "n_pairs_ba": g["n_pairs_ba"], "n_queries": g["n_queries"]}))
 
     def cat(frames):
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     return {"partial_auc": cat(pauc), "roc_curves": cat(roc), "xauc": cat(xauc), "xroc_curves": cat(xroc),
-            "pairwise_accuracy": cat(pairwise)}
+            "pairwise_accuracy": cat(pairwise), "pairwise_gaps": cat(gaps)}
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -144,7 +169,8 @@ def pairs_markdown(a: OutputAudit) -> str:
     if p.empty:
         return "one group: no comparisons"
     holm = "p_holm" in p.columns
-    head = "| a | b | FPR cutoff | (I_a - I_b)/cutoff [95% CI] | z | p |" + (" Holm p |" if holm else "")
+    head = ("| a | b | FPR cutoff | (I_a - I_b)/cutoff [95% CI] | z | p |" + (" Holm p |" if holm else "")
+            + " δ | TOST p | verdict |")
     rows = []
     for r in p.itertuples():
         cells = [str(r.group_a), str(r.group_b), f"{r.cutoff:g}",
@@ -152,8 +178,14 @@ def pairs_markdown(a: OutputAudit) -> str:
                  f"{r.z:.2f}" if r.estimable else "n/a", _p(r.p_value) if r.estimable else "n/a"]
         if holm:
             cells.append(_p(r.p_holm) if r.estimable else "n/a")
+        cells += _verdict_cells(r)
         rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join([head, "|" + "---|" * (7 if holm else 6), *rows])
+    return "\n".join([head, "|" + "---|" * (10 if holm else 9), *rows])
+
+
+def _verdict_cells(r) -> list[str]:
+    margin, p_tost, verdict = _verdict(r)
+    return ["n/a" if margin is None or not math.isfinite(margin) else f"{margin:g}", _p(p_tost), verdict or "n/a"]
 
 
 def xauc_markdown(a: OutputAudit) -> str:
@@ -162,9 +194,10 @@ def xauc_markdown(a: OutputAudit) -> str:
         return "one group: no xAUC"
     rows = [f"| {r.group_a} | {r.group_b} | {r.n_pos_a} | {r.n_neg_b} | {_ci(r.xauc, r.ci_low, r.ci_high)} |"
             for r in x.pairs.itertuples()]
-    rows += ["", "| a | b | ΔxAUC = xAUC(a,b) - xAUC(b,a) [95% CI] | p |", "|---|---|---|---|"]
-    rows += [f"| {r.group_a} | {r.group_b} | {_ci(r.delta, r.ci_low, r.ci_high)} | {_p(r.p_value)} |"
-             for r in x.deltas.itertuples()]
+    rows += ["", "| a | b | ΔxAUC = xAUC(a,b) - xAUC(b,a) [95% CI] | p | δ | TOST p | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    rows += [f"| {r.group_a} | {r.group_b} | {_ci(r.delta, r.ci_low, r.ci_high)} | {_p(r.p_value)} | "
+             + " | ".join(_verdict_cells(r)) + " |" for r in x.deltas.itertuples()]
     return "\n".join(["| a (positives) | b (negatives) | n_pos(a) | n_neg(b) | xAUC(a, b) [95% CI] |",
                       "|---|---|---|---|---|", *rows])
 
@@ -175,10 +208,16 @@ def pairwise_markdown(a: OutputAudit) -> str:
     rows = [f"| {r.group_better} | {r.group_worse} | {_ci(r.accuracy, r.ci_low, r.ci_high)} | {r.n_pairs:.0f} | {r.n_queries} |"
             for r in a.pairwise.matrix.itertuples()]
     o = a.pairwise.overall.iloc[0]
-    return "\n".join([f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}:", "",
-                      "| better item's group | worse item's group | accuracy [95% CI] | pairs | queries |",
-                      "|---|---|---|---|---|", *rows,
-                      f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {o.n_queries} |"])
+    lines = [f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}:", "",
+             "| better item's group | worse item's group | accuracy [95% CI] | pairs | queries |",
+             "|---|---|---|---|---|", *rows,
+             f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {o.n_queries} |"]
+    g = a.pairwise.gaps
+    if g is not None and len(g):
+        lines += ["", "| a | b | A_(a>b) - A_(b>a) [95% CI] | p | δ | TOST p | verdict |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r.group_a} | {r.group_b} | {_ci(r.gap, r.ci_low, r.ci_high)} | {_p(r.p_value)} | "
+                  + " | ".join(_verdict_cells(r)) + " |" for r in g.itertuples()]
+    return "\n".join(lines)
 
 
 def transform_markdown(audits: list[OutputAudit]) -> str | None:

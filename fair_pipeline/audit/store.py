@@ -5,10 +5,13 @@ re-auditing the same window replaces exactly its rows, in one transaction across
   marts.fairness_audit_groups    per output x group x FPR cutoff: truncated AUC I(a), SE, CI, normalized and
                                  McClish forms, n_pos, n_neg, estimable + note (group '(all)': pooled);
                                  every estimate table names its `variance_estimand` and number of `clusters`
-  marts.fairness_audit_pairs     per output x pair of groups x cutoff: I_a - I_b, SE, CI, z, p, Holm (> 2 groups)
+  marts.fairness_audit_pairs     per output x pair of groups x cutoff: I_a - I_b, SE, CI, z, p, Holm (> 2 groups),
+                                 effect (I_a - I_b)/cutoff with CI, margin δ, p_tost, verdict
   marts.fairness_audit_xauc      per output x ordered pair: xAUC(a, b) = P(R_1^a > R_0^b), SE, CI, counts
-  marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps
+  marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps,
+                                 each with effect, CI, margin δ, p_tost, verdict
   marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (matrix, marginals, overall, parity)
+                                 and cross-group gaps A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
   marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
 """
 from __future__ import annotations
@@ -23,6 +26,10 @@ from fair_pipeline.platform.warehouse import quote_identifier, table_columns, tr
 KEY = [("label_source", "VARCHAR"), ("window_start", "DATE"), ("window_end", "DATE")]
 OUT = [("scored_output", "VARCHAR")]
 D, I, B, V = "DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR"
+# Every comparison ends with its effect size against the practical margin δ (audit.stats.equivalence); tables
+# written before these columns existed gain them (NULL for the old rows) on the next write.
+EQUIVALENCE = [("effect", D), ("effect_ci_low", D), ("effect_ci_high", D), ("margin", D), ("p_tost", D),
+               ("verdict", V)]
 
 SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "fairness_audit_outputs": KEY + OUT + [
@@ -38,17 +45,18 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "fairness_audit_pairs": KEY + OUT + [
         ("group_a", V), ("group_b", V), ("cutoff", D), ("auc_a", D), ("auc_b", D), ("diff", D),
         ("diff_normalized", D), ("se", D), ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D),
-        ("p_holm", D), ("estimable", B), ("variance_estimand", V), ("clusters", I)],
+        ("p_holm", D), ("estimable", B), ("variance_estimand", V), ("clusters", I)] + EQUIVALENCE,
     "fairness_audit_xauc": KEY + OUT + [
         ("group_a", V), ("group_b", V), ("xauc", D), ("variance", D), ("se", D), ("ci_low", D), ("ci_high", D),
         ("n_pos_a", I), ("n_neg_b", I), ("estimable", B), ("variance_estimand", V), ("clusters", I)],
     "fairness_audit_xauc_deltas": KEY + OUT + [
         ("kind", V), ("group_a", V), ("group_b", V), ("xauc_ab", D), ("xauc_ba", D), ("delta", D), ("se", D),
         ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D), ("p_holm", D), ("estimable", B),
-        ("variance_estimand", V), ("clusters", I)],
+        ("variance_estimand", V), ("clusters", I)] + EQUIVALENCE,
     "fairness_audit_pairwise": KEY + OUT + [
         ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
-        ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B)],
+        ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B), ("p_value", D), ("p_holm", D)]
+        + EQUIVALENCE,
     "fairness_audit_curves": KEY + OUT + [
         ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
         ("tpr_ci_high", D)],

@@ -44,7 +44,8 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         description=(
             "Fairness report built from the latest output of every stage: data volume and quarantine, CTR by "
             "position, position bias, per-group CDF transforms, exposure/merit, ROC/partial AUC, xAUC, pairwise "
-            "accuracies, the λ frontier and model selection, with a plain-language summary of what is significant. "
+            "accuracies, the λ frontier and model selection, with a plain-language summary that leads with the group "
+            "gaps larger than their practical margin δ and counts every comparison's verdict. "
             "Written to $FAIR_PIPELINE_HOME/reports/ (self-contained HTML + Markdown) and logged to MLflow "
             "(experiment fair_pipeline/reporting). Stages that never ran are listed as missing."
         ),
@@ -79,6 +80,7 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
             "sections_available": len(report.available),
             "sections_missing": dg.MetadataValue.json([s.spec.title for s in report.missing]),
             "summary": dg.MetadataValue.md("\n".join(summary_lines(report))),
+            "verdict_counts": dg.MetadataValue.json(report.verdict_counts()),
             "key_figures": dg.MetadataValue.md(metrics_table(report)),
         }
         for name in KEY_FIGURES:

@@ -9,21 +9,31 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, NOT_ESTIMABLE, WITHIN, verdict_kind
 from fair_pipeline.reporting import figures
 from fair_pipeline.reporting.formatting import (
     ci_text,
     model_list,
+    model_order,
     p_bound,
     p_phrase,
     p_text,
     significance_findings,
-    status_of,
+    sort_by_model,
+    verdict_status,
     with_ci,
+    with_verdicts,
 )
 from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
 
 PAUC_COLUMNS = ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
 XAUC_COLUMNS = ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
+VERDICT_NOTE = (
+    "Each gap is judged against a practical margin δ (default 0.02 on the 0..1 scale, set per metric in the audit's "
+    "`margins`): **gap larger than δ (significant)** when p < 0.05 (Holm p where it applies) and |gap| > δ; **gap "
+    "significant but within ±δ** when p < 0.05 and |gap| <= δ (real but too small to matter); **equivalent within ±δ "
+    "(TOST)** when not significant and both one-sided tests reject a gap of δ (the 90% CI lies inside ±δ); "
+    "**inconclusive** otherwise.")
 # The cutoff a headline quotes when a model differs at several: the low-FPR region the papers focus on.
 PRIMARY_CUTOFF = 0.1
 # A within-group AUC that moves less than this under a per-group monotone transform is reported as unchanged.
@@ -41,8 +51,9 @@ def cutoff_label(row: pd.Series) -> str:
 
 def group_comparisons(pauc: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, cutoff, non-reference group): both groups' estimates, the difference (group −
-    reference) with its CI where the audit logged it, p (Holm p when logged) and the decisive p."""
-    frame = pauc.copy()
+    reference) with its CI where the audit logged it, p (Holm p when logged), the decisive p, and the verdict
+    against the margin δ (`margin`, `p_tost`, `verdict`: as logged, else from the difference and its CI)."""
+    frame = sort_by_model(pauc)
     frame["cutoff"] = frame.apply(cutoff_label, axis=1)
     keys = ["model", "cutoff"]
     if "reference" not in frame.columns:  # the contract's reference group is the first one listed
@@ -56,8 +67,16 @@ def group_comparisons(pauc: pd.DataFrame) -> pd.DataFrame:
     rows["p_decisive"] = rows["p_holm"].fillna(rows["p_value"])
     unestimable = rows["estimate"].isna() | rows["estimate_ref"].isna()
     rows.loc[unestimable, "p_decisive"] = float("nan")
-    rows["status"] = rows["p_decisive"].map(status_of)
+    rows = with_verdicts(rows, "partial_auc_normalized", "diff", "diff_ci_low", "diff_ci_high", "p_decisive")
+    rows.loc[unestimable, "verdict"] = NOT_ESTIMABLE
+    rows["verdict"] = rows["verdict"].map(verdict_kind)
+    rows["status"] = rows["verdict"].map(verdict_status)
     return rows
+
+
+def _margin_detail(row: pd.Series) -> str:
+    """', δ = 0.02, TOST p = 0.83'."""
+    return f", δ = {row['margin']:g}, TOST {p_phrase(row['p_tost'])}" if pd.notna(row.get("margin")) else ""
 
 
 def _p_detail(row: pd.Series) -> str:
@@ -93,36 +112,56 @@ def comparison_text(row: pd.Series) -> str:
     if row["status"] == "not estimable":
         return f"{row['cutoff']}: group {row['group']} vs group {row['reference']} not estimable ({_counts(row)})"
     return f"{row['cutoff']}: " + contrast_text(row, (f"group {row['group']}", "estimate"), (f"group {row['reference']}", "estimate_ref"),
-                                                ("difference", "diff"), _p_detail(row), _counts(row))
+                                                ("difference", "diff"), _p_detail(row) + _margin_detail(row),
+                                                _counts(row)) + f": {row['verdict']}"
+
+
+def _p_status(verdict: str) -> str:
+    """How p_bound summarises the p-values of one verdict: the largest p where the gaps are significant."""
+    return "significant" if verdict in (LARGER, WITHIN) else "not significant"
+
+
+def _delta_text(rows: pd.DataFrame) -> str:
+    margins = rows["margin"].dropna().unique()
+    return f"{margins[0]:g}" if len(margins) == 1 else "δ"
 
 
 def comparison_headline(rows: pd.DataFrame) -> Finding:
-    """One finding for every model whose groups compare the same way at the same cutoffs (all significant in the
-    same direction, all not significant, or all not estimable): the first model at the cutoff nearest I(0.1) in
+    """One finding for every model whose groups compare the same way at the same cutoffs (the same verdict against
+    the margin δ, and for gaps larger than δ the same direction): the first model at the cutoff nearest I(0.1) in
     full, the range of that difference over the models, and the other cutoffs."""
-    status, models = rows["status"].iloc[0], list(dict.fromkeys(rows["model"]))
+    status, verdict, models = rows["status"].iloc[0], rows["verdict"].iloc[0], list(dict.fromkeys(rows["model"]))
     first = rows[rows["model"] == models[0]]
     quoted = first.iloc[(first["fpr_high"] - PRIMARY_CUTOFF).abs().argmin()] if "fpr_high" in first else first.iloc[0]
     group, ref, cutoffs = quoted["group"], quoted["reference"], ", ".join(dict.fromkeys(rows["cutoff"]))
     who = f"model {models[0]}" if len(models) == 1 else f"{len(models)} models ({model_list(models)})"
-    if status == "not estimable":
-        return Finding(f"{who}: partial AUC of group {group} vs group {ref} not estimable at {cutoffs} ({_counts(quoted)})", status)
-    if status == "significant":
+    if verdict == NOT_ESTIMABLE:
+        return Finding(f"{who}: partial AUC of group {group} vs group {ref} not estimable at {cutoffs} ({_counts(quoted)})",
+                       status, verdict=verdict)
+    delta = _delta_text(rows)
+    if verdict == LARGER:
         direction = "above" if quoted["diff"] > 0 else "below"
-        verdict = f"partial AUC of group {group} significantly {direction} group {ref} at {cutoffs}"
+        text = f"partial AUC of group {group} {direction} group {ref} by more than δ = {delta} at {cutoffs}"
+    elif verdict == WITHIN:
+        text = (f"partial AUC of group {group} vs group {ref}: significant but within ±{delta} at {cutoffs} (not a "
+                f"practically relevant gap)")
+    elif verdict == EQUIVALENT:
+        text = f"partial AUC of group {group} and group {ref} equivalent within ±{delta} (TOST) at {cutoffs}"
     else:
-        verdict = f"no significant partial-AUC difference between group {group} and group {ref} at {cutoffs}"
+        text = (f"partial AUC of group {group} vs group {ref} inconclusive at {cutoffs}: the data cannot tell a gap "
+                f"larger than {delta} from none")
     spread = rows[rows["cutoff"] == quoted["cutoff"]]["diff"]
     across = f"; over these models the {quoted['cutoff']} difference ranges {spread.min():+.3f} … {spread.max():+.3f}" if len(models) > 1 else ""
-    return Finding(f"{who}: {verdict} ({p_bound(rows['p_decisive'], status)}). {models[0]}, {comparison_text(quoted)}{across}",
-                   status)
+    return Finding(f"{who}: {text} ({p_bound(rows['p_decisive'], _p_status(verdict))}). {models[0]}, "
+                   f"{comparison_text(quoted)}{across}", status, verdict=verdict)
 
 
 def pauc_findings(comparisons: pd.DataFrame) -> list[Finding]:
     """Every comparison as a detailed finding, plus one headline per way the models compare (see comparison_headline)."""
-    findings = [Finding(f"model {r['model']}, {comparison_text(r)}", r["status"], headline=False) for _, r in comparisons.iterrows()]
-    direction = np.sign(comparisons["diff"]).where(comparisons["status"] == "significant", 0)
-    for _, rows in comparisons.assign(direction=direction).groupby(["group", "status", "direction"], sort=False):
+    findings = [Finding(f"model {r['model']}, {comparison_text(r)}", r["status"], headline=False, verdict=r["verdict"])
+                for _, r in comparisons.iterrows()]
+    direction = np.sign(comparisons["diff"]).where(comparisons["verdict"] == LARGER, 0)
+    for _, rows in comparisons.assign(direction=direction).groupby(["group", "verdict", "direction"], sort=False):
         families: dict[tuple, list[str]] = {}  # models with the same verdict at the same cutoffs share a headline
         for model, verdicts in rows.groupby("model", sort=False):
             families.setdefault(tuple(zip(verdicts["cutoff"], verdicts["direction"])), []).append(model)
@@ -142,6 +181,10 @@ def pauc_table(pauc: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
         table[f"p ({group} vs {ref})"] = cells["p_value"].map(p_text)
         if cells["p_holm"].notna().any():
             table[f"Holm p ({group} vs {ref})"] = cells["p_holm"].map(p_text)
+        table[f"δ ({group} vs {ref})"] = cells["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}")
+        table[f"verdict ({group} vs {ref})"] = cells["verdict"]
+    order = {m: i for i, m in enumerate(model_order(table.index.get_level_values("model")))}
+    table = table.iloc[np.argsort([order[str(m)] for m in table.index.get_level_values("model")], kind="stable")]
     return table.reset_index().rename(columns={"cutoff": "FPR cutoff"})
 
 
@@ -155,7 +198,8 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
         "Per protected group, the ROC curve of each scored output with a pointwise 95% band, and the normalized "
         "truncated AUC I(α)/α = the area under the ROC over false-positive rates 0..α divided by α (Nandy et al., "
         "Lemma 3 variances). I(1) is the ordinary AUC. Each group is compared with the reference group at each "
-        "cutoff separately (p-values are not corrected across cutoffs; Holm p where the audit corrects across groups).")]
+        "cutoff separately (p-values are not corrected across cutoffs; Holm p where the audit corrects across groups). "
+        + VERDICT_NOTE)]
     try:
         curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
         blocks.append(Figure("roc", figures.panels(
@@ -170,7 +214,8 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
                    columns={"training_window": "trained on"}),
                    "Sample sizes (positives and negatives per group) and each model's training window (the evaluation "
                    "window is in the source line)")]
-    return SectionContent(blocks=blocks, findings=pauc_findings(comparisons), source=inputs.sources.get("partial_auc", ""))
+    return SectionContent(blocks=blocks, findings=pauc_findings(comparisons), source=inputs.sources.get("partial_auc", ""),
+                          verdicts=comparisons["verdict"].tolist())
 
 
 # ---------------------------------------------------------------- xAUC
@@ -184,8 +229,14 @@ def xauc_pairs(frame: pd.DataFrame) -> pd.DataFrame:
     pairs = forward.merge(backward, on=["model", "a", "b"], suffixes=("", "_back"))
     if "delta" not in pairs.columns:
         pairs["delta"], pairs["delta_ci_low"], pairs["delta_ci_high"] = pairs["estimate"] - pairs["estimate_back"], float("nan"), float("nan")
-    pairs["status"] = pairs["p_value"].where(pairs["estimate"].notna() & pairs["estimate_back"].notna()).map(status_of)
-    return pairs
+    estimable = pairs["estimate"].notna() & pairs["estimate_back"].notna()
+    pairs["p_holm"] = pairs["p_holm"] if "p_holm" in pairs.columns else float("nan")
+    pairs["p_decisive"] = pairs["p_holm"].fillna(pairs["p_value"]).where(estimable)
+    pairs = with_verdicts(pairs, "xauc", "delta", "delta_ci_low", "delta_ci_high", "p_decisive")
+    pairs.loc[~estimable, "verdict"] = NOT_ESTIMABLE
+    pairs["verdict"] = pairs["verdict"].map(verdict_kind)
+    pairs["status"] = pairs["verdict"].map(verdict_status)
+    return sort_by_model(pairs)
 
 
 def xauc_text(row: pd.Series) -> str:
@@ -195,31 +246,39 @@ def xauc_text(row: pd.Series) -> str:
               f"n_neg = {int(row['n_neg_back']):,} (group {a}) / {int(row['n_neg']):,} (group {b})")
     if row["status"] == "not estimable":
         return f"xAUC between groups {a} and {b} not estimable ({counts})"
+    holm = "" if pd.isna(row["p_holm"]) else f", Holm {p_phrase(row['p_holm'])}"
     return contrast_text(row, (f"xAUC({a}>{b})", "estimate"), (f"xAUC({b}>{a})", "estimate_back"), ("ΔxAUC =", "delta"),
-                         p_phrase(row["p_value"]), counts)
+                         p_phrase(row["p_value"]) + holm + _margin_detail(row), counts) + f": {row['verdict']}"
 
 
 def xauc_headline(rows: pd.DataFrame) -> Finding:
     """One finding for the models with the same verdict on a group pair (and the same sign of ΔxAUC)."""
     first, models = rows.iloc[0], list(dict.fromkeys(rows["model"]))
     who = f"model {models[0]}" if len(models) == 1 else f"{len(models)} models ({model_list(models)})"
-    a, b, status = first["a"], first["b"], first["status"]
-    if status == "not estimable":
-        return Finding(f"{who}: {xauc_text(first)}", status)
-    if status == "significant":
+    a, b, status, verdict = first["a"], first["b"], first["status"], first["verdict"]
+    if verdict == NOT_ESTIMABLE:
+        return Finding(f"{who}: {xauc_text(first)}", status, verdict=verdict)
+    delta = _delta_text(rows)
+    if verdict == LARGER:
         lower, higher = (a, b) if first["delta"] < 0 else (b, a)
-        verdict = (f"cross-group ranking significantly unbalanced against group {lower} (its relevant items fall below "
-                   f"group {higher}'s irrelevant ones more often than the reverse)")
+        text = (f"cross-group ranking unbalanced against group {lower} by more than δ = {delta} (its relevant items fall "
+                f"below group {higher}'s irrelevant ones more often than the reverse)")
+    elif verdict == WITHIN:
+        text = f"ΔxAUC between groups {a} and {b} significant but within ±{delta} (not a practically relevant imbalance)"
+    elif verdict == EQUIVALENT:
+        text = f"xAUC balanced between groups {a} and {b}: equivalent within ±{delta} (TOST)"
     else:
-        verdict = f"no significant xAUC imbalance between groups {a} and {b}"
+        text = f"xAUC balance between groups {a} and {b} inconclusive: the data cannot tell |ΔxAUC| > {delta} from none"
     across = f"; over these models ΔxAUC ranges {rows['delta'].min():+.3f} … {rows['delta'].max():+.3f}" if len(models) > 1 else ""
-    return Finding(f"{who}: {verdict}; {p_bound(rows['p_value'], status)}. {models[0]}: {xauc_text(first)}{across}", status)
+    return Finding(f"{who}: {text}; {p_bound(rows['p_decisive'], _p_status(verdict))}. {models[0]}: {xauc_text(first)}{across}",
+                   status, verdict=verdict)
 
 
 def xauc_findings(pairs: pd.DataFrame) -> list[Finding]:
-    findings = [Finding(f"model {r['model']}: {xauc_text(r)}", r["status"], headline=False) for _, r in pairs.iterrows()]
-    sign = np.sign(pairs["delta"]).where(pairs["status"] == "significant", 0)
-    for _, rows in pairs.groupby(["a", "b", pairs["status"], sign], sort=False):
+    findings = [Finding(f"model {r['model']}: {xauc_text(r)}", r["status"], headline=False, verdict=r["verdict"])
+                for _, r in pairs.iterrows()]
+    sign = np.sign(pairs["delta"]).where(pairs["verdict"] == LARGER, 0)
+    for _, rows in pairs.groupby(["a", "b", pairs["verdict"], sign], sort=False):
         findings.append(xauc_headline(rows))
     return findings
 
@@ -229,7 +288,8 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
     blocks = [Text(
         "xAUC(a>b) = P(a relevant item of group a is scored above an irrelevant item of group b) (Kallus & Zhou). "
         "If xAUC(a>b) is far below xAUC(b>a), group a's relevant items are ranked under group b's irrelevant ones "
-        "more often than the reverse; ΔxAUC = xAUC(a>b) − xAUC(b>a) is tested against 0 (DeLong variances).")]
+        "more often than the reverse; ΔxAUC = xAUC(a>b) − xAUC(b>a) is tested against 0 (DeLong variances). "
+        + VERDICT_NOTE)]
     try:
         curves = inputs.stage_table("xroc_curves", "audit", ["model", "direction", "fpr", "tpr"])
         blocks.append(Figure("xroc", figures.panels(
@@ -244,24 +304,37 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
         "xAUC(b>a) [95% CI]": with_ci(pairs, "estimate_back", "ci_low_back", "ci_high_back"),
         "ΔxAUC [95% CI]": pairs.apply(lambda r: ci_text(r["delta"], r["delta_ci_low"], r["delta_ci_high"], signed=True), axis=1),
         "p": pairs["p_value"].map(p_text),
-        "positives a / b": pairs["n_pos"].map("{:,}".format) + " / " + pairs["n_pos_back"].map("{:,}".format),
-        "negatives b / a": pairs["n_neg"].map("{:,}".format) + " / " + pairs["n_neg_back"].map("{:,}".format),
+        **({"Holm p": pairs["p_holm"].map(p_text)} if pairs["p_holm"].notna().any() else {}),
+        "δ": pairs["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"),
+        "TOST p": pairs["p_tost"].map(p_text),
+        "verdict": pairs["verdict"],
+        "positives a / b": _count_pair(pairs["n_pos"], pairs["n_pos_back"]),
+        "negatives b / a": _count_pair(pairs["n_neg"], pairs["n_neg_back"]),
     })
-    blocks.append(Table(table, "Cross-group AUC (xAUC) both ways and their difference"))
+    blocks.append(Table(table, "Cross-group AUC (xAUC) both ways, their difference and its verdict against δ"))
     return SectionContent(blocks=blocks, findings=xauc_findings(pairs),
-                          source=inputs.sources.get("xauc", ""))
+                          source=inputs.sources.get("xauc", ""), verdicts=pairs["verdict"].tolist())
+
+
+def _count(value) -> str:
+    """A count as an integer with thousands separators ('25,000', never '25000.0'); 'n/a' if missing."""
+    return "n/a" if pd.isna(value) else f"{int(round(float(value))):,}"
+
+
+def _count_pair(first: pd.Series, second: pd.Series) -> pd.Series:
+    return first.map(_count) + " / " + second.map(_count)
 
 
 # ---------------------------------------------------------------- pairwise accuracy
 def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
     frame = inputs.stage_table("pairwise_accuracy", "audit",
                                ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
-    frame = frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str))
+    frame = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
 
     def draw(ax, part: pd.DataFrame) -> None:
         figures.draw_heatmap(ax, part.pivot(index="group_a", columns="group_b", values="estimate"))
 
-    cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + frame["n_pairs"].map(" (pairs = {:,.0f})".format))
+    cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + frame["n_pairs"].map(lambda n: f" (pairs = {_count(n)})"))
     table = cells.pivot_table(index=["model", "group_a"], columns="group_b", values="cell", aggfunc="first", sort=False)
     table.columns = [f"worse item in group {g}" for g in table.columns]
     table = table.reset_index().rename(columns={"group_a": "better item in group"})
@@ -269,17 +342,84 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
     if "p_value" in frame.columns:
         findings = significance_findings(frame, lambda r: f"model {r['model']}: pairwise accuracy {r['group_a']}>{r['group_b']}",
                                          "vs parity")
-    return SectionContent(
-        blocks=[Text("Within-query pairwise accuracy A(a>b) = the share of pairs (more relevant item of group a, less "
-                     "relevant item of group b) in the same query that the model orders correctly (Narasimhan et al.), "
-                     "with query-clustered 95% CIs. Off-diagonal cells far apart mean one group's better items lose to "
-                     "the other group's worse items more often."),
-                Figure("pairwise", figures.panels(frame, "model", draw, "worse item's group", "better item's group"),
-                       "Pairwise accuracy matrices, one panel per model"),
-                Table(table, "Pairwise accuracy [95% CI] (pairs)")],
-        findings=findings,
-        source=inputs.sources.get("pairwise_accuracy", ""),
-    )
+    blocks = [Text("Within-query pairwise accuracy A(a>b) = the share of pairs (more relevant item of group a, less "
+                   "relevant item of group b) in the same query that the model orders correctly (Narasimhan et al.), "
+                   "with query-clustered 95% CIs. Off-diagonal cells far apart mean one group's better items lose to "
+                   "the other group's worse items more often; the cross-group gap A(a>b) − A(b>a) is judged against "
+                   "its margin δ."),
+              Figure("pairwise", figures.panels(frame, "model", draw, "worse item's group", "better item's group"),
+                     "Pairwise accuracy matrices, one panel per model"),
+              Table(table, "Pairwise accuracy [95% CI] (pairs)")]
+    verdicts = []
+    try:
+        gaps = pairwise_gap_rows(inputs.stage_table("pairwise_gaps", "audit", ["model", "group_a", "group_b", "estimate",
+                                                                              "ci_low", "ci_high", "p_value"]))
+        blocks.append(Table(pairwise_gap_table(gaps), "Cross-group pairwise gaps A(a>b) − A(b>a) and their verdict against δ"))
+        findings += pairwise_gap_findings(gaps)
+        verdicts = gaps["verdict"].tolist()
+    except StageMissing:
+        pass  # an audit logged before the gaps existed: the matrices above still stand
+    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("pairwise_accuracy", ""),
+                          verdicts=verdicts)
+
+
+def pairwise_gap_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The logged cross-group gaps with the decisive p, verdict (as logged, else from the CI) and status."""
+    rows = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
+    rows["p_holm"] = rows["p_holm"] if "p_holm" in rows.columns else float("nan")
+    rows["p_decisive"] = rows["p_holm"].fillna(rows["p_value"]).where(rows["estimate"].notna())
+    rows = with_verdicts(rows, "pairwise_accuracy", "estimate", "ci_low", "ci_high", "p_decisive")
+    rows.loc[rows["estimate"].isna(), "verdict"] = NOT_ESTIMABLE
+    rows["verdict"] = rows["verdict"].map(verdict_kind)
+    rows["status"] = rows["verdict"].map(verdict_status)
+    return rows
+
+
+def pairwise_gap_table(rows: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": rows["model"], "groups (a, b)": rows["group_a"] + ", " + rows["group_b"],
+        "A(a>b) − A(b>a) [95% CI]": rows.apply(lambda r: ci_text(r["estimate"], r["ci_low"], r["ci_high"], signed=True), axis=1),
+        "p": rows["p_value"].map(p_text),
+        **({"Holm p": rows["p_holm"].map(p_text)} if rows["p_holm"].notna().any() else {}),
+        "δ": rows["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"), "TOST p": rows["p_tost"].map(p_text),
+        "verdict": rows["verdict"]})
+
+
+def _pairwise_gap_text(row: pd.Series) -> str:
+    a, b = row["group_a"], row["group_b"]
+    if row["verdict"] == NOT_ESTIMABLE:
+        return f"pairwise accuracy gap between groups {a} and {b} not estimable"
+    holm = "" if pd.isna(row["p_holm"]) else f", Holm {p_phrase(row['p_holm'])}"
+    queries = f" ({_count(row['n_queries'])} queries)" if "n_queries" in row and pd.notna(row["n_queries"]) else ""
+    return (f"A({a}>{b}) − A({b}>{a}) = {_estimate(row, 'estimate', signed=True)}, {p_phrase(row['p_value'])}{holm}"
+            f"{_margin_detail(row)}{queries}: {row['verdict']}")
+
+
+def pairwise_gap_findings(rows: pd.DataFrame) -> list[Finding]:
+    """Every gap as a detailed finding, and one headline per group pair, verdict (and direction for gaps beyond δ)."""
+    findings = [Finding(f"model {r['model']}: {_pairwise_gap_text(r)}", r["status"], headline=False, verdict=r["verdict"])
+                for _, r in rows.iterrows()]
+    sign = np.sign(rows["estimate"]).where(rows["verdict"] == LARGER, 0)
+    for _, part in rows.groupby(["group_a", "group_b", rows["verdict"], sign], sort=False):
+        first, models = part.iloc[0], list(dict.fromkeys(part["model"]))
+        who = f"model {models[0]}" if len(models) == 1 else f"{len(models)} models ({model_list(models)})"
+        a, b, verdict, delta = first["group_a"], first["group_b"], first["verdict"], _delta_text(part)
+        if verdict == NOT_ESTIMABLE:
+            findings.append(Finding(f"{who}: {_pairwise_gap_text(first)}", first["status"], verdict=verdict))
+            continue
+        if verdict == LARGER:
+            lower, higher = (a, b) if first["estimate"] < 0 else (b, a)
+            text = (f"pairwise ranking unbalanced against group {lower} by more than δ = {delta} (its better items lose "
+                    f"to group {higher}'s worse items more often than the reverse)")
+        elif verdict == WITHIN:
+            text = f"pairwise accuracy gap between groups {a} and {b} significant but within ±{delta}"
+        elif verdict == EQUIVALENT:
+            text = f"pairwise accuracy balanced between groups {a} and {b}: equivalent within ±{delta} (TOST)"
+        else:
+            text = f"pairwise accuracy gap between groups {a} and {b} inconclusive: the data cannot tell |gap| > {delta} from none"
+        findings.append(Finding(f"{who}: {text}; {p_bound(part['p_decisive'], _p_status(verdict))}. {models[0]}: "
+                                f"{_pairwise_gap_text(first)}", first["status"], verdict=verdict))
+    return findings
 
 
 # ---------------------------------------------------------------- what a per-group CDF transform changes

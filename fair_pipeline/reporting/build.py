@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fair_pipeline.audit.stats.equivalence import counts_sentence, verdict_counts
 from fair_pipeline.reporting.model import (
     ALPHA,
     Figure,
@@ -28,10 +29,17 @@ from fair_pipeline.reporting.model import (
 HTML_NAME = "fairness_report.html"
 MARKDOWN_NAME = "fairness_summary.md"
 FINDINGS_NAME = "findings.json"
-_STATUS_ORDER = ("significant", "not significant", "not estimable", "info")
+# The summary leads with the group gaps larger than their margin δ, then the count of every verdict, then the
+# other headlines in this order. A gap that is significant but within ±δ is not listed as significant.
+_LEADING = "gap larger than δ"
+_STATUS_ORDER = ("significant", "not significant", "within ±δ", "equivalent", "inconclusive", "not estimable", "info")
 _STATUS_HEADINGS = {
+    _LEADING: "Group gaps larger than δ (significant and beyond the practical margin)",
     "significant": f"Significant at the {ALPHA:.0%} level",
     "not significant": "Not significant (no evidence of a difference)",
+    "within ±δ": "Significant but within ±δ (real, too small to matter)",
+    "equivalent": "Equivalent within ±δ (TOST)",
+    "inconclusive": "Inconclusive (the data cannot tell a gap larger than δ from none)",
     "not estimable": "Not estimable (too little data to say)",
     "info": "Facts",
 }
@@ -52,6 +60,13 @@ class Report:
 
     def findings(self) -> list[tuple[str, Finding]]:
         return [(s.spec.title, f) for s in self.available for f in s.content.findings]
+
+    def verdicts(self) -> list[str]:
+        """The verdict of every group comparison of every section (audit.stats.equivalence.VERDICTS)."""
+        return [v for s in self.available for v in s.content.verdicts]
+
+    def verdict_counts(self) -> dict[str, int]:
+        return verdict_counts(self.verdicts())
 
     def metrics(self) -> dict[str, float]:
         return {f"{s.spec.key}.{k}": float(v) for s in self.available for k, v in s.content.metrics.items()}
@@ -81,10 +96,25 @@ def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = Non
     return Report(generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), sections=sections)
 
 
+def verdict_summary(counts: dict[str, int]) -> str:
+    """'69 comparisons: 3 gaps larger than δ, 40 significant but within ±δ, ...' (audit.stats.equivalence)."""
+    return counts_sentence(counts)
+
+
 def summary_lines(report: Report) -> list[str]:
-    """The plain-language summary as Markdown lines: the headline findings by status (each section lists all of its own)."""
+    """The plain-language summary as Markdown lines: first the group gaps larger than their margin δ, then how many
+    comparisons got each verdict, then the other headline findings by status (each section lists all of its own)."""
     lines = []
     headlines = [(t, f) for t, f in report.findings() if f.headline]
+    verdicts = report.verdicts()
+    if verdicts:
+        large = [(t, f) for t, f in headlines if f.status == _LEADING]
+        lines += [f"**{_STATUS_HEADINGS[_LEADING]}**", ""]
+        lines.extend(f"- {title}: {finding.text}" for title, finding in large)
+        if not large:
+            lines.append("- none: no group gap is both significant and larger than its margin δ")
+        lines += ["", f"**{verdict_summary(report.verdict_counts())}** (δ = the practical margin of each metric; a "
+                  "significant gap within ±δ is real but too small to matter).", ""]
     grouped = {status: [(t, f) for t, f in headlines if f.status == status] for status in _STATUS_ORDER}
     for status in _STATUS_ORDER:
         if grouped[status]:
@@ -95,9 +125,8 @@ def summary_lines(report: Report) -> list[str]:
     if not tested:
         lines += ["**No statistical test could be run yet** (the stages that produce them have not run).", ""]
     elif len(report.findings()) > len(headlines):
-        significant = sum(f.status == "significant" for f in tested)
-        lines += [f"The sections below list all {len(tested)} tests ({significant} significant at the {ALPHA:.0%} level) "
-                  "with their estimates, 95% CIs, p-values and sample sizes.", ""]
+        lines += ["The sections below list every comparison and test with its estimate, 95% CI, p-value, margin δ, "
+                  "verdict and sample sizes.", ""]
     if report.missing:
         lines += ["**Missing sections** (their stage has never run)", ""]
         lines.extend(f"- {s.spec.title}: {s.missing}" for s in report.missing)
@@ -112,8 +141,26 @@ def _inline(text: str) -> str:
     return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
 
 
+_COUNT_COLUMN = re.compile(r"^(n|n_\w+|\w*_count|count\w*|rank|rows|\w+_rows|pairs|queries|impressions.*|partitions|"
+                           r"positions compared|CI covers truth|groups)$", re.IGNORECASE)
+
+
+def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as rendered: count columns (n, n_pos, rows, pairs, ...) whose values are whole numbers shown as
+    integers with thousands separators ('25,000', never '25000.0' after a float round trip), NaN as 'n/a'."""
+    out = frame.copy()
+    for column in out.columns:
+        values = out[column]
+        if not (_COUNT_COLUMN.match(str(column)) and pd.api.types.is_float_dtype(values)):
+            continue
+        finite = values.dropna()
+        if len(finite) and (finite == finite.round()).all():
+            out[column] = values.map(lambda v: "n/a" if pd.isna(v) else f"{int(v):,}")
+    return out
+
+
 def _table_html(table: Table) -> str:
-    body = table.frame.to_html(index=False, escape=True, na_rep="n/a", border=0, classes="data")
+    body = display_frame(table.frame).to_html(index=False, escape=True, na_rep="n/a", border=0, classes="data")
     caption = f"<p class='caption'>{_inline(table.caption)}</p>" if table.caption else ""
     return caption + body
 
@@ -194,7 +241,7 @@ def render_markdown(report: Report, figure_dir: str = "figures") -> str:
             if isinstance(block, Text):
                 lines += [block.markdown, ""]
             elif isinstance(block, Table):
-                lines += [f"**{block.caption}**", "", block.frame.to_markdown(index=False), ""]
+                lines += [f"**{block.caption}**", "", display_frame(block.frame).to_markdown(index=False), ""]
             else:
                 lines += [f"![{block.caption}]({figure_dir}/{block.name}.png)", ""]
     return "\n".join(lines)
@@ -209,9 +256,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def findings_json(report: Report) -> dict:
     return {
         "generated_at": report.generated_at,
-        "findings": [{"section": t, "status": f.status, "text": f.text, "headline": f.headline} for t, f in report.findings()],
+        "findings": [{"section": t, "status": f.status, "text": f.text, "headline": f.headline, "verdict": f.verdict}
+                     for t, f in report.findings()],
         "missing": [{"section": s.spec.title, "stage": s.spec.stage, "reason": s.missing} for s in report.missing],
         "metrics": report.metrics(),
+        "verdict_counts": report.verdict_counts(),
+        "verdict_summary": verdict_summary(report.verdict_counts()) if report.verdicts() else None,
     }
 
 

@@ -1,12 +1,27 @@
 """Formatting shared by the report's sections: estimates with CIs, p-values, sample counts, findings."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
+import numpy as np
 import pandas as pd
 from scipy import stats
 
+from fair_pipeline.audit.stats.equivalence import (
+    DEFAULT_MARGINS,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    LARGER,
+    NOT_ESTIMABLE,
+    WITHIN,
+    classify_gaps,
+    verdict_kind,
+)
 from fair_pipeline.reporting.model import ALPHA, Finding
+
+# The finding status of each verdict (audit.stats.equivalence.VERDICTS).
+VERDICT_STATUS = {LARGER: "gap larger than δ", WITHIN: "within ±δ", EQUIVALENT: "equivalent",
+                  INCONCLUSIVE: "inconclusive", NOT_ESTIMABLE: "not estimable"}
 
 
 def with_ci(frame: pd.DataFrame, value: str, low: str, high: str, digits: int = 3) -> pd.Series:
@@ -102,3 +117,54 @@ def p_bound(ps: pd.Series, status: str) -> str:
         worst = ps.max()
         return "every p < 0.001" if worst < 0.001 else f"largest p = {p_text(worst)}"
     return f"smallest p = {p_text(ps.min())}"
+
+
+def verdict_status(verdict: str) -> str:
+    return VERDICT_STATUS[verdict_kind(verdict)]
+
+
+def with_verdicts(frame: pd.DataFrame, metric: str, estimate: str, low: str, high: str, p: str) -> pd.DataFrame:
+    """`frame` with `margin`, `p_tost` and `verdict` for every row: as the audit logged them, else (tables logged
+    before verdicts existed) from the estimate, the SE implied by its 95% CI (or, without a CI, by its p-value) and
+    the decisive p-value `p`, with the default margin of `metric`."""
+    out = frame.copy()
+    for column in ("margin", "p_tost"):
+        out[column] = pd.to_numeric(out[column], errors="coerce") if column in out.columns else np.nan
+    out["verdict"] = out["verdict"].astype(object) if "verdict" in out.columns else None
+    todo = out["verdict"].isna() | (out["verdict"].astype(str).isin(["", "None", "nan"]))
+    if todo.any():
+        rows = out[todo]
+        est = pd.to_numeric(rows[estimate], errors="coerce").to_numpy(dtype=float)
+        pv = pd.to_numeric(rows[p], errors="coerce").to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            se = ((pd.to_numeric(rows[high], errors="coerce") - pd.to_numeric(rows[low], errors="coerce")).to_numpy(dtype=float)
+                  / (2 * stats.norm.ppf(0.975)))
+            from_p = np.abs(est) / stats.norm.isf(pv / 2)
+        se = np.where(np.isnan(se), from_p, se)
+        delta = out.loc[todo, "margin"].fillna(DEFAULT_MARGINS[metric]).to_numpy(dtype=float)
+        verdict, p_tost = classify_gaps(est, se, delta, p_adjusted=pv)
+        out.loc[todo, "margin"] = delta
+        out.loc[todo, "p_tost"] = p_tost
+        out.loc[todo, "verdict"] = verdict
+    return out
+
+
+def model_order(names: Iterable[str]) -> list[str]:
+    """Distinct model names in first-seen order of their family (the name up to its last '_'), each family's
+    numeric suffixes sorted as numbers: ranker_lam_{0.1, 1, 2, 10}, never 0.1, 1, 10, 2 (text order)."""
+    families: dict[str, list[str]] = {}
+    for name in dict.fromkeys(str(n) for n in names):
+        families.setdefault(name[: name.rfind("_") + 1], []).append(name)
+    out = []
+    for prefix, members in families.items():
+        ends = [m[len(prefix):] for m in members]
+        out += sorted(members, key=lambda m: float(m[len(prefix):])) if all(_is_number(e) for e in ends) else members
+    return out
+
+
+def sort_by_model(frame: pd.DataFrame, column: str = "model") -> pd.DataFrame:
+    """Rows ordered by `model_order` of `column` (stable within a model)."""
+    if column not in frame.columns or frame.empty:
+        return frame
+    rank = {m: i for i, m in enumerate(model_order(frame[column]))}
+    return frame.iloc[np.argsort(frame[column].astype(str).map(rank).to_numpy(), kind="stable")]

@@ -18,7 +18,11 @@ from fair_pipeline.platform import warehouse
 if TYPE_CHECKING:
     from fair_pipeline.platform.tracking import MLflowTracking
 
-FindingStatus = Literal["significant", "not significant", "not estimable", "info"]
+# significant / not significant: a test without a practical margin; the next four: a group gap judged against
+# its margin δ (`audit.stats.equivalence`: larger than δ, significant but within ±δ, equivalent by TOST,
+# inconclusive); not estimable: too little data; info: a fact.
+FindingStatus = Literal["significant", "not significant", "gap larger than δ", "within ±δ", "equivalent",
+                        "inconclusive", "not estimable", "info"]
 ALPHA = 0.05
 
 
@@ -36,6 +40,7 @@ class Finding:
     text: str
     status: FindingStatus
     headline: bool = True
+    verdict: str | None = None  # a group gap's verdict against its margin δ (audit.stats.equivalence.VERDICTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +72,7 @@ class SectionContent:
     findings: list[Finding] = dataclasses.field(default_factory=list)
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # where the data came from (table name, MLflow run), shown under the title
+    verdicts: list[str] = dataclasses.field(default_factory=list)  # one per group comparison, counted in the summary
 
 
 @dataclasses.dataclass(frozen=True)

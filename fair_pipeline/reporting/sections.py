@@ -11,11 +11,16 @@ The table contracts (name: required columns; optional columns in brackets) are:
     eo_evaluation_summary: method, exposure_over_merit_ratio, exposure_over_merit_ratio_se  (optional companion)
     roc_curves:          model, group, fpr, tpr, tpr_ci_low, tpr_ci_high
     partial_auc:         model, group, estimate, ci_low, ci_high, n_pos, n_neg, p_value [fpr_low, fpr_high,
-                         reference, diff, diff_ci_low, diff_ci_high, p_holm, training_window]
+                         reference, diff, diff_ci_low, diff_ci_high, p_holm, margin, p_tost, verdict, training_window]
     xauc:                model, direction ("a>b"), estimate, ci_low, ci_high, n_pos, n_neg, p_value
-                         [delta, delta_ci_low, delta_ci_high]
+                         [delta, delta_ci_low, delta_ci_high, p_holm, margin, p_tost, verdict]
+
+(`verdict`: a gap against its practical margin δ, `audit.stats.equivalence.VERDICTS`; a table without it gets
+its verdict from diff / delta, their CI and p with the default δ.)
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
     pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
+    pairwise_gaps:       model, group_a, group_b, estimate (A(a>b) − A(b>a)), ci_low, ci_high, p_value
+                         [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; tpr[g], tnr[g], error_part,
@@ -347,8 +352,11 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
 
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:
     cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stage_table("lambda_frontier", "training", cols).sort_values("lambda")
+    frame = inputs.stage_table("lambda_frontier", "training", cols)
+    # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
+    frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
     table = frame[["lambda"]].copy()
+    table["lambda"] = frame["lambda"].map(lambda v: "n/a" if pd.isna(v) else f"{v:g}")
     table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
     table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
     if "unfairness_p_value" in frame.columns:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from fair_pipeline import runner
-from fair_pipeline.audit import compare_groups, pairwise_accuracies, xauc
+from fair_pipeline.audit import VERDICTS, compare_groups, pairwise_accuracies, xauc
 from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY, HELD_OUT_CHECK, SIMULATION_BANNER, fairness_audit
 from fair_pipeline.eo.store import write_transforms
 from fair_pipeline.eo.transform import WeightedCDFTransformer
@@ -97,7 +97,14 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
     np.testing.assert_allclose(pairs[["diff", "se", "z", "p_value"]].to_numpy(float),
                                expected.pairs.sort_values("cutoff")[["diff", "se", "z", "p_value"]].to_numpy(float),
                                rtol=1e-10, atol=1e-300)
-    x = xauc(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"]).pairs
+    # every comparison is stored with its effect size, δ, TOST p and verdict (default margins)
+    np.testing.assert_allclose(pairs[["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost"]].to_numpy(float),
+                               expected.pairs.sort_values("cutoff")[["effect", "effect_ci_low", "effect_ci_high", "margin",
+                                                                     "p_tost"]].to_numpy(float), rtol=1e-9, atol=1e-300)
+    assert pairs["verdict"].tolist() == expected.pairs.sort_values("cutoff")["verdict"].tolist()
+    deltas = _stored(home, "fairness_audit_xauc_deltas", "production", "relevance")
+    assert deltas["verdict"].notna().all() and (deltas["margin"] == 0.02).all()
+        x = xauc(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"]).pairs
     stored_x = _stored(home, "fairness_audit_xauc", "production", "relevance").sort_values(["group_a", "group_b"])
     np.testing.assert_allclose(stored_x[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
                                x.sort_values(["group_a", "group_b"])[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
@@ -160,11 +167,15 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     rows = _truth_rows(home, DAYS[-1])
     expected = pairwise_accuracies(rows["score"], rows["relevance"], rows["group_id"], rows["query_id"])
     stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
-    matrix = stored[stored["metric"].str.match(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
+    matrix = stored[stored["metric"].str.fullmatch(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
     want = expected.matrix.sort_values(["group_better", "group_worse"])
     np.testing.assert_allclose(matrix[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float),
                                want[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float), rtol=1e-12)
     assert matrix["n_queries"].max() == rows["query_id"].nunique()
+    gap = stored[stored["metric"] == "A_{0>1} - A_{1>0}"].iloc[0]  # the cross-group gap row, with its verdict
+    np.testing.assert_allclose(gap[["accuracy", "se", "p_value", "effect", "p_tost"]].to_numpy(float),
+                               expected.gaps.iloc[0][["gap", "se", "p_value", "effect", "p_tost"]].to_numpy(float), rtol=1e-10)
+    assert gap["verdict"] == expected.gaps.iloc[0]["verdict"]
     curves = _stored(home, "fairness_audit_curves", "production", "relevance")
     roc = curves[curves["kind"] == "roc"]
     assert set(roc["group_a"]) == {"0", "1"} and len(roc) == 2 * 101
@@ -303,6 +314,9 @@ def test_bad_configuration_fails_with_a_clear_message(home, tmp_path):
     result = _materialize(home, {"outputs": ["nope"]}, raise_on_error=False)
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert "'nope'" in failure and "production" in failure
+    result = _materialize(home, {"margins": {"auc": 0.1}}, raise_on_error=False)
+    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+    assert "margins" in failure and "unknown margin metric 'auc'" in failure and "xauc" in failure
 
 
 class _RecordingRun:
@@ -370,7 +384,18 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
         one, ref = pauc.loc[("1", cutoff)], pauc.loc[("0", cutoff)]
         assert one["reference"] == "0" and one["diff"] == pytest.approx(one["estimate"] - ref["estimate"], abs=1e-12)
         assert one["diff_ci_low"] < one["diff"] < one["diff_ci_high"] and np.isnan(ref["diff"])
+    # ... and the verdict of each comparison against δ (the sign of the difference does not change it)
+    assert one["verdict"] == audits[0].report.pairs.set_index("cutoff").at[1.0, "verdict"] and one["margin"] == 0.02
+    assert ref["verdict"] is None or pd.isna(ref["verdict"])
     xauc = tracking.run.tables["xauc"].set_index("direction")
+    assert xauc.at["0>1", "verdict"] == xauc.at["1>0", "verdict"] == audits[0].report.xauc.deltas["verdict"].iloc[0]
+    # the cross-group pairwise gap A(0>1) - A(1>0) with its clustered SE and verdict, in MLflow and in the warehouse rows
+    gaps = tracking.run.tables["pairwise_gaps"].iloc[0]
+    matrix = audits[0].pairwise.matrix.set_index(["group_better", "group_worse"])["accuracy"]
+    assert gaps["estimate"] == pytest.approx(matrix[("0", "1")] - matrix[("1", "0")], abs=1e-12)
+    assert gaps["ci_low"] < gaps["estimate"] < gaps["ci_high"] and gaps["verdict"] in VERDICTS and gaps["margin"] == 0.02
+    stored = tracking.run.tables["fairness_audit_pairwise"]
+    assert stored.loc[stored["metric"] == "A_{0>1} - A_{1>0}", "verdict"].tolist() == [gaps["verdict"]]
     assert xauc.at["0>1", "delta"] == pytest.approx(xauc.at["0>1", "estimate"] - xauc.at["1>0", "estimate"], abs=1e-12)
     assert xauc.at["1>0", "delta"] == -xauc.at["0>1", "delta"] and xauc.at["1>0", "delta_ci_high"] == -xauc.at["0>1", "delta_ci_low"]
     assert xauc.at["0>1", "delta_ci_low"] < xauc.at["0>1", "delta"] < xauc.at["0>1", "delta_ci_high"]

@@ -113,3 +113,39 @@ def test_aggregates_with_groups_match_arrays_and_empty_group_is_flagged():
                             - ref.groups.select_dtypes("number").to_numpy())) <= 1e-12
     d = rep.groups[rep.groups["group"] == "d"]
     assert (~d["estimable"]).all() and d["note"].str.contains("0 positives").all()
+
+
+def test_pairs_carry_effect_size_margin_tost_and_verdict():
+    from scipy import stats
+
+    from fair_pipeline.audit.stats.equivalence import classify_gaps
+
+    rng = np.random.default_rng(7)
+    s, y, g = _data(rng, N=6000)
+    res = compare_groups(s, y, g, CUTS, margins={"partial_auc_normalized": 0.03})
+    p = res.pairs
+    assert list(p.columns[-6:]) == ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
+    np.testing.assert_allclose(p["effect"], p["diff"] / p["cutoff"], rtol=1e-12)
+    se = p["se"] / p["cutoff"]
+    np.testing.assert_allclose(p["effect_ci_high"] - p["effect"], stats.norm.ppf(0.975) * se, rtol=1e-9)
+    assert (p["margin"] == 0.03).all()
+    verdict, p_tost = classify_gaps(p["effect"], se, 0.03, p_adjusted=p["p_holm"])  # three groups: Holm decides
+    assert p["verdict"].tolist() == verdict.tolist()
+    np.testing.assert_allclose(p["p_tost"], p_tost, rtol=1e-12)
+    # group a's positives score 1 higher: its gaps to b and c are large, b vs c is not
+    ab = p[(p["group_a"] == "a") & (p["group_b"] == "b") & (p["cutoff"] == 1.0)].iloc[0]
+    assert ab["verdict"] == "gap larger than δ (significant)" and ab["effect"] > 0.03
+    bc = p[(p["group_a"] == "b") & (p["group_b"] == "c")]
+    assert not (bc["verdict"] == "gap larger than δ (significant)").any()
+    # default margins when none are given
+    assert (compare_groups(s, y, g, CUTS).pairs["margin"] == 0.02).all()
+
+
+def test_not_estimable_pairs_get_the_not_estimable_verdict():
+    rng = np.random.default_rng(4)
+    s, y, g = _data(rng)
+    small = (g == "c") & y
+    keep = ~small | (np.cumsum(small) <= 3)
+    res = compare_groups(s[keep], y[keep], g[keep], CUTS, min_count=10)
+    pairs_c = res.pairs[(res.pairs["group_a"] == "c") | (res.pairs["group_b"] == "c")]
+    assert (pairs_c["verdict"] == "not estimable").all() and pairs_c["p_tost"].isna().all()

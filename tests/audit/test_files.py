@@ -128,3 +128,22 @@ def test_errors_name_column_group_and_count(frame, tmp_path):
 def test_quote_ident():
     assert quote_ident('a"b') == '"a""b"'
     assert quote_ident("x; DROP TABLE t") == '"x; DROP TABLE t"'
+
+
+def test_cli_margin_option_sets_the_delta_of_each_verdict(files, capsys):
+    assert main_audit([str(files["csv"]), "--score", SCORE, "--label", LABEL, "--group", GROUP, "--cutoffs", "0.1,1",
+                       "--margin", "xauc=0.07", "--margin", "partial_auc_normalized=0.03", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {p["margin"] for p in out["pairs"]} == {0.03} and {d["margin"] for d in out["xauc"]["deltas"]} == {0.07}
+    assert {d["margin"] for d in out["xauc"]["balanced_deltas"]} == {0.02}  # not given: the default
+    verdicts = {p["verdict"] for p in out["pairs"]} | {d["verdict"] for d in out["xauc"]["deltas"]}
+    assert verdicts <= {"gap larger than δ (significant)", "gap significant but within ±δ",
+                        "equivalent within ±δ (TOST, 95%)", "inconclusive", "not estimable"}
+    assert main_audit([str(files["csv"]), "--score", SCORE, "--label", LABEL, "--group", GROUP, "--margin", "auc=0.1"]) == 2
+    assert "unknown margin metric 'auc'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main_audit([str(files["csv"]), "--score", SCORE, "--label", LABEL, "--margin", "xauc"])
+    assert "--margin must be METRIC=VALUE" in capsys.readouterr().err
+    text = format_audit(audit_file(files["parquet"], SCORE, LABEL, GROUP, QUERY))
+    assert "Effect sizes (I_a - I_b)/cutoff against the margin δ" in text and "verdict" in text
+    assert "Cross-group gaps A_{a>b} - A_{b>a}" in text

@@ -136,3 +136,20 @@ def test_group_cdf_transform_keeps_group_aucs_but_moves_xauc():
     assert np.allclose(before, after, atol=0.002)  # only ties created by the step CDF move it
     assert abs(xb.deltas["delta"].iloc[0]) > 0.2
     assert abs(xa.deltas["delta"].iloc[0]) < abs(xb.deltas["delta"].iloc[0]) - 0.1
+
+
+def test_delta_tables_carry_verdicts_with_their_own_margins():
+    from fair_pipeline.audit.stats.equivalence import classify_gaps
+
+    rng = np.random.default_rng(9)
+    s, y, g = _data(rng, N=3000)
+    res = xauc(s, y, g, margins={"xauc": 0.05, "balanced_xauc": 0.01})
+    for table, delta in ((res.deltas, 0.05), (res.balanced_deltas, 0.01)):
+        assert list(table.columns[-6:]) == ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
+        assert (table["margin"] == delta).all()
+        np.testing.assert_allclose(table["effect"], table["delta"], rtol=0, atol=0)
+        verdict, _ = classify_gaps(table["delta"], table["se"], delta, p_adjusted=table["p_holm"])
+        assert table["verdict"].tolist() == verdict.tolist()
+    # a vs b: a's positives score higher and b's lower, a large imbalance
+    ab = res.deltas[(res.deltas["group_a"] == "a") & (res.deltas["group_b"] == "b")].iloc[0]
+    assert ab["verdict"] == "gap larger than δ (significant)"

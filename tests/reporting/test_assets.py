@@ -44,8 +44,18 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     assert "under shuffled (randomized) traffic, CTR at position 1 minus position 10" in main_job_output
     assert "not yet available" not in main_job_output
     assert "[fact] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged" in main_job_output
-    assert re.search(r"ROC curves and partial AUC by group: .*at I\(0\.05\), I\(0\.1\)", main_job_output)
-    assert re.search(r"\d+ tests in the report: \d+ significant at the 5% level, \d+ not significant", main_job_output)
+    assert re.search(r"ROC curves and partial AUC by group: .*at I\(0\.\d+\)", main_job_output)
+    # the same counts per verdict as the report's summary, after the headlines (gaps larger than δ first)
+    counts = re.search(r"(\d+) comparisons: (\d+) gaps? larger than δ, (\d+) significant but within ±δ, (\d+) equivalent "
+                       r"within ±δ, (\d+) inconclusive, (\d+) not estimable", main_job_output)
+    assert counts and int(counts[1]) == sum(int(c) for c in counts.groups()[1:]) > 0
+    summary = json.loads((home / "reports" / "findings.json").read_text())["verdict_summary"]
+    assert summary == counts[0]
+    printed = [line for line in main_job_output.splitlines() if line.startswith("  [")]
+    order = ["GAP > δ", "SIGNIFICANT", "not significant", "significant, within ±δ", "equivalent within ±δ",
+             "inconclusive", "not estimable", "fact"]
+    ranks = [next(i for i, label in enumerate(order) if line.startswith(f"  [{label}]")) for line in printed]
+    assert ranks == sorted(ranks)  # gaps larger than δ lead
     html = report.read_text()
     assert "Data volume and quarantine" in html and "data:image/png;base64," in html
     # model selection: the metric labelled as simulated, the ranking with costs and intervals
@@ -179,7 +189,9 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     for finding in sections["roc"].content.findings:
         assert re.search(r"I\(\d", finding.text) and "model" in finding.text
         assert finding.status == "not estimable" or (re.search(r"\[[-+]?\d", finding.text) and " p " in f" {finding.text}")
-    assert {f.status for f in sections["roc"].content.findings} <= {"significant", "not significant", "not estimable"}
+    assert {f.status for f in sections["roc"].content.findings} <= {"gap larger than δ", "within ±δ", "equivalent",
+                                                                     "inconclusive", "not estimable"}
+    assert all(f.verdict for f in sections["roc"].content.findings)
 
     xauc = _table(sections["xauc"], "Cross-group AUC")
     assert set(xauc["model"]) == set(pauc["model"]) and np.isfinite(_cells(xauc, "ΔxAUC [95% CI]")).all()

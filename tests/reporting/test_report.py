@@ -151,11 +151,18 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
     findings = findings_json(report)["findings"]
     by_text = {f["text"]: f["status"] for f in findings}
-    # Without FPR bounds or logged differences the comparison still names both groups, the CI, p and n.
+    # Without FPR bounds, logged differences or verdicts (a table logged by an older audit) the comparison still
+    # names both groups, the CI, p and n, and gets its verdict from the difference and p with the default δ = 0.02:
+    # |-0.019| <= 0.02 with p = 0.002 is significant but within ±δ (SE from p: 0.019 / 3.09; TOST p = 0.435).
     assert by_text["model m1, partial AUC: group 1 = 0.062 [0.055, 0.069] vs group 0 = 0.081 [0.075, 0.087], "
-                   "difference -0.019 [CI n/a], p = 0.002 (n_pos = 380 / 400, n_neg = 620 / 600)"] == "significant"
+                   "difference -0.019 [CI n/a], p = 0.002, δ = 0.02, TOST p = 0.435 (n_pos = 380 / 400, n_neg = 620 / 600): "
+                   "gap significant but within ±δ"] == "within ±δ"
     assert by_text["model m1, partial AUC: group 2 vs group 0 not estimable (n_pos = 2 / 400, n_neg = 3 / 600)"] == "not estimable"
-    assert sum(s == "not significant" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
+    # ΔxAUC = 0.03 with p = 0.31 (SE 0.0296): neither significant nor provably within ±0.02
+    assert sum(s == "inconclusive" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
+    assert findings_json(report)["verdict_counts"] == {
+        "gap larger than δ (significant)": 0, "gap significant but within ±δ": 1, "equivalent within ±δ (TOST, 95%)": 0,
+        "inconclusive": 1, "not estimable": 1}
     assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 positions; max |ŵ − w| = 0.0100")
                for t in by_text)
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
@@ -227,25 +234,32 @@ def test_partial_auc_and_xauc_findings_name_model_cutoff_ci_and_p():
     comparisons = group_comparisons(tables["partial_auc"])
     findings = pauc_findings(comparisons)
     detailed = {f.text: f.status for f in findings if not f.headline}
+    # -0.100 with SE 0.029 (from the CI): significant and beyond δ = 0.02; TOST p = Φ((-0.100 + 0.02) / 0.029) ≈ 1
     assert detailed["model prod, I(0.1): group b = 0.400 [0.360, 0.440] vs group a = 0.500 [0.460, 0.540], difference "
-                    "-0.100 [-0.157, -0.043], p = 0.001 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "significant"
+                    "-0.100 [-0.157, -0.043], p = 0.001, δ = 0.02, TOST p = 0.997 (n_pos = 200 / 300, n_neg = 800 / 700): "
+                    "gap larger than δ (significant)"] == "gap larger than δ"
+    # -0.010 [-0.038, +0.018]: SE 0.0143, TOST p = max(1 - Φ((-0.010 + 0.02)/0.0143), Φ((-0.010 - 0.02)/0.0143)) = max(0.242, 0.018): inconclusive
     assert detailed["model prod, I(1): group b = 0.840 [0.820, 0.860] vs group a = 0.850 [0.830, 0.870], difference "
-                    "-0.010 [-0.038, +0.018], p = 0.400 (n_pos = 200 / 300, n_neg = 800 / 700)"] == "not significant"
+                    "-0.010 [-0.038, +0.018], p = 0.400, δ = 0.02, TOST p = 0.242 (n_pos = 200 / 300, n_neg = 800 / 700): "
+                    "inconclusive"] == "inconclusive"
     # Headlines: one per verdict, the two models (same verdicts at the same cutoffs) folded together.
     headlines = [f for f in findings if f.headline]
-    assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("significant", "2 models (prod, eo)"),
-                                                                     ("not significant", "2 models (prod, eo)")]
-    assert "partial AUC of group b significantly below group a at I(0.1) (largest p = 0.001)" in headlines[0].text
-    assert "no significant partial-AUC difference between group b and group a at I(1) (smallest p = 0.400)" in headlines[1].text
+    assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("gap larger than δ", "2 models (prod, eo)"),
+                                                                     ("inconclusive", "2 models (prod, eo)")]
+    assert "partial AUC of group b below group a by more than δ = 0.02 at I(0.1) (largest p = 0.001)" in headlines[0].text
+    assert ("partial AUC of group b vs group a inconclusive at I(1): the data cannot tell a gap larger than 0.02 from none "
+            "(smallest p = 0.400)") in headlines[1].text
     table = pauc_table(tables["partial_auc"], comparisons).set_index(["model", "FPR cutoff"])
     assert table.loc[("prod", "I(0.1)"), "b − a [95% CI]"] == "-0.100 [-0.157, -0.043]"
     assert table.loc[("eo", "I(1)"), "p (b vs a)"] == "0.400" and table.loc[("eo", "I(1)"), "group a"] == "0.850 [0.830, 0.870]"
+    assert table.loc[("prod", "I(0.1)"), "verdict (b vs a)"] == "gap larger than δ (significant)"
+    assert table.loc[("prod", "I(1)"), "δ (b vs a)"] == "0.02"
 
     x = xauc_findings(xauc_pairs(tables["xauc"]))
     by_status = {f.status: f.text for f in x if f.headline}
-    assert by_status["significant"].startswith("model prod: cross-group ranking significantly unbalanced against group b")
-    assert "ΔxAUC = +0.250 [+0.220, +0.280], p < 0.001" in by_status["significant"]
-    assert by_status["not significant"].startswith("model eo: no significant xAUC imbalance between groups a and b; p = 0.600")
+    assert by_status["gap larger than δ"].startswith("model prod: cross-group ranking unbalanced against group b by more than δ = 0.02")
+    assert "ΔxAUC = +0.250 [+0.220, +0.280], p < 0.001, δ = 0.02" in by_status["gap larger than δ"]
+    assert by_status["inconclusive"].startswith("model eo: xAUC balance between groups a and b inconclusive")
 
 
 def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(tmp_path):
@@ -264,3 +278,133 @@ def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(t
     moved.loc[(moved["model"] == "eo") & (moved["fpr_high"] == 1.0) & (moved["group"] == "b"), "estimate"] = 0.83
     (finding,) = transform_findings(moved, tables["xauc"], "prod", ["eo"])
     assert finding.text.startswith("eo vs prod: within-group AUCs changed by up to 0.01 ")
+
+
+def _small_gaps_tables() -> dict[str, pd.DataFrame]:
+    """Issue 13's situation: with ~1M rows every gap is significant. One model has a partial-AUC gap of -0.08
+    (beyond δ = 0.02); every other gap is tiny: ΔxAUC = +0.004 [+0.003, +0.005] (p < 0.001), partial-AUC gaps of
+    0.003 at two cutoffs (one significant, one not and inside ±δ), as the audit logs them (verdict columns)."""
+    from fair_pipeline.audit.stats.equivalence import classify_gaps
+
+    diff, lo, hi = np.array([-0.08, 0.003, 0.003]), np.array([-0.082, 0.002, -0.001]), np.array([-0.078, 0.004, 0.007])
+    p = np.array([1e-12, 1e-9, 0.14])
+    verdict, p_tost = classify_gaps(diff, (hi - lo) / 3.92, 0.02)
+    pauc = pd.DataFrame({
+        "model": ["big"] * 2 + ["tiny"] * 4, "group": ["a", "b"] + ["a", "b"] * 2, "fpr_low": 0.0,
+        "fpr_high": [0.1, 0.1, 0.1, 0.1, 1.0, 1.0], "estimate": [0.5, 0.42, 0.5, 0.503, 0.8, 0.803],
+        "ci_low": [0.499, 0.419, 0.499, 0.502, 0.799, 0.80], "ci_high": [0.501, 0.421, 0.501, 0.504, 0.801, 0.806],
+        "n_pos": [250000, 250000] * 3, "n_neg": [250000, 250000] * 3, "p_value": [np.nan, p[0], np.nan, p[1], np.nan, p[2]],
+        "reference": "a", "diff": [np.nan, diff[0], np.nan, diff[1], np.nan, diff[2]],
+        "diff_ci_low": [np.nan, lo[0], np.nan, lo[1], np.nan, lo[2]], "diff_ci_high": [np.nan, hi[0], np.nan, hi[1], np.nan, hi[2]],
+        "margin": [np.nan, 0.02] * 3, "p_tost": [np.nan, p_tost[0], np.nan, p_tost[1], np.nan, p_tost[2]],
+        "verdict": [None, verdict[0], None, verdict[1], None, verdict[2]]})
+    xauc = pd.DataFrame({
+        "model": ["tiny", "tiny"], "direction": ["a>b", "b>a"], "estimate": [0.802, 0.798], "ci_low": [0.8015, 0.7975],
+        "ci_high": [0.8025, 0.7985], "n_pos": [250000, 250000], "n_neg": [250000, 250000], "p_value": [1e-14, 1e-14],
+        "delta": [0.004, -0.004], "delta_ci_low": [0.003, -0.005], "delta_ci_high": [0.005, -0.003], "margin": 0.02,
+        "p_tost": [0.0, 0.0], "verdict": "gap significant but within ±δ"})
+    return {"partial_auc": pauc, "xauc": xauc}
+
+
+def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_ones_within(tmp_path):
+    from fair_pipeline.reporting import SectionSpec, StageMissing
+    from fair_pipeline.reporting.audit_sections import roc_audit, xauc_audit
+
+    tables = _small_gaps_tables()
+
+    class Inputs:
+        sources: dict = {}
+
+        def stage_table(self, name, stage, required):
+            if name not in tables:
+                raise StageMissing(f"no {name}")
+            return tables[name]
+
+    specs = [SectionSpec("roc", "ROC curves and partial AUC by group", "audit", roc_audit),
+             SectionSpec("xauc", "xROC / xAUC", "audit", xauc_audit)]
+    report = build_report(Inputs(), specs)
+    assert not report.missing
+    lines = summary_lines(report)
+    text = "\n".join(lines)
+    # 1. the one gap larger than δ leads the summary
+    assert lines[0] == "**Group gaps larger than δ (significant and beyond the practical margin)**"
+    assert lines[2].startswith("- ROC curves and partial AUC by group: model big: partial AUC of group b below group a by "
+                               "more than δ = 0.02 at I(0.1)")
+    # 2. then the counts per verdict
+    assert lines[4].startswith("**4 comparisons: 1 gap larger than δ, 2 significant but within ±δ, 1 equivalent within "
+                               "±δ, 0 inconclusive, 0 not estimable**")
+    # 3. the tiny significant gaps are "within ±δ", never presented as significant findings
+    assert "Significant at the 5% level" not in text and "significantly" not in text
+    within = text[text.index("**Significant but within ±δ"):]
+    assert "model tiny: ΔxAUC between groups a and b significant but within ±0.02" in within
+    assert "model tiny: partial AUC of group b vs group a: significant but within ±0.02 at I(0.1)" in within
+    assert text.index("by more than δ") < text.index("comparisons:") < text.index("significant but within ±0.02")
+    counts = findings_json(report)["verdict_counts"]
+    assert counts["gap larger than δ (significant)"] == 1 and counts["gap significant but within ±δ"] == 2
+    assert sum(counts.values()) == 4
+    # the not-significant 0.003 [-0.001, +0.007] at I(1): 90% CI inside ±0.02, so equivalent (TOST)
+    assert counts["equivalent within ±δ (TOST, 95%)"] == 1
+
+
+def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
+    from fair_pipeline.reporting.build import display_frame
+    from fair_pipeline.reporting.formatting import model_order
+    from fair_pipeline.reporting.sections import lambda_frontier
+
+    names = ["production", "eo_weighted", "ranker_2026-01-07_auc_lam_0.1", "ranker_2026-01-07_auc_lam_10",
+             "ranker_2026-01-07_auc_lam_2", "eo_unweighted", "ranker_2026-01-07_auc_lam_1"]
+    assert model_order(names) == ["production", "eo_weighted", "eo_unweighted", "ranker_2026-01-07_auc_lam_0.1",
+                                  "ranker_2026-01-07_auc_lam_1", "ranker_2026-01-07_auc_lam_2", "ranker_2026-01-07_auc_lam_10"]
+    frontier = pd.DataFrame({"lambda": ["10", "2", "0.1"], "utility": [0.7, 0.75, 0.8], "utility_ci_low": [0.68, 0.73, 0.78],
+                             "utility_ci_high": [0.72, 0.77, 0.82], "unfairness": [0.01, 0.03, 0.1],
+                             "unfairness_ci_low": [0.0, 0.02, 0.08], "unfairness_ci_high": [0.03, 0.04, 0.12]})
+
+    class Inputs:
+        sources: dict = {}
+
+        def stage_table(self, name, stage, required):
+            return frontier
+
+    content = lambda_frontier(Inputs())
+    table = next(b for b in content.blocks if hasattr(b, "frame")).frame
+    assert table["lambda"].tolist() == ["0.1", "2", "10"]
+    assert content.findings[0].text.startswith("λ = 0.1 → 10:")
+    shown = display_frame(pd.DataFrame({"model": ["m"] * 2, "n_pos": [25000.0, np.nan], "n_neg": [3.0, 4.0],
+                                        "estimate": [1.0, 2.0]}))
+    assert shown["n_pos"].tolist() == ["25,000", "n/a"] and shown["n_neg"].tolist() == ["3", "4"]
+    assert shown["estimate"].tolist() == [1.0, 2.0]  # not a count: left alone
+
+
+def test_pairwise_section_judges_cross_group_gaps_against_delta():
+    from fair_pipeline.reporting.audit_sections import pairwise_accuracy
+
+    tables = {
+        "pairwise_accuracy": pd.DataFrame({"model": "m", "group_a": ["0", "0", "1", "1"], "group_b": ["0", "1", "0", "1"],
+                                           "estimate": [0.8, 0.70, 0.75, 0.78], "ci_low": [0.79, 0.69, 0.74, 0.77],
+                                           "ci_high": [0.81, 0.71, 0.76, 0.79], "n_pairs": [25000.0] * 4}),
+        # logged by the audit (verdict column) for model m; an older run of model old without verdicts
+        "pairwise_gaps": pd.DataFrame({"model": ["m", "old"], "group_a": ["0", "0"], "group_b": ["1", "1"],
+                                       "estimate": [-0.05, 0.004], "ci_low": [-0.06, 0.003], "ci_high": [-0.04, 0.005],
+                                       "p_value": [1e-20, 1e-9], "margin": [0.02, np.nan], "p_tost": [1.0, np.nan],
+                                       "verdict": ["gap larger than δ (significant)", None], "n_queries": [2000.0, 2000.0]}),
+    }
+
+    class Inputs:
+        sources: dict = {}
+
+        def stage_table(self, name, stage, required):
+            return tables[name]
+
+    content = pairwise_accuracy(Inputs())
+    assert content.verdicts == ["gap larger than δ (significant)", "gap significant but within ±δ"]
+    headlines = {f.status: f.text for f in content.findings if f.headline}
+    assert headlines["gap larger than δ"].startswith("model m: pairwise ranking unbalanced against group 0 by more than "
+                                                     "δ = 0.02")
+    assert "A(0>1) − A(1>0) = -0.050 [-0.060, -0.040], p < 0.001, δ = 0.02" in headlines["gap larger than δ"]
+    assert "(2,000 queries)" in headlines["gap larger than δ"]
+    assert headlines["within ±δ"].startswith("model old: pairwise accuracy gap between groups 0 and 1 significant but "
+                                             "within ±0.02")
+    table = next(b for b in content.blocks if hasattr(b, "frame") and b.caption.startswith("Cross-group")).frame
+    assert table["verdict"].tolist() == ["gap larger than δ (significant)", "gap significant but within ±δ"]
+    matrix = next(b for b in content.blocks if hasattr(b, "frame") and b.caption.startswith("Pairwise accuracy")).frame
+    assert matrix.iloc[0, 2].endswith("(pairs = 25,000)")

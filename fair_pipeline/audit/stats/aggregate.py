@@ -15,6 +15,7 @@ import pandas as pd
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.clustered import ClusterRows, estimand_name
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, group_tables
+from fair_pipeline.audit.stats.equivalence import resolve_margins
 from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, aggregates_to_grid
@@ -45,7 +46,7 @@ class StreamingAudit:
     """
 
     def __init__(self, groups, n_pos, n_neg, cutoffs=DEFAULT_CUTOFFS, *,
-                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95):
+                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None):
         self.cutoffs = as_cutoffs(cutoffs)
         self.groups = np.asarray(groups, dtype=object)
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
@@ -55,6 +56,7 @@ class StreamingAudit:
                 f"labels contain a single class: {int(self.n_pos.sum())} positives and "
                 f"{int(self.n_neg.sum())} negatives")
         self.min_count, self.confidence = min_count, confidence
+        self.margins = resolve_margins(margins)  # practical margins δ behind each comparison's verdict
         self.alphas = sweep_alphas(self.cutoffs, curves=True)
         self.with_xauc = self.groups.size > 1
         self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc)
@@ -83,16 +85,16 @@ class StreamingAudit:
             if grid is None:
                 raise AuditInputError("a cluster-robust report needs the score grid that was streamed")
             add_cluster_covariance(res, grid, self.cutoffs, clusters, streams)
-        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence)
-        x = xauc_tables(res, self.min_count, self.confidence) if self.with_xauc else None
+        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence, self.margins)
+        x = xauc_tables(res, self.min_count, self.confidence, self.margins) if self.with_xauc else None
         return AuditReport(groups, pairs, overall, x)
 
 
 def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, clusters: ClusterRows | None = None,
                min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-               estimand: str | None = None) -> AuditReport:
+               estimand: str | None = None, margins=None) -> AuditReport:
     stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
-                            min_count=min_count, confidence=confidence)
+                            min_count=min_count, confidence=confidence, margins=margins)
     stream.update(grid.scores, grid.pos, grid.neg)
     return stream.report(clusters, grid, estimand)
 
@@ -121,7 +123,7 @@ def aggregate_clusters(df: pd.DataFrame, cluster_cols, group_col: str | None, gr
 
 def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | None = "group",
                      cluster_cols=None, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-                     estimand: str | None = None) -> AuditReport:
+                     estimand: str | None = None, margins=None) -> AuditReport:
     """Per-group truncated AUCs, group comparisons and xAUC from an aggregate table.
 
     ``aggregates``: DataFrame with ``score``, ``n_pos``, ``n_neg`` and (unless ``group_col`` is
@@ -129,7 +131,8 @@ def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | No
     ``cluster_cols``: a column (e.g. ``item_id``) or two (``item_id``, ``query_id``) whose values are
     clusters of dependent rows, i.e. the table is a ``GROUP BY cluster, group, score``: the variances
     are then cluster-robust. ``estimand`` names the variance in every table (default: conditional /
-    clustered / two_way).
+    clustered / two_way). ``margins``: practical margins δ per metric ({metric: δ}, defaults
+    `audit.stats.equivalence.DEFAULT_MARGINS`).
     """
     df = pd.DataFrame(aggregates)
     if group_col is not None and group_col not in df.columns:
@@ -137,4 +140,4 @@ def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | No
     grid = aggregates_to_grid(df, group_col)
     clusters = None if cluster_cols is None else aggregate_clusters(df, cluster_cols, group_col, grid.groups)
     return audit_grid(grid, cutoffs, clusters=clusters, min_count=min_count, confidence=confidence,
-                      estimand=estimand)
+                      estimand=estimand, margins=margins)

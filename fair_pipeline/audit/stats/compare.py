@@ -9,6 +9,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import build_grid
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
+from fair_pipeline.audit.stats.equivalence import add_equivalence
 from fair_pipeline.audit.stats.grid_audit import column_cov, run_grid_audit
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.records import records
@@ -44,7 +45,7 @@ def estimability(n_pos, n_neg, alphas, min_count: int) -> tuple[np.ndarray, list
     return ok, why
 
 
-def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: float):
+def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: float, margins=None):
     """Per-group and overall tables plus pairwise comparisons from a run_grid_audit result."""
     sel = np.searchsorted(res["alphas"], cutoffs)
     sub = {k: v[:, sel] for k, v in res.items() if isinstance(v, np.ndarray) and v.ndim == 2}
@@ -64,7 +65,7 @@ def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: flo
     per_group = pd.concat(rows[:-1], ignore_index=True)
     overall = rows[-1].reset_index(drop=True)
     column = {groups[a]: i for i, (kind, a, _) in enumerate(res["columns"]) if kind == "group"}
-    pairs = pairwise_differences(per_group, confidence,
+    pairs = pairwise_differences(per_group, confidence, margins,
                                  cov_of=lambda a, b: column_cov(res, cutoffs, column[a], column[b]))
     estimand = res.get("estimand", "conditional")
     for table in (per_group, pairs, overall):
@@ -73,8 +74,9 @@ def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: flo
     return per_group, pairs, overall
 
 
-def pairwise_differences(per_group: pd.DataFrame, confidence: float, cov_of=None) -> pd.DataFrame:
-    """For each pair of groups and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups).
+def pairwise_differences(per_group: pd.DataFrame, confidence: float, margins=None, cov_of=None) -> pd.DataFrame:
+    """For each pair of groups and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups), then the
+    effect size (I_a - I_b)/cutoff with its CI, margin δ, TOST p and verdict (`audit.stats.equivalence`).
 
     ``cov_of(a, b)``: covariance of the two groups' estimates per cutoff (clusters spanning groups,
     e.g. queries); None for independent groups.
@@ -96,17 +98,19 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float, cov_of=None
             **w, "estimable": (ta["estimable"] & tb["estimable"]).to_numpy(),
         }))
     if not out:
-        return pd.DataFrame(columns=["group_a", "group_b", "cutoff", "diff", "se", "p_value"])
+        return pd.DataFrame(columns=["group_a", "group_b", "cutoff", "diff", "se", "p_value",
+                                     "effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"])
     pairs = pd.concat(out, ignore_index=True)
     if len(names) > 2:  # family = all pairs at one cutoff
         pairs["p_holm"] = np.nan
         for c, idx in pairs.groupby("cutoff").groups.items():
             pairs.loc[idx, "p_holm"] = holm(pairs.loc[idx, "p_value"].to_numpy())
-    return pairs
+    return add_equivalence(pairs, "partial_auc_normalized", "diff_normalized", pairs["se"] / pairs["cutoff"],
+                           margins=margins, confidence=confidence)
 
 
 def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, *, clusters=None,
-                   min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> GroupComparison:
+                   min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None) -> GroupComparison:
     """Truncated AUCs per group (table of :func:`truncated_auc`) and all pairwise differences.
 
     Without ``clusters`` rows are independent (Lemma 3) and groups are independent samples, so
@@ -114,7 +118,8 @@ def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, 
     arrays, e.g. (items, queries), for two-way clustering) the variances are cluster-robust and the
     covariance of clusters spanning groups enters the differences. A group with fewer than
     ``min_count`` positives or negatives (or no negative below a cutoff) is reported with
-    ``estimable = False`` and NaN estimates, never as equal to the others.
+    ``estimable = False`` and NaN estimates, never as equal to the others. ``margins``: practical margins δ
+    per metric (default `audit.stats.equivalence.DEFAULT_MARGINS`) behind each pair's verdict.
     """
     alphas = as_cutoffs(cutoffs)
     s = as_scores(scores)
@@ -125,5 +130,5 @@ def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, 
     grid = build_grid(s, y, codes, levels)
     res = run_grid_audit(grid, alphas, xauc=False, clusters=row_clusters(clusters, s, y, codes))
     res["estimand"] = estimand_name(clusters)
-    per_group, pairs, overall = group_tables(res, alphas, min_count, confidence)
+    per_group, pairs, overall = group_tables(res, alphas, min_count, confidence, margins)
     return GroupComparison(per_group, pairs, overall)

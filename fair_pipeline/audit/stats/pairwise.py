@@ -18,11 +18,13 @@ for the group statistics, O(n log^2 n) for the continuous attribute; never O(n^2
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.stats.inference import wald
+from fair_pipeline.audit.stats.equivalence import add_equivalence
+from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
 
@@ -34,9 +36,11 @@ class PairwiseResult:
     parity: pd.DataFrame
     overall: pd.DataFrame
     continuous: pd.DataFrame | None
+    gaps: pd.DataFrame | None = None  # cross-group gaps A_{a>b} - A_{b>a} with SE, p, Holm and verdict
 
     def to_dict(self) -> dict:
-        names = ["matrix", "marginals", "parity", "overall"] + (["continuous"] if self.continuous is not None else [])
+        names = ["matrix", "marginals", "parity", "overall"] + [n for n in ("continuous", "gaps")
+                                                                 if getattr(self, n) is not None]
         return {name: records(getattr(self, name)) for name in names}
 
 
@@ -173,6 +177,41 @@ class PairwiseAccumulator:
         old = self.sums.get(name)
         self.sums[name] = new if old is None else tuple(a + b for a, b in zip(old, new))
 
+    def _add_cross(self, C, T):
+        """Sums over queries of cell (a, b) times cell (b, a) (C C', C T', T T') and the queries holding either:
+        what the clustered variance of the gap A_{a>b} - A_{b>a} needs (both ratios share the queries)."""
+        Cs, Ts = C.transpose(0, 2, 1), T.transpose(0, 2, 1)
+        new = ((C * Cs).sum(axis=0), (C * Ts).sum(axis=0), (T * Ts).sum(axis=0), ((T > 0) | (Ts > 0)).sum(axis=0))
+        old = self.sums.get("cross")
+        self.sums["cross"] = new if old is None else tuple(a + b for a, b in zip(old, new))
+
+    def gaps(self, confidence: float = 0.95, margins=None) -> pd.DataFrame:
+        """One row per unordered group pair: the cross-group gap A_{a>b} - A_{b>a} (Narasimhan et al.'s cross-group
+        equal opportunity), its query-clustered SE (the linearization of `pairwise_gap.cross_group_gaps`, from the
+        accumulated sums), CI, z, p, Holm p (> 2 groups), then effect, margin δ, TOST p and verdict."""
+        G = self.levels.size
+        Ct, Tt, CC, CT, TT, _ = self.sums["matrix"]
+        X, Y, Z, U = self.sums["cross"]
+        rows = []
+        for a, b in combinations(range(G), 2):
+            t1, t2, q = Tt[a, b], Tt[b, a], int(U[a, b])
+            A1 = Ct[a, b] / t1 if t1 > 0 else np.nan
+            A2 = Ct[b, a] / t2 if t2 > 0 else np.nan
+            var = np.nan
+            if t1 > 0 and t2 > 0 and q > 1:
+                s11 = CC[a, b] - 2 * A1 * CT[a, b] + A1 * A1 * TT[a, b]
+                s22 = CC[b, a] - 2 * A2 * CT[b, a] + A2 * A2 * TT[b, a]
+                s12 = X[a, b] - A2 * Y[a, b] - A1 * Y[b, a] + A1 * A2 * Z[a, b]
+                var = q / (q - 1) * max(s11 / t1**2 + s22 / t2**2 - 2 * s12 / (t1 * t2), 0.0)
+            w = wald(A1 - A2, var, confidence)
+            rows.append({"group_a": self.levels[a], "group_b": self.levels[b], "A_a>b": A1, "A_b>a": A2,
+                         "gap": A1 - A2, **{k: float(v) for k, v in w.items()}, "n_pairs_ab": float(t1),
+                         "n_pairs_ba": float(t2), "n_queries": q, "estimable": bool(np.isfinite(var))})
+        gaps = pd.DataFrame(rows)
+        if G > 2 and len(gaps):
+            gaps["p_holm"] = holm(gaps["p_value"].to_numpy())
+        return add_equivalence(gaps, "pairwise_accuracy", "gap", "se", margins=margins, confidence=confidence)
+
     def update(self, qcode, s, codes, y, weights=None) -> None:
         """Rows of complete queries: query codes, scores, group codes (0..G-1), bool labels."""
         G = self.levels.size
@@ -181,6 +220,7 @@ class PairwiseAccumulator:
         C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
                              better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
         self._add("matrix", C, T)
+        self._add_cross(C, T)
         self._add("better", C.sum(2), T.sum(2))
         self._add("worse", C.sum(1), T.sum(1))
         self._add("overall", C.sum((1, 2)), T.sum((1, 2)))
@@ -258,12 +298,13 @@ def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFr
 
 
 def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, continuous_feature=None,
-                        confidence: float = 0.95) -> PairwiseResult:
+                        confidence: float = 0.95, margins=None) -> PairwiseResult:
     """Within-query pairwise accuracies by group (and for a continuous attribute), with SEs.
 
     ``labels``: 1 = better, 0 = worse (pairs are formed between the two, inside each query);
     ``sensitive_features``: group of each item; ``query_ids``: query of each item;
-    ``continuous_feature``: optional numeric protected attribute z for A_> and A_<.
+    ``continuous_feature``: optional numeric protected attribute z for A_> and A_<; ``margins``: practical
+    margins δ (key ``pairwise_accuracy``) behind the verdicts of the cross-group gaps (``gaps``).
     """
     s = as_scores(scores)
     y = as_labels(labels, s.size)
@@ -279,4 +320,4 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
             raise AuditInputError(f"continuous_feature must have length {s.size}, got shape {z.shape}")
         z = as_scores(z, name="continuous_feature")
         continuous = continuous_accuracies(qcode, s, y, z, confidence)
-    return PairwiseResult(matrix, marginals, parity, overall, continuous)
+    return PairwiseResult(matrix, marginals, parity, overall, continuous, acc.gaps(confidence, margins))

@@ -4,7 +4,8 @@ Both accuracies are ratios over the same queries, so they are correlated; the di
 the cluster linearization of the difference: e_q = (C_q^{ab} - A_{ab} T_q^{ab}) / T^{ab} -
 (C_q^{ba} - A_{ba} T_q^{ba}) / T^{ba}, var = Q/(Q-1) sum_q e_q^2 over the Q queries holding pairs of
 either kind (Narasimhan et al.'s cross-group constraint, eq. 12, as an audited figure). The marginal
-gap pools the worse item's group (eq. 2) and is linearized the same way.
+gap pools the worse item's group (eq. 2) and is linearized the same way. Both tables end with the effect (the gap)
+and its CI, the practical margin δ (``pairwise_accuracy``), the TOST p and a verdict (`audit.stats.equivalence`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit.stats.equivalence import add_equivalence
 from fair_pipeline.audit.stats.inference import wald
 from fair_pipeline.audit.stats.pairwise import _cross_counts
 from fair_pipeline.audit.stats.validation import as_groups, as_labels, as_scores
@@ -42,7 +44,8 @@ def _counts(scores, labels, sensitive_features, query_ids):
     return C, T, levels
 
 
-def marginal_gaps(scores, labels, sensitive_features, query_ids, *, confidence: float = 0.95) -> pd.DataFrame:
+def marginal_gaps(scores, labels, sensitive_features, query_ids, *, confidence: float = 0.95,
+                  margins=None) -> pd.DataFrame:
     """One row per unordered group pair (a, b): A_{a>:}, A_{b>:} (group of the better item), difference, SE, CI."""
     C, T, levels = _counts(scores, labels, sensitive_features, query_ids)
     Cm, Tm = C.sum(axis=2), T.sum(axis=2)
@@ -52,10 +55,12 @@ def marginal_gaps(scores, labels, sensitive_features, query_ids, *, confidence: 
             continue
         A1, A2, d = _difference(Cm[:, a], Tm[:, a], Cm[:, b], Tm[:, b], confidence)
         rows.append({"group_a": levels[a], "group_b": levels[b], "A_a>:": A1, "A_b>:": A2, **d})
-    return pd.DataFrame(rows)
+    return add_equivalence(pd.DataFrame(rows), "pairwise_accuracy", "gap", "se", margins=margins,
+                           confidence=confidence, p_adjusted=None)
 
 
-def cross_group_gaps(scores, labels, sensitive_features, query_ids, *, confidence: float = 0.95) -> pd.DataFrame:
+def cross_group_gaps(scores, labels, sensitive_features, query_ids, *, confidence: float = 0.95,
+                     margins=None) -> pd.DataFrame:
     """One row per unordered group pair (a, b): A_{a>b}, A_{b>a}, their difference with SE, CI, p-value."""
     C, T, levels = _counts(scores, labels, sensitive_features, query_ids)
     rows = []
@@ -64,4 +69,5 @@ def cross_group_gaps(scores, labels, sensitive_features, query_ids, *, confidenc
             continue
         A1, A2, d = _difference(C[:, a, b], T[:, a, b], C[:, b, a], T[:, b, a], confidence)
         rows.append({"group_a": levels[a], "group_b": levels[b], "A_a>b": A1, "A_b>a": A2, **d})
-    return pd.DataFrame(rows)
+    return add_equivalence(pd.DataFrame(rows), "pairwise_accuracy", "gap", "se", margins=margins,
+                           confidence=confidence, p_adjusted=None)

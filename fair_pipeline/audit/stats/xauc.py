@@ -22,6 +22,7 @@ import pandas as pd
 from fair_pipeline.audit.stats.blocks import build_grid
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.equivalence import add_equivalence
 from fair_pipeline.audit.stats.grid_audit import CURVE_GRID, column_cov, run_grid_audit
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.records import records
@@ -51,8 +52,9 @@ def _holm_if_many(df: pd.DataFrame, n_groups: int) -> pd.DataFrame:
     return df
 
 
-def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95) -> XAUCResult:
-    """Shape a run_grid_audit(..., xauc=True, curves=True) result into the xAUC tables."""
+def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None) -> XAUCResult:
+    """Shape a run_grid_audit(..., xauc=True, curves=True) result into the xAUC tables; the delta tables end
+    with effect, CI, margin, p_tost and verdict (`audit.stats.equivalence`)."""
     groups = res["groups"]
     G = len(groups)
     n_pos_g, n_neg_g = res["n_pos_group"], res["n_neg_group"]
@@ -129,6 +131,9 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
             balanced_deltas.loc[idx, "p_holm"] = holm(balanced_deltas.loc[idx, "p_value"].to_numpy())
 
     curves = curve_table(res)
+    deltas = add_equivalence(deltas, "xauc", "delta", "se", margins=margins, confidence=confidence)
+    balanced_deltas = add_equivalence(balanced_deltas, "balanced_xauc", "delta", "se", margins=margins,
+                                      confidence=confidence)
     estimand = res.get("estimand", "conditional")
     for table in (pairs, deltas, balanced, balanced_deltas):
         table["variance_estimand"] = estimand
@@ -153,12 +158,13 @@ def curve_table(res: dict) -> pd.DataFrame:
 
 
 def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
-         confidence: float = 0.95) -> XAUCResult:
+         confidence: float = 0.95, margins=None) -> XAUCResult:
     """xAUC(a, b), Delta xAUC, balanced xAUC_0 / xAUC_1 and xROC curves, with DeLong variances.
 
     Convention as in Kallus & Zhou: label 1 is the positive (beneficial) outcome and higher scores
     should rank positives above negatives. ``clusters``: per-row cluster ids (or a tuple of two arrays
-    for two-way clustering) for cluster-robust variances, as in :func:`compare_groups`.
+    for two-way clustering) for cluster-robust variances, as in :func:`compare_groups`. ``margins``:
+    practical margins δ (keys ``xauc``, ``balanced_xauc``) behind each delta's verdict.
     """
     s = as_scores(scores)
     y = as_labels(labels, s.size)
@@ -170,4 +176,4 @@ def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = 
     grid = build_grid(s, y, codes, levels)
     res = run_grid_audit(grid, [1.0], xauc=True, curves=True, clusters=row_clusters(clusters, s, y, codes))
     res["estimand"] = estimand_name(clusters)
-    return xauc_tables(res, min_count, confidence)
+    return xauc_tables(res, min_count, confidence, margins)
