@@ -104,7 +104,7 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
     assert pairs["verdict"].tolist() == expected.pairs.sort_values("cutoff")["verdict"].tolist()
     deltas = _stored(home, "fairness_audit_xauc_deltas", "production", "relevance")
     assert deltas["verdict"].notna().all() and (deltas["margin"] == 0.02).all()
-        x = xauc(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"]).pairs
+    x = xauc(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"]).pairs
     stored_x = _stored(home, "fairness_audit_xauc", "production", "relevance").sort_values(["group_a", "group_b"])
     np.testing.assert_allclose(stored_x[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
                                x.sort_values(["group_a", "group_b"])[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
