@@ -65,11 +65,11 @@ class PairedDifference:
 def group_codes(groups, labels) -> np.ndarray:
     """Index of every row's group in ``labels`` (the metric's group order); unknown groups raise."""
     labels = list(labels)
-    values = pd.Series(np.asarray(groups, dtype=object)).astype(str)
-    codes = values.map({str(g): i for i, g in enumerate(labels)})
-    if codes.isna().any():
-        raise ValueError(f"held-out rows have groups {sorted(values[codes.isna()].unique())} not in {labels}")
-    return codes.to_numpy(dtype=np.int64)
+    values = np.asarray(groups).astype(str)
+    codes = pd.Categorical(values, categories=[str(g) for g in labels]).codes.astype(np.int64)
+    if (codes < 0).any():
+        raise ValueError(f"held-out rows have groups {sorted(map(str, set(values[codes < 0])))} not in {labels}")
+    return codes
 
 
 def rate_influence(codes: np.ndarray, n_pos, n_neg, score, threshold: float, n_groups: int, *,
