@@ -346,7 +346,7 @@ def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
     checks.append(dg.AssetCheckResult(check_name=SEPARATED_CHECK, asset_key=MODEL_SELECTION_KEY, passed=separated,
                                       severity=dg.AssetCheckSeverity.WARN, description=description,
                                       metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v
-                                                for k, v in metadata.items()}))
+                                                for k, v in metadata.items() if v is not None}))
     return checks
 
 
@@ -386,7 +386,8 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
         "and, for comparing, every candidate's paired difference vs the winner on the same rows, clustered by item "
         "(diff_vs_winner with SE, CI, two-sided p; the check compares the runner-up with this paired interval); "
         "not-estimable candidates last with the reason. The ranking goes to `marts.model_ranking` and MLflow "
-        "(table model_ranking); the winner is registered as `fair-ranker` and the alias `champion` moved to it (all or nothing)."
+        "(table model_ranking); the winner is registered as `fair-ranker` and the alias `champion` moved to it "
+        "(all or nothing)."
     ),
 )
 def model_selection(
@@ -418,8 +419,8 @@ def model_selection(
         "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={metric.lam:.3f}\n\n" + ranking_markdown(ranking)
                                        + f"\n\n{INTERVALS_NOTE}"),
         "intervals": INTERVALS_NOTE,
-        "paired_clusters_items": _count(ranking["paired_clusters"].iloc[0]) if len(ranking) else None,
-        "paired_rows": _count(ranking["paired_rows"].iloc[0]) if len(ranking) else None,
+        "paired_clusters_items": _count(ranking["paired_clusters"].max()) or 0,
+        "paired_rows": _count(ranking["paired_rows"].max()) or 0,
         "winner": winner.name if winner else "none (no estimable candidate)",
     }
     tags = {"fair_pipeline.simulation": str(bool(info["simulated"]) or source.simulation).lower(),
