@@ -442,11 +442,11 @@ def _selection_findings(frame: pd.DataFrame) -> list[Finding]:
         return [Finding(text, "info")]
     runner = ranked.iloc[1]
     if {"diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p"} <= set(ranked.columns) and pd.notna(runner["diff_ci_low"]):
-        items = (f" ({runner['paired_clusters']:,.0f} items, {runner['paired_rows']:,.0f} rows)"
+        items = (f": {runner['paired_clusters']:,.0f} items, {runner['paired_rows']:,.0f} rows;"
                  if pd.notna(runner.get("paired_clusters", np.nan)) and pd.notna(runner.get("paired_rows", np.nan)) else "")
         separated = runner["diff_ci_low"] > 0
         versus = (f"; runner-up {runner['model']} costs {_paired_text(runner)} more (paired difference clustered by "
-                  f"item{items}, {p_phrase(runner['diff_p'])})")
+                  f"item{items or ','} {p_phrase(runner['diff_p'])})")
         return [Finding(text + versus + ("" if separated else ": within sampling noise"),
                         "significant" if separated else "not significant")]
     versus = f" vs runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"

@@ -47,7 +47,7 @@ def test_paired_difference_and_p_are_shown_next_to_each_candidate():
     (finding,) = content.findings
     assert finding.status == "significant"  # marginal CIs overlap; the paired interval excludes 0
     assert "runner-up r costs +0.0040 [+0.0009, +0.0071] more" in finding.text
-    assert "clustered by item (1,061 items, 1,100 rows), p = 0.012" in finding.text
+    assert "clustered by item: 1,061 items, 1,100 rows; p = 0.012)" in finding.text
 
 
 def test_a_paired_interval_including_zero_is_within_noise():
