@@ -23,8 +23,10 @@ its verdict from diff / delta, their CI and p with the default δ.)
                          [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source]
-    model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; tpr[g], tnr[g], error_part,
-                         violation_part, min_group_count, champion_version, reason; other columns without cost]
+    model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
+                         diff_ci_high, diff_p, paired_clusters, paired_rows: the paired difference vs the winner;
+                         tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version, reason;
+                         other columns without cost]
     elicited_metric:     oracle, parameter, elicited [truth, n_queries]   (optional companion of model_ranking)
 
 A not-estimable figure is NaN (never 0); p_value is NaN where no test applies (e.g. the reference
@@ -388,8 +390,11 @@ def lambda_frontier(inputs: ReportInputs) -> SectionContent:
 SELECTION_NOTE = (
     "Candidates are ranked by the elicited fair metric (Hiranandani et al., Definition 4): cost = (1 − λ)⟨a, 1 − r⟩ "
     "+ λ/2 Σ_{u<v} (r^u − r^v)ᵀ B^{uv} (r^u − r^v) of each group's TPR and TNR at the candidate's operating "
-    "threshold on held-out rows; lower is better. Intervals are delta-method 95% CIs from the group-wise counts; "
-    "a candidate with too few positives or negatives in a group is not estimable and ranked last.")
+    "threshold on held-out rows; lower is better. The cost's interval is the candidate's own (marginal) delta-method "
+    "95% CI from the group-wise counts; to compare candidates, use the paired difference vs the winner: cost(candidate) "
+    "− cost(winner) on the same held-out rows with a 95% CI clustered by item (each item counts once however often it "
+    "was shown) and a two-sided p-value. A candidate with too few positives or negatives in a group is not estimable "
+    "and ranked last.")
 
 
 def _elicited_metric_blocks(inputs: ReportInputs) -> list:
@@ -411,6 +416,10 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
         table = frame[["rank", "model"]].copy()
         table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        if {"diff_vs_winner", "diff_ci_low", "diff_ci_high"} <= set(frame.columns):
+            table["Δ cost vs winner [95% CI, paired by item]"] = frame.apply(_paired_text, axis=1)
+            if "diff_p" in frame.columns:
+                table["p (Δ = 0)"] = frame["diff_p"].map(p_text)
         extra = [c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
                  ("error_part", "violation_part", "min_group_count", "champion_version", "reason")]
         table = pd.concat([table, frame[extra].round(4)], axis=1)
@@ -423,6 +432,14 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
 
 
+def _paired_text(row: pd.Series) -> str:
+    if pd.isna(row["diff_vs_winner"]):
+        return "not estimable"
+    if row["diff_vs_winner"] == 0 and pd.isna(row["diff_ci_low"]):
+        return "winner (reference)"
+    return ci_text(row["diff_vs_winner"], row["diff_ci_low"], row["diff_ci_high"], digits=4, signed=True)
+
+
 def _selection_findings(frame: pd.DataFrame) -> list[Finding]:
     ranked = frame[frame["cost"].notna()]
     if ranked.empty:
@@ -432,6 +449,14 @@ def _selection_findings(frame: pd.DataFrame) -> list[Finding]:
     if len(ranked) < 2:
         return [Finding(text, "info")]
     runner = ranked.iloc[1]
+    if {"diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p"} <= set(ranked.columns) and pd.notna(runner["diff_ci_low"]):
+        items = (f": {runner['paired_clusters']:,.0f} items, {runner['paired_rows']:,.0f} rows;"
+                 if pd.notna(runner.get("paired_clusters", np.nan)) and pd.notna(runner.get("paired_rows", np.nan)) else "")
+        separated = runner["diff_ci_low"] > 0
+        versus = (f"; runner-up {runner['model']} costs {_paired_text(runner)} more (paired difference clustered by "
+                  f"item{items or ','} {p_phrase(runner['diff_p'])})")
+        return [Finding(text + versus + ("" if separated else ": within sampling noise"),
+                        "significant" if separated else "not significant")]
     versus = f" vs runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"
     separated = win["ci_high"] < runner["ci_low"]
     return [Finding(text + versus + ("" if separated else " (intervals overlap)"),

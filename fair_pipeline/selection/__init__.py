@@ -1,7 +1,8 @@
 """Model selection by an elicited fairness metric (Hiranandani et al., fair quadratic metric elicitation).
 
 `elicitation` (pure numpy/scipy) holds LPME, QPME and the fair variant, oracles, the query log and the ranking
-of candidates by an elicited metric; `session` runs an interactive elicitation stored in DuckDB
+of candidates by an elicited metric with paired, item-clustered cost differences vs the winner (`paired`);
+`session` runs an interactive elicitation stored in DuckDB
 (`fair-pipeline elicit`), `metric_oracle` builds the simulated or recorded oracle, `candidates` scores each
 (ranker, alpha) candidate's per-group rates on held-out data, `store` writes `marts.elicited_metrics` and
 `marts.model_ranking`, `assets` is the Dagster glue that moves `fair-ranker@champion`.
@@ -10,7 +11,9 @@ metric, the ranking of candidates, the champion alias. Tests: tests/selection/.
 
     metric = elicit_fair_quadratic_metric(oracle, n_groups=2)     # oracle(r1, r2) -> bool
     metric.a, metric.B, metric.lam, metric.n_queries, metric(rates) -> cost
-    ranking = rank_candidates(candidates_df, metric)
+    ranking = rank_candidates(candidates_df, metric)             # per-candidate cost, marginal CI
+    ranking = rank_candidates(candidates_df, metric, held_out=item_rows, scores={name: scores})  # + diff_vs_winner, CI
+    paired_cost_difference(metric, item_rows, score_a, score_b, labels, selection_rate=0.4, clusters=item_rows.item_id)
 """
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
@@ -18,6 +21,7 @@ from fair_pipeline.selection.elicitation import (
     InconsistentOracleError,
     InconsistentOracleWarning,
     MissingPreferenceError,
+    PairedDifference,
     RateProfileError,
     RecordedPreferenceOracle,
     SimulatedOracle,
@@ -25,6 +29,7 @@ from fair_pipeline.selection.elicitation import (
     elicitation_errors,
     metric_from_dict,
     metric_to_dict,
+    paired_cost_difference,
     pairwise_agreement,
     random_fair_metric,
     rank_candidates,
@@ -32,7 +37,7 @@ from fair_pipeline.selection.elicitation import (
 
 __all__ = [
     "DEFAULT_RADIUS", "FairQuadraticMetric", "InconsistentOracleError", "InconsistentOracleWarning",
-    "MissingPreferenceError", "RateProfileError", "RecordedPreferenceOracle", "SimulatedOracle",
+    "MissingPreferenceError", "PairedDifference", "RateProfileError", "RecordedPreferenceOracle", "SimulatedOracle",
     "elicit_fair_quadratic_metric", "elicitation_errors", "metric_from_dict", "metric_to_dict",
-    "pairwise_agreement", "random_fair_metric", "rank_candidates",
+    "paired_cost_difference", "pairwise_agreement", "random_fair_metric", "rank_candidates",
 ]

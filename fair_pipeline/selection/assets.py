@@ -225,9 +225,19 @@ def elicited_metric(
 # ----------------------------------------------------------------------------------------------- model selection
 MODEL_SELECTION_KEY = dg.AssetKey(["marts", "model_selection"])
 ESTIMABLE_CHECK = "at_least_one_estimable_candidate"
-SEPARATED_CHECK = "winner_cost_ci_separated_from_runner_up"
-RANKING_COLUMNS = ["rank", "model", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "error_part",
-                   "violation_part", "threshold", "min_group_count", "held_out", "estimable", "reason"]
+SEPARATED_CHECK = "winner_beats_runner_up_paired"
+SEPARATED_CHECK_DESCRIPTION = (
+    "The paired difference cost(runner-up) - cost(winner) on the same held-out rows, clustered by item, has a CI "
+    "that excludes 0 (warns when the choice is within sampling noise).")
+RANKING_COLUMNS = ["rank", "model", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
+                   "diff_ci_low", "diff_ci_high", "diff_p", "cost_se_clustered", "error_part", "violation_part",
+                   "threshold", "min_group_count", "paired_clusters", "paired_rows", "held_out", "estimable", "reason"]
+INTERVALS_NOTE = (
+    "cost_se / ci_low / ci_high: the candidate's own cost, marginal delta-method CI from binomial group counts "
+    "(every impression independent). diff_vs_winner / diff_se / diff_ci_low / diff_ci_high / diff_p: paired "
+    "difference cost(candidate) - cost(winner) on the same held-out rows, clustered by item (influence-function "
+    "SE incl. the selection-rate threshold; p two-sided for equal cost); cost_se_clustered: the candidate's own "
+    "cost SE clustered by item. Compare candidates with the paired difference.")
 
 
 class ModelSelectionConfig(dg.Config):
@@ -274,14 +284,20 @@ def evaluation_inputs(con, config: ModelSelectionConfig, landing, window_end):
     return metric, metric_info, candidates, items, window, source
 
 
-def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionConfig, source, window) -> pd.DataFrame:
-    """rank_candidates on the long rates, keeping each candidate's own reason and adding per-group columns."""
+def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionConfig, source, window,
+         items: pd.DataFrame | None = None, scores: dict | None = None) -> pd.DataFrame:
+    """rank_candidates on the long rates, keeping each candidate's own reason and adding per-group columns;
+    with the held-out item rows and every candidate's scores on them, the paired differences to the winner
+    clustered by item (columns paired_clusters / paired_rows: items and rows behind them)."""
     unknown = sorted(set(rates["group"]) - set(labels))  # a metric group absent from the data: not estimable
     if unknown:
         raise dg.Failure(description=f"the held-out data has groups {unknown} that the elicited metric (groups "
                          f"{labels}) does not weigh; re-elicit with matching group_labels")
     ranking = rank_candidates(rates.drop(columns=["selected_share"]), metric, groups=labels, min_count=config.min_count,
-                              confidence=config.confidence)
+                              confidence=config.confidence, held_out=items, scores=scores,
+                              selection_rate=config.selection_rate, cluster_col="item_id")
+    ranking["paired_clusters"] = ranking.attrs.get("n_clusters", np.nan)
+    ranking["paired_rows"] = ranking.attrs.get("n_rows", np.nan)
     own = ranking["candidate_reason"].astype(str)
     ranking["reason"] = np.where(own != "", own, ranking["reason"])
     wide = rates.pivot(index="candidate", columns="group", values=["tpr", "tnr", "n_pos", "n_neg"])
@@ -295,7 +311,8 @@ def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionC
 
 
 def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
-    view = ranking[["rank", "model", "cost", "ci_low", "ci_high", "error_part", "violation_part", "min_group_count", "reason"]]
+    view = ranking[["rank", "model", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
+                    "error_part", "violation_part", "min_group_count", "reason"]]
     more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
     return markdown(view.head(rows).round(4)) + more
 
@@ -307,17 +324,34 @@ def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
         severity=dg.AssetCheckSeverity.ERROR,
         description=f"{len(estimable)} of {len(ranking)} candidates estimable" if not estimable.empty else
         "no estimable candidate: " + "; ".join(ranking["reason"].astype(str).unique()[:5]))]
+    metadata = {}
     if len(estimable) >= 2:
         win, runner = estimable.iloc[0], estimable.iloc[1]
-        separated = bool(win["ci_high"] < runner["ci_low"])
-        description = (f"winner {win['model']} cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}] vs "
-                       f"runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"
-                       + ("" if separated else ": the intervals overlap, the choice is within sampling noise"))
+        diff, low, high = (float(runner[c]) for c in ("diff_vs_winner", "diff_ci_low", "diff_ci_high"))
+        separated = bool(low > 0) if np.isfinite(low) else False
+        paired = (f"runner-up {runner['model']} minus winner {win['model']}: cost difference {diff:.4f} "
+                  f"[{low:.4f}, {high:.4f}] (paired, clustered by item: {_count(runner['paired_clusters'])} items, "
+                  f"{_count(runner['paired_rows'])} rows; p = {float(runner['diff_p']):.3g})")
+        description = paired + ("" if separated else (": the interval includes 0, the choice is within sampling noise"
+                                                      if np.isfinite(low) else ": no paired interval"))
+        metadata = {"winner": str(win["model"]), "runner_up": str(runner["model"]), "diff_runner_up_minus_winner": diff,
+                    "diff_se": float(runner["diff_se"]), "diff_ci_low": low, "diff_ci_high": high,
+                    "diff_p": float(runner["diff_p"]), "n_clusters_items": _count(runner["paired_clusters"]),
+                    "n_rows": _count(runner["paired_rows"]),
+                    "interval": "paired difference vs the winner on the same held-out rows, clustered by item",
+                    "winner_cost_marginal_ci": [float(win["ci_low"]), float(win["ci_high"])],
+                    "runner_up_cost_marginal_ci": [float(runner["ci_low"]), float(runner["ci_high"])]}
     else:
         separated, description = True, "fewer than two estimable candidates: nothing to separate"
     checks.append(dg.AssetCheckResult(check_name=SEPARATED_CHECK, asset_key=MODEL_SELECTION_KEY, passed=separated,
-                                      severity=dg.AssetCheckSeverity.WARN, description=description))
+                                      severity=dg.AssetCheckSeverity.WARN, description=description,
+                                      metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v
+                                                for k, v in metadata.items() if v is not None}))
     return checks
+
+
+def _count(value) -> int | None:
+    return int(value) if pd.notna(value) else None
 
 
 def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd.DataFrame, tags: dict):
@@ -336,12 +370,11 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
     group_name=GROUP,
     kinds={"python", "duckdb", "mlflow"},
     owners=OWNERS,
-    code_version="1",
+    code_version="2",
     check_specs=[
         dg.AssetCheckSpec(ESTIMABLE_CHECK, asset=MODEL_SELECTION_KEY,
                           description="At least one candidate has enough held-out positives and negatives in every group."),
-        dg.AssetCheckSpec(SEPARATED_CHECK, asset=MODEL_SELECTION_KEY,
-                          description="The winner's cost CI lies below the runner-up's (warns when the choice is within noise)."),
+        dg.AssetCheckSpec(SEPARATED_CHECK, asset=MODEL_SELECTION_KEY, description=SEPARATED_CHECK_DESCRIPTION),
     ],
     description=(
         "Model selection by the elicited fair metric. Candidates: every retrained ranker (marts.ranker_candidates, "
@@ -349,9 +382,12 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
         "ranker's own scores over its training window (fair_pipeline.selection.candidates). Each is evaluated on "
         "held-out labelled rows (default: randomized requests, never used by any fit; labels = SIMULATION truth, "
         "or clicks on real logs) at its own threshold selecting the top `selection_rate` share: group-wise TPR/TNR "
-        "with n_pos/n_neg, cost under the metric with a delta-method SE and CI; not-estimable candidates last with "
-        "the reason. The ranking goes to `marts.model_ranking` and MLflow (table model_ranking); the winner is "
-        "registered as `fair-ranker` and the alias `champion` moved to it (all or nothing)."
+        "with n_pos/n_neg, cost under the metric with a delta-method SE and CI (the candidate's own figure, marginal); "
+        "and, for comparing, every candidate's paired difference vs the winner on the same rows, clustered by item "
+        "(diff_vs_winner with SE, CI, two-sided p; the check compares the runner-up with this paired interval); "
+        "not-estimable candidates last with the reason. The ranking goes to `marts.model_ranking` and MLflow "
+        "(table model_ranking); the winner is registered as `fair-ranker` and the alias `champion` moved to it "
+        "(all or nothing)."
     ),
 )
 def model_selection(
@@ -368,7 +404,8 @@ def model_selection(
             raise dg.Failure(description=f"model_selection: {error}") from error
     context.log.info(f"{len(candidates)} candidates on {source.name} labels, {window.label}")
     rates = sc.candidate_rates(candidates, items, config.selection_rate)
-    ranking = rank(rates, metric, list(info["group_labels"]), config, source, window)
+    scores = sc.candidate_scores(candidates, items, rates.loc[rates["candidate_reason"] == "", "candidate"].unique())
+    ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores)
     by_name = {c.name: c for c in candidates}
     estimable = ranking[ranking["estimable"].astype(bool)]
     winner = by_name[estimable.iloc[0]["model"]] if not estimable.empty else None
@@ -379,7 +416,11 @@ def model_selection(
         "label_source": source.name, "simulation_labels": source.simulation,
         "evaluation_window": window.label, "selection_rate": config.selection_rate,
         "candidates": len(ranking), "estimable_candidates": len(estimable),
-        "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={metric.lam:.3f}\n\n" + ranking_markdown(ranking)),
+        "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={metric.lam:.3f}\n\n" + ranking_markdown(ranking)
+                                       + f"\n\n{INTERVALS_NOTE}"),
+        "intervals": INTERVALS_NOTE,
+        "paired_clusters_items": _count(ranking["paired_clusters"].max()) or 0,
+        "paired_rows": _count(ranking["paired_rows"].max()) or 0,
         "winner": winner.name if winner else "none (no estimable candidate)",
     }
     tags = {"fair_pipeline.simulation": str(bool(info["simulated"]) or source.simulation).lower(),
@@ -400,7 +441,11 @@ def model_selection(
             if not estimable.empty:
                 best = estimable.iloc[0]
                 run.log_metrics({"winner_cost": best["cost"], "winner_cost_se": best["cost_se"],
-                                 "estimable_candidates": len(estimable)})
+                                 "estimable_candidates": len(estimable)}
+                                | ({"runner_up_diff": estimable.iloc[1]["diff_vs_winner"],
+                                    "runner_up_diff_se": estimable.iloc[1]["diff_se"],
+                                    "runner_up_diff_p": estimable.iloc[1]["diff_p"]}
+                                   if len(estimable) >= 2 and np.isfinite(estimable.iloc[1]["diff_se"]) else {}))
             if winner is not None and config.register_champion:
                 champion, uri = register_winner(mlflow, run, winner, items, {"candidate": winner.name,
                                                                            "selection_run": run.run_id})

@@ -177,3 +177,10 @@ def candidate_rates(candidates: list[Candidate], items: pd.DataFrame, selection_
             continue
         rows.extend({**base, **r, "threshold": threshold, "candidate_reason": ""} for r in rates.to_dict("records"))
     return pd.DataFrame(rows)
+
+
+def candidate_scores(candidates: list[Candidate], items: pd.DataFrame, names) -> dict[str, np.ndarray]:
+    """Fair score of every held-out item row for the named candidates (those with rates; the paired
+    comparison of the ranking needs each one's scores on the same rows)."""
+    wanted = set(names)
+    return {c.name: np.asarray(c.score(items), dtype=float) for c in candidates if c.name in wanted and c.transform is not None}

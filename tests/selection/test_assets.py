@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
+from scipy.stats import norm
 
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.ingestion.simulator import SimulationConfig
@@ -28,6 +29,7 @@ from fair_pipeline.selection.assets import (
     ELICITED_METRIC_KEY,
     ESTIMABLE_CHECK,
     MODEL_SELECTION_KEY,
+    SEPARATED_CHECK,
     SIMULATED_LABEL,
     elicited_metric,
     model_selection,
@@ -129,6 +131,49 @@ def test_ranking_matches_brute_force_from_the_champion_model(home):
     score = model.predict(rows.drop(columns=["item_id", "relevance"])).to_numpy()
     _assert_brute_force(score, rows, winner, metric)
     assert ranking["held_out"].all()  # randomized requests: no fit used them
+    _assert_paired_difference(home, ranking, metric, rows, score)
+
+
+def _assert_paired_difference(home: Path, ranking: pd.DataFrame, metric, rows: pd.DataFrame, winner_score) -> None:
+    """The paired difference of an alpha = 0 candidate (its ranker's linear score, from marts.ranker_candidates)
+    vs the winner (champion pyfunc), recomputed from the per-item held-out table: thresholds by sorting the
+    impressions, costs by counting, the SE by a delta method on per-item sums (fixed thresholds) and by a
+    bootstrap over items (thresholds re-placed in every resample)."""
+    estimable = ranking[ranking["estimable"]]
+    winner = estimable.iloc[0]
+    assert winner["diff_vs_winner"] == 0 and np.isnan(winner[["diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]].astype(float)).all()
+    other = estimable[(estimable["alpha"] == 0.0) & (estimable["model"] != winner["model"])].iloc[0]
+    cand = _query(home, "SELECT * FROM marts.ranker_candidates WHERE candidate_id = $c", {"c": other["ranker"]}).iloc[0]
+    features, weights = json.loads(cand["features"]), json.loads(cand["coefficients"])
+    other_score = rows[features].to_numpy(float) @ np.array([weights[f] for f in features]) + cand["intercept"]
+    # per item: group, relevant and not-relevant showings, both candidates' scores (fixed per item)
+    items = (rows.assign(a=other_score, w=np.asarray(winner_score, dtype=float), pos=rows["relevance"] == 1)
+             .groupby("item_id").agg(group=("group_id", "first"), n_pos=("pos", "sum"), n=("pos", "size"),
+                                     a=("a", "first"), w=("w", "first")))
+    items["n_neg"] = items["n"] - items["n_pos"]
+
+    def costs(frame: pd.DataFrame) -> tuple[float, float]:
+        out = []
+        for col in ("a", "w"):
+            s = np.repeat(frame[col].to_numpy(), frame["n"].to_numpy())  # impressions, sorted for the threshold
+            t = np.sort(s)[::-1][int(np.ceil(0.4 * s.size)) - 1]
+            sel = frame[col] >= t
+            rates = [[frame["n_pos"][sel & (frame["group"] == g)].sum() / frame["n_pos"][frame["group"] == g].sum(),
+                      frame["n_neg"][~sel & (frame["group"] == g)].sum() / frame["n_neg"][frame["group"] == g].sum()]
+                     for g in ("0", "1")]
+            out.append(_cost_by_hand(metric, np.array(rates)))
+        return out[0], out[1]
+
+    cost_a, cost_w = costs(items)
+    assert cost_a == pytest.approx(other["cost"], rel=1e-12) and cost_w == pytest.approx(winner["cost"], rel=1e-12)
+    assert other["diff_vs_winner"] == pytest.approx(cost_a - cost_w, rel=1e-10)
+    assert other["paired_clusters"] == len(items) and other["paired_rows"] == len(items)  # one held-out row per item
+    rng = np.random.default_rng(0)
+    boot = [np.subtract(*costs(items.iloc[rng.integers(0, len(items), len(items))])) for _ in range(300)]
+    assert other["diff_se"] == pytest.approx(np.std(boot, ddof=1), rel=0.25)  # 0.0092 vs 0.0105 when written
+    z = (other["diff_ci_high"] - other["diff_vs_winner"]) / other["diff_se"]
+    assert z == pytest.approx(1.959964, rel=1e-6)
+    assert other["diff_p"] == pytest.approx(2 * norm.sf(other["diff_vs_winner"] / other["diff_se"]), rel=1e-6)
 
 
 def _heldout_rows(home: Path) -> pd.DataFrame:
@@ -192,6 +237,22 @@ def test_rerun_moves_the_champion_to_the_new_version_of_the_same_winner(home):
     pd.testing.assert_series_equal(before["cost"], after["cost"])
     checks = {c.check_name: c for c in result.get_asset_check_evaluations()}
     assert checks[ESTIMABLE_CHECK].passed
+    # the runner-up check reads the paired, item-clustered difference of the stored ranking
+    runner = after[after["estimable"]].iloc[1]
+    check = checks[SEPARATED_CHECK]
+    meta = {k: v.value for k, v in check.metadata.items()}
+    assert check.passed == bool(runner["diff_ci_low"] > 0)
+    assert meta["runner_up"] == runner["model"] and meta["winner"] == after["model"].iloc[0]
+    assert meta["diff_runner_up_minus_winner"] == pytest.approx(runner["diff_vs_winner"])
+    assert [meta["diff_ci_low"], meta["diff_ci_high"]] == pytest.approx([runner["diff_ci_low"], runner["diff_ci_high"]])
+    assert meta["n_clusters_items"] == runner["paired_clusters"] > 100 and meta["n_rows"] == runner["paired_rows"]
+    assert "clustered by item" in meta["interval"] and "clustered by item" in check.description
+    # the MLflow copy (the report's source) carries the same paired columns
+    logged, _ = _resources(home)["mlflow"].latest_table("model_ranking")
+    logged = logged.set_index("model").loc[after["model"]]
+    for column in ("diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "paired_clusters"):
+        np.testing.assert_allclose(logged[column].astype(float), after[column].astype(float), rtol=1e-9, atol=1e-14,
+                                   equal_nan=True)  # JSON keeps 15 decimals
 
 
 def test_failed_alias_rolls_back_the_new_version(home, monkeypatch):

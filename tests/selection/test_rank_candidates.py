@@ -1,11 +1,12 @@
-"""rank_candidates: costs, delta-method standard errors, not-estimable groups, bad input, and
-that an elicited metric ranks candidate models like the person's own metric."""
+"""rank_candidates: costs, delta-method standard errors, not-estimable groups, bad input, that an elicited
+metric ranks candidate models like the person's own metric, and the paired differences to the winner
+(clustered by item) against a brute-force computation from the per-item held-out rows."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kendalltau
+from scipy.stats import kendalltau, norm
 
 from fair_pipeline.selection.elicitation import (
     FairQuadraticMetric,
@@ -14,6 +15,7 @@ from fair_pipeline.selection.elicitation import (
     random_regular_metrics,
     rank_candidates,
 )
+from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
 
 B12 = np.array([[1.0, 0.0], [0.0, 1.0]]) * np.sqrt(2)  # |B|_F = 2, so 1/2 sum |B|_F = 1
 METRIC = FairQuadraticMetric.from_pairs([0.6, 0.8], [B12], lam=0.5)
@@ -95,3 +97,94 @@ def test_elicited_metric_ranks_candidates_like_the_true_metric():
         ranked = rank_candidates(df, est).set_index("candidate").loc[range(60)]
         taus.append(kendalltau(ranked["cost"], truth(rates)).statistic)
     assert np.median(taus) > 0.97 and min(taus) > 0.9
+
+
+# ------------------------------------------------------------------- paired differences to the winner (issue 13)
+def _held_out(rng, n_items: int = 120):
+    """Per-item held-out rows over two days (each item twice: the item is the cluster), three candidates'
+    scores, and the long rates table of candidate_rates (own top-40% threshold per candidate)."""
+    group = rng.choice(["a", "b"], n_items)
+    x = rng.normal(size=(n_items, 2))
+    rho = 1 / (1 + np.exp(-(1.5 * x[:, 0] + x[:, 1])))
+    shows = rng.integers(1, 12, size=(2, n_items))
+    pos = rng.binomial(shows, rho)
+    rows = pd.DataFrame({"item_id": np.tile(np.arange(n_items), 2), "group": np.tile(group, 2),
+                         "n_pos": pos.ravel(), "n_neg": (shows - pos).ravel()})
+    item_scores = {"x": x[:, 0], "y": x[:, 0] + 0.3 * x[:, 1], "z": x[:, 1] + 0.5 * (group == "b")}
+    scores = {name: np.tile(s, 2) for name, s in item_scores.items()}
+    long = []
+    for name, s in scores.items():
+        scored = rows[["group", "n_pos", "n_neg"]].assign(score=s)
+        t = selection_threshold(scored, 0.4)
+        long.append(group_rates(scored, t).assign(candidate=name, threshold=t))
+    return rows, scores, pd.concat(long, ignore_index=True)
+
+
+def _brute_force_difference(rows, scores, thresholds, a, w):
+    """cost(a) - cost(w) and its delta-method SE from scratch: per item (cluster) the vector of selected
+    positives, positives, unselected negatives and negatives per group for both candidates; D as a function
+    of the item means; Var(D) = grad' Cov(items, ddof=1) grad / G with a numerical gradient."""
+    cols = []
+    for name in (a, w):
+        sel = scores[name] >= thresholds[name]
+        for g in ("a", "b"):
+            mine = (rows["group"] == g).to_numpy()
+            p, q = rows["n_pos"].to_numpy() * mine, rows["n_neg"].to_numpy() * mine
+            cols += [p * sel, p, q * ~sel, q]
+    z = pd.DataFrame(np.array(cols, dtype=float).T).groupby(rows["item_id"].to_numpy()).sum().to_numpy()
+
+    def diff(mean):
+        c = [METRIC(np.column_stack([b[:, 0] / b[:, 1], b[:, 2] / b[:, 3]]))
+             for b in (mean[:8].reshape(2, 4), mean[8:].reshape(2, 4))]
+        return c[0] - c[1]
+
+    mean = z.mean(axis=0)
+    grad = np.array([(diff(mean + e) - diff(mean - e)) / 2e-7 for e in np.eye(16) * 1e-7])
+    return diff(mean), float(np.sqrt(grad @ np.cov(z.T) @ grad / len(z))), len(z)
+
+
+def test_paired_differences_to_the_winner_match_a_brute_force_per_item_computation():
+    rows, scores, long = _held_out(np.random.default_rng(8))
+    out = rank_candidates(long, METRIC, held_out=rows, scores=scores)
+    win = out.iloc[0]
+    assert win["diff_vs_winner"] == 0 and np.isnan(win[["diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]].astype(float)).all()
+    thresholds = long.groupby("candidate")["threshold"].first()
+    for _, row in out.iloc[1:].iterrows():
+        d, se, g = _brute_force_difference(rows, scores, thresholds, row["candidate"], win["candidate"])
+        assert row["diff_vs_winner"] == pytest.approx(d, rel=1e-10) and d > 0
+        assert row["diff_vs_winner"] == pytest.approx(row["cost"] - win["cost"], rel=1e-10)
+        assert row["diff_se"] == pytest.approx(se, rel=1e-5)
+        assert row["diff_ci_low"] == pytest.approx(d - 1.959964 * se, rel=1e-5)
+        assert row["diff_ci_high"] == pytest.approx(d + 1.959964 * se, rel=1e-5)
+        assert row["diff_p"] == pytest.approx(2 * norm.sf(d / se), rel=1e-4)
+    assert out.attrs["n_clusters"] == 120 and out.attrs["n_rows"] == 240
+    # the selection-rate threshold's estimation adds a (here small) term; the estimates are unchanged
+    rated = rank_candidates(long.drop(columns="threshold"), METRIC, held_out=rows, scores=scores, selection_rate=0.4)
+    np.testing.assert_allclose(rated["diff_vs_winner"], out["diff_vs_winner"], rtol=1e-12)
+    np.testing.assert_allclose(rated["diff_se"][1:], out["diff_se"][1:], rtol=0.25)
+    # rows as independent (no cluster column) ignore that each item appears twice
+    iid = rank_candidates(long, METRIC, held_out=rows, scores=scores, cluster_col=None)
+    assert iid.attrs["n_clusters"] == 240 and not np.allclose(iid["diff_se"][1:], out["diff_se"][1:], rtol=0.01)
+
+
+def test_paired_differences_without_rows_or_for_not_estimable_candidates():
+    rows, scores, long = _held_out(np.random.default_rng(9))
+    plain = rank_candidates(long, METRIC)
+    assert plain["diff_vs_winner"].tolist() == pytest.approx((plain["cost"] - plain["cost"].iloc[0]).tolist())
+    assert plain["diff_se"].isna().all() and plain["diff_p"].isna().all()
+    few = long.copy()
+    few.loc[(few["candidate"] == "z") & (few["group"] == "a"), "n_pos"] = 3  # z not estimable: needs no scores
+    out = rank_candidates(few, METRIC, held_out=rows, scores={k: v for k, v in scores.items() if k != "z"})
+    z = out.set_index("candidate").loc["z"]
+    assert not z["estimable"] and np.isnan(z[["diff_vs_winner", "diff_se", "diff_p"]].astype(float)).all()
+
+
+def test_paired_inputs_that_do_not_reproduce_the_rates_are_rejected():
+    rows, scores, long = _held_out(np.random.default_rng(10))
+    swapped = dict(scores, x=scores["y"], y=scores["x"])
+    with pytest.raises(ValueError, match="do not match the rates"):
+        rank_candidates(long, METRIC, held_out=rows, scores=swapped)
+    with pytest.raises(ValueError, match=r"no held-out scores for estimable candidates \['z'\]"):
+        rank_candidates(long, METRIC, held_out=rows, scores={k: v for k, v in scores.items() if k != "z"})
+    with pytest.raises(ValueError, match=r"held_out lacks columns \['item_id'\]"):
+        rank_candidates(long, METRIC, held_out=rows.drop(columns="item_id"), scores=scores)

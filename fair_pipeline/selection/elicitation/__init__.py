@@ -1,5 +1,6 @@
 """Fair quadratic metric elicitation (Hiranandani et al., "Quadratic Metric Elicitation for
-Fairness and Beyond"): LPME, QPME and the fair variant, oracles, and model ranking. Pure numpy/scipy."""
+Fairness and Beyond"): LPME, QPME and the fair variant, oracles, and model ranking (with paired, cluster-robust differences
+between candidates: paired.py). Pure numpy/scipy/pandas."""
 from fair_pipeline.selection.elicitation.evaluation import (
     ElicitationErrors,
     EvidenceSummary,
@@ -31,6 +32,7 @@ from fair_pipeline.selection.elicitation.oracles import (
     ReplayOracle,
     SimulatedOracle,
 )
+from fair_pipeline.selection.elicitation.paired import PairedDifference, paired_cost_difference
 from fair_pipeline.selection.elicitation.qpme import QuadraticEstimate, qpme
 from fair_pipeline.selection.elicitation.query_log import (
     InconsistentOracleError,
@@ -45,10 +47,10 @@ from fair_pipeline.selection.elicitation.validation import RateProfileError, che
 __all__ = [
     "DEFAULT_RADIUS", "ElicitationErrors", "EvidenceSummary", "evaluate_elicitation", "FairQuadraticMetric", "InconsistentOracleError",
     "InconsistentOracleWarning", "LinearEstimate", "MissingPreferenceError", "PreferenceCycle",
-    "QuadraticEstimate", "QueryLog", "QueryRecord", "RateProfileError", "RecordedPreferenceOracle",
+    "PairedDifference", "QuadraticEstimate", "QueryLog", "QueryRecord", "RateProfileError", "RecordedPreferenceOracle",
     "ReplayMismatchError", "ReplayOracle",
     "SimulatedOracle", "check_rate_profile", "cut_partitions", "default_inner_radius",
     "elicit_fair_quadratic_metric", "elicitation_errors", "group_pairs", "lpme", "metric_from_dict",
-    "metric_to_dict", "pairwise_agreement", "qpme", "random_fair_metric", "random_regular_metrics",
+    "metric_to_dict", "paired_cost_difference", "pairwise_agreement", "qpme", "random_fair_metric", "random_regular_metrics",
     "rank_candidates", "sample_sphere_profiles", "satisfies_assumption4",
 ]

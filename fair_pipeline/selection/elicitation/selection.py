@@ -1,13 +1,15 @@
-"""Rank candidate models by an elicited fair metric, with delta-method standard errors."""
+"""Rank candidate models by an elicited fair metric, with delta-method standard errors (per candidate) and
+paired, cluster-robust differences to the winner (paired.py) when the held-out rows and scores are given."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric, group_pairs
+from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS, differences_vs_winner
 
 
 def rank_candidates(
@@ -21,6 +23,11 @@ def rank_candidates(
     groups: Sequence | None = None,
     min_count: int = 20,
     confidence: float = 0.95,
+    held_out: pd.DataFrame | None = None,
+    scores: Mapping[str, Sequence[float]] | None = None,
+    selection_rate: float | None = None,
+    cluster_col: str | None = "item_id",
+    threshold_col: str = "threshold",
 ) -> pd.DataFrame:
     """Cost of every candidate under ``metric`` (lower is better), ranked.
 
@@ -35,6 +42,17 @@ def rank_candidates(
     below ``min_count`` is marked not estimable (cost NaN, ranked last) with the reason.  Without
     counts the standard error is NaN.  Returns one row per candidate with cost, cost_se, CI bounds,
     the error and violation parts of the cost, estimable, reason and rank (1 = best).
+
+    These per-candidate SEs are marginal: they ignore that all candidates are scored on the same rows and that
+    rows repeat (an item shown many times). For comparisons, pass the held-out rows (``held_out``: group,
+    n_pos, n_neg and the cluster column ``cluster_col``, e.g. item_id; None = one cluster per row) and every
+    estimable candidate's score on them (``scores``: candidate -> array aligned with the rows); each candidate
+    then gets the paired difference to the winner (rank 1), clustered: ``diff_vs_winner`` = cost - winner's
+    cost, ``diff_se``, ``diff_ci_low``, ``diff_ci_high``, ``diff_p`` (two-sided, H0: equal cost; the winner's
+    row: 0 and NaN), and ``cost_se_clustered`` (its own cost's cluster-robust SE). Thresholds are the
+    candidates' ``threshold_col`` values (or the ``selection_rate`` quantiles when that column is absent);
+    with ``selection_rate`` their estimation enters the SEs. Without rows the difference is the cost
+    difference and the rest NaN. ``attrs`` holds n_clusters and n_rows of the paired comparison.
     """
     rate_cols, k, m = list(rate_cols), metric.n_classes, metric.n_groups
     if len(rate_cols) != k:
@@ -86,7 +104,48 @@ def rank_candidates(
         rows.append(out)
     table = pd.DataFrame(rows).sort_values(["estimable", "cost"], ascending=[False, True], kind="stable")
     table["rank"] = np.where(table["estimable"], np.arange(1, len(table) + 1), np.nan)
-    return table.reset_index(drop=True)
+    table = table.reset_index(drop=True)
+    return _add_paired_differences(table, candidates, metric, labels, candidate_col, held_out, scores, selection_rate,
+                                   cluster_col, threshold_col, confidence)
+
+
+def _add_paired_differences(table, candidates, metric, labels, candidate_col, held_out, scores, selection_rate,
+                            cluster_col, threshold_col, confidence) -> pd.DataFrame:
+    estimable = table[table["estimable"].astype(bool)]
+    table = table.assign(**{c: np.nan for c in DIFF_COLUMNS}, cost_se_clustered=np.nan)
+    if estimable.empty:
+        return table
+    winner = estimable[candidate_col].iloc[0]
+    table["diff_vs_winner"] = table["cost"] - estimable["cost"].iloc[0]
+    if held_out is None or scores is None:
+        return table
+    missing = [c for c in estimable[candidate_col] if c not in scores]
+    if missing:
+        raise ValueError(f"no held-out scores for estimable candidates {missing[:5]}")
+    need = ["group", "n_pos", "n_neg"] + ([cluster_col] if cluster_col else [])
+    absent = [c for c in need if c not in held_out.columns]
+    if absent:
+        raise ValueError(f"held_out lacks columns {absent}; it has {list(held_out.columns)}")
+    thresholds = None
+    if threshold_col in candidates.columns:
+        thresholds = candidates.groupby(candidate_col, sort=False)[threshold_col].first().to_dict()
+    elif selection_rate is None:
+        raise ValueError(f"paired differences need the thresholds (column {threshold_col!r}) or the selection_rate")
+    names = list(estimable[candidate_col])
+    diffs = differences_vs_winner(metric, held_out, {c: scores[c] for c in names}, labels, winner,
+                                  thresholds=thresholds, selection_rate=selection_rate,
+                                  clusters=held_out[cluster_col].to_numpy() if cluster_col else None,
+                                  confidence=confidence)
+    stored = estimable.set_index(candidate_col)["cost"]
+    off = (diffs["paired_cost"] - stored).abs() > 1e-9 * np.maximum(1.0, stored.abs())
+    if off.any():
+        name = off[off].index[0]
+        raise ValueError(f"the held-out rows and scores of candidate {name!r} give cost {diffs.at[name, 'paired_cost']!r}, "
+                         f"not its rates' cost {stored[name]!r}: scores, thresholds or rows do not match the rates")
+    for c in [*DIFF_COLUMNS, "cost_se_clustered"]:
+        table[c] = table[candidate_col].map(diffs[c]).astype(float)
+    table.attrs.update(diffs.attrs)
+    return table
 
 
 def _not_estimable_reason(rates, counts, labels, rate_cols, count_cols, absent, min_count) -> str | None:

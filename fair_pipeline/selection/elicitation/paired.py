@@ -1,0 +1,224 @@
+"""Paired, cluster-robust comparison of two candidates scored on the SAME held-out rows (issue 13, item 4).
+
+Every candidate of model selection is evaluated on the same labelled rows, and a row is not an independent
+draw: the held-out table has one row per item with n_pos / n_neg (an item shown many times), so the item is
+the sampling unit (cluster). Comparing two candidates' marginal CIs ignores both facts: it forgets that the
+two costs share their sampling noise (paired), and the binomial SEs treat every impression as independent.
+
+Here the difference D = c(A) - c(W) gets an influence-function (delta-method) standard error:
+
+* Rates (k = 2). For candidate h with threshold t, in group g:
+      TPR_g = sum_{i in g} p_i 1[s_i >= t] / P_g,   TNR_g = sum_{i in g} n_i 1[s_i < t] / N_g,
+  P_g = sum_{i in g} p_i, N_g = sum_{i in g} n_i (p_i, n_i: the row's positives / negatives). A ratio of sums
+  r = sum a_i / sum b_i has the influence of row i  IF_i(r) = (a_i - r b_i) / sum_j b_j  (the derivative of r
+  in the weight of row i), so that Var(r) ~ sum_i IF_i^2.
+* Threshold. When t is the candidate's own selection-rate threshold (selection_threshold: the top share q of
+  all examples), t is itself an estimate; linearising S(t)/N = q with S(t) = sum_i w_i 1[s_i >= t],
+  w_i = p_i + n_i, gives IF_i(t) = w_i (1[s_i >= t] - q_hat) / D(t), D(t) the example density at t (q_hat the
+  realised selected share, so the terms sum to 0). With dTPR_g/dt = -D_{g,+}(t) / P_g and
+  dTNR_g/dt = +D_{g,-}(t) / N_g this adds
+      IF_i(TPR_g) += -pi_{g,+} u_i / P_g,   IF_i(TNR_g) += +pi_{g,-} u_i / N_g,   u_i = w_i (1[s_i >= t] - q_hat),
+  where pi_{g,y} = D_{g,y}(t) / D(t) is the share of examples with group g and class y among those scored at
+  the threshold: estimated by the examples whose position in the score order lies within
+  h = 0.5 G^(-1/3) (share of all examples; G clusters) of q_hat. Pass ``selection_rate=None`` to treat the
+  thresholds as fixed.
+* Cost. phi (Definition 4, metric.py) is smooth in the rates; its gradient is
+      d phi / d r^u = -(1 - lam) tau^u * a + lam sum_{v != u} B^{uv} (r^u - r^v)
+  (``FairQuadraticMetric.gradient``), so IF_i(c) = sum_{g,j} grad_{g,j} IF_i(r_{g,j}), and
+  IF_i(D) = IF_i(c(A)) - IF_i(c(W)).
+* Clusters. The influences are summed per cluster (item by default; any cluster array may be passed) and
+      Var(D) = G / (G - 1) * sum_c (sum_{i in c} IF_i(D))^2,      G = number of clusters,
+  with a normal CI and a two-sided p-value for D = 0.
+
+Pure numpy / scipy / pandas.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
+from fair_pipeline.selection.elicitation.operating_point import selection_threshold
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """D = cost(A) - cost(B) on the same rows, its cluster-robust SE, CI and two-sided p-value."""
+
+    estimate: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    cost_a: float
+    cost_b: float
+    n_clusters: int
+    n_rows: int
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def group_codes(groups, labels) -> np.ndarray:
+    """Index of every row's group in ``labels`` (the metric's group order); unknown groups raise."""
+    labels = list(labels)
+    values = np.asarray(groups).astype(str)
+    codes = pd.Categorical(values, categories=[str(g) for g in labels]).codes.astype(np.int64)
+    if (codes < 0).any():
+        raise ValueError(f"held-out rows have groups {sorted(map(str, set(values[codes < 0])))} not in {labels}")
+    return codes
+
+
+def rate_influence(codes: np.ndarray, n_pos, n_neg, score, threshold: float, n_groups: int, *,
+                   selection_rate: float | None = None, n_clusters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(rates (m, 2) = per group (TPR, TNR) of h = 1[score >= threshold], influence (n_rows, m, 2)).
+
+    With ``selection_rate`` the threshold is treated as the estimated selection-rate quantile (adds the
+    threshold term of the module doc); without it the threshold is fixed. ``n_clusters`` sets the window of
+    the local composition at the threshold (default: number of rows)."""
+    p, n = np.asarray(n_pos, dtype=float), np.asarray(n_neg, dtype=float)
+    s = np.asarray(score, dtype=float)
+    sel = (s >= threshold).astype(float)
+    pos = np.bincount(codes, weights=p, minlength=n_groups)
+    neg = np.bincount(codes, weights=n, minlength=n_groups)
+    if (pos <= 0).any() or (neg <= 0).any():
+        raise ValueError(f"every group needs positives and negatives; per group n_pos={pos.tolist()}, n_neg={neg.tolist()}")
+    tpr = np.bincount(codes, weights=p * sel, minlength=n_groups) / pos
+    tnr = np.bincount(codes, weights=n * (1.0 - sel), minlength=n_groups) / neg
+    rates = np.column_stack([tpr, tnr])
+    infl = np.zeros((s.size, n_groups, 2))
+    rows = np.arange(s.size)
+    infl[rows, codes, 0] = (p * sel - tpr[codes] * p) / pos[codes]
+    infl[rows, codes, 1] = (n * (1.0 - sel) - tnr[codes] * n) / neg[codes]
+    if selection_rate is not None:
+        w = p + n
+        share = float((w * sel).sum() / w.sum())
+        u = w * (sel - share)
+        pi = local_composition(codes, p, n, s, share, n_groups, n_clusters or s.size)
+        infl[:, :, 0] -= u[:, None] * (pi[:, 0] / pos)[None, :]
+        infl[:, :, 1] += u[:, None] * (pi[:, 1] / neg)[None, :]
+    return rates, infl
+
+
+def local_composition(codes, n_pos, n_neg, score, share: float, n_groups: int, n_clusters: int) -> np.ndarray:
+    """pi (m, 2): share of examples of (group g, positive) and (group g, negative) among the examples scored at
+    the threshold, i.e. whose position in the descending score order (as a share of all examples) is within
+    h = 0.5 G^(-1/3) of ``share`` (widened to the 10 nearest rows if that holds no example)."""
+    w = n_pos + n_neg
+    order = np.argsort(-score, kind="stable")
+    total = w.sum()
+    mid = (np.cumsum(w[order]) - w[order] / 2.0) / total
+    h = 0.5 * max(n_clusters, 1) ** (-1.0 / 3.0)
+    near = np.abs(mid - share) <= h
+    if w[order][near].sum() <= 0:
+        near = np.zeros(order.size, dtype=bool)
+        near[np.argsort(np.abs(mid - share), kind="stable")[:10]] = True
+    idx = order[near]
+    mass = w[idx].sum()
+    pi = np.zeros((n_groups, 2))
+    pi[:, 0] = np.bincount(codes[idx], weights=n_pos[idx], minlength=n_groups) / mass
+    pi[:, 1] = np.bincount(codes[idx], weights=n_neg[idx], minlength=n_groups) / mass
+    return pi
+
+
+def cost_influence(metric: FairQuadraticMetric, rates: np.ndarray, influence: np.ndarray) -> np.ndarray:
+    """IF_i(cost) = sum_{g,j} d phi / d r_{g,j} * IF_i(r_{g,j}): shape (n_rows,)."""
+    return np.einsum("gj,ngj->n", metric.gradient(rates), influence)
+
+
+def cluster_variance(influence: np.ndarray, clusters=None) -> tuple[float, int]:
+    """(G / (G - 1) * sum_c (sum_{i in c} IF_i)^2, G); ``clusters`` None = every row its own cluster."""
+    influence = np.asarray(influence, dtype=float)
+    if clusters is None:
+        sums, g = influence, influence.size
+    else:
+        codes, uniques = pd.factorize(pd.Series(np.asarray(clusters, dtype=object)), use_na_sentinel=False)
+        g = len(uniques)
+        sums = np.bincount(codes, weights=influence, minlength=g)
+    if g < 2:
+        return float("nan"), int(g)
+    return float(g / (g - 1) * (sums**2).sum()), int(g)
+
+
+def candidate_influence(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, *, threshold: float | None = None,
+                        selection_rate: float | None = None, n_clusters: int | None = None) -> tuple[float, np.ndarray, float]:
+    """(cost, per-row influence on the cost, threshold) of one candidate on ``rows`` (group, n_pos, n_neg).
+    The threshold is ``threshold`` when given, else the ``selection_rate`` threshold of the scores."""
+    if metric.n_classes != 2:
+        raise ValueError(f"paired differences need k = 2 classes (TPR, TNR); the metric has k = {metric.n_classes}")
+    if threshold is None:
+        if selection_rate is None:
+            raise ValueError("give the candidate's threshold or the selection_rate that placed it")
+        threshold = selection_threshold(rows[["group", "n_pos", "n_neg"]].assign(score=np.asarray(score, dtype=float)),
+                                        selection_rate)
+    codes = group_codes(rows["group"], labels)
+    rates, infl = rate_influence(codes, rows["n_pos"], rows["n_neg"], score, threshold, metric.n_groups,
+                                 selection_rate=selection_rate, n_clusters=n_clusters)
+    return float(metric(rates)), cost_influence(metric, rates, infl), float(threshold)
+
+
+def paired_cost_difference(metric: FairQuadraticMetric, rows: pd.DataFrame, score_a, score_b, labels, *,
+                           threshold_a: float | None = None, threshold_b: float | None = None,
+                           selection_rate: float | None = None, clusters=None,
+                           confidence: float = 0.95) -> PairedDifference:
+    """D = cost(A) - cost(B) of two candidates scored on the same ``rows`` (columns group, n_pos, n_neg), with
+    the cluster-robust SE of the module doc. ``clusters``: one label per row (e.g. item_id); None = one cluster
+    per row. ``selection_rate``: the thresholds are that rate's quantiles (computed when not given, and their
+    estimation enters the SE); None = fixed thresholds (both must be given)."""
+    n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
+    cost_a, infl_a, _ = candidate_influence(metric, rows, score_a, labels, threshold=threshold_a,
+                                            selection_rate=selection_rate, n_clusters=n_clusters)
+    cost_b, infl_b, _ = candidate_influence(metric, rows, score_b, labels, threshold=threshold_b,
+                                            selection_rate=selection_rate, n_clusters=n_clusters)
+    var, g = cluster_variance(infl_a - infl_b, clusters)
+    return summarize(cost_a - cost_b, var, cost_a, cost_b, g, len(rows), confidence)
+
+
+def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_clusters: int, n_rows: int,
+              confidence: float = 0.95) -> PairedDifference:
+    z = norm.ppf(0.5 + confidence / 2)
+    se = float(np.sqrt(variance)) if np.isfinite(variance) else float("nan")
+    if se > 0:
+        p = float(2 * norm.sf(abs(estimate) / se))
+    else:
+        p = float("nan") if not np.isfinite(se) else (1.0 if estimate == 0 else 0.0)
+    return PairedDifference(float(estimate), se, float(estimate - z * se), float(estimate + z * se), p, float(cost_a), float(cost_b),
+                            int(n_clusters), int(n_rows))
+
+
+DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]
+
+
+def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, winner, *,
+                          thresholds: dict | None = None, selection_rate: float | None = None, clusters=None,
+                          confidence: float = 0.95) -> pd.DataFrame:
+    """One row per candidate of ``scores`` (name -> score array aligned with ``rows``): the paired difference
+    cost(candidate) - cost(winner) with SE, CI and p (the winner's own row: difference 0, the rest NaN), the
+    candidate's cost recomputed from the rows (``paired_cost``) and its own cluster-robust SE
+    (``cost_se_clustered``); n_clusters and n_rows are in ``attrs``."""
+    thresholds = thresholds or {}
+    if winner not in scores:
+        raise ValueError(f"no held-out scores for the winner {winner!r}")
+    n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
+    z = norm.ppf(0.5 + confidence / 2)
+    parts = {name: candidate_influence(metric, rows, s, labels, threshold=thresholds.get(name),
+                                       selection_rate=selection_rate, n_clusters=n_clusters)
+             for name, s in scores.items()}
+    cost_w, infl_w, _ = parts[winner]
+    out, g = [], len(rows)
+    for name, (cost, infl, _) in parts.items():
+        own, g = cluster_variance(infl, clusters)
+        row = {"candidate": name, "paired_cost": cost, "cost_se_clustered": float(np.sqrt(own))}
+        if name == winner:
+            row.update(diff_vs_winner=0.0, diff_se=np.nan, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan)
+        else:
+            var, _ = cluster_variance(infl - infl_w, clusters)
+            d = summarize(cost - cost_w, var, cost, cost_w, g, len(rows), confidence)
+            row.update(diff_vs_winner=d.estimate, diff_se=d.se, diff_ci_low=d.ci_low, diff_ci_high=d.ci_high, diff_p=d.p_value)
+        out.append(row)
+    frame = pd.DataFrame(out).set_index("candidate")
+    frame.attrs.update(n_clusters=int(g), n_rows=len(rows), winner=winner, z=float(z))
+    return frame

@@ -1,0 +1,64 @@
+"""The report's model-selection section shows each candidate's paired difference vs the winner (clustered by
+item) next to its cost, and its finding reads the paired interval, not the overlap of marginal CIs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.reporting import sections
+from fair_pipeline.reporting.model import StageMissing, Table
+
+
+class _Inputs:
+    """Stands in for ReportInputs: the stage tables from memory."""
+
+    def __init__(self, tables: dict[str, pd.DataFrame]):
+        self.tables, self.sources = tables, {}
+
+    def stage_table(self, name, stage, required):
+        if name not in self.tables:
+            raise StageMissing(f"no table {name!r}")
+        return self.tables[name]
+
+
+def _ranking(runner_low: float) -> pd.DataFrame:
+    """Winner, runner-up (overlapping marginal CIs) and a not-estimable candidate."""
+    return pd.DataFrame({
+        "rank": [1, 2, np.nan], "model": ["w", "r", "x"], "cost": [0.1750, 0.1790, np.nan],
+        "ci_low": [0.1600, 0.1640, np.nan], "ci_high": [0.1900, 0.1940, np.nan],
+        "diff_vs_winner": [0.0, 0.0040, np.nan], "diff_ci_low": [np.nan, runner_low, np.nan],
+        "diff_ci_high": [np.nan, 0.0040 + (0.0040 - runner_low), np.nan], "diff_p": [np.nan, 0.0123, np.nan],
+        "paired_clusters": [1061, 1061, 1061], "paired_rows": [1100, 1100, 1100], "reason": ["", "", "too few"],
+    })
+
+
+def _section(frame: pd.DataFrame):
+    content = sections.model_selection(_Inputs({"model_ranking": frame}))
+    table = next(b.frame for b in content.blocks if isinstance(b, Table) and b.caption == "Model-selection ranking")
+    return content, table
+
+
+def test_paired_difference_and_p_are_shown_next_to_each_candidate():
+    content, table = _section(_ranking(0.0009))
+    column = "Δ cost vs winner [95% CI, paired by item]"
+    assert table[column].tolist() == ["winner (reference)", "+0.0040 [+0.0009, +0.0071]", "not estimable"]
+    assert table["p (Δ = 0)"].tolist() == ["n/a", "0.012", "n/a"]
+    assert table["cost [95% CI]"].iloc[1] == "0.1790 [0.1640, 0.1940]"
+    (finding,) = content.findings
+    assert finding.status == "significant"  # marginal CIs overlap; the paired interval excludes 0
+    assert "runner-up r costs +0.0040 [+0.0009, +0.0071] more" in finding.text
+    assert "clustered by item: 1,061 items, 1,100 rows; p = 0.012)" in finding.text
+
+
+def test_a_paired_interval_including_zero_is_within_noise():
+    content, _ = _section(_ranking(-0.0010))
+    (finding,) = content.findings
+    assert finding.status == "not significant" and finding.text.endswith("within sampling noise")
+
+
+def test_an_older_ranking_without_paired_columns_still_renders():
+    frame = _ranking(0.0009).drop(columns=["diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
+                                           "paired_clusters", "paired_rows"])
+    content, table = _section(frame)
+    assert "Δ cost vs winner [95% CI, paired by item]" not in table.columns
+    assert content.findings[0].text.endswith("(intervals overlap)") and content.findings[0].status == "not significant"
