@@ -192,14 +192,31 @@ def sample_sizes(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return frame[keys + ["n_pos", "n_neg"]].drop_duplicates().reset_index(drop=True)
 
 
+ESTIMANDS = {
+    "item_clustered": "SEs and CIs are item-clustered: they are for the population of items (new items drawn like "
+    "these), since an item is shown many times with one label",
+    "two_way": "SEs and CIs are clustered by item and by query: for new items and new queries",
+    "clustered": "SEs and CIs are cluster-robust: for new clusters drawn like these",
+    "conditional": "SEs and CIs treat every impression as independent: they hold for these exact items under new "
+    "traffic, not for the population of items (narrower)",
+}
+
+
+def estimand_note(frame: pd.DataFrame) -> str:
+    """Which uncertainty the section's intervals are for (tables logged before the column existed: conditional)."""
+    names = frame["variance_estimand"].dropna().unique().tolist() if "variance_estimand" in frame else []
+    names = names or ["conditional"]
+    return " ".join(f"{ESTIMANDS.get(name, name)}." for name in names) + " "
+
+
 def roc_audit(inputs: ReportInputs) -> SectionContent:
     pauc = inputs.stage_table("partial_auc", "audit", PAUC_COLUMNS)
     blocks = [Text(
         "Per protected group, the ROC curve of each scored output with a pointwise 95% band, and the normalized "
         "truncated AUC I(α)/α = the area under the ROC over false-positive rates 0..α divided by α (Nandy et al., "
-        "Lemma 3 variances). I(1) is the ordinary AUC. Each group is compared with the reference group at each "
-        "cutoff separately (p-values are not corrected across cutoffs; Holm p where the audit corrects across groups). "
-        + VERDICT_NOTE)]
+        "Lemma 3 influence values). I(1) is the ordinary AUC. " + estimand_note(pauc) + "Each group is compared with "
+        "the reference group at each cutoff separately (p-values are not corrected across cutoffs; Holm p where the "
+        "audit corrects across groups). " + VERDICT_NOTE)]
     try:
         curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
         blocks.append(Figure("roc", figures.panels(
@@ -288,7 +305,7 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
     blocks = [Text(
         "xAUC(a>b) = P(a relevant item of group a is scored above an irrelevant item of group b) (Kallus & Zhou). "
         "If xAUC(a>b) is far below xAUC(b>a), group a's relevant items are ranked under group b's irrelevant ones "
-        "more often than the reverse; ΔxAUC = xAUC(a>b) − xAUC(b>a) is tested against 0 (DeLong variances). "
+        "more often than the reverse; ΔxAUC = xAUC(a>b) − xAUC(b>a) is tested against 0. " + estimand_note(frame)
         + VERDICT_NOTE)]
     try:
         curves = inputs.stage_table("xroc_curves", "audit", ["model", "direction", "fpr", "tpr"])

@@ -145,7 +145,8 @@ def test_delta_tables_carry_verdicts_with_their_own_margins():
     s, y, g = _data(rng, N=3000)
     res = xauc(s, y, g, margins={"xauc": 0.05, "balanced_xauc": 0.01})
     for table, delta in ((res.deltas, 0.05), (res.balanced_deltas, 0.01)):
-        assert list(table.columns[-6:]) == ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
+        six = ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
+        assert [c for c in table.columns if c in six] == six
         assert (table["margin"] == delta).all()
         np.testing.assert_allclose(table["effect"], table["delta"], rtol=0, atol=0)
         verdict, _ = classify_gaps(table["delta"], table["se"], delta, p_adjusted=table["p_holm"])

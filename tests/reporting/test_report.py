@@ -408,3 +408,12 @@ def test_pairwise_section_judges_cross_group_gaps_against_delta():
     assert table["verdict"].tolist() == ["gap larger than δ (significant)", "gap significant but within ±δ"]
     matrix = next(b for b in content.blocks if hasattr(b, "frame") and b.caption.startswith("Pairwise accuracy")).frame
     assert matrix.iloc[0, 2].endswith("(pairs = 25,000)")
+
+
+def test_sections_say_which_uncertainty_their_intervals_are_for():
+    from fair_pipeline.reporting.audit_sections import estimand_note
+
+    clustered = pd.DataFrame({"variance_estimand": ["item_clustered", "item_clustered"]})
+    assert "item-clustered" in estimand_note(clustered) and "population of items" in estimand_note(clustered)
+    old_table = pd.DataFrame({"estimate": [0.5]})  # logged before the column existed: rows were independent
+    assert "these exact items" in estimand_note(old_table)
