@@ -84,7 +84,7 @@ def draw_impressions(n_items: int, seed: int, mean_shows: float = 10.0, slots: i
     click = relevance & (rng.random(item.size) < bias_curve(cfg)[position])
     return {
         "item": item,
-        "group": items["group_id"].to_numpy()[item],
+        "group": items["group_id"].to_numpy().astype(str)[item],  # fixed-width str: fast np.unique
         "scores": {"fixed": merit, "per_impression": merit + cfg.score_noise_sd * rng.standard_normal(item.size)},
         "labels": {"relevance": relevance, "randomized_clicks": click},
     }
