@@ -25,7 +25,7 @@ impressions, which are known in closed form (``true_values``): given group and r
 N(mu, 0.5) (+ (1 + Y) U[0, 1] in group 0), plus N(0, 0.2) in the per-impression variant; a click's score
 is distributed like a relevant item's score, a non-click's like the mixture of relevant (weight
 p (1 - mean w)) and irrelevant (weight 1 - p) items. ``truth_check`` re-estimates the same quantities on
-one very large population (default 200 x a replication's items) and reports the difference from the
+one very large population (default 100 x a replication's items) and reports the difference from the
 closed form in units of the large population's own clustered SE (its Monte Carlo error) and of the
 replication SD.
 
@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from multiprocessing import get_context
@@ -265,7 +266,7 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="worker processes (results do not depend on it)")
     ap.add_argument("--mean-shows", type=float, default=10.0, help="mean impressions per item (1 + Poisson)")
     ap.add_argument("--slots", type=int, default=10, help="display slots (position uniform on 1..slots)")
-    ap.add_argument("--truth-factor", type=int, default=200,
+    ap.add_argument("--truth-factor", type=int, default=100,
                     help="large-population check with factor x items (0 skips it)")
     ap.add_argument("--json", metavar="PATH", help="also write the table, truth check and settings as JSON")
     args = ap.parse_args(argv)
@@ -295,7 +296,10 @@ def main(argv=None) -> int:
         cols = ["scores", "labels", "statistic", "truth", "big_estimate", "se_big", "(big-truth)/se_big",
                 "se_big/sd", "|big-truth|/sd"]
         print(check[cols].to_string(index=False, float_format=lambda v: f"{v:.5f}"))
-    print(f"\nreplications: {t_reps:.0f} s with {args.jobs} process(es); total {time.perf_counter() - t0:.0f} s")
+    cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for f in ("ru_utime", "ru_stime"))
+    print(f"\nreplications: {t_reps:.0f} s wall with {args.jobs} process(es); total {time.perf_counter() - t0:.0f} s wall, "
+          f"{cpu:.0f} s CPU (all processes; wall time on a shared machine depends on its load)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "settings": vars(args), "table": table.to_dict(orient="records"),

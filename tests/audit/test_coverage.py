@@ -5,16 +5,26 @@ A smaller run of ``benchmarks/audit_coverage.py`` (the docs table comes from
 fresh population of 2000 simulator items shown 1 + Poisson(9) times, 2 score variants x 2 label sources
 x 4 statistics (16 rows), truth in closed form.
 
-Bands (R = 300 replications; binomial SE of a coverage at 0.95 is sqrt(0.95 * 0.05 / 300) = 0.0126):
+Bands (R = 300 replications; binomial SE of a coverage p is sqrt(p (1 - p) / 300): 0.0126 at 0.95,
+0.0142 at 0.935):
 
-* clustered coverage in [0.91, 0.985], i.e. 0.95 - 3.2 SE .. 0.95 + 2.8 SE. If the CIs are exact,
-  P(a row falls outside) = 0.0013 + 0.0007 (exact binomial). A variance that is wrong by a factor that
-  matters fails: an SE 15% too small covers 0.904 in expectation, one 25% too large 0.986.
+* clustered coverage in [0.895, 0.985]. Upper: 0.95 + 2.8 SE(0.95). Lower: the I(0.1) rows are slightly
+  below nominal in truth (2000 replications, seeds 0 and 1 of the benchmark: 0.931-0.945; few clusters in
+  the 10% tail, ~40 negative items of group 0, and a small upward bias of I(0.1)), so 0.935 - 2.8
+  SE(0.935) = 0.895. (A first version used 0.91 from the 0.95 binomial SE alone; seed 1's first 300
+  replications gave 0.903 for I_0-I_1(0.1) with per-impression scores, whose 1000-replication coverage is
+  0.931. The seed was not changed.) An SE 25% too large covers 0.986 in expectation; the iid SE covers
+  0.47-0.89, far outside.
 * mean clustered SE / empirical SD in [0.85, 1.15]: the SD of 300 estimates has relative SE
-  1/sqrt(2 * 299) = 4.1%, so the band is about +-3.6 SE.
+  1/sqrt(2 * 299) = 4.1%, so the band is about +-3.6 SE; this also catches an SE 15% too small, which
+  would cover 0.904 and could slip past the coverage band.
+* average clustered coverage over the 16 rows in [0.925, 0.965] (seed 0, 1000 replications: 0.945).
 * iid coverage: < 0.75 for relevance labels (every impression of an item repeats its label; the benchmark
-  measures ~0.5) and < 0.90 for randomized clicks (measured ~0.7-0.85; clicks decorrelate the labels
-  within an item, so the iid SE is less wrong). Both bands are > 10 binomial SEs from 0.95.
+  measures 0.45-0.50) and < 0.92 for randomized clicks (measured 0.68-0.885 with 1000 replications; 0.885
+  + 2 binomial SEs at 300 is 0.92; clicks decorrelate the labels within an item, so the iid SE is less
+  wrong), and at least 0.05 below the clustered coverage. Mean iid SE / SD < 0.45 for relevance labels
+  (measured 0.29-0.33, ~1/sqrt(E[n^2]/E[n]) = 1/sqrt(10.9) = 0.30 for n = 1 + Poisson(9) identical
+  copies) and < 0.85 for clicks (measured 0.50-0.78).
 """
 from __future__ import annotations
 
@@ -31,9 +41,11 @@ from fair_pipeline.audit import compare_groups
 from fair_pipeline.ingestion.simulator import bias_curve
 
 REPS, ITEMS, SEED = 300, 2000, 1
-COVERAGE_BAND = (0.91, 0.985)
+COVERAGE_BAND = (0.895, 0.985)
+MEAN_COVERAGE_BAND = (0.925, 0.965)
 SE_RATIO_BAND = (0.85, 1.15)
-IID_MAX = {"relevance": 0.75, "randomized_clicks": 0.90}
+IID_MAX = {"relevance": 0.75, "randomized_clicks": 0.92}
+IID_SE_RATIO_MAX = {"relevance": 0.45, "randomized_clicks": 0.85}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +65,8 @@ def test_clustered_coverage_is_nominal_in_every_row(table):
     lo, hi = COVERAGE_BAND
     bad = table[(table["cov_clustered"] < lo) | (table["cov_clustered"] > hi)]
     assert bad.empty, bad.to_string()
+    lo, hi = MEAN_COVERAGE_BAND
+    assert lo <= table["cov_clustered"].mean() <= hi, table.to_string()
 
 
 @pytest.mark.slow
@@ -68,7 +82,7 @@ def test_iid_variance_undercovers_when_items_repeat(table):
         rows = table[table["labels"] == labels]
         assert (rows["cov_iid"] < limit).all(), rows.to_string()
         assert (rows["cov_iid"] < rows["cov_clustered"] - 0.05).all(), rows.to_string()
-        assert (rows["se/sd_iid"] < 0.8).all(), rows.to_string()
+        assert (rows["se/sd_iid"] < IID_SE_RATIO_MAX[labels]).all(), rows.to_string()
 
 
 def test_closed_form_truth_against_independent_formulas():
@@ -110,3 +124,18 @@ def test_replication_reads_the_public_tables():
         assert mine.loc[name, "estimate"] == p.loc[a, "diff"]
         assert mine.loc[name, "se_clustered"] == p.loc[a, "se"] and mine.loc[name, "se_iid"] == pi.loc[a, "se"]
     assert (mine["se_clustered"] > mine["se_iid"]).all()
+
+
+def test_the_documented_command_runs(tmp_path, capsys):
+    """docs/audit_inference.md's command, tiny: every row printed, JSON written, truth check included."""
+    import json
+
+    from benchmarks.audit_coverage import main
+
+    out = tmp_path / "coverage.json"
+    assert main(["--reps", "3", "--items", "400", "--jobs", "1", "--truth-factor", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "cov_clustered" in printed and "Truth check" in printed and "s CPU" in printed
+    report = json.loads(out.read_text())
+    assert len(report["table"]) == 16 and {r["reps"] for r in report["table"]} == {3}
+    assert len(report["truth_check"]) == 16
