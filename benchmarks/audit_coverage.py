@@ -299,7 +299,8 @@ def main(argv=None) -> int:
     cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
               for f in ("ru_utime", "ru_stime"))
     print(f"\nreplications: {t_reps:.0f} s wall with {args.jobs} process(es); "
-          f"total {time.perf_counter() - t0:.0f} s wall, {cpu:.0f} s CPU (all processes; wall time on a shared machine depends on its load)")
+          f"total {time.perf_counter() - t0:.0f} s wall, {cpu:.0f} s CPU "
+          "(all processes; wall time on a shared machine depends on its load)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "settings": vars(args), "table": table.to_dict(orient="records"),
