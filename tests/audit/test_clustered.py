@@ -248,3 +248,17 @@ def test_cli_cluster_option_names_the_estimand_and_bad_columns(tmp_path, capsys)
     assert "cluster-robust variance, clustered by item (300 clusters" in out
     assert main_audit([str(path), "--score", "score", "--label", "y", "--cluster", "nope"]) == 2
     assert "--cluster column 'nope' not found" in capsys.readouterr().err
+
+
+def test_cluster_benchmark_command_runs_and_reports_the_ratio(capsys):
+    """`python benchmarks/bench_clustered_audit.py` (README), on a tiny file."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_clustered_audit.py"
+    spec = importlib.util.spec_from_file_location("bench_clustered_audit", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--rows", "20000", "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert "clustered / iid: wall" in out and "2,000 clusters" in out
