@@ -268,6 +268,18 @@ def xauc_text(row: pd.Series) -> str:
                          p_phrase(row["p_value"]) + holm + _margin_detail(row), counts) + f": {row['verdict']}"
 
 
+def gap_verdict_text(verdict: str, a, b, a_lower: bool, delta: str, *, larger, within: str, balanced: str,
+                     inconclusive: str, symbol: str) -> str:
+    """The headline phrase of a group gap by verdict (`larger(lower, higher)` words the gap beyond δ)."""
+    if verdict == LARGER:
+        return larger(*((a, b) if a_lower else (b, a)))
+    if verdict == WITHIN:
+        return within
+    if verdict == EQUIVALENT:
+        return f"{balanced} between groups {a} and {b}: equivalent within ±{delta} (TOST)"
+    return f"{inconclusive} inconclusive: the data cannot tell |{symbol}| > {delta} from none"
+
+
 def xauc_headline(rows: pd.DataFrame) -> Finding:
     """One finding for the models with the same verdict on a group pair (and the same sign of ΔxAUC)."""
     first, models = rows.iloc[0], list(dict.fromkeys(rows["model"]))
@@ -276,16 +288,13 @@ def xauc_headline(rows: pd.DataFrame) -> Finding:
     if verdict == NOT_ESTIMABLE:
         return Finding(f"{who}: {xauc_text(first)}", status, verdict=verdict)
     delta = _delta_text(rows)
-    if verdict == LARGER:
-        lower, higher = (a, b) if first["delta"] < 0 else (b, a)
-        text = (f"cross-group ranking unbalanced against group {lower} by more than δ = {delta} (its relevant items fall "
-                f"below group {higher}'s irrelevant ones more often than the reverse)")
-    elif verdict == WITHIN:
-        text = f"ΔxAUC between groups {a} and {b} significant but within ±{delta} (not a practically relevant imbalance)"
-    elif verdict == EQUIVALENT:
-        text = f"xAUC balanced between groups {a} and {b}: equivalent within ±{delta} (TOST)"
-    else:
-        text = f"xAUC balance between groups {a} and {b} inconclusive: the data cannot tell |ΔxAUC| > {delta} from none"
+    text = gap_verdict_text(
+        verdict, a, b, first["delta"] < 0, delta,
+        larger=lambda lower, higher: (f"cross-group ranking unbalanced against group {lower} by more than δ = {delta} "
+                                      f"(its relevant items fall below group {higher}'s irrelevant ones more often "
+                                      "than the reverse)"),
+        within=f"ΔxAUC between groups {a} and {b} significant but within ±{delta} (not a practically relevant imbalance)",
+        balanced="xAUC balanced", inconclusive=f"xAUC balance between groups {a} and {b}", symbol="ΔxAUC")
     across = f"; over these models ΔxAUC ranges {rows['delta'].min():+.3f} … {rows['delta'].max():+.3f}" if len(models) > 1 else ""
     return Finding(f"{who}: {text}; {p_bound(rows['p_decisive'], _p_status(verdict))}. {models[0]}: {xauc_text(first)}{across}",
                    status, verdict=verdict)
@@ -424,16 +433,14 @@ def pairwise_gap_findings(rows: pd.DataFrame) -> list[Finding]:
         if verdict == NOT_ESTIMABLE:
             findings.append(Finding(f"{who}: {_pairwise_gap_text(first)}", first["status"], verdict=verdict))
             continue
-        if verdict == LARGER:
-            lower, higher = (a, b) if first["estimate"] < 0 else (b, a)
-            text = (f"pairwise ranking unbalanced against group {lower} by more than δ = {delta} (its better items lose "
-                    f"to group {higher}'s worse items more often than the reverse)")
-        elif verdict == WITHIN:
-            text = f"pairwise accuracy gap between groups {a} and {b} significant but within ±{delta}"
-        elif verdict == EQUIVALENT:
-            text = f"pairwise accuracy balanced between groups {a} and {b}: equivalent within ±{delta} (TOST)"
-        else:
-            text = f"pairwise accuracy gap between groups {a} and {b} inconclusive: the data cannot tell |gap| > {delta} from none"
+        text = gap_verdict_text(
+            verdict, a, b, first["estimate"] < 0, delta,
+            larger=lambda lower, higher: (f"pairwise ranking unbalanced against group {lower} by more than δ = {delta} "
+                                          f"(its better items lose to group {higher}'s worse items more often than "
+                                          "the reverse)"),
+            within=f"pairwise accuracy gap between groups {a} and {b} significant but within ±{delta}",
+            balanced="pairwise accuracy balanced", inconclusive=f"pairwise accuracy gap between groups {a} and {b}",
+            symbol="gap")
         findings.append(Finding(f"{who}: {text}; {p_bound(part['p_decisive'], _p_status(verdict))}. {models[0]}: "
                                 f"{_pairwise_gap_text(first)}", first["status"], verdict=verdict))
     return findings
