@@ -161,14 +161,21 @@ def _kept_grid(kept: list, groups: list) -> ScoreGrid:
                      np.vstack([k[2] for k in kept]), np.array(groups, dtype=object))
 
 
-def _cluster_batches(con, src: str, params: list, groups: list, key_cols: list[str], batch_rows: int):
+def _cluster_batches(con, src: str, params: list, groups: list, key_cols: list[str], batch_rows: int,
+                     aggregate: bool = True):
     """Rows GROUP BY cluster key(s), group, score in key order, so a cluster's rows are contiguous; keys are
-    replaced by running integer codes (a new code wherever any key column changes, across batches too)."""
+    replaced by running integer codes (a new code wherever any key column changes, across batches too).
+    ``aggregate=False`` when every score is distinct: each row is its own (cluster, group, score) cell, so the
+    rows are only sorted (no hash aggregation over as many groups as rows)."""
     keys = ", ".join(key_cols)
     k = len(params)
-    rel = con.sql(f"SELECT {keys}, list_position(${k + 1}, g) - 1 AS gi, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
-                  f"COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM ({src}) GROUP BY {keys}, g, s ORDER BY {keys}",
-                  params=params + [list(groups)])
+    if aggregate:
+        sql = (f"SELECT {keys}, list_position(${k + 1}, g) - 1 AS gi, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
+               f"COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM ({src}) GROUP BY {keys}, g, s ORDER BY {keys}")
+    else:
+        sql = (f"SELECT {keys}, list_position(${k + 1}, g) - 1 AS gi, s, CAST(l = 1 AS INTEGER) AS n_pos, "
+               f"CAST(l = 0 AS INTEGER) AS n_neg FROM ({src}) ORDER BY {keys}")
+    rel = con.sql(sql, params=params + [list(groups)])
     previous, offset = None, 0
     for batch in rel.to_arrow_reader(batch_rows):
         cols = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
@@ -183,13 +190,14 @@ def _cluster_batches(con, src: str, params: list, groups: list, key_cols: list[s
         previous = [key[-1] for key in key_arrays]
 
 
-def _cluster_streams(con, src: str, params: list, groups: list, n_cluster_cols: int, batch_rows: int) -> list:
+def _cluster_streams(con, src: str, params: list, groups: list, n_cluster_cols: int, batch_rows: int,
+                     aggregate: bool = True) -> list:
     """(sign, batches) for one-way (c0) or two-way (c0 + c1 - c0 x c1) clustering."""
+    def by(keys):
+        return _cluster_batches(con, src, params, groups, keys, batch_rows, aggregate)
     if n_cluster_cols == 1:
-        return [(1, _cluster_batches(con, src, params, groups, ["c0"], batch_rows))]
-    return [(1, _cluster_batches(con, src, params, groups, ["c0"], batch_rows)),
-            (1, _cluster_batches(con, src, params, groups, ["c1"], batch_rows)),
-            (-1, _cluster_batches(con, src, params, groups, ["c0", "c1"], batch_rows))]
+        return [(1, by(["c0"]))]
+    return [(1, by(["c0"])), (1, by(["c1"])), (-1, by(["c0", "c1"]))]
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
@@ -250,8 +258,11 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             kept = [] if clusters else None
             _stream_grid(con, src, params, groups, stream, batch_rows, kept)
             if clusters:
-                streams = _cluster_streams(con, src, params, groups, len(clusters), batch_rows)
-                report = stream.report(grid=_kept_grid(kept, groups), streams=streams,
+                grid = _kept_grid(kept, groups)
+                all_distinct = grid.scores.size == int(totals["n_pos"].sum() + totals["n_neg"].sum())
+                streams = _cluster_streams(con, src, params, groups, len(clusters), batch_rows,
+                                           aggregate=not all_distinct)
+                report = stream.report(grid=grid, streams=streams,
                                        estimand="clustered" if len(clusters) == 1 else "two_way")
             else:
                 report = stream.report()

@@ -211,12 +211,13 @@ def test_bad_clusters_are_named():
         truncated_auc(s, y, clusters=np.zeros(10))
 
 
-def _clustered_file(tmp_path, rng):
+def _clustered_file(tmp_path, rng, distinct_scores=False):
     C = 300
     item = np.repeat(np.arange(C), rng.integers(1, 12, C))
     effect = rng.normal(size=C)[item]
     y = (rng.random(item.size) < 1 / (1 + np.exp(-effect))).astype(int)
-    s = np.round(effect + 0.5 * y + rng.normal(scale=0.5, size=item.size), 1)
+    s = effect + 0.5 * y + rng.normal(scale=0.5, size=item.size)
+    s = s if distinct_scores else np.round(s, 1)  # distinct scores: the cluster pass sorts rows, no GROUP BY
     g = np.where(item % 3 == 0, "a", "b")
     q = rng.integers(0, 80, item.size)
     path = tmp_path / "clustered.parquet"
@@ -224,12 +225,13 @@ def _clustered_file(tmp_path, rng):
     return path, s, y, g, item, q
 
 
-@pytest.mark.parametrize("two_way", [False, True])
-def test_file_audit_streams_the_cluster_pass_like_in_memory(tmp_path, two_way):
+@pytest.mark.parametrize("two_way, distinct_scores", [(False, False), (True, False), (False, True), (True, True)])
+def test_file_audit_streams_the_cluster_pass_like_in_memory(tmp_path, two_way, distinct_scores):
     """Small batches: clusters continue across batch boundaries (the carry) and still sum once."""
     from fair_pipeline.audit.files import audit_file
 
-    path, s, y, g, item, q = _clustered_file(tmp_path, np.random.default_rng(9))
+    path, s, y, g, item, q = _clustered_file(tmp_path, np.random.default_rng(9), distinct_scores)
+    assert (np.unique(s).size == s.size) == distinct_scores
     cols, clusters = (["item", "q"], (item, q)) if two_way else (["item"], item)
     got = audit_file(path, "score", "y", "grp", clusters=cols, batch_rows=97).report
     want = compare_groups(s, y, g, clusters=clusters)

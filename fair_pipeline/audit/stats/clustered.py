@@ -84,28 +84,34 @@ def estimand_name(clusters) -> str:
 
 
 class BlockTable:
-    """Cumulative counts per distinct-score block (descending) for each vector (groups, then all pooled)."""
+    """Cumulative counts per vector (groups, then all pooled; rows) and distinct-score block (descending;
+    columns)."""
 
     def __init__(self, grid: ScoreGrid):
-        pos = np.column_stack([grid.pos, grid.pos.sum(axis=1)])
-        neg = np.column_stack([grid.neg, grid.neg.sum(axis=1)])
+        # vector-major (G + 1, B): cumulative sums and per-vector gathers run over contiguous memory; the
+        # block counts themselves stay in the grid (only the rows of boundary blocks need them)
+        B, G = grid.pos.shape
+        self.grid = grid
         self.ascending = grid.scores[::-1].copy()
-        self.p_incl = np.cumsum(pos, axis=0)
-        self.p_excl = self.p_incl - pos
-        self.n_incl = np.cumsum(neg, axis=0)
-        self.n_excl = self.n_incl - neg
-        self.m = np.maximum(self.p_incl[-1], 1.0)
-        self.n = np.maximum(self.n_incl[-1], 1.0)
-        self.n_groups = grid.pos.shape[1]
+        self.n_groups = G
+        self.p_incl, self.n_incl = np.empty((G + 1, B)), np.empty((G + 1, B))
         # ROC seen by a negative of the block, FPR seen by a positive of the block (half credit within it)
-        self.mid_roc = pos
-        self.mid_roc *= -0.5
-        self.mid_roc += self.p_incl
-        self.mid_roc /= self.m
-        self.mid_fpr = neg
-        self.mid_fpr *= -0.5
-        self.mid_fpr += self.n_incl
-        self.mid_fpr /= self.n
+        self.mid_roc, self.mid_fpr = np.empty((G + 1, B)), np.empty((G + 1, B))
+        for counts, incl, mid in ((grid.pos, self.p_incl, self.mid_roc), (grid.neg, self.n_incl, self.mid_fpr)):
+            for v in range(G + 1):  # row by row: numpy's 2-d cumsum along the last axis is ~10x slower
+                block = counts[:, v] if v < G else counts.sum(axis=1)
+                np.cumsum(block, out=incl[v])
+                np.multiply(block, -0.5, out=mid[v])
+                mid[v] += incl[v]
+                mid[v] /= max(incl[v, -1], 1.0)
+        self.m = np.maximum(self.p_incl[:, -1], 1.0)
+        self.n = np.maximum(self.n_incl[:, -1], 1.0)
+
+    def counts(self, v: int, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positives and negatives of vector v in the given blocks."""
+        if v < self.n_groups:
+            return self.grid.pos[blocks, v], self.grid.neg[blocks, v]
+        return self.grid.pos[blocks].sum(axis=1), self.grid.neg[blocks].sum(axis=1)
 
     def block_of(self, scores: np.ndarray) -> np.ndarray:
         """Block index (0 = highest score) of each score; every score must be one of the grid's."""
@@ -130,9 +136,11 @@ def row_influence(table: BlockTable, i: int, j: int, alpha: float, auc: float, r
     G = table.n_groups
     m, n = table.m[i], table.n[j]
     x = alpha * n
-    lo, hi = table.n_excl[blocks, j], table.n_incl[blocks, j]
-    y0 = table.p_excl[blocks, i] / m
-    dy = (table.p_incl[blocks, i] - table.p_excl[blocks, i]) / m
+    hi = table.n_incl[j, blocks]
+    lo = hi - table.counts(j, blocks)[1]
+    p_block = table.counts(i, blocks)[0]
+    y0 = (table.p_incl[i, blocks] - p_block) / m
+    dy = p_block / m
     inside = hi <= x
     outside = lo >= x
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -162,7 +170,7 @@ class ClusterAccumulator:
         self.roc = np.asarray(roc, dtype=np.float64)
         S, K = len(self.pairs), self.alphas.size
         # per negative vector and cutoff: the block holding the cutoff (the first whose negatives pass it)
-        self.boundary = {j: np.searchsorted(table.n_incl[:, j], self.alphas * table.n[j], side="right")
+        self.boundary = {j: np.searchsorted(table.n_incl[j], self.alphas * table.n[j], side="right")
                          for j in {j for _, j in self.pairs}}
         self.cross = np.zeros((K, S, S))
         self.clusters = 0
@@ -186,24 +194,26 @@ class ClusterAccumulator:
             J = self.boundary[j]
             t = np.searchsorted(J, blocks, side="right")
             at_boundary[j] = (t > 0) & (J[np.maximum(t - 1, 0)] == blocks)
-            bands[j] = codes * (K + 1) + t
-            fpr_of[j] = tab.mid_fpr[blocks, j]
+            bands[j] = t * n_codes + codes  # band-major: the cumulative sums below run over contiguous rows
+            fpr_of[j] = tab.mid_fpr[j, blocks]
         for v in {v for pair in self.pairs for v in pair}:
             members[v] = None if v == tab.n_groups else group == v
-            roc_of[v] = tab.mid_roc[blocks, v]
+            roc_of[v] = tab.mid_roc[v, blocks]
         size = n_codes * (K + 1)
         for s, (i, j) in enumerate(self.pairs):
             keep = ~at_boundary[j]
             neg = n_neg * keep if members[j] is None else n_neg * (keep & members[j])
             pos = n_pos * keep if members[i] is None else n_pos * (keep & members[i])
-            sums = [np.bincount(bands[j], weights=w, minlength=size).reshape(n_codes, K + 1)
-                    for w in (neg * roc_of[i], neg, pos * fpr_of[j], pos)]
-            inside = [np.cumsum(x, axis=1)[:, :K] for x in sums]  # band <= k: inside cutoff k
-            total = [x.sum(axis=1, keepdims=True) for x in sums]
-            a, auc, roc = self.alphas[None, :], self.auc[s][None, :], self.roc[s][None, :]
+            inside = np.stack([np.bincount(bands[j], weights=w, minlength=size).reshape(K + 1, n_codes)
+                               for w in (neg * roc_of[i], neg, pos * fpr_of[j], pos)])
+            for k in range(1, K + 1):  # cumulative over bands: row k = bands <= k, i.e. inside cutoff k
+                inside[:, k] += inside[:, k - 1]
+            total = inside[:, K]
+            inside = inside[:, :K]
+            a, auc, roc = self.alphas[:, None], self.auc[s][:, None], self.roc[s][:, None]
             neg_part = inside[0] + roc * (total[1] - inside[1]) - (auc + roc * (1 - a)) * total[1]
             pos_part = inside[2] + a * (total[3] - inside[3]) - (a - auc) * total[3]
-            U[:, :, s] = (neg_part / tab.n[j] - pos_part / tab.m[i]).T
+            U[:, :, s] = neg_part / tab.n[j] - pos_part / tab.m[i]
             edge = np.flatnonzero(at_boundary[j])
             for k, alpha in enumerate(self.alphas):
                 if edge.size:
