@@ -28,6 +28,7 @@ from fair_pipeline.audit.report import (
     warehouse_tables,
     xauc_markdown,
 )
+from fair_pipeline.audit.stats.clustered import ESTIMANDS
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.store import TABLES, write_audit
@@ -280,7 +281,7 @@ def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], 
         "training_windows": dg.MetadataValue.json({n: a.output.training_window for n, a in audits.items()}),
         "rows": summary["rows"],
         "unlabelled_rows": summary["unlabelled_rows"],
-        "variance": aw.VARIANCE_DESCRIPTIONS[next(iter(audits.values())).report.groups["variance_estimand"].iloc[0]],
+        "variance": ESTIMANDS[next(iter(audits.values())).report.groups["variance_estimand"].iloc[0]],
         "clusters": dg.MetadataValue.json({n: _clusters(a) for n, a in audits.items()}),
         "outputs": dg.MetadataValue.md(_outputs_markdown(outputs)),
         "tables": dg.MetadataValue.json({k: v for k, v in written.items()}),

@@ -145,13 +145,6 @@ VARIANCES = {
     "two_way": ("item_id", "query_id"),
     "conditional": (),
 }
-VARIANCE_DESCRIPTIONS = {
-    "item_clustered": "item-clustered: population estimand, new items drawn like these (items repeat in logs)",
-    "two_way": "two-way clustered by item and query: new items and new queries",
-    "conditional": "conditional: for these exact items under new traffic (every impression independent)",
-}
-
-
 def check_variance(name: str) -> tuple[str, ...]:
     if name not in VARIANCES:
         raise AuditDataError(f"variance={name!r} is not one of {list(VARIANCES)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit.stats.clustered import ESTIMANDS
 from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, NOT_ESTIMABLE, WITHIN, verdict_kind
 from fair_pipeline.reporting import figures
 from fair_pipeline.reporting.formatting import (
@@ -192,21 +193,11 @@ def sample_sizes(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return frame[keys + ["n_pos", "n_neg"]].drop_duplicates().reset_index(drop=True)
 
 
-ESTIMANDS = {
-    "item_clustered": "SEs and CIs are item-clustered: they are for the population of items (new items drawn like "
-    "these), since an item is shown many times with one label",
-    "two_way": "SEs and CIs are clustered by item and by query: for new items and new queries",
-    "clustered": "SEs and CIs are cluster-robust: for new clusters drawn like these",
-    "conditional": "SEs and CIs treat every impression as independent: they hold for these exact items under new "
-    "traffic, not for the population of items (narrower)",
-}
-
-
 def estimand_note(frame: pd.DataFrame) -> str:
     """Which uncertainty the section's intervals are for (tables logged before the column existed: conditional)."""
     names = frame["variance_estimand"].dropna().unique().tolist() if "variance_estimand" in frame else []
     names = names or ["conditional"]
-    return " ".join(f"{ESTIMANDS.get(name, name)}." for name in names) + " "
+    return " ".join(f"SEs and CIs: {ESTIMANDS.get(name, name)}." for name in names) + " "
 
 
 def roc_audit(inputs: ReportInputs) -> SectionContent:

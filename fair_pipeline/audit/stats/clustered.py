@@ -30,10 +30,13 @@ import numpy as np
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.validation import AuditInputError
 
-ESTIMANDS = {
-    "conditional": "conditional: for these exact items and queries under new traffic (rows independent, Lemma 3)",
-    "clustered": "population: new items / queries drawn like these (cluster-robust)",
-    "two_way": "population: new items and new queries (two-way cluster-robust)",
+ESTIMANDS = {  # the one description of each variance, used by the audit asset's metadata and the report
+    "conditional": "every impression treated as independent: for these exact items under new traffic, not for the "
+    "population of items (narrower; Lemma 3)",
+    "item_clustered": "item-clustered: for the population of items (new items drawn like these), since an item is "
+    "shown many times with one label",
+    "clustered": "cluster-robust: for new clusters drawn like these",
+    "two_way": "clustered by item and by query: for new items and new queries",
 }
 
 
