@@ -10,7 +10,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
-from fair_pipeline.platform import settings
+from fair_pipeline.platform import run_recovery, settings
 
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse
@@ -54,7 +54,7 @@ def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | Non
     job = defs.resolve_job_def("daily_pipeline")
     return job.execute_in_process(
         instance=instance,
-        tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end},
+        tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end, **run_recovery.prepare_run(instance)},
         run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
         raise_on_error=False,
     )
