@@ -10,7 +10,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
-from fair_pipeline.platform import settings
+from fair_pipeline.platform import run_recovery, settings
 
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse
@@ -54,7 +54,7 @@ def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: s
     return defs.resolve_job_def(job_name).execute_in_process(
         instance=instance,
         partition_key=partition,
-        tags=tags,
+        tags={**tags, **run_recovery.prepare_run(instance)},
         run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
         raise_on_error=False,
     )
