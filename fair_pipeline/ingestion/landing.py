@@ -42,7 +42,7 @@ def missing_sources(landing: Path, day: dt.date | str) -> list[str]:
     """The sources (observational, randomized) with no landing file for partition `day`."""
     from fair_pipeline.ingestion.contract import SOURCES
 
-    return [source for source in SOURCES if not partition_files(landing, source, day)]
+    return [source for source in SOURCES if not landing_files(partition_dir(landing, source, day))]
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:

@@ -131,3 +131,15 @@ def test_backfill_of_older_days_never_moves_an_alias_and_promotion_is_explicit(f
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith("[fair-pipeline] error: no landing files for partition 2026-02-01")
     assert len(_versions(fp_home, "fair-ranker")) == versions
+
+
+def test_landing_sensor_warns_about_a_missing_day(fp_home: Path):
+    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
+    from fair_pipeline.schedules import landing_files_sensor
+
+    yesterday = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
+    result = landing_files_sensor(dg.build_sensor_context())
+    assert isinstance(result, dg.SkipReason)
+    assert f"no landing files for partition {yesterday} from observational, randomized" in result.skip_message
+    simulate_to_landing(CONFIG, fp_home / "landing", yesterday, 1)
+    assert "present for every source" in landing_files_sensor(dg.build_sensor_context()).skip_message
