@@ -98,30 +98,78 @@ def load_rankers(con) -> list[Ranker]:
     return rankers
 
 
-def ranker_click_counts(con, ranker: Ranker, bin_width: float) -> pd.DataFrame:
-    """group_id, position, score_value, impressions, clicks of the ranker's scores on the clicked-or-not
-    production impressions of its training window (the EO fit's sufficient statistic), computed in SQL."""
-    available = table_columns(con, *ITEMS_VIEW)
+def _check_features(available: list[str], ranker: Ranker) -> None:
     unknown = [f for f in ranker.features if f not in available]
     if unknown:
         raise SelectionInputError(f"ranker {ranker.candidate_id!r}: features {unknown} are not columns of "
                                   f"{'.'.join(ITEMS_VIEW)} ({available})")
-    terms = " + ".join(f"i.{quote_identifier(f)} * $c{k}" for k, f in enumerate(ranker.features))
-    params = {f"c{k}": float(c) for k, c in enumerate(ranker.coef)}
-    params.update(intercept=ranker.intercept, width=float(bin_width), first=ranker.window_start,
-                  last=ranker.window_end, unknown_group=UNKNOWN_GROUP)
-    return con.execute(
+
+
+def _binned_score_sql(ranker: Ranker, index: int) -> tuple[str, dict]:
+    """The ranker's binned linear score of an item row `i` as SQL (coefficients bound as parameters)."""
+    terms = " + ".join(f"i.{quote_identifier(f)} * $r{index}_c{k}" for k, f in enumerate(ranker.features))
+    params = {f"r{index}_c{k}": float(c) for k, c in enumerate(ranker.coef)}
+    params[f"r{index}_intercept"] = ranker.intercept
+    return f"(floor(({terms} + $r{index}_intercept) / $width) + 0.5) * $width", params
+
+
+def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> list[pd.DataFrame]:
+    """One pass over a window's production impressions for rankers sharing that window.
+
+    A linear score depends on the item only, so the impressions are first counted per (item, group, position)
+    cell (the one scan of the log, whatever the number of rankers); each ranker's score is then a column of
+    the cell table, and one GROUP BY over (ranker, group, position, score bin) of the cells x rankers gives
+    every ranker's table. Counts are integer sums, so they equal the per-impression aggregation exactly."""
+    first, last = rankers[0].window_start, rankers[0].window_end
+    params: dict = {"width": float(bin_width), "first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
+    columns, picks = [], []
+    for index, ranker in enumerate(rankers):
+        sql, bound = _binned_score_sql(ranker, index)
+        params.update(bound)
+        columns.append(f"{sql} AS s{index}")
+        picks.append(f"WHEN {index} THEN s.s{index}")
+    ranker_ids = ", ".join(f"({index})" for index in range(len(rankers)))
+    frame = con.execute(
         f"""
-        SELECT coalesce(o.group_id, $unknown_group) AS group_id, o.position,
-               (floor(({terms} + $intercept) / $width) + 0.5) * $width AS score_value,
-               CAST(count(*) AS BIGINT) AS impressions, CAST(sum(o.click) AS BIGINT) AS clicks
-        FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))} o
-        JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = o.item_id
-        WHERE o.partition_date BETWEEN $first AND $last AND o.policy = 'production'
+        WITH cells AS (
+            SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
+                   count(*) AS impressions, sum(click) AS clicks
+            FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))}
+            WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
+            GROUP BY ALL
+        ), scored AS (
+            SELECT c.group_id, c.position, c.impressions, c.clicks, {', '.join(columns)}
+            FROM cells c JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = c.item_id
+        )
+        SELECT r.ranker, s.group_id, s.position, CASE r.ranker {' '.join(picks)} END AS score_value,
+               CAST(sum(s.impressions) AS BIGINT) AS impressions, CAST(sum(s.clicks) AS BIGINT) AS clicks
+        FROM scored s CROSS JOIN (VALUES {ranker_ids}) AS r(ranker)
         GROUP BY ALL
+        ORDER BY r.ranker, s.group_id, s.position, score_value
         """,
         params,
     ).df()
+    parts = dict(tuple(frame.groupby("ranker", sort=False)))
+    empty = frame.iloc[:0].drop(columns="ranker")
+    return [parts[index].drop(columns="ranker").reset_index(drop=True) if index in parts else empty.copy()
+            for index in range(len(rankers))]
+
+
+def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> list[pd.DataFrame]:
+    """Per ranker (in order): group_id, position, score_value, impressions, clicks of the ranker's scores on the
+    production impressions of its training window (the EO fit's sufficient statistic), computed in SQL with
+    one scan of the log per distinct training window, not one per ranker."""
+    available = table_columns(con, *ITEMS_VIEW)
+    for ranker in rankers:
+        _check_features(available, ranker)
+    by_window: dict[tuple, list[int]] = {}
+    for position, ranker in enumerate(rankers):
+        by_window.setdefault((ranker.window_start, ranker.window_end), []).append(position)
+    counts: list = [None] * len(rankers)
+    for members in by_window.values():
+        for position, frame in zip(members, _window_click_counts(con, [rankers[m] for m in members], bin_width)):
+            counts[position] = frame
+    return counts
 
 
 def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_curve: pd.DataFrame,
@@ -132,8 +180,7 @@ def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_c
     params = {k: v for k, v in template.get_params().items() if k != "alpha"}
     weights = position_curve[["position", "weight"]]
     candidates = []
-    for ranker in rankers:
-        counts = ranker_click_counts(con, ranker, bin_width)
+    for ranker, counts in zip(rankers, ranker_click_counts(con, rankers, bin_width)):
         clicks = counts.groupby("group_id")["clicks"].sum()
         few = clicks[clicks < max(min_positives, 1)]
         reason = ""
