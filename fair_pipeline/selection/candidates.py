@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -113,8 +114,9 @@ def _binned_score_sql(ranker: Ranker, index: int) -> tuple[str, dict]:
     return f"(floor(({terms} + $r{index}_intercept) / $width) + 0.5) * $width", params
 
 
-def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> list[pd.DataFrame]:
-    """One pass over a window's production impressions for rankers sharing that window.
+def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[pd.DataFrame]:
+    """One pass over a window's production impressions for rankers sharing that window; yields each ranker's
+    table in turn (only one ranker's table is in Python memory at a time).
 
     A linear score depends on the item only, so the impressions are first counted per (item, group, position)
     cell (the one scan of the log, whatever the number of rankers); each ranker's score is then a column of
@@ -129,7 +131,7 @@ def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> list[p
         columns.append(f"{sql} AS s{index}")
         picks.append(f"WHEN {index} THEN s.s{index}")
     ranker_ids = ", ".join(f"({index})" for index in range(len(rankers)))
-    frame = con.execute(
+    reader = con.sql(
         f"""
         WITH cells AS (
             SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
@@ -147,29 +149,43 @@ def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> list[p
         GROUP BY ALL
         ORDER BY r.ranker, s.group_id, s.position, score_value
         """,
-        params,
-    ).df()
-    parts = dict(tuple(frame.groupby("ranker", sort=False)))
-    empty = frame.iloc[:0].drop(columns="ranker")
-    return [parts[index].drop(columns="ranker").reset_index(drop=True) if index in parts else empty.copy()
-            for index in range(len(rankers))]
+        params=params,
+    ).to_arrow_reader(_BATCH_ROWS)
+    empty = reader.schema.empty_table().to_pandas().drop(columns="ranker")
+    pieces: dict[int, list[pd.DataFrame]] = {}
+    done = 0  # rankers before `done` are yielded; the result is ordered by ranker
+    for batch in reader:
+        frame = batch.to_pandas()
+        for index, part in frame.groupby("ranker", sort=False):
+            while done < index:
+                yield _joined(pieces.pop(done, []), empty)
+                done += 1
+            pieces.setdefault(int(index), []).append(part.drop(columns="ranker"))
+    while done < len(rankers):
+        yield _joined(pieces.pop(done, []), empty)
+        done += 1
 
 
-def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> list[pd.DataFrame]:
-    """Per ranker (in order): group_id, position, score_value, impressions, clicks of the ranker's scores on the
-    production impressions of its training window (the EO fit's sufficient statistic), computed in SQL with
-    one scan of the log per distinct training window, not one per ranker."""
+_BATCH_ROWS = 1_000_000
+
+
+def _joined(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
+    return pd.concat(parts, ignore_index=True) if parts else empty.copy()
+
+
+def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(index into `rankers`, table) per ranker: group_id, position, score_value, impressions, clicks of the
+    ranker's scores on the production impressions of its training window (the EO fit's sufficient statistic),
+    computed in SQL with one scan of the log per distinct training window, not one per ranker. Rankers come
+    window by window (in order within a window), one table in memory at a time."""
     available = table_columns(con, *ITEMS_VIEW)
     for ranker in rankers:
         _check_features(available, ranker)
     by_window: dict[tuple, list[int]] = {}
-    for position, ranker in enumerate(rankers):
-        by_window.setdefault((ranker.window_start, ranker.window_end), []).append(position)
-    counts: list = [None] * len(rankers)
+    for index, ranker in enumerate(rankers):
+        by_window.setdefault((ranker.window_start, ranker.window_end), []).append(index)
     for members in by_window.values():
-        for position, frame in zip(members, _window_click_counts(con, [rankers[m] for m in members], bin_width)):
-            counts[position] = frame
-    return counts
+        yield from zip(members, _window_click_counts(con, [rankers[m] for m in members], bin_width))
 
 
 def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_curve: pd.DataFrame,
@@ -179,8 +195,9 @@ def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_c
         raise SelectionInputError(f"alphas={alphas} must be distinct values in [0, 1]")
     params = {k: v for k, v in template.get_params().items() if k != "alpha"}
     weights = position_curve[["position", "weight"]]
-    candidates = []
-    for ranker, counts in zip(rankers, ranker_click_counts(con, rankers, bin_width)):
+    per_ranker: dict[int, list[Candidate]] = {}
+    for index, counts in ranker_click_counts(con, rankers, bin_width):
+        ranker = rankers[index]
         clicks = counts.groupby("group_id")["clicks"].sum()
         few = clicks[clicks < max(min_positives, 1)]
         reason = ""
@@ -195,10 +212,9 @@ def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_c
                 fitted = fit_from_click_counts(counts, weights, **params)
             except EOInputError as error:
                 reason = f"EO re-fit failed: {error}"
-        for alpha in sorted(alphas):
-            transform = None if fitted is None else with_alpha(fitted, float(alpha))
-            candidates.append(Candidate(ranker, float(alpha), transform, reason))
-    return candidates
+        per_ranker[index] = [Candidate(ranker, float(alpha), None if fitted is None else with_alpha(fitted, float(alpha)),
+                                       reason) for alpha in sorted(alphas)]
+    return [c for index in range(len(rankers)) for c in per_ranker[index]]
 
 
 def candidate_rates(candidates: list[Candidate], items: pd.DataFrame, selection_rate: float) -> pd.DataFrame:

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fair_pipeline.selection.candidates import Ranker, SelectionInputError, ranker_click_counts
+from fair_pipeline.selection import candidates as sc
+from fair_pipeline.selection.candidates import Ranker, SelectionInputError
 
 DAY = dt.date(2026, 1, 1)
 WIDTH = 0.05
@@ -67,6 +68,13 @@ def _one_query_per_ranker(con, ranker: Ranker, bin_width: float) -> pd.DataFrame
         """, params).df()
 
 
+def _counts(con, rankers: list[Ranker]) -> list[pd.DataFrame]:
+    """The one-pass tables in ranker order (the generator yields them window by window)."""
+    tables = dict(sc.ranker_click_counts(con, rankers, WIDTH))
+    assert sorted(tables) == list(range(len(rankers)))
+    return [tables[k] for k in range(len(rankers))]
+
+
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(KEYS, na_position="first").reset_index(drop=True)
 
@@ -80,9 +88,11 @@ RANKERS = [
 ]
 
 
-def test_one_pass_equals_one_query_per_ranker_exactly():
+@pytest.mark.parametrize("batch_rows", [1_000_000, 97])  # 97: a ranker's table spans record batches
+def test_one_pass_equals_one_query_per_ranker_exactly(monkeypatch, batch_rows):
+    monkeypatch.setattr(sc, "_BATCH_ROWS", batch_rows)
     con = _warehouse()
-    one_pass = ranker_click_counts(con, RANKERS, WIDTH)
+    one_pass = _counts(con, RANKERS)
     assert len(one_pass) == len(RANKERS)
     for ranker, got in zip(RANKERS, one_pass):
         expected = _one_query_per_ranker(con, ranker, WIDTH)
@@ -98,7 +108,7 @@ def test_counts_match_a_count_of_the_raw_rows():
     con = _warehouse()
     log = con.execute("SELECT * FROM staging.stg_observational_impressions").df()
     catalogue = set(con.execute("SELECT item_id FROM staging.stg_items").df()["item_id"])
-    for ranker, got in zip(RANKERS, ranker_click_counts(con, RANKERS, WIDTH)):
+    for ranker, got in zip(RANKERS, _counts(con, RANKERS)):
         dates = pd.to_datetime(log["partition_date"]).dt.date
         kept = log[(log["policy"] == "production") & log["item_id"].isin(catalogue)
                    & (dates >= ranker.window_start) & (dates <= ranker.window_end)]
@@ -111,13 +121,13 @@ def test_counts_match_a_count_of_the_raw_rows():
 def test_one_pass_is_the_same_for_any_ranker_subset():
     """A ranker's table does not depend on which other rankers share its pass."""
     con = _warehouse()
-    together = ranker_click_counts(con, RANKERS[:3], WIDTH)
+    together = _counts(con, RANKERS[:3])
     for ranker, got in zip(RANKERS[:3], together):
-        pd.testing.assert_frame_equal(got, ranker_click_counts(con, [ranker], WIDTH)[0], check_exact=True)
+        pd.testing.assert_frame_equal(got, _counts(con, [ranker])[0], check_exact=True)
 
 
 def test_unknown_feature_names_the_ranker_and_the_view():
     con = _warehouse()
     bad = _ranker("bad", ["f0", "nope"], [1.0, 1.0], 0.0, 0, 3)
     with pytest.raises(SelectionInputError, match=r"ranker 'bad': features \['nope'\].*staging.stg_items"):
-        ranker_click_counts(con, [RANKERS[0], bad], WIDTH)
+        _counts(con, [RANKERS[0], bad])
