@@ -50,15 +50,15 @@ class Sampler(threading.Thread):
 
     def __init__(self, interval: float):
         super().__init__(daemon=True)
-        self.interval, self.samples, self._stop = interval, [], threading.Event()
+        self.interval, self.samples, self._halt = interval, [], threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.samples.append((time.time(), _cpu(), _rss()))
-            self._stop.wait(self.interval)
+            self._halt.wait(self.interval)
 
     def stop(self) -> list[tuple[float, float, int]]:
-        self._stop.set()
+        self._halt.set()
         self.join()
         self.samples.append((time.time(), _cpu(), _rss()))
         return self.samples
@@ -128,6 +128,7 @@ def child(requests_per_day: int, days: int, interval: float) -> dict:
     return {"requests_per_day": requests_per_day, "days": days, "exit_code": code, "success": marks["success"],
             "wall": time.time() - began_wall, "cpu": total_cpu, "job_cpu": job_cpu,
             "simulate_cpu": _cpu_at(samples, marks["job_start"]) - samples[0][1],
+            "simulate_peak_rss": max(s[2] for s in samples if s[0] <= marks["job_start"]),
             "peak_rss": _peak_rss(), "impressions": impressions,
             "impressions_per_day": impressions // days,  # the simulator writes the same traffic every day
             "steps": steps}
@@ -149,7 +150,8 @@ def report(results: list[dict], top: int) -> None:
               + ("" if r["success"] else "  (RUN FAILED)"))
     for r in results:
         print(f"\n{r['requests_per_day']:,} requests/day: top {top} asset steps by CPU "
-              f"(share of the Dagster run's CPU {r['job_cpu']:.1f} s; simulation before it: {r['simulate_cpu']:.1f} s)")
+              f"(share of the Dagster run's CPU {r['job_cpu']:.1f} s; simulation before it: {r['simulate_cpu']:.1f} s CPU, "
+              f"peak RSS {_gib(r['simulate_peak_rss'])} GiB)")
         print(f"  {'step':52s} {'CPU s':>7s} {'share':>6s} {'wall s':>7s} {'peak RSS GiB':>12s}")
         ranked = sorted(r["steps"].items(), key=lambda kv: -kv[1]["cpu"])
         for step, s in ranked[:top]:

@@ -114,63 +114,48 @@ def _binned_score_sql(ranker: Ranker, index: int) -> tuple[str, dict]:
     return f"(floor(({terms} + $r{index}_intercept) / $width) + 0.5) * $width", params
 
 
+_CELLS = "_ranker_score_cells"  # connection-local temp table (DuckDB memory, spills past memory_limit)
+
+
 def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[pd.DataFrame]:
     """One pass over a window's production impressions for rankers sharing that window; yields each ranker's
-    table in turn (only one ranker's table is in Python memory at a time).
+    table in turn (one ranker's table in Python memory at a time).
 
-    A linear score depends on the item only, so the impressions are first counted per (item, group, position)
-    cell (the one scan of the log, whatever the number of rankers); each ranker's score is then a column of
-    the cell table, and one GROUP BY over (ranker, group, position, score bin) of the cells x rankers gives
-    every ranker's table. Counts are integer sums, so they equal the per-impression aggregation exactly."""
+    A linear score depends on the item only, so the impressions are counted once per (item, group, position)
+    cell, with every ranker's binned score as a column of the cell (the one scan and join of the log, whatever
+    the number of rankers); each ranker's table is then a GROUP BY of the cells, whose number is bounded by the
+    catalogue x positions, not by the traffic. Counts are integer sums, so they equal the per-impression
+    aggregation exactly."""
     first, last = rankers[0].window_start, rankers[0].window_end
     params: dict = {"width": float(bin_width), "first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
-    columns, picks = [], []
+    columns = []
     for index, ranker in enumerate(rankers):
         sql, bound = _binned_score_sql(ranker, index)
         params.update(bound)
         columns.append(f"{sql} AS s{index}")
-        picks.append(f"WHEN {index} THEN s.s{index}")
-    ranker_ids = ", ".join(f"({index})" for index in range(len(rankers)))
-    reader = con.sql(
+    con.execute(
         f"""
+        CREATE OR REPLACE TEMP TABLE {_CELLS} AS
         WITH cells AS (
             SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
                    count(*) AS impressions, sum(click) AS clicks
             FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))}
             WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
             GROUP BY ALL
-        ), scored AS (
-            SELECT c.group_id, c.position, c.impressions, c.clicks, {', '.join(columns)}
-            FROM cells c JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = c.item_id
         )
-        SELECT r.ranker, s.group_id, s.position, CASE r.ranker {' '.join(picks)} END AS score_value,
-               CAST(sum(s.impressions) AS BIGINT) AS impressions, CAST(sum(s.clicks) AS BIGINT) AS clicks
-        FROM scored s CROSS JOIN (VALUES {ranker_ids}) AS r(ranker)
-        GROUP BY ALL
-        ORDER BY r.ranker, s.group_id, s.position, score_value
+        SELECT c.group_id, c.position, c.impressions, c.clicks, {', '.join(columns)}
+        FROM cells c JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = c.item_id
         """,
-        params=params,
-    ).to_arrow_reader(_BATCH_ROWS)
-    empty = reader.schema.empty_table().to_pandas().drop(columns="ranker")
-    pieces: dict[int, list[pd.DataFrame]] = {}
-    done = 0  # rankers before `done` are yielded; the result is ordered by ranker
-    for batch in reader:
-        frame = batch.to_pandas()
-        for index, part in frame.groupby("ranker", sort=False):
-            while done < index:
-                yield _joined(pieces.pop(done, []), empty)
-                done += 1
-            pieces.setdefault(int(index), []).append(part.drop(columns="ranker"))
-    while done < len(rankers):
-        yield _joined(pieces.pop(done, []), empty)
-        done += 1
-
-
-_BATCH_ROWS = 1_000_000
-
-
-def _joined(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
-    return pd.concat(parts, ignore_index=True) if parts else empty.copy()
+        params,
+    )
+    try:
+        for index in range(len(rankers)):
+            yield con.execute(
+                f"SELECT group_id, position, s{index} AS score_value, CAST(sum(impressions) AS BIGINT) AS impressions, "
+                f"CAST(sum(clicks) AS BIGINT) AS clicks FROM {_CELLS} GROUP BY ALL"
+            ).df()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_CELLS}")
 
 
 def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[tuple[int, pd.DataFrame]]:
