@@ -13,9 +13,13 @@ from fair_pipeline.platform.tracking import MLflowTracking
 
 
 class DuckDBWarehouse(dg.ConfigurableResource):
-    """The warehouse file; empty `path` means $FAIR_PIPELINE_HOME/warehouse.duckdb."""
+    """The warehouse file; empty `path` means $FAIR_PIPELINE_HOME/warehouse.duckdb. DuckDB's memory cap and
+    spill directory: empty means $FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT (default 1GB) and
+    $FAIR_PIPELINE_DUCKDB_TEMP_DIR (default $FAIR_PIPELINE_HOME/duckdb_tmp)."""
 
     path: str = ""
+    memory_limit: str = ""
+    temp_directory: str = ""
 
     @property
     def resolved_path(self) -> Path:
@@ -23,7 +27,8 @@ class DuckDBWarehouse(dg.ConfigurableResource):
 
     @contextlib.contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        with warehouse.session(self.resolved_path, read_only=read_only) as con:
+        with warehouse.session(self.resolved_path, read_only=read_only, memory_limit=self.memory_limit or None,
+                               temp_directory=self.temp_directory or None) as con:
             yield con
 
 

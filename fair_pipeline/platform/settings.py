@@ -8,6 +8,11 @@ import os
 from pathlib import Path
 
 HOME_ENV = "FAIR_PIPELINE_HOME"
+DUCKDB_MEMORY_LIMIT_ENV = "FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT"
+DUCKDB_TEMP_DIR_ENV = "FAIR_PIPELINE_DUCKDB_TEMP_DIR"
+# DuckDB's own default is 80% of the machine's RAM; a fixed cap makes the pipeline's peak memory independent of
+# the day's size (joins, aggregates and sorts above it spill to the temp directory instead).
+DEFAULT_DUCKDB_MEMORY_LIMIT = "1GB"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # fair_pipeline/
 REPO_ROOT = PACKAGE_ROOT.parent
 SQL_ROOT = REPO_ROOT / "dbt_like_sql"
@@ -45,3 +50,14 @@ def dagster_home() -> Path:
 def default_elicitation_db() -> Path:
     """Where `fair-pipeline elicit` keeps sessions and answers, and the `recorded` oracle reads them."""
     return home() / "elicitation.duckdb"
+
+
+def duckdb_memory_limit() -> str:
+    """DuckDB's memory_limit for warehouse connections (a DuckDB size such as '1GB' or '512MiB')."""
+    return os.environ.get(DUCKDB_MEMORY_LIMIT_ENV) or DEFAULT_DUCKDB_MEMORY_LIMIT
+
+
+def duckdb_temp_dir() -> Path:
+    """Where DuckDB spills what does not fit in its memory_limit."""
+    configured = os.environ.get(DUCKDB_TEMP_DIR_ENV)
+    return Path(configured).resolve() if configured else home() / "duckdb_tmp"

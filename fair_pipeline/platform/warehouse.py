@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 
+from fair_pipeline.platform import settings
+
 RAW_IMPRESSION_COLUMNS_DDL = """
     ts TIMESTAMP WITH TIME ZONE NOT NULL,  -- serve time, UTC
     request_id VARCHAR NOT NULL,
@@ -48,8 +50,12 @@ DDL = [
 _LOCK_MARKERS = ("Could not set lock", "Conflicting lock")
 
 
-def connect(path: Path, read_only: bool = False, timeout_s: float = 60.0) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse (UTC session, schemas ensured), waiting up to `timeout_s` for another writer."""
+def connect(path: Path, read_only: bool = False, timeout_s: float = 60.0, memory_limit: str | None = None,
+            temp_directory: Path | str | None = None) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse (UTC session, schemas ensured), waiting up to `timeout_s` for another writer.
+
+    DuckDB's memory is capped at `memory_limit` (default settings.duckdb_memory_limit()), spilling to
+    `temp_directory` (default settings.duckdb_temp_dir())."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
@@ -65,15 +71,32 @@ def connect(path: Path, read_only: bool = False, timeout_s: float = 60.0) -> duc
             delay = min(delay * 2, 1.0)
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET enable_progress_bar = false")
+    try:
+        limit_memory(con, memory_limit or settings.duckdb_memory_limit(), temp_directory or settings.duckdb_temp_dir())
+    except ValueError:
+        con.close()
+        raise
     if not read_only:
         for statement in DDL:
             con.execute(statement)
     return con
 
 
+def limit_memory(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_directory: Path | str) -> None:
+    """Cap DuckDB's memory (it spills to `temp_directory` beyond it); a bad value names the setting."""
+    try:
+        con.execute("SET memory_limit = $limit", {"limit": str(memory_limit)})
+    except duckdb.Error as error:
+        raise ValueError(f"DuckDB memory_limit {memory_limit!r} (env {settings.DUCKDB_MEMORY_LIMIT_ENV} or the "
+                         f"warehouse resource's memory_limit) is not a size such as '1GB' or '512MiB': {error}") from error
+    Path(temp_directory).mkdir(parents=True, exist_ok=True)
+    con.execute("SET temp_directory = $directory", {"directory": str(temp_directory)})
+
+
 @contextlib.contextmanager
-def session(path: Path, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = connect(path, read_only=read_only)
+def session(path: Path, read_only: bool = False, memory_limit: str | None = None,
+            temp_directory: Path | str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = connect(path, read_only=read_only, memory_limit=memory_limit, temp_directory=temp_directory)
     try:
         yield con
     finally:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -102,30 +103,78 @@ def load_rankers(con, partition=None) -> list[Ranker]:
     return rankers
 
 
-def ranker_click_counts(con, ranker: Ranker, bin_width: float) -> pd.DataFrame:
-    """group_id, position, score_value, impressions, clicks of the ranker's scores on the clicked-or-not
-    production impressions of its training window (the EO fit's sufficient statistic), computed in SQL."""
-    available = table_columns(con, *ITEMS_VIEW)
+def _check_features(available: list[str], ranker: Ranker) -> None:
     unknown = [f for f in ranker.features if f not in available]
     if unknown:
         raise SelectionInputError(f"ranker {ranker.candidate_id!r}: features {unknown} are not columns of "
                                   f"{'.'.join(ITEMS_VIEW)} ({available})")
-    terms = " + ".join(f"i.{quote_identifier(f)} * $c{k}" for k, f in enumerate(ranker.features))
-    params = {f"c{k}": float(c) for k, c in enumerate(ranker.coef)}
-    params.update(intercept=ranker.intercept, width=float(bin_width), first=ranker.window_start,
-                  last=ranker.window_end, unknown_group=UNKNOWN_GROUP)
-    return con.execute(
+
+
+def _binned_score_sql(ranker: Ranker, index: int) -> tuple[str, dict]:
+    """The ranker's binned linear score of an item row `i` as SQL (coefficients bound as parameters)."""
+    terms = " + ".join(f"i.{quote_identifier(f)} * $r{index}_c{k}" for k, f in enumerate(ranker.features))
+    params = {f"r{index}_c{k}": float(c) for k, c in enumerate(ranker.coef)}
+    params[f"r{index}_intercept"] = ranker.intercept
+    return f"(floor(({terms} + $r{index}_intercept) / $width) + 0.5) * $width", params
+
+
+_CELLS = "_ranker_score_cells"  # connection-local temp table (DuckDB memory, spills past memory_limit)
+
+
+def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[pd.DataFrame]:
+    """One pass over a window's production impressions for rankers sharing that window; yields each ranker's
+    table in turn (one ranker's table in Python memory at a time).
+
+    A linear score depends on the item only, so the impressions are counted once per (item, group, position)
+    cell, with every ranker's binned score as a column of the cell (the one scan and join of the log, whatever
+    the number of rankers); each ranker's table is then a GROUP BY of the cells, whose number is bounded by the
+    catalogue x positions, not by the traffic. Counts are integer sums, so they equal the per-impression
+    aggregation exactly."""
+    first, last = rankers[0].window_start, rankers[0].window_end
+    params: dict = {"width": float(bin_width), "first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
+    columns = []
+    for index, ranker in enumerate(rankers):
+        sql, bound = _binned_score_sql(ranker, index)
+        params.update(bound)
+        columns.append(f"{sql} AS s{index}")
+    con.execute(
         f"""
-        SELECT coalesce(o.group_id, $unknown_group) AS group_id, o.position,
-               (floor(({terms} + $intercept) / $width) + 0.5) * $width AS score_value,
-               CAST(count(*) AS BIGINT) AS impressions, CAST(sum(o.click) AS BIGINT) AS clicks
-        FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))} o
-        JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = o.item_id
-        WHERE o.partition_date BETWEEN $first AND $last AND o.policy = 'production'
-        GROUP BY ALL
+        CREATE OR REPLACE TEMP TABLE {_CELLS} AS
+        WITH cells AS (
+            SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
+                   count(*) AS impressions, sum(click) AS clicks
+            FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))}
+            WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
+            GROUP BY ALL
+        )
+        SELECT c.group_id, c.position, c.impressions, c.clicks, {', '.join(columns)}
+        FROM cells c JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = c.item_id
         """,
         params,
-    ).df()
+    )
+    try:
+        for index in range(len(rankers)):
+            yield con.execute(
+                f"SELECT group_id, position, s{index} AS score_value, CAST(sum(impressions) AS BIGINT) AS impressions, "
+                f"CAST(sum(clicks) AS BIGINT) AS clicks FROM {_CELLS} GROUP BY ALL"
+            ).df()
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_CELLS}")
+
+
+def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(index into `rankers`, table) per ranker: group_id, position, score_value, impressions, clicks of the
+    ranker's scores on the production impressions of its training window (the EO fit's sufficient statistic),
+    computed in SQL with one scan of the log per distinct training window, not one per ranker. Rankers come
+    window by window (in order within a window), one table in memory at a time."""
+    available = table_columns(con, *ITEMS_VIEW)
+    for ranker in rankers:
+        _check_features(available, ranker)
+    by_window: dict[tuple, list[int]] = {}
+    for index, ranker in enumerate(rankers):
+        by_window.setdefault((ranker.window_start, ranker.window_end), []).append(index)
+    for members in by_window.values():
+        yield from zip(members, _window_click_counts(con, [rankers[m] for m in members], bin_width))
 
 
 def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_curve: pd.DataFrame,
@@ -135,9 +184,9 @@ def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_c
         raise SelectionInputError(f"alphas={alphas} must be distinct values in [0, 1]")
     params = {k: v for k, v in template.get_params().items() if k != "alpha"}
     weights = position_curve[["position", "weight"]]
-    candidates = []
-    for ranker in rankers:
-        counts = ranker_click_counts(con, ranker, bin_width)
+    per_ranker: dict[int, list[Candidate]] = {}
+    for index, counts in ranker_click_counts(con, rankers, bin_width):
+        ranker = rankers[index]
         clicks = counts.groupby("group_id")["clicks"].sum()
         few = clicks[clicks < max(min_positives, 1)]
         reason = ""
@@ -152,10 +201,9 @@ def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_c
                 fitted = fit_from_click_counts(counts, weights, **params)
             except EOInputError as error:
                 reason = f"EO re-fit failed: {error}"
-        for alpha in sorted(alphas):
-            transform = None if fitted is None else with_alpha(fitted, float(alpha))
-            candidates.append(Candidate(ranker, float(alpha), transform, reason))
-    return candidates
+        per_ranker[index] = [Candidate(ranker, float(alpha), None if fitted is None else with_alpha(fitted, float(alpha)),
+                                       reason) for alpha in sorted(alphas)]
+    return [c for index in range(len(rankers)) for c in per_ranker[index]]
 
 
 def candidate_rates(candidates: list[Candidate], items: pd.DataFrame, selection_rate: float) -> pd.DataFrame:

@@ -1,0 +1,198 @@
+"""The main job (`fair-pipeline run`: simulate, then one Dagster run over every asset) at several traffic sizes:
+per-asset CPU share, CPU inside asset steps vs outside them (run setup, Dagster between steps), peak RSS and
+peak RSS per impression.
+
+Each size runs in its own subprocess on its own temporary FAIR_PIPELINE_HOME (so peak RSS is that run's, read
+from /proc: VmHWM). A sampler thread records the process's CPU time (all threads, DuckDB's included) and RSS
+every `--interval` seconds; the Dagster event log's step start / end times split the samples by asset step.
+All sizes run one after the other in one invocation, so the ratios between them are measured side by side.
+
+    /work/venv/bin/python benchmarks/bench_main_job.py [--sizes 25000 100000 250000] [--days 3] [--top 8]
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START = "2026-01-01"
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Sampler(threading.Thread):
+    """(wall, cpu, rss) every `interval` seconds until stopped."""
+
+    def __init__(self, interval: float):
+        super().__init__(daemon=True)
+        self.interval, self.samples, self._halt = interval, [], threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            self.samples.append((time.time(), _cpu(), _rss()))
+            self._halt.wait(self.interval)
+
+    def stop(self) -> list[tuple[float, float, int]]:
+        self._halt.set()
+        self.join()
+        self.samples.append((time.time(), _cpu(), _rss()))
+        return self.samples
+
+
+def _cpu_at(samples, when: float) -> float:
+    """CPU seconds at wall time `when`, interpolated between samples."""
+    walls = [s[0] for s in samples]
+    k = bisect.bisect_left(walls, when)
+    if k == 0:
+        return samples[0][1]
+    if k == len(samples):
+        return samples[-1][1]
+    (w0, c0, _), (w1, c1, _) = samples[k - 1], samples[k]
+    return c0 + (c1 - c0) * (when - w0) / (w1 - w0) if w1 > w0 else c1
+
+
+def _step_intervals(run_id: str) -> dict[str, tuple[float, float]]:
+    import dagster as dg
+
+    instance = dg.DagsterInstance.get()
+    begun, intervals = {}, {}
+    for record in instance.all_logs(run_id):
+        event = record.dagster_event
+        if event is None or not event.step_key:
+            continue
+        if event.event_type == dg.DagsterEventType.STEP_START:
+            begun[event.step_key] = record.timestamp
+        elif event.event_type in (dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE):
+            intervals[event.step_key] = (begun.get(event.step_key, record.timestamp), record.timestamp)
+    return intervals
+
+
+def child(requests_per_day: int, days: int, interval: float) -> dict:
+    """One `fair-pipeline run` in this process; returns the measurements as a dict."""
+    sys.path.insert(0, str(ROOT))
+    from fair_pipeline import cli, runner
+
+    sampler = Sampler(interval)
+    sampler.start()
+    began_wall, began_cpu = time.time(), _cpu()
+    marks = {}
+    original = runner.run_partition_range
+
+    def timed_run(start, end, instance=None):  # the Dagster run's bounds, to tell simulation from the job
+        marks["job_start"] = time.time()
+        result = original(start, end, instance)
+        marks["job_end"], marks["run_id"], marks["success"] = time.time(), result.run_id, result.success
+        return result
+
+    runner.run_partition_range = timed_run
+    code = cli.main(["run", "--start", START, "--days", str(days), "--requests-per-day", str(requests_per_day)])
+    samples = sampler.stop()
+    total_cpu = _cpu() - began_cpu
+    steps = {}
+    for step, (first, last) in _step_intervals(marks["run_id"]).items():
+        inside = [s[2] for s in samples if first <= s[0] <= last]
+        steps[step] = {"cpu": _cpu_at(samples, last) - _cpu_at(samples, first), "wall": last - first,
+                       "peak_rss": max(inside) if inside else 0}
+    job_cpu = _cpu_at(samples, marks["job_end"]) - _cpu_at(samples, marks["job_start"])
+    import duckdb
+
+    con = duckdb.connect(str(Path(os.environ["FAIR_PIPELINE_HOME"]) / "warehouse.duckdb"), read_only=True)
+    impressions = sum(con.execute(f"SELECT count(*) FROM raw.{t}").fetchone()[0]
+                      for t in ("observational_impressions", "randomized_impressions"))
+    con.close()
+    return {"requests_per_day": requests_per_day, "days": days, "exit_code": code, "success": marks["success"],
+            "wall": time.time() - began_wall, "cpu": total_cpu, "job_cpu": job_cpu,
+            "simulate_cpu": _cpu_at(samples, marks["job_start"]) - samples[0][1],
+            "simulate_peak_rss": max(s[2] for s in samples if s[0] <= marks["job_start"]),
+            "peak_rss": _peak_rss(), "impressions": impressions,
+            "impressions_per_day": impressions // days,  # the simulator writes the same traffic every day
+            "steps": steps}
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2 ** 30:.2f}"
+
+
+def report(results: list[dict], top: int) -> None:
+    print(f"\nmain job, {results[0]['days']} days per size; CPU = process user+sys (all threads)")
+    print(f"{'requests/day':>12s} {'impressions':>12s} {'wall s':>7s} {'CPU s':>7s} {'job CPU':>8s} "
+          f"{'in steps':>8s} {'peak RSS GiB':>12s} {'bytes/impr.':>11s} {'bytes/impr. of a day':>20s}")
+    for r in results:
+        in_steps = sum(s["cpu"] for s in r["steps"].values())
+        print(f"{r['requests_per_day']:12,d} {r['impressions']:12,d} {r['wall']:7.0f} {r['cpu']:7.1f} "
+              f"{r['job_cpu']:8.1f} {in_steps / r['job_cpu']:8.0%} {_gib(r['peak_rss']):>12s} "
+              f"{r['peak_rss'] / r['impressions']:11.0f} {r['peak_rss'] / r['impressions_per_day']:20.0f}"
+              + ("" if r["success"] else "  (RUN FAILED)"))
+    for r in results:
+        print(f"\n{r['requests_per_day']:,} requests/day: top {top} asset steps by CPU "
+              f"(share of the Dagster run's CPU {r['job_cpu']:.1f} s; simulation before it: {r['simulate_cpu']:.1f} s CPU, "
+              f"peak RSS {_gib(r['simulate_peak_rss'])} GiB)")
+        print(f"  {'step':52s} {'CPU s':>7s} {'share':>6s} {'wall s':>7s} {'peak RSS GiB':>12s}")
+        ranked = sorted(r["steps"].items(), key=lambda kv: -kv[1]["cpu"])
+        for step, s in ranked[:top]:
+            print(f"  {step[:52]:52s} {s['cpu']:7.1f} {s['cpu'] / r['job_cpu']:6.1%} {s['wall']:7.1f} "
+                  f"{_gib(s['peak_rss']):>12s}")
+        rest = ranked[top:]
+        if rest:
+            print(f"  {f'{len(rest)} other steps':52s} {sum(s['cpu'] for _, s in rest):7.1f} "
+                  f"{sum(s['cpu'] for _, s in rest) / r['job_cpu']:6.1%}")
+    if len(results) > 1:
+        small, large = results[0], results[-1]
+        print(f"\npeak RSS {large['requests_per_day']:,} / {small['requests_per_day']:,} requests/day: "
+              f"{large['peak_rss'] / small['peak_rss']:.2f}x for {large['impressions'] / small['impressions']:.1f}x the impressions")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[25_000, 100_000, 250_000], help="requests per day")
+    parser.add_argument("--days", type=int, default=3)
+    parser.add_argument("--top", type=int, default=8, help="asset steps listed per size")
+    parser.add_argument("--interval", type=float, default=0.2, help="sampling period, seconds")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child is not None:
+        print("RESULT " + json.dumps(child(args.child, args.days, args.interval)))
+        return
+    results = []
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(prefix=f"bench_main_job_{size}_") as home:
+            env = {**os.environ, "FAIR_PIPELINE_HOME": home, "PYTHONPATH": str(ROOT)}
+            env.pop("DAGSTER_HOME", None)
+            env.pop("MLFLOW_TRACKING_URI", None)
+            print(f"running {size:,} requests/day x {args.days} days in {home} ...", flush=True)
+            done = subprocess.run([sys.executable, __file__, "--child", str(size), "--days", str(args.days),
+                                   "--interval", str(args.interval)], env=env, capture_output=True, text=True)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+            if done.returncode or not lines:
+                sys.exit(f"{size:,} requests/day: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+            results.append(json.loads(lines[-1][len("RESULT "):]))
+    report(results, args.top)
+
+
+if __name__ == "__main__":
+    main()
