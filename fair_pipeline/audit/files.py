@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv"
            ".tsv": "read_csv", ".txt": "read_csv", ".gz": "read_csv"}
 ALL_GROUPS = "(all)"
 BATCH_ROWS = 1 << 18
+DEFAULT_MAX_GROUPS = 50  # the pairwise tables (differences, xAUC) hold groups^2 rows and columns
+MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
 
 
@@ -68,9 +72,12 @@ def _reader(path: str) -> str:
     raise AuditInputError(f"{path}: cannot tell the format; expected a .parquet or .csv file")
 
 
-def _connect(memory_limit: str, threads: int | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
+def _connect(memory_limit: str, threads: int | None, temp_dir: str,
+             allow_remote: bool = False) -> duckdb.DuckDBPyConnection:
+    # never download extensions; load installed ones (httpfs for remote files) only when remote reads are allowed
     config = {"memory_limit": memory_limit, "temp_directory": temp_dir,
-              "preserve_insertion_order": False}
+              "preserve_insertion_order": False, "autoinstall_known_extensions": False,
+              "autoload_known_extensions": bool(allow_remote)}
     if threads:
         config["threads"] = int(threads)
     con = duckdb.connect(config=config)
@@ -80,8 +87,14 @@ def _connect(memory_limit: str, threads: int | None, temp_dir: str) -> duckdb.Du
 
 def _source(con, path: str, cols: dict) -> tuple[str, list]:
     """Typed sub-query over the file: s (score), l (label), g (group), q (query)."""
+    if REMOTE.match(path):
+        return _typed_select(con, path, cols)
     if not any(ch in path for ch in "*?[") and not Path(path).exists():
         raise AuditInputError(f"{path}: no such file")
+    return _typed_select(con, path, cols)
+
+
+def _typed_select(con, path: str, cols: dict) -> tuple[str, list]:
     reader = _reader(path)
     try:
         described = con.sql(f"DESCRIBE SELECT * FROM {reader}($1)", params=[path]).fetchall()
@@ -242,7 +255,8 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
                cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
                confidence: float = 0.95, margins: dict | None = None, memory_limit: str = "2GB",
-               threads: int | None = None, batch_rows: int = BATCH_ROWS) -> FileAudit:
+               threads: int | None = None, batch_rows: int = BATCH_ROWS, max_groups: int = DEFAULT_MAX_GROUPS,
+               allow_remote: bool = False) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
     ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
@@ -252,19 +266,28 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
     pass streamed in cluster order (the score grid is kept in memory for it). Without, rows are independent.
     ``margins``: practical margins δ per metric behind each comparison's verdict
     (`audit.stats.equivalence.DEFAULT_MARGINS`).
+    ``max_groups``: more groups than this is an error, raised after one cheap ``GROUP BY group`` (the pairwise
+    tables hold groups^2 rows); ``allow_remote``: read s3://, http://... paths (with DuckDB's installed httpfs).
+    Memory and time grow with the rows plus the number of groups squared (the pairwise columns), not with
+    groups x distinct scores.
     """
     path = str(path)
+    _check_options(path, min_count, confidence, memory_limit, max_groups, allow_remote)
     alphas = as_cutoffs(cutoffs)
     clusters = [clusters] if isinstance(clusters, str) else list(clusters or [])
     if len(clusters) > 2:
         raise AuditInputError(f"at most two --cluster columns (one-way or two-way clustering), got {clusters}")
     cols = {"score": score, "label": label, "group": group, "query": query, "cluster": clusters or None}
     with tempfile.TemporaryDirectory(prefix="fair_audit_") as tmp:
-        con = _connect(memory_limit, threads, tmp)
+        con = _connect(memory_limit, threads, tmp, allow_remote)
         try:
             src, params = _source(con, path, cols)
             totals = _group_totals(con, src, params, path, cols)
             groups = totals["g"].tolist()
+            if len(groups) > max_groups:
+                raise AuditInputError(
+                    f"{path}: --group column {group!r} has {len(groups)} groups, more than max_groups={max_groups} "
+                    "(the pairwise tables grow as groups squared); raise --max-groups or audit coarser groups")
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
                                     min_count=min_count, confidence=confidence, margins=margins)
             kept = [] if clusters else None
@@ -285,6 +308,21 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             con.close()
     return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
                      report, pairwise)
+
+
+def _check_options(path: str, min_count, confidence, memory_limit, max_groups, allow_remote: bool) -> None:
+    """One-line errors for option values DuckDB or the statistics would otherwise reject late (or not at all)."""
+    if REMOTE.match(path) and not allow_remote:
+        raise AuditInputError(f"{path}: remote paths are refused; pass allow_remote=True (--allow-remote) to read it")
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 2:
+        raise AuditInputError(f"min_count (--min-count) must be an integer >= 2 (a variance needs two positives "
+                              f"and two negatives), got {min_count!r}")
+    if isinstance(max_groups, bool) or not isinstance(max_groups, (int, np.integer)) or max_groups < 1:
+        raise AuditInputError(f"max_groups (--max-groups) must be an integer >= 1, got {max_groups!r}")
+    if not isinstance(confidence, (float, int)) or not 0.5 < confidence < 1:
+        raise AuditInputError(f"confidence (--confidence) must be in (0.5, 1), got {confidence!r}")
+    if not isinstance(memory_limit, str) or not MEMORY_LIMIT.fullmatch(memory_limit.strip()):
+        raise AuditInputError(f"memory_limit (--memory-limit) must be a size such as 2GB or 512MiB, got {memory_limit!r}")
 
 
 # ----------------------------------------------------------------------------- text output
@@ -367,8 +405,37 @@ def _margin(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"--margin must be METRIC=VALUE (e.g. xauc=0.03), got {text!r}") from exc
 
 
+def _bounded(kind, low, high=None, what: str = ""):
+    """argparse type: a number of ``kind`` in [low, high] (exclusive bounds for floats), else a one-line error."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        ok = value is not None and (value >= low if kind is int else low < value) and (
+            high is None or (value < high if kind is float else value <= high))
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+def _memory_limit(text: str) -> str:
+    if not MEMORY_LIMIT.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected a size such as 2GB or 512MiB, got {text!r}")
+    return text.strip()
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Bad options end in one line on stderr (exit 2), without argparse's usage block."""
+    def error(message: str):
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+    parser.error = error
+
+
 def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Arguments of ``fair-pipeline audit FILE --score COL --label COL --group COL [...]``."""
+    _one_line_errors(parser)
     parser.add_argument("file", help="Parquet or CSV file (a glob of Parquet files also works)")
     parser.add_argument("--score", required=True, help="score column (higher = more positive)")
     parser.add_argument("--label", required=True, help="0/1 label column (1 = positive outcome)")
@@ -379,15 +446,20 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")
     parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
-    parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
-                        help="positives and negatives a group needs to be estimated")
-    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--min-count", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_COUNT,
+                        help="positives and negatives a group needs to be estimated (>= 2)")
+    parser.add_argument("--confidence", type=_bounded(float, 0.5, 1.0, what="a number in (0.5, 1)"), default=0.95)
+    parser.add_argument("--max-groups", type=_bounded(int, 1, what="an integer >= 1"), default=DEFAULT_MAX_GROUPS,
+                        help=f"refuse files with more groups than this (default {DEFAULT_MAX_GROUPS}; the pairwise "
+                        "tables grow as groups squared)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="read s3://, http(s):// paths (needs DuckDB's httpfs installed; never auto-installed)")
     parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
                         help="practical margin δ of a metric, repeatable (defaults: "
                         + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_MARGINS.items())
                         + "); each gap is larger than δ, significant but within ±δ, equivalent (TOST), "
                         "inconclusive or not estimable")
-    parser.add_argument("--memory-limit", default="2GB", help="DuckDB memory limit (spills beyond)")
+    parser.add_argument("--memory-limit", type=_memory_limit, default="2GB", help="DuckDB memory limit (spills beyond)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--curves", action="store_true", help="include ROC/xROC curves in the JSON")
     return parser
@@ -397,9 +469,13 @@ def run_audit(args: argparse.Namespace) -> int:
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
                             clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
-                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit)
+                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit,
+                            max_groups=args.max_groups, allow_remote=args.allow_remote)
     except (AuditInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except duckdb.Error as exc:  # e.g. a malformed CSV row found mid-scan
+        print(f"error: {args.file}: DuckDB could not read it: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.to_dict(curves=args.curves), indent=2))

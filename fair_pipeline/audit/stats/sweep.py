@@ -35,9 +35,11 @@ import numpy as np
 
 
 def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b.T for vector-major (rows, blocks) arrays, as einsum: no BLAS threads to spin up on a busy
-    machine (and faster than gemm for a few rows by many blocks)."""
-    return np.einsum("ib,jb->ij", a, b)
+    """a @ b.T for vector-major (rows, blocks) arrays. Few rows (a handful of groups): einsum, faster than
+    gemm there and no BLAS threads to spin up on a busy machine; many rows: BLAS."""
+    if a.shape[0] * b.shape[0] <= 64:
+        return np.einsum("ib,jb->ij", a, b)
+    return a @ b.T
 
 
 class RocSweep:
