@@ -127,20 +127,25 @@ class RocSweep:
                 inside = J < B
                 if inside.any():
                     crossings[j] = (pend[inside], J[inside])
-        snapshots = self._accumulate(pos, neg, V, W, sorted({int(b) for _, J in crossings.values() for b in J}))
+        stops = {}  # block index -> negative vectors with a cutoff inside that block
+        for j, (_, J) in crossings.items():
+            for b in np.unique(J).tolist():
+                stops.setdefault(b, []).append(j)
+        snapshots = self._accumulate(pos, neg, V, W, stops)
         for j, (k_in, j_in) in crossings.items():
-            self._cross(j, k_in, j_in, [snapshots[int(b)] for b in j_in], pos, neg, p_excl, n_excl)
+            self._cross(j, k_in, j_in, [snapshots[j, b] for b in j_in.tolist()], pos, neg, p_excl, n_excl)
             self.neg_done[j, k_in] = True
         self.p_above = p_cum[:, -1].copy()
         self.n_above = n_incl[:, -1].copy()
         return V, W
 
-    def _accumulate(self, pos, neg, V, W, stops: list) -> dict:
-        """Add the chunk to the running sums; return copies of them at each block index in ``stops``
-        (sums over the blocks before it)."""
+    def _accumulate(self, pos, neg, V, W, stops: dict) -> dict:
+        """Add the chunk to the running sums; return, for each block index of ``stops`` and each negative
+        vector j listed there, the sums over the blocks before it that columns with negatives j need
+        (row j of the first two matrices, column j of the last two: no full copies)."""
         VV, WW = V * V, W * W
         snapshots, a = {}, 0
-        for b in stops + [pos.shape[1]]:
+        for b in sorted(stops) + [pos.shape[1]]:
             if b > a:
                 q, p = neg[:, a:b], pos[:, a:b]
                 self.run[0] += products(q, V[:, a:b])
@@ -148,8 +153,9 @@ class RocSweep:
                 self.run[2] += products(p, W[:, a:b])
                 self.run[3] += products(p, WW[:, a:b])
                 a = b
-            if b < pos.shape[1]:
-                snapshots[b] = [r.copy() for r in self.run]
+            for j in stops.get(b, ()):
+                snapshots[j, b] = (self.run[0][j].copy(), self.run[1][j].copy(), self.run[2][:, j].copy(),
+                                   self.run[3][:, j].copy())
         return snapshots
 
     def _cross(self, j, k_in, j_in, snaps, pos, neg, p_excl, n_excl) -> None:
@@ -159,7 +165,7 @@ class RocSweep:
         cols = self.by_neg[j]
         i = self.col_pos[cols][:, None]  # (S_j, 1) positive vector of each column
         m = self.m[i]
-        before = [np.stack([snap[t][j] if t < 2 else snap[t][:, j] for snap in snaps], axis=1)[i[:, 0]]
+        before = [np.stack([snap[t] for snap in snaps], axis=1)[i[:, 0]]
                   for t in range(4)]  # (S_j, K_in) sums over the blocks above the straddling block
         q_b = neg[j, j_in]
         f = (self.x[j, k_in] - n_excl[j, j_in]) / q_b  # share of the block's negatives inside
