@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
-from fair_pipeline.audit.stats.blocks import ScoreGrid
+from fair_pipeline.audit.stats.blocks import ScoreGrid, SortedCellBlocks
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
@@ -33,6 +34,10 @@ READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv"
            ".tsv": "read_csv", ".txt": "read_csv", ".gz": "read_csv"}
 ALL_GROUPS = "(all)"
 BATCH_ROWS = 1 << 18
+DEFAULT_MAX_GROUPS = 50  # the pairwise tables (differences, xAUC) hold groups^2 rows and columns
+MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
+SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
 
 
 @dataclass
@@ -67,9 +72,12 @@ def _reader(path: str) -> str:
     raise AuditInputError(f"{path}: cannot tell the format; expected a .parquet or .csv file")
 
 
-def _connect(memory_limit: str, threads: int | None, temp_dir: str) -> duckdb.DuckDBPyConnection:
+def _connect(memory_limit: str, threads: int | None, temp_dir: str,
+             allow_remote: bool = False) -> duckdb.DuckDBPyConnection:
+    # never download extensions; load installed ones (httpfs for remote files) only when remote reads are allowed
     config = {"memory_limit": memory_limit, "temp_directory": temp_dir,
-              "preserve_insertion_order": False}
+              "preserve_insertion_order": False, "autoinstall_known_extensions": False,
+              "autoload_known_extensions": bool(allow_remote)}
     if threads:
         config["threads"] = int(threads)
     con = duckdb.connect(config=config)
@@ -79,8 +87,14 @@ def _connect(memory_limit: str, threads: int | None, temp_dir: str) -> duckdb.Du
 
 def _source(con, path: str, cols: dict) -> tuple[str, list]:
     """Typed sub-query over the file: s (score), l (label), g (group), q (query)."""
+    if REMOTE.match(path):
+        return _typed_select(con, path, cols)
     if not any(ch in path for ch in "*?[") and not Path(path).exists():
         raise AuditInputError(f"{path}: no such file")
+    return _typed_select(con, path, cols)
+
+
+def _typed_select(con, path: str, cols: dict) -> tuple[str, list]:
     reader = _reader(path)
     try:
         described = con.sql(f"DESCRIBE SELECT * FROM {reader}($1)", params=[path]).fetchall()
@@ -118,7 +132,8 @@ def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.Data
         "COUNT(*) FILTER (WHERE s IS NOT NULL AND NOT isfinite(s)) AS score_not_finite, "
         "COUNT(*) FILTER (WHERE l_missing) AS label_null, "
         "COUNT(*) FILTER (WHERE NOT l_missing AND (l IS NULL OR l NOT IN (0, 1))) AS label_not_01, "
-        f"{q_null} AS query_null, {c_null} AS cluster_null "
+        f"{q_null} AS query_null, {c_null} AS cluster_null, "
+        "approx_count_distinct(s) FILTER (WHERE isfinite(s)) AS distinct_scores "
         f"FROM ({src}) GROUP BY g ORDER BY g NULLS FIRST", params=params).df()
     problems = []
     if df["g"].isna().any():
@@ -136,24 +151,34 @@ def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.Data
 
 
 def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAudit, batch_rows: int,
-                 keep: list | None = None) -> None:
-    """GROUP BY score with per-group counts, read in descending-score batches into the sweep (and appended
-    to ``keep`` when the cluster pass needs the grid)."""
+                 sort_rows: bool, keep: list | None = None) -> None:
+    """Distinct-score blocks in descending order into the sweep (and appended to ``keep`` when the cluster
+    pass needs the grid). DuckDB returns rows (score, cell = group code * 2 + label): sorted as they are when
+    nearly every score is distinct (``sort_rows``: a sort is ~3x cheaper than hashing as many groups as
+    rows), else ``GROUP BY score, cell`` with a count; numpy cuts each batch into blocks. The result has one
+    row per score x cell, not per score x every group, so it grows with the data, not with groups x scores."""
     k = len(params)
-    parts = []
-    for i in range(len(groups)):
-        parts.append(f"COUNT(*) FILTER (WHERE g = ${k + 1 + i} AND l = 1) AS p{i}")
-        parts.append(f"COUNT(*) FILTER (WHERE g = ${k + 1 + i} AND l = 0) AS n{i}")
-    rel = con.sql(f"SELECT s, {', '.join(parts)} FROM ({src}) GROUP BY s ORDER BY s DESC",
-                  params=params + list(groups))
-    G = len(groups)
-    for batch in rel.to_arrow_reader(batch_rows):
+    cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
+    if sort_rows:
+        sql = f"SELECT s, {cell} AS cell FROM ({src}) ORDER BY s DESC"
+    else:
+        sql = f"SELECT s, {cell} AS cell, COUNT(*) AS n FROM ({src}) GROUP BY 1, 2 ORDER BY s DESC"
+    rel = con.sql(sql, params=params + [list(groups)])
+    blocks = SortedCellBlocks(2 * len(groups))
+
+    def feed(done) -> None:
+        if done is not None:
+            scores, counts = done
+            pos, neg = counts[1::2], counts[0::2]
+            stream.update_columns(scores, pos, neg)
+            if keep is not None:
+                keep.append((scores, pos.T, neg.T))
+
+    # a batch becomes a (2 groups x blocks) table: fewer rows per batch with many groups bounds its size
+    for batch in rel.to_arrow_reader(max(1, batch_rows // len(groups))):
         cols = [batch.column(j).to_numpy(zero_copy_only=False) for j in range(batch.num_columns)]
-        pos = np.column_stack([cols[1 + 2 * i] for i in range(G)]).astype(np.float64)
-        neg = np.column_stack([cols[2 + 2 * i] for i in range(G)]).astype(np.float64)
-        stream.update(cols[0], pos, neg)
-        if keep is not None:
-            keep.append((cols[0], pos, neg))
+        feed(blocks.push(*cols))
+    feed(blocks.finish())
 
 
 def _kept_grid(kept: list, groups: list) -> ScoreGrid:
@@ -230,7 +255,8 @@ def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
                cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
                confidence: float = 0.95, margins: dict | None = None, memory_limit: str = "2GB",
-               threads: int | None = None, batch_rows: int = BATCH_ROWS) -> FileAudit:
+               threads: int | None = None, batch_rows: int = BATCH_ROWS, max_groups: int = DEFAULT_MAX_GROUPS,
+               allow_remote: bool = False) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
     ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
@@ -240,23 +266,34 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
     pass streamed in cluster order (the score grid is kept in memory for it). Without, rows are independent.
     ``margins``: practical margins δ per metric behind each comparison's verdict
     (`audit.stats.equivalence.DEFAULT_MARGINS`).
+    ``max_groups``: more groups than this is an error, raised after one cheap ``GROUP BY group`` (the pairwise
+    tables hold groups^2 rows); ``allow_remote``: read s3://, http://... paths (with DuckDB's installed httpfs).
+    Memory and time grow with the rows plus the number of groups squared (the pairwise columns), not with
+    groups x distinct scores.
     """
     path = str(path)
+    _check_options(path, min_count, confidence, memory_limit, max_groups, allow_remote)
     alphas = as_cutoffs(cutoffs)
     clusters = [clusters] if isinstance(clusters, str) else list(clusters or [])
     if len(clusters) > 2:
         raise AuditInputError(f"at most two --cluster columns (one-way or two-way clustering), got {clusters}")
     cols = {"score": score, "label": label, "group": group, "query": query, "cluster": clusters or None}
     with tempfile.TemporaryDirectory(prefix="fair_audit_") as tmp:
-        con = _connect(memory_limit, threads, tmp)
+        con = _connect(memory_limit, threads, tmp, allow_remote)
         try:
             src, params = _source(con, path, cols)
             totals = _group_totals(con, src, params, path, cols)
             groups = totals["g"].tolist()
+            if len(groups) > max_groups:
+                raise AuditInputError(
+                    f"{path}: --group column {group!r} has {len(groups)} groups, more than max_groups={max_groups} "
+                    "(the pairwise tables grow as groups squared); raise --max-groups or audit coarser groups")
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
                                     min_count=min_count, confidence=confidence, margins=margins)
             kept = [] if clusters else None
-            _stream_grid(con, src, params, groups, stream, batch_rows, kept)
+            rows = int(totals["n_pos"].sum() + totals["n_neg"].sum())
+            _stream_grid(con, src, params, groups, stream, batch_rows,
+                         sort_rows=int(totals["distinct_scores"].sum()) >= SORT_ROWS_SHARE * rows, keep=kept)
             if clusters:
                 grid = _kept_grid(kept, groups)
                 all_distinct = grid.scores.size == int(totals["n_pos"].sum() + totals["n_neg"].sum())
@@ -271,6 +308,21 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             con.close()
     return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
                      report, pairwise)
+
+
+def _check_options(path: str, min_count, confidence, memory_limit, max_groups, allow_remote: bool) -> None:
+    """One-line errors for option values DuckDB or the statistics would otherwise reject late (or not at all)."""
+    if REMOTE.match(path) and not allow_remote:
+        raise AuditInputError(f"{path}: remote paths are refused; pass allow_remote=True (--allow-remote) to read it")
+    if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 2:
+        raise AuditInputError(f"min_count (--min-count) must be an integer >= 2 (a variance needs two positives "
+                              f"and two negatives), got {min_count!r}")
+    if isinstance(max_groups, bool) or not isinstance(max_groups, (int, np.integer)) or max_groups < 1:
+        raise AuditInputError(f"max_groups (--max-groups) must be an integer >= 1, got {max_groups!r}")
+    if not isinstance(confidence, (float, int)) or not 0.5 < confidence < 1:
+        raise AuditInputError(f"confidence (--confidence) must be in (0.5, 1), got {confidence!r}")
+    if not isinstance(memory_limit, str) or not MEMORY_LIMIT.fullmatch(memory_limit.strip()):
+        raise AuditInputError(f"memory_limit (--memory-limit) must be a size such as 2GB or 512MiB, got {memory_limit!r}")
 
 
 # ----------------------------------------------------------------------------- text output
@@ -353,8 +405,37 @@ def _margin(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"--margin must be METRIC=VALUE (e.g. xauc=0.03), got {text!r}") from exc
 
 
+def _bounded(kind, low, high=None, what: str = ""):
+    """argparse type: a number of ``kind`` in [low, high] (exclusive bounds for floats), else a one-line error."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        ok = value is not None and (value >= low if kind is int else low < value) and (
+            high is None or (value < high if kind is float else value <= high))
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+def _memory_limit(text: str) -> str:
+    if not MEMORY_LIMIT.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"expected a size such as 2GB or 512MiB, got {text!r}")
+    return text.strip()
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """Bad options end in one line on stderr (exit 2), without argparse's usage block."""
+    def error(message: str):
+        parser.exit(2, f"{parser.prog}: error: {message}\n")
+    parser.error = error
+
+
 def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Arguments of ``fair-pipeline audit FILE --score COL --label COL --group COL [...]``."""
+    _one_line_errors(parser)
     parser.add_argument("file", help="Parquet or CSV file (a glob of Parquet files also works)")
     parser.add_argument("--score", required=True, help="score column (higher = more positive)")
     parser.add_argument("--label", required=True, help="0/1 label column (1 = positive outcome)")
@@ -365,15 +446,20 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")
     parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
-    parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
-                        help="positives and negatives a group needs to be estimated")
-    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--min-count", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_COUNT,
+                        help="positives and negatives a group needs to be estimated (>= 2)")
+    parser.add_argument("--confidence", type=_bounded(float, 0.5, 1.0, what="a number in (0.5, 1)"), default=0.95)
+    parser.add_argument("--max-groups", type=_bounded(int, 1, what="an integer >= 1"), default=DEFAULT_MAX_GROUPS,
+                        help=f"refuse files with more groups than this (default {DEFAULT_MAX_GROUPS}; the pairwise "
+                        "tables grow as groups squared)")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="read s3://, http(s):// paths (needs DuckDB's httpfs installed; never auto-installed)")
     parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
                         help="practical margin δ of a metric, repeatable (defaults: "
                         + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_MARGINS.items())
                         + "); each gap is larger than δ, significant but within ±δ, equivalent (TOST), "
                         "inconclusive or not estimable")
-    parser.add_argument("--memory-limit", default="2GB", help="DuckDB memory limit (spills beyond)")
+    parser.add_argument("--memory-limit", type=_memory_limit, default="2GB", help="DuckDB memory limit (spills beyond)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--curves", action="store_true", help="include ROC/xROC curves in the JSON")
     return parser
@@ -383,9 +469,13 @@ def run_audit(args: argparse.Namespace) -> int:
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
                             clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
-                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit)
+                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit,
+                            max_groups=args.max_groups, allow_remote=args.allow_remote)
     except (AuditInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except duckdb.Error as exc:  # e.g. a malformed CSV row found mid-scan
+        print(f"error: {args.file}: DuckDB could not read it: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(result.to_dict(curves=args.curves), indent=2))

@@ -260,3 +260,55 @@ def grid_from_counts(scores, n_pos, n_neg, groups=None) -> ScoreGrid:
     np.add.at(pos, (row, codes), n_pos)
     np.add.at(neg, (row, codes), n_neg)
     return ScoreGrid(values, pos, neg, levels)
+
+
+class SortedCellBlocks:
+    """Rows of (score, cell[, count]) in descending score order, fed in batches (a SQL cursor over
+    ``ORDER BY score DESC``), turned into distinct-score blocks of counts per cell.
+
+    A cell is group code * 2 + label, so ``pos = counts[1::2]`` and ``neg = counts[0::2]``. Rows of one
+    score may straddle two batches: the last score of each batch is held back until a lower score (or
+    :meth:`finish`) shows that its block is complete.
+    """
+
+    def __init__(self, n_cells: int):
+        self.n_cells = int(n_cells)
+        self.carry = None  # (scores, cells, counts) of the last, possibly incomplete, block
+
+    def push(self, scores, cells, counts=None):
+        """Blocks completed by this batch: (scores (B,), counts (n_cells, B)), or None."""
+        scores = np.asarray(scores, dtype=np.float64)
+        cells = np.asarray(cells, dtype=np.intp)
+        counts = None if counts is None else np.asarray(counts, dtype=np.float64)
+        if self.carry is not None:
+            s0, c0, w0 = self.carry
+            if counts is not None or w0 is not None:
+                counts = np.concatenate([np.ones(s0.size) if w0 is None else w0,
+                                         np.ones(scores.size) if counts is None else counts])
+            scores, cells = np.concatenate([s0, scores]), np.concatenate([c0, cells])
+        if scores.size == 0:
+            self.carry = None
+            return None
+        last = scores.size - np.searchsorted(scores[::-1], scores[-1], side="right")  # first row of the last score
+        self.carry = (scores[last:], cells[last:], None if counts is None else counts[last:])
+        if last == 0:
+            return None
+        return self._blocks(scores[:last], cells[:last], None if counts is None else counts[:last])
+
+    def finish(self):
+        """The held-back block, or None."""
+        if self.carry is None:
+            return None
+        scores, cells, counts = self.carry
+        self.carry = None
+        return self._blocks(scores, cells, counts)
+
+    def _blocks(self, scores, cells, counts):
+        new_block = np.empty(scores.size, dtype=bool)
+        new_block[0] = True
+        np.not_equal(scores[1:], scores[:-1], out=new_block[1:])
+        starts = np.flatnonzero(new_block)
+        n_blocks = starts.size
+        block = np.arange(n_blocks) if n_blocks == scores.size else np.cumsum(new_block) - 1
+        table = np.bincount(cells * n_blocks + block, weights=counts, minlength=self.n_cells * n_blocks)
+        return scores[starts], table.astype(np.float64, copy=False).reshape(self.n_cells, n_blocks)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -82,29 +81,34 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float, margins=Non
     e.g. queries); None for independent groups.
     """
     names = list(dict.fromkeys(per_group["group"].tolist()))
-    out = []
-    for a, b in combinations(names, 2):
-        ta = per_group[per_group["group"] == a].set_index("cutoff")
-        tb = per_group[per_group["group"] == b].set_index("cutoff")
-        diff = ta["auc"] - tb["auc"]
-        var = ta["variance"] + tb["variance"]
-        if cov_of is not None:
-            var = var - 2 * cov_of(a, b)
-        w = wald(diff.to_numpy(), var.to_numpy(), confidence)
-        out.append(pd.DataFrame({
-            "group_a": a, "group_b": b, "cutoff": ta.index.to_numpy(),
-            "auc_a": ta["auc"].to_numpy(), "auc_b": tb["auc"].to_numpy(),
-            "diff": diff.to_numpy(), "diff_normalized": (diff / ta.index).to_numpy(),
-            **w, "estimable": (ta["estimable"] & tb["estimable"]).to_numpy(),
-        }))
-    if not out:
+    if len(names) < 2:
         return pd.DataFrame(columns=["group_a", "group_b", "cutoff", "diff", "se", "p_value",
                                      "effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"])
-    pairs = pd.concat(out, ignore_index=True)
+    # (groups, cutoffs) matrices, then every pair at once (rows: pairs in combinations order, then cutoffs)
+    cutoffs = per_group.loc[per_group["group"] == names[0], "cutoff"].to_numpy()
+    G, K = len(names), cutoffs.size
+    code = pd.Index(names).get_indexer(per_group["group"])
+    order = np.lexsort((per_group["cutoff"].to_numpy(), code))
+
+    def matrix(column: str) -> np.ndarray:
+        return per_group[column].to_numpy()[order].reshape(G, K)
+
+    auc, variance, estimable = matrix("auc").astype(np.float64), matrix("variance").astype(np.float64), matrix("estimable")
+    ia, ib = np.triu_indices(G, 1)
+    diff = auc[ia] - auc[ib]
+    var = variance[ia] + variance[ib]
+    if cov_of is not None:
+        var = var - 2 * np.array([cov_of(names[a], names[b]) for a, b in zip(ia, ib)]).reshape(var.shape)
+    w = wald(diff.ravel(), var.ravel(), confidence)
+    pairs = pd.DataFrame({
+        "group_a": np.repeat(np.array(names, dtype=object)[ia], K), "group_b": np.repeat(np.array(names, dtype=object)[ib], K),
+        "cutoff": np.tile(cutoffs, ia.size), "auc_a": auc[ia].ravel(), "auc_b": auc[ib].ravel(),
+        "diff": diff.ravel(), "diff_normalized": (diff / cutoffs).ravel(),
+        **w, "estimable": (estimable[ia] & estimable[ib]).ravel().astype(bool),
+    })
     if len(names) > 2:  # family = all pairs at one cutoff
-        pairs["p_holm"] = np.nan
-        for c, idx in pairs.groupby("cutoff").groups.items():
-            pairs.loc[idx, "p_holm"] = holm(pairs.loc[idx, "p_value"].to_numpy())
+        p_holm = np.apply_along_axis(holm, 0, w["p_value"].reshape(ia.size, K))
+        pairs["p_holm"] = p_holm.ravel()
     return add_equivalence(pairs, "partial_auc_normalized", "diff_normalized", pairs["se"] / pairs["cutoff"],
                            margins=margins, confidence=confidence)
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.clustered import BlockTable, ClusterRows, cluster_covariance, two_way_keys
-from fair_pipeline.audit.stats.sweep import RocSweep, _dot
+from fair_pipeline.audit.stats.sweep import RocSweep, products
 
-CHUNK_BLOCKS = 1 << 18  # blocks per update: bounds the temporary (B x columns) arrays
+CHUNK_BLOCKS = 1 << 16  # blocks per update: the temporary (columns x B) arrays stay in cache
 
 
 def build_columns(n_groups: int, xauc: bool) -> list:
@@ -61,21 +61,24 @@ class GridAudit:
         self.cross_neg = np.zeros((G, G))  # sum over all negatives of V_a V_b (xAUC_1 columns)
 
     def update(self, pos: np.ndarray, neg: np.ndarray) -> None:
-        pos = np.asarray(pos, dtype=np.float64)
-        neg = np.asarray(neg, dtype=np.float64)
-        G = pos.shape[1]
-        for lo in range(0, pos.shape[0], CHUNK_BLOCKS):
-            p = pos[lo:lo + CHUNK_BLOCKS]
-            q = neg[lo:lo + CHUNK_BLOCKS]
-            p = np.column_stack([p, p.sum(axis=1)])
-            q = np.column_stack([q, q.sum(axis=1)])
-            V, W = self.sweep.update(p, q)
-            if self.xauc:
-                for a in range(G):
-                    for b in range(a, G):
-                        self.cross_pos[a, b] += _dot(p[:, G], W[:, a], W[:, b])
-                        self.cross_neg[a, b] += _dot(q[:, G], V[:, a], V[:, b])
-                        self.cross_pos[b, a], self.cross_neg[b, a] = self.cross_pos[a, b], self.cross_neg[a, b]
+        """Next blocks (descending scores), counts of shape (B, G)."""
+        self.update_columns(np.asarray(pos, dtype=np.float64).T, np.asarray(neg, dtype=np.float64).T)
+
+    def update_columns(self, pos: np.ndarray, neg: np.ndarray) -> None:
+        """Next blocks as per-group count vectors, (G, B) (e.g. one array per group from a SQL cursor)."""
+        G, B = pos.shape
+        for lo in range(0, B, CHUNK_BLOCKS):
+            hi = min(B, lo + CHUNK_BLOCKS)
+            # vector-major (G + 1, blocks): the groups, then all groups pooled
+            p = np.empty((G + 1, hi - lo))
+            q = np.empty((G + 1, hi - lo))
+            p[:G], q[:G] = pos[:, lo:hi], neg[:, lo:hi]
+            np.sum(p[:G], axis=0, out=p[G])
+            np.sum(q[:G], axis=0, out=q[G])
+            V, W = self.sweep.update_columns(p, q)
+            if self.xauc:  # sums over all positives of W_a W_b and over all negatives of V_a V_b
+                self.cross_pos += products(W[:G] * p[G], W[:G])
+                self.cross_neg += products(V[:G] * q[G], V[:G])
 
     def result(self) -> dict:
         out = self.sweep.result()

@@ -34,9 +34,13 @@ from __future__ import annotations
 import numpy as np
 
 
-def _dot(*arrays) -> float:
-    """Sum of the elementwise product (einsum: no BLAS threads to spin up on a busy machine)."""
-    return float(np.einsum(",".join("i" * len(arrays)) + "->", *arrays))
+def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b.T for vector-major (rows, blocks) arrays. einsum (no BLAS threads to spin up on a busy machine;
+    measured several times cheaper than gemm here for long block ranges), gemm only for a few blocks, where
+    einsum's fixed cost dominates."""
+    if a.shape[1] <= 64:
+        return a @ b.T
+    return np.einsum("ib,jb->ij", a, b)
 
 
 class RocSweep:
@@ -45,6 +49,13 @@ class RocSweep:
     A column pairs a vector of positive counts with a vector of negative counts (per block).
     Columns often share vectors (xAUC(a, b) and xAUC(a, c) share group a's positives), so the
     cumulative counts and the placements are computed once per vector, not once per column.
+
+    Vectorized across columns: the sums Algorithm 1 needs for column (i, j) up to a cutoff are
+    entries of four small matrices over all (negative vector, positive vector) pairs, e.g.
+    sum over blocks of neg_j V_i = (neg @ V.T)[j, i], accumulated with one product per vector pair
+    and block range. Every pending cutoff of a vector sees the same running sums until it is
+    crossed, so the sums are snapshotted at the crossing block (where the straddle terms are added)
+    and read off the running totals at the end for cutoffs never crossed (alpha = 1).
 
     ``alphas``: FPR cutoffs in [0, 1] (0 is allowed for curve points); ``m``: total of each
     positive vector, ``n``: of each negative vector, known before the pass (a cheap COUNT in
@@ -59,10 +70,17 @@ class RocSweep:
             pairs = [(s, s) for s in range(self.m.size)]
         self.pairs = [(int(i), int(j)) for i, j in pairs]
         S, K = len(self.pairs), self.alphas.size
+        cols = np.array(self.pairs, dtype=np.intp).reshape(-1, 2)
+        self.col_pos, self.col_neg = cols[:, 0], cols[:, 1]
+        self.by_neg = {int(j): np.flatnonzero(self.col_neg == j) for j in np.unique(self.col_neg)}
         self.x = self.n[:, None] * self.alphas[None, :]  # cutoffs in units of negatives, (Nv, K)
         self.p_above = np.zeros(self.m.size)
         self.n_above = np.zeros(self.n.size)
         self.neg_done = np.zeros((self.n.size, K), dtype=bool)
+        # running sums over the blocks seen so far, per (negative vector j, positive vector i):
+        # neg_j V_i, neg_j V_i^2 (the ROC seen by negatives) and, transposed, pos_i W_j, pos_i W_j^2
+        self.run = [np.zeros((self.n.size, self.m.size)), np.zeros((self.n.size, self.m.size)),
+                    np.zeros((self.m.size, self.n.size)), np.zeros((self.m.size, self.n.size))]
         self.a1 = np.zeros((S, K))  # sum over the negative mass in [0, alpha) of ROC
         self.a2 = np.zeros((S, K))  # same for ROC^2
         self.s1 = np.zeros((S, K))  # sum over positives above the cutoff of their (capped) FPR
@@ -83,73 +101,103 @@ class RocSweep:
         neg = np.asarray(neg, dtype=np.float64)
         if pos.ndim == 1:
             pos, neg = pos[:, None], neg[:, None]
-        B = pos.shape[0]
-        V = np.empty((B, self.m.size))
-        W = np.empty((B, self.n.size))
+        V, W = self.update_columns(np.ascontiguousarray(pos.T), np.ascontiguousarray(neg.T))
+        return V.T, W.T
+
+    def update_columns(self, pos: np.ndarray, neg: np.ndarray):
+        """:meth:`update` with vector-major counts, ``pos`` (P, B) and ``neg`` (Nv, B) float64 (no
+        transposing copy); returns (V, W) vector-major too."""
+        B = pos.shape[1]
         if B == 0:
-            return V, W
-        p_cum = np.cumsum(pos, axis=0)
-        p_cum += self.p_above
+            return np.empty((self.m.size, 0)), np.empty((self.n.size, 0))
+        p_cum = np.cumsum(pos, axis=1)
+        p_cum += self.p_above[:, None]
         p_excl = p_cum - pos
-        V[:] = (p_excl + 0.5 * pos) / self.m  # ROC seen by a negative of the block
-        n_incl = np.cumsum(neg, axis=0)
-        n_incl += self.n_above
+        V = p_excl + 0.5 * pos
+        V /= self.m[:, None]  # ROC seen by a negative of the block
+        n_incl = np.cumsum(neg, axis=1)
+        n_incl += self.n_above[:, None]
         n_excl = n_incl - neg
-        W[:] = (n_excl + 0.5 * neg) / self.n  # FPR seen by a positive of the block
-        # per negative vector: the block straddling each pending cutoff, and segment edges
-        bounds = {}
-        for j in range(self.n.size):
+        W = n_excl + 0.5 * neg
+        W /= self.n[:, None]  # FPR seen by a positive of the block
+        crossings = {}  # negative vector -> (cutoffs crossed in this chunk, their straddling block)
+        for j in self.by_neg:
             pend = np.flatnonzero(~self.neg_done[j])
             if pend.size:
-                J = np.searchsorted(n_incl[:, j], self.x[j, pend], side="right")
-                edges = np.unique(np.r_[0, J[J < B], B])
-                bounds[j] = (pend, J, edges)
-        for s, (i, j) in enumerate(self.pairs):
-            if j not in bounds:
-                continue
-            pend, J, edges = bounds[j]
-            p, q, v, w = pos[:, i], neg[:, j], V[:, i], W[:, j]
-            seg = np.array([[_dot(q[a:b], v[a:b]), _dot(q[a:b], v[a:b], v[a:b]),
-                             _dot(p[a:b], w[a:b]), _dot(p[a:b], w[a:b], w[a:b])]
-                            for a, b in zip(edges[:-1], edges[1:])])
-            prefix = np.vstack([np.zeros(4), np.cumsum(seg, axis=0)])  # sums over [0, edge)
-            at = prefix[np.searchsorted(edges, J)]
-            self.a1[s, pend] += at[:, 0]
-            self.a2[s, pend] += at[:, 1]
-            self.s1[s, pend] += at[:, 2]
-            self.s2[s, pend] += at[:, 3]
-            inside = J < B
-            k_in, j_in = pend[inside], J[inside]
-            if k_in.size:  # the cutoff falls inside a block: the ROC is linear across it
-                q_b = q[j_in]
-                f = (self.x[j, k_in] - n_excl[j_in, j]) / q_b  # share of the block's negatives inside
-                y0 = p_excl[j_in, i] / self.m[i]  # ROC where the block starts
-                dy = p[j_in] / self.m[i]  # ROC rise across the block
-                inside_value = y0 + 0.5 * dy * f  # mean height of the segment over [t0, alpha]
-                r = y0 + dy * f  # ROC(alpha)
-                self.a1[s, k_in] += q_b * f * inside_value  # area under the segment, in negatives
-                # Every negative of the block has the same influence value f * inside_value + (1 - f) r
-                # (the block's negatives are exchangeable); lemma3 adds the outside share's r^2 itself.
-                phi = f * inside_value + (1 - f) * r
-                self.a2[s, k_in] += q_b * (phi * phi - (1 - f) * r * r)
-                t0 = n_excl[j_in, j] / self.n[j]
-                w_j = t0 + (self.alphas[k_in] - t0) * (1 - 0.5 * f)  # int_0^alpha (1 - own share of ROC)
-                self.s1[s, k_in] += p[j_in] * w_j
-                self.s2[s, k_in] += p[j_in] * w_j * w_j
-                self.roc_at[s, k_in] = self.tpr_lin[s, k_in] = r
-                self.pos_through[s, k_in] = p_excl[j_in, i] + p[j_in]
-                self.done[s, k_in] = True
-        for j, (pend, J, _) in bounds.items():
-            self.neg_done[j, pend[J < B]] = True
-        self.p_above = p_cum[-1].copy()
-        self.n_above = n_incl[-1].copy()
+                J = np.searchsorted(n_incl[j], self.x[j, pend], side="right")
+                inside = J < B
+                if inside.any():
+                    crossings[j] = (pend[inside], J[inside])
+        stops = {}  # block index -> negative vectors with a cutoff inside that block
+        for j, (_, J) in crossings.items():
+            for b in np.unique(J).tolist():
+                stops.setdefault(b, []).append(j)
+        snapshots = self._accumulate(pos, neg, V, W, stops)
+        for j, (k_in, j_in) in crossings.items():
+            self._cross(j, k_in, j_in, [snapshots[j, b] for b in j_in.tolist()], pos, neg, p_excl, n_excl)
+            self.neg_done[j, k_in] = True
+        self.p_above = p_cum[:, -1].copy()
+        self.n_above = n_incl[:, -1].copy()
         return V, W
+
+    def _accumulate(self, pos, neg, V, W, stops: dict) -> dict:
+        """Add the chunk to the running sums; return, for each block index of ``stops`` and each negative
+        vector j listed there, the sums over the blocks before it that columns with negatives j need
+        (row j of the first two matrices, column j of the last two: no full copies)."""
+        VV, WW = V * V, W * W
+        snapshots, a = {}, 0
+        for b in sorted(stops) + [pos.shape[1]]:
+            if b > a:
+                q, p = neg[:, a:b], pos[:, a:b]
+                self.run[0] += products(q, V[:, a:b])
+                self.run[1] += products(q, VV[:, a:b])
+                self.run[2] += products(p, W[:, a:b])
+                self.run[3] += products(p, WW[:, a:b])
+                a = b
+            for j in stops.get(b, ()):
+                snapshots[j, b] = (self.run[0][j].copy(), self.run[1][j].copy(), self.run[2][:, j].copy(),
+                                   self.run[3][:, j].copy())
+        return snapshots
+
+    def _cross(self, j, k_in, j_in, snaps, pos, neg, p_excl, n_excl) -> None:
+        """Cutoffs ``k_in`` of negative vector ``j`` fall inside blocks ``j_in``: every column with
+        negatives j takes the sums before the block plus the block's share (the ROC is linear across
+        a block), for all its positive vectors at once."""
+        cols = self.by_neg[j]
+        i = self.col_pos[cols][:, None]  # (S_j, 1) positive vector of each column
+        m = self.m[i]
+        before = [np.stack([snap[t] for snap in snaps], axis=1)[i[:, 0]]
+                  for t in range(4)]  # (S_j, K_in) sums over the blocks above the straddling block
+        q_b = neg[j, j_in]
+        f = (self.x[j, k_in] - n_excl[j, j_in]) / q_b  # share of the block's negatives inside
+        p_b = pos[i, j_in]
+        y0 = p_excl[i, j_in] / m  # ROC where the block starts
+        dy = p_b / m  # ROC rise across the block
+        inside_value = y0 + 0.5 * dy * f  # mean height of the segment over [t0, alpha]
+        r = y0 + dy * f  # ROC(alpha)
+        # Every negative of the block has the same influence value f * inside_value + (1 - f) r
+        # (the block's negatives are exchangeable); lemma3 adds the outside share's r^2 itself.
+        phi = f * inside_value + (1 - f) * r
+        t0 = n_excl[j, j_in] / self.n[j]
+        w_j = t0 + (self.alphas[k_in] - t0) * (1 - 0.5 * f)  # int_0^alpha (1 - own share of ROC)
+        at = np.ix_(cols, k_in)
+        self.a1[at] = before[0] + q_b * f * inside_value  # area under the segment, in negatives
+        self.a2[at] = before[1] + q_b * (phi * phi - (1 - f) * r * r)
+        self.s1[at] = before[2] + p_b * w_j
+        self.s2[at] = before[3] + p_b * w_j * w_j
+        self.roc_at[at] = self.tpr_lin[at] = r
+        self.pos_through[at] = p_excl[i, j_in] + p_b
+        self.done[at] = True
 
     def result(self) -> dict:
         """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance."""
-        cols = np.array(self.pairs, dtype=np.intp).reshape(-1, 2)
-        return lemma3(self.a1, self.a2, self.s1, self.s2, self.roc_at, self.tpr_lin,
-                      self.pos_through, self.done, self.m[cols[:, 0]], self.n[cols[:, 1]], self.alphas)
+        i, j = self.col_pos[:, None], self.col_neg[:, None]
+        open_ = ~self.done  # never crossed (alpha = 1): the sums over every block
+        a1, a2, s1, s2 = (np.where(open_, total, acc) for total, acc in zip(
+            (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j]),
+            (self.a1, self.a2, self.s1, self.s2)))
+        return lemma3(a1, a2, s1, s2, self.roc_at, self.tpr_lin, self.pos_through, self.done,
+                      self.m[self.col_pos], self.n[self.col_neg], self.alphas)
 
 
 def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> dict:

@@ -14,7 +14,6 @@ sweep; everything comes from one pass over distinct scores (no O(mn) pair loop).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
@@ -66,31 +65,30 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
     def stat(i):
         return res["auc"][i, k1], res["variance"][i, k1]
 
-    rows = []
-    for a in range(G):
-        for b in range(G):
-            if a == b:
-                continue
-            est, var = stat(col[("xauc", a, b)])
-            ok = bool(ok_pos[a] and ok_neg[b])
-            w = wald(est, var, confidence, null=0.5)
-            rows.append({"group_a": groups[a], "group_b": groups[b],
-                         "xauc": est if ok else np.nan, "variance": var if ok else np.nan,
-                         "se": w["se"] if ok else np.nan, "ci_low": w["ci_low"] if ok else np.nan,
-                         "ci_high": w["ci_high"] if ok else np.nan,
-                         "n_pos_a": int(n_pos_g[a]), "n_neg_b": int(n_neg_g[b]), "estimable": ok})
-    pairs = pd.DataFrame(rows)
+    levels = np.asarray(groups, dtype=object)
+    xcol = np.full((G, G), -1)  # column of xAUC(a, b)
+    for name, i in col.items():
+        if name[0] == "xauc":
+            xcol[name[1], name[2]] = i
+    a_idx, b_idx = np.nonzero(~np.eye(G, dtype=bool))  # ordered pairs, a-major
+    est, var = res["auc"][xcol[a_idx, b_idx], k1], res["variance"][xcol[a_idx, b_idx], k1]
+    ok = ok_pos[a_idx] & ok_neg[b_idx]
+    w = wald(est, var, confidence, null=0.5)
+    pairs = pd.DataFrame({"group_a": levels[a_idx], "group_b": levels[b_idx],
+                          "xauc": np.where(ok, est, np.nan), "variance": np.where(ok, var, np.nan),
+                          **{k: np.where(ok, w[k], np.nan) for k in ("se", "ci_low", "ci_high")},
+                          "n_pos_a": n_pos_g[a_idx].astype(int), "n_neg_b": n_neg_g[b_idx].astype(int),
+                          "estimable": ok.astype(bool)})
 
-    rows = []
-    for a, b in combinations(range(G), 2):
-        e1, v1 = stat(col[("xauc", a, b)])
-        e2, v2 = stat(col[("xauc", b, a)])
-        ok = bool(ok_pos[a] and ok_neg[a] and ok_pos[b] and ok_neg[b])
-        # disjoint rows, but one cluster (an item with clicks and skips) can feed both directions
-        c12 = column_cov(res, [1.0], col[("xauc", a, b)], col[("xauc", b, a)])[0]
-        w = wald(e1 - e2, v1 + v2 - 2 * c12, confidence)
-        rows.append({"group_a": groups[a], "group_b": groups[b], "xauc_ab": e1, "xauc_ba": e2,
-                     "delta": e1 - e2, **{k: float(v) for k, v in w.items()}, "estimable": ok})
+    a_idx, b_idx = np.triu_indices(G, 1)  # unordered pairs in combinations order
+    s_ab, s_ba = xcol[a_idx, b_idx], xcol[b_idx, a_idx]
+    e1, v1, e2, v2 = res["auc"][s_ab, k1], res["variance"][s_ab, k1], res["auc"][s_ba, k1], res["variance"][s_ba, k1]
+    ok = ok_pos[a_idx] & ok_neg[a_idx] & ok_pos[b_idx] & ok_neg[b_idx]
+    # disjoint rows, but one cluster (an item with clicks and skips) can feed both directions
+    c12 = np.array([column_cov(res, [1.0], s, t)[0] for s, t in zip(s_ab, s_ba)], dtype=np.float64)
+    w = wald(e1 - e2, v1 + v2 - 2 * c12, confidence)
+    rows = {"group_a": levels[a_idx], "group_b": levels[b_idx], "xauc_ab": e1, "xauc_ba": e2, "delta": e1 - e2,
+            **{k: np.asarray(v, dtype=float) for k, v in w.items()}, "estimable": ok.astype(bool)}
     deltas = pd.DataFrame(rows)
     if len(deltas):
         deltas.loc[~deltas["estimable"], ["xauc_ab", "xauc_ba", "delta", "se", "ci_low", "ci_high", "z", "p_value"]] = np.nan
@@ -113,17 +111,18 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
         bad = ~balanced[f"estimable{s}"]
         balanced.loc[bad, [f"xauc{s}", f"se{s}", f"ci{s}_low", f"ci{s}_high"]] = np.nan
 
-    rows = []
-    for a, b in combinations(range(G), 2):
-        for s, okv in (("0", ok_neg), ("1", ok_pos)):
-            C = cov[f"xauc{s}"]
-            ea = stat(col[(f"xauc{s}", a, None)])[0]
-            eb = stat(col[(f"xauc{s}", b, None)])[0]
-            ok = bool(okv[a] and okv[b])
-            w = wald(ea - eb, C[a, a] + C[b, b] - 2 * C[a, b], confidence)
-            rows.append({"kind": f"xauc{s}", "group_a": groups[a], "group_b": groups[b],
-                         "delta": ea - eb if ok else np.nan,
-                         **{k: (float(v) if ok else np.nan) for k, v in w.items()}, "estimable": ok})
+    parts = []
+    for s, okv in (("0", ok_neg), ("1", ok_pos)):
+        C = cov[f"xauc{s}"]
+        e = np.array([stat(col[(f"xauc{s}", g, None)])[0] for g in range(G)])
+        ok = okv[a_idx] & okv[b_idx]
+        w = wald(e[a_idx] - e[b_idx], C[a_idx, a_idx] + C[b_idx, b_idx] - 2 * C[a_idx, b_idx], confidence)
+        parts.append({"kind": np.full(a_idx.size, f"xauc{s}", dtype=object), "group_a": levels[a_idx],
+                      "group_b": levels[b_idx], "delta": np.where(ok, e[a_idx] - e[b_idx], np.nan),
+                      **{k: np.where(ok, np.asarray(v, dtype=float), np.nan) for k, v in w.items()},
+                      "estimable": ok.astype(bool)})
+    # rows of a pair: xauc0 then xauc1
+    rows = {k: np.stack([parts[0][k], parts[1][k]], axis=1).ravel() for k in parts[0]}
     balanced_deltas = pd.DataFrame(rows)
     if G > 2 and len(balanced_deltas):
         balanced_deltas["p_holm"] = np.nan
@@ -146,15 +145,15 @@ def curve_table(res: dict) -> pd.DataFrame:
     sel = np.searchsorted(res["alphas"], CURVE_GRID)
     if not np.allclose(res["alphas"][sel], CURVE_GRID):
         return pd.DataFrame(columns=["kind", "group_a", "group_b", "fpr", "tpr"])
-    groups = res["groups"]
-    out = []
-    for i, (kind, a, b) in enumerate(res["columns"]):
-        if kind not in ("group", "xauc"):
-            continue
-        out.append(pd.DataFrame({"kind": "roc" if kind == "group" else "xroc",
-                                 "group_a": groups[a], "group_b": groups[b],
-                                 "fpr": CURVE_GRID, "tpr": res["tpr_interp"][i, sel]}))
-    return pd.concat(out, ignore_index=True)
+    groups = np.asarray(res["groups"], dtype=object)
+    picked = [(i, kind, a, b) for i, (kind, a, b) in enumerate(res["columns"]) if kind in ("group", "xauc")]
+    idx = np.array([p[0] for p in picked], dtype=np.intp)
+    kinds = np.array(["roc" if p[1] == "group" else "xroc" for p in picked], dtype=object)
+    a = groups[[p[2] for p in picked]]
+    b = groups[[p[3] for p in picked]]
+    K = CURVE_GRID.size
+    return pd.DataFrame({"kind": np.repeat(kinds, K), "group_a": np.repeat(a, K), "group_b": np.repeat(b, K),
+                         "fpr": np.tile(CURVE_GRID, idx.size), "tpr": res["tpr_interp"][idx][:, sel].ravel()})
 
 
 def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
