@@ -10,7 +10,7 @@ import dagster as dg
 # still labels the parameter beta, which would print a warning on every import.
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 # The daily job mixes single-run log assets with one-partition-per-run stages; it runs one partition at a time.
-warnings.filterwarnings("ignore", message="Found multiple backfill policies")
+warnings.filterwarnings("ignore", message=r"Asset job \S+ materializes assets with varying BackfillPolicies")
 
 # Early enough for the shipped Open Bandit sample (November 2019); override for your own logs.
 START_DATE_ENV = "FAIR_PIPELINE_START_DATE"

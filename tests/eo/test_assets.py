@@ -1,6 +1,7 @@
 """EO assets on a small simulated home: the stored transforms are exact and monotone, use the chosen
 position-bias curve, the fair-ranker is registered, and the evaluation is labelled a simulation (or skipped
-with a reason when there is no ground truth or no estimable transform)."""
+with a reason when there is no ground truth or no estimable transform). Partition D is fitted on the days before D;
+an older partition keeps its own rows and registers a version without moving @candidate."""
 from __future__ import annotations
 
 import base64
@@ -31,7 +32,8 @@ from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.resources import LandingZone, default_resources
 from fair_pipeline.platform.sql_assets import build_sql_assets
-from fair_pipeline.platform.tracking import TAG_ASSET, TAG_DAGSTER_RUN, TAG_HELD_OUT, TAG_WINDOW, MLflowTracking
+from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HELD_OUT, TAG_MODEL_PARTITION,
+                                           TAG_PARTITION, TAG_WINDOW, MLflowTracking)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 
@@ -41,7 +43,8 @@ DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
-    """Three simulated days ingested and aggregated, then position_bias (chosen: adjacent_pairwise) and both EO assets."""
+    """Three simulated days ingested and aggregated, then partition DAYS[-1] of position_bias (chosen:
+    adjacent_pairwise) and both EO assets."""
     root = tmp_path_factory.mktemp("eo_home")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FAIR_PIPELINE_HOME", str(root))
@@ -52,9 +55,8 @@ def home(tmp_path_factory):
         upstream = [a for a in [*ingestion_assets, *build_sql_assets()] if a.partitions_def is not None]
         for day in DAYS:
             assert dg.materialize(upstream, partition_key=day, resources=default_resources(), instance=instance).success
-        result = dg.materialize(
-            [position_bias, *eo_assets], resources=default_resources(), instance=instance, tags={"dagster/partition": DAYS[-1]}
-        )
+        result = dg.materialize([position_bias, *eo_assets], resources=default_resources(), instance=instance,
+                                partition_key=DAYS[-1])
         assert result.success
         yield {"root": root, "instance": instance, "run_id": result.run_id}
 
@@ -71,16 +73,21 @@ def _checks(result):
     }
 
 
+def _transform_rows(partition=DAYS[-1]):
+    return _read(f"SELECT * FROM {TRANSFORMS_TABLE} WHERE partition_date = $day ORDER BY variant", {"day": partition})
+
+
 def _read(sql, params=None):
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         return con.execute(sql, params or {}).df()
 
 
 def test_stored_transforms_round_trip_and_equal_a_refit_from_the_warehouse(home):
-    rows = _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY variant")
+    assert _read(f"SELECT DISTINCT partition_date::VARCHAR AS d FROM {TRANSFORMS_TABLE}")["d"].tolist() == DAYS[-1:]
+    rows = _transform_rows()
     assert rows["variant"].tolist() == ["unweighted", "weighted"]
     assert rows["window_start"].dt.date.astype(str).tolist() == [DAYS[0]] * 2
-    # the run's newest partition is held out for the fairness audit (holdout_days=1)
+    # partition D trains on the days before D: D itself is the fairness audit's
     assert rows["window_end"].dt.date.astype(str).tolist() == [DAYS[-2]] * 2
     assert rows["partitions"].tolist() == [2, 2] and rows["estimable"].all()
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
@@ -99,7 +106,8 @@ def test_weights_come_from_the_chosen_curve(home):
     raw = _read(
         "SELECT o.group_id, sum(1.0 / c.weight) AS w, sum(1.0 / (c.weight * c.weight)) AS w2, count(*) AS clicks"
         " FROM raw.observational_impressions o JOIN marts.position_bias_curves c ON o.position = c.position"
-        " WHERE o.click = 1 AND c.chosen AND o.partition_date <= $end GROUP BY 1 ORDER BY 1", {"end": DAYS[-2]}
+        " WHERE o.click = 1 AND c.chosen AND c.partition_date = $day AND o.partition_date < $day GROUP BY 1 ORDER BY 1",
+        {"day": DAYS[-1]}
     ).set_index("group_id")
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         stored = load_latest_transforms(con)
@@ -145,6 +153,7 @@ def test_fair_ranker_is_registered_as_candidate_and_scores_like_the_transform(ho
     assert run.data.tags[TAG_DAGSTER_RUN] == home["run_id"]
     assert run.data.tags[TAG_ASSET] == EO_TRANSFORM_KEY.to_user_string()
     assert run.data.tags[TAG_WINDOW] == f"{DAYS[0]}..{DAYS[-2]}" and run.data.tags[TAG_HELD_OUT] == DAYS[-1]
+    assert run.data.tags[TAG_PARTITION] == DAYS[-1] and version.tags[TAG_MODEL_PARTITION] == DAYS[-1]
     assert _metadata(home["instance"], EO_TRANSFORM_KEY)["mlflow_run_id"] == run.info.run_id
     model = mlflow.pyfunc.load_model("models:/fair-ranker@candidate")
     items = simulate_items(CONFIG).head(200)
@@ -170,8 +179,10 @@ def test_evaluation_is_labelled_simulation_with_tables_and_figures(home):
     # Raw scores under-expose group 0 (ratio well below 1); the weighted transform brings it to ~1.
     assert ratios["raw"]["ratio"] + 3 * ratios["raw"]["se"] < 1
     assert abs(ratios["weighted"]["ratio"] - 1) < 3 * ratios["weighted"]["se"]
-    table = _read("SELECT method, \"group\", simulation, held_out_day FROM marts.eo_evaluation")
+    table = _read("SELECT method, \"group\", simulation, held_out_day::VARCHAR AS held_out_day, "
+                  "partition_date::VARCHAR AS partition_date FROM marts.eo_evaluation")
     assert len(table) == 2 * (3 + 5) and table["simulation"].all()
+    assert set(table["held_out_day"]) == set(table["partition_date"]) == {DAYS[-1]}
     assert set(table["method"]) >= {"raw", "unweighted", "weighted", "weighted_alpha=0", "weighted_alpha=1"}
 
 
@@ -197,26 +208,55 @@ def test_report_tables_are_logged_with_their_contract_columns(home):
 def test_evaluation_is_skipped_without_ground_truth(home, tmp_path):
     """Open Bandit style logs: no landing/_truth, so nothing to draw new clicks from."""
     resources = {**default_resources(), "landing": LandingZone(path=str(tmp_path / "landing"))}
-    result = dg.materialize([eo_evaluation], resources=resources, instance=home["instance"])
+    result = dg.materialize([eo_evaluation], resources=resources, instance=home["instance"], partition_key=DAYS[-1])
     assert result.success
     meta = _metadata(home["instance"], EO_EVALUATION_KEY)
     assert meta["evaluated"] is False and "not a simulation: no ground truth" in meta["status"]
 
 
-def test_bad_window_end_fails_with_a_clear_message(home):
-    result = dg.materialize(
-        [eo_transform], resources=default_resources(), instance=home["instance"], raise_on_error=False,
-        run_config={"ops": {"marts__eo_transforms": {"config": {"window_end": "2025-12-31"}}}},
-    )
+def _failure(result) -> str:
     assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data
-    assert "no partitions on or before 2025-12-31 in marts.eo_score_click_counts" in failure.user_failure_data.description
+    return next(e for e in result.all_events if e.is_step_failure).step_failure_data.user_failure_data.description
+
+
+@pytest.mark.parametrize("partition", ["2025-12-31", DAYS[0]])
+def test_a_partition_without_earlier_days_fails_with_a_clear_message(home, partition):
+    before = _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY partition_date, variant")
+    result = dg.materialize([eo_transform], resources=default_resources(), instance=home["instance"],
+                            partition_key=partition, raise_on_error=False)
+    assert (f"partition {partition} has nothing to train on: no partitions before {partition} in "
+            "marts.eo_score_click_counts") in _failure(result)
+    assert _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY partition_date, variant").equals(before)
+
+
+def test_an_older_partition_registers_its_own_version_and_never_moves_candidate(home):
+    """A backfilled day: fitted on the days before it, stored as its own rows, registered without the alias."""
+    client = mlflow.MlflowClient(settings.mlflow_tracking_uri(), settings.mlflow_tracking_uri())
+    candidate = client.get_model_version_by_alias("fair-ranker", "candidate")
+    newest = _transform_rows()
+    result = dg.materialize([position_bias, eo_transform], resources=default_resources(), instance=home["instance"],
+                            partition_key=DAYS[1])
+    assert result.success
+    rows = _transform_rows(DAYS[1])
+    assert rows["window_start"].dt.date.astype(str).tolist() == rows["window_end"].dt.date.astype(str).tolist() == [DAYS[0]] * 2
+    assert rows["partitions"].tolist() == [1, 1] and rows["estimable"].all()
+    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
+        counts = read_click_counts(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(DAYS[0]))
+        curve = load_chosen_position_bias(con, DAYS[1])
+    refit = fit_from_click_counts(counts, curve[["position", "weight"]], score_bin_width=1e-3)
+    assert rows.set_index("variant").loc["weighted", "transform_json"] == refit.to_json()
+    assert _transform_rows().equals(newest)  # the newest partition's fit is untouched
+    assert client.get_model_version_by_alias("fair-ranker", "candidate").version == candidate.version
+    versions = client.search_model_versions("name = 'fair-ranker'")
+    older = [v for v in versions if v.tags.get(TAG_MODEL_PARTITION) == DAYS[1]]
+    assert len(versions) == 2 and len(older) == 1 and older[0].version != candidate.version
+    assert "alias @candidate not moved" in _metadata(home["instance"], EO_TRANSFORM_KEY)["serving_model"]
 
 
 def test_too_few_clicks_is_reported_not_estimable_and_the_evaluation_skips(home):
-    """Last: it replaces the window's stored transforms with 'not estimable' rows."""
+    """Last: it replaces partition DAYS[-1]'s stored transforms with 'not estimable' rows."""
     result = dg.materialize(
-        eo_assets, resources=default_resources(), instance=home["instance"], tags={"dagster/partition": DAYS[-1]},
+        eo_assets, resources=default_resources(), instance=home["instance"], partition_key=DAYS[-1],
         run_config={"ops": {"marts__eo_transforms": {"config": {"min_positives": 1_000_000}}}},
     )
     assert result.success
@@ -226,7 +266,7 @@ def test_too_few_clicks_is_reported_not_estimable_and_the_evaluation_skips(home)
     meta = _metadata(home["instance"], EO_TRANSFORM_KEY)
     assert meta["estimable"] is False
     assert re.search(r"group '0': \d+ clicks, group '1': \d+ clicks", meta["not_estimable"])
-    rows = _read(f"SELECT estimable, transform_json, reason FROM {TRANSFORMS_TABLE}")
+    rows = _transform_rows()
     assert len(rows) == 2 and not rows["estimable"].any() and rows["transform_json"].isna().all()
     evaluation = _metadata(home["instance"], EO_EVALUATION_KEY)
     assert evaluation["evaluated"] is False and "no transform to evaluate" in evaluation["status"]

@@ -13,7 +13,7 @@ from fair_pipeline.eo import WeightedCDFTransformer
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.assets import too_few_clicks, validate_stored
 from fair_pipeline.eo.store import load_latest_transforms, write_transforms
-from fair_pipeline.eo.window import eo_training_window
+from fair_pipeline.eo.window import eo_training_window, eo_window_before
 
 D = dt.date
 
@@ -32,26 +32,43 @@ def con():
         yield connection
 
 
-def test_round_trip_and_newest_fit_wins(con):
+def test_round_trip_keyed_by_partition_and_newest_partition_wins(con):
     first, second = _fitted(0), _fitted(1)
-    write_transforms(con, D(2026, 1, 1), D(2026, 1, 7), 7, {"weighted": first, "unweighted": "not estimable: x"}, "m")
-    write_transforms(con, D(2026, 1, 2), D(2026, 1, 8), 7, {"weighted": second, "unweighted": second}, "m")
-    latest = load_latest_transforms(con)
+    write_transforms(con, D(2026, 1, 1), D(2026, 1, 7), 7, {"weighted": first, "unweighted": "not estimable: x"}, "m",
+                     partition=D(2026, 1, 8))
+    write_transforms(con, D(2026, 1, 2), D(2026, 1, 8), 7, {"weighted": second, "unweighted": second}, "m",
+                     partition=D(2026, 1, 9))
+    latest = load_latest_transforms(con)  # no partition: the newest stored one
     assert latest["weighted"].window_end == D(2026, 1, 8) and latest["weighted"].transform.to_json() == second.to_json()
     assert latest["unweighted"].position_bias_method is None
-    # Re-fitting the first window replaces its rows (no duplicates) and makes it the newest.
-    write_transforms(con, D(2026, 1, 1), D(2026, 1, 7), 7, {"weighted": first, "unweighted": "not estimable: y"}, "m")
-    assert con.execute("SELECT count(*) FROM marts.eo_transforms").fetchone()[0] == 4
+    assert load_latest_transforms(con, "2026-01-09")["weighted"].transform.to_json() == second.to_json()
+    older = load_latest_transforms(con, D(2026, 1, 8))
+    assert older["weighted"].window_end == D(2026, 1, 7) and older["weighted"].transform.to_json() == first.to_json()
+    assert older["unweighted"].estimable is False and older["unweighted"].reason == "not estimable: x"
+    # Re-fitting the older partition replaces exactly its rows (no duplicates) and leaves the newest one alone.
+    write_transforms(con, D(2026, 1, 1), D(2026, 1, 7), 7, {"weighted": first, "unweighted": "not estimable: y"}, "m",
+                     partition=D(2026, 1, 8))
+    assert con.execute("SELECT partition_date, count(*) FROM marts.eo_transforms GROUP BY 1 ORDER BY 1").fetchall() == [
+        (D(2026, 1, 8), 2), (D(2026, 1, 9), 2)]
+    older = load_latest_transforms(con, D(2026, 1, 8))
+    assert older["unweighted"].estimable is False and older["unweighted"].reason == "not estimable: y"
+    assert older["unweighted"].transform is None
     latest = load_latest_transforms(con)
-    assert latest["unweighted"].estimable is False and latest["unweighted"].reason == "not estimable: y"
-    assert latest["unweighted"].transform is None
+    assert latest["unweighted"].estimable is True and latest["weighted"].window_end == D(2026, 1, 8)
+    # Without a partition the rows belong to the day after the window (the day they are evaluated on).
+    write_transforms(con, D(2026, 1, 3), D(2026, 1, 9), 7, {"weighted": second}, "m")
+    assert load_latest_transforms(con)["weighted"].window_end == D(2026, 1, 9)
+    assert con.execute("SELECT max(partition_date) FROM marts.eo_transforms").fetchone()[0] == D(2026, 1, 10)
 
 
-def test_bad_variant_and_missing_table_are_named(con):
-    with pytest.raises(EOInputError, match="marts.eo_transforms does not exist"):
+def test_bad_variant_and_missing_table_or_partition_are_named(con):
+    with pytest.raises(EOInputError, match="marts.eo_transforms holds no results yet; materialize the eo_transform"):
         load_latest_transforms(con)
     with pytest.raises(EOInputError, match=r"unknown transform variants \['alpha'\]"):
         write_transforms(con, D(2026, 1, 1), D(2026, 1, 1), 1, {"alpha": _fitted()}, None)
+    write_transforms(con, D(2026, 1, 1), D(2026, 1, 1), 1, {"weighted": _fitted()}, None, partition=D(2026, 1, 2))
+    with pytest.raises(EOInputError, match="marts.eo_transforms has no rows for partition 2026-01-05; materialize"):
+        load_latest_transforms(con, "2026-01-05")
 
 
 def test_window_counts_days_with_data_and_respects_the_end(con):
@@ -70,6 +87,23 @@ def test_window_counts_days_with_data_and_respects_the_end(con):
         eo_training_window(con, 7, "2025-12-31")
     with pytest.raises(EOInputError, match="window_days=0"):
         eo_training_window(con, 0)
+
+
+def test_partition_window_is_the_days_with_data_before_the_partition(con):
+    days = [D(2026, 1, 1), D(2026, 1, 2), D(2026, 1, 5), D(2026, 1, 6), D(2026, 1, 9)]
+    frame = pd.DataFrame({"partition_date": days, "clicks": 1})
+    con.execute("CREATE TABLE marts.eo_score_click_counts AS SELECT * FROM frame")
+    # partition 2026-01-06 trains on the 3 newest days with data before it; 01-06 itself is held out
+    window = eo_window_before(con, 3, "2026-01-06")
+    assert window.dates == (D(2026, 1, 1), D(2026, 1, 2), D(2026, 1, 5)) and window.held_out == (D(2026, 1, 6),)
+    # a partition without data of its own (01-08) still trains on the days before it
+    assert eo_window_before(con, 2, D(2026, 1, 8)).dates == (D(2026, 1, 5), D(2026, 1, 6))
+    assert eo_window_before(con, 7, "2026-01-10").dates == tuple(days)
+    with pytest.raises(EOInputError, match=r"partition 2026-01-01 has nothing to train on: no partitions before "
+                                           r"2026-01-01 in marts.eo_score_click_counts .*; ingest \(or backfill\)"):
+        eo_window_before(con, 7, "2026-01-01")
+    with pytest.raises(EOInputError, match="window_days=0"):
+        eo_window_before(con, 0, "2026-01-09")
 
 
 def test_too_few_clicks_names_groups_and_counts():

@@ -1,7 +1,8 @@
 """The position_bias asset: window of mart partitions, every estimator, tables, checks, not-estimable paths.
 
-One simulated home (3 days, 20 slots, half shuffled / half swapped traffic) goes through the real daily job once;
-the tests then re-materialize only the position_bias asset with other configs. Two hand-built warehouses hold
+One simulated home (3 days, 20 slots, half shuffled / half swapped traffic) is ingested and its newest partition
+trained and audited once; the tests then re-materialize only the position_bias asset for some partition with other
+configs (partition D estimates over the partitions with data through D, rows keyed by D). Two hand-built warehouses hold
 just the marts (no ingestion) for the missing-traffic and too-little-traffic paths.
 """
 from __future__ import annotations
@@ -14,16 +15,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG,
-    ASSET_PARTITION_RANGE_START_TAG,
-    PARTITION_NAME_TAG,
-)
+from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from fair_pipeline import runner
 from fair_pipeline.definitions import defs
 from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve
+from fair_pipeline.platform.partitions import daily_partitions
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.position_bias import PositionBiasInputError, estimate_position_bias
@@ -47,7 +45,7 @@ METHODS = ["adjacent_pairwise", "adjacent_swap", "direct_is", "naive", "randomiz
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    """A simulated home after one run of the daily job over its three partitions (default asset config)."""
+    """A simulated home with its three partitions ingested and the newest one trained and audited (default config)."""
     home = tmp_path_factory.mktemp("position_bias_home")
     result = materialize_simulated_home(home, CONFIG, START, len(DAYS))
     home.joinpath("job_result").write_text(repr(_check_outcomes(result)))
@@ -66,13 +64,14 @@ def _tracking(home: Path) -> MLflowTracking:
     return MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
 
 
-def _materialize(warehouse: Path, landing: Path, config: dict | None = None, **kwargs):
+def _materialize(warehouse: Path, landing: Path, config: dict | None = None, partition: str | None = DAYS[-1], **kwargs):
     return dg.materialize(
         [position_bias],
         resources={"warehouse": DuckDBWarehouse(path=str(warehouse)), "landing": LandingZone(path=str(landing)),
                    "mlflow": _tracking(warehouse.parent)},
         run_config={"ops": {"marts__position_bias_curves": {"config": config or {}}}},
         instance=dg.DagsterInstance.ephemeral(),
+        partition_key=partition,
         **kwargs,
     )
 
@@ -80,6 +79,23 @@ def _materialize(warehouse: Path, landing: Path, config: dict | None = None, **k
 def _query(warehouse: Path, sql: str, params=None) -> pd.DataFrame:
     with duckdb.connect(str(warehouse), read_only=True) as con:
         return con.execute(sql, params or []).df()
+
+
+def _curves(warehouse: Path, partition: str = DAYS[-1]) -> pd.DataFrame:
+    """Partition `partition`'s curve rows."""
+    return _query(warehouse, f"SELECT * FROM {CURVES_TABLE} WHERE partition_date = ?::DATE ORDER BY method, position",
+                  [partition])
+
+
+def _window(warehouse: Path, partition: str, where: str = "TRUE") -> list[str]:
+    window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE} "
+                               f"WHERE partition_date = ?::DATE AND {where}", [partition])
+    assert len(window) == 1
+    return [str(pd.Timestamp(x).date()) for x in window.iloc[0]]
+
+
+def metadata_window(result) -> list[str]:
+    return result.asset_materializations_for_node("marts__position_bias_curves")[0].metadata["window_partitions"].value
 
 
 def _checks(result) -> dict[str, dg.AssetCheckEvaluation]:
@@ -98,7 +114,8 @@ def _impressions(warehouse: Path, days: list[str]) -> pd.DataFrame:
 def test_daily_job_builds_every_curve_over_the_window_and_checks_pass(home):
     warehouse = home / "warehouse.duckdb"
     assert eval(home.joinpath("job_result").read_text()) == {CHOSEN_CHECK: (True, "ERROR"), AGREEMENT_CHECK: (True, "WARN")}
-    curves = _query(warehouse, f"SELECT * FROM {CURVES_TABLE}")
+    assert _query(warehouse, f"SELECT DISTINCT partition_date::VARCHAR AS d FROM {CURVES_TABLE}")["d"].tolist() == DAYS[-1:]
+    curves = _curves(warehouse)
     assert sorted(curves["method"].unique()) == METHODS
     assert curves.groupby("method")["position"].apply(sorted).map(lambda p: p == list(range(1, 21))).all()
     assert {str(d.date()) for d in pd.to_datetime(curves["window_start"])} == {DAYS[0]}
@@ -117,13 +134,14 @@ def test_daily_job_builds_every_curve_over_the_window_and_checks_pass(home):
     # The reader hands later stages the chosen curve; 13,500 production requests make it close to the truth.
     with duckdb.connect(str(warehouse), read_only=True) as con:
         chosen = load_chosen_position_bias(con)
+        pd.testing.assert_frame_equal(load_chosen_position_bias(con, DAYS[-1]), chosen)
     assert list(chosen.columns[:4]) == ["position", "weight", "ci_low", "ci_high"]
     assert chosen.attrs["method"] == "adjacent_pairwise" and chosen.attrs["window_end"] == DAYS[-1]
     assert chosen["weight"].iloc[0] == 1.0 and (chosen["ci_low"] <= chosen["weight"]).all()
     truth = bias_curve(CONFIG)
     assert np.max(np.abs(chosen["weight"] - truth)) < 0.06
-    methods = _query(warehouse, f"SELECT * FROM {METHODS_TABLE} ORDER BY method")
-    assert methods["estimable"].all() and methods["partitions"].eq(3).all()
+    methods = _query(warehouse, f"SELECT * FROM {METHODS_TABLE} WHERE partition_date = ?::DATE ORDER BY method", [DAYS[-1]])
+    assert len(methods) == len(METHODS) and methods["estimable"].all() and methods["partitions"].eq(3).all()
     assert methods.set_index("method").loc["randomized", "impressions"] == 3 * 750 * 20
 
 
@@ -137,7 +155,7 @@ def test_metadata_reports_table_plot_counts_and_errors_vs_truth(home):
     assert metadata["curves_plot"].value.startswith("![") and "data:image/png;base64,iVBOR" in metadata["curves_plot"].value
     assert metadata["chosen_impressions"].value == 3 * 1_500 * 20
     # Errors vs truth are recomputed here from the stored curves and the simulator's curve.
-    curves = _query(home / "warehouse.duckdb", f"SELECT method, position, weight FROM {CURVES_TABLE}")
+    curves = _curves(home / "warehouse.duckdb")
     truth = bias_curve(CONFIG)
     for method, curve in curves.groupby("method"):
         error = np.nanmax(np.abs(curve.sort_values("position")["weight"].to_numpy() - truth))
@@ -150,8 +168,9 @@ def test_every_curve_is_logged_to_mlflow_for_the_report(home):
     """The daily job's run logged table `position_bias_curve` (the report's contract): every method and position,
     the chosen curve marked, the same numbers as the warehouse."""
     logged, run = _tracking(home).latest_table("position_bias_curve", stages=("position_bias",))
-    stored = _query(home / "warehouse.duckdb", f"SELECT * FROM {CURVES_TABLE}")
+    stored = _curves(home / "warehouse.duckdb")
     assert run.data.tags["dagster.asset_key"] == "marts/position_bias_curves"
+    assert run.data.tags["dagster.partition"] == DAYS[-1]
     assert {"method", "n_impressions", "chosen", "ci_low", "ci_high", "truncated"} <= set(logged.columns)
     assert set(logged.loc[logged["chosen"], "method"]) == {"adjacent_pairwise"}
     merged = logged.merge(stored, on=["method", "position"], suffixes=("", "_stored"))
@@ -162,37 +181,46 @@ def test_every_curve_is_logged_to_mlflow_for_the_report(home):
     assert (merged["truncated"] == merged["truncated_stored"]).all()
 
 
-def test_window_is_the_newest_partitions_with_data_up_to_the_end(home):
+def test_window_is_the_newest_partitions_with_data_through_the_partition(home):
     warehouse = home / "warehouse.duckdb"
+    newest = _curves(warehouse)
     result = _materialize(warehouse, home / "landing", {"window_days": 2})
     assert result.success
-    window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE}")
-    assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == DAYS[1:]
-    randomized = _query(warehouse, f"SELECT sum(impressions) AS n FROM {CURVES_TABLE} WHERE method = 'randomized'")
+    assert _window(warehouse, DAYS[-1]) == DAYS[1:]
+    randomized = _query(warehouse, f"SELECT sum(impressions) AS n FROM {CURVES_TABLE} WHERE method = 'randomized' "
+                                   "AND partition_date = ?::DATE", [DAYS[-1]])
     assert randomized["n"].iloc[0] == 2 * 750 * 20
+    assert _materialize(warehouse, home / "landing").success  # back to the default window for DAYS[-1]
+    pd.testing.assert_frame_equal(_curves(warehouse).drop(columns="partition_date"), newest.drop(columns="partition_date"))
 
-    result = _materialize(warehouse, home / "landing", {"window_end": DAYS[0], "chosen_method": "randomized"})
+    # An older partition estimates over the days through it, in its own rows: the newest partition's stay as they were.
+    result = _materialize(warehouse, home / "landing", {"chosen_method": "randomized"}, partition=DAYS[0])
     assert result.success
-    window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE} WHERE chosen")
-    assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [DAYS[0], DAYS[0]]
+    assert _window(warehouse, DAYS[0], "chosen") == [DAYS[0], DAYS[0]]
     expected = estimate_position_bias(_impressions(warehouse, DAYS[:1]), method="randomized")
     with duckdb.connect(str(warehouse), read_only=True) as con:
-        np.testing.assert_allclose(load_chosen_position_bias(con)["weight"], expected["weight"], rtol=1e-9)
+        np.testing.assert_allclose(load_chosen_position_bias(con, DAYS[0])["weight"], expected["weight"], rtol=1e-9)
+        # the reader's default is the newest stored partition, not the newest written
+        assert load_chosen_position_bias(con).attrs["method"] == "adjacent_pairwise"
+        assert load_chosen_position_bias(con).attrs["window_end"] == DAYS[-1]
+    assert _materialize(warehouse, home / "landing", partition=DAYS[1]).success
+    assert _window(warehouse, DAYS[1]) == DAYS[:2]
+    pd.testing.assert_frame_equal(_curves(warehouse), newest)
+    counts = _query(warehouse, f"SELECT partition_date::VARCHAR AS d, count(*) AS n FROM {CURVES_TABLE} GROUP BY 1 ORDER BY 1")
+    assert counts["d"].tolist() == DAYS and counts["n"].iloc[-1] == len(METHODS) * 20
 
-    # In a partitioned run (daily job, backfill) the window ends at the run's newest partition.
+    # A range of partitions in one run is refused with what to do (each partition is its own run).
     range_tags = {ASSET_PARTITION_RANGE_START_TAG: DAYS[0], ASSET_PARTITION_RANGE_END_TAG: DAYS[1]}
-    for tags in (range_tags, {PARTITION_NAME_TAG: DAYS[1]}):
-        assert _materialize(warehouse, home / "landing", tags=tags).success
-        window = _query(warehouse, f"SELECT DISTINCT window_start, window_end FROM {CURVES_TABLE}")
-        assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == DAYS[:2]
+    failed = _materialize(warehouse, home / "landing", partition=None, tags=range_tags, raise_on_error=False)
+    assert not failed.success
+    assert "materialize one partition per run" in failed.get_step_failure_events()[0].step_failure_data.error.message
 
     with pytest.raises(dg.DagsterInvalidConfigError):
         _materialize(warehouse, home / "landing", {"window_days": "seven"})
-    failed = _materialize(warehouse, home / "landing", {"window_end": "2025-12-01"}, raise_on_error=False)
+    failed = _materialize(warehouse, home / "landing", partition="2025-12-01", raise_on_error=False)
     assert not failed.success
     assert "no partitions on or before 2025-12-01" in str(failed.get_step_failure_events()[0].step_failure_data.error.message)
-    # Leave the module's warehouse as the daily job wrote it.
-    assert _materialize(warehouse, home / "landing").success
+    pd.testing.assert_frame_equal(_curves(warehouse), newest)
 
 
 def test_biased_observational_estimator_fails_the_agreement_warning_but_not_the_run(home):
@@ -227,20 +255,24 @@ def _marts_warehouse(path: Path, config: SimulationConfig, days: int) -> Path:
 def test_missing_traffic_is_reported_not_estimable_and_fails_only_when_chosen(tmp_path):
     config = SimulationConfig(n_items=2_000, requests_per_day=800, shuffle_share=0.5, adjacent_swap_share=0.0, slots=10, seed=3)
     warehouse = _marts_warehouse(tmp_path / "w.duckdb", config, 2)
-    result = _materialize(warehouse, tmp_path / "no_landing")
+    result = _materialize(warehouse, tmp_path / "no_landing", partition=str(START + dt.timedelta(days=1)))
     assert result.success
+    assert metadata_window(result) == [str(START), str(START + dt.timedelta(days=1))]
     metadata = result.asset_materializations_for_node("marts__position_bias_curves")[0].metadata
     assert list(metadata["not_estimable_methods"].value) == ["adjacent_swap"]
     assert "no 'adjacent_swap' impressions" in metadata["not_estimable_methods"].value["adjacent_swap"]
     assert "truth_available" in metadata and metadata["truth_available"].value is False
     assert not any(key.startswith("max_abs_error/") for key in metadata)
-    methods = _query(warehouse, f"SELECT method, estimable, reason FROM {METHODS_TABLE}").set_index("method")
+    methods = _query(warehouse, f"SELECT method, estimable, reason, partition_date::VARCHAR AS d FROM {METHODS_TABLE}")
+    assert set(methods["d"]) == {str(START + dt.timedelta(days=1))}  # partition D = the newest of the 2 days
+    methods = methods.set_index("method")
     assert not methods.loc["adjacent_swap", "estimable"] and "adjacent_swap traffic" in methods.loc["adjacent_swap", "reason"]
     assert methods.drop(index="adjacent_swap")["estimable"].all()
     assert "adjacent_swap" not in set(_query(warehouse, f"SELECT DISTINCT method FROM {CURVES_TABLE}")["method"])
 
     before = _query(warehouse, f"SELECT * FROM {CURVES_TABLE} ORDER BY method, position")
-    failed = _materialize(warehouse, tmp_path / "no_landing", {"chosen_method": "adjacent_swap"}, raise_on_error=False)
+    failed = _materialize(warehouse, tmp_path / "no_landing", {"chosen_method": "adjacent_swap"},
+                          partition=str(START + dt.timedelta(days=1)), raise_on_error=False)
     assert not failed.success
     message = failed.get_step_failure_events()[0].step_failure_data.error.message
     assert "the chosen method 'adjacent_swap' is not estimable" in message and "adjacent_swap traffic" in message
@@ -251,14 +283,14 @@ def test_chosen_curve_with_an_unestimable_position_fails_the_blocking_check(tmp_
     # 30 production requests over 12 slots: the bottom slots see no click, so the chain breaks.
     config = SimulationConfig(n_items=2_000, requests_per_day=30, shuffle_share=0.5, adjacent_swap_share=0.5, slots=12, seed=5)
     warehouse = _marts_warehouse(tmp_path / "w.duckdb", config, 1)
-    result = _materialize(warehouse, tmp_path, raise_on_error=False)
+    result = _materialize(warehouse, tmp_path, partition=str(START), raise_on_error=False)
     assert not result.success
     chosen = _checks(result)[CHOSEN_CHECK]
     assert not chosen.passed and chosen.severity == dg.AssetCheckSeverity.ERROR
     assert "not estimable" in chosen.description and chosen.metadata["unusable_positions"].value
     with duckdb.connect(str(warehouse), read_only=True) as con:
         with pytest.raises(PositionBiasInputError, match="no usable weight at position"):
-            load_chosen_position_bias(con)
+            load_chosen_position_bias(con, START)
 
 
 def test_chosen_curve_check_on_hand_made_curves():
@@ -288,7 +320,8 @@ def test_training_window_skips_days_without_data(tmp_path):
 
 def test_reader_without_the_table_names_the_asset(tmp_path):
     with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
-        with pytest.raises(PositionBiasInputError, match="materialize the position_bias asset"):
+        with pytest.raises(PositionBiasInputError, match="marts.position_bias_curves holds no results yet; materialize "
+                                                         "the position_bias asset"):
             load_chosen_position_bias(con)
 
 
@@ -297,6 +330,6 @@ def test_asset_is_in_the_daily_job_downstream_of_the_marts():
     assert "marts__position_bias_curves" in {node.name for node in job.graph.nodes}
     graph = defs.resolve_asset_graph()
     node = graph.get(POSITION_BIAS_KEY)
-    assert node.partitions_def is None and node.group_name == "position_bias"
+    assert node.partitions_def == daily_partitions and node.group_name == "position_bias"
     assert {k.to_user_string() for k in node.parent_keys} == {"marts/position_score_bins", "marts/position_swap_cells"}
     assert {c.name for c in node.check_keys} == {CHOSEN_CHECK, AGREEMENT_CHECK}

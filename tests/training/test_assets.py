@@ -1,8 +1,10 @@
 """The training assets: benchmark_models (Adult / COMPAS) and ranker_candidates (click logs).
 
-One simulated home (3 days, 20 slots, half shuffled / half swapped traffic) goes through the real daily job
-once (every asset, MLflow included); the tests read its tables and MLflow store and recompute figures by
-brute force from the impression rows. The failure paths re-materialize only ranker_candidates.
+One simulated home (3 days, 20 slots, half shuffled / half swapped traffic) is ingested, its newest partition
+trained and audited by the real train_and_audit job (MLflow included), and the static benchmarks materialized by
+their own job; the tests read its tables and MLflow store and recompute figures by brute force from the impression
+rows. Partition D of ranker_candidates trains on the days before D. The failure paths and an older partition
+re-materialize only ranker_candidates.
 """
 from __future__ import annotations
 
@@ -22,9 +24,10 @@ from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
+from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.training.assets import ranker_candidates
-from fair_pipeline.training.rankers import feature_columns, training_data, training_window
+from fair_pipeline.training.rankers import feature_columns, training_data, window_for_partition
 from tests.conftest import materialize_simulated_home
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=23)
@@ -38,12 +41,21 @@ FEATURES = [f"f{k}" for k in range(CONFIG.n_features)]
 def home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("training_home")
     materialize_simulated_home(home, CONFIG, START, len(DAYS))
+    with pytest.MonkeyPatch.context() as patch:  # the benchmarks are not part of the daily jobs: their own job
+        patch.setenv("FAIR_PIPELINE_HOME", str(home))
+        patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+        result = runner.run_benchmarks(instance=dg.DagsterInstance.ephemeral())
+        assert result.success, runner.failure_summary(result)
     return home
 
 
 def _query(home: Path, sql: str, params=None) -> pd.DataFrame:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         return con.execute(sql, params or {}).df()
+
+
+def _candidates(home: Path, partition: str = DAYS[-1]) -> pd.DataFrame:
+    return _query(home, "SELECT * FROM marts.ranker_candidates WHERE partition_date = $day ORDER BY lam", {"day": partition})
 
 
 def _scores(frame: pd.DataFrame, coefficients: str, intercept: float) -> np.ndarray:
@@ -120,10 +132,12 @@ def test_mlflow_run_per_fit_with_model_and_audit_table(home):
 
 def test_lambda_frontier_table_for_the_report(home):
     tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
-    frontier, run = tracking.latest_table("lambda_frontier")
-    candidates = _query(home, "SELECT * FROM marts.ranker_candidates ORDER BY lam")
+    frontier, run = tracking.latest_table("lambda_frontier", partition=dt.date.fromisoformat(DAYS[-1]))
+    assert run.data.tags["dagster.partition"] == DAYS[-1]
+    candidates = _candidates(home)
     gaps = _query(home, "SELECT candidate_id, auc, ci_low, ci_high FROM marts.ranker_candidate_audits "
-                        "WHERE label_source = 'click_shuffle' AND row_type = 'gap' AND cutoff = 0.1")
+                        "WHERE label_source = 'click_shuffle' AND row_type = 'gap' AND cutoff = 0.1 AND partition_date = $day",
+                  {"day": DAYS[-1]})
     merged = frontier.merge(candidates, left_on="lambda", right_on="lam").merge(gaps, on="candidate_id")
     assert len(merged) == len(candidates)
     np.testing.assert_allclose(merged["utility"], merged["heldout_auc"])
@@ -134,11 +148,12 @@ def test_lambda_frontier_table_for_the_report(home):
 
 # ----------------------------------------------------------------------------- ranker_candidates
 def test_ranker_candidates_table_and_mi_proxy_path(home):
-    candidates = _query(home, "SELECT * FROM marts.ranker_candidates ORDER BY lam")
+    assert _query(home, "SELECT DISTINCT partition_date::VARCHAR AS d FROM marts.ranker_candidates")["d"].tolist() == DAYS[-1:]
+    candidates = _candidates(home)
     assert candidates["lam"].tolist() == [0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
     assert np.all(np.diff(candidates["mi_proxy_train"].to_numpy()) < 0)
     assert (candidates["window_start"].astype(str).str[:10] == DAYS[0]).all()
-    assert (candidates["window_end"].astype(str).str[:10] == DAYS[-2]).all()  # the newest day is the audit's
+    assert (candidates["window_end"].astype(str).str[:10] == DAYS[-2]).all()  # partition D is the audit's
     assert candidates["mlflow_run_id"].notna().all() and candidates["converged"].all()
     first = candidates.iloc[0]
     assert json.loads(first["features"]) == FEATURES
@@ -151,9 +166,9 @@ def test_ranker_candidates_table_and_mi_proxy_path(home):
 
 def test_ipw_training_aggregates_match_the_impression_rows(home):
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        window = training_window(con, 7)
+        window = window_for_partition(con, 7, DAYS[-1])
         assert [str(d) for d in window.dates] == DAYS[:-1] and [str(d) for d in window.held_out] == DAYS[-1:]
-        curve = load_chosen_position_bias(con)
+        curve = load_chosen_position_bias(con, DAYS[-1])
         data = training_data(con, window, curve, feature_columns(con))
         rows = con.execute("SELECT item_id, position, click FROM staging.stg_observational_impressions "
                            "WHERE policy = 'production' AND partition_date < $held_out", {"held_out": DAYS[-1]}).df()
@@ -170,8 +185,8 @@ def test_ipw_training_aggregates_match_the_impression_rows(home):
 
 
 def test_heldout_audits_match_brute_force_aucs(home):
-    candidates = _query(home, "SELECT * FROM marts.ranker_candidates ORDER BY lam")
-    audits = _query(home, "SELECT * FROM marts.ranker_candidate_audits")
+    candidates = _candidates(home)
+    audits = _query(home, "SELECT * FROM marts.ranker_candidate_audits WHERE partition_date = $day", {"day": DAYS[-1]})
     assert set(audits["label_source"]) == {"click_shuffle", "truth_relevance"}
     shuffle = _query(home, "SELECT r.click, r.group_id, i.* EXCLUDE (group_id) FROM staging.stg_randomized_impressions r "
                            "JOIN staging.stg_items i USING (item_id) WHERE r.policy = 'shuffle' AND r.partition_date < $held_out",
@@ -195,14 +210,15 @@ def test_heldout_audits_match_brute_force_aucs(home):
 
 
 # ----------------------------------------------------------------------------- failure paths
-def _materialize_ranker(home: Path, config: dict):
+def _materialize_ranker(home: Path, config: dict, partition: str = DAYS[-1], with_position_bias: bool = False):
     return dg.materialize(
-        [ranker_candidates],
+        [position_bias, ranker_candidates] if with_position_bias else [ranker_candidates],
         resources={"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
                    "landing": LandingZone(path=str(home / "landing")),
                    "mlflow": MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))},
         run_config={"ops": {"marts__ranker_candidates": {"config": config}}},
         instance=dg.DagsterInstance.ephemeral(),
+        partition_key=partition,
         raise_on_error=False,
     )
 
@@ -215,19 +231,45 @@ def _failure(result) -> str:
     return data.user_failure_data.description if data.user_failure_data else data.error.message
 
 
+def _stored(home: Path) -> pd.DataFrame:
+    return _query(home, "SELECT * FROM marts.ranker_candidates ORDER BY partition_date, lam")
+
+
 @pytest.mark.parametrize(
-    ("config", "message"),
+    ("partition", "config", "message"),
     [
-        ({"window_end": "2025-12-01"}, "no partitions on or before 2025-12-01 in staging.stg_observational_impressions"),
-        ({"window_end": DAYS[0]}, "training cannot be held out"),
-        ({"feature_columns": ["f0", "nope"]}, "'nope'"),
-        ({"lambdas": [0.0, -1.0]}, "lambdas=[0.0, -1.0]"),
+        ("2025-12-01", {}, "partition 2025-12-01 has nothing to train on: no partitions before 2025-12-01 in "
+                           "staging.stg_observational_impressions"),
+        (DAYS[0], {}, f"partition {DAYS[0]} has nothing to train on"),
+        (DAYS[-1], {"feature_columns": ["f0", "nope"]}, "'nope'"),
+        (DAYS[-1], {"lambdas": [0.0, -1.0]}, "lambdas=[0.0, -1.0]"),
     ],
 )
-def test_bad_configuration_fails_with_a_clear_message(home, config, message):
-    result = _materialize_ranker(home, config)
+def test_bad_partition_or_configuration_fails_with_a_clear_message(home, partition, config, message):
+    before = _stored(home)
+    result = _materialize_ranker(home, config, partition)
     assert not result.success
     assert message in _failure(result)
+    pd.testing.assert_frame_equal(_stored(home), before)  # nothing half-written
+
+
+def test_an_older_partition_trains_on_its_own_days_and_keeps_its_own_rows(home):
+    newest = _candidates(home)
+    assert _materialize_ranker(home, {}, DAYS[1], with_position_bias=True).success  # the curve of partition D too
+    older = _candidates(home, DAYS[1])
+    assert older["lam"].tolist() == newest["lam"].tolist()
+    assert (older["window_start"].astype(str).str[:10] == DAYS[0]).all()
+    assert (older["window_end"].astype(str).str[:10] == DAYS[0]).all()
+    # trained on one day instead of two: other coefficients, fewer held-out shuffle clicks behind its audit
+    assert not older["coefficients"].equals(newest["coefficients"])
+    pd.testing.assert_frame_equal(_candidates(home), newest)
+    audits = _query(home, "SELECT partition_date::VARCHAR AS d, sum(n_pos) AS n FROM marts.ranker_candidate_audits "
+                          "WHERE label_source = 'click_shuffle' AND row_type = 'group' GROUP BY 1 ORDER BY 1")
+    shuffle = _query(home, "SELECT partition_date::VARCHAR AS d, sum(click) AS n FROM staging.stg_randomized_impressions "
+                           "WHERE policy = 'shuffle' GROUP BY 1 ORDER BY 1").set_index("d")["n"]
+    n_per_candidate_cutoff = audits.set_index("d")["n"] / (len(newest) * len(CUTOFFS))
+    assert n_per_candidate_cutoff.loc[DAYS[1]] == shuffle.loc[DAYS[0]]
+    assert n_per_candidate_cutoff.loc[DAYS[-1]] == shuffle.loc[DAYS[0]] + shuffle.loc[DAYS[1]]
 
 
 def test_missing_or_one_class_heldout_traffic_is_reported_not_audited():

@@ -161,11 +161,34 @@ def test_choose_champion_fallbacks():
     assert choice.index is None
 
 
+def _state(tracking, dataset):
+    name = benchmark_model_name(dataset)
+    return ([str(v.version) for v in _versions(tracking, name)], str(tracking.champion(name).version),
+            str(tracking.version_by_alias(name, CANDIDATE).version))
+
+
+def test_rerun_with_unchanged_code_and_config_registers_nothing(home, tracking):
+    """Static data: the versions carry a fingerprint of the code version and config; an equal one skips the fits."""
+    from fair_pipeline import runner
+
+    before = {d: _state(tracking, d) for d in DATASETS}
+    models_before = _models(home)
+    instance = dg.DagsterInstance.ephemeral()
+    assert runner.benchmarks_outdated(instance)  # never materialized in this instance
+    result = dg.materialize([benchmark_models], resources=_resources(home), instance=instance)
+    assert result.success
+    metadata = result.asset_materializations_for_node("marts__benchmark_models")[0].metadata
+    assert metadata["unchanged"].value is True
+    assert metadata["registered_versions"].value == {d: [int(v) for v in before[d][0]] for d in DATASETS}
+    assert {d: _state(tracking, d) for d in DATASETS} == before
+    assert all(len(before[d][0]) == N_FITS for d in DATASETS)
+    pd.testing.assert_frame_equal(_models(home), models_before)
+    assert not runner.benchmarks_outdated(instance)  # materialized with the current code version
+
+
 def test_failed_registration_rolls_back_versions_and_aliases(home, tracking, monkeypatch):
     def state(d):
-        name = benchmark_model_name(d)
-        return ([str(v.version) for v in _versions(tracking, name)], str(tracking.champion(name).version),
-                str(tracking.version_by_alias(name, CANDIDATE).version))
+        return _state(tracking, d)
 
     before = {d: state(d) for d in DATASETS}
     models_before = _models(home)
@@ -177,7 +200,9 @@ def test_failed_registration_rolls_back_versions_and_aliases(home, tracking, mon
         return original(self, name, version)
 
     monkeypatch.setattr(MLflowTracking, "set_champion", flaky)
+    # another λ grid: another fingerprint, so this run fits and registers (an unchanged one would register nothing)
     result = dg.materialize([benchmark_models], resources=_resources(home), instance=dg.DagsterInstance.ephemeral(),
+                            run_config={"ops": {"marts__benchmark_models": {"config": {"lambdas": [0.0, 1.0]}}}},
                             raise_on_error=False)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error
