@@ -61,6 +61,7 @@ def test_readme_lists_the_setup_commands_first():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # a dozen commands, seven of them Dagster runs
 def test_every_readme_command_runs(tmp_path: Path):
     data = tmp_path / "data"
     data.mkdir()
