@@ -15,7 +15,9 @@ non-decreasing step function of the score. The expected loss is linear in w:
 with (c_FP, c_FN) = (1, 1)/n for accuracy, (1/(2 n_0), 1/(2 n_1)) for balanced accuracy, or given
 costs. Constraints against the first group g_0, for every other group a:
 equalized odds FPR_a = FPR_{g0} and TPR_a = TPR_{g0}; equal opportunity TPR_a = TPR_{g0};
-demographic parity (n_{a,1} TPR_a + n_{a,0} FPR_a) / n_a equal. scipy's HiGHS solves the LP exactly
+demographic parity (n_{a,1} TPR_a + n_{a,0} FPR_a) / n_a equal. With a `selection_rate` q, one more
+equality fixes the expected share of positive decisions: sum_a (n_{a,1} TPR_a + n_{a,0} FPR_a) = q n (a fixed
+budget, as the top slots of a ranking; always feasible, the hulls' diagonal meets every constraint). scipy's HiGHS solves the LP exactly
 (sum of hull sizes variables, a few equalities); on the training data the expected rates equal the
 LP's rates exactly.
 """
@@ -107,6 +109,8 @@ class ThresholdPostProcessor(BaseEstimator):
     ----------
     constraint : "equalized_odds" (default) | "equal_opportunity" | "demographic_parity".
     objective : "accuracy" (default) | "balanced_accuracy" | {"false_positive": c, "false_negative": c}.
+    selection_rate : None (default) or q in (0, 1]: the expected share of positive decisions on the training
+        data is fixed to q (then every objective with positive costs is "most true positives").
 
     Fitted attributes
     -----------------
@@ -117,13 +121,16 @@ class ThresholdPostProcessor(BaseEstimator):
     equalized_odds_gap_ : max over groups of |TPR_a - TPR_b| and |FPR_a - FPR_b| at the solution.
     """
 
-    def __init__(self, constraint: str = "equalized_odds", objective="accuracy"):
+    def __init__(self, constraint: str = "equalized_odds", objective="accuracy", selection_rate=None):
         self.constraint = constraint
         self.objective = objective
+        self.selection_rate = selection_rate
 
     def fit(self, scores, labels, *, sensitive_features):
         if self.constraint not in CONSTRAINTS:
             raise PostProcessingInputError(f"constraint must be one of {CONSTRAINTS}, got {self.constraint!r}")
+        if self.selection_rate is not None and not 0.0 < self.selection_rate <= 1.0:
+            raise PostProcessingInputError(f"selection_rate must be None or in (0, 1], got {self.selection_rate!r}")
         s = as_scores(scores)
         y = as_labels(labels, s.size)
         g = as_groups(sensitive_features, s.size)
@@ -200,6 +207,11 @@ class ThresholdPostProcessor(BaseEstimator):
             for kind in kinds:
                 A_eq.append(rate_row(i, kind) - rate_row(0, kind))
                 b_eq.append(0.0)
+        if self.selection_rate is not None:
+            n = sum(curves[a].n_pos + curves[a].n_neg for a in groups)
+            A_eq.append(sum(rate_row(i, "selection") * (curves[a].n_pos + curves[a].n_neg) / n
+                            for i, a in enumerate(groups)))
+            b_eq.append(float(self.selection_rate))
         res = linprog(cost, A_eq=np.vstack(A_eq), b_eq=np.asarray(b_eq), bounds=(0, None), method="highs")
         if res.status != 0:
             raise PostProcessingInputError(f"the derived-predictor LP failed: {res.message}")

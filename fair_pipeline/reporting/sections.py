@@ -414,7 +414,7 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
-        table = frame[["rank", "model"]].copy()
+        table = frame[["rank", "model"] + (["family"] if "family" in frame.columns else [])].copy()
         table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
         if {"diff_vs_winner", "diff_ci_low", "diff_ci_high"} <= set(frame.columns):
             table["Δ cost vs winner [95% CI, paired by item]"] = frame.apply(_paired_text, axis=1)
@@ -444,6 +444,28 @@ def _selection_findings(frame: pd.DataFrame) -> list[Finding]:
     ranked = frame[frame["cost"].notna()]
     if ranked.empty:
         return [Finding("model selection: no candidate is estimable on the held-out rows", "not estimable")]
+    return _candidate_findings(ranked) + _family_findings(frame, ranked)
+
+
+def _family_findings(frame: pd.DataFrame, ranked: pd.DataFrame) -> list[Finding]:
+    """Which family of candidates won, and each other family's best member's paired difference to the winner."""
+    if "family" not in frame.columns:
+        return []
+    win = ranked.iloc[0]
+    others = []
+    for family, part in ranked[ranked["family"] != win["family"]].groupby("family", sort=True):
+        best = part.iloc[0]
+        others.append(f"{family} best {best['model']} costs " + (
+            f"{_paired_text(best)} more" if "diff_ci_low" in part.columns and pd.notna(best["diff_ci_low"])
+            else f"{best['cost']:.4f}"))
+    absent = sorted(set(frame["family"].dropna()) - set(ranked["family"]))
+    text = (f"model selection: the winning family is {win['family']} ({win['model']})"
+            + (f"; other families' best vs the winner (paired, clustered by item): {'; '.join(others)}" if others else "")
+            + (f"; no estimable candidate in {', '.join(absent)}" if absent else ""))
+    return [Finding(text, "info")]
+
+
+def _candidate_findings(ranked: pd.DataFrame) -> list[Finding]:
     win = ranked.iloc[0]
     text = f"model selection: {win['model']} has the lowest cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}]"
     if len(ranked) < 2:

@@ -4,7 +4,8 @@
 of candidates by an elicited metric with paired, item-clustered cost differences vs the winner (`paired`);
 `session` runs an interactive elicitation stored in DuckDB
 (`fair-pipeline elicit`), `metric_oracle` builds the simulated or recorded oracle, `candidates` scores each
-(ranker, alpha) candidate's per-group rates on held-out data, `store` writes `marts.elicited_metrics` and
+(ranker, alpha) candidate's per-group rates on held-out data, `families` adds the post-processors (derived
+predictor, reject option) and the pairwise-fair ranker as candidates (fit rows from `family_data`), `store` writes `marts.elicited_metrics` and
 `marts.model_ranking`, `assets` is the Dagster glue that moves `fair-ranker@champion`.
 Inputs: ranker candidates, EO transforms, the position-bias curve, held-out impressions. Outputs: the elicited
 metric, the ranking of candidates, the champion alias. Tests: tests/selection/.

@@ -8,6 +8,7 @@ them by the metric and registers the winner as `fair-ranker` @champion.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import json
+import time
 
 import dagster as dg
 import numpy as np
@@ -32,6 +33,8 @@ from fair_pipeline.platform.windows import is_newest_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.selection import candidates as sc
+from fair_pipeline.selection import families as fam
+from fair_pipeline.selection import family_data
 from fair_pipeline.selection import metric_oracle as mo
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
@@ -230,7 +233,7 @@ SEPARATED_CHECK = "winner_beats_runner_up_paired"
 SEPARATED_CHECK_DESCRIPTION = (
     "The paired difference cost(runner-up) - cost(winner) on the same held-out rows, clustered by item, has a CI "
     "that excludes 0 (warns when the choice is within sampling noise).")
-RANKING_COLUMNS = ["rank", "model", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
+RANKING_COLUMNS = ["rank", "model", "family", "setting", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
                    "diff_ci_low", "diff_ci_high", "diff_p", "cost_se_clustered", "error_part", "violation_part",
                    "threshold", "min_group_count", "paired_clusters", "paired_rows", "held_out", "estimable", "reason"]
 INTERVALS_NOTE = (
@@ -257,6 +260,9 @@ class ModelSelectionConfig(dg.Config):
     min_count: int = Field(20, description="Positives and negatives every group needs for a candidate to be estimable.")
     min_positives: int = Field(30, description="Clicks every group needs in a ranker's window to re-fit its EO transform.")
     confidence: float = Field(0.95, description="Confidence level of the cost intervals.")
+    families: list[str] = Field(list(fam.NEW_FAMILIES), description="Candidate families added to the rankers (mi_penalty) "
+                                "and their EO transforms (eo_transform): threshold_postprocessor, reject_option, pairwise_fair "
+                                "(fair_pipeline.selection.families; fitted on the training window, never on the evaluated day).")
     register_champion: bool = Field(True, description="Register the winner as a fair-ranker version tagged with the "
                                     "partition; @champion moves to it only for the newest partition with data.")
 
@@ -291,7 +297,7 @@ def evaluation_inputs(con, config: ModelSelectionConfig, landing, day):
 
 
 def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionConfig, source, window,
-         items: pd.DataFrame | None = None, scores: dict | None = None) -> pd.DataFrame:
+         items: pd.DataFrame | None = None, scores: dict | None = None, decisions: dict | None = None) -> pd.DataFrame:
     """rank_candidates on the long rates, keeping each candidate's own reason and adding per-group columns;
     with the held-out item rows and every candidate's scores on them, the paired differences to the winner
     clustered by item (columns paired_clusters / paired_rows: items and rows behind them)."""
@@ -301,7 +307,7 @@ def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionC
                          f"{labels}) does not weigh; re-elicit with matching group_labels")
     ranking = rank_candidates(rates.drop(columns=["selected_share"]), metric, groups=labels, min_count=config.min_count,
                               confidence=config.confidence, held_out=items, scores=scores,
-                              selection_rate=config.selection_rate, cluster_col="item_id")
+                              selection_rate=config.selection_rate, cluster_col="item_id", decisions=decisions)
     ranking["paired_clusters"] = ranking.attrs.get("n_clusters", np.nan)
     ranking["paired_rows"] = ranking.attrs.get("n_rows", np.nan)
     own = ranking["candidate_reason"].astype(str)
@@ -309,7 +315,7 @@ def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionC
     wide = rates.pivot(index="candidate", columns="group", values=["tpr", "tnr", "n_pos", "n_neg"])
     wide.columns = [f"{stat}[{group}]" for stat, group in wide.columns]
     ranking = ranking.merge(wide, left_on="candidate", right_index=True, how="left")
-    by_source = source.view == aw.RANDOMIZED_VIEW  # randomized requests are never used by any fit
+    by_source = source.view == aw.RANDOMIZED_VIEW  # day D's randomized requests: every fit is on earlier days
     ranking["held_out"] = by_source or ranking["trained_through"].map(lambda d: str(d) < str(window.first))
     ranking = ranking.rename(columns={"candidate": "model"}).drop(columns=["candidate_reason"])
     first = [c for c in RANKING_COLUMNS if c in ranking.columns]
@@ -317,7 +323,7 @@ def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionC
 
 
 def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
-    view = ranking[["rank", "model", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
+    view = ranking[["rank", "model", "family", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
                     "error_part", "violation_part", "min_group_count", "reason"]]
     more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
     return markdown(view.head(rows).round(4)) + more
@@ -379,7 +385,7 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
     group_name=GROUP,
     kinds={"python", "duckdb", "mlflow"},
     owners=OWNERS,
-    code_version="3",
+    code_version="4",
     check_specs=[
         dg.AssetCheckSpec(ESTIMABLE_CHECK, asset=MODEL_SELECTION_KEY,
                           description="At least one candidate has enough held-out positives and negatives in every group."),
@@ -388,8 +394,10 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
     description=(
         "Model selection by the elicited fair metric, per daily partition D. Candidates: every retrained ranker of "
         "partition D (marts.ranker_candidates, the penalized lambda grid) x every EO relaxation alpha, the weighted-CDF transform re-fitted on that "
-        "ranker's own scores over its training window (fair_pipeline.selection.candidates). Each is evaluated on "
-        "held-out labelled rows (default: randomized requests, never used by any fit; labels = SIMULATION truth, "
+        "ranker's own scores over its training window (fair_pipeline.selection.candidates), and the `families` of "
+        "fair_pipeline.selection.families fitted on that window (Hardt's derived predictor and Kamiran's reject option on "
+        "the least penalized ranker, Narasimhan's pairwise-fair ranker; `family` column). Each is evaluated on "
+        "held-out labelled rows (default: day D's randomized requests, which no fit uses; labels = SIMULATION truth, "
         "or clicks on real logs) at its own threshold selecting the top `selection_rate` share: group-wise TPR/TNR "
         "with n_pos/n_neg, cost under the metric with a delta-method SE and CI (the candidate's own figure, marginal); "
         "and, for comparing, every candidate's paired difference vs the winner on the same rows, clustered by item "
@@ -406,20 +414,35 @@ def model_selection(
 ) -> dg.MaterializeResult:
     if not 0.0 < config.selection_rate <= 1.0:
         raise dg.Failure(description=f"selection_rate={config.selection_rate!r} must be in (0, 1]")
+    unknown = sorted(set(config.families) - set(fam.NEW_FAMILIES))
+    if unknown:
+        raise dg.Failure(description=f"families {unknown} are not among {list(fam.NEW_FAMILIES)}")
     day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
         newest = is_newest_partition(con, day)
         try:
             metric, info, candidates, items, window, source = evaluation_inputs(con, config, landing.resolved_path, day)
+            started = time.process_time()
+            families = family_data.build_family_candidates(
+                con, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
+                label=selection_label_source(config.label_source, landing.resolved_path), landing=landing.resolved_path,
+                policies=config.randomized_policies, position_curve=load_chosen_position_bias(con, day),
+                selection_rate=config.selection_rate, families=config.families)
+            families_cpu = time.process_time() - started
         except (LookupError, sc.SelectionInputError, aw.AuditDataError, EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=f"model_selection: {error}") from error
-    context.log.info(f"{len(candidates)} candidates on {source.name} labels, {window.label}")
+    context.log.info(f"{len(candidates)} ranker candidates and {len(families)} of families {config.families} on "
+                     f"{source.name} labels, {window.label}")
     rates = sc.candidate_rates(candidates, items, config.selection_rate)
     scores = sc.candidate_scores(candidates, items, rates.loc[rates["candidate_reason"] == "", "candidate"].unique())
-    ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores)
+    started = time.process_time()
+    rates, scores, decisions = fam.add_families(rates, scores, families, items, config.selection_rate)
+    families_cpu += time.process_time() - started  # fits + rates of the new families (the benchmark times the rest)
+    ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores, decisions)
     by_name = {c.name: c for c in candidates}
     estimable = ranking[ranking["estimable"].astype(bool)]
-    winner = by_name[estimable.iloc[0]["model"]] if not estimable.empty else None
+    best_name = estimable.iloc[0]["model"] if not estimable.empty else None
+    winner = by_name.get(best_name)  # None when no candidate is estimable or the winner has no fair-ranker pyfunc
     oracle = oracle_label(bool(info["simulated"]), info["session_id"])
     truth = metric_from_dict(json.loads(info["truth_json"])) if isinstance(info["truth_json"], str) else None
     metadata = {
@@ -432,14 +455,20 @@ def model_selection(
         "intervals": INTERVALS_NOTE,
         "paired_clusters_items": _count(ranking["paired_clusters"].max()) or 0,
         "paired_rows": _count(ranking["paired_rows"].max()) or 0,
-        "winner": winner.name if winner else "none (no estimable candidate)",
+        "winner": best_name or "none (no estimable candidate)",
+        "winner_family": fam.winning_family(ranking) or "none",
+        "families_cpu_seconds": round(families_cpu, 3),
     }
+    if best_name is not None and winner is None:
+        context.log.warning(f"the winner {best_name} (family {metadata['winner_family']}) has no fair-ranker pyfunc: nothing "
+                            "is registered and @champion does not move")
     tags = {"fair_pipeline.simulation": str(bool(info["simulated"]) or source.simulation).lower(),
             "fair_pipeline.oracle": info["oracle_kind"]}
     champion = None
     try:
         with mlflow.start_run(context, "selection", window=(str(window.first), str(window.last)), tags=tags) as run:
             run.log_params({"label_source": source.name, "window_start": window.first, "window_end": window.last,
+                            "families": list(config.families),
                             "alphas": list(config.alphas), "selection_rate": config.selection_rate,
                             "min_count": config.min_count, "confidence": config.confidence, "oracle": info["oracle_kind"]})
             run.log_dict(json.loads(info["metric_json"]) | {"group_labels": list(info["group_labels"]), "oracle": oracle},

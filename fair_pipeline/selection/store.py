@@ -3,7 +3,7 @@
     marts.elicited_metrics   one row per elicitation (history; readers take the newest): oracle kind, whether
                              it is a SIMULATION, the metric (a, B per group pair, lam, tau) as JSON and columns,
                              queries used, and for the simulated oracle the ground truth and the elicitation errors
-    marts.model_ranking      the newest ranking: one row per candidate (ranker lambda x EO alpha) with its
+    marts.model_ranking      the newest ranking: one row per candidate (ranker lambda x EO alpha, and the other `family`s) with its
                              group-wise rates and counts, cost, SE, CI (marginal), the paired difference vs the
                              winner clustered by item (diff_vs_winner, diff_se, diff_ci_low, diff_ci_high, diff_p;
                              paired_clusters / paired_rows), rank, and the registered champion version

@@ -62,3 +62,18 @@ def test_an_older_ranking_without_paired_columns_still_renders():
     content, table = _section(frame)
     assert "Δ cost vs winner [95% CI, paired by item]" not in table.columns
     assert content.findings[0].text.endswith("(intervals overlap)") and content.findings[0].status == "not significant"
+
+
+def test_finding_names_the_winning_family_and_each_other_familys_best():
+    frame = _ranking(0.0010).assign(family=["pairwise_fair", "eo_transform", "reject_option"])
+    frame = pd.concat([frame, pd.DataFrame({
+        "rank": [3], "model": ["e2"], "family": ["eo_transform"], "cost": [0.19], "ci_low": [0.17], "ci_high": [0.21],
+        "diff_vs_winner": [0.015], "diff_ci_low": [0.002], "diff_ci_high": [0.028], "diff_p": [0.02],
+        "paired_clusters": [1061], "paired_rows": [1100], "reason": [""]})], ignore_index=True)
+    content, table = _section(frame)
+    assert "family" in table.columns
+    texts = [f.text for f in content.findings]
+    family = [t for t in texts if "winning family" in t]
+    assert family == ["model selection: the winning family is pairwise_fair (w); other families' best vs the winner "
+                      "(paired, clustered by item): eo_transform best r costs +0.0040 [+0.0010, +0.0070] more; "
+                      "no estimable candidate in reject_option"]

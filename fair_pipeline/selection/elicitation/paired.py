@@ -22,6 +22,10 @@ Here the difference D = c(A) - c(W) gets an influence-function (delta-method) st
   the threshold: estimated by the examples whose position in the score order lies within
   h = 0.5 G^(-1/3) (share of all examples; G clusters) of q_hat. Pass ``selection_rate=None`` to treat the
   thresholds as fixed.
+* Decision candidates. A candidate that decides by itself (a post-processor fitted on other data, possibly
+  randomized) gives each row its probability d_i of a positive decision instead of a score; its rates are the
+  expected rates (1[s_i >= t] replaced by d_i above) and, its rule being fixed, it has no threshold term. The
+  SE is for the expected rates: the extra noise of the random draws is not in it.
 * Cost. phi (Definition 4, metric.py) is smooth in the rates; its gradient is
       d phi / d r^u = -(1 - lam) tau^u * a + lam sum_{v != u} B^{uv} (r^u - r^v)
   (``FairQuadraticMetric.gradient``), so IF_i(c) = sum_{g,j} grad_{g,j} IF_i(r_{g,j}), and
@@ -73,15 +77,24 @@ def group_codes(groups, labels) -> np.ndarray:
 
 
 def rate_influence(codes: np.ndarray, n_pos, n_neg, score, threshold: float, n_groups: int, *,
-                   selection_rate: float | None = None, n_clusters: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   selection_rate: float | None = None, n_clusters: int | None = None,
+                   decision=None) -> tuple[np.ndarray, np.ndarray]:
     """(rates (m, 2) = per group (TPR, TNR) of h = 1[score >= threshold], influence (n_rows, m, 2)).
 
     With ``selection_rate`` the threshold is treated as the estimated selection-rate quantile (adds the
     threshold term of the module doc); without it the threshold is fixed. ``n_clusters`` sets the window of
-    the local composition at the threshold (default: number of rows)."""
+    the local composition at the threshold (default: number of rows). ``decision``: each row's probability of
+    a positive decision, used instead of 1[score >= threshold] (a decision candidate: expected rates, no
+    threshold term; score and threshold are then ignored)."""
     p, n = np.asarray(n_pos, dtype=float), np.asarray(n_neg, dtype=float)
-    s = np.asarray(score, dtype=float)
-    sel = (s >= threshold).astype(float)
+    if decision is None:
+        s = np.asarray(score, dtype=float)
+        sel = (s >= threshold).astype(float)
+    else:
+        sel = np.asarray(decision, dtype=float)
+        if sel.shape != p.shape or not ((sel >= 0) & (sel <= 1)).all():
+            raise ValueError(f"decision must be {p.size} probabilities in [0, 1], one per row")
+        s, selection_rate = sel, None
     pos = np.bincount(codes, weights=p, minlength=n_groups)
     neg = np.bincount(codes, weights=n, minlength=n_groups)
     if (pos <= 0).any() or (neg <= 0).any():
@@ -144,19 +157,23 @@ def cluster_variance(influence: np.ndarray, clusters=None) -> tuple[float, int]:
 
 
 def candidate_influence(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, *, threshold: float | None = None,
-                        selection_rate: float | None = None, n_clusters: int | None = None) -> tuple[float, np.ndarray, float]:
+                        selection_rate: float | None = None, n_clusters: int | None = None,
+                        decision=None) -> tuple[float, np.ndarray, float]:
     """(cost, per-row influence on the cost, threshold) of one candidate on ``rows`` (group, n_pos, n_neg).
-    The threshold is ``threshold`` when given, else the ``selection_rate`` threshold of the scores."""
+    The threshold is ``threshold`` when given, else the ``selection_rate`` threshold of the scores.
+    ``decision`` (probability of a positive decision per row) replaces score and threshold (threshold NaN)."""
     if metric.n_classes != 2:
         raise ValueError(f"paired differences need k = 2 classes (TPR, TNR); the metric has k = {metric.n_classes}")
-    if threshold is None:
+    if decision is not None:
+        threshold = float("nan")
+    elif threshold is None:
         if selection_rate is None:
             raise ValueError("give the candidate's threshold or the selection_rate that placed it")
         threshold = selection_threshold(rows[["group", "n_pos", "n_neg"]].assign(score=np.asarray(score, dtype=float)),
                                         selection_rate)
     codes = group_codes(rows["group"], labels)
     rates, infl = rate_influence(codes, rows["n_pos"], rows["n_neg"], score, threshold, metric.n_groups,
-                                 selection_rate=selection_rate, n_clusters=n_clusters)
+                                 selection_rate=selection_rate, n_clusters=n_clusters, decision=decision)
     return float(metric(rates)), cost_influence(metric, rates, infl), float(threshold)
 
 
@@ -194,19 +211,22 @@ DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "dif
 
 def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, winner, *,
                           thresholds: dict | None = None, selection_rate: float | None = None, clusters=None,
-                          confidence: float = 0.95) -> pd.DataFrame:
-    """One row per candidate of ``scores`` (name -> score array aligned with ``rows``): the paired difference
+                          confidence: float = 0.95, decisions: dict | None = None) -> pd.DataFrame:
+    """One row per candidate of ``scores`` (name -> score array aligned with ``rows``) and of ``decisions``
+    (name -> probability of a positive decision per row: decision candidates, see the module doc): the paired difference
     cost(candidate) - cost(winner) with SE, CI and p (the winner's own row: difference 0, the rest NaN), the
     candidate's cost recomputed from the rows (``paired_cost``) and its own cluster-robust SE
     (``cost_se_clustered``); n_clusters and n_rows are in ``attrs``."""
-    thresholds = thresholds or {}
-    if winner not in scores:
+    thresholds, decisions = thresholds or {}, decisions or {}
+    if winner not in scores and winner not in decisions:
         raise ValueError(f"no held-out scores for the winner {winner!r}")
     n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
     z = norm.ppf(0.5 + confidence / 2)
     parts = {name: candidate_influence(metric, rows, s, labels, threshold=thresholds.get(name),
                                        selection_rate=selection_rate, n_clusters=n_clusters)
              for name, s in scores.items()}
+    parts.update({name: candidate_influence(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
+                  for name, d in decisions.items()})
     cost_w, infl_w, _ = parts[winner]
     out, g = [], len(rows)
     for name, (cost, infl, _) in parts.items():

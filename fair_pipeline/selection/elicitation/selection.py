@@ -28,6 +28,7 @@ def rank_candidates(
     selection_rate: float | None = None,
     cluster_col: str | None = "item_id",
     threshold_col: str = "threshold",
+    decisions: Mapping[str, Sequence[float]] | None = None,
 ) -> pd.DataFrame:
     """Cost of every candidate under ``metric`` (lower is better), ranked.
 
@@ -51,7 +52,9 @@ def rank_candidates(
     cost, ``diff_se``, ``diff_ci_low``, ``diff_ci_high``, ``diff_p`` (two-sided, H0: equal cost; the winner's
     row: 0 and NaN), and ``cost_se_clustered`` (its own cost's cluster-robust SE). Thresholds are the
     candidates' ``threshold_col`` values (or the ``selection_rate`` quantiles when that column is absent);
-    with ``selection_rate`` their estimation enters the SEs. Without rows the difference is the cost
+    with ``selection_rate`` their estimation enters the SEs. ``decisions`` (candidate -> probability of a
+    positive decision per row) holds the candidates that decide by themselves (fitted post-processors): their
+    rates are expected rates and their rule is fixed (paired.py). Without rows the difference is the cost
     difference and the rest NaN. ``attrs`` holds n_clusters and n_rows of the paired comparison.
     """
     rate_cols, k, m = list(rate_cols), metric.n_classes, metric.n_groups
@@ -106,20 +109,21 @@ def rank_candidates(
     table["rank"] = np.where(table["estimable"], np.arange(1, len(table) + 1), np.nan)
     table = table.reset_index(drop=True)
     return _add_paired_differences(table, candidates, metric, labels, candidate_col, held_out, scores, selection_rate,
-                                   cluster_col, threshold_col, confidence)
+                                   cluster_col, threshold_col, confidence, decisions or {})
 
 
 def _add_paired_differences(table, candidates, metric, labels, candidate_col, held_out, scores, selection_rate,
-                            cluster_col, threshold_col, confidence) -> pd.DataFrame:
+                            cluster_col, threshold_col, confidence, decisions) -> pd.DataFrame:
     estimable = table[table["estimable"].astype(bool)]
     table = table.assign(**{c: np.nan for c in DIFF_COLUMNS}, cost_se_clustered=np.nan)
     if estimable.empty:
         return table
     winner = estimable[candidate_col].iloc[0]
     table["diff_vs_winner"] = table["cost"] - estimable["cost"].iloc[0]
-    if held_out is None or scores is None:
+    if held_out is None or (scores is None and not decisions):
         return table
-    missing = [c for c in estimable[candidate_col] if c not in scores]
+    scores = scores or {}
+    missing = [c for c in estimable[candidate_col] if c not in scores and c not in decisions]
     if missing:
         raise ValueError(f"no held-out scores for estimable candidates {missing[:5]}")
     need = ["group", "n_pos", "n_neg"] + ([cluster_col] if cluster_col else [])
@@ -132,10 +136,12 @@ def _add_paired_differences(table, candidates, metric, labels, candidate_col, he
     elif selection_rate is None:
         raise ValueError(f"paired differences need the thresholds (column {threshold_col!r}) or the selection_rate")
     names = list(estimable[candidate_col])
-    diffs = differences_vs_winner(metric, held_out, {c: scores[c] for c in names}, labels, winner,
+    diffs = differences_vs_winner(metric, held_out, {c: scores[c] for c in names if c in scores}, labels, winner,
                                   thresholds=thresholds, selection_rate=selection_rate,
                                   clusters=held_out[cluster_col].to_numpy() if cluster_col else None,
-                                  confidence=confidence)
+                                  confidence=confidence,
+                                  decisions={c: decisions[c] for c in names if c not in scores})
+    diffs = diffs.loc[names]  # the estimable order (score candidates first in `diffs`)
     stored = estimable.set_index(candidate_col)["cost"]
     off = (diffs["paired_cost"] - stored).abs() > 1e-9 * np.maximum(1.0, stored.abs())
     if off.any():
