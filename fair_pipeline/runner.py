@@ -11,6 +11,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.progress import with_progress
 
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse
@@ -45,17 +46,20 @@ def landed_partitions(landing: Path | None = None) -> list[str]:
     return sorted(set.intersection(*per_source)) if per_source else []
 
 
-def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | None = None,
+                        progress: dg.LoggerDefinition | None = None, verbose: bool = True) -> dg.ExecuteInProcessResult:
     """Materialize every asset for partitions start..end as one run (partitioned assets use a
-    single-run backfill policy, so each processes the whole range; the rest run once)."""
+    single-run backfill policy, so each processes the whole range; the rest run once). `progress`: an
+    extra logger (platform.progress); unless `verbose`, the console logger shows only warnings."""
     from fair_pipeline.definitions import defs
 
     instance = instance or dg.DagsterInstance.get()
-    job = defs.resolve_job_def("daily_pipeline")
+    job, run_config = with_progress(defs.resolve_job_def("daily_pipeline"),
+                                    {"loggers": {"console": {"config": {"log_level": "INFO"}}}}, progress, verbose)
     return job.execute_in_process(
         instance=instance,
         tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end},
-        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+        run_config=run_config,
         raise_on_error=False,
     )
 

@@ -367,7 +367,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
     parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT,
                         help="positives and negatives a group needs to be estimated")
-    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--confidence", type=float, default=0.95,
+                        help="confidence level of every interval (0.95: 95%% intervals)")
     parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
                         help="practical margin δ of a metric, repeatable (defaults: "
                         + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_MARGINS.items())

@@ -21,10 +21,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import io
 import json
+import logging
 import os
 import re
 import socket
+import sys
 import tempfile
 import time
 import uuid
@@ -47,6 +50,20 @@ CANDIDATE = "candidate"
 CHAMPION = "champion"
 UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"
 DEFAULT_UI_URL = "http://127.0.0.1:5000"
+
+# What each experiment holds, shown as its description in the MLflow UI (the `mlflow.note.content` tag).
+STAGE_DESCRIPTIONS = {
+    "ingestion": "Daily click-log loads into the DuckDB warehouse: accepted and quarantined rows per partition.",
+    "position_bias": "Position-bias (examination) curves estimated from randomized and adjacent-swap traffic, with CIs.",
+    "eo_transform": "Per-group CDF (equal-opportunity) score transforms; registers the serving model fair-ranker @candidate.",
+    "training": "Click-trained rankers, one run per fairness penalty λ, with their held-out group gaps.",
+    "audit": "Fairness audits of every model: partial AUC, xAUC and pairwise accuracy by group, cluster-robust CIs.",
+    "selection": "Model selection by cost over the candidates; moves fair-ranker @champion.",
+    "elicitation": "Fairness metrics elicited from pairwise comparisons (fair-pipeline elicit).",
+    "benchmarks": "Penalized fits on the Adult and COMPAS benchmarks (models fair-benchmark-<dataset>).",
+    "reporting": "The fairness report of each run (HTML, Markdown summary, findings.json).",
+}
+_NOTE_TAG = "mlflow.note.content"
 
 # Tag names written on every run (the MLflow UI can filter on them).
 TAG_STAGE = "fair_pipeline.stage"
@@ -82,6 +99,49 @@ T = TypeVar("T")
 
 # Progress bars from artifact downloads would clutter Dagster logs and the CLI.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+# mlflow.register_model prints these on stderr for every version; the registry and the Dagster metadata say it.
+_REGISTRY_CHATTER = re.compile(
+    r"^(Registered model '[^']*' already exists\. Creating a new version of this model\.\.\."
+    r"|Successfully registered model '[^']*'\.|Created version '\d+' of model '[^']*'\.?)$"
+)
+
+
+class _PickledModelWarning(logging.Filter):
+    """Drops MLflow's warning that a python_model object is serialized with CloudPickle: our pyfunc models are
+    our own code, logged by the pipeline and loaded by it (every other MLflow warning passes)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "serialized using CloudPickle" not in record.getMessage()
+
+
+if not any(isinstance(f, _PickledModelWarning) for f in logging.getLogger("mlflow.pyfunc").filters):
+    logging.getLogger("mlflow.pyfunc").addFilter(_PickledModelWarning())
+
+
+@contextlib.contextmanager
+def _without_registry_chatter() -> Iterator[None]:
+    """Capture stderr around a registry call and pass on every line except MLflow's per-version chatter."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+    finally:
+        kept = [line for line in captured.getvalue().splitlines(keepends=True) if not _REGISTRY_CHATTER.match(line.strip())]
+        if kept:
+            sys.stderr.write("".join(kept))
+
+
+def registered_model_description(name: str) -> str:
+    """What a registered model of the pipeline is (shown in the MLflow UI's model list)."""
+    if name == FAIR_RANKER:
+        return ("The serving ranker: a base ranker followed by the per-group equal-opportunity transform (pyfunc; input "
+                "item features and group_id). @candidate is the newest fit, @champion the one model selection chose.")
+    if name.startswith("fair-benchmark-"):
+        dataset = name[len("fair-benchmark-"):]
+        return (f"Penalized fits on the {dataset} benchmark, one version per fairness penalty λ. @champion is the "
+                "smallest λ whose group gap is not significant at any cutoff.")
+    return "A model registered by fair_pipeline."
 
 
 class TrackingUnavailableError(RuntimeError):
@@ -206,10 +266,13 @@ def ensure_experiments(
             def get_or_create(name: str = name, stage: str = stage) -> str:
                 found = client.get_experiment_by_name(name)
                 if found is not None:
+                    if not found.tags.get(_NOTE_TAG):  # stores created before experiments had descriptions
+                        client.set_experiment_tag(found.experiment_id, _NOTE_TAG, STAGE_DESCRIPTIONS[stage])
                     return found.experiment_id
                 location = None if _is_remote(uri) else (artifact_root / stage).resolve().as_uri()
                 # The experiment kind makes the MLflow UI open on the runs table, not the GenAI trace view.
-                tags = {TAG_STAGE: stage, "mlflow.experimentKind": "custom_model_development"}
+                tags = {TAG_STAGE: stage, "mlflow.experimentKind": "custom_model_development",
+                        _NOTE_TAG: STAGE_DESCRIPTIONS[stage]}
                 return client.create_experiment(name, artifact_location=location, tags=tags)
 
             ids[stage] = with_retry(get_or_create, what=f"create experiment {name}", uri=uri, attempts=attempts)
@@ -511,18 +574,22 @@ class MLflowTracking(dg.ConfigurableResource):
             version_tags.update({"fair_pipeline.run_id": run.run_id, TAG_STAGE: run.stage})
 
         def ensure_model() -> None:
-            if not client.search_registered_models(filter_string=f"name = '{name}'"):
+            found = client.search_registered_models(filter_string=f"name = '{name}'")
+            if not found:
                 try:
-                    client.create_registered_model(name)
+                    client.create_registered_model(name, description=registered_model_description(name))
                 except Exception as error:  # noqa: BLE001
                     if "already exists" not in str(error).lower():
                         raise
+            elif not found[0].description:  # registered before models had descriptions
+                client.update_registered_model(name, description=registered_model_description(name))
 
         def create_version():
             existing = client.search_model_versions(f"name = '{name}' and tags.`{_TOKEN_TAG}` = '{token}'")
             if existing:
                 return existing[0]
-            return mlflow.register_model(model_uri, name, tags=version_tags)
+            with _without_registry_chatter():
+                return mlflow.register_model(model_uri, name, tags=version_tags)
 
         self.retry(ensure_model, f"create registered model {name}")
         version = self.retry(create_version, f"register {model_uri} as {name}")

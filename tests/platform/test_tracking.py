@@ -198,3 +198,48 @@ def test_transient_classification():
     except RuntimeError as outer:
         assert tracking.is_transient(outer)
     assert not tracking.is_transient(ValueError("RESOURCE_DOES_NOT_EXIST"))
+
+
+def test_registering_versions_prints_no_registry_chatter_and_models_have_descriptions(home, capfd):
+    tr = MLflowTracking(retry_delay_s=0.05)
+    name = tracking.benchmark_model_name("chatter")
+    with tr.start_run(None, "benchmarks", run_name="chatter") as run:
+        uris = [run.log_sklearn_model(LogisticRegression().fit(np.eye(2), [0, 1]), f"m{i}") for i in range(3)]
+    capfd.readouterr()
+    versions = [tr.register_model(uri, name, run=run) for uri in uris]
+    assert [str(v.version) for v in versions] == ["1", "2", "3"]
+    err = capfd.readouterr().err
+    # MLflow printed "Registered model ... already exists" and "Created version ..." once per version (16 per run).
+    assert "already exists" not in err and "Created version" not in err, err
+    model = tr.client().get_registered_model(name)
+    assert model.description == tracking.registered_model_description(name)
+    assert "chatter benchmark" in model.description
+
+
+def test_other_stderr_output_of_a_registry_call_is_passed_on(capfd):
+    import sys
+
+    with tracking._without_registry_chatter():
+        print("Created version '7' of model 'fair-ranker'.", file=sys.stderr)
+        print("something else went wrong", file=sys.stderr)
+    assert capfd.readouterr().err == "something else went wrong\n"
+
+
+def test_every_experiment_has_a_description_also_in_an_older_store(home, tr):
+    client = tr.client()
+    ids = tr.ensure_experiments()
+    for stage, experiment_id in ids.items():
+        assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == tracking.STAGE_DESCRIPTIONS[stage]
+    client.delete_experiment_tag(ids["audit"], "mlflow.note.content")  # a store created before descriptions
+    tracking.ensure_experiments()
+    assert client.get_experiment(ids["audit"]).tags["mlflow.note.content"] == tracking.STAGE_DESCRIPTIONS["audit"]
+
+
+def test_the_cloudpickle_warning_of_our_pyfunc_models_is_dropped_and_other_warnings_kept(caplog):
+    import logging
+
+    logger = logging.getLogger("mlflow.pyfunc")
+    with caplog.at_level(logging.WARNING, logger="mlflow.pyfunc"):
+        logger.warning("Passing a Python object as `python_model` causes it to be serialized using CloudPickle, ...")
+        logger.warning("some other pyfunc warning")
+    assert [r.getMessage() for r in caplog.records if r.name == "mlflow.pyfunc"] == ["some other pyfunc warning"]
