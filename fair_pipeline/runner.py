@@ -11,7 +11,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.progress import with_progress
+from fair_pipeline.platform.progress import root_cause, with_progress
 
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse
@@ -74,5 +74,5 @@ def failure_summary(result: dg.ExecuteInProcessResult) -> str:
                 lines.append(f"check {evaluation.asset_check_key.to_user_string()} failed: {evaluation.description}")
         if event.is_step_failure:
             error = event.step_failure_data.error
-            lines.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
+            lines.append(f"{event.step_key}: {root_cause(error) if error else 'failed'}")
     return "\n".join(lines) or "the run failed (see the Dagster UI for the event log)"

@@ -22,6 +22,15 @@ PROGRESS_LOGGER = "progress"
 _STEP_EVENTS = (dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE)
 
 
+def root_cause(error: Any) -> str:
+    """First line of the innermost error of a Dagster SerializableErrorInfo (the user's exception, not the
+    "Error occurred while executing op" wrapper), e.g. `ValueError: column 'score' is missing`."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    lines = (error.message or "").strip().splitlines()
+    return lines[0] if lines else error.cls_name or "unknown error"
+
+
 def step_label(step_key: str) -> str:
     """`position_bias__curve` -> `position_bias/curve` (the asset key the step materializes)."""
     return step_key.replace("__", "/")
@@ -56,7 +65,7 @@ class StepProgress(logging.Handler):
             line = (f"[{self.finished:>2}] {step_label(step):<40} {'FAILED' if failed else 'done':<6} {elapsed:6.1f}s"
                     f"  (total {now - self.began:.0f}s)")
             if failed and event.step_failure_data and event.step_failure_data.error:
-                line += f"\n     cause: {event.step_failure_data.error.message.strip().splitlines()[0]}"
+                line += f"\n     cause: {root_cause(event.step_failure_data.error)}"
             self._write(("\r\033[K" if self.interactive else "") + line)
 
     def _write(self, text: str, end: str = "\n") -> None:
