@@ -6,6 +6,7 @@ period (including grandchildren that moved to groups of their own).
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import signal
@@ -26,6 +27,10 @@ HOST = "127.0.0.1"
 DEFAULT_DAGSTER_PORT = 3000
 DEFAULT_MLFLOW_PORT = 5000
 WORKSPACE = settings.REPO_ROOT / "workspace.yaml"
+
+
+# Loaded before any fork: the child between fork and exec should only make system calls.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class UiStartError(RuntimeError):
@@ -132,13 +137,18 @@ class Server:
 
 def _own_session_dying_with_parent() -> None:
     """In the child before exec: a session of its own (so we signal it as a group), and on Linux a
-    SIGTERM when our process dies, even by SIGKILL, so a killed `fair-pipeline ui` leaves no servers."""
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        import ctypes
+    SIGTERM when our process dies, even by SIGKILL, so a killed `fair-pipeline ui` leaves no servers.
 
+    SIGTERM and SIGINT get their default action back first: an ignored signal stays ignored across exec, and
+    a parent started with SIGINT ignored (a background job of a shell) that ran Dagster in process has
+    SIGTERM ignored too (Dagster maps SIGTERM to SIGINT's handler); the servers would then outlive it."""
+    os.setsid()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        _LIBC.signal(sig, 0)  # SIG_DFL; libc directly, since Python's signal.signal needs the main thread
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _start(name: str, command: list[str], env: dict[str, str], url: str, health_url: str, log_dir: Path) -> Server:
