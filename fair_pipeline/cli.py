@@ -137,7 +137,7 @@ def _materialize(start: str, end: str, verbose: bool = False) -> bool:
 
 def _ui_hint() -> str:
     home = f"--home {settings.home()} " if os.environ.get(settings.HOME_ENV) else ""
-    return f"fair-pipeline {home}ui   (Dagster on http://127.0.0.1:{DAGSTER_PORT}, MLflow on http://127.0.0.1:{MLFLOW_PORT})"
+    return f"fair-pipeline {home}ui   (Dagster on http://127.0.0.1:{DAGSTER_PORT}, MLflow on {settings.mlflow_ui_url()})"
 
 
 def _print_where(ok: bool, verbose: bool = False) -> None:
@@ -243,7 +243,7 @@ def cmd_import_open_bandit(args: argparse.Namespace) -> int:
     return 0
 
 
-DAGSTER_PORT, MLFLOW_PORT = 3000, 5000  # fair_pipeline.ui's defaults (not imported: it loads MLflow)
+DAGSTER_PORT = 3000  # fair_pipeline.ui's default (not imported: it loads MLflow)
 
 
 class _DefaultsFormatter(argparse.HelpFormatter):
@@ -313,7 +313,10 @@ def _backfill_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _ui_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dagster-port", type=int, default=DAGSTER_PORT, help="Dagster webserver port")
-    parser.add_argument("--mlflow-port", type=int, default=MLFLOW_PORT, help="MLflow UI port")
+    parser.add_argument("--mlflow-port", type=int, default=settings.mlflow_ui_port(),
+                        help=f"MLflow UI port; the default is the port of ${settings.MLFLOW_UI_URL_ENV} (the MLflow "
+                             f"URL that Dagster's metadata links to), else {settings.DEFAULT_MLFLOW_UI_PORT}: "
+                             "%(default)s")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1: this machine only)")
     parser.set_defaults(func=cmd_ui)
 

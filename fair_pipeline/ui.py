@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.tracking import UI_URL_ENV, TrackingUnavailableError, ensure_experiments
+from fair_pipeline.platform.tracking import CLASSIC_VIEW, UI_URL_ENV, TrackingUnavailableError, ensure_experiments
 
 HOST = "127.0.0.1"
 DEFAULT_DAGSTER_PORT = 3000
-DEFAULT_MLFLOW_PORT = 5000
+DEFAULT_MLFLOW_PORT = settings.DEFAULT_MLFLOW_UI_PORT
 WORKSPACE = settings.REPO_ROOT / "workspace.yaml"
 
 
@@ -222,7 +222,8 @@ def start_ui(dagster_port: int = DEFAULT_DAGSTER_PORT, mlflow_port: int = DEFAUL
         ensure_experiments()  # the store and experiments exist before any server or step touches them
     except TrackingUnavailableError as error:
         raise UiStartError(str(error)) from error
-    mlflow_url = f"http://{host}:{mlflow_port}" if local_store else uri
+    # Dagster's metadata links point at the MLflow UI this command serves (or at the external server).
+    mlflow_url = f"http://{host}:{mlflow_port}" if local_store else settings.mlflow_ui_url()
     env = {
         **os.environ,
         settings.HOME_ENV: str(settings.home()),
@@ -258,7 +259,8 @@ def serve(dagster_port: int, mlflow_port: int, say: Callable[[str], None], host:
             say(f"could not start the UI: {error}")
             return 0 if stop.is_set() else 1
         say(f"Dagster UI: {ui.dagster.url}   (DAGSTER_HOME={settings.dagster_home()})")
-        say(f"MLflow UI:  {ui.mlflow.url if ui.mlflow else settings.mlflow_tracking_uri() + ' (external server)'}")
+        mlflow_url = ui.mlflow.url if ui.mlflow else settings.mlflow_ui_url()
+        say(f"MLflow UI:  {mlflow_url}/#/experiments?{CLASSIC_VIEW}{'' if ui.mlflow else '  (external server)'}")
         say(f"server logs under {settings.home() / 'logs'}; press Ctrl-C to stop both")
         code = 0
         while not stop.wait(0.5):

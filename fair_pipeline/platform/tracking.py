@@ -48,8 +48,10 @@ EXPERIMENT_PREFIX = "fair_pipeline/"
 FAIR_RANKER = "fair-ranker"
 CANDIDATE = "candidate"
 CHAMPION = "champion"
-UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"
-DEFAULT_UI_URL = "http://127.0.0.1:5000"
+UI_URL_ENV = settings.MLFLOW_UI_URL_ENV
+# MLflow 3 opens on its GenAI view (traces) unless told otherwise; this query parameter selects the classic
+# machine-learning view (runs, metrics, models). The UI reads it on every page.
+CLASSIC_VIEW = "workflowType=machine_learning"
 
 # What each experiment holds, shown as its description in the MLflow UI (the `mlflow.note.content` tag).
 STAGE_DESCRIPTIONS = {
@@ -438,13 +440,13 @@ class MLflowTracking(dg.ConfigurableResource):
 
     @property
     def base_ui_url(self) -> str:
-        return (self.ui_url or os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
+        return (self.ui_url or settings.mlflow_ui_url()).rstrip("/")
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
-        return f"{self.base_ui_url}/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"{self.base_ui_url}/#/experiments/{experiment_id}/runs/{run_id}?{CLASSIC_VIEW}"
 
     def experiment_url(self, stage: str) -> str:
-        return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}"
+        return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}?{CLASSIC_VIEW}"
 
     def retry(self, call: Callable[[], T], what: str) -> T:
         return with_retry(call, what=what, uri=self.uri, attempts=self.attempts, delay_s=self.retry_delay_s)

@@ -243,3 +243,39 @@ def test_the_cloudpickle_warning_of_our_pyfunc_models_is_dropped_and_other_warni
         logger.warning("Passing a Python object as `python_model` causes it to be serialized using CloudPickle, ...")
         logger.warning("some other pyfunc warning")
     assert [r.getMessage() for r in caplog.records if r.name == "mlflow.pyfunc"] == ["some other pyfunc warning"]
+
+
+def test_mlflow_links_follow_the_configured_ui_and_open_the_classic_view(monkeypatch):
+    monkeypatch.delenv(tracking.UI_URL_ENV, raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    resource = MLflowTracking()
+    assert resource.run_url("3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.internal:8080/")  # a tracking server is its own UI
+    assert resource.run_url("3", "abc").startswith("http://mlflow.internal:8080/#/experiments/3/runs/abc?")
+    monkeypatch.setenv(tracking.UI_URL_ENV, "https://mlflow.example.org/")
+    assert resource.run_url("3", "abc").startswith("https://mlflow.example.org/#/experiments/3/runs/abc?")
+    assert MLflowTracking(ui_url="http://h:1").run_url("3", "abc").startswith("http://h:1/#/")
+
+
+def test_fair_pipeline_ui_passes_its_mlflow_url_to_dagster(tmp_path, monkeypatch):
+    from fair_pipeline import cli, ui
+
+    monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv(tracking.UI_URL_ENV, "http://127.0.0.1:5123")
+    started = {}
+
+    def fake_start(name, command, env, url, health_url, log_dir):
+        started[name] = (command, env)
+        return ui.Server(name, None, url, health_url, log_dir / f"{name}.log")
+
+    monkeypatch.setattr(ui, "_start", fake_start)
+    monkeypatch.setattr(ui, "_wait_ready", lambda *args, **kwargs: None)
+    args = cli.build_parser().parse_args(["ui"])
+    assert args.mlflow_port == 5123  # the default follows the configured URL, so links and server agree
+    dagster_port = ui.free_port()
+    ui.start_ui(dagster_port=dagster_port, mlflow_port=ui.free_port())
+    mlflow_command, _ = started["mlflow"]
+    port = mlflow_command[mlflow_command.index("--port") + 1]
+    assert started["dagster"][1][tracking.UI_URL_ENV] == f"http://127.0.0.1:{port}"
