@@ -78,6 +78,8 @@ TAG_EVALUATION_WINDOW = "fair_pipeline.evaluation_window"
 TAG_TRAINING_WINDOWS = "fair_pipeline.training_windows"  # per audited output
 TAG_CODE_VERSION = "dagster.code_version"
 TAG_TABLE_PREFIX = "fair_pipeline.table."
+TAG_SKIPPED = "fair_pipeline.skipped"  # why a step that ran logged none of its tables
+TAG_SKIPPED_TABLES = "fair_pipeline.skipped_tables"  # ",name,name," (the tables it would have logged)
 _TOKEN_TAG = "fair_pipeline.idempotency_token"
 
 # Explicit requirements make log_model fast (no environment inference) and reproducible.
@@ -532,6 +534,30 @@ class MLflowTracking(dg.ConfigurableResource):
                 max_results=1,
             ),
             f"find the newest run with table {name}",
+        )
+        return runs[0] if runs else None
+
+    def record_skip(self, context: Any, stage: str, reason: str, tables: tuple[str, ...]) -> str:
+        """A finished run saying that a step ran and had nothing to log (e.g. nothing was estimable), so readers of
+        `tables` can tell "ran, not estimable: <reason>" from "never ran". Returns the run id."""
+        for name in tables:
+            _checked_name(name, "table name")
+        with self.start_run(context, stage, tags={TAG_SKIPPED: reason[:5000],
+                                                  TAG_SKIPPED_TABLES: "," + ",".join(tables) + ","}) as run:
+            return run.run_id
+
+    def latest_skip(self, name: str, stages: tuple[str, ...] = STAGES):
+        """The newest finished run that recorded skipping table `name` (`record_skip`), or None."""
+        _checked_name(name, "table name")
+        ids = [self.experiment_id(stage) for stage in stages]
+        runs = self.retry(
+            lambda: self.client().search_runs(
+                ids,
+                filter_string=f"tags.`{TAG_SKIPPED_TABLES}` LIKE '%,{name},%' and attributes.status = 'FINISHED'",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            ),
+            f"find the newest run that skipped table {name}",
         )
         return runs[0] if runs else None
 

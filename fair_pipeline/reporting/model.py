@@ -121,6 +121,12 @@ class ReportInputs:
             raise StageMissing(f"no MLflow tracking configured, so table {name!r} of stage {stage} cannot be read")
         found = self.tracking.latest_table(name)
         if found is None:
+            skipped = self.tracking.latest_skip(name)
+            if skipped is not None:  # the stage ran; its output was not estimable (a finding, not a missing stage)
+                from fair_pipeline.platform.tracking import TAG_SKIPPED
+
+                raise StageMissing(f"stage {stage!r} ran (MLflow run {skipped.info.run_id}) but logged no table {name!r}: "
+                                   f"{skipped.data.tags.get(TAG_SKIPPED, 'no reason given')}")
             raise StageMissing(f"stage {stage!r} has never logged table {name!r} to MLflow")
         frame, run = found
         absent = [column for column in required if column not in frame.columns]

@@ -294,19 +294,31 @@ def eo_transform(inputs: ReportInputs) -> SectionContent:
 _RANKING_LABELS = {"raw": "before", "weighted": "after", "unweighted": "unweighted"}
 
 
+def exposure_ratios(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per ranking (before, unweighted, after, in that order): the group-0 / group-1 ratio of exposure per unit of
+    merit with its normal 95% CI (ratio ± 1.96 SE) and its position on the plot's x axis."""
+    rows = summary[summary["method"].isin(list(_RANKING_LABELS))].copy()
+    rows["ranking"] = rows["method"].map(_RANKING_LABELS)
+    rows["order"] = rows["ranking"].map({"before": 0, "unweighted": 1, "after": 2})
+    rows = rows.sort_values("order", kind="stable").reset_index(drop=True)
+    rows["x"] = np.arange(len(rows))
+    rows["ratio"] = rows["exposure_over_merit_ratio"]
+    rows["low"] = rows["ratio"] - 1.96 * rows["exposure_over_merit_ratio_se"]
+    rows["high"] = rows["ratio"] + 1.96 * rows["exposure_over_merit_ratio_se"]
+    return rows
+
+
 def exposure_ratio_findings(summary: pd.DataFrame) -> list[Finding]:
     """Per ranking, the group-0 / group-1 ratio of exposure per unit of merit (Corollary 1: 1 = exposure
     proportional to merit) with its 95% CI, tested against 1."""
     findings = []
-    for row in summary[summary["method"].isin(list(_RANKING_LABELS))].itertuples(index=False):
-        ratio, se = row.exposure_over_merit_ratio, row.exposure_over_merit_ratio_se
-        low, high = ratio - 1.96 * se, ratio + 1.96 * se
-        p = z_test_p(ratio, low, high, null=1.0)
+    for row in exposure_ratios(summary).itertuples(index=False):
+        p = z_test_p(row.ratio, row.low, row.high, null=1.0)
         status = status_of(p)
         verdict = "differs significantly from" if status == "significant" else "is not significantly different from"
         findings.append(Finding(
-            f"{_RANKING_LABELS[row.method]} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "
-            f"{ci_text(ratio, low, high)}, {verdict} 1 (proportional exposure; {p_phrase(p)})", status))
+            f"{row.ranking} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "
+            f"{ci_text(row.ratio, row.low, row.high)}, {verdict} 1 (proportional exposure; {p_phrase(p)})", status))
     return findings
 
 
@@ -326,14 +338,14 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
         findings = significance_findings(
             frame, lambda r: f"{r['ranking']} ranking: exposure of group {r['group']}", "vs its merit share", value="exposure"
         )
+    summary = None
     try:
-        findings += exposure_ratio_findings(inputs.stage_table(
-            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"]))
+        summary = inputs.stage_table(
+            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
+        findings += exposure_ratio_findings(summary)
     except StageMissing:
         pass  # the per-group table above still stands
     simulated = "simulation" in frame.columns and frame["simulation"].astype(bool).all()
-    order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
-    plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
     return SectionContent(
         blocks=[
             Text(("**SIMULATION**: held-out simulated requests re-ranked by each score, clicks drawn from the simulator's "
@@ -341,15 +353,28 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
                  + "Exposure = expected examination a group's items receive; merit = their relevance. Before = production "
                    "scores, after = the weighted (1/ŵ) EO transform. Fair exposure in the sense of Corollary 1 means "
                    "equal exposure per unit of merit across groups (ratio 1)."),
-            Figure("exposure_merit", figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high",
-                                                                "group", "ranking", "exposure",
-                                                                xticks=[n for n in order if n in set(frame["ranking"])]),
-                   "Exposure per group before and after the transform (95% CI)"),
+            exposure_figure(frame, summary),
             Table(table, "Exposure and merit by group"),
         ],
         findings=findings,
         source=inputs.sources.get("exposure_merit", ""),
     )
+
+
+def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure:
+    """The ratio the findings test (group-0 / group-1 exposure per unit of merit, 1 = proportional), per ranking;
+    raw exposure per group only when no ranking's ratio was logged."""
+    ratios = exposure_ratios(summary) if summary is not None else pd.DataFrame()
+    if len(ratios):
+        png = figures.points_with_errors(ratios, "x", "ratio", "low", "high", None, "ranking",
+                                         "group-0 / group-1 exposure per unit of merit", xticks=ratios["ranking"].tolist(),
+                                         reference=1.0, reference_label="1 = exposure proportional to merit")
+        return Figure("exposure_merit", png, "Exposure per unit of merit, group-0 / group-1 ratio, by ranking (95% CI)")
+    order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
+    plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
+    png = figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high", "group", "ranking",
+                                     "exposure", xticks=[n for n in order if n in set(frame["ranking"])])
+    return Figure("exposure_merit", png, "Exposure per group before and after the transform (95% CI)")
 
 
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:

@@ -279,3 +279,18 @@ def test_fair_pipeline_ui_passes_its_mlflow_url_to_dagster(tmp_path, monkeypatch
     mlflow_command, _ = started["mlflow"]
     port = mlflow_command[mlflow_command.index("--port") + 1]
     assert started["dagster"][1][tracking.UI_URL_ENV] == f"http://127.0.0.1:{port}"
+
+
+def test_a_stage_that_ran_and_skipped_a_table_is_not_reported_as_never_run(home, tr):
+    from fair_pipeline.reporting.model import ReportInputs, StageMissing
+
+    inputs = ReportInputs(home, home / "warehouse.duckdb", tr)
+    with pytest.raises(StageMissing, match="stage 'eo_transform' has never logged table 'skipped_table'"):
+        inputs.stage_table("skipped_table", "eo_transform", ["x"])
+    run_id = tr.record_skip(None, "eo_transform", "skipped: not a simulation: no ground truth", ("skipped_table", "other"))
+    tr.record_skip(None, "eo_transform", "unrelated", ("skipped_table_2",))  # a table whose name contains ours
+    with pytest.raises(StageMissing) as missing:
+        inputs.stage_table("skipped_table", "eo_transform", ["x"])
+    assert str(missing.value) == (f"stage 'eo_transform' ran (MLflow run {run_id}) but logged no table 'skipped_table': "
+                                  "skipped: not a simulation: no ground truth")
+    assert tr.latest_skip("other").info.run_id == run_id and tr.latest_skip("skipped") is None
