@@ -186,6 +186,7 @@ def eo_transform(
     if reason is not None:
         context.log.warning(reason)
         metadata["not_estimable"] = reason
+        mlflow.record_skip(context, "eo_transform", f"not estimable: {reason}", ("eo_transform_cdf", "eo_knots_summary"))
         return dg.MaterializeResult(
             metadata=metadata,
             check_results=[

@@ -62,6 +62,22 @@ def dagster_home() -> Path:
     return Path(os.environ.get("DAGSTER_HOME") or home() / "dagster_home").resolve()
 
 
+GROUP_LABELS_ENV = "FAIR_PIPELINE_GROUP_LABELS"
+
+
+def group_labels() -> dict[str, str]:
+    """Names of the protected groups for the report, from $FAIR_PIPELINE_GROUP_LABELS ("0=women,1=men"); {} if unset.
+    A malformed entry is an error naming it (a mislabelled group would mislead every reader of the report)."""
+    text = os.environ.get(GROUP_LABELS_ENV, "").strip()
+    labels: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        value, sep, label = entry.partition("=")
+        if not sep or not value.strip() or not label.strip():
+            raise ValueError(f"${GROUP_LABELS_ENV}: {entry!r} is not GROUP=LABEL (expected e.g. '0=women,1=men')")
+        labels[value.strip()] = label.strip()
+    return labels
+
+
 def default_elicitation_db() -> Path:
     """Where `fair-pipeline elicit` keeps sessions and answers, and the `recorded` oracle reads them."""
     return home() / "elicitation.duckdb"

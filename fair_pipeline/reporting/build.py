@@ -202,12 +202,20 @@ nav li{margin:0.1em 0} code{background:#f3f3f3;padding:0 3px}
 """
 
 
+def _group_note() -> str:
+    from fair_pipeline.platform import settings
+    from fair_pipeline.reporting.sections import group_note
+
+    return group_note(settings.group_labels()).markdown
+
+
 def render_html(report: Report) -> str:
     nav = "".join(
         f"<li><a href='#{s.spec.key}'>{html.escape(s.spec.title)}</a>{'' if s.available else ' (missing)'}</li>"
         for s in report.sections
     )
     body = [f"<h1>Fairness report</h1><p class='source'>Generated {report.generated_at}</p>",
+            f"<p>{_inline(_group_note())}</p>",
             f"<nav><ul>{nav}</ul></nav>", "<h2 id='summary'>Summary</h2>", _summary_html(report)]
     for section in report.sections:
         body.append(f"<h2 id='{section.spec.key}'>{html.escape(section.spec.title)}</h2>")
@@ -231,7 +239,8 @@ def render_html(report: Report) -> str:
 
 
 def render_markdown(report: Report, figure_dir: str = "figures") -> str:
-    lines = ["# Fairness report", "", f"Generated {report.generated_at}", "", "## Summary", "", *summary_lines(report), ""]
+    lines = ["# Fairness report", "", f"Generated {report.generated_at}", "", _group_note(), "", "## Summary", "",
+             *summary_lines(report), ""]
     for section in report.sections:
         lines += [f"## {section.spec.title}", ""]
         if not section.available:

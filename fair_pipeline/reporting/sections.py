@@ -63,6 +63,36 @@ from fair_pipeline.reporting.model import (
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
 
 
+# ---------------------------------------------------------------- report-level notes (the lead wires them in)
+GROUP_COLUMN_NOTE = (
+    "Groups are the values of the protected-attribute column `group_id` of the items landing file (`items/items.parquet`; in simulated "
+    "logs the simulator's C, with P(C = 1) = p_group; for Open Bandit a binarized item feature). Name them with "
+    "$FAIR_PIPELINE_GROUP_LABELS, e.g. `0=group A,1=group B`.")
+
+
+def group_note(labels: dict[str, str]) -> Text:
+    """What the group values in every table and figure mean: the configured labels (settings.group_labels()),
+    else what the group column is."""
+    if not labels:
+        return Text(GROUP_COLUMN_NOTE)
+    named = "; ".join(f"`{value}` = {label}" for value, label in labels.items())
+    return Text(f"Groups (column `group_id` of the items landing file): {named}.")
+
+
+def champion_text(name: str | None, version: str | int | None, candidate: str | None = None) -> str:
+    """'Champion model: fair-ranker version 3 (models:/fair-ranker@champion), candidate ...' or why there is none."""
+    if not name or version is None or str(version) in ("", "None", "nan"):
+        return "No champion model: model selection has not registered one yet."
+    chosen = f", the candidate {candidate}" if candidate else ""
+    return f"Champion model: **{name} version {version}** (`models:/{name}@champion`{chosen})."
+
+
+def champion_blocks(name: str | None, version: str | int | None, candidate: str | None = None) -> tuple[Text, Finding]:
+    """The champion as a paragraph for a section and as a headline fact for the summary."""
+    text = champion_text(name, version, candidate)
+    return Text(text), Finding(text.replace("**", "").replace("`", ""), "info")
+
+
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
 def data_volume(inputs: ReportInputs) -> SectionContent:
     volume = inputs.sql(
@@ -450,6 +480,13 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
         table = pd.concat([table, frame[extra].round(4)], axis=1)
         blocks.append(Table(table, "Model-selection ranking"))
         findings = _selection_findings(frame)
+        champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
+        if len(champion):
+            from fair_pipeline.platform.tracking import FAIR_RANKER
+
+            text, finding = champion_blocks(FAIR_RANKER, champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
+            blocks.insert(0, text)
+            findings.append(finding)
     else:
         blocks.append(Table(frame, "Model-selection ranking"))
         if len(frame):
