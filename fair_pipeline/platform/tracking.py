@@ -522,20 +522,21 @@ class MLflowTracking(dg.ConfigurableResource):
         return self.retry(create, f"create a run in experiment {experiment_id}")
 
     # ---- reading back
-    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES):
-        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None."""
-        _checked_name(name, "table name")
+    def _newest_finished_run(self, condition: str, stages: tuple[str, ...], what: str):
         ids = [self.experiment_id(stage) for stage in stages]
         runs = self.retry(
             lambda: self.client().search_runs(
-                ids,
-                filter_string=f"tags.`{TAG_TABLE_PREFIX}{name}` = '1' and attributes.status = 'FINISHED'",
-                order_by=["attributes.start_time DESC"],
-                max_results=1,
+                ids, filter_string=f"{condition} and attributes.status = 'FINISHED'",
+                order_by=["attributes.start_time DESC"], max_results=1,
             ),
-            f"find the newest run with table {name}",
+            f"find the newest run {what}",
         )
         return runs[0] if runs else None
+
+    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES):
+        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None."""
+        _checked_name(name, "table name")
+        return self._newest_finished_run(f"tags.`{TAG_TABLE_PREFIX}{name}` = '1'", stages, f"with table {name}")
 
     def record_skip(self, context: Any, stage: str, reason: str, tables: tuple[str, ...]) -> str:
         """A finished run saying that a step ran and had nothing to log (e.g. nothing was estimable), so readers of
@@ -549,17 +550,8 @@ class MLflowTracking(dg.ConfigurableResource):
     def latest_skip(self, name: str, stages: tuple[str, ...] = STAGES):
         """The newest finished run that recorded skipping table `name` (`record_skip`), or None."""
         _checked_name(name, "table name")
-        ids = [self.experiment_id(stage) for stage in stages]
-        runs = self.retry(
-            lambda: self.client().search_runs(
-                ids,
-                filter_string=f"tags.`{TAG_SKIPPED_TABLES}` LIKE '%,{name},%' and attributes.status = 'FINISHED'",
-                order_by=["attributes.start_time DESC"],
-                max_results=1,
-            ),
-            f"find the newest run that skipped table {name}",
-        )
-        return runs[0] if runs else None
+        return self._newest_finished_run(f"tags.`{TAG_SKIPPED_TABLES}` LIKE '%,{name},%'", stages,
+                                         f"that skipped table {name}")
 
     def load_table(self, run_id: str, name: str) -> pd.DataFrame:
         with tempfile.TemporaryDirectory() as tmp:

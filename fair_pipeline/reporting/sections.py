@@ -397,7 +397,7 @@ def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure
     ratios = exposure_ratios(summary) if summary is not None else pd.DataFrame()
     if len(ratios):
         png = figures.points_with_errors(ratios, "x", "ratio", "low", "high", None, "ranking",
-                                         "group-0 / group-1 exposure per unit of merit", xticks=ratios["ranking"].tolist(),
+                                         "exposure/merit, group 0 ÷ group 1", xticks=ratios["ranking"].tolist(),
                                          reference=1.0, reference_label="1 = exposure proportional to merit")
         return Figure("exposure_merit", png, "Exposure per unit of merit, group-0 / group-1 ratio, by ranking (95% CI)")
     order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))

@@ -39,12 +39,20 @@ def main_job_output(home):
 def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     report = home / "reports" / "fairness_report.html"
     assert f"fairness report:    {report}" in main_job_output
-    assert "fair-pipeline ui" in main_job_output
-    assert "[fact] Data volume and quarantine:" in main_job_output
-    assert "under shuffled (randomized) traffic, CTR at position 1 minus position 10" in main_job_output
-    assert "not yet available" not in main_job_output
-    assert "[fact] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged" in main_job_output
-    assert re.search(r"ROC curves and partial AUC by group: .*at I\(0\.\d+\)", main_job_output)
+    assert re.search(r"open the UIs: +fair-pipeline (--home \S+ )?ui ", main_job_output)
+    # one progress line per step (Dagster's console logger, which repeated every finding, shows warnings only)
+    assert re.search(r"^\[\s*\d+\] reporting/fairness_report\s+done\s+[\d.]+s", main_job_output, re.MULTILINE)
+    # a quiet summary: at most 20 lines after the run's last line; every headline is in findings.json and the report
+    after = main_job_output.split(" succeeded in ", 1)[1].splitlines()[1:]
+    assert 0 < len(after) <= 20, after
+    assert "not in the report" not in main_job_output
+    headlines = [f"[{f['status']}] {f['section']}: {f['text']}"
+                 for f in json.loads((home / "reports" / "findings.json").read_text())["findings"] if f["headline"]]
+    assert any(h.startswith("[info] Data volume and quarantine:") for h in headlines)
+    assert any("under shuffled (randomized) traffic, CTR at position 1 minus position 10" in h for h in headlines)
+    assert any(h.startswith("[info] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged")
+               for h in headlines)
+    assert any(re.search(r"ROC curves and partial AUC by group: .*at I\(0\.\d+\)", h) for h in headlines)
     # the same counts per verdict as the report's summary, after the headlines (gaps larger than δ first)
     counts = re.search(r"(\d+) comparisons: (\d+) gaps? larger than δ, (\d+) significant but within ±δ, (\d+) equivalent "
                        r"within ±δ, (\d+) inconclusive, (\d+) not estimable", main_job_output)
