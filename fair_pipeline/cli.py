@@ -24,6 +24,9 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from error
 
 
+DEFAULT_PARTITIONS = 2  # `run` trains and audits this many newest partitions (the report's trend needs two)
+
+
 def _say(message: str) -> None:
     print(f"[fair-pipeline] {message}", flush=True)
 
@@ -110,9 +113,8 @@ def _quiet_libraries() -> None:
     logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
-def _materialize(start: str, end: str, verbose: bool = False) -> bool:
+def _prepare_stores(verbose: bool = False) -> bool:
     from fair_pipeline import runner
-    from fair_pipeline.platform.progress import progress_logger
     from fair_pipeline.platform.tracking import TrackingUnavailableError, ensure_experiments
 
     if not verbose:
@@ -123,16 +125,53 @@ def _materialize(start: str, end: str, verbose: bool = False) -> bool:
     except TrackingUnavailableError as error:
         _say(f"cannot use MLflow: {error}")
         return False
-    _say(f"materializing every asset for partitions {start}..{end} (one Dagster run)")
-    began = time.perf_counter()
-    result = runner.run_partition_range(start, end, progress=progress_logger(), verbose=verbose)
+    return True
+
+
+def _display(verbose: bool) -> dict:
+    """How a run shows itself: one progress line per step, Dagster's console logger only with --verbose."""
+    from fair_pipeline.platform.progress import progress_logger
+
+    return {"progress": progress_logger(), "verbose": verbose}
+
+
+def _report(what: str, result, began: float) -> bool:
+    from fair_pipeline import runner
+
     if not result.success:
         summary = runner.failure_summary(result)
-        _say(f"run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{summary}")
+        _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{summary}")
         _say(f"cause: {summary.splitlines()[0]}")
         return False
-    _say(f"run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
+    _say(f"{what}: run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
     return True
+
+
+def _ingest(start: str, end: str, verbose: bool = False) -> bool:
+    from fair_pipeline import runner
+
+    _say(f"ingesting the logs of partitions {start}..{end} (one Dagster run)")
+    began = time.perf_counter()
+    return _report(f"logs {start}..{end}", runner.ingest_range(start, end, **_display(verbose)), began)
+
+
+def _train_and_audit(day: str, verbose: bool = False) -> bool:
+    from fair_pipeline import runner
+
+    _say(f"partition {day}: position bias, EO transform, rankers, audit, selection, report (trained before {day}, "
+         f"evaluated on {day})")
+    began = time.perf_counter()
+    return _report(f"partition {day}", runner.train_and_audit(day, **_display(verbose)), began)
+
+
+def _benchmarks_if_outdated(verbose: bool = False) -> bool:
+    from fair_pipeline import runner
+
+    if not runner.benchmarks_outdated():
+        return True
+    _say("static benchmark models (Adult, COMPAS): missing or their code changed, materializing them once")
+    began = time.perf_counter()
+    return _report("benchmark models", runner.run_benchmarks(**_display(verbose)), began)
 
 
 def _ui_hint() -> str:
@@ -159,14 +198,19 @@ def _print_report_summary(verbose: bool = False) -> None:
     import json
 
     from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
+    from fair_pipeline.reporting.latest import latest_report_dir
     from fair_pipeline.reporting.summary import summary_lines
 
-    findings_path = settings.reports_dir() / FINDINGS_NAME
+    report_dir = latest_report_dir(settings.reports_dir())
+    findings_path = report_dir / FINDINGS_NAME
     if not findings_path.exists():
         print("  fairness report:    not built (see the run's failures above)")
         return
     data = json.loads(findings_path.read_text())
-    print(f"  fairness report:    {settings.reports_dir() / HTML_NAME}  (generated {data['generated_at']})")
+    print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']})")
+    if verbose:
+        print(f"  every partition's report under {settings.reports_dir()}/<date>/, "
+              f"{settings.reports_dir() / 'latest'} is the newest")
     _say("fairness findings (headlines; each section of the report lists every test):")
     for line in summary_lines(data, verbose):
         print(line)
@@ -207,19 +251,77 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not runner.landed_partitions() or args.start:
             _simulate(args)
         dates = runner.landed_partitions()
+    if not _prepare_stores(args.verbose):
+        return 1
     ok = True
     for start, end in _contiguous_ranges(dates):
-        ok = _materialize(start, end, args.verbose) and ok
+        ok = _ingest(start, end, args.verbose) and ok
+    ok = _benchmarks_if_outdated(args.verbose) and ok
+    days, _ = runner.trainable(dates[-args.partitions:], dates)
+    if not days:
+        _say(f"no partition to train and audit: partition D trains on the days before D, and the logs hold only "
+             f"{', '.join(dates)}")
+        ok = False
+    for day in days if ok else []:
+        ok = _train_and_audit(day, args.verbose) and ok
     _print_where(ok, args.verbose)
     return 0 if ok else 1
 
 
+def _backfill_problem(start: dt.date, end: dt.date) -> str | None:
+    """Why a backfill of start..end cannot run, in one line, or None."""
+    from fair_pipeline.ingestion.landing import missing_sources
+
+    if end < start:
+        return f"--end {end} is before --start {start}"
+    day = start
+    while day <= end:
+        missing = missing_sources(settings.landing_dir(), day)
+        if missing:
+            return (f"no landing files for partition {day} ({', '.join(missing)}) under {settings.landing_dir()}: "
+                    "simulate or import logs first (fair-pipeline simulate --start ... --days ...)")
+        day += dt.timedelta(days=1)
+    return None
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
-    if args.end < args.start:
-        _say(f"--end {args.end} is before --start {args.start}")
+    from fair_pipeline import runner
+
+    problem = _backfill_problem(args.start, args.end)
+    if problem:
+        _say(f"error: {problem}")
         return 2
-    ok = _materialize(args.start.isoformat(), args.end.isoformat(), args.verbose)
+    if not _prepare_stores(args.verbose):
+        return 1
+    start, end = args.start.isoformat(), args.end.isoformat()
+    if not _ingest(start, end, args.verbose):
+        return 1
+    days = [d for d in runner.landed_partitions() if start <= d <= end]
+    trainable, first = runner.trainable(days, runner.landed_partitions())
+    for day in first:
+        _say(f"partition {day}: no earlier day to train on (partition D trains on the days before D): only its logs "
+             "were ingested")
+    ok = True
+    for day in trainable:
+        ok = _train_and_audit(day, args.verbose) and ok
+    if ok:
+        _say(f"backfilled {start}..{end}: registry aliases move only for the newest partition with data "
+             "(fair-pipeline promote --partition D moves them explicitly)")
     return 0 if ok else 1
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from fair_pipeline.selection.promotion import PromotionError, promote
+
+    if not _prepare_stores():
+        return 1
+    try:
+        result = promote(args.partition, force=args.force)
+    except PromotionError as error:
+        _say(f"error: {error}")
+        return 2
+    _say(result)
+    return 0
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -300,6 +402,8 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-simulate", action="store_true",
                         help="never simulate: materialize the landed partitions (those in --start/--days if given), "
                              "fail if there are none")
+    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                        help="train, audit and report the newest N daily partitions (each trained on the days before it)")
     _verbose_flag(parser)
     parser.set_defaults(func=cmd_run)
 
@@ -309,6 +413,12 @@ def _backfill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--end", type=_date, required=True, help="last partition (YYYY-MM-DD), inclusive")
     _verbose_flag(parser)
     parser.set_defaults(func=cmd_backfill)
+
+
+def _promote_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--partition", type=_date, required=True, help="the model_selection partition (YYYY-MM-DD)")
+    parser.add_argument("--force", action="store_true", help="promote even if a newer partition has data (a rollback)")
+    parser.set_defaults(func=cmd_promote)
 
 
 def _ui_arguments(parser: argparse.ArgumentParser) -> None:
@@ -355,7 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write simulated click logs (Nandy et al. 2.2) as landing files")
     commands.add_command("run", _run_arguments,
                          help="the main job: simulate a week if no logs are present, then materialize everything")
-    commands.add_command("backfill", _backfill_arguments, help="materialize every asset for a date range, as one run")
+    commands.add_command("backfill", _backfill_arguments,
+                         help="ingest a date range of landing files (one run), then train, audit and report each day of "
+                              "it (one run per partition); registry aliases never move for an older partition")
+    commands.add_command("promote", _promote_arguments,
+                         help="move fair-ranker@champion to the model selected for a partition (refuses an older "
+                              "partition than the newest with data unless --force)")
     commands.add_command("ui", _ui_arguments,
                          help="start the Dagster UI (with the daemon) and the MLflow UI; Ctrl-C stops both")
     commands.add_command("import-open-bandit", _open_bandit_arguments,

@@ -10,7 +10,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
-from fair_pipeline.platform import settings
+from fair_pipeline.platform import run_recovery, settings
 from fair_pipeline.platform.progress import root_cause, with_progress
 
 DAGSTER_YAML = """\
@@ -46,22 +46,59 @@ def landed_partitions(landing: Path | None = None) -> list[str]:
     return sorted(set.intersection(*per_source)) if per_source else []
 
 
-def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | None = None,
-                        progress: dg.LoggerDefinition | None = None, verbose: bool = True) -> dg.ExecuteInProcessResult:
-    """Materialize every asset for partitions start..end as one run (partitioned assets use a
-    single-run backfill policy, so each processes the whole range; the rest run once). `progress`: an
-    extra logger (platform.progress); unless `verbose`, the console logger shows only warnings."""
+def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: str | None = None,
+             start: str | None = None, end: str | None = None, progress: dg.LoggerDefinition | None = None,
+             verbose: bool = True) -> dg.ExecuteInProcessResult:
+    """`progress`: an extra logger (platform.progress, the CLI's one line per step); unless `verbose`, the
+    console logger shows only warnings and errors."""
     from fair_pipeline.definitions import defs
 
     instance = instance or dg.DagsterInstance.get()
-    job, run_config = with_progress(defs.resolve_job_def("daily_pipeline"),
+    tags = {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end} if start else {}
+    job, run_config = with_progress(defs.resolve_job_def(job_name),
                                     {"loggers": {"console": {"config": {"log_level": "INFO"}}}}, progress, verbose)
     return job.execute_in_process(
         instance=instance,
-        tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end},
+        partition_key=partition,
+        tags={**tags, **run_recovery.prepare_run(instance)},
         run_config=run_config,
         raise_on_error=False,
     )
+
+
+def ingest_range(start: str, end: str, instance: dg.DagsterInstance | None = None, **display) -> dg.ExecuteInProcessResult:
+    """Load landing files of partitions start..end and build the SQL models over them, as one run (the log
+    assets have single-run backfill policies)."""
+    return _execute("ingest_logs", instance, start=start, end=end, **display)
+
+
+def train_and_audit(day: str, instance: dg.DagsterInstance | None = None, **display) -> dg.ExecuteInProcessResult:
+    """Partition `day` of every trained and audited stage: trained on the days before it, evaluated on it."""
+    return _execute("train_and_audit", instance, partition=day, **display)
+
+
+def benchmarks_outdated(instance: dg.DagsterInstance | None = None) -> bool:
+    """True when the static benchmark models were never materialized in this instance, or with other code
+    (what their automation condition does in the daemon, for runs without one)."""
+    from fair_pipeline.training.assets import BENCHMARK_CODE_VERSION, BENCHMARK_MODELS_KEY
+
+    instance = instance or dg.DagsterInstance.get()
+    event = instance.get_latest_materialization_event(BENCHMARK_MODELS_KEY)
+    if event is None:
+        return True
+    return event.asset_materialization.tags.get("dagster/code_version") != BENCHMARK_CODE_VERSION
+
+
+def run_benchmarks(instance: dg.DagsterInstance | None = None, **display) -> dg.ExecuteInProcessResult:
+    """`display`: progress= and verbose= of `_execute` (likewise for ingest_range and train_and_audit)."""
+    return _execute("benchmark_models", instance, **display)
+
+
+def trainable(days: list[str], ingested: list[str]) -> tuple[list[str], list[str]]:
+    """(days with an ingested partition before them, days without): partition D trains on the days before D."""
+    first = min(ingested) if ingested else None
+    ok = [d for d in days if first is not None and d > first]
+    return ok, [d for d in days if d not in ok]
 
 
 def failure_summary(result: dg.ExecuteInProcessResult) -> str:

@@ -19,6 +19,11 @@ class IngestionConfig(dg.Config):
     max_rejected_share: float = Field(
         0.01, description="The blocking check fails when a partition rejects more than this share of its rows."
     )
+    allow_empty: bool = Field(
+        False,
+        description="Accept landing files with no rows (a genuinely empty day). Off by default: a zero-row file "
+        "is usually a failed export, and loading it would replace the day's rows with nothing.",
+    )
 
 
 def _load_table(loads: list[PartitionLoad]) -> str:
@@ -74,7 +79,7 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         loads = []
         with warehouse.connect() as con:
             for key_ in keys:
-                load = load_partition(con, landing.resolved_path, source, key_, config.max_position)
+                load = load_partition(con, landing.resolved_path, source, key_, config.max_position, config.allow_empty)
                 context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected")
                 loads.append(load)
             table_rows = con.execute(f"SELECT count(*) FROM {raw_table(source)}").fetchone()[0]
@@ -126,10 +131,18 @@ randomized_impressions = _build_impressions_asset("randomized")
     description="Item catalogue (item_id, group_id, feature columns) from landing/items/*.parquet; "
     "rows without an id or with a repeated id are quarantined.",
 )
-def items(warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
+def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
     with warehouse.connect() as con:
         counts = load_items(con, landing.resolved_path)
-    return dg.MaterializeResult(metadata={"dagster/row_count": counts["accepted"], "rejected_rows": counts["rejected"]})
+    if counts["non_numeric_columns"]:
+        context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {counts['non_numeric_columns']}")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": counts["accepted"],
+            "rejected_rows": counts["rejected"],
+            "non_numeric_columns": dg.MetadataValue.json(counts["non_numeric_columns"]),
+        }
+    )
 
 
 ingestion_assets = [observational_impressions, randomized_impressions, items]

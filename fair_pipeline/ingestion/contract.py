@@ -33,3 +33,12 @@ SOURCE_POLICIES = {"observational": OBSERVATIONAL_POLICIES, "randomized": RANDOM
 ITEMS_DIR = "items"
 TRUTH_DIR = "_truth"
 EXTRAS_DIR = "_extras"  # source-specific columns the contract has no place for, keyed by (request_id, position)
+
+# Scores beyond this magnitude are rejected: downstream stages bin scores into 64-bit integers
+# (floor(score / bin width)), which overflows from about 1e17; no real ranking score comes near 1e12.
+MAX_ABS_SCORE = 1e12
+
+# DuckDB adds a `file_row_number` column when it reads Parquet with row numbers (ingestion needs them to
+# quarantine exactly the bad rows) and cannot rename it, so a landing file may not have a column of that name.
+# Every other column outside the contract is ignored: ingestion reads the contract's columns by name only.
+RESERVED_COLUMNS = ("file_row_number",)

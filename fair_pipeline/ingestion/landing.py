@@ -16,10 +16,18 @@ def partition_dir(landing: Path, source: str, day: dt.date | str) -> Path:
     return Path(landing) / source / f"date={day}"
 
 
+def landing_files(folder: Path) -> list[Path]:
+    """The Parquet files of a landing folder, sorted, without hidden or temp files.
+
+    Writers (ours: `write_parquet_atomic`) write to `.tmp-*` and rename, so a name starting with "." or "_"
+    is a file still being written or not meant for ingestion; reading it could load half a file."""
+    return sorted(p for p in Path(folder).glob("*.parquet") if not p.name.startswith((".", "_")))
+
+
 def partition_files(landing: Path, source: str, day: dt.date | str) -> list[Path]:
     """The Parquet files of one day, sorted; raises FileNotFoundError naming the folder if there are none."""
     folder = partition_dir(landing, source, day)
-    files = sorted(folder.glob("*.parquet"))
+    files = landing_files(folder)
     if not files:
         raise FileNotFoundError(f"no landing files for source {source!r}, partition {day}: {folder}/*.parquet not found")
     return files
@@ -27,7 +35,14 @@ def partition_files(landing: Path, source: str, day: dt.date | str) -> list[Path
 
 def landed_dates(landing: Path, source: str) -> list[str]:
     folder = Path(landing) / source
-    return sorted(p.name.removeprefix("date=") for p in folder.glob("date=*") if any(p.glob("*.parquet")))
+    return sorted(p.name.removeprefix("date=") for p in folder.glob("date=*") if landing_files(p))
+
+
+def missing_sources(landing: Path, day: dt.date | str) -> list[str]:
+    """The sources (observational, randomized) with no landing file for partition `day`."""
+    from fair_pipeline.ingestion.contract import SOURCES
+
+    return [source for source in SOURCES if not partition_files(landing, source, day)]
 
 
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:

@@ -12,11 +12,18 @@ import datetime as dt
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import partition_dir, partition_files
-from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists, transaction
+from fair_pipeline.ingestion.landing import landing_files, partition_dir, partition_files
+from fair_pipeline.platform.warehouse import (
+    is_numeric_type,
+    quote_identifier,
+    table_columns,
+    table_exists,
+    transaction,
+)
 
 # Contract columns and the types they are validated and stored as. Columns whose file type already
 # matches are used as they are (the common case, and much faster); others go through TRY_CAST.
@@ -33,6 +40,9 @@ TARGET_TYPES = {
     "click": "INTEGER",
 }
 
+# Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one.
+BLANK_CHARACTERS = " \t\n\r\f\v"
+
 
 def _typed_expression(column: str, file_type: str, target: str) -> str:
     """SQL for the typed value of a column (NULL when the value does not parse), from fixed fragments."""
@@ -44,20 +54,39 @@ def _typed_expression(column: str, file_type: str, target: str) -> str:
     return f"TRY_CAST({name} AS {target})"
 
 
-def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str]) -> str:
-    """The rows of the files as they come, plus their typed values in `t_*` columns."""
+def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: str) -> str:
+    """The contract columns of the files, read by name (other file columns are never read, so none can
+    shadow an internal name), their typed values in `t_*` columns, and `file_column`/`file_row_number`."""
     file_types = dict(
         (row[0], row[1])
-        for row in con.execute("DESCRIBE SELECT * FROM read_parquet($files, union_by_name = true)", {"files": files}).fetchall()
+        for row in con.execute(
+            f"DESCRIBE SELECT {_CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true)", {"files": files}
+        ).fetchall()
     )
     typed = ",\n        ".join(
         f"{_typed_expression(c, file_types[c], t)} AS {quote_identifier('t_' + c)}" for c, t in TARGET_TYPES.items()
     )
     return f"""
-    SELECT *,
+    SELECT {_CONTRACT_SELECT}, {quote_identifier(file_column)} AS filename, file_row_number,
         {typed}
-    FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+    FROM read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, union_by_name = true)
 """
+
+
+_CONTRACT_SELECT = ", ".join(quote_identifier(c) for c in contract.IMPRESSION_COLUMNS)
+
+
+def _sql_string(text: str) -> str:
+    """A SQL string literal (read_parquet options take constants, not parameters); quotes doubled."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def unused_name(base: str, taken: set[str]) -> str:
+    """`base`, with underscores prepended until it is not one of `taken` (case-insensitive, as in DuckDB)."""
+    lowered = {name.lower() for name in taken}
+    while base.lower() in lowered:
+        base = "_" + base
+    return base
 
 
 def _rejected_sql(typed: str) -> str:
@@ -70,9 +99,9 @@ def _rejected_sql(typed: str) -> str:
 WITH typed AS ({typed}), checked AS (
     SELECT filename, file_row_number, t_request_id, t_position,
         CASE
-            WHEN t_request_id IS NULL OR t_request_id = '' THEN 'missing request_id'
-            WHEN t_query_id IS NULL OR t_query_id = '' THEN 'missing query_id'
-            WHEN t_item_id IS NULL OR t_item_id = '' THEN 'missing item_id'
+            WHEN t_request_id IS NULL OR trim(t_request_id, $blank) = '' THEN 'missing request_id'
+            WHEN t_query_id IS NULL OR trim(t_query_id, $blank) = '' THEN 'missing query_id'
+            WHEN t_item_id IS NULL OR trim(t_item_id, $blank) = '' THEN 'missing item_id'
             WHEN t_ts IS NULL THEN 'missing or unparsable ts'
             WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
             WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
@@ -81,6 +110,7 @@ WITH typed AS ({typed}), checked AS (
                 OR (original_position IS NOT NULL AND t_original_position IS NULL) THEN 'original_position outside 1..K'
             WHEN t_click IS NULL OR t_click NOT IN (0, 1) THEN 'click not 0/1'
             WHEN t_score IS NULL OR isnan(t_score) OR isinf(t_score) THEN 'score missing, NaN or infinite'
+            WHEN abs(t_score) > $max_abs_score THEN $score_bound_reason
             WHEN t_ts < $day_start OR t_ts >= $day_end THEN 'date outside partition'
         END AS row_reason
     FROM typed
@@ -126,9 +156,11 @@ SELECT $source, CAST($partition_date AS DATE), filename, reason, CAST(ts AS VARC
        CAST(query_id AS VARCHAR), CAST(policy AS VARCHAR), CAST(position AS VARCHAR),
        CAST(original_position AS VARCHAR), CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR),
        CAST(score AS VARCHAR), CAST(click AS VARCHAR), now()
-FROM read_parquet($files, filename = true, file_row_number = true, union_by_name = true)
+FROM ({typed}) AS file_rows
 JOIN _rejected USING (filename, file_row_number)
 """
+
+_REJECTED_BY_FILE = "SELECT filename, count(*), mode(reason) FROM _rejected GROUP BY filename"
 
 _REASON_COUNTS = """
 SELECT reason, count(*) FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date
@@ -158,25 +190,91 @@ def raw_table(source: str) -> str:
     return f"raw.{source}_impressions"
 
 
-def _check_files(files: list[Path]) -> None:
-    """Readable Parquet with every contract column; the error names the file and the columns."""
+class LandingFileError(ValueError):
+    """A landing file ingestion refuses as a whole; the message names the file and the column."""
+
+
+def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
+    """Each file readable, with every contract column once, no reserved column, no nested contract
+    column, no DATE-typed ts, and rows (unless `allow_empty`). Returns each file's row count and all column names."""
+    rows, all_names, types_seen = {}, set(), {}
     for path in files:
         try:
-            names = pq.read_schema(path).names
+            metadata = pq.read_metadata(path)
+            schema = metadata.schema.to_arrow_schema()
         except Exception as error:  # noqa: BLE001 - any reader failure means an unreadable file
-            raise ValueError(f"unreadable landing file {path}: {error}") from error
+            raise LandingFileError(f"unreadable landing file {path}: {error}") from error
+        names = schema.names
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise LandingFileError(f"landing file {path} has duplicate columns {repeated}")
+        reserved = [c for c in contract.RESERVED_COLUMNS if c in names]
+        if reserved:
+            raise LandingFileError(f"landing file {path} has reserved columns {reserved} (DuckDB's row-number column)")
         missing = [c for c in contract.IMPRESSION_COLUMNS if c not in names]
         if missing:
-            raise ValueError(f"landing file {path} lacks contract columns {missing}")
+            raise LandingFileError(f"landing file {path} lacks contract columns {missing}")
+        for column in contract.IMPRESSION_COLUMNS:
+            file_type = schema.field(column).type
+            expected = contract.IMPRESSION_SCHEMA.field(column).type
+            if pa.types.is_nested(file_type) or (column == "ts" and not _is_timestamp_or_text(file_type)):
+                raise LandingFileError(f"landing file {path}: column {column!r} is {file_type}; expected {expected}")
+            # One type per column across the day's files: DuckDB reads them as one relation and would fail mid-scan.
+            first_path, first_type = types_seen.setdefault(column, (path, file_type))
+            if not _same_type(first_type, file_type):
+                raise LandingFileError(
+                    f"landing file {path}: column {column!r} is {file_type} but {first_type} in {first_path}; "
+                    "the files of one partition must agree"
+                )
+        if metadata.num_rows == 0 and not allow_empty:
+            raise LandingFileError(
+                f"landing file {path} has no rows; set the ingestion config allow_empty=true if the day is really empty"
+            )
+        rows[str(path)] = metadata.num_rows
+        all_names.update(names)
+    return rows, all_names
+
+
+def _is_timestamp_or_text(arrow_type: pa.DataType) -> bool:
+    """ts must carry a time of day: a timestamp, or text parsed as one. A DATE would be stored as an invented
+    midnight and an integer has no agreed unit, so both are refused."""
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    return pa.types.is_timestamp(arrow_type) or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+
+
+def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Equal types, counting a dictionary-encoded column as its value type (Parquet stores both alike)."""
+    a = a.value_type if pa.types.is_dictionary(a) else a
+    b = b.value_type if pa.types.is_dictionary(b) else b
+    return a == b
+
+
+def _refuse_fully_rejected_files(con: duckdb.DuckDBPyConnection, rows_by_file: dict[str, int]) -> None:
+    """A file none of whose rows pass is a broken file, not bad rows: fail before the partition is replaced."""
+    for filename, rejected, reason in con.execute(_REJECTED_BY_FILE).fetchall():
+        if rejected == rows_by_file[filename]:
+            raise LandingFileError(
+                f"landing file {filename}: all {rejected} rows rejected (most common reason: {reason}); "
+                "the partition was left unchanged"
+            )
 
 
 def load_partition(
-    con: duckdb.DuckDBPyConnection, landing: Path, source: str, partition_date: str, max_position: int = 50
+    con: duckdb.DuckDBPyConnection,
+    landing: Path,
+    source: str,
+    partition_date: str,
+    max_position: int = 50,
+    allow_empty: bool = False,
 ) -> PartitionLoad:
-    """Replace one day of `raw.<source>_impressions` (and its quarantine and extras) atomically."""
+    """Replace one day of `raw.<source>_impressions` (and its quarantine and extras) atomically.
+
+    Every file is validated before anything is written: a refused file (see `_check_files`, or one whose rows
+    are all rejected) raises LandingFileError and leaves the previous partition as it was."""
     day = dt.date.fromisoformat(partition_date)
     files = partition_files(landing, source, day)
-    _check_files(files)
+    rows_by_file, file_columns = _check_files(files, allow_empty)
     table = raw_table(source)
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}
@@ -187,14 +285,19 @@ def load_partition(
         "max_position": max_position,
         "day_start": dt.datetime.combine(day, dt.time(), dt.timezone.utc),
         "day_end": dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc),
+        "blank": BLANK_CHARACTERS,
+        "max_abs_score": contract.MAX_ABS_SCORE,
+        "score_bound_reason": f"|score| above {contract.MAX_ABS_SCORE:g}",
     }
+    file_column = unused_name("_landing_file", file_columns)
     with transaction(con):
+        typed = _typed_sql(con, file_list["files"], file_column)
+        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
+        _refuse_fully_rejected_files(con, rows_by_file)
         con.execute(_DELETE_PARTITION.format(table=table), params)
         con.execute(_DELETE_QUARANTINE, {"source": source, **params})
-        typed = _typed_sql(con, file_list["files"])
-        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
         accepted = con.execute(_INSERT_VALID.format(table=table, typed=typed), {**file_list, **params}).fetchone()[0]
-        con.execute(QUARANTINE_INSERT, {"source": source, **file_list, **params})
+        con.execute(QUARANTINE_INSERT.format(typed=typed), {"source": source, **file_list, **params})
         counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
         extras_rows = _load_extras(con, landing, source, day)
         con.execute("DROP TABLE _rejected")
@@ -213,7 +316,7 @@ def load_partition(
 def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day: dt.date) -> int:
     """Source-specific columns (e.g. Open Bandit's propensities) go to raw.<source>_extras, keyed by
     (request_id, position); the table takes its shape from the first file loaded."""
-    files = sorted(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day).glob("*.parquet"))
+    files = landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
     if not files:
         return 0
     table_name = f"{source}_extras"
@@ -230,37 +333,54 @@ def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day
     ).fetchone()[0]
 
 
-def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, int]:
-    """Replace raw.items from landing/items/*.parquet; rows without an id or with a repeated id are
-    quarantined (source 'items'); feature columns are kept as they come."""
-    files = sorted((Path(landing) / contract.ITEMS_DIR).glob("*.parquet"))
+def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, object]:
+    """Replace raw.items from landing/items/*.parquet; rows without an id (or a blank one) or with a repeated
+    id are quarantined (source 'items'); feature columns are kept as they come, and the non-numeric ones
+    (which rankers cannot use) are returned by name so the asset reports them."""
+    folder = Path(landing) / contract.ITEMS_DIR
+    files = landing_files(folder)
     if not files:
-        raise FileNotFoundError(f"no items file: {Path(landing) / contract.ITEMS_DIR}/*.parquet not found")
+        raise FileNotFoundError(f"no items file: {folder}/*.parquet not found")
+    all_names: set[str] = set()
     for path in files:
         names = pq.read_schema(path).names
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise LandingFileError(f"items file {path} has duplicate columns {repeated}")
         missing = [c for c in ("item_id", "group_id") if c not in names]
         if missing:
-            raise ValueError(f"items file {path} lacks columns {missing}")
-    scan = """
-        SELECT *, count(*) OVER (PARTITION BY item_id) AS _copies
-        FROM read_parquet($files, filename = true, union_by_name = true)
-    """
+            raise LandingFileError(f"items file {path} lacks columns {missing}")
+        all_names.update(names)
+    # The source-file column gets a name no items file uses, so no file column can stand in for it.
+    file_column_name = unused_name("_landing_file", all_names)
+    file_column = quote_identifier(file_column_name)
+    scan = f"SELECT * FROM read_parquet($files, filename = {_sql_string(file_column_name)}, union_by_name = true)"
+    bad_row = (
+        "item_id IS NULL OR trim(CAST(item_id AS VARCHAR), $blank) = '' "
+        "OR item_id IN (SELECT item_id FROM _items GROUP BY item_id HAVING count(*) > 1)"
+    )
     params = {"files": [str(f) for f in files]}
     with transaction(con):
         con.execute(f"CREATE OR REPLACE TEMP TABLE _items AS {scan}", params)
         con.execute(
-            "CREATE OR REPLACE TABLE raw.items AS SELECT * EXCLUDE (filename, _copies) FROM _items "
-            "WHERE item_id IS NOT NULL AND item_id <> '' AND _copies = 1"
+            f"CREATE OR REPLACE TABLE raw.items AS SELECT * EXCLUDE ({file_column}) FROM _items WHERE NOT ({bad_row})",
+            {"blank": BLANK_CHARACTERS},
         )
         con.execute("DELETE FROM raw.quarantine WHERE source = 'items'")
         con.execute(
-            """INSERT INTO raw.quarantine (source, partition_date, source_file, reason, item_id, group_id, quarantined_at)
-            SELECT 'items', NULL, filename,
-                   CASE WHEN item_id IS NULL OR item_id = '' THEN 'missing item_id' ELSE 'duplicate item_id' END,
+            f"""INSERT INTO raw.quarantine (source, partition_date, source_file, reason, item_id, group_id, quarantined_at)
+            SELECT 'items', NULL, {file_column},
+                   CASE WHEN item_id IS NULL OR trim(CAST(item_id AS VARCHAR), $blank) = '' THEN 'missing item_id'
+                        ELSE 'duplicate item_id' END,
                    CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR), now()
-            FROM _items WHERE item_id IS NULL OR item_id = '' OR _copies > 1"""
+            FROM _items WHERE {bad_row}""",
+            {"blank": BLANK_CHARACTERS},
         )
         accepted = con.execute("SELECT count(*) FROM raw.items").fetchone()[0]
         rejected = con.execute("SELECT count(*) FROM raw.quarantine WHERE source = 'items'").fetchone()[0]
+        non_numeric = [
+            name for name, column_type in con.execute("SELECT column_name, column_type FROM (DESCRIBE raw.items)").fetchall()
+            if name not in ("item_id", "group_id") and not is_numeric_type(column_type)
+        ]
         con.execute("DROP TABLE _items")
-    return {"accepted": accepted, "rejected": rejected}
+    return {"accepted": accepted, "rejected": rejected, "non_numeric_columns": non_numeric}

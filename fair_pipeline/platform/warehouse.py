@@ -92,6 +92,14 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
+NUMERIC_TYPES = ("DOUBLE", "FLOAT", "REAL", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "HUGEINT", "DECIMAL")
+
+
+def is_numeric_type(column_type: str) -> bool:
+    """Whether a DuckDB column type (as DESCRIBE prints it) holds numbers a model can use as a feature."""
+    return column_type.upper().startswith(NUMERIC_TYPES)
+
+
 def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 

@@ -31,8 +31,8 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
 from fair_pipeline.ingestion.contract import TRUTH_DIR
-from fair_pipeline.platform.warehouse import quote_identifier, table_exists
-from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window
+from fair_pipeline.platform.warehouse import is_numeric_type, quote_identifier, table_exists
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window, window_before
 from fair_pipeline.training import PathPoint, lambda_path
 from fair_pipeline.training.click_training import RelevanceRows, audit_rows, relevance_rows
 from fair_pipeline.training.penalized.gaps import CUTOFFS, gap_table, group_table
@@ -41,7 +41,6 @@ OBSERVATIONAL = "staging.stg_observational_impressions"
 RANDOMIZED = "staging.stg_randomized_impressions"
 ITEMS = "staging.stg_items"
 NON_FEATURES = {"item_id", "group_id", "group_label"}
-NUMERIC_TYPES = ("DOUBLE", "FLOAT", "REAL", "INTEGER", "BIGINT", "SMALLINT", "TINYINT", "HUGEINT", "DECIMAL")
 HELDOUT_CLICKS = "click_shuffle"
 HELDOUT_TRUTH = "truth_relevance"
 
@@ -63,11 +62,18 @@ def training_window(con, window_days: int, end: str | dt.date | None = None,
                           hint="materialize the observational impressions first")
 
 
+def window_for_partition(con, window_days: int, day: str | dt.date) -> PartitionWindow:
+    """Asset partition `day`'s training window: the newest `window_days` partitions of observational impressions
+    before `day` (day D is what the audit of partition D evaluates)."""
+    return window_before(con, OBSERVATIONAL, window_days, day, error=RankerTrainingError,
+                         hint="ingest (or backfill) earlier days first")
+
+
 def feature_columns(con, requested: list[str] | None = None) -> list[str]:
     """The item features: `requested` (validated against the item table) or every numeric column."""
     _require(con, ITEMS, "the items")
     types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {ITEMS})").fetchall())
-    numeric = [c for c, t in types.items() if c not in NON_FEATURES and t.upper().startswith(NUMERIC_TYPES)]
+    numeric = [c for c, t in types.items() if c not in NON_FEATURES and is_numeric_type(t)]
     if not requested:
         if not numeric:
             raise RankerTrainingError(f"{ITEMS} has no numeric feature column (columns: {list(types)})")

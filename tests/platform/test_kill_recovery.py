@@ -1,0 +1,131 @@
+"""Fault tests with real processes (issue 19, items 1 and 4): `fair-pipeline run` killed with SIGKILL in the
+middle of a step, then a backfill of the same days must complete within a time limit (before the fix it waited
+forever for the dead run's pool slot); and a run waiting for a live run's slot must obey SIGTERM."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from mlflow import MlflowClient
+
+from fair_pipeline import runner
+from fair_pipeline.ingestion.landing import partition_files
+from fair_pipeline.platform import run_recovery, settings
+
+REPO = Path(__file__).resolve().parents[2]
+DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
+# A clean 3-day run of 300 requests a day takes about 110 s on the shared 2-core machine; a wedged run never ends.
+RUN_TIMEOUT_S = 600
+
+pytestmark = pytest.mark.slow
+
+
+def _cli(*args: str, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-c", "import sys; from fair_pipeline.cli import main; sys.exit(main())", *args]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def _wait_for_line(process: subprocess.Popen, marker: str, timeout_s: float) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if marker in line:
+            return lines
+        assert time.monotonic() < deadline, f"no {marker!r} within {timeout_s}s:\n{''.join(lines[-30:])}"
+    pytest.fail(f"process ended before {marker!r}:\n{''.join(lines[-30:])}")
+
+
+def _instance() -> dg.DagsterInstance:
+    from dagster._core.instance.ref import InstanceRef
+
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(settings.dagster_home())))
+
+
+def test_backfill_completes_after_run_killed_mid_step(fp_home):
+    killed = _cli("run", "--start", DAYS[0], "--days", "3", "--requests-per-day", "300")
+    # Killed inside the ingestion step, which holds the `duckdb` pool's only slot.
+    _wait_for_line(killed, "observational 2026-01-01:", timeout_s=RUN_TIMEOUT_S)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    killed.stdout.close()
+    with _instance() as instance:
+        (dead,) = instance.get_run_records()
+        assert dead.dagster_run.status == dg.DagsterRunStatus.STARTED, "the precondition: a run left STARTED"
+        dead_id = dead.dagster_run.run_id
+
+    began = time.monotonic()
+    backfill = subprocess.run(
+        [sys.executable, "-c", "import sys; from fair_pipeline.cli import main; sys.exit(main())",
+         "backfill", "--start", DAYS[0], "--end", DAYS[-1]],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+    )
+    out = backfill.stdout + backfill.stderr
+    assert backfill.returncode == 0, out[-4000:]
+    assert out.count("[fair-pipeline] recovered:") == 1
+    assert f"marked 1 run(s) whose process is gone as FAILURE ({dead_id})" in out
+    print(f"backfill after kill -9: {time.monotonic() - began:.0f}s")
+
+    with _instance() as instance:
+        assert instance.get_run_by_id(dead_id).status == dg.DagsterRunStatus.FAILURE
+        assert instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
+    # The recovered partitions equal the landing files, row for row.
+    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
+        stored = dict(con.execute(
+            "SELECT CAST(partition_date AS VARCHAR), count(*) FROM raw.observational_impressions GROUP BY 1"
+        ).fetchall())
+    landed = {day: sum(pq.read_metadata(f).num_rows for f in partition_files(settings.landing_dir(), "observational", day))
+              for day in DAYS}
+    assert stored == landed and set(landed.values()) == {15_000}
+    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri())
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    assert client.search_runs(experiments, filter_string="attributes.status = 'RUNNING'") == []
+
+
+def test_run_waiting_for_a_live_runs_slot_obeys_sigterm(fp_home):
+    runner.ensure_dagster_home()
+    with _instance() as instance:
+        # A live run (owned by this test process) holding the pool's only slot: recovery must leave it alone.
+        holder = instance.create_run_for_job(
+            runner_job(), tags={run_recovery.OWNER_TAG: run_recovery.owner_tag_value()}, status=dg.DagsterRunStatus.STARTED
+        ).run_id
+        storage = instance.event_log_storage
+        storage.initialize_concurrency_limit_to_default("duckdb")
+        assert storage.claim_concurrency_slot("duckdb", holder, "raw__items").is_claimed
+
+        waiting = _cli("run", "--start", DAYS[0], "--days", "1", "--requests-per-day", "50")
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not [s for s in storage.get_concurrency_info("duckdb").pending_steps if s.run_id != holder]:
+            assert waiting.poll() is None, waiting.stdout.read()[-4000:]
+            assert time.monotonic() < deadline, "the new run never queued for the pool"
+            time.sleep(0.5)
+        time.sleep(3)  # it is waiting now; before the fix it ignored SIGTERM and SIGINT here
+        sent = time.monotonic()
+        waiting.send_signal(signal.SIGTERM)
+        out, _ = waiting.communicate(timeout=60)
+        assert time.monotonic() - sent < 15, out[-4000:]
+        assert waiting.returncode != 0
+        assert "interrupted" in out.lower(), out[-4000:]
+        assert {s.run_id for s in storage.get_concurrency_info("duckdb").claimed_slots} == {holder}
+        assert [s for s in storage.get_concurrency_info("duckdb").pending_steps if s.run_id != holder] == []
+
+
+def runner_job():
+    @dg.op
+    def noop():
+        return None
+
+    @dg.job
+    def holder_job():
+        noop()
+
+    return holder_job
