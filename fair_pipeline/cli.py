@@ -135,13 +135,16 @@ def _display(verbose: bool) -> dict:
     return {"progress": progress_logger(), "verbose": verbose}
 
 
+_FAILURES: list[str] = []  # one cause per failed run of this command, repeated as its last line
+
+
 def _report(what: str, result, began: float) -> bool:
     from fair_pipeline import runner
 
     if not result.success:
         summary = runner.failure_summary(result)
         _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{summary}")
-        _say(f"cause: {summary.splitlines()[0]}")
+        _FAILURES.append(f"{what}: {summary.splitlines()[0]}")
         return False
     _say(f"{what}: run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
     return True
@@ -191,6 +194,8 @@ def _print_where(ok: bool, verbose: bool = False) -> None:
     print(f"  open the UIs:       {_ui_hint()}")
     if not ok:
         print("  some runs failed: see the messages above and the run's event log in the UI")
+        if _FAILURES:
+            _say(f"failed: {_FAILURES[0]}")
 
 
 def _print_report_summary(verbose: bool = False) -> None:
@@ -492,6 +497,7 @@ def _cause(error: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _FAILURES.clear()
     if args.home:
         os.environ[settings.HOME_ENV] = args.home
     try:

@@ -209,3 +209,17 @@ def test_progress_prints_one_line_per_step_with_its_elapsed_time():
         f"[ 2] {'second':<40} {'FAILED':<6} {1.0:6.1f}s  (total 4s)",
         "     cause: ValueError: column 'score' is missing",
     ]
+
+
+def test_a_failed_run_ends_the_output_with_its_cause(tmp_path, monkeypatch, capsys):
+    import types
+
+    from fair_pipeline import runner
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    monkeypatch.setattr(runner, "failure_summary", lambda result: "marts__fairness_audit: ValueError: no positives\nmore")
+    cli._FAILURES.clear()
+    assert not cli._report("partition 2026-01-02", types.SimpleNamespace(success=False, run_id="r1"), 0.0)
+    cli._print_where(False)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == "[fair-pipeline] failed: partition 2026-01-02: marts__fairness_audit: ValueError: no positives"

@@ -103,6 +103,10 @@ def test_cli_reports_an_unreachable_mlflow_server_clearly(tmp_path, monkeypatch,
     monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    # landing files first: backfill checks them before it touches any store
+    assert cli.main(["simulate", "--start", "2026-01-01", "--days", "1", "--requests-per-day", "20", "--items", "50",
+                     "--slots", "5"]) == 0
+    capsys.readouterr()
     assert cli.main(["backfill", "--start", "2026-01-01", "--end", "2026-01-01"]) == 1
     assert f"cannot use MLflow: MLflow tracking server http://127.0.0.1:{port} is unreachable" in capsys.readouterr().out
     code = cli.main(["ui", "--dagster-port", str(ui.free_port()), "--mlflow-port", str(ui.free_port())])

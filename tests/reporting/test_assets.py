@@ -43,7 +43,7 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     # one progress line per step (Dagster's console logger, which repeated every finding, shows warnings only)
     assert re.search(r"^\[\s*\d+\] reporting/fairness_report\s+done\s+[\d.]+s", main_job_output, re.MULTILINE)
     # a quiet summary: at most 20 lines after the run's last line; every headline is in findings.json and the report
-    after = main_job_output.split(" succeeded in ", 1)[1].splitlines()[1:]
+    after = main_job_output.rsplit(" succeeded in ", 1)[1].splitlines()[1:]
     assert 0 < len(after) <= 20, after
     assert "not in the report" not in main_job_output
     headlines = [f"[{f['status']}] {f['section']}: {f['text']}"
