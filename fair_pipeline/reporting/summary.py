@@ -8,6 +8,7 @@ from __future__ import annotations
 
 QUIET_HEADLINES = 6
 LINE_WIDTH = 160
+MISSING_SHOWN = 4  # a quiet summary names up to this many missing sections (with why), else counts them
 # Headlines in this order (the report's summary order); labels as printed.
 LABELS = {"gap larger than δ": "GAP > δ", "significant": "SIGNIFICANT", "not significant": "not significant",
           "within ±δ": "significant, within ±δ", "equivalent": "equivalent within ±δ", "inconclusive": "inconclusive",
@@ -47,9 +48,9 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
         significant = sum(item["status"] == "significant" for item in tests)
         lines.append(f"  {len(tests)} other tests in the report: {significant} significant at the 5% level, "
                      f"{len(tests) - significant} not significant")
-    missing = _missing_lines(data.get("missing", []))
-    if verbose or len(missing) <= 2:
+    missing = [_shorten(line, LINE_WIDTH) if not verbose else line for line in _missing_lines(data.get("missing", []))]
+    if verbose or len(missing) <= MISSING_SHOWN:
         lines += missing
     else:
-        lines.append(f"  {len(missing)} sections not in the report (stages without output): run with --verbose for why")
+        lines.append(f"  {len(missing)} sections not in the report (stages without output); run with --verbose for why")
     return lines

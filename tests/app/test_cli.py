@@ -223,3 +223,14 @@ def test_a_failed_run_ends_the_output_with_its_cause(tmp_path, monkeypatch, caps
     cli._print_where(False)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "[fair-pipeline] failed: partition 2026-01-02: marts__fairness_audit: ValueError: no positives"
+
+
+def test_a_quiet_summary_names_a_few_missing_sections_and_counts_many():
+    from fair_pipeline.reporting.summary import MISSING_SHOWN, summary_lines
+
+    few = [{"section": f"S{i}", "stage": "eo_transform", "reason": "ran but not estimable"} for i in range(MISSING_SHOWN)]
+    assert sum(line.startswith("  not in the report: S") for line in summary_lines(_findings(0, 0, few))) == MISSING_SHOWN
+    many = few + [{"section": "extra", "stage": "audit", "reason": "never ran"}]
+    quiet = summary_lines(_findings(0, 0, many))
+    assert f"  {MISSING_SHOWN + 1} sections not in the report (stages without output); run with --verbose for why" in quiet
+    assert sum(line.startswith("  not in the report:") for line in summary_lines(_findings(0, 0, many), verbose=True)) == 5
