@@ -1,14 +1,19 @@
-"""`fair-pipeline` command line: simulate logs, run the whole pipeline, backfill, import real logs."""
+"""`fair-pipeline` command line: simulate logs, run the whole pipeline, backfill, import real logs.
+
+Only argparse and the settings module are imported up front: each command's arguments and code (numpy,
+DuckDB, Dagster, MLflow, matplotlib) load when that command is chosen, so `fair-pipeline --help` is quick.
+"""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import datetime as dt
+import os
 import sys
 import time
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
+from fair_pipeline import __version__
 from fair_pipeline.platform import settings
 
 
@@ -37,7 +42,7 @@ def _add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
 
     defaults = SimulationConfig()
     parser.add_argument("--start", type=_date, help="first day (default: `--days` days before today, UTC)")
-    parser.add_argument("--days", type=int, default=7, help="number of days (default 7)")
+    parser.add_argument("--days", type=int, default=7, help="number of days")
     helps = {
         "requests_per_day": "production requests per day",
         "shuffle_share": "shuffled requests / production requests",
@@ -99,10 +104,21 @@ def _contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
     return [(a.isoformat(), b.isoformat()) for a, b in ranges]
 
 
-def _prepare_stores() -> bool:
+def _quiet_libraries() -> None:
+    """Without --verbose, MLflow's own INFO lines (store creation, migrations) stay out of the terminal."""
+    import logging
+
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is first imported
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def _prepare_stores(verbose: bool = False) -> bool:
     from fair_pipeline import runner
     from fair_pipeline.platform.tracking import TrackingUnavailableError, ensure_experiments
 
+    if not verbose:
+        _quiet_libraries()
     runner.ensure_dagster_home()
     try:
         ensure_experiments()  # create the MLflow store once, before any step logs to it
@@ -112,61 +128,83 @@ def _prepare_stores() -> bool:
     return True
 
 
+def _display(verbose: bool) -> dict:
+    """How a run shows itself: one progress line per step, Dagster's console logger only with --verbose."""
+    from fair_pipeline.platform.progress import progress_logger
+
+    return {"progress": progress_logger(), "verbose": verbose}
+
+
+_FAILURES: list[str] = []  # one cause per failed run of this command, repeated as its last line
+
+
 def _report(what: str, result, began: float) -> bool:
     from fair_pipeline import runner
 
     if not result.success:
-        _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{runner.failure_summary(result)}")
+        summary = runner.failure_summary(result)
+        _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{summary}")
+        _FAILURES.append(f"{what}: {summary.splitlines()[0]}")
         return False
     _say(f"{what}: run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
     return True
 
 
-def _ingest(start: str, end: str) -> bool:
+def _ingest(start: str, end: str, verbose: bool = False) -> bool:
     from fair_pipeline import runner
 
     _say(f"ingesting the logs of partitions {start}..{end} (one Dagster run)")
     began = time.perf_counter()
-    return _report(f"logs {start}..{end}", runner.ingest_range(start, end), began)
+    return _report(f"logs {start}..{end}", runner.ingest_range(start, end, **_display(verbose)), began)
 
 
-def _train_and_audit(day: str) -> bool:
+def _train_and_audit(day: str, verbose: bool = False) -> bool:
     from fair_pipeline import runner
 
     _say(f"partition {day}: position bias, EO transform, rankers, audit, selection, report (trained before {day}, "
          f"evaluated on {day})")
     began = time.perf_counter()
-    return _report(f"partition {day}", runner.train_and_audit(day), began)
+    return _report(f"partition {day}", runner.train_and_audit(day, **_display(verbose)), began)
 
 
-def _benchmarks_if_outdated() -> bool:
+def _benchmarks_if_outdated(verbose: bool = False) -> bool:
     from fair_pipeline import runner
 
     if not runner.benchmarks_outdated():
         return True
     _say("static benchmark models (Adult, COMPAS): missing or their code changed, materializing them once")
     began = time.perf_counter()
-    return _report("benchmark models", runner.run_benchmarks(), began)
+    return _report("benchmark models", runner.run_benchmarks(**_display(verbose)), began)
 
 
-def _print_where(ok: bool) -> None:
-    _say("results:")
-    print(f"  warehouse (DuckDB): {settings.warehouse_path()}")
-    print(f"  Dagster instance:   {settings.dagster_home()}")
-    print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
-    print(f"  reports:            {settings.reports_dir()}")
-    print("  open the UI:        fair-pipeline ui   (Dagster on http://127.0.0.1:3000, MLflow on http://127.0.0.1:5000)")
-    _print_report_summary()
+def _ui_hint() -> str:
+    home = f"--home {settings.home()} " if os.environ.get(settings.HOME_ENV) else ""
+    return f"fair-pipeline {home}ui   (Dagster on http://127.0.0.1:{DAGSTER_PORT}, MLflow on {settings.mlflow_ui_url()})"
+
+
+def _print_where(ok: bool, verbose: bool = False) -> None:
+    """Where the results are and what was found: one screen, or everything with --verbose."""
+    if verbose:
+        _say("results:")
+        print(f"  warehouse (DuckDB): {settings.warehouse_path()}")
+        print(f"  Dagster instance:   {settings.dagster_home()}")
+        print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
+        print(f"  reports:            {settings.reports_dir()}")
+    _print_report_summary(verbose)
+    print(f"  open the UIs:       {_ui_hint()}")
     if not ok:
         print("  some runs failed: see the messages above and the run's event log in the UI")
+        if _FAILURES:
+            _say(f"failed: {_FAILURES[0]}")
 
 
-def _print_report_summary() -> None:
-    """The fairness findings of the newest report, on one screen."""
+def _print_report_summary(verbose: bool = False) -> None:
+    """The fairness findings of the newest report (reporting.summary decides what a quiet summary shows)."""
     import json
 
     from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
     from fair_pipeline.reporting.latest import latest_report_dir
+    from fair_pipeline.reporting.summary import summary_lines
 
     report_dir = latest_report_dir(settings.reports_dir())
     findings_path = report_dir / FINDINGS_NAME
@@ -174,55 +212,64 @@ def _print_report_summary() -> None:
         print("  fairness report:    not built (see the run's failures above)")
         return
     data = json.loads(findings_path.read_text())
-    print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']}; every partition's "
-          f"report under {settings.reports_dir()}/<date>/, {settings.reports_dir() / 'latest'} is the newest)")
+    print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']})")
+    if verbose:
+        print(f"  every partition's report under {settings.reports_dir()}/<date>/, "
+              f"{settings.reports_dir() / 'latest'} is the newest")
     _say("fairness findings (headlines; each section of the report lists every test):")
-    # Group gaps larger than their margin δ first, then the other headlines; a significant gap within ±δ is not
-    # shouted as SIGNIFICANT (the same order and counts as the report's summary).
-    labels = {"gap larger than δ": "GAP > δ", "significant": "SIGNIFICANT", "not significant": "not significant",
-              "within ±δ": "significant, within ±δ", "equivalent": "equivalent within ±δ", "inconclusive": "inconclusive",
-              "not estimable": "not estimable", "info": "fact"}
-    headlines = [item for item in data["findings"] if item.get("headline", True)]
-    for status in labels:
-        for item in headlines:
-            if item["status"] == status:
-                print(f"  [{labels[status]}] {item['section']}: {item['text']}")
-    if data.get("verdict_summary"):
-        print(f"  {data['verdict_summary']} (δ = practical margin per metric)")
-    tests = [item for item in data["findings"] if item["status"] in ("significant", "not significant")]
-    if tests:
-        significant = sum(item["status"] == "significant" for item in tests)
-        print(f"  {len(tests)} other tests in the report: {significant} significant at the 5% level, "
-              f"{len(tests) - significant} not significant")
-    if data["missing"]:
-        names = ", ".join(f"{m['section']} ({m['stage']})" for m in data["missing"])
-        print(f"  not yet available (stage never ran): {names}")
+    for line in summary_lines(data, verbose):
+        print(line)
+
+
+def _window(start: dt.date, days: int) -> set[str]:
+    return {(start + dt.timedelta(days=offset)).isoformat() for offset in range(days)}
+
+
+def _partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str] | None:
+    """With --no-simulate, the landed partitions to materialize (all of them, or those in --start/--days);
+    None, after saying why, when there are none."""
+    if not landed:
+        _say(f"no landing files under {settings.landing_dir()} and --no-simulate given; "
+             "write some first (fair-pipeline simulate, or fair-pipeline import-open-bandit)")
+        return None
+    if args.start is None:
+        return landed
+    wanted = _window(args.start, args.days)
+    chosen = [day for day in landed if day in wanted]
+    if not chosen:
+        end = args.start + dt.timedelta(days=args.days - 1)
+        _say(f"no landed partition in {args.start}..{end} under {settings.landing_dir()} and --no-simulate given; "
+             f"{len(landed)} partitions are landed: {landed[0]}..{landed[-1]}")
+        return None
+    return chosen
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fair_pipeline import runner
 
     settings.home().mkdir(parents=True, exist_ok=True)
-    if not runner.landed_partitions() or args.start:
-        if args.no_simulate:
-            _say(f"no landing files under {settings.landing_dir()} and --no-simulate given")
+    if args.no_simulate:
+        dates = _partitions_to_run(args, runner.landed_partitions())
+        if dates is None:
             return 2
-        _simulate(args)
-    dates = runner.landed_partitions()
-    if not _prepare_stores():
+    else:
+        if not runner.landed_partitions() or args.start:
+            _simulate(args)
+        dates = runner.landed_partitions()
+    if not _prepare_stores(args.verbose):
         return 1
     ok = True
     for start, end in _contiguous_ranges(dates):
-        ok = _ingest(start, end) and ok
-    ok = _benchmarks_if_outdated() and ok
-    days, _ = runner.trainable(dates[-args.partitions:], dates)
+        ok = _ingest(start, end, args.verbose) and ok
+    ok = _benchmarks_if_outdated(args.verbose) and ok
+    days, _ = runner.trainable(dates[-args.partitions:], runner.landed_partitions())
     if not days:
         _say(f"no partition to train and audit: partition D trains on the days before D, and the logs hold only "
              f"{', '.join(dates)}")
         ok = False
     for day in days if ok else []:
-        ok = _train_and_audit(day) and ok
-    _print_where(ok)
+        ok = _train_and_audit(day, args.verbose) and ok
+    _print_where(ok, args.verbose)
     return 0 if ok else 1
 
 
@@ -249,10 +296,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if problem:
         _say(f"error: {problem}")
         return 2
-    if not _prepare_stores():
+    if not _prepare_stores(args.verbose):
         return 1
     start, end = args.start.isoformat(), args.end.isoformat()
-    if not _ingest(start, end):
+    if not _ingest(start, end, args.verbose):
         return 1
     days = [d for d in runner.landed_partitions() if start <= d <= end]
     trainable, first = runner.trainable(days, runner.landed_partitions())
@@ -261,7 +308,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
              "were ingested")
     ok = True
     for day in trainable:
-        ok = _train_and_audit(day) and ok
+        ok = _train_and_audit(day, args.verbose) and ok
     if ok:
         _say(f"backfilled {start}..{end}: registry aliases move only for the newest partition with data "
              "(fair-pipeline promote --partition D moves them explicitly)")
@@ -303,69 +350,167 @@ def cmd_import_open_bandit(args: argparse.Namespace) -> int:
     return 0
 
 
+DAGSTER_PORT = 3000  # fair_pipeline.ui's default (not imported: it loads MLflow)
+
+
+class _DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it or there is none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or any(action.default is none for none in (None, False, argparse.SUPPRESS))
+                or "default" in text.lower()):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class _LazyCommands(argparse._SubParsersAction):
+    """Sub-commands whose arguments are added only when the command is chosen (their modules import
+    numpy, DuckDB, ...); `populate_all` adds them all (tests, and `help` of every command)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._populate: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+    def add_command(self, name: str, populate: Callable[[argparse.ArgumentParser], None], **kwargs) -> argparse.ArgumentParser:
+        parser = self.add_parser(name, formatter_class=_DefaultsFormatter, **kwargs)
+        self._populate[name] = populate
+        return parser
+
+    def populate(self, name: str) -> argparse.ArgumentParser:
+        parser = self._name_parser_map[name]
+        if name in self._populate:
+            self._populate.pop(name)(parser)
+        return parser
+
+    def populate_all(self) -> dict[str, argparse.ArgumentParser]:
+        return {name: self.populate(name) for name in list(self._name_parser_map)}
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if values and values[0] in self._name_parser_map:
+            self.populate(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _verbose_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print Dagster's and MLflow's log lines and every headline finding")
+
+
+def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_simulation_arguments(parser)
+    parser.set_defaults(func=cmd_simulate)
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_simulation_arguments(parser)
+    parser.add_argument("--no-simulate", action="store_true",
+                        help="never simulate: materialize the landed partitions (those in --start/--days if given), "
+                             "fail if there are none")
+    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                        help="train, audit and report the newest N daily partitions (each trained on the days before it)")
+    _verbose_flag(parser)
+    parser.set_defaults(func=cmd_run)
+
+
+def _backfill_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--start", type=_date, required=True, help="first partition (YYYY-MM-DD), landed already")
+    parser.add_argument("--end", type=_date, required=True, help="last partition (YYYY-MM-DD), inclusive")
+    _verbose_flag(parser)
+    parser.set_defaults(func=cmd_backfill)
+
+
+def _promote_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--partition", type=_date, required=True, help="the model_selection partition (YYYY-MM-DD)")
+    parser.add_argument("--force", action="store_true", help="promote even if a newer partition has data (a rollback)")
+    parser.set_defaults(func=cmd_promote)
+
+
+def _ui_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dagster-port", type=int, default=DAGSTER_PORT, help="Dagster webserver port")
+    parser.add_argument("--mlflow-port", type=int, default=settings.mlflow_ui_port(),
+                        help=f"MLflow UI port; the default is the port of ${settings.MLFLOW_UI_URL_ENV} (the MLflow "
+                             f"URL that Dagster's metadata links to), else {settings.DEFAULT_MLFLOW_UI_PORT}: "
+                             "%(default)s")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (127.0.0.1: this machine only)")
+    parser.set_defaults(func=cmd_ui)
+
+
+def _open_bandit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(func=cmd_import_open_bandit)
+
+
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    from fair_pipeline.audit.files import add_audit_arguments, run_audit
+
+    add_audit_arguments(parser)
+    parser.set_defaults(func=run_audit)
+
+
+def _elicit_arguments(parser: argparse.ArgumentParser) -> None:
+    from fair_pipeline.selection.session import add_elicit_arguments, run_elicit
+
+    add_elicit_arguments(parser)
+    parser.set_defaults(func=run_elicit)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fair-pipeline",
-        description="End-to-end fair ranking on Dagster + DuckDB + MLflow. Every file lives under "
-        f"${settings.HOME_ENV} (default ./data).",
+        description="End-to-end fair ranking on Dagster + DuckDB + MLflow. Every file lives under --home "
+        f"(${settings.HOME_ENV}, default ./data). `fair-pipeline COMMAND --help` lists a command's options.",
+        formatter_class=_DefaultsFormatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    simulate = commands.add_parser("simulate", help="write simulated click logs (Nandy et al. 2.2) as landing files")
-    _add_simulation_arguments(simulate)
-    simulate.set_defaults(func=cmd_simulate)
-
-    run = commands.add_parser("run", help="the main job: simulate a week if no logs are present, then materialize everything")
-    _add_simulation_arguments(run)
-    run.add_argument("--no-simulate", action="store_true", help="fail instead of simulating when no logs are present")
-    run.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
-                     help="train, audit and report the newest N daily partitions (each trained on the days before "
-                     f"it; default {DEFAULT_PARTITIONS})")
-    run.set_defaults(func=cmd_run)
-
-    backfill = commands.add_parser(
-        "backfill", help="ingest a date range of landing files (one run), then train, audit and report each day of it "
-        "(one run per partition); registry aliases never move for an older partition")
-    backfill.add_argument("--start", type=_date, required=True, help="first partition (YYYY-MM-DD)")
-    backfill.add_argument("--end", type=_date, required=True, help="last partition (YYYY-MM-DD), inclusive")
-    backfill.set_defaults(func=cmd_backfill)
-
-    promote = commands.add_parser(
-        "promote", help="move fair-ranker@champion to the model selected for a partition (refuses an older partition "
-        "than the newest with data unless --force)")
-    promote.add_argument("--partition", type=_date, required=True, help="the model_selection partition (YYYY-MM-DD)")
-    promote.add_argument("--force", action="store_true", help="promote even if a newer partition has data (a rollback)")
-    promote.set_defaults(func=cmd_promote)
-
-    ui = commands.add_parser("ui", help="start the Dagster UI (with the daemon) and the MLflow UI; Ctrl-C stops both")
-    ui.add_argument("--dagster-port", type=int, default=3000, help="Dagster webserver port (default 3000)")
-    ui.add_argument("--mlflow-port", type=int, default=5000, help="MLflow UI port (default 5000)")
-    ui.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1, this machine only)")
-    ui.set_defaults(func=cmd_ui)
-
-    obd = commands.add_parser("import-open-bandit", help="write the shipped Open Bandit sample as landing files")
-    obd.set_defaults(func=cmd_import_open_bandit)
-
-    from fair_pipeline.audit.files import add_audit_arguments, run_audit
-    from fair_pipeline.selection.session import add_elicit_arguments, run_elicit
-
-    audit = commands.add_parser("audit", help="fairness audit of any Parquet/CSV file: partial AUCs, xAUC, pairwise accuracies")
-    add_audit_arguments(audit)
-    audit.set_defaults(func=run_audit)
-
-    elicit = commands.add_parser("elicit", help="elicit a fairness metric by answering pairwise comparisons (resumable)")
-    add_elicit_arguments(elicit)
-    elicit.set_defaults(func=run_elicit)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--home", metavar="DIR",
+                        help=f"root of every generated file; sets ${settings.HOME_ENV} (default: ${settings.HOME_ENV}, "
+                             "else ./data)")
+    commands = parser.add_subparsers(dest="command", required=True, action=_LazyCommands, metavar="COMMAND")
+    commands.add_command("simulate", _simulate_arguments,
+                         help="write simulated click logs (Nandy et al. 2.2) as landing files")
+    commands.add_command("run", _run_arguments,
+                         help="the main job: simulate a week if no logs are present, then materialize everything")
+    commands.add_command("backfill", _backfill_arguments,
+                         help="ingest a date range of landing files (one run), then train, audit and report each day of "
+                              "it (one run per partition); registry aliases never move for an older partition")
+    commands.add_command("promote", _promote_arguments,
+                         help="move fair-ranker@champion to the model selected for a partition (refuses an older "
+                              "partition than the newest with data unless --force)")
+    commands.add_command("ui", _ui_arguments,
+                         help="start the Dagster UI (with the daemon) and the MLflow UI; Ctrl-C stops both")
+    commands.add_command("import-open-bandit", _open_bandit_arguments,
+                         help="write the shipped Open Bandit sample as landing files")
+    commands.add_command("audit", _audit_arguments,
+                         help="fairness audit of any Parquet/CSV file: partial AUCs, xAUC, pairwise accuracies")
+    commands.add_command("elicit", _elicit_arguments,
+                         help="elicit a fairness metric by answering pairwise comparisons (resumable)")
     return parser
+
+
+def _cause(error: BaseException) -> str:
+    """The innermost error's type and first line: what to fix."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _FAILURES.clear()
+    if args.home:
+        os.environ[settings.HOME_ENV] = args.home
     try:
         return args.func(args)
     except (ValueError, FileNotFoundError) as error:
         _say(f"error: {error}")
         return 2
+    except Exception as error:  # noqa: BLE001 - the traceback first, then one line naming the cause
+        import traceback
+
+        traceback.print_exc()
+        _say(f"failed: {_cause(error)}")
+        return 1
 
 
 if __name__ == "__main__":

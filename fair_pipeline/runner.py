@@ -11,6 +11,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import run_recovery, settings
+from fair_pipeline.platform.progress import root_cause, with_progress
 
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse
@@ -46,29 +47,34 @@ def landed_partitions(landing: Path | None = None) -> list[str]:
 
 
 def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: str | None = None,
-             start: str | None = None, end: str | None = None) -> dg.ExecuteInProcessResult:
+             start: str | None = None, end: str | None = None, progress: dg.LoggerDefinition | None = None,
+             verbose: bool = True) -> dg.ExecuteInProcessResult:
+    """`progress`: an extra logger (platform.progress, the CLI's one line per step); unless `verbose`, the
+    console logger shows only warnings and errors."""
     from fair_pipeline.definitions import defs
 
     instance = instance or dg.DagsterInstance.get()
     tags = {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end} if start else {}
-    return defs.resolve_job_def(job_name).execute_in_process(
+    job, run_config = with_progress(defs.resolve_job_def(job_name),
+                                    {"loggers": {"console": {"config": {"log_level": "INFO"}}}}, progress, verbose)
+    return job.execute_in_process(
         instance=instance,
         partition_key=partition,
         tags={**tags, **run_recovery.prepare_run(instance)},
-        run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
+        run_config=run_config,
         raise_on_error=False,
     )
 
 
-def ingest_range(start: str, end: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+def ingest_range(start: str, end: str, instance: dg.DagsterInstance | None = None, **display) -> dg.ExecuteInProcessResult:
     """Load landing files of partitions start..end and build the SQL models over them, as one run (the log
     assets have single-run backfill policies)."""
-    return _execute("ingest_logs", instance, start=start, end=end)
+    return _execute("ingest_logs", instance, start=start, end=end, **display)
 
 
-def train_and_audit(day: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+def train_and_audit(day: str, instance: dg.DagsterInstance | None = None, **display) -> dg.ExecuteInProcessResult:
     """Partition `day` of every trained and audited stage: trained on the days before it, evaluated on it."""
-    return _execute("train_and_audit", instance, partition=day)
+    return _execute("train_and_audit", instance, partition=day, **display)
 
 
 def benchmarks_outdated(instance: dg.DagsterInstance | None = None) -> bool:
@@ -83,8 +89,9 @@ def benchmarks_outdated(instance: dg.DagsterInstance | None = None) -> bool:
     return event.asset_materialization.tags.get("dagster/code_version") != BENCHMARK_CODE_VERSION
 
 
-def run_benchmarks(instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
-    return _execute("benchmark_models", instance)
+def run_benchmarks(instance: dg.DagsterInstance | None = None, **display) -> dg.ExecuteInProcessResult:
+    """`display`: progress= and verbose= of `_execute` (likewise for ingest_range and train_and_audit)."""
+    return _execute("benchmark_models", instance, **display)
 
 
 def trainable(days: list[str], ingested: list[str]) -> tuple[list[str], list[str]]:
@@ -104,5 +111,5 @@ def failure_summary(result: dg.ExecuteInProcessResult) -> str:
                 lines.append(f"check {evaluation.asset_check_key.to_user_string()} failed: {evaluation.description}")
         if event.is_step_failure:
             error = event.step_failure_data.error
-            lines.append(f"{event.step_key}: {error.message.strip() if error else 'failed'}")
+            lines.append(f"{event.step_key}: {root_cause(error) if error else 'failed'}")
     return "\n".join(lines) or "the run failed (see the Dagster UI for the event log)"

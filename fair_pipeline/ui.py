@@ -6,6 +6,7 @@ period (including grandchildren that moved to groups of their own).
 """
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import os
 import signal
@@ -20,12 +21,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.tracking import UI_URL_ENV, TrackingUnavailableError, ensure_experiments
+from fair_pipeline.platform.tracking import CLASSIC_VIEW, UI_URL_ENV, TrackingUnavailableError, ensure_experiments
 
 HOST = "127.0.0.1"
 DEFAULT_DAGSTER_PORT = 3000
-DEFAULT_MLFLOW_PORT = 5000
+DEFAULT_MLFLOW_PORT = settings.DEFAULT_MLFLOW_UI_PORT
 WORKSPACE = settings.REPO_ROOT / "workspace.yaml"
+
+
+# Loaded before any fork: the child between fork and exec should only make system calls.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class UiStartError(RuntimeError):
@@ -132,13 +137,18 @@ class Server:
 
 def _own_session_dying_with_parent() -> None:
     """In the child before exec: a session of its own (so we signal it as a group), and on Linux a
-    SIGTERM when our process dies, even by SIGKILL, so a killed `fair-pipeline ui` leaves no servers."""
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        import ctypes
+    SIGTERM when our process dies, even by SIGKILL, so a killed `fair-pipeline ui` leaves no servers.
 
+    SIGTERM and SIGINT get their default action back first: an ignored signal stays ignored across exec, and
+    a parent started with SIGINT ignored (a background job of a shell) that ran Dagster in process has
+    SIGTERM ignored too (Dagster maps SIGTERM to SIGINT's handler); the servers would then outlive it."""
+    os.setsid()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        _LIBC.signal(sig, 0)  # SIG_DFL; libc directly, since Python's signal.signal needs the main thread
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
+    if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _start(name: str, command: list[str], env: dict[str, str], url: str, health_url: str, log_dir: Path) -> Server:
@@ -212,7 +222,8 @@ def start_ui(dagster_port: int = DEFAULT_DAGSTER_PORT, mlflow_port: int = DEFAUL
         ensure_experiments()  # the store and experiments exist before any server or step touches them
     except TrackingUnavailableError as error:
         raise UiStartError(str(error)) from error
-    mlflow_url = f"http://{host}:{mlflow_port}" if local_store else uri
+    # Dagster's metadata links point at the MLflow UI this command serves (or at the external server).
+    mlflow_url = f"http://{host}:{mlflow_port}" if local_store else settings.mlflow_ui_url()
     env = {
         **os.environ,
         settings.HOME_ENV: str(settings.home()),
@@ -248,7 +259,8 @@ def serve(dagster_port: int, mlflow_port: int, say: Callable[[str], None], host:
             say(f"could not start the UI: {error}")
             return 0 if stop.is_set() else 1
         say(f"Dagster UI: {ui.dagster.url}   (DAGSTER_HOME={settings.dagster_home()})")
-        say(f"MLflow UI:  {ui.mlflow.url if ui.mlflow else settings.mlflow_tracking_uri() + ' (external server)'}")
+        mlflow_url = ui.mlflow.url if ui.mlflow else settings.mlflow_ui_url()
+        say(f"MLflow UI:  {mlflow_url}/#/experiments?{CLASSIC_VIEW}{'' if ui.mlflow else '  (external server)'}")
         say(f"server logs under {settings.home() / 'logs'}; press Ctrl-C to stop both")
         code = 0
         while not stop.wait(0.5):

@@ -448,7 +448,8 @@ def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
     parser.add_argument("--min-count", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_COUNT,
                         help="positives and negatives a group needs to be estimated (>= 2)")
-    parser.add_argument("--confidence", type=_bounded(float, 0.5, 1.0, what="a number in (0.5, 1)"), default=0.95)
+    parser.add_argument("--confidence", type=_bounded(float, 0.5, 1.0, what="a number in (0.5, 1)"), default=0.95,
+                        help="confidence level of every interval (0.95: 95%% intervals)")
     parser.add_argument("--max-groups", type=_bounded(int, 1, what="an integer >= 1"), default=DEFAULT_MAX_GROUPS,
                         help=f"refuse files with more groups than this (default {DEFAULT_MAX_GROUPS}; the pairwise "
                         "tables grow as groups squared)")

@@ -187,6 +187,7 @@ def eo_transform(
     if reason is not None:
         context.log.warning(reason)
         metadata["not_estimable"] = reason
+        mlflow.record_skip(context, "eo_transform", f"not estimable: {reason}", ("eo_transform_cdf", "eo_knots_summary"))
         return dg.MaterializeResult(
             metadata=metadata,
             check_results=[
@@ -256,6 +257,10 @@ def eo_transform(
     )
 
 
+# The tables eo_evaluation logs; a skipped evaluation records why it logged none of them.
+EVALUATION_TABLES = ("exposure_merit", "eo_evaluation_summary", "eo_evaluation_per_group", "eo_evaluation_positions")
+
+
 @dg.asset(
     key=EO_EVALUATION_KEY,
     deps=[EO_TRANSFORM_KEY],
@@ -286,6 +291,7 @@ def eo_evaluation(
         message = (f"skipped: not a simulation: no ground truth under {landing.resolved_path / contract.TRUTH_DIR} "
                    "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
         context.log.info(message)
+        mlflow.record_skip(context, "eo_transform", message, EVALUATION_TABLES)  # the report says why, not "never ran"
         return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
     day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
@@ -297,6 +303,7 @@ def eo_evaluation(
     if not_estimable:
         message = f"skipped: no transform to evaluate ({'; '.join(f'{v}: {r}' for v, r in not_estimable.items())})"
         context.log.warning(message)
+        mlflow.record_skip(context, "eo_transform", message, EVALUATION_TABLES)
         return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
     weighted, unweighted = stored["weighted"], stored["unweighted"]
     held_out = weighted.window_end + dt.timedelta(days=config.days_after_window)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 HOME_ENV = "FAIR_PIPELINE_HOME"
 DUCKDB_MEMORY_LIMIT_ENV = "FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT"
@@ -13,6 +14,8 @@ DUCKDB_TEMP_DIR_ENV = "FAIR_PIPELINE_DUCKDB_TEMP_DIR"
 # DuckDB's own default is 80% of the machine's RAM; a fixed cap makes the pipeline's peak memory independent of
 # the day's size (joins, aggregates and sorts above it spill to the temp directory instead).
 DEFAULT_DUCKDB_MEMORY_LIMIT = "1GB"
+MLFLOW_UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"  # where people open MLflow (links in Dagster's metadata)
+DEFAULT_MLFLOW_UI_PORT = 5000
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # fair_pipeline/
 REPO_ROOT = PACKAGE_ROOT.parent
 SQL_ROOT = REPO_ROOT / "dbt_like_sql"
@@ -35,6 +38,23 @@ def mlflow_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{home() / 'mlflow.db'}"
 
 
+def mlflow_ui_url() -> str:
+    """The MLflow UI that links point to: $FAIR_PIPELINE_MLFLOW_UI_URL, else the tracking server itself when
+    it is one (http/https), else the local UI that `fair-pipeline ui` starts."""
+    configured = os.environ.get(MLFLOW_UI_URL_ENV)
+    if configured:
+        return configured.rstrip("/")
+    uri = mlflow_tracking_uri()
+    if urlparse(uri).scheme in ("http", "https"):
+        return uri.rstrip("/")
+    return f"http://127.0.0.1:{DEFAULT_MLFLOW_UI_PORT}"
+
+
+def mlflow_ui_port() -> int:
+    """The port `fair-pipeline ui` serves MLflow on by default: the configured UI URL's, so links and server agree."""
+    return urlparse(mlflow_ui_url()).port or DEFAULT_MLFLOW_UI_PORT
+
+
 def mlflow_artifact_root() -> Path:
     return home() / "mlartifacts"
 
@@ -45,6 +65,22 @@ def reports_dir() -> Path:
 
 def dagster_home() -> Path:
     return Path(os.environ.get("DAGSTER_HOME") or home() / "dagster_home").resolve()
+
+
+GROUP_LABELS_ENV = "FAIR_PIPELINE_GROUP_LABELS"
+
+
+def group_labels() -> dict[str, str]:
+    """Names of the protected groups for the report, from $FAIR_PIPELINE_GROUP_LABELS ("0=women,1=men"); {} if unset.
+    A malformed entry is an error naming it (a mislabelled group would mislead every reader of the report)."""
+    text = os.environ.get(GROUP_LABELS_ENV, "").strip()
+    labels: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        value, sep, label = entry.partition("=")
+        if not sep or not value.strip() or not label.strip():
+            raise ValueError(f"${GROUP_LABELS_ENV}: {entry!r} is not GROUP=LABEL (expected e.g. '0=women,1=men')")
+        labels[value.strip()] = label.strip()
+    return labels
 
 
 def default_elicitation_db() -> Path:

@@ -22,10 +22,13 @@ import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
+import io
 import json
+import logging
 import os
 import re
 import socket
+import sys
 import tempfile
 import time
 import uuid
@@ -46,8 +49,24 @@ EXPERIMENT_PREFIX = "fair_pipeline/"
 FAIR_RANKER = "fair-ranker"
 CANDIDATE = "candidate"
 CHAMPION = "champion"
-UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"
-DEFAULT_UI_URL = "http://127.0.0.1:5000"
+UI_URL_ENV = settings.MLFLOW_UI_URL_ENV
+# MLflow 3 opens on its GenAI view (traces) unless told otherwise; this query parameter selects the classic
+# machine-learning view (runs, metrics, models). The UI reads it on every page.
+CLASSIC_VIEW = "workflowType=machine_learning"
+
+# What each experiment holds, shown as its description in the MLflow UI (the `mlflow.note.content` tag).
+STAGE_DESCRIPTIONS = {
+    "ingestion": "Daily click-log loads into the DuckDB warehouse: accepted and quarantined rows per partition.",
+    "position_bias": "Position-bias (examination) curves estimated from randomized and adjacent-swap traffic, with CIs.",
+    "eo_transform": "Per-group CDF (equal-opportunity) score transforms; registers the serving model fair-ranker @candidate.",
+    "training": "Click-trained rankers, one run per fairness penalty λ, with their held-out group gaps.",
+    "audit": "Fairness audits of every model: partial AUC, xAUC and pairwise accuracy by group, cluster-robust CIs.",
+    "selection": "Model selection by cost over the candidates; moves fair-ranker @champion.",
+    "elicitation": "Fairness metrics elicited from pairwise comparisons (fair-pipeline elicit).",
+    "benchmarks": "Penalized fits on the Adult and COMPAS benchmarks (models fair-benchmark-<dataset>).",
+    "reporting": "The fairness report of each run (HTML, Markdown summary, findings.json).",
+}
+_NOTE_TAG = "mlflow.note.content"
 
 # Tag names written on every run (the MLflow UI can filter on them).
 TAG_STAGE = "fair_pipeline.stage"
@@ -61,6 +80,8 @@ TAG_TRAINING_WINDOWS = "fair_pipeline.training_windows"  # per audited output
 TAG_CODE_VERSION = "dagster.code_version"
 TAG_MODEL_PARTITION = "fair_pipeline.partition"  # on a registered model version: the asset partition it won
 TAG_TABLE_PREFIX = "fair_pipeline.table."
+TAG_SKIPPED = "fair_pipeline.skipped"  # why a step that ran logged none of its tables
+TAG_SKIPPED_TABLES = "fair_pipeline.skipped_tables"  # ",name,name," (the tables it would have logged)
 _TOKEN_TAG = "fair_pipeline.idempotency_token"
 
 # Explicit requirements make log_model fast (no environment inference) and reproducible.
@@ -84,6 +105,49 @@ T = TypeVar("T")
 
 # Progress bars from artifact downloads would clutter Dagster logs and the CLI.
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+# mlflow.register_model prints these on stderr for every version; the registry and the Dagster metadata say it.
+_REGISTRY_CHATTER = re.compile(
+    r"^(Registered model '[^']*' already exists\. Creating a new version of this model\.\.\."
+    r"|Successfully registered model '[^']*'\.|Created version '\d+' of model '[^']*'\.?)$"
+)
+
+
+class _PickledModelWarning(logging.Filter):
+    """Drops MLflow's warning that a python_model object is serialized with CloudPickle: our pyfunc models are
+    our own code, logged by the pipeline and loaded by it (every other MLflow warning passes)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "serialized using CloudPickle" not in record.getMessage()
+
+
+if not any(isinstance(f, _PickledModelWarning) for f in logging.getLogger("mlflow.pyfunc").filters):
+    logging.getLogger("mlflow.pyfunc").addFilter(_PickledModelWarning())
+
+
+@contextlib.contextmanager
+def _without_registry_chatter() -> Iterator[None]:
+    """Capture stderr around a registry call and pass on every line except MLflow's per-version chatter."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            yield
+    finally:
+        kept = [line for line in captured.getvalue().splitlines(keepends=True) if not _REGISTRY_CHATTER.match(line.strip())]
+        if kept:
+            sys.stderr.write("".join(kept))
+
+
+def registered_model_description(name: str) -> str:
+    """What a registered model of the pipeline is (shown in the MLflow UI's model list)."""
+    if name == FAIR_RANKER:
+        return ("The serving ranker: a base ranker followed by the per-group equal-opportunity transform (pyfunc; input "
+                "item features and group_id). @candidate is the newest fit, @champion the one model selection chose.")
+    if name.startswith("fair-benchmark-"):
+        dataset = name[len("fair-benchmark-"):]
+        return (f"Penalized fits on the {dataset} benchmark, one version per fairness penalty λ. @champion is the "
+                "smallest λ whose group gap is not significant at any cutoff.")
+    return "A model registered by fair_pipeline."
 
 
 class TrackingUnavailableError(RuntimeError):
@@ -216,10 +280,13 @@ def ensure_experiments(
             def get_or_create(name: str = name, stage: str = stage) -> str:
                 found = client.get_experiment_by_name(name)
                 if found is not None:
+                    if not found.tags.get(_NOTE_TAG):  # stores created before experiments had descriptions
+                        client.set_experiment_tag(found.experiment_id, _NOTE_TAG, STAGE_DESCRIPTIONS[stage])
                     return found.experiment_id
                 location = None if _is_remote(uri) else (artifact_root / stage).resolve().as_uri()
                 # The experiment kind makes the MLflow UI open on the runs table, not the GenAI trace view.
-                tags = {TAG_STAGE: stage, "mlflow.experimentKind": "custom_model_development"}
+                tags = {TAG_STAGE: stage, "mlflow.experimentKind": "custom_model_development",
+                        _NOTE_TAG: STAGE_DESCRIPTIONS[stage]}
                 return client.create_experiment(name, artifact_location=location, tags=tags)
 
             ids[stage] = with_retry(get_or_create, what=f"create experiment {name}", uri=uri, attempts=attempts)
@@ -389,13 +456,13 @@ class MLflowTracking(dg.ConfigurableResource):
 
     @property
     def base_ui_url(self) -> str:
-        return (self.ui_url or os.environ.get(UI_URL_ENV) or DEFAULT_UI_URL).rstrip("/")
+        return (self.ui_url or settings.mlflow_ui_url()).rstrip("/")
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
-        return f"{self.base_ui_url}/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"{self.base_ui_url}/#/experiments/{experiment_id}/runs/{run_id}?{CLASSIC_VIEW}"
 
     def experiment_url(self, stage: str) -> str:
-        return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}"
+        return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}?{CLASSIC_VIEW}"
 
     def retry(self, call: Callable[[], T], what: str) -> T:
         return with_retry(call, what=what, uri=self.uri, attempts=self.attempts, delay_s=self.retry_delay_s)
@@ -469,23 +536,40 @@ class MLflowTracking(dg.ConfigurableResource):
         return self.retry(create, f"create a run in experiment {experiment_id}")
 
     # ---- reading back
-    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES, partition: dt.date | None = None):
-        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None; with
-        `partition`, only runs of that asset partition."""
-        _checked_name(name, "table name")
+    def _newest_finished_run(self, condition: str, stages: tuple[str, ...], what: str, partition: dt.date | None = None):
         ids = [self.experiment_id(stage) for stage in stages]
         # MLflow filter strings take no parameters: the partition goes in only as a validated ISO date.
         where = "" if partition is None else f" and tags.`{TAG_PARTITION}` = '{_iso_date(partition)}'"
         runs = self.retry(
             lambda: self.client().search_runs(
-                ids,
-                filter_string=f"tags.`{TAG_TABLE_PREFIX}{name}` = '1' and attributes.status = 'FINISHED'{where}",
-                order_by=["attributes.start_time DESC"],
-                max_results=1,
+                ids, filter_string=f"{condition} and attributes.status = 'FINISHED'{where}",
+                order_by=["attributes.start_time DESC"], max_results=1,
             ),
-            f"find the newest run with table {name}",
+            f"find the newest run {what}",
         )
         return runs[0] if runs else None
+
+    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES, partition: dt.date | None = None):
+        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None; with
+        `partition`, only runs of that asset partition."""
+        _checked_name(name, "table name")
+        return self._newest_finished_run(f"tags.`{TAG_TABLE_PREFIX}{name}` = '1'", stages, f"with table {name}", partition)
+
+    def record_skip(self, context: Any, stage: str, reason: str, tables: tuple[str, ...]) -> str:
+        """A finished run saying that a step ran and had nothing to log (e.g. nothing was estimable), so readers of
+        `tables` can tell "ran, not estimable: <reason>" from "never ran". Returns the run id."""
+        for name in tables:
+            _checked_name(name, "table name")
+        with self.start_run(context, stage, tags={TAG_SKIPPED: reason[:5000],
+                                                  TAG_SKIPPED_TABLES: "," + ",".join(tables) + ","}) as run:
+            return run.run_id
+
+    def latest_skip(self, name: str, stages: tuple[str, ...] = STAGES, partition: dt.date | None = None):
+        """The newest finished run that recorded skipping table `name` (`record_skip`), or None; with `partition`,
+        only runs of that asset partition."""
+        _checked_name(name, "table name")
+        return self._newest_finished_run(f"tags.`{TAG_SKIPPED_TABLES}` LIKE '%,{name},%'", stages,
+                                         f"that skipped table {name}", partition)
 
     def load_table(self, run_id: str, name: str) -> pd.DataFrame:
         with tempfile.TemporaryDirectory() as tmp:
@@ -531,18 +615,22 @@ class MLflowTracking(dg.ConfigurableResource):
             version_tags.update({"fair_pipeline.run_id": run.run_id, TAG_STAGE: run.stage})
 
         def ensure_model() -> None:
-            if not client.search_registered_models(filter_string=f"name = '{name}'"):
+            found = client.search_registered_models(filter_string=f"name = '{name}'")
+            if not found:
                 try:
-                    client.create_registered_model(name)
+                    client.create_registered_model(name, description=registered_model_description(name))
                 except Exception as error:  # noqa: BLE001
                     if "already exists" not in str(error).lower():
                         raise
+            elif not found[0].description:  # registered before models had descriptions
+                client.update_registered_model(name, description=registered_model_description(name))
 
         def create_version():
             existing = client.search_model_versions(f"name = '{name}' and tags.`{_TOKEN_TAG}` = '{token}'")
             if existing:
                 return existing[0]
-            return mlflow.register_model(model_uri, name, tags=version_tags)
+            with _without_registry_chatter():
+                return mlflow.register_model(model_uri, name, tags=version_tags)
 
         self.retry(ensure_model, f"create registered model {name}")
         version = self.retry(create_version, f"register {model_uri} as {name}")

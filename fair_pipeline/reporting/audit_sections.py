@@ -348,8 +348,8 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
                                ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
     frame = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
 
-    def draw(ax, part: pd.DataFrame) -> None:
-        figures.draw_heatmap(ax, part.pivot(index="group_a", columns="group_b", values="estimate"))
+    def draw(ax, part: pd.DataFrame):
+        return figures.draw_heatmap(ax, part.pivot(index="group_a", columns="group_b", values="estimate"))
 
     cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + frame["n_pairs"].map(lambda n: f" (pairs = {_count(n)})"))
     table = cells.pivot_table(index=["model", "group_a"], columns="group_b", values="cell", aggfunc="first", sort=False)
@@ -364,7 +364,8 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
                    "with query-clustered 95% CIs. Off-diagonal cells far apart mean one group's better items lose to "
                    "the other group's worse items more often; the cross-group gap A(a>b) − A(b>a) is judged against "
                    "its margin δ."),
-              Figure("pairwise", figures.panels(frame, "model", draw, "worse item's group", "better item's group"),
+              Figure("pairwise", figures.panels(frame, "model", draw, "worse item's group", "better item's group",
+                                                colorbar_label="pairwise accuracy A(a>b)"),
                      "Pairwise accuracy matrices, one panel per model"),
               Table(table, "Pairwise accuracy [95% CI] (pairs)")]
     verdicts = []

@@ -142,7 +142,7 @@ def _inline(text: str) -> str:
 
 
 _COUNT_COLUMN = re.compile(r"^(n|n_\w+|\w*_count|count\w*|rank|rows|\w+_rows|pairs|queries|impressions.*|partitions|"
-                           r"positions compared|CI covers truth|groups)$", re.IGNORECASE)
+                           r"positions compared|CI covers truth|groups|\w*version|paired_\w+)$", re.IGNORECASE)
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -150,9 +150,12 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     integers with thousands separators ('25,000', never '25000.0' after a float round trip), NaN as 'n/a'."""
     out = frame.copy()
     for column in out.columns:
-        values = out[column]
-        if not (_COUNT_COLUMN.match(str(column)) and pd.api.types.is_float_dtype(values)):
+        if not _COUNT_COLUMN.match(str(column)) or pd.api.types.is_integer_dtype(out[column]):
             continue
+        # A table read back from MLflow may hold numbers as objects (None for missing): compare them as floats.
+        values = pd.to_numeric(out[column], errors="coerce")
+        if values.isna().sum() > out[column].isna().sum():
+            continue  # text in a count column (e.g. 'winner'): leave it as it is
         finite = values.dropna()
         if len(finite) and (finite == finite.round()).all():
             out[column] = values.map(lambda v: "n/a" if pd.isna(v) else f"{int(v):,}")
@@ -162,7 +165,7 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def _table_html(table: Table) -> str:
     body = display_frame(table.frame).to_html(index=False, escape=True, na_rep="n/a", border=0, classes="data")
     caption = f"<p class='caption'>{_inline(table.caption)}</p>" if table.caption else ""
-    return caption + body
+    return caption + f"<div class='table-wrap'>{body}</div>"
 
 
 def _figure_html(figure: Figure) -> str:
@@ -191,11 +194,19 @@ def _summary_html(report: Report) -> str:
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
 h1{border-bottom:2px solid #444} h2{margin-top:2em;border-bottom:1px solid #ccc}
-table.data{border-collapse:collapse;font-size:0.85em;margin:0.5em 0} table.data td,table.data th{border:1px solid #ddd;padding:3px 8px}
+table.data{border-collapse:collapse;font-size:0.8em;margin:0.5em 0} table.data td,table.data th{border:1px solid #ddd;padding:2px 6px}
+table.data td{white-space:nowrap} .table-wrap{overflow-x:auto;max-width:100%}
 table.data th{background:#f3f3f3} .caption{font-weight:600;margin-bottom:0.2em} .source{color:#666;font-size:0.85em}
 .missing{background:#fff4e5;border-left:4px solid #f0a030;padding:0.5em 1em} figure{margin:1em 0} img{max-width:100%}
 nav li{margin:0.1em 0} code{background:#f3f3f3;padding:0 3px}
 """
+
+
+def _group_note() -> str:
+    from fair_pipeline.platform import settings
+    from fair_pipeline.reporting.sections import group_note
+
+    return group_note(settings.group_labels()).markdown
 
 
 def render_html(report: Report) -> str:
@@ -204,6 +215,7 @@ def render_html(report: Report) -> str:
         for s in report.sections
     )
     body = [f"<h1>Fairness report</h1><p class='source'>Generated {report.generated_at}</p>",
+            f"<p>{_inline(_group_note())}</p>",
             f"<nav><ul>{nav}</ul></nav>", "<h2 id='summary'>Summary</h2>", _summary_html(report)]
     for section in report.sections:
         body.append(f"<h2 id='{section.spec.key}'>{html.escape(section.spec.title)}</h2>")
@@ -227,7 +239,8 @@ def render_html(report: Report) -> str:
 
 
 def render_markdown(report: Report, figure_dir: str = "figures") -> str:
-    lines = ["# Fairness report", "", f"Generated {report.generated_at}", "", "## Summary", "", *summary_lines(report), ""]
+    lines = ["# Fairness report", "", f"Generated {report.generated_at}", "", _group_note(), "", "## Summary", "",
+             *summary_lines(report), ""]
     for section in report.sections:
         lines += [f"## {section.spec.title}", ""]
         if not section.available:

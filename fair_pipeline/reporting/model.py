@@ -130,6 +130,13 @@ class ReportInputs:
             found = self.tracking.latest_table(name) if self.partition is None or stage in UNPARTITIONED_STAGES else None
         if found is None:
             where = "" if self.partition is None else f" for partition {self.partition}"
+            partition = None if stage in UNPARTITIONED_STAGES else self.partition
+            skipped = self.tracking.latest_skip(name, partition=partition)
+            if skipped is not None:  # the stage ran; its output was not estimable (a finding, not a missing stage)
+                from fair_pipeline.platform.tracking import TAG_SKIPPED
+
+                raise StageMissing(f"stage {stage!r} ran{where} (MLflow run {skipped.info.run_id}) but logged no table "
+                                   f"{name!r}: {skipped.data.tags.get(TAG_SKIPPED, 'no reason given')}")
             raise StageMissing(f"stage {stage!r} has never logged table {name!r} to MLflow{where}")
         frame, run = found
         absent = [column for column in required if column not in frame.columns]

@@ -63,6 +63,36 @@ from fair_pipeline.reporting.model import (
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
 
 
+# ---------------------------------------------------------------- report-level notes (the lead wires them in)
+GROUP_COLUMN_NOTE = (
+    "Groups are the values of the protected-attribute column `group_id` of the items landing file (`items/items.parquet`; in simulated "
+    "logs the simulator's C, with P(C = 1) = p_group; for Open Bandit a binarized item feature). Name them with "
+    "$FAIR_PIPELINE_GROUP_LABELS, e.g. `0=group A,1=group B`.")
+
+
+def group_note(labels: dict[str, str]) -> Text:
+    """What the group values in every table and figure mean: the configured labels (settings.group_labels()),
+    else what the group column is."""
+    if not labels:
+        return Text(GROUP_COLUMN_NOTE)
+    named = "; ".join(f"`{value}` = {label}" for value, label in labels.items())
+    return Text(f"Groups (column `group_id` of the items landing file): {named}.")
+
+
+def champion_text(name: str | None, version: str | int | None, candidate: str | None = None) -> str:
+    """'Champion model: fair-ranker version 3 (models:/fair-ranker@champion), candidate ...' or why there is none."""
+    if not name or version is None or str(version) in ("", "None", "nan"):
+        return "No champion model: model selection has not registered one yet."
+    chosen = f", the candidate {candidate}" if candidate else ""
+    return f"Champion model: **{name} version {version}** (`models:/{name}@champion`{chosen})."
+
+
+def champion_blocks(name: str | None, version: str | int | None, candidate: str | None = None) -> tuple[Text, Finding]:
+    """The champion as a paragraph for a section and as a headline fact for the summary."""
+    text = champion_text(name, version, candidate)
+    return Text(text), Finding(text.replace("**", "").replace("`", ""), "info")
+
+
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
 def data_volume(inputs: ReportInputs) -> SectionContent:
     volume = inputs.sql(
@@ -294,19 +324,31 @@ def eo_transform(inputs: ReportInputs) -> SectionContent:
 _RANKING_LABELS = {"raw": "before", "weighted": "after", "unweighted": "unweighted"}
 
 
+def exposure_ratios(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per ranking (before, unweighted, after, in that order): the group-0 / group-1 ratio of exposure per unit of
+    merit with its normal 95% CI (ratio ± 1.96 SE) and its position on the plot's x axis."""
+    rows = summary[summary["method"].isin(list(_RANKING_LABELS))].copy()
+    rows["ranking"] = rows["method"].map(_RANKING_LABELS)
+    rows["order"] = rows["ranking"].map({"before": 0, "unweighted": 1, "after": 2})
+    rows = rows.sort_values("order", kind="stable").reset_index(drop=True)
+    rows["x"] = np.arange(len(rows))
+    rows["ratio"] = rows["exposure_over_merit_ratio"]
+    rows["low"] = rows["ratio"] - 1.96 * rows["exposure_over_merit_ratio_se"]
+    rows["high"] = rows["ratio"] + 1.96 * rows["exposure_over_merit_ratio_se"]
+    return rows
+
+
 def exposure_ratio_findings(summary: pd.DataFrame) -> list[Finding]:
     """Per ranking, the group-0 / group-1 ratio of exposure per unit of merit (Corollary 1: 1 = exposure
     proportional to merit) with its 95% CI, tested against 1."""
     findings = []
-    for row in summary[summary["method"].isin(list(_RANKING_LABELS))].itertuples(index=False):
-        ratio, se = row.exposure_over_merit_ratio, row.exposure_over_merit_ratio_se
-        low, high = ratio - 1.96 * se, ratio + 1.96 * se
-        p = z_test_p(ratio, low, high, null=1.0)
+    for row in exposure_ratios(summary).itertuples(index=False):
+        p = z_test_p(row.ratio, row.low, row.high, null=1.0)
         status = status_of(p)
         verdict = "differs significantly from" if status == "significant" else "is not significantly different from"
         findings.append(Finding(
-            f"{_RANKING_LABELS[row.method]} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "
-            f"{ci_text(ratio, low, high)}, {verdict} 1 (proportional exposure; {p_phrase(p)})", status))
+            f"{row.ranking} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "
+            f"{ci_text(row.ratio, row.low, row.high)}, {verdict} 1 (proportional exposure; {p_phrase(p)})", status))
     return findings
 
 
@@ -326,14 +368,14 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
         findings = significance_findings(
             frame, lambda r: f"{r['ranking']} ranking: exposure of group {r['group']}", "vs its merit share", value="exposure"
         )
+    summary = None
     try:
-        findings += exposure_ratio_findings(inputs.stage_table(
-            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"]))
+        summary = inputs.stage_table(
+            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
+        findings += exposure_ratio_findings(summary)
     except StageMissing:
         pass  # the per-group table above still stands
     simulated = "simulation" in frame.columns and frame["simulation"].astype(bool).all()
-    order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
-    plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
     return SectionContent(
         blocks=[
             Text(("**SIMULATION**: held-out simulated requests re-ranked by each score, clicks drawn from the simulator's "
@@ -341,15 +383,28 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
                  + "Exposure = expected examination a group's items receive; merit = their relevance. Before = production "
                    "scores, after = the weighted (1/ŵ) EO transform. Fair exposure in the sense of Corollary 1 means "
                    "equal exposure per unit of merit across groups (ratio 1)."),
-            Figure("exposure_merit", figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high",
-                                                                "group", "ranking", "exposure",
-                                                                xticks=[n for n in order if n in set(frame["ranking"])]),
-                   "Exposure per group before and after the transform (95% CI)"),
+            exposure_figure(frame, summary),
             Table(table, "Exposure and merit by group"),
         ],
         findings=findings,
         source=inputs.sources.get("exposure_merit", ""),
     )
+
+
+def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure:
+    """The ratio the findings test (group-0 / group-1 exposure per unit of merit, 1 = proportional), per ranking;
+    raw exposure per group only when no ranking's ratio was logged."""
+    ratios = exposure_ratios(summary) if summary is not None else pd.DataFrame()
+    if len(ratios):
+        png = figures.points_with_errors(ratios, "x", "ratio", "low", "high", None, "ranking",
+                                         "exposure/merit, group 0 ÷ group 1", xticks=ratios["ranking"].tolist(),
+                                         reference=1.0, reference_label="1 = exposure proportional to merit")
+        return Figure("exposure_merit", png, "Exposure per unit of merit, group-0 / group-1 ratio, by ranking (95% CI)")
+    order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
+    plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
+    png = figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high", "group", "ranking",
+                                     "exposure", xticks=[n for n in order if n in set(frame["ranking"])])
+    return Figure("exposure_merit", png, "Exposure per group before and after the transform (95% CI)")
 
 
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:
@@ -425,6 +480,13 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
         table = pd.concat([table, frame[extra].round(4)], axis=1)
         blocks.append(Table(table, "Model-selection ranking"))
         findings = _selection_findings(frame)
+        champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
+        if len(champion):
+            from fair_pipeline.platform.tracking import FAIR_RANKER
+
+            text, finding = champion_blocks(FAIR_RANKER, champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
+            blocks.insert(0, text)
+            findings.append(finding)
     else:
         blocks.append(Table(frame, "Model-selection ranking"))
         if len(frame):

@@ -198,3 +198,99 @@ def test_transient_classification():
     except RuntimeError as outer:
         assert tracking.is_transient(outer)
     assert not tracking.is_transient(ValueError("RESOURCE_DOES_NOT_EXIST"))
+
+
+def test_registering_versions_prints_no_registry_chatter_and_models_have_descriptions(home, capfd):
+    tr = MLflowTracking(retry_delay_s=0.05)
+    name = tracking.benchmark_model_name("chatter")
+    with tr.start_run(None, "benchmarks", run_name="chatter") as run:
+        uris = [run.log_sklearn_model(LogisticRegression().fit(np.eye(2), [0, 1]), f"m{i}") for i in range(3)]
+    capfd.readouterr()
+    versions = [tr.register_model(uri, name, run=run) for uri in uris]
+    assert [str(v.version) for v in versions] == ["1", "2", "3"]
+    err = capfd.readouterr().err
+    # MLflow printed "Registered model ... already exists" and "Created version ..." once per version (16 per run).
+    assert "already exists" not in err and "Created version" not in err, err
+    model = tr.client().get_registered_model(name)
+    assert model.description == tracking.registered_model_description(name)
+    assert "chatter benchmark" in model.description
+
+
+def test_other_stderr_output_of_a_registry_call_is_passed_on(capfd):
+    import sys
+
+    with tracking._without_registry_chatter():
+        print("Created version '7' of model 'fair-ranker'.", file=sys.stderr)
+        print("something else went wrong", file=sys.stderr)
+    assert capfd.readouterr().err == "something else went wrong\n"
+
+
+def test_every_experiment_has_a_description_also_in_an_older_store(home, tr):
+    client = tr.client()
+    ids = tr.ensure_experiments()
+    for stage, experiment_id in ids.items():
+        assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == tracking.STAGE_DESCRIPTIONS[stage]
+    client.delete_experiment_tag(ids["audit"], "mlflow.note.content")  # a store created before descriptions
+    tracking.ensure_experiments()
+    assert client.get_experiment(ids["audit"]).tags["mlflow.note.content"] == tracking.STAGE_DESCRIPTIONS["audit"]
+
+
+def test_the_cloudpickle_warning_of_our_pyfunc_models_is_dropped_and_other_warnings_kept(caplog):
+    import logging
+
+    logger = logging.getLogger("mlflow.pyfunc")
+    with caplog.at_level(logging.WARNING, logger="mlflow.pyfunc"):
+        logger.warning("Passing a Python object as `python_model` causes it to be serialized using CloudPickle, ...")
+        logger.warning("some other pyfunc warning")
+    assert [r.getMessage() for r in caplog.records if r.name == "mlflow.pyfunc"] == ["some other pyfunc warning"]
+
+
+def test_mlflow_links_follow_the_configured_ui_and_open_the_classic_view(monkeypatch):
+    monkeypatch.delenv(tracking.UI_URL_ENV, raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    resource = MLflowTracking()
+    assert resource.run_url("3", "abc") == "http://127.0.0.1:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.internal:8080/")  # a tracking server is its own UI
+    assert resource.run_url("3", "abc").startswith("http://mlflow.internal:8080/#/experiments/3/runs/abc?")
+    monkeypatch.setenv(tracking.UI_URL_ENV, "https://mlflow.example.org/")
+    assert resource.run_url("3", "abc").startswith("https://mlflow.example.org/#/experiments/3/runs/abc?")
+    assert MLflowTracking(ui_url="http://h:1").run_url("3", "abc").startswith("http://h:1/#/")
+
+
+def test_fair_pipeline_ui_passes_its_mlflow_url_to_dagster(tmp_path, monkeypatch):
+    from fair_pipeline import cli, ui
+
+    monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv(tracking.UI_URL_ENV, "http://127.0.0.1:5123")
+    started = {}
+
+    def fake_start(name, command, env, url, health_url, log_dir):
+        started[name] = (command, env)
+        return ui.Server(name, None, url, health_url, log_dir / f"{name}.log")
+
+    monkeypatch.setattr(ui, "_start", fake_start)
+    monkeypatch.setattr(ui, "_wait_ready", lambda *args, **kwargs: None)
+    args = cli.build_parser().parse_args(["ui"])
+    assert args.mlflow_port == 5123  # the default follows the configured URL, so links and server agree
+    dagster_port = ui.free_port()
+    ui.start_ui(dagster_port=dagster_port, mlflow_port=ui.free_port())
+    mlflow_command, _ = started["mlflow"]
+    port = mlflow_command[mlflow_command.index("--port") + 1]
+    assert started["dagster"][1][tracking.UI_URL_ENV] == f"http://127.0.0.1:{port}"
+
+
+def test_a_stage_that_ran_and_skipped_a_table_is_not_reported_as_never_run(home, tr):
+    from fair_pipeline.reporting.model import ReportInputs, StageMissing
+
+    inputs = ReportInputs(home, home / "warehouse.duckdb", tr)
+    with pytest.raises(StageMissing, match="stage 'eo_transform' has never logged table 'skipped_table'"):
+        inputs.stage_table("skipped_table", "eo_transform", ["x"])
+    run_id = tr.record_skip(None, "eo_transform", "skipped: not a simulation: no ground truth", ("skipped_table", "other"))
+    tr.record_skip(None, "eo_transform", "unrelated", ("skipped_table_2",))  # a table whose name contains ours
+    with pytest.raises(StageMissing) as missing:
+        inputs.stage_table("skipped_table", "eo_transform", ["x"])
+    assert str(missing.value) == (f"stage 'eo_transform' ran (MLflow run {run_id}) but logged no table 'skipped_table': "
+                                  "skipped: not a simulation: no ground truth")
+    assert tr.latest_skip("other").info.run_id == run_id and tr.latest_skip("skipped") is None

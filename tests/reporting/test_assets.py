@@ -37,19 +37,30 @@ def main_job_output(home):
 
 
 def test_main_job_prints_report_ui_and_findings(home, main_job_output):
-    report = home / "reports" / "fairness_report.html"
+    from fair_pipeline.reporting.latest import latest_report_dir
+
+    latest = latest_report_dir(home / "reports")  # reports/<newest partition>/
+    report = latest / "fairness_report.html"
     assert f"fairness report:    {report}" in main_job_output
-    assert "fair-pipeline ui" in main_job_output
-    assert "[fact] Data volume and quarantine:" in main_job_output
-    assert "under shuffled (randomized) traffic, CTR at position 1 minus position 10" in main_job_output
-    assert "not yet available" not in main_job_output
-    assert "[fact] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged" in main_job_output
-    assert re.search(r"ROC curves and partial AUC by group: .*at I\(0\.\d+\)", main_job_output)
+    assert re.search(r"open the UIs: +fair-pipeline (--home \S+ )?ui ", main_job_output)
+    # one progress line per step (Dagster's console logger, which repeated every finding, shows warnings only)
+    assert re.search(r"^\[\s*\d+\] reporting/fairness_report\s+done\s+[\d.]+s", main_job_output, re.MULTILINE)
+    # a quiet summary: at most 20 lines after the run's last line; every headline is in findings.json and the report
+    after = main_job_output.rsplit(" succeeded in ", 1)[1].splitlines()[1:]
+    assert 0 < len(after) <= 20, after
+    assert "not in the report" not in main_job_output
+    headlines = [f"[{f['status']}] {f['section']}: {f['text']}"
+                 for f in json.loads((latest / "findings.json").read_text())["findings"] if f["headline"]]
+    assert any(h.startswith("[info] Data volume and quarantine:") for h in headlines)
+    assert any("under shuffled (randomized) traffic, CTR at position 1 minus position 10" in h for h in headlines)
+    assert any(h.startswith("[info] Per-group CDF transforms: eo_weighted vs production: within-group AUCs unchanged")
+               for h in headlines)
+    assert any(re.search(r"ROC curves and partial AUC by group: .*at I\(0\.\d+\)", h) for h in headlines)
     # the same counts per verdict as the report's summary, after the headlines (gaps larger than δ first)
     counts = re.search(r"(\d+) comparisons: (\d+) gaps? larger than δ, (\d+) significant but within ±δ, (\d+) equivalent "
                        r"within ±δ, (\d+) inconclusive, (\d+) not estimable", main_job_output)
     assert counts and int(counts[1]) == sum(int(c) for c in counts.groups()[1:]) > 0
-    summary = json.loads((home / "reports" / "findings.json").read_text())["verdict_summary"]
+    summary = json.loads((latest / "findings.json").read_text())["verdict_summary"]
     assert summary == counts[0]
     printed = [line for line in main_job_output.splitlines() if line.startswith("  [")]
     order = ["GAP > δ", "SIGNIFICANT", "not significant", "significant, within ±δ", "equivalent within ±δ",
@@ -60,7 +71,7 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     assert "Data volume and quarantine" in html and "data:image/png;base64," in html
     # model selection: the metric labelled as simulated, the ranking with costs and intervals
     assert "Metric: SIMULATED oracle" in html and "Elicited metric (λ, a, B)" in html and "cost [95% CI]" in html
-    findings = json.loads((home / "reports" / "findings.json").read_text())
+    findings = json.loads((latest / "findings.json").read_text())
     assert findings["metrics"]["data_volume.accepted_rows"] > 0
 
 
