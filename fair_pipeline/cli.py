@@ -24,7 +24,9 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from error
 
 
-DEFAULT_PARTITIONS = 2  # `run` trains and audits this many newest partitions (the report's trend needs two)
+# `run` trains and audits the newest partition; each more costs about as much as the whole job's training
+# (`--partitions N`, or `backfill`, for the report's trend over several days).
+DEFAULT_PARTITIONS = 1
 
 
 def _say(message: str) -> None:

@@ -39,7 +39,7 @@ def _runnable(command: str) -> str | None:
     return rest.replace(".venv/bin/", f"{BIN}/")
 
 
-def _run(command: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+def _run(command: str, cwd: Path, timeout: int = 1800) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("FAIR_PIPELINE_HOME", "DAGSTER_HOME", "MLFLOW_TRACKING_URI")}
     result = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{command!r} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -77,14 +77,14 @@ def test_every_readme_command_runs(tmp_path: Path):
         outputs.append(_run(command, tmp_path).stdout)
     # The backfill gave every day with an earlier day its own report; latest is the newest.
     assert sorted(p.name for p in (data / "reports").iterdir() if p.name.startswith("2026")) == [
-        "2026-01-02", "2026-01-03", "2026-01-04"]
-    assert (data / "reports" / "latest").resolve().name == "2026-01-04"
+        "2026-01-02", "2026-01-03"]
+    assert (data / "reports" / "latest").resolve().name == "2026-01-03"
     findings = json.loads((data / "reports" / "latest" / "findings.json").read_text())
     assert not findings["missing"], findings["missing"]
     assert any(f["section"].startswith("Audit trend") for f in findings["findings"])
     promoted = [out for command, out in zip(runnable, outputs) if " promote " in command]
-    assert "fair-ranker@champion -> v" in promoted[0] and "partition 2026-01-04" in promoted[0]
-    assert "partition 2026-01-03" in promoted[1]
+    assert "fair-ranker@champion -> v" in promoted[0] and "partition 2026-01-03" in promoted[0]
+    assert "partition 2026-01-02" in promoted[1]
     # The second main job registered no benchmark version; it re-selected the newest day, so it moved champion
     # to that day's new winner (a forward move).
     assert {d: _versions(data, f"fair-benchmark-{d}") for d in ("adult", "compas")} == benchmarks
