@@ -57,16 +57,21 @@ def _policy_table(config: SimulationConfig, items: pd.DataFrame, day: dt.date, p
     )
 
 
-def simulate_day_tables(config: SimulationConfig, items: pd.DataFrame, day: dt.date) -> dict[str, pa.Table]:
-    """One day's landing tables by source, already conformed to the contract."""
-    observational = _policy_table(config, items, day, "production", config.requests_per_day)
-    randomized = pa.concat_tables(
-        [
+def simulate_source_table(config: SimulationConfig, items: pd.DataFrame, day: dt.date, source: str) -> pa.Table:
+    """One day's landing table of one source, conformed to the contract."""
+    if source == "observational":
+        return conform(_policy_table(config, items, day, "production", config.requests_per_day))
+    if source == "randomized":
+        return conform(pa.concat_tables([
             _policy_table(config, items, day, "shuffle", config.shuffle_requests_per_day),
             _policy_table(config, items, day, "adjacent_swap", config.adjacent_swap_requests_per_day),
-        ]
-    )
-    return {"observational": conform(observational), "randomized": conform(randomized)}
+        ]))
+    raise ValueError(f"unknown source {source!r}; expected one of {contract.SOURCES}")
+
+
+def simulate_day_tables(config: SimulationConfig, items: pd.DataFrame, day: dt.date) -> dict[str, pa.Table]:
+    """One day's landing tables by source, already conformed to the contract."""
+    return {source: simulate_source_table(config, items, day, source) for source in contract.SOURCES}
 
 
 def write_items_and_truth(config: SimulationConfig, landing: Path, items: pd.DataFrame) -> None:
@@ -99,9 +104,11 @@ def simulate_to_landing(
     written = {source: 0 for source in contract.SOURCES}
     for offset in range(days):
         day = start + dt.timedelta(days=offset)
-        for source, table in simulate_day_tables(config, items, day).items():
+        for source in contract.SOURCES:  # one source's day in memory at a time
+            table = simulate_source_table(config, items, day, source)
             write_parquet_atomic(table, partition_dir(landing, source, day) / "part-0.parquet")
             written[source] += table.num_rows
+            del table
         if progress:
             progress(f"simulated {day} ({offset + 1}/{days})")
     return written
