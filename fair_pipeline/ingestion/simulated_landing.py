@@ -41,16 +41,25 @@ def _policy_table(config: SimulationConfig, items: pd.DataFrame, day: dt.date, p
     group_values, group_codes = _group_codes(items)
     midnight = np.datetime64(day.isoformat(), "us").astype(np.int64)
     n_rows = len(sim["position"])
+    # Columns are converted one by one and their int64 codes released (a day is ~10^7 rows per policy).
+    ts = pa.array(midnight + sim.pop("ts_micros"), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    request_index = sim.pop("request_index")
+    request_id, query_id = _dictionary_strings(request_index, request_ids), _dictionary_strings(request_index, query_ids)
+    del request_index
+    item_index = sim.pop("item_index")
+    item_id = _dictionary_strings(item_index, items["item_id"].tolist())
+    group_id = _dictionary_strings(group_codes[item_index], group_values)
+    del item_index
     return pa.table(
         {
-            "ts": pa.array(midnight + sim["ts_micros"], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            "request_id": _dictionary_strings(sim["request_index"], request_ids),
-            "query_id": _dictionary_strings(sim["request_index"], query_ids),
+            "ts": ts,
+            "request_id": request_id,
+            "query_id": query_id,
             "policy": _dictionary_strings(np.zeros(n_rows, np.int32), [policy]),
             "position": sim["position"],
             "original_position": sim["original_position"],
-            "item_id": _dictionary_strings(sim["item_index"], items["item_id"].tolist()),
-            "group_id": _dictionary_strings(group_codes[sim["item_index"]], group_values),
+            "item_id": item_id,
+            "group_id": group_id,
             "score": sim["score"],
             "click": sim["click"],
         }
