@@ -191,6 +191,7 @@ def main() -> None:
             if done.returncode or not lines:
                 sys.exit(f"{size:,} requests/day: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
             results.append(json.loads(lines[-1][len("RESULT "):]))
+            print(lines[-1], flush=True)  # the raw figures, kept even if a later size is interrupted
     report(results, args.top)
 
 

@@ -41,32 +41,46 @@ def _policy_table(config: SimulationConfig, items: pd.DataFrame, day: dt.date, p
     group_values, group_codes = _group_codes(items)
     midnight = np.datetime64(day.isoformat(), "us").astype(np.int64)
     n_rows = len(sim["position"])
+    # Columns are converted one by one and their int64 codes released (a day is ~10^7 rows per policy).
+    ts = pa.array(midnight + sim.pop("ts_micros"), pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    request_index = sim.pop("request_index")
+    request_id, query_id = _dictionary_strings(request_index, request_ids), _dictionary_strings(request_index, query_ids)
+    del request_index
+    item_index = sim.pop("item_index")
+    item_id = _dictionary_strings(item_index, items["item_id"].tolist())
+    group_id = _dictionary_strings(group_codes[item_index], group_values)
+    del item_index
     return pa.table(
         {
-            "ts": pa.array(midnight + sim["ts_micros"], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            "request_id": _dictionary_strings(sim["request_index"], request_ids),
-            "query_id": _dictionary_strings(sim["request_index"], query_ids),
+            "ts": ts,
+            "request_id": request_id,
+            "query_id": query_id,
             "policy": _dictionary_strings(np.zeros(n_rows, np.int32), [policy]),
             "position": sim["position"],
             "original_position": sim["original_position"],
-            "item_id": _dictionary_strings(sim["item_index"], items["item_id"].tolist()),
-            "group_id": _dictionary_strings(group_codes[sim["item_index"]], group_values),
+            "item_id": item_id,
+            "group_id": group_id,
             "score": sim["score"],
             "click": sim["click"],
         }
     )
 
 
-def simulate_day_tables(config: SimulationConfig, items: pd.DataFrame, day: dt.date) -> dict[str, pa.Table]:
-    """One day's landing tables by source, already conformed to the contract."""
-    observational = _policy_table(config, items, day, "production", config.requests_per_day)
-    randomized = pa.concat_tables(
-        [
+def simulate_source_table(config: SimulationConfig, items: pd.DataFrame, day: dt.date, source: str) -> pa.Table:
+    """One day's landing table of one source, conformed to the contract."""
+    if source == "observational":
+        return conform(_policy_table(config, items, day, "production", config.requests_per_day))
+    if source == "randomized":
+        return conform(pa.concat_tables([
             _policy_table(config, items, day, "shuffle", config.shuffle_requests_per_day),
             _policy_table(config, items, day, "adjacent_swap", config.adjacent_swap_requests_per_day),
-        ]
-    )
-    return {"observational": conform(observational), "randomized": conform(randomized)}
+        ]))
+    raise ValueError(f"unknown source {source!r}; expected one of {contract.SOURCES}")
+
+
+def simulate_day_tables(config: SimulationConfig, items: pd.DataFrame, day: dt.date) -> dict[str, pa.Table]:
+    """One day's landing tables by source, already conformed to the contract."""
+    return {source: simulate_source_table(config, items, day, source) for source in contract.SOURCES}
 
 
 def write_items_and_truth(config: SimulationConfig, landing: Path, items: pd.DataFrame) -> None:
@@ -99,9 +113,11 @@ def simulate_to_landing(
     written = {source: 0 for source in contract.SOURCES}
     for offset in range(days):
         day = start + dt.timedelta(days=offset)
-        for source, table in simulate_day_tables(config, items, day).items():
+        for source in contract.SOURCES:  # one source's day in memory at a time
+            table = simulate_source_table(config, items, day, source)
             write_parquet_atomic(table, partition_dir(landing, source, day) / "part-0.parquet")
             written[source] += table.num_rows
+            del table
         if progress:
             progress(f"simulated {day} ({offset + 1}/{days})")
     return written

@@ -166,24 +166,33 @@ def simulate_requests(
     """
     rng = _day_rng(config, day, stream)
     k = config.slots
+    # Intermediates are (n_requests x K) arrays: each is dropped as soon as it is used, so a day's peak
+    # memory is a few of them rather than all (the draws and their order are unchanged).
     candidates = _sample_candidates(rng, n_requests, len(items), k)
-    merit = items["merit_score"].to_numpy()[candidates]
-    scores = merit + config.score_noise_sd * rng.standard_normal((n_requests, k))
+    scores = items["merit_score"].to_numpy()[candidates]
+    scores += config.score_noise_sd * rng.standard_normal((n_requests, k))
     by_score = np.argsort(-scores, axis=1, kind="stable")  # production rank -> candidate column
     shown = _displayed_order(rng, policy, n_requests, k)  # display slot -> production rank
     rows = np.arange(n_requests)[:, None]
     shown_candidate = by_score[rows, shown]
+    del by_score
+    original_position = (shown + 1).astype(np.int32).ravel()
+    del shown
     item_index = candidates[rows, shown_candidate]
+    del candidates
+    shown_scores = scores[rows, shown_candidate].ravel()
+    del scores, shown_candidate
     relevance = items["relevance"].to_numpy()[item_index]
     w = bias_curve(config)
     clicks = (relevance == 1) & (rng.random((n_requests, k)) < w[None, :])
+    del relevance
     micros = np.sort(rng.integers(0, 86_400_000_000, size=n_requests))
     return {
         "request_index": np.repeat(np.arange(n_requests), k),
         "ts_micros": np.repeat(micros, k),
         "position": np.tile(np.arange(1, k + 1, dtype=np.int32), n_requests),
-        "original_position": (shown + 1).astype(np.int32).ravel(),
+        "original_position": original_position,
         "item_index": item_index.ravel(),
-        "score": scores[rows, shown_candidate].ravel(),
+        "score": shown_scores,
         "click": clicks.astype(np.int32).ravel(),
     }
