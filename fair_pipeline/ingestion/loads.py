@@ -40,7 +40,9 @@ TARGET_TYPES = {
     "click": "INTEGER",
 }
 
-# Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one.
+# Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one. Each sorts
+# before "!", so `id < '!'` (a cheap prefix compare, true for '' and ids starting with one of them) guards the
+# trim(), which would otherwise cost twice the rest of the validation.
 BLANK_CHARACTERS = " \t\n\r\f\v"
 
 
@@ -99,9 +101,9 @@ def _rejected_sql(typed: str) -> str:
 WITH typed AS ({typed}), checked AS (
     SELECT filename, file_row_number, t_request_id, t_position,
         CASE
-            WHEN t_request_id IS NULL OR trim(t_request_id, $blank) = '' THEN 'missing request_id'
-            WHEN t_query_id IS NULL OR trim(t_query_id, $blank) = '' THEN 'missing query_id'
-            WHEN t_item_id IS NULL OR trim(t_item_id, $blank) = '' THEN 'missing item_id'
+            WHEN t_request_id IS NULL OR (t_request_id < '!' AND trim(t_request_id, $blank) = '') THEN 'missing request_id'
+            WHEN t_query_id IS NULL OR (t_query_id < '!' AND trim(t_query_id, $blank) = '') THEN 'missing query_id'
+            WHEN t_item_id IS NULL OR (t_item_id < '!' AND trim(t_item_id, $blank) = '') THEN 'missing item_id'
             WHEN t_ts IS NULL THEN 'missing or unparsable ts'
             WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
             WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
