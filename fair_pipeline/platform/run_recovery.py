@@ -76,9 +76,11 @@ class Recovery:
             return None
         parts = []
         if self.failed_runs:
-            parts.append(f"marked {len(self.failed_runs)} run(s) whose process is gone as FAILURE ({', '.join(self.failed_runs)})")
+            ids = ", ".join(self.failed_runs)
+            parts.append(f"marked {len(self.failed_runs)} run(s) whose process is gone as FAILURE ({ids})")
         if self.freed_slot_runs:
-            parts.append(f"freed the pool slots of {len(self.freed_slot_runs)} ended run(s) ({', '.join(self.freed_slot_runs)})")
+            ids = ", ".join(self.freed_slot_runs)
+            parts.append(f"freed the pool slots of {len(self.freed_slot_runs)} ended run(s) ({ids})")
         if self.ended_mlflow_runs:
             parts.append(f"ended {self.ended_mlflow_runs} MLflow run(s) as FAILED")
         return "recovered: " + "; ".join(parts)
