@@ -7,8 +7,10 @@ leaves the previous state intact. Validation is one SQL pass; every rejected row
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -252,6 +254,18 @@ def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
     return a == b
 
 
+@contextlib.contextmanager
+def _encoding_errors_named() -> Iterator[None]:
+    """Invalid UTF-8 in a contract text column fails the scan (after the rollback) as a LandingFileError;
+    DuckDB's message names the file and the value."""
+    try:
+        yield
+    except duckdb.InvalidInputException as error:
+        if "Invalid string encoding" not in str(error):
+            raise
+        raise LandingFileError(f"{error} (a text column of the contract; the partition was left unchanged)") from error
+
+
 def _refuse_fully_rejected_files(con: duckdb.DuckDBPyConnection, rows_by_file: dict[str, int]) -> None:
     """A file none of whose rows pass is a broken file, not bad rows: fail before the partition is replaced."""
     for filename, rejected, reason in con.execute(_REJECTED_BY_FILE).fetchall():
@@ -292,7 +306,7 @@ def load_partition(
         "score_bound_reason": f"|score| above {contract.MAX_ABS_SCORE:g}",
     }
     file_column = unused_name("_landing_file", file_columns)
-    with transaction(con):
+    with _encoding_errors_named(), transaction(con):
         typed = _typed_sql(con, file_list["files"], file_column)
         con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
         _refuse_fully_rejected_files(con, rows_by_file)
