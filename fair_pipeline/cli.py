@@ -19,6 +19,9 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from error
 
 
+DEFAULT_PARTITIONS = 2  # `run` trains and audits this many newest partitions (the report's trend needs two)
+
+
 def _say(message: str) -> None:
     print(f"[fair-pipeline] {message}", flush=True)
 
@@ -96,7 +99,7 @@ def _contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
     return [(a.isoformat(), b.isoformat()) for a, b in ranges]
 
 
-def _materialize(start: str, end: str) -> bool:
+def _prepare_stores() -> bool:
     from fair_pipeline import runner
     from fair_pipeline.platform.tracking import TrackingUnavailableError, ensure_experiments
 
@@ -106,14 +109,44 @@ def _materialize(start: str, end: str) -> bool:
     except TrackingUnavailableError as error:
         _say(f"cannot use MLflow: {error}")
         return False
-    _say(f"materializing every asset for partitions {start}..{end} (one Dagster run)")
-    began = time.perf_counter()
-    result = runner.run_partition_range(start, end)
-    if not result.success:
-        _say(f"run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{runner.failure_summary(result)}")
-        return False
-    _say(f"run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
     return True
+
+
+def _report(what: str, result, began: float) -> bool:
+    from fair_pipeline import runner
+
+    if not result.success:
+        _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{runner.failure_summary(result)}")
+        return False
+    _say(f"{what}: run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
+    return True
+
+
+def _ingest(start: str, end: str) -> bool:
+    from fair_pipeline import runner
+
+    _say(f"ingesting the logs of partitions {start}..{end} (one Dagster run)")
+    began = time.perf_counter()
+    return _report(f"logs {start}..{end}", runner.ingest_range(start, end), began)
+
+
+def _train_and_audit(day: str) -> bool:
+    from fair_pipeline import runner
+
+    _say(f"partition {day}: position bias, EO transform, rankers, audit, selection, report (trained before {day}, "
+         f"evaluated on {day})")
+    began = time.perf_counter()
+    return _report(f"partition {day}", runner.train_and_audit(day), began)
+
+
+def _benchmarks_if_outdated() -> bool:
+    from fair_pipeline import runner
+
+    if not runner.benchmarks_outdated():
+        return True
+    _say("static benchmark models (Adult, COMPAS): missing or their code changed, materializing them once")
+    began = time.perf_counter()
+    return _report("benchmark models", runner.run_benchmarks(), began)
 
 
 def _print_where(ok: bool) -> None:
@@ -133,13 +166,16 @@ def _print_report_summary() -> None:
     import json
 
     from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
+    from fair_pipeline.reporting.latest import latest_report_dir
 
-    findings_path = settings.reports_dir() / FINDINGS_NAME
+    report_dir = latest_report_dir(settings.reports_dir())
+    findings_path = report_dir / FINDINGS_NAME
     if not findings_path.exists():
         print("  fairness report:    not built (see the run's failures above)")
         return
     data = json.loads(findings_path.read_text())
-    print(f"  fairness report:    {settings.reports_dir() / HTML_NAME}  (generated {data['generated_at']})")
+    print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']}; every partition's "
+          f"report under {settings.reports_dir()}/<date>/, {settings.reports_dir() / 'latest'} is the newest)")
     _say("fairness findings (headlines; each section of the report lists every test):")
     # Group gaps larger than their margin δ first, then the other headlines; a significant gap within ±δ is not
     # shouted as SIGNIFICANT (the same order and counts as the report's summary).
@@ -173,19 +209,77 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         _simulate(args)
     dates = runner.landed_partitions()
+    if not _prepare_stores():
+        return 1
     ok = True
     for start, end in _contiguous_ranges(dates):
-        ok = _materialize(start, end) and ok
+        ok = _ingest(start, end) and ok
+    ok = _benchmarks_if_outdated() and ok
+    days, _ = runner.trainable(dates[-args.partitions:], dates)
+    if not days:
+        _say(f"no partition to train and audit: partition D trains on the days before D, and the logs hold only "
+             f"{', '.join(dates)}")
+        ok = False
+    for day in days if ok else []:
+        ok = _train_and_audit(day) and ok
     _print_where(ok)
     return 0 if ok else 1
 
 
+def _backfill_problem(start: dt.date, end: dt.date) -> str | None:
+    """Why a backfill of start..end cannot run, in one line, or None."""
+    from fair_pipeline.ingestion.landing import missing_sources
+
+    if end < start:
+        return f"--end {end} is before --start {start}"
+    day = start
+    while day <= end:
+        missing = missing_sources(settings.landing_dir(), day)
+        if missing:
+            return (f"no landing files for partition {day} ({', '.join(missing)}) under {settings.landing_dir()}: "
+                    "simulate or import logs first (fair-pipeline simulate --start ... --days ...)")
+        day += dt.timedelta(days=1)
+    return None
+
+
 def cmd_backfill(args: argparse.Namespace) -> int:
-    if args.end < args.start:
-        _say(f"--end {args.end} is before --start {args.start}")
+    from fair_pipeline import runner
+
+    problem = _backfill_problem(args.start, args.end)
+    if problem:
+        _say(f"error: {problem}")
         return 2
-    ok = _materialize(args.start.isoformat(), args.end.isoformat())
+    if not _prepare_stores():
+        return 1
+    start, end = args.start.isoformat(), args.end.isoformat()
+    if not _ingest(start, end):
+        return 1
+    days = [d for d in runner.landed_partitions() if start <= d <= end]
+    trainable, first = runner.trainable(days, runner.landed_partitions())
+    for day in first:
+        _say(f"partition {day}: no earlier day to train on (partition D trains on the days before D): only its logs "
+             "were ingested")
+    ok = True
+    for day in trainable:
+        ok = _train_and_audit(day) and ok
+    if ok:
+        _say(f"backfilled {start}..{end}: registry aliases move only for the newest partition with data "
+             "(fair-pipeline promote --partition D moves them explicitly)")
     return 0 if ok else 1
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from fair_pipeline.selection.promotion import PromotionError, promote
+
+    if not _prepare_stores():
+        return 1
+    try:
+        result = promote(args.partition, force=args.force)
+    except PromotionError as error:
+        _say(f"error: {error}")
+        return 2
+    _say(result)
+    return 0
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -224,12 +318,24 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="the main job: simulate a week if no logs are present, then materialize everything")
     _add_simulation_arguments(run)
     run.add_argument("--no-simulate", action="store_true", help="fail instead of simulating when no logs are present")
+    run.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                     help="train, audit and report the newest N daily partitions (each trained on the days before "
+                     f"it; default {DEFAULT_PARTITIONS})")
     run.set_defaults(func=cmd_run)
 
-    backfill = commands.add_parser("backfill", help="materialize every asset for a date range, as one run")
-    backfill.add_argument("--start", type=_date, required=True)
-    backfill.add_argument("--end", type=_date, required=True)
+    backfill = commands.add_parser(
+        "backfill", help="ingest a date range of landing files (one run), then train, audit and report each day of it "
+        "(one run per partition); registry aliases never move for an older partition")
+    backfill.add_argument("--start", type=_date, required=True, help="first partition (YYYY-MM-DD)")
+    backfill.add_argument("--end", type=_date, required=True, help="last partition (YYYY-MM-DD), inclusive")
     backfill.set_defaults(func=cmd_backfill)
+
+    promote = commands.add_parser(
+        "promote", help="move fair-ranker@champion to the model selected for a partition (refuses an older partition "
+        "than the newest with data unless --force)")
+    promote.add_argument("--partition", type=_date, required=True, help="the model_selection partition (YYYY-MM-DD)")
+    promote.add_argument("--force", action="store_true", help="promote even if a newer partition has data (a rollback)")
+    promote.set_defaults(func=cmd_promote)
 
     ui = commands.add_parser("ui", help="start the Dagster UI (with the daemon) and the MLflow UI; Ctrl-C stops both")
     ui.add_argument("--dagster-port", type=int, default=3000, help="Dagster webserver port (default 3000)")

@@ -10,20 +10,30 @@ from fair_pipeline.platform.resources import default_resources
 from fair_pipeline.platform.sql_assets import build_sql_assets
 from fair_pipeline.position_bias.assets import position_bias_assets
 from fair_pipeline.reporting.assets import build_fairness_report_asset
-from fair_pipeline.schedules import daily_pipeline_job, daily_schedule, ingest_logs_job
+from fair_pipeline.schedules import (
+    benchmark_models_job,
+    daily_pipeline_job,
+    daily_schedule,
+    ingest_logs_job,
+    landing_files_sensor,
+    train_and_audit_job,
+)
 from fair_pipeline.selection.assets import selection_assets
 from fair_pipeline.training.assets import training_assets
 
 upstream_assets = [*ingestion_assets, *build_sql_assets(), *position_bias_assets, *eo_assets, *training_assets]
 pipeline_assets = [*upstream_assets, *build_audit_assets(upstream_assets), *selection_assets]
-# The report reads every stage's latest output, so it runs after all of them.
+# The report of partition D reads every stage's output for D, so it runs after all of them.
 fairness_report = build_fairness_report_asset(pipeline_assets)
 all_assets = [*pipeline_assets, fairness_report]
 
 defs = dg.Definitions(
     assets=all_assets,
-    jobs=[daily_pipeline_job, ingest_logs_job],
+    jobs=[daily_pipeline_job, ingest_logs_job, train_and_audit_job, benchmark_models_job],
     schedules=[daily_schedule],
+    sensors=[landing_files_sensor, dg.AutomationConditionSensorDefinition(
+        "benchmark_automation", target=dg.AssetSelection.groups("benchmarks"),
+        default_status=dg.DefaultSensorStatus.RUNNING)],
     resources=default_resources(),
 )
 
@@ -35,3 +45,7 @@ def daily_pipeline_job_def() -> dg.JobDefinition:
 
 def ingest_logs_job_def() -> dg.JobDefinition:
     return defs.resolve_job_def("ingest_logs")
+
+
+def train_and_audit_job_def() -> dg.JobDefinition:
+    return defs.resolve_job_def("train_and_audit")

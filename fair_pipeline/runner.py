@@ -45,19 +45,53 @@ def landed_partitions(landing: Path | None = None) -> list[str]:
     return sorted(set.intersection(*per_source)) if per_source else []
 
 
-def run_partition_range(start: str, end: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
-    """Materialize every asset for partitions start..end as one run (partitioned assets use a
-    single-run backfill policy, so each processes the whole range; the rest run once)."""
+def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: str | None = None,
+             start: str | None = None, end: str | None = None) -> dg.ExecuteInProcessResult:
     from fair_pipeline.definitions import defs
 
     instance = instance or dg.DagsterInstance.get()
-    job = defs.resolve_job_def("daily_pipeline")
-    return job.execute_in_process(
+    tags = {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end} if start else {}
+    return defs.resolve_job_def(job_name).execute_in_process(
         instance=instance,
-        tags={ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end, **run_recovery.prepare_run(instance)},
+        partition_key=partition,
+        tags={**tags, **run_recovery.prepare_run(instance)},
         run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}},
         raise_on_error=False,
     )
+
+
+def ingest_range(start: str, end: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    """Load landing files of partitions start..end and build the SQL models over them, as one run (the log
+    assets have single-run backfill policies)."""
+    return _execute("ingest_logs", instance, start=start, end=end)
+
+
+def train_and_audit(day: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    """Partition `day` of every trained and audited stage: trained on the days before it, evaluated on it."""
+    return _execute("train_and_audit", instance, partition=day)
+
+
+def benchmarks_outdated(instance: dg.DagsterInstance | None = None) -> bool:
+    """True when the static benchmark models were never materialized in this instance, or with other code
+    (what their automation condition does in the daemon, for runs without one)."""
+    from fair_pipeline.training.assets import BENCHMARK_CODE_VERSION, BENCHMARK_MODELS_KEY
+
+    instance = instance or dg.DagsterInstance.get()
+    event = instance.get_latest_materialization_event(BENCHMARK_MODELS_KEY)
+    if event is None:
+        return True
+    return event.asset_materialization.tags.get("dagster/code_version") != BENCHMARK_CODE_VERSION
+
+
+def run_benchmarks(instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    return _execute("benchmark_models", instance)
+
+
+def trainable(days: list[str], ingested: list[str]) -> tuple[list[str], list[str]]:
+    """(days with an ingested partition before them, days without): partition D trains on the days before D."""
+    first = min(ingested) if ingested else None
+    ok = [d for d in days if first is not None and d > first]
+    return ok, [d for d in days if d not in ok]
 
 
 def failure_summary(result: dg.ExecuteInProcessResult) -> str:

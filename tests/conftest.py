@@ -39,8 +39,9 @@ def small_landing(fp_home: Path) -> Path:
 
 
 def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.date, days: int):
-    """Simulate `days` days into `home` and run the daily job over them once (for module-scoped fixtures).
-    Returns the run result; the environment is restored afterwards, so tests address files through `home`."""
+    """Simulate `days` days into `home`, ingest them as one run and train/audit the newest partition (for
+    module-scoped fixtures). Returns the partition run's result; the environment is restored afterwards, so tests
+    address files through `home`."""
     import dagster as dg
 
     from fair_pipeline import runner
@@ -52,6 +53,9 @@ def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.d
         patch.setenv("DAGSTER_HOME", str(home / "dagster_home"))
         patch.delenv("MLFLOW_TRACKING_URI", raising=False)
         simulate_to_landing(config, home / "landing", start, days)
-        result = runner.run_partition_range(str(start), str(last), instance=dg.DagsterInstance.ephemeral())
+        instance = dg.DagsterInstance.ephemeral()
+        result = runner.ingest_range(str(start), str(last), instance=instance)
+        assert result.success, runner.failure_summary(result)
+        result = runner.train_and_audit(str(last), instance=instance)
         assert result.success, runner.failure_summary(result)
     return result

@@ -1,17 +1,15 @@
 """The fairness_audit asset: every scored output of the pipeline audited on the same held-out labelled rows.
 
-Unpartitioned, downstream of the staging views (and of the EO transforms / ranker candidates when those
-stages exist): like position_bias, it evaluates the newest partitions holding data, ending at the run's newest
-partition. Those are the partitions the trained stages hold out (their `holdout_days`, default 1 = this asset's
-default `window_days`), so the audit of their outputs is out of sample; the (warning) check
-`audited_outputs_are_held_out` names any audited output fitted on an evaluated partition. The scored outputs
+Daily-partitioned: partition D evaluates day D (the staging views' partition D) with the EO transforms and
+ranker candidates of partition D, which were trained on the days before D, so the audit is out of sample by
+construction; the (warning) check `audited_outputs_are_held_out` names any audited output fitted on an
+evaluated partition (e.g. with a wider `window_days`). The scored outputs
 are a registry (`fair_pipeline.audit.outputs.SCORED_OUTPUT_LOADERS`); an output whose stage has not produced
 anything yet is listed as unavailable with the reason, never silently skipped.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import pandas as pd
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 from pydantic import Field
 
 from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
@@ -33,6 +31,7 @@ from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.store import TABLES, write_audit
 from fair_pipeline.audit.tracking import log_audit
+from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
 from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
@@ -56,8 +55,8 @@ class FairnessAuditConfig(dg.Config):
         "auto", description="relevance (SIMULATION truth, joined on item_id), randomized_clicks (clicks on randomized "
         "traffic) or auto (relevance when the simulator's truth file exists, else randomized_clicks).")
     window_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="Evaluation window: the newest N partitions holding the "
-                             "label source's traffic; held out when <= the trained stages' holdout_days.")
-    window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition.")
+                             "label source's traffic through the asset partition D (which must hold some); more than 1 "
+                             "evaluates days the models of D were trained on (in-sample, flagged by a check).")
     randomized_policies: list[str] = Field(
         ["shuffle"], description="Randomized policies whose clicks are labels (shuffle: position independent of score).")
     cutoffs: list[float] = Field(list(DEFAULT_CUTOFFS), description="FPR cutoffs a of the truncated AUCs I(a).")
@@ -75,13 +74,6 @@ class FairnessAuditConfig(dg.Config):
         "estimand, new items drawn like these; items repeat across impressions with one label, so impressions are not "
         "independent. two_way: clustered by item and by query (new items and new queries). conditional: Lemma 3 with "
         "every impression independent, i.e. for these exact items under new traffic (too narrow for the population).")
-
-
-def _window_end(context: dg.AssetExecutionContext, configured: str):
-    if configured:
-        return configured
-    tags = context.run.tags
-    return tags.get(ASSET_PARTITION_RANGE_END_TAG) or tags.get(PARTITION_NAME_TAG)
 
 
 def resolve_label_source(name: str, landing) -> str:
@@ -173,6 +165,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
     @dg.asset(
         key=FAIRNESS_AUDIT_KEY,
         deps=[*UPSTREAM, *outputs_deps],
+        partitions_def=daily_partitions,
         pool="duckdb",
         group_name="audit",
         kinds={"python", "duckdb", "mlflow"},
@@ -190,8 +183,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         ],
         description=(
             "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
-            "candidates, as their stages produce them) on the same held-out labelled rows of the newest `window_days` "
-            "partitions, which the trained stages leave out (`holdout_days`). Labels: the simulator's true relevance "
+            "candidates of partition D, as their stages produce them) on the same labelled rows of day D, which the "
+            "trained stages of partition D never saw. Labels: the simulator's true relevance "
             "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
             "cutoff, group differences with z, p and Holm, and each gap's effect size against "
             "a practical margin δ (config `margins`; verdict: larger than δ, significant but within ±δ, equivalent by "
@@ -213,12 +206,16 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             margins = resolve_margins(config.margins)
         except ValueError as error:
             raise dg.Failure(description=f"fairness_audit config margins: {error}") from error
+        day = partition_day(context)
         with warehouse.connect() as con:
             try:
-                window = aw.evaluation_window(con, label, config.window_days, _window_end(context, config.window_end))
+                window = aw.evaluation_window(con, label, config.window_days, day)
+                if window.last != day:
+                    raise AuditInputError(f"partition {day} has no {label} traffic to evaluate (newest before it: "
+                                          f"{window.last}); ingest day {day} first")
                 source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
                 summary = aw.row_summary(con, source)
-                entries = _selected(scored_outputs(con), config.outputs)
+                entries = _selected(scored_outputs(con, partition=day), config.outputs)
                 available = [e for e in entries if isinstance(e, ScoredOutput)]
                 features = sorted({f for e in available for f in e.features})
                 cluster_cols = aw.check_variance(config.variance)
@@ -250,7 +247,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                     f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
             outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
             tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
-            written = write_audit(con, source.name, window.first, window.last, tables)
+            written = write_audit(con, source.name, window.first, window.last, tables, partition=day)
         params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
                   "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
                   "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits),

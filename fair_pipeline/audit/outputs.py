@@ -23,6 +23,7 @@ import pandas as pd
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.store import load_latest_transforms
 from fair_pipeline.eo.transform import WeightedCDFTransformer
+from fair_pipeline.platform.partition_store import PARTITION_COLUMN, load_partition
 from fair_pipeline.platform.warehouse import table_columns, table_exists
 
 PRODUCTION = "production"
@@ -71,7 +72,7 @@ class Unavailable:
 Entry = ScoredOutput | Unavailable
 
 
-def production_scores(con) -> list[Entry]:
+def production_scores(con, partition=None) -> list[Entry]:
     return [ScoredOutput(PRODUCTION, "production ranker score s(X), as logged", "logged_score",
                          lambda frame: frame["score"].to_numpy(dtype=np.float64))]
 
@@ -80,10 +81,11 @@ def _eo_scorer(model: WeightedCDFTransformer) -> Callable[[pd.DataFrame], np.nda
     return lambda frame: model.transform(frame["score"].to_numpy(dtype=np.float64), frame["group"].to_numpy(dtype=object))
 
 
-def eo_transformed_scores(con) -> list[Entry]:
-    """Each variant of the newest EO fit (marts.eo_transforms): WeightedCDFTransformer.from_json(...).transform."""
+def eo_transformed_scores(con, partition=None) -> list[Entry]:
+    """Each variant of partition `partition`'s EO fit (marts.eo_transforms; default: the newest):
+    WeightedCDFTransformer.from_json(...).transform."""
     try:
-        stored = load_latest_transforms(con)
+        stored = load_latest_transforms(con, partition)
     except EOInputError as error:
         return [Unavailable("eo_transform", str(error))]
     out: list[Entry] = []
@@ -114,19 +116,22 @@ def _date(value) -> dt.date | None:
     return pd.Timestamp(value).date() if pd.notna(value) else None
 
 
-def ranker_candidates(con) -> list[Entry]:
-    """Retrained linear rankers in marts.ranker_candidates (one row per candidate: `candidate_id`, `features` and
-    `coefficients` as JSON, `intercept`, `window_start`, `window_end`); score = decision function on the raw item
-    features."""
+def ranker_candidates(con, partition=None) -> list[Entry]:
+    """Retrained linear rankers of partition `partition` (default: the newest) in marts.ranker_candidates (one row
+    per candidate: `candidate_id`, `features` and `coefficients` as JSON, `intercept`, `window_start`,
+    `window_end`); score = decision function on the raw item features."""
     if not table_exists(con, *RANKER_CANDIDATES):
         return [Unavailable("ranker_candidates", "marts.ranker_candidates does not exist (no retrained ranker yet)")]
     columns = table_columns(con, *RANKER_CANDIDATES)
-    need = ["candidate_id", "features", "coefficients", "intercept", "window_start", "window_end"]
+    need = ["candidate_id", "features", "coefficients", "intercept", "window_start", "window_end", PARTITION_COLUMN]
     if not set(need) <= set(columns):
         return [Unavailable("ranker_candidates", f"marts.ranker_candidates lacks columns "
                                                  f"{[c for c in need if c not in columns]} (has {columns})")]
-    frame = con.execute("SELECT candidate_id, features, coefficients, intercept, window_start, window_end "
-                        "FROM marts.ranker_candidates ORDER BY candidate_id").df()
+    try:
+        frame = load_partition(con, ".".join(RANKER_CANDIDATES), partition,
+                               hint="materialize ranker_candidates for that partition").sort_values("candidate_id")
+    except LookupError as error:
+        return [Unavailable("ranker_candidates", str(error))]
     out: list[Entry] = []
     for row in frame.itertuples():
         features = tuple(json.loads(row.features))
@@ -145,10 +150,11 @@ SCORED_OUTPUT_LOADERS: list[Callable] = [production_scores, eo_transformed_score
 SCORED_OUTPUT_TABLES: list[tuple[str, str]] = [EO_TRANSFORMS, RANKER_CANDIDATES]
 
 
-def scored_outputs(con, loaders: list[Callable] | None = None) -> list[Entry]:
+def scored_outputs(con, loaders: list[Callable] | None = None, partition=None) -> list[Entry]:
+    """Every scored output of asset partition `partition` (default: each stage's newest stored partition)."""
     entries: list[Entry] = []
     for loader in loaders or SCORED_OUTPUT_LOADERS:
-        entries.extend(loader(con))
+        entries.extend(loader(con, partition))
     names = [e.name for e in entries]
     duplicated = sorted({n for n in names if names.count(n) > 1})
     if duplicated:

@@ -1,5 +1,6 @@
-"""The fairness audit's DuckDB tables (glue; no Dagster). One row set per (label source, evaluation window):
-re-auditing the same window replaces exactly its rows, in one transaction across all tables.
+"""The fairness audit's DuckDB tables (glue; no Dagster). One row set per asset partition D (`partition_date`;
+D's audit evaluates day D with the models of partition D): re-auditing D replaces exactly D's rows, in one
+transaction across all tables.
 
   marts.fairness_audit_outputs   per scored output: audited or why not, held-out or in-sample, sample sizes
   marts.fairness_audit_groups    per output x group x FPR cutoff: truncated AUC I(a), SE, CI, normalized and
@@ -23,7 +24,7 @@ import pandas as pd
 
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, transaction
 
-KEY = [("label_source", "VARCHAR"), ("window_start", "DATE"), ("window_end", "DATE")]
+KEY = [("partition_date", "DATE"), ("label_source", "VARCHAR"), ("window_start", "DATE"), ("window_end", "DATE")]
 OUT = [("scored_output", "VARCHAR")]
 D, I, B, V = "DOUBLE", "BIGINT", "BOOLEAN", "VARCHAR"
 # Every comparison ends with its effect size against the practical margin δ (audit.stats.equivalence); tables
@@ -85,13 +86,15 @@ def conform(name: str, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_audit(con, label_source: str, window_start: dt.date, window_end: dt.date,
-                tables: dict[str, pd.DataFrame]) -> dict[str, int]:
-    """Replace the (label source, window) rows of every audit table with `tables` ({name: rows}); returns rows
-    written per table. Frames carry `scored_output` and the table's columns; the key columns are added here."""
+                tables: dict[str, pd.DataFrame], partition: dt.date | None = None) -> dict[str, int]:
+    """Replace partition `partition`'s rows (default: the window's last day) of every audit table with `tables`
+    ({name: rows}); returns rows written per table. Frames carry `scored_output` and the table's columns; the key
+    columns are added here."""
     unknown = set(tables) - set(SCHEMAS)
     if unknown:
         raise ValueError(f"unknown audit tables {sorted(unknown)}; expected {sorted(SCHEMAS)}")
-    key = {"label_source": label_source, "window_start": window_start, "window_end": window_end}
+    key = {"partition_date": partition or window_end, "label_source": label_source, "window_start": window_start,
+           "window_end": window_end}
     written = {}
     with transaction(con):
         con.execute("CREATE SCHEMA IF NOT EXISTS marts")
@@ -101,11 +104,8 @@ def write_audit(con, label_source: str, window_start: dt.date, window_end: dt.da
             for column, kind in SCHEMAS[name]:  # a table written by an older version gains the new columns
                 if column not in present:
                     con.execute(f"ALTER TABLE marts.{quote_identifier(name)} ADD COLUMN {quote_identifier(column)} {kind}")
-            con.execute(
-                f"DELETE FROM marts.{quote_identifier(name)} WHERE label_source = $label_source "
-                "AND window_start = $window_start AND window_end = $window_end",
-                key,
-            )
+            con.execute(f"DELETE FROM marts.{quote_identifier(name)} WHERE partition_date = $partition_date",
+                        {"partition_date": key["partition_date"]})
             frame = conform(name, tables.get(name, pd.DataFrame()).assign(**key))
             written[name] = len(frame)
             if frame.empty:

@@ -1,10 +1,10 @@
 """EO transform assets (Nandy et al., Theorem 1): fit the per-group weighted-CDF transforms on a training
 window of observational partitions, and evaluate them by re-ranking held-out SIMULATED requests.
 
-Both are unpartitioned and downstream of the daily mart `marts.eo_score_click_counts` and of the chosen
-position-bias curve: like `position_bias`, they use the newest partitions holding data up to the run's newest
-partition, so they run once per daily run or backfill. The fit leaves out the newest `holdout_days` partitions:
-they are the fairness audit's evaluation window (`fair_pipeline.platform.windows`).
+Both are daily-partitioned. Partition D of the transform is fitted on the newest `window_days` partitions with
+data before D of the daily mart `marts.eo_score_click_counts` (a time-window partition mapping declares it), with
+the position-bias curve of partition D; day D itself is what the fairness audit of partition D evaluates, so the
+audit is out of sample by construction.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import datetime as dt
@@ -32,14 +32,15 @@ from fair_pipeline.eo.report import (
 from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
 from fair_pipeline.eo.sql import read_click_counts
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
-from fair_pipeline.eo.window import DEFAULT_WINDOW_DAYS, eo_training_window
+from fair_pipeline.eo.window import DEFAULT_WINDOW_DAYS, eo_window_before
 from fair_pipeline.ingestion import contract
+from fair_pipeline.platform.partitions import daily_partitions, days_before, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS
-from fair_pipeline.platform.tracking import CANDIDATE, FAIR_RANKER, TAG_HELD_OUT, MLflowTracking
-from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
+from fair_pipeline.platform.tracking import CANDIDATE, FAIR_RANKER, TAG_HELD_OUT, TAG_MODEL_PARTITION, MLflowTracking
+from fair_pipeline.platform.windows import is_newest_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
-from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY, run_window_end
+from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
 from fair_pipeline.position_bias.report import figure_markdown, figure_png
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 
@@ -55,10 +56,7 @@ PROBE_POINTS = 2_001
 
 class EOTransformConfig(dg.Config):
     window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data "
-                             "before the held-out ones.")
-    window_end: str = Field("", description="Newest partition considered (YYYY-MM-DD). Empty: the run's newest partition.")
-    holdout_days: int = Field(DEFAULT_HOLDOUT_DAYS, description="The newest N partitions up to window_end are left out "
-                              "of training for the fairness audit (keep >= its window_days); 0: train through them.")
+                             "before the asset partition (which the audit evaluates).")
     n_knots: int = Field(1001, description="Probabilities at which each group's CDF is stored (every 1/(n-1)).")
     min_positives: int = Field(30, description="A group with fewer clicks than this is reported as not estimable.")
     out_of_range: str = Field("shift", description="Scores outside a group's knots: 'shift' (slope 1) or 'clip'.")
@@ -116,7 +114,8 @@ def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
 
 @dg.asset(
     key=EO_TRANSFORM_KEY,
-    deps=[CLICK_COUNTS_KEY, POSITION_BIAS_KEY],
+    deps=[dg.AssetDep(CLICK_COUNTS_KEY, partition_mapping=days_before(DEFAULT_WINDOW_DAYS)), POSITION_BIAS_KEY],
+    partitions_def=daily_partitions,
     pool="duckdb",
     group_name=GROUP,
     kinds={"python", "duckdb", "mlflow"},
@@ -125,11 +124,11 @@ def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
     description=(
         "Equality-of-opportunity transforms (Nandy et al., Theorem 1): per group, the CDF of the scores of clicked "
         "impressions weighted by 1 / ŵ_position of the chosen position-bias curve, mapped back to the score scale "
-        "through the pooled score CDF; fitted on the newest `window_days` partitions of marts.eo_score_click_counts "
-        "before the newest `holdout_days` (default 1), which are left to the fairness audit. "
+        "through the pooled score CDF; partition D is fitted on the newest `window_days` partitions of "
+        "marts.eo_score_click_counts before D (day D is left to the fairness audit of partition D). "
         "Also the unweighted CDF (Lemma 1) for comparison. Table `marts.eo_transforms` keeps each variant's exact "
         "JSON; the weighted one plus the simulator's production ranker is logged to MLflow as the `fair-ranker` "
-        "pyfunc (alias `candidate`). A group with too few clicks is reported as not estimable (warning check), "
+        "pyfunc (alias `candidate`, moved only for the newest partition). A group with too few clicks is reported as not estimable (warning check), "
         "never fitted on noise."
     ),
     check_specs=[
@@ -149,10 +148,12 @@ def eo_transform(
     bin_width = float(SQL_PARAMETERS["eo_score_bin_width"])
     params = dict(n_knots=config.n_knots, min_positives=config.min_positives, out_of_range=config.out_of_range,
                   score_bin_width=bin_width)
+    day = partition_day(context)
     with warehouse.connect() as con:
+        newest = is_newest_partition(con, day)
         try:
-            window = eo_training_window(con, config.window_days, run_window_end(context, config), config.holdout_days)
-            curve = load_chosen_position_bias(con)
+            window = eo_window_before(con, config.window_days, day)
+            curve = load_chosen_position_bias(con, day)
         except (EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=str(error)) from error
         counts = read_click_counts(con, window.first, window.last)
@@ -168,8 +169,8 @@ def eo_transform(
         else:
             fits = {"weighted": reason, "unweighted": reason}
         eo_store.write_transforms(con, window.first, window.last, len(window.dates), fits,
-                                  curve.attrs.get("method"), context.run_id)
-        stored = eo_store.load_latest_transforms(con)
+                                  curve.attrs.get("method"), context.run_id, partition=day)
+        stored = eo_store.load_latest_transforms(con, day)
     by_group_clicks = counts.groupby("group_id", dropna=False)["clicks"].sum()
     metadata = {
         "window_start": str(window.first),
@@ -213,7 +214,6 @@ def eo_transform(
     with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last)),
                           tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
-                        "holdout_days": config.holdout_days,
                         "position_bias_method": curve.attrs.get("method"), **params})
         run.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
                         | {f"n_effective.{g}": n for g, n in weighted.n_effective_.items()})
@@ -228,9 +228,12 @@ def eo_transform(
             features, example = _serving_input(landing.resolved_path, truth)
             info = log_fair_ranker(weighted, production_ranker(truth.config), features, registered_model_name=None,
                                    input_example=example)
-            version = mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=CANDIDATE,
-                                            tags={"window": f"{window.first}..{window.last}"})
-            metadata["serving_model"] = f"{FAIR_RANKER} v{version.version} @{CANDIDATE}"
+            # An older partition (a backfill) registers its version but never moves the alias.
+            alias = CANDIDATE if newest else None
+            version = mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=alias,
+                                            tags={"window": f"{window.first}..{window.last}", TAG_MODEL_PARTITION: str(day)})
+            metadata["serving_model"] = (f"{FAIR_RANKER} v{version.version} @{CANDIDATE}" if alias else
+                                         f"{FAIR_RANKER} v{version.version} (older partition: alias @{CANDIDATE} not moved)")
             metadata["serving_model_uri"] = info.model_uri
         else:
             metadata["serving_model"] = (
@@ -256,6 +259,7 @@ def eo_transform(
 @dg.asset(
     key=EO_EVALUATION_KEY,
     deps=[EO_TRANSFORM_KEY],
+    partitions_def=daily_partitions,
     pool="duckdb",
     group_name=GROUP,
     kinds={"python", "duckdb", "mlflow"},
@@ -283,9 +287,10 @@ def eo_evaluation(
                    "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
         context.log.info(message)
         return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
+    day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
         try:
-            stored = eo_store.load_latest_transforms(con)
+            stored = eo_store.load_latest_transforms(con, day)
         except EOInputError as error:
             raise dg.Failure(description=str(error)) from error
     not_estimable = {v: s.reason for v, s in stored.items() if not s.estimable}
@@ -294,14 +299,14 @@ def eo_evaluation(
         context.log.warning(message)
         return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
     weighted, unweighted = stored["weighted"], stored["unweighted"]
-    day = weighted.window_end + dt.timedelta(days=config.days_after_window)
+    held_out = weighted.window_end + dt.timedelta(days=config.days_after_window)
     n_requests = config.n_requests or truth.config.requests_per_day
-    context.log.info(f"{SIMULATION_LABEL}: {n_requests} held-out requests on {day}")
-    report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=day,
+    context.log.info(f"{SIMULATION_LABEL}: {n_requests} held-out requests on {held_out}")
+    report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=held_out,
                                  n_requests=n_requests, alphas=tuple(config.alphas))
     with warehouse.connect() as con:
-        rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, day,
-                                         context.run_id)
+        rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, held_out,
+                                         context.run_id, partition=day)
     summary = report.summary.set_index("method")
 
     def ratio(method: str) -> dict:
@@ -312,7 +317,7 @@ def eo_evaluation(
         "label": SIMULATION_LABEL,
         "evaluated": True,
         "dagster/row_count": rows,
-        "held_out_day": str(day),
+        "held_out_day": str(held_out),
         "n_requests": n_requests,
         "training_window": f"{weighted.window_start}..{weighted.window_end}",
         "position_bias_method": str(weighted.position_bias_method),
@@ -323,7 +328,7 @@ def eo_evaluation(
     }
     window = (str(weighted.window_start), str(weighted.window_end))
     with mlflow.start_run(context, "eo_transform", window=window, tags={"fair_pipeline.simulation": "true"}) as run:
-        run.log_params({"held_out_day": day, "n_requests": n_requests, "alphas": list(config.alphas)})
+        run.log_params({"held_out_day": held_out, "n_requests": n_requests, "alphas": list(config.alphas)})
         run.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
                          ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
                         | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}

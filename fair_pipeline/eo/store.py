@@ -5,7 +5,8 @@
                           comparison). `transform_json` is the exact `WeightedCDFTransformer.to_json()`; a variant
                           that could not be fitted keeps `estimable = false` and the reason instead.
 
-Re-fitting a window replaces that window's rows; readers take the newest fit (`fitted_at`).
+Rows are keyed by the asset partition D that fitted them (`partition_date`; trained on days before D);
+re-fitting D replaces exactly D's rows. Readers ask for a partition (default: the newest stored).
 """
 from __future__ import annotations
 
@@ -16,25 +17,10 @@ import pandas as pd
 
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.transform import WeightedCDFTransformer
-from fair_pipeline.platform.warehouse import table_exists, transaction
+from fair_pipeline.platform.partition_store import load_partition, replace_partition
 
 TRANSFORMS_TABLE = "marts.eo_transforms"
 VARIANTS = ("weighted", "unweighted")
-
-_DDL = f"""CREATE TABLE IF NOT EXISTS {TRANSFORMS_TABLE} (
-    window_start DATE NOT NULL,
-    window_end DATE NOT NULL,
-    partitions INTEGER NOT NULL,
-    variant VARCHAR NOT NULL,            -- weighted | unweighted
-    position_bias_method VARCHAR,        -- the chosen curve behind the weights (NULL: unit weights)
-    estimable BOOLEAN NOT NULL,
-    reason VARCHAR,                      -- why not estimable
-    n_positives BIGINT,                  -- clicks behind the per-group CDFs (all groups)
-    transform_json VARCHAR,              -- WeightedCDFTransformer.to_json(); NULL when not estimable
-    fitted_at TIMESTAMP NOT NULL,
-    dagster_run_id VARCHAR
-)"""
-
 
 @dataclasses.dataclass(frozen=True)
 class StoredTransform:
@@ -58,8 +44,10 @@ def write_transforms(
     fits: dict[str, WeightedCDFTransformer | str],
     position_bias_method: str | None,
     run_id: str | None = None,
+    partition: dt.date | None = None,
 ) -> int:
-    """Replace the window's rows with `fits` ({variant: fitted transform, or the reason it is not estimable})."""
+    """Replace partition `partition`'s rows (default: the day after the window) with `fits` ({variant: fitted
+    transform, or the reason it is not estimable})."""
     unknown = set(fits) - set(VARIANTS)
     if unknown:
         raise EOInputError(f"unknown transform variants {sorted(unknown)}; expected {list(VARIANTS)}")
@@ -83,33 +71,15 @@ def write_transforms(
             }
         )
     frame = pd.DataFrame(rows).astype({"n_positives": "Int64"})
-    with transaction(con):
-        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
-        con.execute(_DDL)
-        con.execute(
-            f"DELETE FROM {TRANSFORMS_TABLE} WHERE window_start = $start AND window_end = $end",
-            {"start": window_start, "end": window_end},
-        )
-        con.register("_eo_transforms", frame)
-        try:
-            con.execute(f"INSERT INTO {TRANSFORMS_TABLE} BY NAME SELECT * FROM _eo_transforms")
-        finally:
-            con.unregister("_eo_transforms")
+    replace_partition(con, {TRANSFORMS_TABLE: frame}, partition or window_end + dt.timedelta(days=1))
     return len(frame)
 
 
-def load_latest_transforms(con) -> dict[str, StoredTransform]:
-    """{variant: StoredTransform} of the newest fit; raises EOInputError when nothing was fitted yet."""
-    if not table_exists(con, *TRANSFORMS_TABLE.split(".")):
-        raise EOInputError(f"{TRANSFORMS_TABLE} does not exist; materialize the eo_transform asset first")
-    # One fit = one (window, fitted_at); take the newest one's rows.
-    frame = con.execute(
-        f"SELECT t.* FROM {TRANSFORMS_TABLE} t JOIN ("
-        f"  SELECT window_start, window_end, fitted_at FROM {TRANSFORMS_TABLE} ORDER BY fitted_at DESC LIMIT 1"
-        ") newest USING (window_start, window_end, fitted_at)"
-    ).df()
-    if frame.empty:
-        raise EOInputError(f"{TRANSFORMS_TABLE} is empty; materialize the eo_transform asset first")
+def load_latest_transforms(con, partition: dt.date | str | None = None) -> dict[str, StoredTransform]:
+    """{variant: StoredTransform} of partition `partition` (default: the newest stored); raises EOInputError when
+    that partition was not fitted."""
+    frame = load_partition(con, TRANSFORMS_TABLE, partition, error=EOInputError,
+                           hint="materialize the eo_transform asset for that partition first")
     out = {}
     for row in frame.itertuples():
         out[row.variant] = StoredTransform(
@@ -129,17 +99,13 @@ EVALUATION_TABLE = "marts.eo_evaluation"
 
 
 def write_evaluation(
-    con, per_group: pd.DataFrame, window_start: dt.date, window_end: dt.date, held_out_day: dt.date, run_id: str | None
+    con, per_group: pd.DataFrame, window_start: dt.date, window_end: dt.date, held_out_day: dt.date, run_id: str | None,
+    partition: dt.date | None = None,
 ) -> int:
-    """Replace marts.eo_evaluation with the per-method x group table of the newest SIMULATION study."""
+    """Replace partition `partition`'s rows (default: the held-out day) of marts.eo_evaluation with the per-method x
+    group table of a SIMULATION study."""
     frame = per_group.assign(
         simulation=True, window_start=window_start, window_end=window_end, held_out_day=held_out_day, dagster_run_id=run_id
     )
-    with transaction(con):
-        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
-        con.register("_eo_evaluation", frame)
-        try:
-            con.execute(f"CREATE OR REPLACE TABLE {EVALUATION_TABLE} AS SELECT * FROM _eo_evaluation")
-        finally:
-            con.unregister("_eo_evaluation")
+    replace_partition(con, {EVALUATION_TABLE: frame}, partition or held_out_day)
     return len(frame)

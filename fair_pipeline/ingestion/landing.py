@@ -38,6 +38,13 @@ def landed_dates(landing: Path, source: str) -> list[str]:
     return sorted(p.name.removeprefix("date=") for p in folder.glob("date=*") if landing_files(p))
 
 
+def missing_sources(landing: Path, day: dt.date | str) -> list[str]:
+    """The sources (observational, randomized) with no landing file for partition `day`."""
+    from fair_pipeline.ingestion.contract import SOURCES
+
+    return [source for source in SOURCES if not landing_files(partition_dir(landing, source, day))]
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     """Write via a temp file + rename so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import fcntl
 import json
 import os
@@ -58,6 +59,7 @@ TAG_HELD_OUT = "fair_pipeline.held_out_partitions"  # left out of a training win
 TAG_EVALUATION_WINDOW = "fair_pipeline.evaluation_window"
 TAG_TRAINING_WINDOWS = "fair_pipeline.training_windows"  # per audited output
 TAG_CODE_VERSION = "dagster.code_version"
+TAG_MODEL_PARTITION = "fair_pipeline.partition"  # on a registered model version: the asset partition it won
 TAG_TABLE_PREFIX = "fair_pipeline.table."
 _TOKEN_TAG = "fair_pipeline.idempotency_token"
 
@@ -107,6 +109,14 @@ def _checked_name(name: str, what: str) -> str:
     if not _NAME.match(name):
         raise TrackingUsageError(f"{what} {name!r} must match {_NAME.pattern} (letters, digits, _ . -)")
     return name
+
+
+def _iso_date(value: dt.date | str) -> str:
+    """A partition re-printed as YYYY-MM-DD from a parsed date (it goes into an MLflow filter string)."""
+    try:
+        return dt.date.fromisoformat(str(value)[:10]).isoformat()
+    except ValueError as exc:
+        raise ValueError(f"partition {value!r} is not a date (YYYY-MM-DD)") from exc
 
 
 def is_transient(error: BaseException) -> bool:
@@ -231,9 +241,13 @@ def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[st
         }
         if versions:
             tags[TAG_CODE_VERSION] = ",".join(sorted(versions))
-    if context.has_partition_key_range:
+    text = None
+    if getattr(context, "has_partition_key", False):
+        text = context.partition_key
+    elif context.has_partition_key_range:
         key_range = context.partition_key_range
         text = key_range.start if key_range.start == key_range.end else f"{key_range.start}..{key_range.end}"
+    if text is not None:
         # An unpartitioned asset in a partitioned run covers the run's window rather than owning a partition.
         partitioned = getattr(context, "assets_def", None) is not None and context.assets_def.partitions_def is not None
         tags[TAG_PARTITION if partitioned else TAG_WINDOW] = text
@@ -455,14 +469,17 @@ class MLflowTracking(dg.ConfigurableResource):
         return self.retry(create, f"create a run in experiment {experiment_id}")
 
     # ---- reading back
-    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES):
-        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None."""
+    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES, partition: dt.date | None = None):
+        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None; with
+        `partition`, only runs of that asset partition."""
         _checked_name(name, "table name")
         ids = [self.experiment_id(stage) for stage in stages]
+        # MLflow filter strings take no parameters: the partition goes in only as a validated ISO date.
+        where = "" if partition is None else f" and tags.`{TAG_PARTITION}` = '{_iso_date(partition)}'"
         runs = self.retry(
             lambda: self.client().search_runs(
                 ids,
-                filter_string=f"tags.`{TAG_TABLE_PREFIX}{name}` = '1' and attributes.status = 'FINISHED'",
+                filter_string=f"tags.`{TAG_TABLE_PREFIX}{name}` = '1' and attributes.status = 'FINISHED'{where}",
                 order_by=["attributes.start_time DESC"],
                 max_results=1,
             ),
@@ -479,9 +496,10 @@ class MLflowTracking(dg.ConfigurableResource):
             split = json.loads(Path(path).read_text())
         return _numeric_where_possible(pd.DataFrame(split["data"], columns=split["columns"]))
 
-    def latest_table(self, name: str, stages: tuple[str, ...] = STAGES) -> tuple[pd.DataFrame, Any] | None:
-        """(table, run) from the newest finished run that logged it, or None if no run ever did."""
-        run = self.latest_run_with_table(name, stages)
+    def latest_table(self, name: str, stages: tuple[str, ...] = STAGES,
+                     partition: dt.date | None = None) -> tuple[pd.DataFrame, Any] | None:
+        """(table, run) from the newest finished run (of `partition`, when given) that logged it, or None."""
+        run = self.latest_run_with_table(name, stages, partition)
         return None if run is None else (self.load_table(run.info.run_id, name), run)
 
     # ---- registry
@@ -491,17 +509,19 @@ class MLflowTracking(dg.ConfigurableResource):
         name: str,
         *,
         run: TrackedRun | None = None,
-        alias: str = CANDIDATE,
+        alias: str | None = CANDIDATE,
         tags: Mapping[str, Any] | None = None,
     ):
-        """Register `model_uri` as a new version of `name` and point `alias` at it.
+        """Register `model_uri` as a new version of `name` and point `alias` at it (None: no alias moves, e.g.
+        for a backfilled partition).
 
         All or nothing: if the alias cannot be set, the new version is deleted again, so a model
         version without its alias never stays behind. Returns the ModelVersion."""
         import mlflow
 
         _checked_name(name, "registered model name")
-        _checked_name(alias, "alias")
+        if alias is not None:
+            _checked_name(alias, "alias")
         mlflow.set_tracking_uri(self.uri)  # a runs:/ URI is resolved against the tracking store
         mlflow.set_registry_uri(self.uri)
         client = self.client()
@@ -526,6 +546,8 @@ class MLflowTracking(dg.ConfigurableResource):
 
         self.retry(ensure_model, f"create registered model {name}")
         version = self.retry(create_version, f"register {model_uri} as {name}")
+        if alias is None:
+            return client.get_model_version(name, version.version)
         try:
             self.retry(lambda: client.set_registered_model_alias(name, alias, version.version), f"set alias {name}@{alias}")
         except BaseException:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from fair_pipeline.platform.warehouse import quote_identifier, table_exists
 
 DEFAULT_HOLDOUT_DAYS = 1  # partitions the audit evaluates and the trained stages leave out
+OBSERVATIONAL_TABLES = ("raw.observational_impressions",)  # "the newest partition with data" is the newest here
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,3 +120,27 @@ def holdout_window(con, tables: str | Sequence[str], days: int, end: dt.date | s
         )
     window = newest_partitions(con, tables, days, before, error=error, hint=hint)
     return dataclasses.replace(window, held_out=reserved.dates)
+
+
+def window_before(con, tables: str | Sequence[str], days: int, day: dt.date | str, *,
+                  error: type[Exception] = ValueError, hint: str = "") -> PartitionWindow:
+    """The training window of asset partition `day`: the newest `days` partitions with data strictly before
+    `day` (day D is what the audit and the selection of partition D evaluate, so D is held out by construction)."""
+    tables = [tables] if isinstance(tables, str) else list(tables)
+    days = _check_days(days, "window_days", error)
+    day = parse_end(day, error)
+    before = day - dt.timedelta(days=1)
+    dates = partition_dates(con, _existing(con, tables, error, hint), before)
+    if not dates:
+        raise error(
+            f"partition {day} has nothing to train on: no partitions before {day} in {' / '.join(tables)} "
+            f"(partition D trains on the days before D and is evaluated on D){'; ' + hint if hint else ''}"
+        )
+    chosen = tuple(dates[-days:])
+    return PartitionWindow(chosen[0], chosen[-1], chosen, held_out=(day,))
+
+
+def is_newest_partition(con, day: dt.date | str, tables: Sequence[str] = OBSERVATIONAL_TABLES) -> bool:
+    """True when no partition after `day` holds data in `tables`: the registry aliases move only for it."""
+    day = parse_end(day)
+    return not [d for d in partition_dates(con, tables) if d > day]

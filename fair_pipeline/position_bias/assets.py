@@ -1,17 +1,17 @@
 """The position_bias asset: every estimator over a training window of the daily marts, one chosen curve.
 
-Unpartitioned, downstream of the daily marts `position_score_bins` / `position_swap_cells`: it reads the
-newest partitions that hold data (not every partition of the definition), so it runs in the daily job after
-the day's marts, and in a backfill after the range's marts.
+Daily-partitioned: partition D reads the newest `window_days` partitions with data on or through D of the marts
+`position_score_bins` / `position_swap_cells` (declared by a time-window partition mapping, so the lineage
+view shows it). Its curve is the one partition D of the EO transform and the rankers weight clicks with.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, PARTITION_NAME_TAG
 from pydantic import Field
 
+from fair_pipeline.platform.partitions import daily_partitions, days_through, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
 from fair_pipeline.position_bias import PositionBiasInputError, compare_estimates
@@ -42,9 +42,8 @@ OBSERVATIONAL_METHODS = tuple(m for m in METHODS if METHOD_POLICY[m] == "product
 
 
 class PositionBiasConfig(dg.Config):
-    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data.")
-    window_end: str = Field(
-        "", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition, or the newest with data."
+    window_days: int = Field(
+        DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data, through the asset partition."
     )
     truncate: int = Field(30, description="T of the chained estimators: w_j = w_T for j > T.")
     bin_width: float = Field(
@@ -67,15 +66,6 @@ def _validate(config: PositionBiasConfig) -> None:
         raise dg.Failure(f"agreement_method={config.agreement_method!r} must be an observational method {list(OBSERVATIONAL_METHODS)}")
     if config.bin_width < 0:
         raise dg.Failure(f"bin_width={config.bin_width} must be >= 0 (0 = automatic)")
-
-
-def run_window_end(context: dg.AssetExecutionContext, config: PositionBiasConfig) -> str | None:
-    """The window's last day: configured, else the run's newest partition (this asset is unpartitioned, so
-    the run's partition or range comes from its tags), else None (the newest partition with data)."""
-    if config.window_end:
-        return config.window_end
-    tags = context.run.tags
-    return tags.get(ASSET_PARTITION_RANGE_END_TAG) or tags.get(PARTITION_NAME_TAG)
 
 
 # ----------------------------------------------------------------------------- checks (pure functions)
@@ -231,16 +221,17 @@ def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimate
 # ----------------------------------------------------------------------------- the asset
 @dg.asset(
     key=POSITION_BIAS_KEY,
-    deps=MART_KEYS,
+    deps=[dg.AssetDep(key, partition_mapping=days_through(DEFAULT_WINDOW_DAYS)) for key in MART_KEYS],
+    partitions_def=daily_partitions,
     pool="duckdb",
     group_name="position_bias",
     kinds={"duckdb", "python", "mlflow"},
     owners=OWNERS,
-    code_version="2",
+    code_version="3",
     description=(
         "Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap, "
         "adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the newest `window_days` partitions "
-        f"of the position-bias marts. Tables `{CURVES_TABLE}` (one row per method x position; `chosen` marks the "
+        f"with data through partition D of the position-bias marts. Tables `{CURVES_TABLE}` (one row per method x position; `chosen` marks the "
         f"curve later stages read via `load_chosen_position_bias`) and `{METHODS_TABLE}` (per method: estimable or "
         "why not, sample counts). Methods whose traffic is missing are reported as not estimable; the asset fails "
         "only when the chosen method cannot be estimated. Logged to MLflow (experiment fair_pipeline/position_bias, "
@@ -268,10 +259,10 @@ def position_bias(
     mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
     _validate(config)
-    end = run_window_end(context, config)
+    day = partition_day(context)
     with warehouse.connect() as con:
         try:
-            window = training_window(con, config.window_days, end)
+            window = training_window(con, config.window_days, day)
         except PositionBiasInputError as error:
             raise dg.Failure(description=str(error)) from error  # a clear message in the UI, not a traceback
         context.log.info(f"position bias over {window.label}")
@@ -288,7 +279,7 @@ def position_bias(
         for method, estimate in estimates.items():
             if not estimate.estimable:
                 context.log.warning(f"{method}: not estimable: {estimate.reason}")
-        rows = write_estimates(con, window, estimates, config.chosen_method)
+        rows = write_estimates(con, window, estimates, config.chosen_method, partition=day)
     truth = load_truth_curve(landing.resolved_path)  # reporting only
     context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")
     try:

@@ -5,53 +5,21 @@
     marts.position_bias_methods  one row per method: estimable or why not, not-estimable positions, warnings,
                                  the sample it used (impressions, clicks) and its settings.
 
-Both are replaced together in one transaction: they always describe the same window.
+Rows are keyed by the asset partition D that estimated them (`partition_date`; its window is the
+`window_days` partitions through D); both tables' rows of D are replaced together in one transaction.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.platform.warehouse import table_exists, transaction
+from fair_pipeline.platform.partition_store import load_partition, replace_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
 from fair_pipeline.position_bias.estimators import METHOD_POLICY, position_ranges
 from fair_pipeline.position_bias.window import MethodEstimate, TrainingWindow
 
 CURVES_TABLE = "marts.position_bias_curves"
 METHODS_TABLE = "marts.position_bias_methods"
-
-_CURVES_DDL = f"""CREATE OR REPLACE TABLE {CURVES_TABLE} (
-    window_start DATE NOT NULL,
-    window_end DATE NOT NULL,
-    method VARCHAR NOT NULL,
-    chosen BOOLEAN NOT NULL,
-    position INTEGER NOT NULL,
-    weight DOUBLE,            -- NULL/NaN: not estimable at this position
-    ci_low DOUBLE,
-    ci_high DOUBLE,
-    se DOUBLE,
-    impressions BIGINT NOT NULL,
-    clicks BIGINT NOT NULL,
-    truncated BOOLEAN NOT NULL,  -- position > truncate: w_j = w_T by assumption
-    level DOUBLE NOT NULL
-)"""
-
-_METHODS_DDL = f"""CREATE OR REPLACE TABLE {METHODS_TABLE} (
-    window_start DATE NOT NULL,
-    window_end DATE NOT NULL,
-    partitions INTEGER NOT NULL,
-    method VARCHAR NOT NULL,
-    policy VARCHAR NOT NULL,
-    chosen BOOLEAN NOT NULL,
-    estimable BOOLEAN NOT NULL,
-    reason VARCHAR,                   -- why the whole method is not estimable
-    not_estimable_positions VARCHAR,  -- e.g. '37' or '5-50'
-    warnings VARCHAR,
-    impressions BIGINT,
-    clicks BIGINT,
-    bin_width DOUBLE,
-    truncate INTEGER
-)"""
 
 CURVE_COLUMNS = ["position", "weight", "ci_low", "ci_high", "se"]
 
@@ -106,43 +74,35 @@ def methods_frame(window: TrainingWindow, estimates: dict[str, MethodEstimate], 
     return pd.DataFrame(rows)
 
 
-def write_estimates(con, window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str) -> int:
-    """Replace both tables in one transaction; returns the number of curve rows written."""
-    curves = curves_frame(window, estimates, chosen)
-    methods = methods_frame(window, estimates, chosen)
-    with transaction(con):
-        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
-        con.execute(_CURVES_DDL)
-        con.execute(_METHODS_DDL)
-        con.register("_position_bias_curves", curves)
-        con.register("_position_bias_methods", methods)
-        try:
-            con.execute(f"INSERT INTO {CURVES_TABLE} BY NAME SELECT * FROM _position_bias_curves")
-            con.execute(f"INSERT INTO {METHODS_TABLE} BY NAME SELECT * FROM _position_bias_methods")
-        finally:
-            con.unregister("_position_bias_curves")
-            con.unregister("_position_bias_methods")
-    return len(curves)
+def write_estimates(con, window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str,
+                    partition=None) -> int:
+    """Replace partition `partition`'s rows (default: the window's last day) of both tables in one transaction;
+    returns the number of curve rows written."""
+    written = replace_partition(
+        con,
+        {CURVES_TABLE: curves_frame(window, estimates, chosen), METHODS_TABLE: methods_frame(window, estimates, chosen)},
+        partition or window.last,
+    )
+    return written[CURVES_TABLE]
 
 
-def load_curves(con) -> pd.DataFrame:
-    """Every stored curve (all methods), ordered by method and position."""
-    if not table_exists(con, *CURVES_TABLE.split(".")):
-        raise PositionBiasInputError(f"{CURVES_TABLE} does not exist; materialize the position_bias asset first")
-    return con.execute(f"SELECT * FROM {CURVES_TABLE} ORDER BY method, position").df()
+_HINT = "materialize the position_bias asset for that partition first"
 
 
-def load_chosen_position_bias(con) -> pd.DataFrame:
-    """The chosen curve: `position, weight, ci_low, ci_high, se` (position 1..K, weight finite and > 0).
+def load_curves(con, partition=None) -> pd.DataFrame:
+    """Every curve (all methods) of one partition (default: the newest), ordered by method and position."""
+    frame = load_partition(con, CURVES_TABLE, partition, error=PositionBiasInputError, hint=_HINT)
+    return frame.sort_values(["method", "position"]).reset_index(drop=True)
+
+
+def load_chosen_position_bias(con, partition=None) -> pd.DataFrame:
+    """The chosen curve of partition `partition` (default: the newest stored): `position, weight, ci_low, ci_high, se` (position 1..K, weight finite and > 0).
 
     `attrs` carries `method`, `window_start`, `window_end` and `level`. Raises `PositionBiasInputError`
     naming the positions when the stored curve has a weight downstream stages cannot use."""
-    if not table_exists(con, *CURVES_TABLE.split(".")):
-        raise PositionBiasInputError(f"{CURVES_TABLE} does not exist; materialize the position_bias asset first")
-    frame = con.execute(
-        f"SELECT method, window_start, window_end, level, {', '.join(CURVE_COLUMNS)} FROM {CURVES_TABLE}"
-        " WHERE chosen ORDER BY position"
-    ).df()
+    stored = load_partition(con, CURVES_TABLE, partition, error=PositionBiasInputError, hint=_HINT)
+    frame = stored.loc[stored["chosen"].astype(bool),
+                       ["method", "window_start", "window_end", "level", *CURVE_COLUMNS]].sort_values("position")
     if frame.empty:
         raise PositionBiasInputError(f"{CURVES_TABLE} holds no chosen curve; re-materialize the position_bias asset")
     weights = frame["weight"].to_numpy(dtype=float)

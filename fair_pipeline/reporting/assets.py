@@ -1,4 +1,5 @@
-"""The fairness report asset: offline HTML + Markdown under $FAIR_PIPELINE_HOME/reports, logged to MLflow."""
+"""The fairness report asset: one offline HTML + Markdown report per daily partition under
+$FAIR_PIPELINE_HOME/reports/<date>/ (`reports/latest` points at the newest), logged to MLflow."""
 # No `from __future__ import annotations`: Dagster reads resource types from real annotations.
 import base64
 from collections.abc import Iterable
@@ -6,10 +7,12 @@ from collections.abc import Iterable
 import dagster as dg
 
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
 from fair_pipeline.reporting import ReportInputs, build_report, summary_lines, write_report
 from fair_pipeline.reporting.build import metrics_table
+from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
 
 OWNERS = ["team:fairness"]
 REPORT_KEY = dg.AssetKey(["reporting", "fairness_report"])
@@ -23,8 +26,9 @@ def _image_markdown(png: bytes, caption: str) -> str:
 
 def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
     """Keys no other asset depends on: depending on these puts the report after everything, with a
-    lineage graph that shows one edge per branch instead of one per asset."""
-    assets = list(assets)
+    lineage graph that shows one edge per branch instead of one per asset. Unpartitioned leaves (the static
+    benchmarks, which have their own job) are not inputs of a daily report."""
+    assets = [a for a in assets if a.partitions_def is not None]
     keys = {key for asset in assets for key in asset.keys}
     upstream = {dep for asset in assets for dep in asset.dependency_keys}
     return sorted(keys - upstream - {REPORT_KEY}, key=lambda k: k.to_user_string())
@@ -36,28 +40,34 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
     @dg.asset(
         key=REPORT_KEY,
         deps=leaf_keys(upstream),
+        partitions_def=daily_partitions,
         group_name="reporting",
         kinds={"python", "mlflow", "html"},
         owners=OWNERS,
-        code_version="1",
+        code_version="2",
         pool="duckdb",  # reads the warehouse; DuckDB cannot open it read-only while another process writes
         description=(
-            "Fairness report built from the latest output of every stage: data volume and quarantine, CTR by "
+            "Fairness report of partition D, built from every stage's output for D: data volume and quarantine, CTR by "
             "position, position bias, per-group CDF transforms, exposure/merit, ROC/partial AUC, xAUC, pairwise "
             "accuracies, the λ frontier and model selection, with a plain-language summary that leads with the group "
-            "gaps larger than their practical margin δ and counts every comparison's verdict. "
-            "Written to $FAIR_PIPELINE_HOME/reports/ (self-contained HTML + Markdown) and logged to MLflow "
+            "gaps larger than their practical margin δ and counts every comparison's verdict, and the audit's trend "
+            "over the newest partitions (each gap per day with its CI). Written to "
+            "$FAIR_PIPELINE_HOME/reports/<D>/ (self-contained HTML + Markdown; `reports/latest` points at the newest "
+            "partition's) and logged to MLflow "
             "(experiment fair_pipeline/reporting). Stages that never ran are listed as missing."
         ),
     )
     def fairness_report(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
+        day = partition_day(context)
         try:
-            inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, tracking=mlflow)
+            inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, tracking=mlflow,
+                                  partition=day)
             try:
                 report = build_report(inputs)
             finally:
                 inputs.close()
-            files = write_report(report, settings.reports_dir())
+            files = write_report(report, partition_report_dir(settings.reports_dir(), day))
+            latest = point_latest_at(settings.reports_dir(), day)
             with mlflow.start_run(context, "reporting", run_name="fairness_report") as run:
                 for path in (files.html, files.markdown, files.findings):
                     run.log_artifact(path, "report")
@@ -74,6 +84,7 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         figures = {figure.name: figure for figure in report.figures()}
         metadata = {
             "report_html": dg.MetadataValue.path(str(files.html)),
+            "latest": f"reports/latest -> {latest}",
             "summary_markdown": dg.MetadataValue.path(str(files.markdown)),
             "mlflow_run_id": run.run_id,
             "mlflow_run": dg.MetadataValue.url(run.url),

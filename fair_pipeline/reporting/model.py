@@ -26,6 +26,10 @@ FindingStatus = Literal["significant", "not significant", "gap larger than δ", 
 ALPHA = 0.05
 
 
+# Stages whose MLflow runs belong to no partition (their tables are read from the newest run of any).
+UNPARTITIONED_STAGES = ("benchmarks",)
+
+
 class StageMissing(Exception):
     """The stage a section needs has never produced its output; `str(error)` says what is missing."""
 
@@ -101,6 +105,7 @@ class ReportInputs:
     home: Path
     warehouse_path: Path
     tracking: MLflowTracking | None = None
+    partition: Any = None  # the asset partition (a date) the report is for; None: each stage's newest output
     _con: Any = dataclasses.field(default=None, repr=False)
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -116,12 +121,16 @@ class ReportInputs:
         return self._con.execute(query, params or {}).df()
 
     def stage_table(self, name: str, stage: str, required: Sequence[str]) -> pd.DataFrame:
-        """The newest table `name` logged by a finished MLflow run (`TrackedRun.log_table`)."""
+        """The newest table `name` logged by a finished MLflow run (`TrackedRun.log_table`) of the report's
+        partition (unpartitioned stages' runs carry none: then the newest run of any)."""
         if self.tracking is None:
             raise StageMissing(f"no MLflow tracking configured, so table {name!r} of stage {stage} cannot be read")
-        found = self.tracking.latest_table(name)
+        found = None if self.partition is None else self.tracking.latest_table(name, partition=self.partition)
         if found is None:
-            raise StageMissing(f"stage {stage!r} has never logged table {name!r} to MLflow")
+            found = self.tracking.latest_table(name) if self.partition is None or stage in UNPARTITIONED_STAGES else None
+        if found is None:
+            where = "" if self.partition is None else f" for partition {self.partition}"
+            raise StageMissing(f"stage {stage!r} has never logged table {name!r} to MLflow{where}")
         frame, run = found
         absent = [column for column in required if column not in frame.columns]
         if absent:

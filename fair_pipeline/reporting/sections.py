@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.outputs import PRODUCTION
-from fair_pipeline.reporting import audit_sections, figures
+from fair_pipeline.reporting import audit_sections, figures, trend
 from fair_pipeline.reporting.formatting import (
     ci_text,
     p_phrase,
@@ -472,6 +472,7 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("roc", "ROC curves and partial AUC by group", "audit", audit_sections.roc_audit),
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
     SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", audit_sections.pairwise_accuracy),
+    SectionSpec("audit_trend", "Audit trend over daily partitions", "audit", trend.audit_trend),
     SectionSpec("lambda_frontier", "λ trade-off frontier", "training", lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", model_selection),
 ]

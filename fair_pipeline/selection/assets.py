@@ -23,12 +23,13 @@ from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS
 from fair_pipeline.eo.serving import log_fair_ranker
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS
-from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, TrackingUnavailableError
 from fair_pipeline.platform.warehouse import table_exists
+from fair_pipeline.platform.windows import is_newest_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
-from fair_pipeline.position_bias.assets import run_window_end
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.selection import candidates as sc
 from fair_pipeline.selection import metric_oracle as mo
@@ -246,8 +247,8 @@ class ModelSelectionConfig(dg.Config):
         "fit uses), randomized_clicks (clicks on randomized requests), relevance (truth on production impressions; "
         "in-sample for windows the rankers trained on), or auto (randomized_relevance when the simulator's truth "
         "exists, else randomized_clicks).")
-    window_days: int = Field(1, description="Evaluation window: the newest N partitions holding the label source's traffic.")
-    window_end: str = Field("", description="Last partition of the window (YYYY-MM-DD). Empty: the run's newest partition.")
+    window_days: int = Field(1, description="Evaluation window: the newest N partitions holding the label source's "
+                             "traffic through the asset partition D (which must hold some).")
     randomized_policies: list[str] = Field(["shuffle"], description="Randomized policies whose requests are evaluated.")
     alphas: list[float] = Field(list(DEFAULT_ALPHAS), description="EO relaxation grid applied to every ranker (0 = the ranker itself).")
     selection_rate: float = Field(
@@ -256,7 +257,8 @@ class ModelSelectionConfig(dg.Config):
     min_count: int = Field(20, description="Positives and negatives every group needs for a candidate to be estimable.")
     min_positives: int = Field(30, description="Clicks every group needs in a ranker's window to re-fit its EO transform.")
     confidence: float = Field(0.95, description="Confidence level of the cost intervals.")
-    register_champion: bool = Field(True, description="Register the winner as fair-ranker and move @champion to it.")
+    register_champion: bool = Field(True, description="Register the winner as a fair-ranker version tagged with the "
+                                    "partition; @champion moves to it only for the newest partition with data.")
 
 
 def selection_label_source(name: str, landing) -> str:
@@ -265,21 +267,25 @@ def selection_label_source(name: str, landing) -> str:
     return name
 
 
-def evaluation_inputs(con, config: ModelSelectionConfig, landing, window_end):
-    """(metric row, metric, candidates, held-out item counts, window, label source); errors name what is missing."""
+def evaluation_inputs(con, config: ModelSelectionConfig, landing, day):
+    """(metric row, metric, candidates, held-out item counts, window, label source) of asset partition `day`: its
+    rankers and transform, evaluated on day `day`; errors name what is missing."""
     metric, metric_info = load_latest_metric(con)
-    rankers = sc.load_rankers(con)
-    stored = eo_store.load_latest_transforms(con)["weighted"]
+    rankers = sc.load_rankers(con, day)
+    stored = eo_store.load_latest_transforms(con, day)["weighted"]
     # The re-fits copy the stored transform's settings; the defaults when it was not estimable (each re-fit
     # then decides for itself whether its groups have enough clicks).
     template = stored.transform if stored.estimable else WeightedCDFTransformer()
     label = selection_label_source(config.label_source, landing)
-    window = aw.evaluation_window(con, label, config.window_days, window_end)
+    window = aw.evaluation_window(con, label, config.window_days, day)
+    if window.last != day:
+        raise sc.SelectionInputError(f"partition {day} has no {label} traffic to evaluate (newest before it: "
+                                     f"{window.last}); ingest day {day} first")
     source = aw.label_source(label, landing, window, config.randomized_policies)
     items = aw.item_counts(con, source, sorted({f for r in rankers for f in r.features}))
     if items.empty:
         raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
-    candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con), template,
+    candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con, day), template,
                                      float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives)
     return metric, metric_info, candidates, items, window, source
 
@@ -354,31 +360,34 @@ def _count(value) -> int | None:
     return int(value) if pd.notna(value) else None
 
 
-def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd.DataFrame, tags: dict):
+def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd.DataFrame, tags: dict,
+                    promote: bool):
     """Log the winner as the fair-ranker pyfunc (its ranker + its re-fitted, alpha-relaxed transform; input: item
-    features and group_id) and register it @champion, all or nothing (MLflowTracking.register_model)."""
+    features and group_id) and register it, @champion when `promote`, all or nothing (MLflowTracking.register_model)."""
     example = items[list(winner.ranker.features)].head(5).assign(group_id=items["group"].head(5).astype(str))
     info = log_fair_ranker(winner.transform, winner.ranker.model, winner.ranker.features, registered_model_name=None,
                            input_example=example.reset_index(drop=True))
-    return mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=CHAMPION, tags=tags), info.model_uri
+    alias = CHAMPION if promote else None
+    return mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=alias, tags=tags), info.model_uri
 
 
 @dg.asset(
     key=MODEL_SELECTION_KEY,
     deps=[ELICITED_METRIC_KEY, RANKER_CANDIDATES_KEY, EO_TRANSFORM_KEY, FAIRNESS_AUDIT_KEY],
+    partitions_def=daily_partitions,
     pool="duckdb",
     group_name=GROUP,
     kinds={"python", "duckdb", "mlflow"},
     owners=OWNERS,
-    code_version="2",
+    code_version="3",
     check_specs=[
         dg.AssetCheckSpec(ESTIMABLE_CHECK, asset=MODEL_SELECTION_KEY,
                           description="At least one candidate has enough held-out positives and negatives in every group."),
         dg.AssetCheckSpec(SEPARATED_CHECK, asset=MODEL_SELECTION_KEY, description=SEPARATED_CHECK_DESCRIPTION),
     ],
     description=(
-        "Model selection by the elicited fair metric. Candidates: every retrained ranker (marts.ranker_candidates, "
-        "the penalized lambda grid) x every EO relaxation alpha, the weighted-CDF transform re-fitted on that "
+        "Model selection by the elicited fair metric, per daily partition D. Candidates: every retrained ranker of "
+        "partition D (marts.ranker_candidates, the penalized lambda grid) x every EO relaxation alpha, the weighted-CDF transform re-fitted on that "
         "ranker's own scores over its training window (fair_pipeline.selection.candidates). Each is evaluated on "
         "held-out labelled rows (default: randomized requests, never used by any fit; labels = SIMULATION truth, "
         "or clicks on real logs) at its own threshold selecting the top `selection_rate` share: group-wise TPR/TNR "
@@ -386,8 +395,9 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
         "and, for comparing, every candidate's paired difference vs the winner on the same rows, clustered by item "
         "(diff_vs_winner with SE, CI, two-sided p; the check compares the runner-up with this paired interval); "
         "not-estimable candidates last with the reason. The ranking goes to `marts.model_ranking` and MLflow "
-        "(table model_ranking); the winner is registered as `fair-ranker` and the alias `champion` moved to it "
-        "(all or nothing)."
+        "(table model_ranking); the winner is registered as a `fair-ranker` version tagged with its partition, and the "
+        "alias `champion` moves to it only when D is the newest partition with data (a backfill of older days never "
+        "moves it; `fair-pipeline promote --partition D` does, explicitly)."
     ),
 )
 def model_selection(
@@ -396,10 +406,11 @@ def model_selection(
 ) -> dg.MaterializeResult:
     if not 0.0 < config.selection_rate <= 1.0:
         raise dg.Failure(description=f"selection_rate={config.selection_rate!r} must be in (0, 1]")
+    day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
+        newest = is_newest_partition(con, day)
         try:
-            metric, info, candidates, items, window, source = evaluation_inputs(
-                con, config, landing.resolved_path, run_window_end(context, config))
+            metric, info, candidates, items, window, source = evaluation_inputs(con, config, landing.resolved_path, day)
         except (LookupError, sc.SelectionInputError, aw.AuditDataError, EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=f"model_selection: {error}") from error
     context.log.info(f"{len(candidates)} candidates on {source.name} labels, {window.label}")
@@ -447,20 +458,25 @@ def model_selection(
                                     "runner_up_diff_p": estimable.iloc[1]["diff_p"]}
                                    if len(estimable) >= 2 and np.isfinite(estimable.iloc[1]["diff_se"]) else {}))
             if winner is not None and config.register_champion:
-                champion, uri = register_winner(mlflow, run, winner, items, {"candidate": winner.name,
-                                                                           "selection_run": run.run_id})
+                champion, uri = register_winner(mlflow, run, winner, items,
+                                                {"candidate": winner.name, "selection_run": run.run_id,
+                                                 TAG_MODEL_PARTITION: str(day)}, promote=newest)
                 metadata["champion_model_uri"] = uri
             metadata["mlflow_run_id"] = run.run_id
             metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
     except TrackingUnavailableError as error:  # nothing written to the warehouse yet; a retry starts over
         context.log.error(str(error))
         raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
-    metadata["champion_version"] = f"{FAIR_RANKER} v{champion.version} @{CHAMPION}" if champion else "unchanged"
+    metadata["champion_version"] = (
+        "unchanged (nothing registered)" if champion is None else f"{FAIR_RANKER} v{champion.version} @{CHAMPION}"
+        if newest else f"{FAIR_RANKER} v{champion.version} registered; @{CHAMPION} unchanged ({day} is not the newest "
+        f"partition with data; `fair-pipeline promote --partition {day}` moves it)")
+    metadata["promoted"] = bool(champion is not None and newest)
     ranking = ranking.assign(champion_version=np.where(ranking["model"] == (winner.name if winner else None),
                                                        str(champion.version) if champion else None, None),
                              selected_at=now_utc(), dagster_run_id=context.run_id)
     with warehouse.connect() as con:
-        metadata["dagster/row_count"] = replace_ranking(con, ranking)
+        metadata["dagster/row_count"] = replace_ranking(con, ranking, day)
     metadata["table"] = MODEL_RANKING
     return dg.MaterializeResult(metadata=metadata, check_results=selection_checks(ranking))
 

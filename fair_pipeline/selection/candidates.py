@@ -27,6 +27,7 @@ from fair_pipeline.audit.sql import ITEMS_VIEW, OBSERVATIONAL_VIEW, UNKNOWN_GROU
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.serving import LinearRanker
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts, with_alpha
+from fair_pipeline.platform.partition_store import load_partition
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists
 from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
 
@@ -76,7 +77,8 @@ class Candidate:
         return self.transform.transform(self.ranker.score(frame), frame["group"].to_numpy(dtype=object))
 
 
-def load_rankers(con) -> list[Ranker]:
+def load_rankers(con, partition=None) -> list[Ranker]:
+    """The retrained rankers of asset partition `partition` (default: the newest stored)."""
     if not table_exists(con, *RANKER_CANDIDATES):
         raise SelectionInputError("marts.ranker_candidates does not exist; materialize the ranker_candidates asset first")
     need = ["candidate_id", "lam", "features", "coefficients", "intercept", "window_start", "window_end", "mlflow_run_id"]
@@ -84,7 +86,9 @@ def load_rankers(con) -> list[Ranker]:
     missing = [c for c in need if c not in columns]
     if missing:
         raise SelectionInputError(f"marts.ranker_candidates lacks columns {missing} (has {columns})")
-    frame = con.execute(f"SELECT {', '.join(need)} FROM marts.ranker_candidates ORDER BY lam, candidate_id").df()
+    frame = load_partition(con, ".".join(RANKER_CANDIDATES), partition, error=SelectionInputError,
+                           hint="materialize the ranker_candidates asset for that partition first")
+    frame = frame[need].sort_values(["lam", "candidate_id"])
     if frame.empty:
         raise SelectionInputError("marts.ranker_candidates is empty: no retrained ranker to select from")
     rankers = []

@@ -17,9 +17,9 @@ import json
 
 import pandas as pd
 
+from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.warehouse import table_exists, transaction
 from fair_pipeline.selection.elicitation import FairQuadraticMetric, metric_from_dict
-from fair_pipeline.training.store import replace_tables
 
 ELICITED_METRICS = "marts.elicited_metrics"
 MODEL_RANKING = "marts.model_ranking"
@@ -73,9 +73,9 @@ def load_latest_metric(con) -> tuple[FairQuadraticMetric, dict]:
     return metric_from_dict(json.loads(row["metric_json"])), row
 
 
-def replace_ranking(con, ranking: pd.DataFrame) -> int:
-    """Replace marts.model_ranking with the newest ranking, in one transaction."""
-    return replace_tables(con, {MODEL_RANKING: ranking})[MODEL_RANKING]
+def replace_ranking(con, ranking: pd.DataFrame, partition: dt.date) -> int:
+    """Replace partition `partition`'s rows of marts.model_ranking, in one transaction."""
+    return replace_partition(con, {MODEL_RANKING: ranking}, partition)[MODEL_RANKING]
 
 
 def now_utc() -> dt.datetime:

@@ -23,7 +23,10 @@ back where they were.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -106,6 +109,26 @@ def version_tags(dataset: str, model_kind: str, penalty_score: str, lam: float, 
     return tags
 
 
+FINGERPRINT_TAG = TAG_PREFIX + "fingerprint"
+
+
+def fingerprint(code_version: str, datasets: list[str], lambdas: list[float], penalty_scores: list[str]) -> str:
+    """What determines the benchmark fits (the asset's code version and its config; the shipped data files are
+    fixed by their checksums): equal fingerprints give the same models, so nothing new is registered."""
+    spec = {"code_version": code_version, "datasets": sorted(datasets), "lambdas": sorted(float(x) for x in lambdas),
+            "penalty_scores": sorted(penalty_scores)}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def registered_fingerprint(tracking: MLflowTracking, name: str, value: str) -> list:
+    """Versions of registered model `name` tagged with fingerprint `value` (hex, so safe in a filter string)."""
+    if not re.fullmatch(r"[0-9a-f]+", value):
+        raise ValueError(f"fingerprint {value!r} is not hex")
+    client = tracking.client()
+    return tracking.retry(lambda: client.search_model_versions(f"name = '{name}' and tags.`{FINGERPRINT_TAG}` = '{value}'"),
+                          f"find {name} versions with fingerprint {value}")
+
+
 @dataclass
 class RegistryBatch:
     """Register versions and move aliases; `rollback()` undoes what this batch did (best effort, every step retried)."""
@@ -142,4 +165,5 @@ class RegistryBatch:
                                     f"restore {name}@{alias} -> v{version}")
 
 
-__all__ = ["ALPHA", "CHAMPION_RULE", "ChampionChoice", "RegistryBatch", "choose_champion", "gap_table", "version_tags"]
+__all__ = ["ALPHA", "CHAMPION_RULE", "FINGERPRINT_TAG", "ChampionChoice", "RegistryBatch", "choose_champion", "fingerprint",
+           "gap_table", "registered_fingerprint", "version_tags"]

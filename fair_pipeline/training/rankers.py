@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
 from fair_pipeline.ingestion.contract import TRUTH_DIR
 from fair_pipeline.platform.warehouse import is_numeric_type, quote_identifier, table_exists
-from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window
+from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window, window_before
 from fair_pipeline.training import PathPoint, lambda_path
 from fair_pipeline.training.click_training import RelevanceRows, audit_rows, relevance_rows
 from fair_pipeline.training.penalized.gaps import CUTOFFS, gap_table, group_table
@@ -60,6 +60,13 @@ def training_window(con, window_days: int, end: str | dt.date | None = None,
     on or before `end` (those are the fairness audit's)."""
     return holdout_window(con, OBSERVATIONAL, window_days, end, holdout_days, error=RankerTrainingError,
                           hint="materialize the observational impressions first")
+
+
+def window_for_partition(con, window_days: int, day: str | dt.date) -> PartitionWindow:
+    """Asset partition `day`'s training window: the newest `window_days` partitions of observational impressions
+    before `day` (day D is what the audit of partition D evaluates)."""
+    return window_before(con, OBSERVATIONAL, window_days, day, error=RankerTrainingError,
+                         hint="ingest (or backfill) earlier days first")
 
 
 def feature_columns(con, requested: list[str] | None = None) -> list[str]:

@@ -1,0 +1,107 @@
+"""The report's trend section: each audited group gap per daily partition with its CI, so a reader sees whether a
+gap is widening.
+
+The fairness audit stores one row set per partition D (day D evaluated with the models of partition D), so the
+trend reads the audit tables of the newest `TREND_PARTITIONS` partitions on or before the report's partition.
+Each point is that day's estimate with its own (item-clustered by default) CI; days are separate samples of
+traffic, but items recur across days, so neighbouring points are not independent and no slope test is made.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from fair_pipeline.reporting import figures
+from fair_pipeline.reporting.formatting import ci_text
+from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+
+TREND_PARTITIONS = 14
+# The outputs drawn (the production ranker and the EO transform); the table lists every audited output.
+DRAWN_OUTPUTS = ("production", "eo_weighted")
+PAIRS = ("marts", "fairness_audit_pairs")
+XAUC_DELTAS = ("marts", "fairness_audit_xauc_deltas")
+
+
+def _day_clause(inputs: ReportInputs) -> tuple[str, dict]:
+    if inputs.partition is None:
+        return "", {}
+    return " AND partition_date <= $day", {"day": inputs.partition}
+
+
+def trend_rows(inputs: ReportInputs) -> pd.DataFrame:
+    """Long rows (partition_date, scored_output, metric, pair, gap, ci_low, ci_high, verdict) of the newest
+    partitions: the partial-AUC gap at the smallest audited FPR cutoff and the xAUC gap of every group pair."""
+    day, params = _day_clause(inputs)
+    params = {**params, "limit": TREND_PARTITIONS}
+    newest = ("partition_date IN (SELECT DISTINCT partition_date FROM marts.fairness_audit_pairs WHERE "
+              f"partition_date IS NOT NULL{day} ORDER BY partition_date DESC LIMIT $limit)")
+    pauc = inputs.sql(
+        "SELECT partition_date, scored_output, 'partial AUC gap at FPR ' || cutoff AS metric, "
+        "group_a || ' - ' || group_b AS pair, diff AS gap, ci_low, ci_high, verdict "
+        f"FROM marts.fairness_audit_pairs WHERE estimable AND {newest} AND cutoff = "
+        "(SELECT min(cutoff) FROM marts.fairness_audit_pairs WHERE partition_date IS NOT NULL)",
+        [PAIRS], params)
+    try:
+        xauc = inputs.sql(
+            "SELECT partition_date, scored_output, 'xAUC gap' AS metric, group_a || ' - ' || group_b AS pair, "
+            f"delta AS gap, ci_low, ci_high, verdict FROM marts.fairness_audit_xauc_deltas WHERE kind = 'xauc' "
+            f"AND estimable AND {newest}", [PAIRS, XAUC_DELTAS], params)
+    except StageMissing:
+        xauc = pauc.iloc[:0]
+    frame = pd.concat([pauc, xauc], ignore_index=True)
+    frame["partition_date"] = pd.to_datetime(frame["partition_date"])
+    return frame.sort_values(["metric", "scored_output", "pair", "partition_date"]).reset_index(drop=True)
+
+
+def _findings(frame: pd.DataFrame) -> list[Finding]:
+    """Per drawn output and metric: the newest day's gap against the range seen over the window."""
+    out = []
+    for (metric, output, pair), part in frame.groupby(["metric", "scored_output", "pair"], sort=True):
+        if output not in DRAWN_OUTPUTS or len(part) < 2:
+            continue
+        last, first = part.iloc[-1], part.iloc[0]
+        out.append(Finding(
+            f"{output}, {metric} ({pair}): {ci_text(last['gap'], last['ci_low'], last['ci_high'], signed=True)} on "
+            f"{last['partition_date'].date()}, {ci_text(first['gap'], first['ci_low'], first['ci_high'], signed=True)} "
+            f"on {first['partition_date'].date()} ({len(part)} audited partitions; each CI is that day's own)",
+            "info", headline=False))
+    return out
+
+
+def _draw_days(n_days: int):
+    """One line per output and pair with its CI band, a tick per day (at most ~7), and the zero line."""
+    import matplotlib.dates as mdates
+
+    def draw(ax, part: pd.DataFrame) -> None:
+        figures.draw_curves(ax, part, "partition_date", "gap", "ci_low", "ci_high", "line")
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, n_days // 7)))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+
+    return draw
+
+
+def audit_trend(inputs: ReportInputs) -> SectionContent:
+    frame = trend_rows(inputs)
+    if frame.empty:
+        raise StageMissing("no audited partition yet: materialize the fairness audit for some days")
+    days = sorted(frame["partition_date"].dt.date.unique())
+    blocks: list = [Text(
+        f"Group gaps of each audited daily partition ({len(days)}: {days[0]}..{days[-1]}; at most "
+        f"{TREND_PARTITIONS}), each with its own 95% CI. Partition D evaluates day D with the models trained "
+        "before D. Days share items, so neighbouring points are correlated; read the bands, not a slope.")]
+    if len(days) < 2:
+        blocks.append(Text("Only one partition is audited so far: backfill earlier days "
+                           "(`fair-pipeline backfill --start ... --end ...`) to see a trend."))
+    drawn = frame[frame["scored_output"].isin(DRAWN_OUTPUTS)]
+    if len(days) >= 2 and not drawn.empty:
+        drawn = drawn.assign(line=drawn["scored_output"] + " " + drawn["pair"])
+        png = figures.panels(drawn, "metric", _draw_days(len(days)), "partition (day evaluated)", "gap with 95% CI",
+                             columns=2)
+        blocks.append(Figure("audit_trend", png, "Group gaps per partition with 95% CI bands (production and EO)"))
+    table = frame.assign(partition=frame["partition_date"].dt.date.astype(str),
+                         gap_ci=[ci_text(g, lo, hi, signed=True) for g, lo, hi in
+                                 zip(frame["gap"], frame["ci_low"], frame["ci_high"])])
+    blocks.append(Table(table[["metric", "scored_output", "pair", "partition", "gap_ci", "verdict"]].rename(
+        columns={"gap_ci": "gap (95% CI)"}), "Every audited output's gaps per partition"))
+    return SectionContent(blocks=blocks, findings=_findings(frame), source="marts.fairness_audit_pairs / _xauc_deltas",
+                          metrics={"trend_partitions": float(len(days))})

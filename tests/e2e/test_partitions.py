@@ -1,0 +1,145 @@
+"""Partition-true orchestration: the mappings the lineage shows, and a backfill of older days that never moves a
+registry alias (issue "Partition-true orchestration")."""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import mlflow
+import pytest
+
+from fair_pipeline import cli
+from fair_pipeline.ingestion.simulator import SimulationConfig
+
+DAYS = [dt.date(2026, 3, 1) + dt.timedelta(days=k) for k in range(5)]
+CONFIG = SimulationConfig(requests_per_day=300, n_items=5_000, seed=3)
+
+
+def _key(text: str) -> dg.AssetKey:
+    return dg.AssetKey(text.split("/"))
+
+
+def test_partition_mappings_declare_the_training_and_evaluation_windows():
+    from fair_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+
+    def offsets(child: str, parent: str):
+        mapping = graph.get_partition_mapping(_key(child), _key(parent))
+        if isinstance(mapping, dg.TimeWindowPartitionMapping):
+            return mapping.start_offset, mapping.end_offset
+        return type(mapping).__name__
+
+    # Trained stages: partition D reads the 7 days before D; position bias may read D itself.
+    assert offsets("marts/eo_transforms", "marts/eo_score_click_counts") == (-7, -1)
+    assert offsets("marts/ranker_candidates", "staging/stg_observational_impressions") == (-7, -1)
+    assert offsets("marts/ranker_candidates", "staging/stg_randomized_impressions") == (-7, -1)
+    assert offsets("marts/position_bias_curves", "marts/position_score_bins") == (-6, 0)
+    # The audit and selection of D evaluate day D with the models of D.
+    for child, parent in [("marts/fairness_audit", "staging/stg_observational_impressions"),
+                          ("marts/fairness_audit", "marts/eo_transforms"),
+                          ("marts/fairness_audit", "marts/ranker_candidates"),
+                          ("marts/model_selection", "marts/fairness_audit"),
+                          ("marts/eo_transforms", "marts/position_bias_curves")]:
+        assert offsets(child, parent) in ("IdentityPartitionMapping", "TimeWindowPartitionMapping", (0, 0)), (child, parent)
+    # Upstream partitions of one day, as Dagster computes them for the lineage view.
+    def parents(child: str, parent: str, day: str) -> list[str]:
+        mapping = graph.get_partition_mapping(_key(child), _key(parent))
+        partitions = graph.get(_key(child)).partitions_def
+        subset = partitions.subset_with_partition_keys([day])
+        result = mapping.get_upstream_mapped_partitions_result_for_partitions(
+            subset, partitions, graph.get(_key(parent)).partitions_def)
+        return sorted(result.partitions_subset.get_partition_keys())
+
+    assert parents("marts/eo_transforms", "marts/eo_score_click_counts", "2026-03-10") == [
+        f"2026-03-0{d}" for d in range(3, 10)]
+    assert parents("marts/fairness_audit", "marts/ranker_candidates", "2026-03-10") == ["2026-03-10"]
+    # Every trained stage is partitioned; the static benchmarks are not, and no daily job contains them.
+    for key in ["marts/position_bias_curves", "marts/eo_transforms", "marts/ranker_candidates", "marts/fairness_audit",
+                "marts/model_selection", "reporting/fairness_report"]:
+        assert graph.get(_key(key)).partitions_def is not None, key
+    for job in ("daily_pipeline", "ingest_logs", "train_and_audit"):
+        selected = defs.resolve_job_def(job).asset_layer.selected_asset_keys
+        assert _key("marts/benchmark_models") not in selected, job
+
+
+def _champion(home: Path):
+    client = mlflow.MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    try:
+        version = client.get_model_version_by_alias("fair-ranker", "champion")
+    except Exception:  # noqa: BLE001 (no alias yet)
+        return None
+    return version.version, version.tags.get("fair_pipeline.partition")
+
+
+def _versions(home: Path, name: str) -> list:
+    client = mlflow.MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    return client.search_model_versions(f"name = '{name}'")
+
+
+def _partitions(home: Path, table: str) -> list[str]:
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        return [str(r[0]) for r in con.execute(f"SELECT DISTINCT partition_date FROM {table} ORDER BY 1").fetchall()]
+
+
+@pytest.mark.slow
+def test_backfill_of_older_days_never_moves_an_alias_and_promotion_is_explicit(fp_home: Path, capsys):
+    from fair_pipeline import runner
+    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
+
+    simulate_to_landing(CONFIG, fp_home / "landing", DAYS[0], len(DAYS))
+    runner.ensure_dagster_home()
+    assert runner.ingest_range(str(DAYS[0]), str(DAYS[-1])).success
+    newest = runner.train_and_audit(str(DAYS[-1]))
+    assert newest.success, runner.failure_summary(newest)
+    champion = _champion(fp_home)
+    assert champion is not None and champion[1] == str(DAYS[-1])
+    candidate_before = mlflow.MlflowClient(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
+        "fair-ranker", "candidate").version
+
+    # A backfill of the older days: their own partitions, no alias moves, no benchmark registered.
+    assert cli.main(["backfill", "--start", str(DAYS[1]), "--end", str(DAYS[3])]) == 0
+    assert _champion(fp_home) == champion
+    assert mlflow.MlflowClient(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
+        "fair-ranker", "candidate").version == candidate_before
+    assert _versions(fp_home, "fair-benchmark-adult") == [] and _versions(fp_home, "fair-benchmark-compas") == []
+    days = [str(d) for d in DAYS[1:]]
+    for table in ("marts.fairness_audit_outputs", "marts.model_ranking", "marts.ranker_candidates",
+                  "marts.eo_transforms", "marts.position_bias_curves"):
+        assert _partitions(fp_home, table) == days, table
+    tagged = {v.tags.get("fair_pipeline.partition") for v in _versions(fp_home, "fair-ranker") if "selection_run" in v.tags}
+    assert tagged == set(days)
+    assert (fp_home / "reports" / "latest").resolve().name == str(DAYS[-1])
+    assert sorted(p.name for p in (fp_home / "reports").iterdir() if p.name[0].isdigit()) == days
+
+    # Promotion: an older partition is refused without --force (champion unchanged), then rolled back with it.
+    capsys.readouterr()
+    assert cli.main(["promote", "--partition", str(DAYS[2])]) == 2
+    assert "older than the newest partition with data" in capsys.readouterr().out
+    assert _champion(fp_home) == champion
+    assert cli.main(["promote", "--partition", str(DAYS[2]), "--force"]) == 0
+    assert _champion(fp_home)[1] == str(DAYS[2])
+    assert cli.main(["promote", "--partition", str(DAYS[-1])]) == 0
+    assert _champion(fp_home)[1] == str(DAYS[-1])
+
+    # A backfill of days without landing files stops before any run, with the cause in one line.
+    versions = len(_versions(fp_home, "fair-ranker"))
+    capsys.readouterr()
+    assert cli.main(["backfill", "--start", "2026-02-01", "--end", "2026-02-02"]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("[fair-pipeline] error: no landing files for partition 2026-02-01")
+    assert len(_versions(fp_home, "fair-ranker")) == versions
+
+
+def test_landing_sensor_warns_about_a_missing_day(fp_home: Path):
+    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
+    from fair_pipeline.schedules import landing_files_sensor
+
+    yesterday = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=1)
+    result = landing_files_sensor(dg.build_sensor_context())
+    assert isinstance(result, dg.SkipReason)
+    assert f"no landing files for partition {yesterday} from observational, randomized" in result.skip_message
+    simulate_to_landing(CONFIG, fp_home / "landing", yesterday, 1)
+    assert "present for every source" in landing_files_sensor(dg.build_sensor_context()).skip_message

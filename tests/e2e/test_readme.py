@@ -1,0 +1,97 @@
+"""Every command of the README runs verbatim, in the README's order, on a fresh `data/`.
+
+How "verbatim" is kept: the fenced `bash` blocks are read from README.md, `.venv/bin/` is the interpreter running
+the tests (the suite runs inside the README's own venv in CI), and the working directory is a fresh temp dir
+(with `data/external` linked to the shipped datasets). The two set-up commands' `python3 -m venv .venv && pip
+install ...` prefixes are what `.ci/run` executes on a fresh clone; here their remainder runs: `fair-pipeline run`
+(after the common tasks, so on their small simulated logs instead of a default week) and not `pytest` (this is
+the suite). `fair-pipeline ui` is tested by tests/app/test_ui_stop.py and the browser tests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+INSTALL = re.compile(r"^python3 -m venv \.venv && \.venv/bin/pip install [^&]+&& ")
+
+
+def readme_commands(path: Path = REPO / "README.md") -> list[str]:
+    """The lines of every fenced bash block, in order (blank lines and comments dropped)."""
+    blocks = re.findall(r"```bash\n(.*?)```", path.read_text(), re.S)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def _runnable(command: str) -> str | None:
+    """The command as it runs here: None for the test-suite command, the set-up prefix dropped, `.venv/bin/`
+    pointing at this interpreter's bin directory."""
+    rest = INSTALL.sub("", command)
+    if rest.endswith("-m pytest"):
+        return None
+    return rest.replace(".venv/bin/", f"{BIN}/")
+
+
+def _run(command: str, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("FAIR_PIPELINE_HOME", "DAGSTER_HOME", "MLFLOW_TRACKING_URI")}
+    result = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{command!r} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def _versions(data: Path, name: str) -> list[str]:
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{data / 'mlflow.db'}")
+    return sorted(v.version for v in client.search_model_versions(f"name = '{name}'"))
+
+
+def test_readme_lists_the_setup_commands_first():
+    commands = readme_commands()
+    assert commands[0] == "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/fair-pipeline run"
+    assert commands[1] == "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest"
+    assert all(shlex.split(c) for c in commands)  # every line parses as a shell command
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs(tmp_path: Path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "external").symlink_to(REPO / "data" / "external", target_is_directory=True)
+    commands = readme_commands()
+    runnable = [c for c in map(_runnable, [*commands[2:], *commands[:2]]) if c is not None]
+    assert runnable[-1] == runnable[-2] == f"{BIN}/fair-pipeline run"  # the main job, twice
+    outputs = []
+    for k, command in enumerate(runnable):
+        if k == len(runnable) - 1:
+            benchmarks = {d: _versions(data, f"fair-benchmark-{d}") for d in ("adult", "compas")}
+            champion = _champion(data)
+        outputs.append(_run(command, tmp_path).stdout)
+    # The backfill gave every day with an earlier day its own report; latest is the newest.
+    assert sorted(p.name for p in (data / "reports").iterdir() if p.name.startswith("2026")) == [
+        "2026-01-02", "2026-01-03", "2026-01-04"]
+    assert (data / "reports" / "latest").resolve().name == "2026-01-04"
+    findings = json.loads((data / "reports" / "latest" / "findings.json").read_text())
+    assert not findings["missing"], findings["missing"]
+    assert any(f["section"].startswith("Audit trend") for f in findings["findings"])
+    promoted = [out for command, out in zip(runnable, outputs) if " promote " in command]
+    assert "fair-ranker@champion -> v" in promoted[0] and "partition 2026-01-04" in promoted[0]
+    assert "partition 2026-01-03" in promoted[1]
+    # The second main job registered no benchmark version; it re-selected the newest day, so it moved champion
+    # to that day's new winner (a forward move).
+    assert {d: _versions(data, f"fair-benchmark-{d}") for d in ("adult", "compas")} == benchmarks
+    assert int(_champion(data)) > int(champion)
+
+
+def _champion(data: Path) -> str:
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{data / 'mlflow.db'}")
+    return client.get_model_version_by_alias("fair-ranker", "champion").version
