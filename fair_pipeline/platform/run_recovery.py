@@ -70,6 +70,7 @@ class Recovery:
     failed_runs: list[str] = dataclasses.field(default_factory=list)
     freed_slot_runs: list[str] = dataclasses.field(default_factory=list)
     ended_mlflow_runs: int = 0
+    mlflow_error: str | None = None
 
     def summary(self) -> str | None:
         if not (self.failed_runs or self.freed_slot_runs):
@@ -83,6 +84,8 @@ class Recovery:
             parts.append(f"freed the pool slots of {len(self.freed_slot_runs)} ended run(s) ({ids})")
         if self.ended_mlflow_runs:
             parts.append(f"ended {self.ended_mlflow_runs} MLflow run(s) as FAILED")
+        if self.mlflow_error:
+            parts.append(f"could not end their MLflow runs ({self.mlflow_error})")
         return "recovered: " + "; ".join(parts)
 
 
@@ -106,7 +109,10 @@ def recover_dead_runs(instance: dg.DagsterInstance) -> Recovery:
                 if run_id not in recovery.failed_runs:
                     recovery.freed_slot_runs.append(run_id)
     if recovery.failed_runs:
-        recovery.ended_mlflow_runs = _end_mlflow_runs(recovery.failed_runs)
+        try:
+            recovery.ended_mlflow_runs = _end_mlflow_runs(recovery.failed_runs)
+        except Exception as error:  # noqa: BLE001 - an unreachable tracking server must not keep the home wedged
+            recovery.mlflow_error = f"{type(error).__name__}: {error}"
     return recovery
 
 
