@@ -70,17 +70,22 @@ class Recovery:
     failed_runs: list[str] = dataclasses.field(default_factory=list)
     freed_slot_runs: list[str] = dataclasses.field(default_factory=list)
     ended_mlflow_runs: int = 0
+    mlflow_error: str | None = None
 
     def summary(self) -> str | None:
         if not (self.failed_runs or self.freed_slot_runs):
             return None
         parts = []
         if self.failed_runs:
-            parts.append(f"marked {len(self.failed_runs)} run(s) whose process is gone as FAILURE ({', '.join(self.failed_runs)})")
+            ids = ", ".join(self.failed_runs)
+            parts.append(f"marked {len(self.failed_runs)} run(s) whose process is gone as FAILURE ({ids})")
         if self.freed_slot_runs:
-            parts.append(f"freed the pool slots of {len(self.freed_slot_runs)} ended run(s) ({', '.join(self.freed_slot_runs)})")
+            ids = ", ".join(self.freed_slot_runs)
+            parts.append(f"freed the pool slots of {len(self.freed_slot_runs)} ended run(s) ({ids})")
         if self.ended_mlflow_runs:
             parts.append(f"ended {self.ended_mlflow_runs} MLflow run(s) as FAILED")
+        if self.mlflow_error:
+            parts.append(f"could not end their MLflow runs ({self.mlflow_error})")
         return "recovered: " + "; ".join(parts)
 
 
@@ -104,7 +109,10 @@ def recover_dead_runs(instance: dg.DagsterInstance) -> Recovery:
                 if run_id not in recovery.failed_runs:
                     recovery.freed_slot_runs.append(run_id)
     if recovery.failed_runs:
-        recovery.ended_mlflow_runs = _end_mlflow_runs(recovery.failed_runs)
+        try:
+            recovery.ended_mlflow_runs = _end_mlflow_runs(recovery.failed_runs)
+        except Exception as error:  # noqa: BLE001 - an unreachable tracking server must not keep the home wedged
+            recovery.mlflow_error = f"{type(error).__name__}: {error}"
     return recovery
 
 
@@ -142,35 +150,56 @@ def _end_mlflow_runs(dagster_run_ids: list[str]) -> int:
 
 def prepare_run(instance: dg.DagsterInstance) -> dict[str, str]:
     """Call before starting a run: recovers dead runs (one printed line if anything was cleaned), makes a wait
-    for a pool slot interruptible, and returns the run tags that record this process as the run's owner."""
+    for a pool slot interruptible, and returns the run tags that record this process as the run's owner.
+
+    Once this process received SIGINT or SIGTERM, no further run starts: SystemExit(130). (A command that
+    runs several jobs in a row would otherwise go on to the next one: Dagster turns an interrupt into a
+    failed run, not into an exception.)"""
+    if _interrupted.is_set():
+        print("[fair-pipeline] interrupted (SIGINT/SIGTERM): not starting another run", flush=True)
+        raise SystemExit(130)
     summary = recover_dead_runs(instance).summary()
     if summary:
         print(f"[fair-pipeline] {summary}", flush=True)
-    _watch_interrupts_while_waiting()
+    _watch_interrupts()
     return {OWNER_TAG: owner_tag_value()}
 
 
 # Dagster defers SIGINT/SIGTERM between steps and only looks at them when the next step starts, so a run
 # waiting for a pool slot ignores them. A deferred interrupt still pending after this long is raised.
 _INTERRUPT_GRACE_S = 2.0
+_INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 _watcher_started = threading.Event()
+_interrupted = threading.Event()
+_wakeup: tuple[socket.socket, socket.socket] | None = None  # module-level: the fds must live as long as the process
 
 
 def _raise_interrupt(_signo, _frame) -> None:
     raise DagsterExecutionInterruptedError("interrupted while waiting")
 
 
-def _watch_interrupts_while_waiting() -> None:
+def _watch_interrupts() -> None:
+    """A thread that sees every SIGINT/SIGTERM (Python writes each signal's number to the wakeup fd, whichever
+    handler Dagster has installed) and raises a deferred one in the main thread if Dagster does not act on it."""
     if threading.current_thread() is not threading.main_thread() or _watcher_started.is_set():
         return
     _watcher_started.set()
+    global _wakeup
+    _wakeup = reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    reader.settimeout(0.25)
+    signal.set_wakeup_fd(writer.fileno())
     signal.signal(signal.SIGUSR1, _raise_interrupt)
     main = threading.main_thread().ident
 
     def watch() -> None:
         pending_since = None
         while True:
-            time.sleep(0.25)
+            try:
+                if any(signo in _INTERRUPTS for signo in reader.recv(64)):
+                    _interrupted.set()
+            except TimeoutError:
+                pass
             if not check_captured_interrupt():
                 pending_since = None
             elif pending_since is None:

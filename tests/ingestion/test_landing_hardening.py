@@ -107,6 +107,21 @@ def test_date_typed_ts_and_list_typed_score_are_refused(small_landing):
         _load(small_landing)
 
 
+def test_invalid_utf8_is_refused_naming_the_file(small_landing):
+    assert _materialize([observational_impressions]).success
+    before = _stored()
+    table = pq.read_table(_file(small_landing))
+    group_ids = [value.encode() for value in table.column("group_id").to_pylist()]
+    group_ids[7] = b"\xff\xfe"
+    broken = table.set_column(
+        table.column_names.index("group_id"), "group_id", pa.array(group_ids, pa.binary()).view(pa.string())
+    )
+    pq.write_table(broken, _file(small_landing))
+    with pytest.raises(loads.LandingFileError, match=r"part-0\.parquet.*not valid UTF8.*left unchanged"):
+        _load(small_landing)
+    assert _stored() == before
+
+
 def test_all_rejected_file_fails_before_commit_and_keeps_the_partition(small_landing):
     assert _materialize([observational_impressions]).success
     before = _stored()

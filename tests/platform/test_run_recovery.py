@@ -123,3 +123,15 @@ def test_mlflow_runs_of_a_dead_run_are_ended_as_failed(instance):
     assert [client.get_run(r).info.status for r in left_running] == ["FAILED", "FAILED"]
     assert client.get_run(finished).info.status == "FINISHED"
     assert client.get_run(live).info.status == "RUNNING"
+
+
+def test_unreachable_mlflow_does_not_stop_the_recovery(instance, monkeypatch):
+    dead = _run(instance, f"{socket.gethostname()}:{_dead_pid()}:1")
+
+    def unreachable(_run_ids):
+        raise ConnectionError("tracking server down")
+
+    monkeypatch.setattr(run_recovery, "_end_mlflow_runs", unreachable)
+    recovery = run_recovery.recover_dead_runs(instance)
+    assert recovery.failed_runs == [dead] and _slot_holders(instance) == set()
+    assert "could not end their MLflow runs (ConnectionError: tracking server down)" in recovery.summary()
