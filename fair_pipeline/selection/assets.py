@@ -442,7 +442,10 @@ def model_selection(
     by_name = {c.name: c for c in candidates}
     estimable = ranking[ranking["estimable"].astype(bool)]
     best_name = estimable.iloc[0]["model"] if not estimable.empty else None
-    winner = by_name.get(best_name)  # None when no candidate is estimable or the winner has no fair-ranker pyfunc
+    # fair-ranker is a registry of ranking models: a post-processor or the pairwise-fair ranker may rank first, but
+    # the version registered (and promoted) is the best candidate that is a ranker + EO transform pyfunc.
+    registrable = [name for name in estimable["model"] if name in by_name]
+    winner = by_name[registrable[0]] if registrable else None
     oracle = oracle_label(bool(info["simulated"]), info["session_id"])
     truth = metric_from_dict(json.loads(info["truth_json"])) if isinstance(info["truth_json"], str) else None
     metadata = {
@@ -459,9 +462,11 @@ def model_selection(
         "winner_family": fam.winning_family(ranking) or "none",
         "families_cpu_seconds": round(families_cpu, 3),
     }
-    if best_name is not None and winner is None:
-        context.log.warning(f"the winner {best_name} (family {metadata['winner_family']}) has no fair-ranker pyfunc: nothing "
-                            "is registered and @champion does not move")
+    metadata["registered_candidate"] = winner.name if winner else "none (no estimable ranker + EO candidate)"
+    if best_name is not None and (winner is None or winner.name != best_name):
+        context.log.warning(
+            f"the best candidate {best_name} (family {metadata['winner_family']}) is not a ranking model, so the "
+            + (f"best ranker candidate {winner.name} is registered as {FAIR_RANKER}" if winner else "nothing is registered"))
     tags = {"fair_pipeline.simulation": str(bool(info["simulated"]) or source.simulation).lower(),
             "fair_pipeline.oracle": info["oracle_kind"]}
     champion = None
