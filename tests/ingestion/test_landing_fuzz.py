@@ -4,7 +4,7 @@ leaving the stored partition exactly as it was, or loaded with exactly the bad r
 reason its defect calls for, and every good row stored value for value.
 
 The oracle is the construction: each generated row carries at most one defect whose outcome is known.
-FUZZ_EXAMPLES (default 200) sets the number of generated files; CI runs 500."""
+FUZZ_EXAMPLES (default 500, what CI runs) sets the number of generated files."""
 from __future__ import annotations
 
 import collections
@@ -150,7 +150,7 @@ def _stored_row(row: dict) -> tuple:
             row["item_id"], row["group_id"], row["score"], row["click"], DAY)
 
 
-@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "200")), deadline=None,
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "500")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(landing_files())
 def test_fuzzed_landing_files_are_refused_whole_or_quarantined_exactly(fuzz_home, case):
