@@ -43,6 +43,9 @@ def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("ib,jb->ij", a, b)
 
 
+RESULT_COLUMNS = 2048  # columns finished per step in RocSweep.result
+
+
 class RocSweep:
     """Streaming accumulator of truncated AUCs and their Lemma 3 variances for many columns.
 
@@ -190,14 +193,23 @@ class RocSweep:
         self.done[at] = True
 
     def result(self) -> dict:
-        """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance."""
-        i, j = self.col_pos[:, None], self.col_neg[:, None]
-        open_ = ~self.done  # never crossed (alpha = 1): the sums over every block
-        a1, a2, s1, s2 = (np.where(open_, total, acc) for total, acc in zip(
-            (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j]),
-            (self.a1, self.a2, self.s1, self.s2)))
-        return lemma3(a1, a2, s1, s2, self.roc_at, self.tpr_lin, self.pos_through, self.done,
-                      self.m[self.col_pos], self.n[self.col_neg], self.alphas)
+        """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance.
+
+        Finished RESULT_COLUMNS columns at a time: with many groups (groups^2 columns) the temporaries of
+        lemma3 would otherwise be several times the size of the result."""
+        out = {}
+        for lo in range(0, len(self.pairs), RESULT_COLUMNS):
+            cols = slice(lo, lo + RESULT_COLUMNS)
+            i, j = self.col_pos[cols, None], self.col_neg[cols, None]
+            open_ = ~self.done[cols]  # never crossed (alpha = 1): the sums over every block
+            a1, a2, s1, s2 = (np.where(open_, total, acc[cols]) for total, acc in zip(
+                (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j]),
+                (self.a1, self.a2, self.s1, self.s2)))
+            part = lemma3(a1, a2, s1, s2, self.roc_at[cols], self.tpr_lin[cols], self.pos_through[cols],
+                          self.done[cols], self.m[self.col_pos[cols]], self.n[self.col_neg[cols]], self.alphas)
+            for name, values in part.items():
+                out.setdefault(name, np.empty((len(self.pairs), self.alphas.size)))[cols] = values
+        return out
 
 
 def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> dict:
