@@ -22,7 +22,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import duckdb
@@ -33,6 +32,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_clustered_audit import timed  # noqa: E402  (wall and CPU seconds of one call)
 from fair_pipeline.audit.files import BATCH_ROWS, audit_file  # noqa: E402
 
 
@@ -71,17 +71,11 @@ def floor_query(path: str, memory_limit: str, sql: str = FLOOR) -> int:
     return rows
 
 
-def timed(fn) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=float, default=5e7)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--memory-limit", default="2GB")
+    parser.add_argument("--rows", type=float, default=5e7, help="rows of the generated file (default 5e7)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--memory-limit", default="2GB", help="DuckDB memory limit of both sides")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     rows = int(args.rows)

@@ -32,6 +32,7 @@ so that the same code serves in-memory arrays and a SQL cursor read in chunks.
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 
 def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -41,6 +42,21 @@ def products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.shape[1] <= 64:
         return a @ b.T
     return np.einsum("ib,jb->ij", a, b)
+
+
+DENSE_ROWS = 8  # up to this many count vectors the dense product is cheaper than building a sparse matrix
+
+
+def count_products(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """counts @ values.T where ``counts`` are per-group counts of blocks (rows, blocks): with many groups a
+    block holds few of them, so the product over the nonzero counts (sparse) costs rows x blocks, not
+    rows^2 x blocks."""
+    if counts.shape[0] <= DENSE_ROWS:
+        return products(counts, values)
+    return np.asarray(sparse.csr_matrix(counts) @ np.ascontiguousarray(values.T))
+
+
+RESULT_COLUMNS = 2048  # columns finished per step in RocSweep.result
 
 
 class RocSweep:
@@ -141,22 +157,32 @@ class RocSweep:
         return V, W
 
     def _accumulate(self, pos, neg, V, W, stops: dict) -> dict:
-        """Add the chunk to the running sums; return, for each block index of ``stops`` and each negative
-        vector j listed there, the sums over the blocks before it that columns with negatives j need
-        (row j of the first two matrices, column j of the last two: no full copies)."""
+        """Add the chunk to the running sums; return, for each block index b of ``stops`` and each negative
+        vector j listed there, the sums over the blocks before b that columns with negatives j need (row j of
+        the first two matrices, column j of the last two). Those are matrix-vector products over the block
+        ranges between j's stops, so the cost is one pass per vector, not a full product per stop."""
         VV, WW = V * V, W * W
-        snapshots, a = {}, 0
-        for b in sorted(stops) + [pos.shape[1]]:
-            if b > a:
-                q, p = neg[:, a:b], pos[:, a:b]
-                self.run[0] += products(q, V[:, a:b])
-                self.run[1] += products(q, VV[:, a:b])
-                self.run[2] += products(p, W[:, a:b])
-                self.run[3] += products(p, WW[:, a:b])
+        base = [r.copy() for r in self.run]
+        by_vector = {}
+        for b in sorted(stops):
+            for j in stops[b]:
+                by_vector.setdefault(j, []).append(b)
+        snapshots = {}
+        for j, js_stops in by_vector.items():
+            acc = [base[0][j].copy(), base[1][j].copy(), base[2][:, j].copy(), base[3][:, j].copy()]
+            a = 0
+            for b in js_stops:
+                q, w, ww = neg[j, a:b], W[j, a:b], WW[j, a:b]
+                acc[0] += V[:, a:b] @ q
+                acc[1] += VV[:, a:b] @ q
+                acc[2] += pos[:, a:b] @ w
+                acc[3] += pos[:, a:b] @ ww
+                snapshots[j, b] = tuple(x.copy() for x in acc)
                 a = b
-            for j in stops.get(b, ()):
-                snapshots[j, b] = (self.run[0][j].copy(), self.run[1][j].copy(), self.run[2][:, j].copy(),
-                                   self.run[3][:, j].copy())
+        self.run[0] += count_products(neg, V)
+        self.run[1] += count_products(neg, VV)
+        self.run[2] += count_products(pos, W)
+        self.run[3] += count_products(pos, WW)
         return snapshots
 
     def _cross(self, j, k_in, j_in, snaps, pos, neg, p_excl, n_excl) -> None:
@@ -190,14 +216,23 @@ class RocSweep:
         self.done[at] = True
 
     def result(self) -> dict:
-        """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance."""
-        i, j = self.col_pos[:, None], self.col_neg[:, None]
-        open_ = ~self.done  # never crossed (alpha = 1): the sums over every block
-        a1, a2, s1, s2 = (np.where(open_, total, acc) for total, acc in zip(
-            (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j]),
-            (self.a1, self.a2, self.s1, self.s2)))
-        return lemma3(a1, a2, s1, s2, self.roc_at, self.tpr_lin, self.pos_through, self.done,
-                      self.m[self.col_pos], self.n[self.col_neg], self.alphas)
+        """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance.
+
+        Finished RESULT_COLUMNS columns at a time: with many groups (groups^2 columns) the temporaries of
+        lemma3 would otherwise be several times the size of the result."""
+        out = {}
+        for lo in range(0, len(self.pairs), RESULT_COLUMNS):
+            cols = slice(lo, lo + RESULT_COLUMNS)
+            i, j = self.col_pos[cols, None], self.col_neg[cols, None]
+            open_ = ~self.done[cols]  # never crossed (alpha = 1): the sums over every block
+            a1, a2, s1, s2 = (np.where(open_, total, acc[cols]) for total, acc in zip(
+                (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j]),
+                (self.a1, self.a2, self.s1, self.s2)))
+            part = lemma3(a1, a2, s1, s2, self.roc_at[cols], self.tpr_lin[cols], self.pos_through[cols],
+                          self.done[cols], self.m[self.col_pos[cols]], self.n[self.col_neg[cols]], self.alphas)
+            for name, values in part.items():
+                out.setdefault(name, np.empty((len(self.pairs), self.alphas.size)))[cols] = values
+        return out
 
 
 def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> dict:
