@@ -1,8 +1,10 @@
-"""The fairness_audit asset on a small simulated home run once through the daily job.
+"""The fairness_audit asset on a small simulated home: two days ingested, partition DAYS[-1] trained (on DAYS[0])
+and audited (on DAYS[-1]) once by the train_and_audit job.
 
 The stored numbers are compared with the in-memory audit (compare_groups, xauc, pairwise_accuracies) on the
 same rows read independently from the landing files; then the asset alone is re-materialized with other label
-sources, a too-strict min_count (not-estimable groups), a fitted EO transform and a linear ranker candidate.
+sources, a too-strict min_count (not-estimable groups), a fitted EO transform and a linear ranker candidate, and
+for partitions without traffic or without models of their own.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ def home(tmp_path_factory) -> Path:
     return home
 
 
-def _materialize(home: Path, config: dict | None = None, landing: Path | None = None, raise_on_error: bool = True):
+def _materialize(home: Path, config: dict | None = None, landing: Path | None = None, raise_on_error: bool = True,
+                 partition: str = DAYS[-1]):
     return dg.materialize(
         [fairness_audit],
         resources={"warehouse": DuckDBWarehouse(path=str(home / "warehouse.duckdb")),
@@ -49,6 +52,7 @@ def _materialize(home: Path, config: dict | None = None, landing: Path | None = 
                                             artifact_root=str(home / "mlartifacts"))},
         run_config={"ops": {OP: {"config": config or {}}}},
         instance=dg.DagsterInstance.ephemeral(),
+        partition_key=partition,
         raise_on_error=raise_on_error,
     )
 
@@ -68,9 +72,13 @@ def _truth_rows(home: Path, day: str) -> pd.DataFrame:
     return _landing_rows(home, "observational", day).merge(truth, on="item_id", how="left")
 
 
-def _stored(home: Path, table: str, output: str, label: str) -> pd.DataFrame:
-    return _query(home, f"SELECT * FROM marts.{table} WHERE scored_output = $o AND label_source = $l",
-                  {"o": output, "l": label})
+def _stored(home: Path, table: str, output: str, label: str, partition: str = DAYS[-1]) -> pd.DataFrame:
+    return _query(home, f"SELECT * FROM marts.{table} WHERE scored_output = $o AND label_source = $l AND partition_date = $d",
+                  {"o": output, "l": label, "d": partition})
+
+
+def _outputs(home: Path, where: str = "TRUE", partition: str = DAYS[-1]) -> pd.DataFrame:
+    return _query(home, f"SELECT * FROM marts.fairness_audit_outputs WHERE partition_date = $d AND {where}", {"d": partition})
 
 
 def _assert_groups_equal(stored: pd.DataFrame, expected: pd.DataFrame) -> None:
@@ -84,7 +92,8 @@ def _assert_groups_equal(stored: pd.DataFrame, expected: pd.DataFrame) -> None:
 
 
 def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home):
-    rows = _truth_rows(home, DAYS[-1])  # default window: the run's newest partition
+    assert _query(home, "SELECT DISTINCT partition_date::VARCHAR AS d FROM marts.fairness_audit_groups")["d"].tolist() == DAYS[-1:]
+    rows = _truth_rows(home, DAYS[-1])  # partition D evaluates day D
     expected = compare_groups(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"])
     stored = _stored(home, "fairness_audit_groups", "production", "relevance")
     _assert_groups_equal(stored, expected.groups)
@@ -109,13 +118,13 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
     np.testing.assert_allclose(stored_x[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
                                x.sort_values(["group_a", "group_b"])[["xauc", "se", "n_pos_a", "n_neg_b"]].to_numpy(float),
                                rtol=1e-12)
-    outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE label_source = 'relevance'")
+    outputs = _outputs(home, "label_source = 'relevance'")
     prod = outputs.set_index("scored_output").loc["production"]
     assert prod["status"] == "audited" and bool(prod["held_out"]) and bool(prod["simulation_labels"])
     assert prod["rows"] == len(rows) and prod["n_pos"] == rows["relevance"].sum()
     assert str(prod["window_start"])[:10] == DAYS[-1]
     assert outputs.loc[outputs["status"] == "unavailable", "reason"].notna().all()
-    # the daily job's EO transforms and retrained rankers are fitted on the day before the audited one: held out
+    # partition D's EO transforms and retrained rankers are fitted on the day before D: held out by construction
     for prefix in ("eo_", "ranker_"):
         fitted = outputs[outputs["scored_output"].str.startswith(prefix) & (outputs["status"] == "audited")]
         assert len(fitted), (prefix, outputs[["scored_output", "status", "reason"]])
@@ -155,7 +164,7 @@ def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
     logged = logged[logged["scored_output"] == "production"].sort_values(["group", "cutoff"])
     np.testing.assert_allclose(logged["auc"].to_numpy(float), stored["auc"].to_numpy(float), rtol=1e-12)
     pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
-    audited = _query(home, "SELECT scored_output FROM marts.fairness_audit_outputs WHERE status = 'audited'")
+    audited = _outputs(home, "status = 'audited'")
     assert set(pauc["model"]) == set(audited["scored_output"]) and len(pauc) == 2 * 5 * len(audited)
     artifacts = {f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")}
     assert artifacts == {f"figures/curves_{name}.png" for name in audited["scored_output"]}
@@ -193,7 +202,7 @@ def test_pairwise_sample_is_bounded(home):
     stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
     overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
     assert overall["n_queries"].iloc[0] <= 25
-    outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE scored_output = 'production'")
+    outputs = _outputs(home, "scored_output = 'production'")
     assert outputs["pairwise_queries"].iloc[0] == 25 and outputs["queries_in_window"].iloc[0] == CONFIG.requests_per_day
 
 
@@ -205,8 +214,12 @@ def test_randomized_click_labels_match_in_memory_on_shuffled_traffic(home):
     _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "randomized_clicks"), expected.groups)
     outputs = _stored(home, "fairness_audit_outputs", "production", "randomized_clicks")
     assert not outputs["simulation_labels"].iloc[0] and outputs["rows"].iloc[0] == len(rows)
-    # the truth-labelled audit of the same window is still there (each label source keeps its own rows)
+    # one audit per partition: re-auditing D with another label source replaces D's rows (the trend and the
+    # selection read one row set per day); the default audit comes back with the default config
+    assert _stored(home, "fairness_audit_groups", "production", "relevance").empty
+    assert _materialize(home).success
     assert len(_stored(home, "fairness_audit_groups", "production", "relevance")) > 0
+    assert _stored(home, "fairness_audit_groups", "production", "randomized_clicks").empty
 
 
 def test_groups_too_small_are_not_estimable_never_fair(home):
@@ -232,11 +245,31 @@ def test_groups_too_small_are_not_estimable_never_fair(home):
     assert _materialize(home).success  # restore the default audit for the other tests
 
 
+def test_an_older_partition_is_audited_with_its_own_models_only(home):
+    """Partition DAYS[0] has no EO transform or ranker of its own (nothing before it to train on): the audit of
+    day DAYS[0] lists them as unavailable, naming the partition, and never borrows partition DAYS[-1]'s models."""
+    newest = _query(home, "SELECT * FROM marts.fairness_audit_groups WHERE partition_date = $d ORDER BY ALL", {"d": DAYS[-1]})
+    assert _materialize(home, partition=DAYS[0]).success
+    outputs = _outputs(home, partition=DAYS[0]).set_index("scored_output")
+    assert outputs.at["production", "status"] == "audited" and str(outputs.at["production", "window_start"])[:10] == DAYS[0]
+    assert not outputs.index.str.startswith("ranker_d").any() and not (outputs.index == "eo_weighted").any()
+    reasons = outputs.loc[outputs["status"] == "unavailable", "reason"]
+    assert f"marts.eo_transforms has no rows for partition {DAYS[0]}" in reasons.at["eo_transform"]
+    assert f"marts.ranker_candidates has no rows for partition {DAYS[0]}" in reasons.at["ranker_candidates"]
+    rows = _truth_rows(home, DAYS[0])
+    expected = compare_groups(rows["score"], rows["relevance"], rows["group_id"], clusters=rows["item_id"])
+    _assert_groups_equal(_stored(home, "fairness_audit_groups", "production", "relevance", DAYS[0]), expected.groups)
+    after = _query(home, "SELECT * FROM marts.fairness_audit_groups WHERE partition_date = $d ORDER BY ALL", {"d": DAYS[-1]})
+    pd.testing.assert_frame_equal(after, newest)
+
+
 def _write_eo_transform(home: Path, model: WeightedCDFTransformer, window_end: str) -> None:
+    """`model` as partition DAYS[-1]'s EO fit, trained on DAYS[0]..window_end."""
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
         con.execute("DROP TABLE IF EXISTS marts.eo_transforms")
         write_transforms(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(window_end), 1,
-                         {"weighted": model, "unweighted": "too few clicks"}, "adjacent_pairwise")
+                         {"weighted": model, "unweighted": "too few clicks"}, "adjacent_pairwise",
+                         partition=dt.date.fromisoformat(DAYS[-1]))
 
 
 def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
@@ -259,7 +292,7 @@ def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
         gap_before = abs(x_prod.at[("0", "1"), "xauc"] - x_prod.at[("1", "0"), "xauc"])
         gap_after = abs(x_eo.at[("0", "1"), "xauc"] - x_eo.at[("1", "0"), "xauc"])
         assert gap_after < gap_before - 0.1, (gap_before, gap_after)
-        outputs = _query(home, "SELECT * FROM marts.fairness_audit_outputs WHERE label_source = 'relevance'").set_index("scored_output")
+        outputs = _outputs(home, "label_source = 'relevance'").set_index("scored_output")
         assert outputs.at["eo_weighted", "status"] == "audited" and bool(outputs.at["eo_weighted", "held_out"])
         assert outputs.at["eo_unweighted", "status"] == "unavailable"
         assert "too few clicks" in outputs.at["eo_unweighted", "reason"]
@@ -282,8 +315,9 @@ def test_eo_transformed_scores_keep_within_group_auc_and_move_xauc(home):
 def test_linear_ranker_candidate_is_audited_from_item_features(home):
     with duckdb.connect(str(home / "warehouse.duckdb")) as con:
         con.execute("CREATE OR REPLACE TABLE marts.ranker_candidates AS SELECT 'd/merit/lam=0' AS candidate_id, "
-                    "CAST(NULL AS DATE) AS window_start, CAST(NULL AS DATE) AS window_end, $f AS features, $c AS coefficients, 0.5 AS intercept",
-                    {"f": '["f0", "f1", "f2"]', "c": '{"f0": 1.0, "f1": 1.0, "f2": 0.0}'})
+                    "CAST(NULL AS DATE) AS window_start, CAST(NULL AS DATE) AS window_end, $f AS features, $c AS coefficients, 0.5 AS intercept, "
+                    "CAST($d AS DATE) AS partition_date",
+                    {"f": '["f0", "f1", "f2"]', "c": '{"f0": 1.0, "f1": 1.0, "f2": 0.0}', "d": DAYS[-1]})
     try:
         result = _materialize(home, {"pairwise_max_queries": 100_000})
         assert result.success
@@ -317,6 +351,20 @@ def test_bad_configuration_fails_with_a_clear_message(home, tmp_path):
     result = _materialize(home, {"margins": {"auc": 0.1}}, raise_on_error=False)
     failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
     assert "margins" in failure and "unknown margin metric 'auc'" in failure and "xauc" in failure
+
+
+def test_a_partition_without_traffic_fails_naming_it_and_writes_nothing(home):
+    before = _query(home, "SELECT * FROM marts.fairness_audit_groups ORDER BY ALL")
+    day = str(START + dt.timedelta(days=len(DAYS)))  # the day after the newest ingested one
+    for partition, newest in ((day, DAYS[-1]), ("2025-12-31", None)):
+        result = _materialize(home, raise_on_error=False, partition=partition)
+        assert not result.success
+        failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
+        if newest:
+            assert f"partition {partition} has no relevance traffic to evaluate (newest before it: {newest}); ingest day {partition}" in failure
+        else:
+            assert "no partitions on or before 2025-12-31" in failure
+    pd.testing.assert_frame_equal(_query(home, "SELECT * FROM marts.fairness_audit_groups ORDER BY ALL"), before)
 
 
 class _RecordingRun:

@@ -6,7 +6,13 @@ import datetime as dt
 import duckdb
 import pytest
 
-from fair_pipeline.platform.windows import holdout_window, newest_partitions, partition_dates
+from fair_pipeline.platform.windows import (
+    holdout_window,
+    is_newest_partition,
+    newest_partitions,
+    partition_dates,
+    window_before,
+)
 
 D = dt.date
 
@@ -68,3 +74,23 @@ def test_a_single_partition_cannot_be_held_out(con):
     assert "ingest more days, or set holdout_days=0" in message and "in-sample" in message
     with pytest.raises(StageError, match="no partitions on or before 2025-12-31 in marts.a"):
         holdout_window(con, "marts.a", 7, "2025-12-31", error=StageError)
+
+
+def test_window_before_is_the_days_with_data_strictly_before_the_partition(con):
+    window = window_before(con, ["marts.a", "marts.b"], 2, "2026-01-09")
+    assert window.dates == (D(2026, 1, 5), D(2026, 1, 7)) and window.held_out == (D(2026, 1, 9),)
+    # a partition without data of its own trains on the days before it all the same
+    assert window_before(con, "marts.a", 7, D(2026, 1, 8)).dates == (D(2026, 1, 1), D(2026, 1, 5))
+    with pytest.raises(StageError, match=r"^partition 2026-01-01 has nothing to train on: no partitions before 2026-01-01 "
+                                         r"in marts.a / marts.b \(partition D trains on the days before D and is "
+                                         r"evaluated on D\); ingest$"):
+        window_before(con, ["marts.a", "marts.b"], 7, "2026-01-01", error=StageError, hint="ingest")
+    with pytest.raises(StageError, match="window_days=0 must be a positive integer"):
+        window_before(con, "marts.a", 0, "2026-01-09", error=StageError)
+
+
+def test_is_newest_partition_looks_for_any_later_day_with_data(con):
+    assert is_newest_partition(con, "2026-01-09", ["marts.a"])
+    assert is_newest_partition(con, D(2026, 1, 10), ["marts.a"])  # later than any data: nothing newer
+    assert not is_newest_partition(con, "2026-01-07", ["marts.a", "marts.b"])
+    assert is_newest_partition(con, "2026-01-07", ["marts.b"])

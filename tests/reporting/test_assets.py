@@ -1,4 +1,9 @@
-"""The main job end to end on a tiny simulated home: report files, MLflow run, Dagster metadata, CLI summary."""
+"""The main job end to end on a tiny simulated home: report files, MLflow run, Dagster metadata, CLI summary.
+
+`fair-pipeline run --partitions 2` on three simulated days trains and audits the two newest partitions (each trained on the days
+before it): one report per partition under reports/<D>/, `reports/latest` pointing at the newest, and a trend
+section over both audited partitions."""
+import datetime as dt
 import json
 import re
 
@@ -10,7 +15,13 @@ import pytest
 
 from fair_pipeline import cli
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, TAG_WINDOW, MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.tracking import (
+    TAG_DAGSTER_RUN,
+    TAG_PARTITION,
+    TAG_WINDOW,
+    MLflowTracking,
+    TrackingUnavailableError,
+)
 from fair_pipeline.reporting import ReportInputs, Table, build_report
 
 
@@ -31,9 +42,27 @@ def main_job_output(home):
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = cli.main(["run", "--days", "2", "--requests-per-day", "200", "--slots", "10", "--items", "200"])
+        code = cli.main(["run", "--days", "3", "--partitions", "2", "--requests-per-day", "200", "--slots", "10",
+                         "--items", "200"])
     assert code == 0, out.getvalue()
     return out.getvalue()
+
+
+def _days(home) -> list[str]:
+    """The simulated partitions (the landing directories)."""
+    return sorted(p.name.removeprefix("date=") for p in (home / "landing" / "observational").glob("date=*"))
+
+
+def test_one_report_per_trained_partition_and_latest_points_at_the_newest(home, main_job_output):
+    days = _days(home)
+    assert len(days) == 3
+    reports = home / "reports"
+    # the first day has nothing before it to train on: the two newest partitions are trained and reported
+    assert sorted(p.name for p in reports.iterdir() if p.is_dir() and not p.is_symlink()) == days[1:]
+    for day in days[1:]:
+        assert {"fairness_report.html", "fairness_summary.md", "findings.json"} <= {p.name for p in (reports / day).iterdir()}
+    assert (reports / "latest").is_symlink() and (reports / "latest").resolve() == (reports / days[-1]).resolve()
+    assert f"partition {days[1]}: run" in main_job_output and f"partition {days[2]}: run" in main_job_output
 
 
 def test_main_job_prints_report_ui_and_findings(home, main_job_output):
@@ -41,6 +70,7 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
 
     latest = latest_report_dir(home / "reports")  # reports/<newest partition>/
     report = latest / "fairness_report.html"
+    assert latest.name == _days(home)[-1]
     assert f"fairness report:    {report}" in main_job_output
     assert re.search(r"open the UIs: +fair-pipeline (--home \S+ )?ui ", main_job_output)
     # one progress line per step (Dagster's console logger, which repeated every finding, shows warnings only)
@@ -80,17 +110,21 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     event = instance.get_latest_materialization_event(dg.AssetKey(["reporting", "fairness_report"]))
     metadata = event.asset_materialization.metadata
     run_id = metadata["mlflow_run_id"].value
-    assert metadata["report_html"].value == str(settings.reports_dir() / "fairness_report.html")
+    newest = _days(home)[-1]
+    assert event.asset_materialization.partition == newest
+    assert metadata["report_html"].value == str(settings.reports_dir() / newest / "fairness_report.html")
+    assert metadata["latest"].value == f"reports/latest -> {newest}"
     # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's ROC/partial
-    # AUC, xAUC and pairwise sections, the λ frontier and model selection.
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 10
+    # AUC, xAUC and pairwise sections, the audit trend, the λ frontier and model selection.
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 11
     assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
     assert run.info.status == "FINISHED"
     assert run.data.tags[TAG_DAGSTER_RUN] == event.run_id
     assert run.data.tags["dagster.asset_key"] == "reporting/fairness_report"
-    assert ".." in run.data.tags[TAG_WINDOW] and run.data.tags["dagster.code_version"] == "1"
+    assert run.data.tags[TAG_PARTITION] == newest and TAG_WINDOW not in run.data.tags
+    assert run.data.tags["dagster.code_version"] == "2"
     artifacts = {a.path for a in tracking.client().list_artifacts(run_id, "report")}
     assert {"report/fairness_report.html", "report/fairness_summary.md", "report/findings.json"} <= artifacts
 
@@ -104,6 +138,7 @@ def test_unreachable_mlflow_fails_the_report_with_a_clear_message(home, main_job
     result = dg.materialize(
         [fairness_report],
         resources={"warehouse": DuckDBWarehouse(), "mlflow": MLflowTracking(tracking_uri=f"http://127.0.0.1:{port}")},
+        partition_key=_days(home)[-1],
         raise_on_error=False,
     )
     assert not result.success
@@ -136,12 +171,21 @@ def test_a_locked_store_is_retried_and_the_report_then_succeeds(home, main_job_o
     from fair_pipeline.definitions import fairness_report
     from fair_pipeline.platform.resources import DuckDBWarehouse
 
-    result = dg.materialize([fairness_report], resources={"warehouse": DuckDBWarehouse(), "mlflow": FlakyTracking()})
+    days = _days(home)
+    latest = (home / "reports" / "latest").resolve()
+    before = (home / "reports" / days[1] / "findings.json").stat().st_mtime_ns
+    # an older partition's report: rewritten in its own directory; `latest` stays on the newest
+    result = dg.materialize([fairness_report], resources={"warehouse": DuckDBWarehouse(), "mlflow": FlakyTracking()},
+                            partition_key=days[1])
     assert result.success
     assert _FLAKY_CALLS == ["reporting", "reporting"]
     assert any(e.event_type_value == "STEP_UP_FOR_RETRY" for e in result.all_events)
     runs = MLflowTracking().client().search_runs([MLflowTracking().experiment_id("reporting")])
-    assert sum(r.info.status == "FINISHED" for r in runs) == 2  # the main job's report and this one
+    assert sum(r.info.status == "FINISHED" for r in runs) == 3  # the main job's two reports and this one
+    assert (home / "reports" / days[1] / "findings.json").stat().st_mtime_ns > before
+    assert (home / "reports" / "latest").resolve() == latest == (home / "reports" / days[-1]).resolve()
+    metadata = result.asset_materializations_for_node("reporting__fairness_report")[0].metadata
+    assert metadata["latest"].value == f"reports/latest -> {days[-1]}"
 
 
 def _table(section, caption: str) -> pd.DataFrame:
@@ -156,7 +200,9 @@ def _cells(frame: pd.DataFrame, column: str) -> np.ndarray:
 def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     """If a stage stopped logging a table, or a section lost its numbers, this fails: every section is
     rebuilt from the run's warehouse and MLflow store and checked against them and the simulator's truth."""
-    inputs = ReportInputs(home=home, warehouse_path=home / "warehouse.duckdb", tracking=MLflowTracking())
+    days = _days(home)
+    inputs = ReportInputs(home=home, warehouse_path=home / "warehouse.duckdb", tracking=MLflowTracking(),
+                          partition=dt.date.fromisoformat(days[-1]))
     try:
         report = build_report(inputs)
     finally:
@@ -168,7 +214,7 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
                                "GROUP BY ALL ORDER BY 1").fetchall()
 
     volume = _table(sections["data_volume"], "Accepted and quarantined rows").set_index("partition")
-    assert [(d, int(volume.loc[d, "observational accepted"])) for d, _ in accepted] == accepted and len(accepted) == 2
+    assert [(d, int(volume.loc[d, "observational accepted"])) for d, _ in accepted] == accepted and len(accepted) == 3
     ctr = _table(sections["ctr_by_position"], "CTR")
     assert ctr["position"].tolist() == list(range(1, 11)) and (_cells(ctr, "shuffle")[:, 0] > 0).any()
 
@@ -208,6 +254,20 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     assert set(xauc["model"]) == set(pauc["model"]) and np.isfinite(_cells(xauc, "ΔxAUC [95% CI]")).all()
     pairwise = _table(sections["pairwise"], "Pairwise accuracy")
     assert set(pairwise["model"]) == set(pauc["model"]) and len(pairwise) == 2 * len(set(pauc["model"]))
+    # Audit trend: both audited partitions, each gap and CI exactly the audit's stored row of that day.
+    trend = _table(sections["audit_trend"], "Every audited output's gaps per partition")
+    assert sorted(trend["partition"].unique()) == days[1:]
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        stored = con.execute("SELECT CAST(partition_date AS VARCHAR) AS partition, diff, ci_low, ci_high FROM "
+                             "marts.fairness_audit_pairs WHERE scored_output = 'production' AND estimable AND cutoff = "
+                             "(SELECT min(cutoff) FROM marts.fairness_audit_pairs) ORDER BY 1").df()
+    production = trend[(trend["scored_output"] == "production") & trend["metric"].str.startswith("partial AUC gap")]
+    production = production.sort_values("partition")
+    assert production["partition"].tolist() == stored["partition"].tolist() == days[1:]
+    np.testing.assert_allclose(_cells(production, "gap (95% CI)"), stored[["diff", "ci_low", "ci_high"]].to_numpy(float),
+                               atol=5e-4)  # printed with 3 decimals
+    assert report.metrics()["audit_trend.trend_partitions"] == 2.0
+    assert "audit_trend" in {f.name for f in report.figures()}
     frontier = _table(sections["lambda_frontier"], "λ trade-off frontier")
     assert len(frontier) >= 2 and np.isfinite(_cells(frontier, "utility [95% CI]")).all()
     assert {"position_bias", "roc", "xroc", "pairwise", "lambda_frontier", "eo_cdf"} <= {f.name for f in report.figures()}

@@ -86,7 +86,8 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     assert by_partition.loc["2024-01-02", "observational: position out of range"] == 0
     # Later stages have never run: each is listed as missing, nothing fails.
     missing = {s.spec.key for s in report.missing}
-    assert missing == {"position_bias", "eo_transform", "exposure_merit", "roc", "xauc", "pairwise", "lambda_frontier", "model_selection"}
+    assert missing == {"position_bias", "eo_transform", "exposure_merit", "roc", "xauc", "pairwise", "audit_trend",
+                       "lambda_frontier", "model_selection"}
     summary = "\n".join(summary_lines(report))
     assert summary.index("**Missing sections**") < summary.index("- Model selection: no MLflow tracking configured")
     assert any("Missing sections" in line for line in summary_lines(report))
@@ -95,11 +96,11 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
 def test_report_without_any_stage_lists_everything_as_missing(tmp_path):
     inputs = ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb", tracking=None)
     report = build_report(inputs)
-    assert not report.available and len(report.missing) == 10
+    assert not report.available and len(report.missing) == 11
     assert "ingestion has never run" in report.missing[0].missing
     files = write_report(report, tmp_path / "reports")
     html = files.html.read_text()
-    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 10
+    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 11
     assert not (tmp_path / "none.duckdb").exists()  # reading never creates a warehouse
 
 
@@ -143,8 +144,26 @@ def tracked(tmp_path_factory):
     return home, tracking
 
 
+def _audit_partitions(warehouse) -> pd.DataFrame:
+    """Two audited partitions of production's group gap (cutoffs 0.1 and 1; the trend reads the smallest)."""
+    import datetime as dt
+
+    from fair_pipeline.audit.store import write_audit
+
+    rows = pd.DataFrame({"day": ["2024-01-01", "2024-01-01", "2024-01-02", "2024-01-02"], "cutoff": [0.1, 1.0] * 2,
+                         "diff": [-0.0123, -0.05, -0.0345, -0.06], "ci_low": [-0.03, -0.07, -0.0512, -0.08],
+                         "ci_high": [0.0054, -0.03, -0.0178, -0.04], "verdict": ["inconclusive", "x", "gap larger than δ", "x"]})
+    with duckdb.connect(str(warehouse)) as con:
+        for day, part in rows.groupby("day"):
+            pairs = part.drop(columns="day").assign(scored_output="production", group_a="1", group_b="0", estimable=True)
+            date = dt.date.fromisoformat(day)
+            write_audit(con, "relevance", date, date, {"fairness_audit_pairs": pairs}, partition=date)
+    return rows[rows["cutoff"] == 0.1]
+
+
 def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     home, tracking = tracked
+    trend_rows = _audit_partitions(warehouse)
     inputs = ReportInputs(home=home, warehouse_path=warehouse, tracking=tracking)
     report = build_report(inputs)
     inputs.close()
@@ -168,7 +187,16 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
     html = render_html(report)
     assert _offline(html)
-    assert html.count("data:image/png;base64,") == len(report.figures()) == 8  # all but the optional xROC
+    assert html.count("data:image/png;base64,") == len(report.figures()) == 9  # all but the optional xROC
+    # the trend: one row per audited partition, each that day's stored gap and CI
+    trend = next(s for s in report.sections if s.spec.key == "audit_trend")
+    table = next(b.frame for b in trend.content.blocks if getattr(b, "caption", "").startswith("Every audited output"))
+    assert table["partition"].tolist() == trend_rows["day"].tolist() and set(table["pair"]) == {"1 - 0"}
+    assert table["gap (95% CI)"].tolist() == ["-0.012 [-0.030, +0.005]", "-0.035 [-0.051, -0.018]"]
+    assert table["verdict"].tolist() == trend_rows["verdict"].tolist()
+    assert [f.text for f in trend.content.findings] == [
+        "production, partial AUC gap at FPR 0.1 (1 - 0): -0.035 [-0.051, -0.018] on 2024-01-02, -0.012 [-0.030, +0.005] "
+        "on 2024-01-01 (2 audited partitions; each CI is that day's own)"]
     assert "0.062 [0.055, 0.069]" in html and "not estimable" in html
     files = write_report(report, home / "reports")
     assert {p.name for p in files.figures} == {f.name + ".png" for f in report.figures()}
@@ -196,7 +224,7 @@ def test_a_stage_owner_can_replace_or_add_a_section(tmp_path, monkeypatch):
                                  lambda inputs: SectionContent(blocks=[Text("custom")])))
     register_section(SectionSpec("elicitation", "Elicited metric", "elicitation", lambda inputs: SectionContent()), after="pairwise")
     keys = [s.key for s in sections.SECTIONS]
-    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 11
+    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 12
     report = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"), sections.SECTIONS)
     assert next(s for s in report.sections if s.spec.key == "position_bias").available
     with pytest.raises(ValueError, match="no report section 'nope'"):

@@ -1,9 +1,11 @@
-"""elicited_metric and model_selection on a small simulated home run once through the daily job.
+"""elicited_metric and model_selection on a small simulated home: three days ingested, partition DAYS[-1] trained
+and audited once by the train_and_audit job (model_selection of D evaluates day D with the models of partition D).
 
 The winner's cost is recomputed by brute force: the champion pyfunc loaded back from MLflow scores every
 held-out impression (truth labels joined from the landing files), the threshold is found by sorting the
 impressions, and the cost is Definition 4 written out by hand. Then the assets alone are re-materialized:
-re-running moves the alias, a failing alias rolls the new version back, and bad oracle configs fail clearly.
+re-running moves the alias, a failing alias rolls the new version back, an older partition registers its winner
+without moving the alias (promotion is explicit), and bad oracle configs or partitions fail clearly.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from scipy.stats import norm
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
-from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, MLflowTracking
+from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
 from fair_pipeline.selection.assets import (
     ELICITED_METRIC_KEY,
     ESTIMABLE_CHECK,
@@ -61,11 +63,12 @@ def _resources(home: Path) -> dict:
             "mlflow": MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))}
 
 
-def _materialize(home: Path, asset, config: dict | None = None, raise_on_error: bool = True):
+def _materialize(home: Path, asset, config: dict | None = None, raise_on_error: bool = True, partition: str = DAYS[-1]):
     op = asset.key.to_python_identifier()
+    partitioned = asset.partitions_def is not None  # the elicited metric is not: one metric for every day
     return dg.materialize([asset], resources=_resources(home), run_config={"ops": {op: {"config": config or {}}}},
                           instance=dg.DagsterInstance.ephemeral(), raise_on_error=raise_on_error,
-                          tags={"dagster/partition": DAYS[-1]})
+                          partition_key=partition if partitioned else None)
 
 
 def _query(home: Path, sql: str, params=None) -> pd.DataFrame:
@@ -84,8 +87,14 @@ def _versions(home: Path) -> list[str]:
     return sorted(v.version for v in _client(home).search_model_versions(f"name = '{FAIR_RANKER}'"))
 
 
-def _ranking(home: Path) -> pd.DataFrame:
-    return _query(home, "SELECT * FROM marts.model_ranking ORDER BY rank NULLS LAST")
+def _ranking(home: Path, partition: str = DAYS[-1]) -> pd.DataFrame:
+    return _query(home, "SELECT * FROM marts.model_ranking WHERE partition_date = $d ORDER BY rank NULLS LAST",
+                  {"d": partition})
+
+
+def _candidate(home: Path, candidate_id: str, partition: str = DAYS[-1]) -> pd.Series:
+    return _query(home, "SELECT * FROM marts.ranker_candidates WHERE candidate_id = $c AND partition_date = $d",
+                  {"c": candidate_id, "d": partition}).iloc[0]
 
 
 def _metric(home: Path) -> FairQuadraticMetric:
@@ -125,7 +134,7 @@ def test_ranking_matches_brute_force_from_the_champion_model(home):
     winner = estimable.iloc[0]
     version = _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION)
     assert str(version.version) == str(winner["champion_version"])
-    assert version.tags["candidate"] == winner["model"]
+    assert version.tags["candidate"] == winner["model"] and version.tags[TAG_MODEL_PARTITION] == DAYS[-1]
     model = mlflow.pyfunc.load_model(f"models:/{FAIR_RANKER}@{CHAMPION}")
     rows = _heldout_rows(home)
     score = model.predict(rows.drop(columns=["item_id", "relevance"])).to_numpy()
@@ -143,7 +152,7 @@ def _assert_paired_difference(home: Path, ranking: pd.DataFrame, metric, rows: p
     winner = estimable.iloc[0]
     assert winner["diff_vs_winner"] == 0 and np.isnan(winner[["diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]].astype(float)).all()
     other = estimable[(estimable["alpha"] == 0.0) & (estimable["model"] != winner["model"])].iloc[0]
-    cand = _query(home, "SELECT * FROM marts.ranker_candidates WHERE candidate_id = $c", {"c": other["ranker"]}).iloc[0]
+    cand = _candidate(home, other["ranker"])
     features, weights = json.loads(cand["features"]), json.loads(cand["coefficients"])
     other_score = rows[features].to_numpy(float) @ np.array([weights[f] for f in features]) + cand["intercept"]
     # per item: group, relevant and not-relevant showings, both candidates' scores (fixed per item)
@@ -206,17 +215,18 @@ def test_eo_candidate_matches_an_independent_refit_from_the_landing_files(home):
     production impressions (clicks weighted 1/w of the chosen curve), then scored and counted by brute force."""
     ranking, metric = _ranking(home), _metric(home)
     stored = ranking[(ranking["alpha"] == 1.0) & ranking["estimable"]].iloc[0]
-    cand = _query(home, "SELECT * FROM marts.ranker_candidates WHERE candidate_id = $c", {"c": stored["ranker"]}).iloc[0]
+    cand = _candidate(home, stored["ranker"])
     features, weights = json.loads(cand["features"]), json.loads(cand["coefficients"])
     coef = np.array([weights[f] for f in features])
     items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
     days = pd.date_range(cand["window_start"], cand["window_end"]).strftime("%Y-%m-%d")
     train = pd.concat([pd.read_parquet(home / "landing" / "observational" / f"date={d}") for d in days])
     train = train[train["policy"] == "production"].merge(items[["item_id", *features]], on="item_id")
-    curve = _query(home, "SELECT position, weight FROM marts.position_bias_curves WHERE chosen")
+    curve = _query(home, "SELECT position, weight FROM marts.position_bias_curves WHERE chosen AND partition_date = $d",
+                   {"d": DAYS[-1]})
     w = train["position"].map(dict(zip(curve["position"], curve["weight"]))).to_numpy()
     template = _query(home, "SELECT transform_json FROM marts.eo_transforms WHERE variant = 'weighted' "
-                            "ORDER BY fitted_at DESC LIMIT 1")["transform_json"].iloc[0]
+                            "AND partition_date = $d", {"d": DAYS[-1]})["transform_json"].iloc[0]
     params = WeightedCDFTransformer.from_json(template).get_params() | {"alpha": 1.0}
     fitted = WeightedCDFTransformer(**params).fit(train[features].to_numpy(float) @ coef + cand["intercept"],
                                                   train["group_id"], 1.0 / w, clicks=train["click"])
@@ -232,6 +242,7 @@ def test_rerun_moves_the_champion_to_the_new_version_of_the_same_winner(home):
     assert result.success
     after = _ranking(home)
     new = _client(home).get_model_version_by_alias(FAIR_RANKER, CHAMPION)
+    assert new.tags[TAG_MODEL_PARTITION] == DAYS[-1]  # the newest partition with data: the alias moves
     assert int(new.version) > int(old) and str(new.version) == str(after["champion_version"].dropna().iloc[0])
     assert new.tags["candidate"] == before["model"].iloc[0] == after["model"].iloc[0]
     pd.testing.assert_series_equal(before["cost"], after["cost"])
@@ -274,6 +285,60 @@ def test_failed_alias_rolls_back_the_new_version(home, monkeypatch):
 
 def _failure(result) -> str:
     return " ".join(str(e.event_specific_data.error.message) for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+
+
+def test_an_older_partition_registers_its_winner_without_moving_the_champion(home, monkeypatch):
+    """A backfilled day: its own rankers, transform and curve (trained on the days before it), its own ranking, a
+    version tagged with its partition; @champion stays until promoted explicitly (forward only, unless forced)."""
+    from fair_pipeline.eo.assets import eo_transform
+    from fair_pipeline.position_bias.assets import position_bias
+    from fair_pipeline.selection.promotion import PromotionError, promote
+    from fair_pipeline.training.assets import ranker_candidates
+
+    client = _client(home)
+    champion = client.get_model_version_by_alias(FAIR_RANKER, CHAMPION)
+    newest = _ranking(home)
+    upstream = dg.materialize([position_bias, eo_transform, ranker_candidates], resources=_resources(home),
+                              instance=dg.DagsterInstance.ephemeral(), partition_key=DAYS[1])
+    assert upstream.success
+    result = _materialize(home, model_selection, partition=DAYS[1])
+    assert result.success
+    meta = result.asset_materializations_for_node(MODEL_SELECTION_KEY.to_python_identifier())[0].metadata
+    assert meta["promoted"].value is False and f"@{CHAMPION} unchanged ({DAYS[1]} is not the newest" in meta["champion_version"].value
+    assert client.get_model_version_by_alias(FAIR_RANKER, CHAMPION).version == champion.version
+    older = _ranking(home, DAYS[1])
+    assert len(older) == len(newest) and older["held_out"].all()
+    assert (_candidate(home, older["ranker"].iloc[0], DAYS[1])[["window_start", "window_end"]].astype(str).str[:10]
+            == DAYS[0]).all()  # partition DAYS[1] trained on DAYS[0] only
+    pd.testing.assert_frame_equal(_ranking(home), newest)  # the newest partition's ranking is untouched
+    registered = [v for v in client.search_model_versions(f"name = '{FAIR_RANKER}'")
+                  if v.tags.get(TAG_MODEL_PARTITION) == DAYS[1] and "selection_run" in v.tags]
+    assert len(registered) == 1 and str(registered[0].version) == str(older["champion_version"].dropna().iloc[0])
+    assert registered[0].tags["candidate"] == older["model"].iloc[0]
+
+    monkeypatch.setenv("FAIR_PIPELINE_HOME", str(home))  # promote reads the newest partition from the warehouse
+    tracking = _resources(home)["mlflow"]
+    with pytest.raises(PromotionError, match=rf"partition {DAYS[1]} is older than the newest partition with data "
+                                             rf"\({DAYS[-1]}\).*--force"):
+        promote(dt.date.fromisoformat(DAYS[1]), tracking=tracking)
+    assert client.get_model_version_by_alias(FAIR_RANKER, CHAMPION).version == champion.version
+    with pytest.raises(PromotionError, match=f"no {FAIR_RANKER} version was selected for partition {DAYS[0]}"):
+        promote(dt.date.fromisoformat(DAYS[0]), force=True, tracking=tracking)
+    line = promote(dt.date.fromisoformat(DAYS[1]), force=True, tracking=tracking)
+    assert line.startswith(f"{FAIR_RANKER}@{CHAMPION} -> v{registered[0].version} (partition {DAYS[1]}")
+    assert line.endswith(f"was v{champion.version}")
+    assert client.get_model_version_by_alias(FAIR_RANKER, CHAMPION).version == registered[0].version
+    promote(dt.date.fromisoformat(DAYS[-1]), tracking=tracking)  # forward again: the newest partition's newest version
+    back = client.get_model_version_by_alias(FAIR_RANKER, CHAMPION)
+    assert back.tags[TAG_MODEL_PARTITION] == DAYS[-1] and int(back.version) >= int(champion.version)
+
+
+def test_a_partition_without_traffic_fails_naming_it(home):
+    before = _ranking(home)
+    day = str(START + dt.timedelta(days=len(DAYS)))  # after the newest ingested day: no models, no traffic
+    failure = _failure(_materialize(home, model_selection, partition=day, raise_on_error=False))
+    assert f"marts.ranker_candidates has no rows for partition {day}" in failure
+    pd.testing.assert_frame_equal(_ranking(home), before)
 
 
 def test_unknown_oracle_and_bad_truth_fail_clearly(home):
