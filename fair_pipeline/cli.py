@@ -249,6 +249,9 @@ def _partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str]
 def cmd_run(args: argparse.Namespace) -> int:
     from fair_pipeline import runner
 
+    if args.partitions < 1:
+        _say(f"error: --partitions {args.partitions} must be at least 1")
+        return 2
     settings.home().mkdir(parents=True, exist_ok=True)
     if args.no_simulate:
         dates = _partitions_to_run(args, runner.landed_partitions())
