@@ -47,7 +47,8 @@ class UiProcess:
         return "\n".join(self.lines)
 
     def urls(self) -> dict[str, str]:
-        found = dict(re.findall(r"(Dagster|MLflow) UI:\s+(http://\S+)", self.output))
+        # The base URL of each server (the MLflow line continues with the experiments view to open).
+        found = dict(re.findall(r"(Dagster|MLflow) UI:\s+(http://[^/\s#?]+)", self.output))
         return found if len(found) == 2 else {}
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 90.0) -> int:
