@@ -45,13 +45,17 @@ def test_run_ingests_every_partition_and_trains_those_with_earlier_days(fp_home,
         ("2026-01-01", "observational", 200 * 50), ("2026-01-01", "randomized", 80 * 50),
         ("2026-01-02", "observational", 200 * 50), ("2026-01-02", "randomized", 80 * 50),
     ]
-    # Model selection of the newest partition moved the registry alias: fair-ranker @champion is its top-ranked candidate.
+    # Model selection of the newest partition moved the registry alias: fair-ranker @champion is its top-ranked
+    # ranking model (a decision-rule family may rank above it; fair-ranker registers rankers + EO transforms).
     champion = MLflowTracking().champion(FAIR_RANKER)
     assert champion is not None and champion.tags[TAG_MODEL_PARTITION] == "2026-01-02"
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        winner = con.execute("SELECT model, champion_version FROM marts.model_ranking WHERE rank = 1 "
-                             "AND partition_date = '2026-01-02'").fetchone()
-    assert winner == (champion.tags["candidate"], str(champion.version))
+        ranking = con.execute("SELECT rank, model, family, champion_version FROM marts.model_ranking "
+                              "WHERE partition_date = '2026-01-02' AND estimable ORDER BY rank").df()
+    rankers = ranking[ranking["family"].isin(["eo_transform", "mi_penalty"])]
+    assert (rankers.iloc[0]["model"], rankers.iloc[0]["champion_version"]) == (champion.tags["candidate"],
+                                                                               str(champion.version))
+    assert ranking["champion_version"].notna().sum() == 1
     benchmark_versions = _benchmark_versions()
     assert benchmark_versions and all(benchmark_versions.values())
     # Running again changes nothing: partitions are replaced, not appended.
