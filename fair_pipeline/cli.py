@@ -117,8 +117,10 @@ def _quiet_libraries() -> None:
 
 def _prepare_stores(verbose: bool = False) -> bool:
     from fair_pipeline import runner
+    from fair_pipeline.platform import run_recovery
     from fair_pipeline.platform.tracking import TrackingUnavailableError, ensure_experiments
 
+    run_recovery.begin_command()
     if not verbose:
         _quiet_libraries()
     runner.ensure_dagster_home()
@@ -142,7 +144,11 @@ _FAILURES: list[str] = []  # one cause per failed run of this command, repeated 
 
 def _report(what: str, result, began: float) -> bool:
     from fair_pipeline import runner
+    from fair_pipeline.platform import run_recovery
 
+    if run_recovery.interrupted():  # Ctrl-C or SIGTERM during this job: start no other
+        _say(f"{what}: interrupted (SIGINT/SIGTERM): not starting another run")
+        raise SystemExit(130)
     if not result.success:
         summary = runner.failure_summary(result)
         _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{summary}")

@@ -152,12 +152,8 @@ def prepare_run(instance: dg.DagsterInstance) -> dict[str, str]:
     """Call before starting a run: recovers dead runs (one printed line if anything was cleaned), makes a wait
     for a pool slot interruptible, and returns the run tags that record this process as the run's owner.
 
-    Once this process received SIGINT or SIGTERM, no further run starts: SystemExit(130). (A command that
-    runs several jobs in a row would otherwise go on to the next one: Dagster turns an interrupt into a
-    failed run, not into an exception.)"""
-    if _interrupted.is_set():
-        print("[fair-pipeline] interrupted (SIGINT/SIGTERM): not starting another run", flush=True)
-        raise SystemExit(130)
+    A command that runs several jobs in a row asks `interrupted()` after each (Dagster turns an interrupt into a
+    failed run, not into an exception), after `begin_command()` at its start."""
     summary = recover_dead_runs(instance).summary()
     if summary:
         print(f"[fair-pipeline] {summary}", flush=True)
@@ -172,6 +168,16 @@ _INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 _watcher_started = threading.Event()
 _interrupted = threading.Event()
 _wakeup: tuple[socket.socket, socket.socket] | None = None  # module-level: the fds must live as long as the process
+
+
+def begin_command() -> None:
+    """Forget interrupts seen before this command (the flag is process-wide; a process may run many commands)."""
+    _interrupted.clear()
+
+
+def interrupted() -> bool:
+    """True when this process received SIGINT or SIGTERM since `begin_command()` (seen once a run has started)."""
+    return _interrupted.is_set()
 
 
 def _raise_interrupt(_signo, _frame) -> None:
