@@ -66,7 +66,7 @@ KILL_POINTS = [("ingestion", "observational 2026-01-01:"), ("mlflow_logging", "I
 @pytest.mark.timeout(3 * RUN_TIMEOUT_S)  # the kill, the backfill, and the checks; above the suite's 1200 s default
 @pytest.mark.parametrize(("point", "marker"), KILL_POINTS, ids=[p for p, _ in KILL_POINTS])
 def test_backfill_completes_after_run_killed_mid_step(fp_home, point, marker):
-    killed = _cli("run", "--start", DAYS[0], "--days", "3", "--requests-per-day", "300")
+    killed = _cli("run", "--verbose", "--start", DAYS[0], "--days", "3", "--requests-per-day", "300")  # verbose: the markers are log lines
     _wait_for_line(killed, marker, timeout_s=RUN_TIMEOUT_S)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
