@@ -54,6 +54,9 @@ DAYS = [str(START + dt.timedelta(days=i)) for i in range(3)]
 def home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("selection_home")
     materialize_simulated_home(home, CONFIG, START, len(DAYS))
+    # This module checks the ranker + EO candidates, whose winner is registered and promoted; the decision-rule
+    # families (which may rank first and are never registered) are tested in test_families_asset.py.
+    assert _materialize(home, model_selection).success
     return home
 
 
@@ -64,6 +67,8 @@ def _resources(home: Path) -> dict:
 
 
 def _materialize(home: Path, asset, config: dict | None = None, raise_on_error: bool = True, partition: str = DAYS[-1]):
+    if asset is model_selection:
+        config = {"families": [], **(config or {})}
     op = asset.key.to_python_identifier()
     partitioned = asset.partitions_def is not None  # the elicited metric is not: one metric for every day
     return dg.materialize([asset], resources=_resources(home), run_config={"ops": {op: {"config": config or {}}}},
