@@ -116,6 +116,17 @@ def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: in
                              hint="materialize the staging models for some days first (nothing to audit)")
 
 
+def partition_evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int,
+                                day: dt.date) -> EvaluationWindow:
+    """`evaluation_window` ending at asset partition `day`, which must itself hold the label source's traffic
+    (the audit and the selection of partition D evaluate day D)."""
+    window = evaluation_window(con, source_name, days, day)
+    if window.last != day:
+        raise AuditDataError(f"partition {day} has no {source_name} traffic to evaluate (newest before it: "
+                             f"{window.last}); ingest day {day} first")
+    return window
+
+
 def row_summary(con, source: LabelSource) -> dict:
     """Rows in the window, rows without a label (e.g. items missing from the truth file), labels not 0/1."""
     total, unlabelled, bad, pos = con.execute(

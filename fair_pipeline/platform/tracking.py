@@ -42,6 +42,7 @@ import pandas as pd
 from pydantic import PrivateAttr
 
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.partition_store import as_date
 
 # One experiment per pipeline stage (the Dagster groups that log to MLflow).
 STAGES = ("ingestion", "position_bias", "eo_transform", "training", "audit", "selection", "elicitation", "benchmarks", "reporting")
@@ -177,10 +178,7 @@ def _checked_name(name: str, what: str) -> str:
 
 def _iso_date(value: dt.date | str) -> str:
     """A partition re-printed as YYYY-MM-DD from a parsed date (it goes into an MLflow filter string)."""
-    try:
-        return dt.date.fromisoformat(str(value)[:10]).isoformat()
-    except ValueError as exc:
-        raise ValueError(f"partition {value!r} is not a date (YYYY-MM-DD)") from exc
+    return as_date(value).isoformat()
 
 
 def is_transient(error: BaseException) -> bool:

@@ -140,7 +140,13 @@ def window_before(con, tables: str | Sequence[str], days: int, day: dt.date | st
     return PartitionWindow(chosen[0], chosen[-1], chosen, held_out=(day,))
 
 
+def newest_partition(con, tables: Sequence[str] = OBSERVATIONAL_TABLES) -> dt.date | None:
+    """The newest partition holding data in `tables` (None: none does)."""
+    dates = partition_dates(con, tables)
+    return dates[-1] if dates else None
+
+
 def is_newest_partition(con, day: dt.date | str, tables: Sequence[str] = OBSERVATIONAL_TABLES) -> bool:
     """True when no partition after `day` holds data in `tables`: the registry aliases move only for it."""
-    day = parse_end(day)
-    return not [d for d in partition_dates(con, tables) if d > day]
+    newest = newest_partition(con, tables)
+    return newest is None or newest <= parse_end(day)

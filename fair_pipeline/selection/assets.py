@@ -283,10 +283,7 @@ def evaluation_inputs(con, config: ModelSelectionConfig, landing, day):
     # then decides for itself whether its groups have enough clicks).
     template = stored.transform if stored.estimable else WeightedCDFTransformer()
     label = selection_label_source(config.label_source, landing)
-    window = aw.evaluation_window(con, label, config.window_days, day)
-    if window.last != day:
-        raise sc.SelectionInputError(f"partition {day} has no {label} traffic to evaluate (newest before it: "
-                                     f"{window.last}); ingest day {day} first")
+    window = aw.partition_evaluation_window(con, label, config.window_days, day)
     source = aw.label_source(label, landing, window, config.randomized_policies)
     items = aw.item_counts(con, source, sorted({f for r in rankers for f in r.features}))
     if items.empty:

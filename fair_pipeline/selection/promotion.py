@@ -12,7 +12,7 @@ import datetime as dt
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
 from fair_pipeline.platform.warehouse import session
-from fair_pipeline.platform.windows import OBSERVATIONAL_TABLES, partition_dates
+from fair_pipeline.platform.windows import newest_partition
 
 
 class PromotionError(Exception):
@@ -32,8 +32,7 @@ def selected_versions(tracking: MLflowTracking, day: dt.date) -> list:
 
 def newest_partition_with_data() -> dt.date | None:
     with session(settings.warehouse_path(), read_only=True) as con:
-        dates = partition_dates(con, OBSERVATIONAL_TABLES)
-    return dates[-1] if dates else None
+        return newest_partition(con)
 
 
 def promote(day: dt.date, *, force: bool = False, tracking: MLflowTracking | None = None) -> str:
