@@ -6,6 +6,7 @@ DuckDB, Dagster, MLflow, matplotlib) load when that command is chosen, so `fair-
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -506,9 +507,38 @@ def _cause(error: BaseException) -> str:
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
+# What a command sets for itself and the processes it starts; restored when it returns, so a command run
+# in-process (tests, notebooks) leaves no --home, DAGSTER_HOME or quiet MLflow logging behind for later ones.
+_COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL")
+_COMMAND_LOGGERS = ("mlflow", "alembic")
+
+
+@contextlib.contextmanager
+def _restored_environment():
+    import logging
+
+    variables = {name: os.environ.get(name) for name in _COMMAND_ENVIRONMENT}
+    levels = {name: logging.getLogger(name).level for name in _COMMAND_LOGGERS}
+    try:
+        yield
+    finally:
+        for name, value in variables.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _FAILURES.clear()
+    with _restored_environment():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     if args.home:
         os.environ[settings.HOME_ENV] = args.home
     try:

@@ -126,15 +126,13 @@ def _slot_holders(storage) -> set[str]:
 
 def _end_mlflow_runs(dagster_run_ids: list[str]) -> int:
     """End as FAILED the MLflow runs still RUNNING that the dead Dagster runs started (by their run-id tag)."""
-    from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, _local_sqlite_path
+    from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, _local_sqlite_path, store_client
 
     uri = settings.mlflow_tracking_uri()
     store = _local_sqlite_path(uri)
     if store is not None and not store.exists():
         return 0
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
+    client = store_client(uri)
     experiment_ids = [e.experiment_id for e in client.search_experiments()]
     ended = 0
     for run_id in dagster_run_ids:

@@ -252,7 +252,9 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _client(uri: str):
+def store_client(uri: str):
+    """A client whose tracking and registry are both `uri`: `MlflowClient(uri)` alone would use a registry set
+    process-wide by `mlflow.set_registry_uri` (e.g. by another home's run earlier in the same process)."""
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=uri, registry_uri=uri)
@@ -271,7 +273,7 @@ def ensure_experiments(
     lock = (sqlite_path.parent / (sqlite_path.name + ".lock")) if sqlite_path else settings.home() / ".mlflow.lock"
     ids: dict[str, str] = {}
     with _file_lock(lock):
-        client = with_retry(lambda: _client(uri), what="open the tracking store", uri=uri, attempts=attempts)
+        client = with_retry(lambda: store_client(uri), what="open the tracking store", uri=uri, attempts=attempts)
         for stage in stages:
             name = experiment_name(stage)
 
@@ -466,7 +468,7 @@ class MLflowTracking(dg.ConfigurableResource):
         return with_retry(call, what=what, uri=self.uri, attempts=self.attempts, delay_s=self.retry_delay_s)
 
     def client(self):
-        return _client(self.uri)
+        return store_client(self.uri)
 
     # ---- lifecycle
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:

@@ -86,10 +86,25 @@ def test_home_sets_the_environment_and_every_file_lands_under_it(tmp_path, monke
     home = tmp_path / "mine"
     assert cli.main(["--home", str(home), "simulate", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "20",
                      "--items", "50", "--slots", "5"]) == 0
-    assert os.environ[settings.HOME_ENV] == str(home)
+    assert os.environ[settings.HOME_ENV] == str(tmp_path / "elsewhere")  # the command's own, not left behind
     landed = sorted(p.relative_to(home).parts[0] for p in home.rglob("*") if p.is_file())
     assert landed and set(landed) == {"landing"}
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_command_run_in_process_leaves_no_environment_behind(tmp_path, monkeypatch):
+    """A quiet command sets MLFLOW_LOGGING_LEVEL for the processes it starts; a later --verbose command in
+    another process must still see MLflow's INFO lines (a leaked WARNING hid them from the kill tests)."""
+    import logging
+
+    for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV):
+        monkeypatch.delenv(name, raising=False)
+    level = logging.getLogger("mlflow").level
+    assert cli.main(["--home", str(tmp_path), "elicit", "--list"]) == 0
+    assert cli.main(["--home", str(tmp_path), "promote", "--partition", "2026-01-01"]) != 0
+    assert {name: os.environ.get(name) for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV)} == {
+        "MLFLOW_LOGGING_LEVEL": None, "DAGSTER_HOME": None, settings.HOME_ENV: None}
+    assert logging.getLogger("mlflow").level == level
 
 
 def test_elicit_list_on_the_default_database_says_there_is_nothing(tmp_path, monkeypatch, capsys):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
-import mlflow
 import pytest
 
 from fair_pipeline import cli
+from fair_pipeline.platform.tracking import store_client
 from fair_pipeline.ingestion.simulator import SimulationConfig
 
 DAYS = [dt.date(2026, 3, 1) + dt.timedelta(days=k) for k in range(4)]
@@ -66,7 +66,7 @@ def test_partition_mappings_declare_the_training_and_evaluation_windows():
 
 
 def _champion(home: Path):
-    client = mlflow.MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    client = store_client(f"sqlite:///{home / 'mlflow.db'}")
     try:
         version = client.get_model_version_by_alias("fair-ranker", "champion")
     except Exception:  # noqa: BLE001 (no alias yet)
@@ -75,7 +75,7 @@ def _champion(home: Path):
 
 
 def _versions(home: Path, name: str) -> list:
-    client = mlflow.MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    client = store_client(f"sqlite:///{home / 'mlflow.db'}")
     return client.search_model_versions(f"name = '{name}'")
 
 
@@ -97,13 +97,13 @@ def test_backfill_of_older_days_never_moves_an_alias_and_promotion_is_explicit(f
     assert newest.success, runner.failure_summary(newest)
     champion = _champion(fp_home)
     assert champion is not None and champion[1] == str(DAYS[-1])
-    candidate_before = mlflow.MlflowClient(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
+    candidate_before = store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
         "fair-ranker", "candidate").version
 
     # A backfill of the older days: their own partitions, no alias moves, no benchmark registered.
     assert cli.main(["backfill", "--start", str(DAYS[1]), "--end", str(DAYS[2])]) == 0
     assert _champion(fp_home) == champion
-    assert mlflow.MlflowClient(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
+    assert store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
         "fair-ranker", "candidate").version == candidate_before
     assert _versions(fp_home, "fair-benchmark-adult") == [] and _versions(fp_home, "fair-benchmark-compas") == []
     days = [str(d) for d in DAYS[1:]]

@@ -47,9 +47,9 @@ def _run(command: str, cwd: Path, timeout: int = 1800) -> subprocess.CompletedPr
 
 
 def _versions(data: Path, name: str) -> list[str]:
-    import mlflow
+    from fair_pipeline.platform.tracking import store_client
 
-    client = mlflow.MlflowClient(f"sqlite:///{data / 'mlflow.db'}")
+    client = store_client(f"sqlite:///{data / 'mlflow.db'}")
     return sorted(v.version for v in client.search_model_versions(f"name = '{name}'"))
 
 
@@ -92,7 +92,7 @@ def test_every_readme_command_runs(tmp_path: Path):
 
 
 def _champion(data: Path) -> str:
-    import mlflow
+    from fair_pipeline.platform.tracking import store_client
 
-    client = mlflow.MlflowClient(f"sqlite:///{data / 'mlflow.db'}")
+    client = store_client(f"sqlite:///{data / 'mlflow.db'}")
     return client.get_model_version_by_alias("fair-ranker", "champion").version

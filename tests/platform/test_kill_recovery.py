@@ -14,11 +14,11 @@ import dagster as dg
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from mlflow import MlflowClient
 
 from fair_pipeline import runner
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.platform import run_recovery, settings
+from fair_pipeline.platform.tracking import store_client
 
 REPO = Path(__file__).resolve().parents[2]
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
@@ -53,7 +53,7 @@ def _instance() -> dg.DagsterInstance:
 
 
 def _running_mlflow_runs() -> int:
-    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri())
+    client = store_client(settings.mlflow_tracking_uri())
     experiments = [e.experiment_id for e in client.search_experiments()]
     return len(client.search_runs(experiments, filter_string="attributes.status = 'RUNNING'"))
 

@@ -9,11 +9,10 @@ import sys
 
 import dagster as dg
 import pytest
-from mlflow import MlflowClient
 
 from fair_pipeline import runner
 from fair_pipeline.platform import run_recovery, settings
-from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, ensure_experiments
+from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, ensure_experiments, store_client
 
 POOL = "duckdb"
 
@@ -112,7 +111,7 @@ def test_mlflow_runs_of_a_dead_run_are_ended_as_failed(instance):
     ensure_experiments()
     dead = _run(instance, f"{socket.gethostname()}:{_dead_pid()}:1")
     other = _run(instance, run_recovery.owner_tag_value(), claim=False)
-    client = MlflowClient(tracking_uri=settings.mlflow_tracking_uri())
+    client = store_client(settings.mlflow_tracking_uri())
     experiment = client.get_experiment_by_name("fair_pipeline/audit").experiment_id
     left_running = [client.create_run(experiment, tags={TAG_DAGSTER_RUN: dead}).info.run_id for _ in range(2)]
     finished = client.create_run(experiment, tags={TAG_DAGSTER_RUN: dead}).info.run_id
