@@ -1,6 +1,6 @@
 """Post-processing and pairwise-fair training, measured side by side (issue 16, item 5).
 
-    PYTHONPATH=$PWD /work/main/.venv/bin/python benchmarks/postprocessing_comparison.py
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/postprocessing_comparison.py [--tables ABCDEF]
 
 Prints four tables (held-out figures with 95 % CIs; SEs: rows independent for rates, queries for
 pairwise accuracies, DeLong for xAUC; CPU seconds of this process, one BLAS thread):
@@ -242,11 +242,18 @@ def table_f():
     print(pd.DataFrame(rows).to_string(index=False))
 
 
-def main():
+def main(argv=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tables", default="ABCDEF", help="which tables to print (default ABCDEF: all)")
+    tables = set(parser.parse_args(argv).tables.upper())
     with threadpool_limits(1):
-        table_a()
-        table_b()
-        for split in (adult_split(), compas_split()):
+        if "A" in tables:
+            table_a()
+        if "B" in tables:
+            table_b()
+        for split in (adult_split(), compas_split()) if tables & {"C", "D"} else ():
             df, ro = side_by_side(split)
             print(f"\nC. Reject option on {split.name}: threshold {ro.threshold_:.3f}, margin {ro.margin_:.3f}, "
                   f"privileged {ro.privileged_!r}, training |TPR gap| {abs(ro.metric_value_):.4f}, "
@@ -254,8 +261,10 @@ def main():
             print(f"\nD. Side by side on the {split.name} held-out split ({split.y_test.size} rows, "
                   f"synthetic queries of 20 rows for the pairwise figures); 95 % CIs")
             print(df.to_string(index=False))
-        table_e()
-        table_f()
+        if "E" in tables:
+            table_e()
+        if "F" in tables:
+            table_f()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import os
 # Multi-threaded BLAS on a small shared machine makes sklearn fits ~10x slower; set before numpy loads.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# fair_pipeline.platform.tracking sets this on import, for the whole process (not a leak of one test).
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import datetime as dt  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -16,6 +18,38 @@ from fair_pipeline.ingestion.simulator import SimulationConfig  # noqa: E402
 
 SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=7)
 START = dt.date(2026, 1, 1)
+
+
+# The variables that steer the project and the libraries it drives (others, e.g. OpenMP's, are set by imports).
+WATCHED_ENVIRONMENT = ("FAIR_PIPELINE_", "DAGSTER_", "MLFLOW_")
+
+
+@pytest.fixture(autouse=True)
+def no_state_left_for_later_tests():
+    """Tests must not depend on their order. Two ways one test changed the next ones (both found by CI): a
+    variable left in os.environ (inherited by every later subprocess) and MLflow's process-wide tracking/registry
+    URIs (which `MlflowClient(uri)` without a registry follows). The project's variables must come back unchanged (a
+    test that leaks fails here, naming them); MLflow's URIs are reset, since the in-process runs set them by
+    design. Runs after `monkeypatch` undoes its changes (autouse fixtures are set up first, torn down last)."""
+    import sys
+
+    environment = dict(os.environ)
+    yield
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        from mlflow.tracking import _tracking_service
+        from mlflow.tracking._model_registry import utils as registry_utils
+
+        _tracking_service.utils._tracking_uri = None
+        registry_utils._registry_uri = None
+    changed = sorted(k for k in {*environment, *os.environ}
+                     if environment.get(k) != os.environ.get(k) and k.startswith(WATCHED_ENVIRONMENT))
+    for name in changed:
+        if name in environment:
+            os.environ[name] = environment[name]
+        else:
+            os.environ.pop(name)
+    assert not changed, f"the test left environment variables changed for later tests: {changed}"
 
 
 @pytest.fixture

@@ -252,6 +252,21 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def point_fluent_api_at(uri: str) -> None:
+    """MLflow's fluent API (`mlflow.start_run`, `log_model`) logs to process-wide URIs: point them at `uri`.
+    `mlflow.set_tracking_uri` also exports MLFLOW_TRACKING_URI for subprocesses; that is put back, or a later
+    command in the same process (another --home) and every process it starts would log to this store."""
+    import mlflow
+
+    exported = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    if exported is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = exported
+
+
 def store_client(uri: str):
     """A client whose tracking and registry are both `uri`: `MlflowClient(uri)` alone would use a registry set
     process-wide by `mlflow.set_registry_uri` (e.g. by another home's run earlier in the same process)."""
@@ -504,8 +519,7 @@ class MLflowTracking(dg.ConfigurableResource):
             asset = all_tags.get(TAG_ASSET, stage).split(",")[0]
             run_name = f"{asset} {all_tags.get(TAG_PARTITION, '')}".strip()
         run_id = self._create_run(experiment_id, run_name, all_tags)
-        mlflow.set_tracking_uri(self.uri)
-        mlflow.set_registry_uri(self.uri)
+        point_fluent_api_at(self.uri)
         # The fluent API keeps a process-wide active experiment; an earlier set_experiment (other code in
         # the same process) would make start_run(run_id=...) refuse the run of this stage's experiment.
         self.retry(lambda: mlflow.set_experiment(experiment_id=experiment_id), f"select experiment {experiment_id}")
@@ -606,8 +620,7 @@ class MLflowTracking(dg.ConfigurableResource):
         _checked_name(name, "registered model name")
         if alias is not None:
             _checked_name(alias, "alias")
-        mlflow.set_tracking_uri(self.uri)  # a runs:/ URI is resolved against the tracking store
-        mlflow.set_registry_uri(self.uri)
+        point_fluent_api_at(self.uri)  # a runs:/ URI is resolved against the tracking store
         client = self.client()
         token = uuid.uuid4().hex
         version_tags = {**{k: str(v) for k, v in (tags or {}).items()}, _TOKEN_TAG: token}

@@ -22,9 +22,18 @@ TIMEOUT_MS = 90_000
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
+def mlflow_port() -> int:
+    from fair_pipeline.ui import free_port
+
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, mlflow_port):
     path = tmp_path_factory.mktemp("ui_home")
-    env = {**os.environ, "FAIR_PIPELINE_HOME": str(path), "DAGSTER_HOME": str(path / "dagster_home")}
+    # The links in the run's Dagster metadata point at the MLflow UI the module's `fair-pipeline ui` serves.
+    env = {**os.environ, "FAIR_PIPELINE_HOME": str(path), "DAGSTER_HOME": str(path / "dagster_home"),
+           "FAIR_PIPELINE_MLFLOW_UI_URL": f"http://127.0.0.1:{mlflow_port}"}
     env.pop("MLFLOW_TRACKING_URI", None)
     done = subprocess.run(
         [sys.executable, "-m", "fair_pipeline.cli", "run", "--days", "2", "--requests-per-day", "200", "--slots", "10", "--items", "200"],
@@ -35,8 +44,8 @@ def home(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ui(home):
-    server = UiProcess(home)
+def ui(home, mlflow_port):
+    server = UiProcess(home, mlflow_port=mlflow_port)
     yield server
     server.stop(signal.SIGTERM)  # normally already stopped by the last test; a no-op then
 
@@ -118,6 +127,35 @@ def test_report_asset_links_its_mlflow_run(ui, page, home):
     report = (home / "reports" / "latest").resolve() / "fairness_report.html"
     expect(page.get_by_text(str(report)).first).to_be_visible()
     _shot(page, "dagster_report_asset")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_mlflow_link_of_the_report_asset_opens_its_run(ui, page, home):
+    """A real click: the `mlflow_run` link in the report asset's Dagster metadata opens that run in MLflow's
+    classic view."""
+    from playwright.sync_api import expect
+
+    from fair_pipeline.platform.tracking import MLflowTracking
+
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    run = tracking.client().search_runs([tracking.experiment_id("reporting")], order_by=["attributes.start_time DESC"],
+                                        max_results=1)[0]
+    page.goto(f"{ui.urls()['Dagster']}/assets/reporting/fairness_report")
+    link = page.locator(f"a[href*='{run.info.run_id}']").first
+    expect(link).to_be_visible()
+    if link.get_attribute("target") == "_blank":
+        with page.context.expect_page() as opened:
+            link.click()
+        mlflow_page = opened.value
+    else:
+        link.click()
+        mlflow_page = page
+    mlflow_page.wait_for_load_state()
+    assert mlflow_page.url.startswith(ui.urls()["MLflow"]) and run.info.run_id in mlflow_page.url, mlflow_page.url
+    assert "workflowType=machine_learning" in mlflow_page.url
+    expect(mlflow_page.get_by_text(run.info.run_name).first).to_be_visible()
+    _shot(mlflow_page, "mlflow_run_from_dagster_link")
 
 
 @pytest.mark.browser

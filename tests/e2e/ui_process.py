@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class UiProcess:
-    def __init__(self, home: Path, timeout_s: float = 240.0):
-        self.dagster_port, self.mlflow_port = free_port(), free_port()
+    def __init__(self, home: Path, timeout_s: float = 240.0, mlflow_port: int | None = None):
+        self.dagster_port, self.mlflow_port = free_port(), mlflow_port or free_port()
         env = {**os.environ, "FAIR_PIPELINE_HOME": str(home), "DAGSTER_HOME": str(home / "dagster_home")}
         env.pop("MLFLOW_TRACKING_URI", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
