@@ -252,19 +252,37 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _no_exported_variables(*names: str) -> Iterator[None]:
+    """MLflow's fluent setters also export environment variables (`set_tracking_uri` MLFLOW_TRACKING_URI,
+    `set_registry_uri` MLFLOW_REGISTRY_URI, `set_experiment` MLFLOW_EXPERIMENT_ID) to every later subprocess: put them back, or a later command in
+    the same process (another --home) and every process it starts would follow this store's values."""
+    before = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def point_fluent_api_at(uri: str) -> None:
-    """MLflow's fluent API (`mlflow.start_run`, `log_model`) logs to process-wide URIs: point them at `uri`.
-    `mlflow.set_tracking_uri` also exports MLFLOW_TRACKING_URI for subprocesses; that is put back, or a later
-    command in the same process (another --home) and every process it starts would log to this store."""
+    """MLflow's fluent API (`mlflow.start_run`, `log_model`) logs to process-wide URIs: point them at `uri`."""
     import mlflow
 
-    exported = os.environ.get("MLFLOW_TRACKING_URI")
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    if exported is None:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
-    else:
-        os.environ["MLFLOW_TRACKING_URI"] = exported
+    with _no_exported_variables("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_registry_uri(uri)
+
+
+def select_fluent_experiment(experiment_id: str) -> None:
+    """`mlflow.set_experiment` without exporting MLFLOW_EXPERIMENT_ID to later subprocesses."""
+    import mlflow
+
+    with _no_exported_variables("MLFLOW_EXPERIMENT_ID"):
+        mlflow.set_experiment(experiment_id=experiment_id)
 
 
 def store_client(uri: str):
@@ -522,7 +540,7 @@ class MLflowTracking(dg.ConfigurableResource):
         point_fluent_api_at(self.uri)
         # The fluent API keeps a process-wide active experiment; an earlier set_experiment (other code in
         # the same process) would make start_run(run_id=...) refuse the run of this stage's experiment.
-        self.retry(lambda: mlflow.set_experiment(experiment_id=experiment_id), f"select experiment {experiment_id}")
+        self.retry(lambda: select_fluent_experiment(experiment_id), f"select experiment {experiment_id}")
         self.retry(lambda: mlflow.start_run(run_id=run_id), f"activate run {run_id}")
         status = "FAILED"
         try:

@@ -33,7 +33,8 @@ from fair_pipeline.platform import settings
 from fair_pipeline.platform.resources import LandingZone, default_resources
 from fair_pipeline.platform.sql_assets import build_sql_assets
 from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HELD_OUT, TAG_MODEL_PARTITION,
-                                           TAG_PARTITION, TAG_WINDOW, MLflowTracking)
+                                           TAG_PARTITION, TAG_WINDOW, MLflowTracking,
+                                           point_fluent_api_at)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 
@@ -146,7 +147,7 @@ def test_transform_metadata_and_checks(home):
 
 
 def test_fair_ranker_is_registered_as_candidate_and_scores_like_the_transform(home):
-    mlflow.set_tracking_uri(settings.mlflow_tracking_uri())
+    point_fluent_api_at(settings.mlflow_tracking_uri())
     client = mlflow.MlflowClient(settings.mlflow_tracking_uri(), settings.mlflow_tracking_uri())
     version = client.get_model_version_by_alias("fair-ranker", "candidate")
     run = client.get_run(version.tags["fair_pipeline.run_id"])

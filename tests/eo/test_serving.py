@@ -9,6 +9,7 @@ from sklearn.linear_model import LogisticRegression
 from fair_pipeline.eo import EOInputError, UnseenGroupError, WeightedCDFTransformer
 from fair_pipeline.eo.serving import base_scores, log_fair_ranker, production_ranker
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items
+from fair_pipeline.platform.tracking import point_fluent_api_at, select_fluent_experiment
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -18,14 +19,11 @@ def tracking(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path.resolve()}/mlflow.db"
     assert uri.startswith("sqlite:////")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)  # an earlier test's MLflowTracking may have pointed the registry elsewhere
+    point_fluent_api_at(uri)  # an earlier test's MLflowTracking may have pointed the registry elsewhere
     # An explicit artifact location keeps artifacts in tmp_path (the default is relative to the cwd).
     experiment = mlflow.create_experiment("eo-serving", artifact_location=(tmp_path / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=experiment)
-    yield uri
-    mlflow.set_tracking_uri(None)
-    mlflow.set_registry_uri(None)
+    select_fluent_experiment(experiment)  # mlflow.set_experiment alone would export MLFLOW_EXPERIMENT_ID
+    yield uri  # tests/conftest.py resets MLflow's process-wide URIs after every test
 
 
 @pytest.fixture(scope="module")

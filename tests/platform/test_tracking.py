@@ -1,4 +1,5 @@
 """MLflowTracking against a temp FAIR_PIPELINE_HOME: experiments, tags, tables, registry, faults."""
+import os
 import sqlite3
 import threading
 import time
@@ -92,6 +93,17 @@ def test_run_is_tagged_and_ends_failed_when_the_block_raises(tr):
     # A failed run's table is never what the report reads.
     assert tr.latest_table("position_bias_curve")[1].info.run_id == run.run_id
     assert tr.latest_table("never_logged") is None
+
+
+def test_a_run_exports_no_mlflow_variable_to_later_processes(tr, monkeypatch):
+    """mlflow.set_tracking_uri / set_registry_uri / set_experiment export MLFLOW_*_URI / MLFLOW_EXPERIMENT_ID;
+    a later subprocess (or command for another home) would then log to this store's experiment."""
+    names = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
+    for name in names:
+        monkeypatch.delenv(name, raising=False)
+    with tr.start_run(None, "audit", run_name="no exports"):
+        pass
+    assert {name: os.environ.get(name) for name in names} == dict.fromkeys(names)
 
 
 def test_tables_round_trip_exactly_including_subnormal_p_values(tr):

@@ -43,6 +43,7 @@ from fair_pipeline.selection.elicitation import (
     metric_from_dict,
 )
 from fair_pipeline.selection.session import SessionConfig, SessionStore
+from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.conftest import materialize_simulated_home
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=150, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
@@ -83,8 +84,7 @@ def _query(home: Path, sql: str, params=None) -> pd.DataFrame:
 
 def _client(home: Path) -> MlflowClient:
     uri = f"sqlite:///{home / 'mlflow.db'}"
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
+    point_fluent_api_at(uri)
     return MlflowClient(uri, uri)
 
 

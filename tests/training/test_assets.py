@@ -28,6 +28,7 @@ from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.training.assets import ranker_candidates
 from fair_pipeline.training.rankers import feature_columns, training_data, window_for_partition
+from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.conftest import materialize_simulated_home
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=23)
@@ -116,7 +117,7 @@ def test_mlflow_run_per_fit_with_model_and_audit_table(home):
 
     models = _query(home, "SELECT * FROM marts.benchmark_models WHERE dataset = 'compas' AND model = 'penalized' AND lam = 3")
     row = models.iloc[0]
-    mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow.db'}")
+    point_fluent_api_at(f"sqlite:///{home / 'mlflow.db'}")
     run = mlflow.get_run(row["mlflow_run_id"])
     assert run.data.params["lam"] == "3.0" and run.data.params["dataset"] == "compas"
     assert run.data.metrics["auc"] == pytest.approx(row["auc"], abs=1e-12)

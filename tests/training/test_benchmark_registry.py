@@ -17,6 +17,7 @@ from fair_pipeline.platform.tracking import CANDIDATE, CHAMPION, MLflowTracking,
 from fair_pipeline.training import benchmark_models as bm
 from fair_pipeline.training.assets import benchmark_models
 from fair_pipeline.training.benchmark_registry import choose_champion
+from fair_pipeline.platform.tracking import point_fluent_api_at
 
 DATASETS = ("adult", "compas")
 N_FITS = 1 + len(bm.DEFAULT_LAMBDAS)  # vanilla + the probability-penalized path
@@ -130,8 +131,7 @@ def test_loaded_champion_reproduces_the_logged_heldout_auc(tracking, dataset):
 
     name = benchmark_model_name(dataset)
     champion = tracking.champion(name)
-    mlflow.set_tracking_uri(tracking.uri)
-    mlflow.set_registry_uri(tracking.uri)
+    point_fluent_api_at(tracking.uri)
     model = mlflow.sklearn.load_model(f"models:/{name}@{CHAMPION}")
     split = bm.BENCHMARKS[dataset].load()
     auc = roc_auc_score(split.y_test, model.decision_function(split.X_test))
