@@ -188,15 +188,21 @@ def landed_partition_rows(home: Path, source: str) -> dict[str, int]:
             for day in landed_dates(landing, source)}
 
 
+# History tables keep one row per run by design (readers take the newest), so a killed run's row may remain.
+HISTORY_TABLES = {"marts.elicited_metrics"}
+
+
 def fingerprint(home: Path) -> dict[str, object]:
-    """What a clean run and a recovered run must share: every warehouse table's row count, and the newest
-    partition's model ranking (models and costs; registry version numbers differ by design)."""
+    """What a clean run and a recovered run must share: the row count of every warehouse table but the history
+    tables, and the newest partition's model ranking (models and costs; registry version numbers differ by
+    design)."""
     import duckdb
 
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         tables = con.execute("SELECT table_schema, table_name FROM information_schema.tables "
                              "WHERE table_schema IN ('raw', 'staging', 'marts') ORDER BY 1, 2").fetchall()
-        counts = {f"{s}.{t}": con.table(f'"{s}"."{t}"').shape[0] for s, t in tables}
+        counts = {f"{s}.{t}": con.table(f'"{s}"."{t}"').shape[0] for s, t in tables
+                  if f"{s}.{t}" not in HISTORY_TABLES}
         ranking = con.execute("SELECT model, family, round(cost, 9) FROM marts.model_ranking WHERE partition_date = "
                               "(SELECT max(partition_date) FROM marts.model_ranking) ORDER BY model").fetchall()
     return {"row_counts": counts, "model_ranking": ranking}
