@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -73,7 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     recovered = sum(o.recovered for o in outcomes)
     print(f"\ntried {len(outcomes)}, recovered {recovered}, failed {len(outcomes) - recovered}; clean run "
           f"{clean_s:.0f}s; total {time.monotonic() - began:.0f}s")
-    return 0 if recovered == len(outcomes) else 1
+    if recovered < len(outcomes):
+        print(f"the last point's home is kept for inspection under {root}")
+        return 1
+    shutil.rmtree(root)
+    return 0
 
 
 if __name__ == "__main__":
