@@ -151,9 +151,14 @@ def _report(what: str, result, began: float) -> bool:
         _say(f"{what}: interrupted (SIGINT/SIGTERM): not starting another run")
         raise SystemExit(130)
     if not result.success:
+        from fair_pipeline.platform.disk_space import disk_full_line
+
         summary = runner.failure_summary(result)
         _say(f"{what}: run {result.run_id} FAILED after {time.perf_counter() - began:.0f}s:\n{summary}")
-        _FAILURES.append(f"{what}: {summary.splitlines()[0]}")
+        disk_full = disk_full_line(settings.home(), summary)
+        if disk_full:  # the step's own error may not say so (SQLite: "disk I/O error")
+            _say(f"failed: {disk_full}")
+        _FAILURES.append(f"{what}: {disk_full or summary.splitlines()[0]}")
         return False
     _say(f"{what}: run {result.run_id} succeeded in {time.perf_counter() - began:.0f}s")
     return True
@@ -549,8 +554,11 @@ def _run_command(args: argparse.Namespace) -> int:
     except Exception as error:  # noqa: BLE001 - the traceback first, then one line naming the cause
         import traceback
 
+        from fair_pipeline.platform.disk_space import disk_full_line
+
         traceback.print_exc()
-        _say(f"failed: {_cause(error)}")
+        disk_full = disk_full_line(settings.home(), error)
+        _say(f"failed: {disk_full} ({_cause(error)})" if disk_full else f"failed: {_cause(error)}")
         return 1
 
 

@@ -69,6 +69,9 @@ ELSEWHERE = {
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
+    # Each point costs a killed run and a recovery run (about 30 s here): the test runs three of its points.
+    "python benchmarks/kill_points.py --points 20":
+        "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps",
 }
 
 

@@ -1,6 +1,7 @@
 """Fault tests with real processes (issue 19, items 1 and 4): `fair-pipeline run` killed with SIGKILL in the
 middle of a step, then a backfill of the same days must complete within a time limit (before the fix it waited
-forever for the dead run's pool slot); and a run waiting for a live run's slot must obey SIGTERM."""
+forever for the dead run's pool slot); more kill points through benchmarks/kill_harness.py (the red-team script
+benchmarks/kill_points.py runs it at 20); and a run waiting for a live run's slot must obey SIGTERM."""
 from __future__ import annotations
 
 import os
@@ -10,15 +11,14 @@ import sys
 import time
 from pathlib import Path
 
+import dataclasses
+
 import dagster as dg
-import duckdb
-import pyarrow.parquet as pq
 import pytest
 
+from benchmarks import kill_harness
 from fair_pipeline import runner
-from fair_pipeline.ingestion.landing import partition_files
-from fair_pipeline.platform import run_recovery, settings
-from fair_pipeline.platform.tracking import store_client
+from fair_pipeline.platform import run_recovery
 
 REPO = Path(__file__).resolve().parents[2]
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
@@ -46,18 +46,6 @@ def _wait_for_line(process: subprocess.Popen, marker: str, timeout_s: float) -> 
     pytest.fail(f"process ended before {marker!r}:\n{''.join(lines[-30:])}")
 
 
-def _instance() -> dg.DagsterInstance:
-    from dagster._core.instance.ref import InstanceRef
-
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(settings.dagster_home())))
-
-
-def _running_mlflow_runs() -> int:
-    client = store_client(settings.mlflow_tracking_uri())
-    experiments = [e.experiment_id for e in client.search_experiments()]
-    return len(client.search_runs(experiments, filter_string="attributes.status = 'RUNNING'"))
-
-
 # (where the run is killed, a line the run prints there): inside the ingestion step, which holds the `duckdb`
 # pool's only slot; and inside an MLflow run, while the EO step logs its model.
 KILL_POINTS = [("ingestion", "observational 2026-01-01:"), ("mlflow_logging", "Inferring model signature")]
@@ -71,11 +59,11 @@ def test_backfill_completes_after_run_killed_mid_step(fp_home, point, marker):
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     killed.stdout.close()
-    with _instance() as instance:
+    with kill_harness.instance_for(fp_home) as instance:
         started = instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED]))
         assert len(started) == 1, "the precondition: the killed run is left STARTED"
         dead_id = started[0].dagster_run.run_id
-    left_running = _running_mlflow_runs()
+    left_running = kill_harness.running_mlflow_runs(fp_home)
     assert left_running > 0 or point == "ingestion", "the precondition: an MLflow run left RUNNING"
 
     began = time.monotonic()
@@ -91,23 +79,38 @@ def test_backfill_completes_after_run_killed_mid_step(fp_home, point, marker):
     assert (f"ended {left_running} MLflow run(s) as FAILED" in out) == (left_running > 0), out[-4000:]
     print(f"backfill after kill -9 during {point}: {time.monotonic() - began:.0f}s")
 
-    with _instance() as instance:
+    with kill_harness.instance_for(fp_home) as instance:
         assert instance.get_run_by_id(dead_id).status == dg.DagsterRunStatus.FAILURE
         assert instance.event_log_storage.get_concurrency_info("duckdb").claimed_slots == []
     # The recovered partitions equal the landing files, row for row.
-    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        stored = dict(con.execute(
-            "SELECT CAST(partition_date AS VARCHAR), count(*) FROM raw.observational_impressions GROUP BY 1"
-        ).fetchall())
-    landed = {day: sum(pq.read_metadata(f).num_rows for f in partition_files(settings.landing_dir(), "observational", day))
-              for day in DAYS}
-    assert stored == landed and set(landed.values()) == {15_000}
-    assert _running_mlflow_runs() == 0
+    landed = kill_harness.landed_partition_rows(fp_home, "observational")
+    assert kill_harness.stored_partition_rows(fp_home, "observational") == landed
+    assert sorted(landed) == DAYS and set(landed.values()) == {15_000}
+    assert kill_harness.running_mlflow_runs(fp_home) == 0
+
+
+# Points the test above does not cover, inside a step each (no delay: the harness freezes the run, checks that it
+# is in one of the point's steps, and only then kills it): a SQL model build, the audit, the model selection.
+NEW_POINTS = [dataclasses.replace(p, delay_s=0.0) for p in kill_harness.FIXED_POINTS
+              if p.name in ("sql_marts_position", "audit", "selection")]
+
+
+@pytest.mark.timeout(3 * RUN_TIMEOUT_S)
+def test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps(tmp_path):
+    landing = kill_harness.simulate(tmp_path / "landing_home", kill_harness.Sizes())
+    clean, _ = kill_harness.clean_run(tmp_path / "clean", landing, RUN_TIMEOUT_S)
+    assert len(NEW_POINTS) == 3
+    for point in NEW_POINTS:
+        outcome = kill_harness.run_point(point, tmp_path / point.name, landing, clean, RUN_TIMEOUT_S)
+        assert outcome.recovered, (point.name, outcome.problems)
+        assert set(outcome.killed_in.split(", ")) & point.steps, (point.name, outcome.killed_in)
+        assert outcome.dead_runs == 1 and outcome.cleanup_seen and outcome.partitions_intact
+        print(f"{point.name}: killed in {outcome.killed_in}, recovered in {outcome.recovery_s:.0f}s")
 
 
 def test_run_waiting_for_a_live_runs_slot_obeys_sigterm(fp_home):
     runner.ensure_dagster_home()
-    with _instance() as instance:
+    with kill_harness.instance_for(fp_home) as instance:
         # A live run (owned by this test process) holding the pool's only slot: recovery must leave it alone.
         holder = instance.create_run_for_job(
             runner_job(), tags={run_recovery.OWNER_TAG: run_recovery.owner_tag_value()}, status=dg.DagsterRunStatus.STARTED

@@ -1,0 +1,46 @@
+"""Tell a full disk apart from other failures, in one line the CLI can end with.
+
+Why: DuckDB, SQLite (Dagster's instance, the MLflow store) and MLflow's artifact store all write under
+$FAIR_PIPELINE_HOME, and each reports a full disk its own way; SQLite on a full tmpfs says only "disk I/O
+error". So besides ENOSPC anywhere in the error chain, the free space of the home's file system is checked.
+"""
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+
+# Below this much free space the home's disk counts as full: one more warehouse write or model artifact fails.
+LOW_FREE_BYTES = 16 * 2**20
+_FULL_MESSAGES = ("No space left on device", "database or disk is full")
+
+
+def _chain(error: BaseException):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _says_full(evidence: BaseException | str) -> bool:
+    if isinstance(evidence, str):
+        return any(message in evidence for message in _FULL_MESSAGES)
+    return any(getattr(e, "errno", None) == errno.ENOSPC or _says_full(str(e)) for e in _chain(evidence))
+
+
+def free_bytes(path: Path) -> int:
+    """Free space of the file system holding `path` (its nearest existing ancestor)."""
+    path = Path(path).resolve()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def disk_full_line(home: Path, *evidence: BaseException | str) -> str | None:
+    """One line saying the home's disk is full and what to do, when the evidence or the free space says so."""
+    free = free_bytes(home)
+    if free >= LOW_FREE_BYTES and not any(_says_full(e) for e in evidence):
+        return None
+    return (f"the disk holding {home} is full ({free / 2**20:.1f} MB free): free some space and run the same "
+            "command again (it recovers the interrupted run)")
