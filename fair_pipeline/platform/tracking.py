@@ -254,9 +254,9 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _no_exported_variables(*names: str) -> Iterator[None]:
-    """MLflow's fluent setters also export environment variables (`set_tracking_uri` MLFLOW_TRACKING_URI,
-    `set_registry_uri` MLFLOW_REGISTRY_URI, `set_experiment` MLFLOW_EXPERIMENT_ID) to every later subprocess: put them back, or a later command in
-    the same process (another --home) and every process it starts would follow this store's values."""
+    """MLflow's fluent setters also export environment variables to every later subprocess (`set_tracking_uri`
+    MLFLOW_TRACKING_URI, `set_registry_uri` MLFLOW_REGISTRY_URI, `set_experiment` MLFLOW_EXPERIMENT_ID): put them
+    back, or a later command in the same process (another --home) and the processes it starts would follow them."""
     before = {name: os.environ.get(name) for name in names}
     try:
         yield
