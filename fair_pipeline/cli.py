@@ -522,16 +522,11 @@ _COMMAND_LOGGERS = ("mlflow", "alembic")
 def _restored_environment():
     import logging
 
-    variables = {name: os.environ.get(name) for name in _COMMAND_ENVIRONMENT}
     levels = {name: logging.getLogger(name).level for name in _COMMAND_LOGGERS}
     try:
-        yield
+        with settings.restored_variables(*_COMMAND_ENVIRONMENT):
+            yield
     finally:
-        for name, value in variables.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
 

@@ -4,7 +4,9 @@ Functions, not module constants: tests and the CLI change the environment at run
 """
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -99,3 +101,17 @@ def duckdb_temp_dir() -> Path:
     """Where DuckDB spills what does not fit in its memory_limit."""
     configured = os.environ.get(DUCKDB_TEMP_DIR_ENV)
     return Path(configured).resolve() if configured else home() / "duckdb_tmp"
+
+
+@contextlib.contextmanager
+def restored_variables(*names: str) -> Iterator[None]:
+    """Put the named environment variables back as they were (unset if they were unset) when the block ends."""
+    before = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

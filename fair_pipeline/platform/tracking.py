@@ -252,27 +252,13 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def _no_exported_variables(*names: str) -> Iterator[None]:
-    """MLflow's fluent setters also export environment variables to every later subprocess (`set_tracking_uri`
-    MLFLOW_TRACKING_URI, `set_registry_uri` MLFLOW_REGISTRY_URI, `set_experiment` MLFLOW_EXPERIMENT_ID): put them
-    back, or a later command in the same process (another --home) and the processes it starts would follow them."""
-    before = {name: os.environ.get(name) for name in names}
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def point_fluent_api_at(uri: str) -> None:
-    """MLflow's fluent API (`mlflow.start_run`, `log_model`) logs to process-wide URIs: point them at `uri`."""
+    """MLflow's fluent API (`mlflow.start_run`, `log_model`) logs to process-wide URIs: point them at `uri`.
+    MLflow's fluent setters also export environment variables to every later subprocess: they are put back, or
+    a later command in the same process (another --home) and the processes it starts would follow them."""
     import mlflow
 
-    with _no_exported_variables("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
+    with settings.restored_variables("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"):
         mlflow.set_tracking_uri(uri)
         mlflow.set_registry_uri(uri)
 
@@ -281,7 +267,7 @@ def select_fluent_experiment(experiment_id: str) -> None:
     """`mlflow.set_experiment` without exporting MLFLOW_EXPERIMENT_ID to later subprocesses."""
     import mlflow
 
-    with _no_exported_variables("MLFLOW_EXPERIMENT_ID"):
+    with settings.restored_variables("MLFLOW_EXPERIMENT_ID"):
         mlflow.set_experiment(experiment_id=experiment_id)
 
 
