@@ -89,8 +89,12 @@ def _source(con, path: str, cols: dict) -> tuple[str, list]:
     """Typed sub-query over the file: s (score), l (label), g (group), q (query)."""
     if REMOTE.match(path):
         return _typed_select(con, path, cols)
-    if not any(ch in path for ch in "*?[") and not Path(path).exists():
-        raise AuditInputError(f"{path}: no such file")
+    if not any(ch in path for ch in "*?["):
+        if not Path(path).exists():
+            raise AuditInputError(f"{path}: no such file")
+        _reader(path)  # an unsupported extension is the first thing to say
+        if Path(path).is_file() and Path(path).stat().st_size == 0:  # DuckDB would invent a column 'column0'
+            raise AuditInputError(f"{path}: the file is empty (0 bytes)")
     return _typed_select(con, path, cols)
 
 

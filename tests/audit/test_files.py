@@ -125,6 +125,18 @@ def test_errors_name_column_group_and_count(frame, tmp_path):
         audit_file(tmp_path / "one.parquet", SCORE, LABEL, cutoffs=[0, 0.5])
 
 
+def test_an_empty_file_or_a_header_alone_says_so(frame, tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.touch()
+    with pytest.raises(AuditInputError, match=r"empty\.csv: the file is empty \(0 bytes\)"):
+        audit_file(empty, SCORE, LABEL, GROUP)
+    header = tmp_path / "header.csv"
+    frame.iloc[:0].to_csv(header, index=False)
+    for group in (GROUP, None):
+        with pytest.raises(AuditInputError, match="no rows to audit|no observations"):
+            audit_file(header, SCORE, LABEL, group)
+
+
 def test_quote_ident():
     assert quote_ident('a"b') == '"a""b"'
     assert quote_ident("x; DROP TABLE t") == '"x; DROP TABLE t"'

@@ -51,6 +51,8 @@ class StreamingAudit:
         self.groups = np.asarray(groups, dtype=object)
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
         self.n_neg = np.asarray(n_neg, dtype=np.float64)
+        if self.n_pos.sum() + self.n_neg.sum() == 0:
+            raise AuditInputError("no rows to audit (the input holds a header at most)")
         if self.n_pos.sum() == 0 or self.n_neg.sum() == 0:
             raise AuditInputError(
                 f"labels contain a single class: {int(self.n_pos.sum())} positives and "

@@ -88,6 +88,8 @@ def as_cutoffs(cutoffs, name: str = "cutoffs") -> np.ndarray:
 def require_both_classes(n_pos: int, n_neg: int, where: str = "") -> None:
     """A ROC statistic and its variance need at least two positives and two negatives."""
     suffix = f" in {where}" if where else ""
+    if n_pos + n_neg == 0:
+        raise AuditInputError(f"no observations{suffix}")
     if n_pos == 0 or n_neg == 0:
         only = "negatives" if n_pos == 0 else "positives"
         raise AuditInputError(
