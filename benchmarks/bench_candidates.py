@@ -1,6 +1,6 @@
 """Model-selection candidates: the EO re-fit's sufficient statistic for every retrained ranker (lambda), as
-`selection.candidates.ranker_click_counts` computes it, at 7 and 14 rankers, side by side with one pass per
-ranker (what the pipeline did before: one join of the window's production impressions per lambda).
+`selection.candidates.ranker_weighted_sums` computes it, at 7 and 14 rankers, side by side with one pass per
+ranker (one join of the window's production impressions per lambda).
 
 A synthetic warehouse shaped like the simulator's (50,000 items with 8 features, 50 slots, 7 days, ~13% clicks)
 is generated in DuckDB; every variant runs on the same connection, interleaved, `--repeats` times; the table
@@ -24,13 +24,15 @@ sys.path.insert(0, str(ROOT))
 
 import duckdb  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS  # noqa: E402
-from fair_pipeline.selection.candidates import Ranker, ranker_click_counts  # noqa: E402
+from fair_pipeline.selection.candidates import Ranker, ranker_weighted_sums  # noqa: E402
 
 START = dt.date(2026, 1, 1)
 DAYS, SLOTS, ITEMS, FEATURES = 7, 50, 50_000, 8
 BIN_WIDTH = float(SQL_PARAMETERS["eo_score_bin_width"])  # the pipeline's bin width
+WEIGHTS = pd.DataFrame({"position": np.arange(1, SLOTS + 1), "weight": 1.0 / np.arange(1, SLOTS + 1) ** 0.5})
 
 
 def generate(impressions: int) -> duckdb.DuckDBPyConnection:
@@ -78,9 +80,10 @@ def main() -> None:
     con = generate(args.impressions)
     seven, fourteen = rankers(7), rankers(14)
     variants = {  # the tables are yielded one by one: consume them all
-        "one pass, 7 rankers": lambda: list(ranker_click_counts(con, seven, BIN_WIDTH)),
-        "one pass, 14 rankers": lambda: list(ranker_click_counts(con, fourteen, BIN_WIDTH)),
-        "one pass per ranker, 7 rankers": lambda: [list(ranker_click_counts(con, [r], BIN_WIDTH)) for r in seven],
+        "one pass, 7 rankers": lambda: list(ranker_weighted_sums(con, seven, BIN_WIDTH, WEIGHTS)),
+        "one pass, 14 rankers": lambda: list(ranker_weighted_sums(con, fourteen, BIN_WIDTH, WEIGHTS)),
+        "one pass per ranker, 7 rankers": lambda: [list(ranker_weighted_sums(con, [r], BIN_WIDTH, WEIGHTS))
+                                                   for r in seven],
     }
     times = {name: [] for name in variants}
     for _ in range(args.repeats):

@@ -20,6 +20,8 @@ import pandas as pd
 from fair_pipeline.eo.quantiles import distinct_weighted
 
 CLICK_COUNT_COLUMNS = ("group_id", "position", "score_value", "impressions", "clicks")
+# The same statistic with the position weights applied (what the transform needs; see aggregate_weighted_sums).
+WEIGHTED_SUM_COLUMNS = ("group_id", "score_value", "impressions", "clicks", "weighted_clicks", "weighted_click_squares")
 
 
 class EOInputError(ValueError):
@@ -130,6 +132,55 @@ def weighted_positives(
     missing_cols = [c for c in CLICK_COUNT_COLUMNS if c not in counts.columns]
     if missing_cols:
         raise EOInputError(f"click-count table lacks columns {missing_cols}; expected {list(CLICK_COUNT_COLUMNS)}")
+    _check_scores_and_groups(counts, missing_group)
+    no_group = counts["group_id"].isna().to_numpy()
+    labels = counts["group_id"].where(~no_group, "").astype(str).to_numpy()
+    clicks = counts["clicks"].to_numpy(dtype=np.int64)
+    clicked = (clicks > 0) & ~no_group
+    w = _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64), clicked, labels, clicks)
+    w = np.where(clicked, w, 1.0)  # unclicked rows carry no weight; their position may have none
+    sums = counts.assign(weighted_clicks=np.where(clicked, clicks / w, 0.0),
+                         weighted_click_squares=np.where(clicked, clicks / w**2, 0.0))  # each click weighs 1 / w
+    return aggregate_weighted_sums(sums, missing_group)
+
+
+def check_click_positions(counts: pd.DataFrame, position_weights) -> None:
+    """Raise EOInputError (naming positions, weights, groups and clicks) when a clicked position of `counts`
+    (group_id, position, clicks; any grouping) has no finite positive weight."""
+    no_group = counts["group_id"].isna().to_numpy()
+    labels = counts["group_id"].where(~no_group, "").astype(str).to_numpy()
+    clicks = counts["clicks"].to_numpy(dtype=np.int64)
+    _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64),
+                 (clicks > 0) & ~no_group, labels, clicks)
+
+
+def aggregate_weighted_sums(sums: pd.DataFrame, missing_group: str = "error") -> ScoreAggregate:
+    """The sufficient statistic from a table of WEIGHTED_SUM_COLUMNS: per group and score value the impressions,
+    clicks, and the sums of clicks / w_position and clicks / w_position², per position or already summed over
+    positions (the transform never needs the position itself once the weights are applied)."""
+    missing_cols = [c for c in WEIGHTED_SUM_COLUMNS if c not in sums.columns]
+    if missing_cols:
+        raise EOInputError(f"weighted-sum table lacks columns {missing_cols}; expected {list(WEIGHTED_SUM_COLUMNS)}")
+    _check_scores_and_groups(sums, missing_group)
+    values = sums["score_value"].to_numpy(dtype=float)
+    no_group = sums["group_id"].isna().to_numpy()
+    labels = sums["group_id"].where(~no_group, "").astype(str).to_numpy()
+    clicks = sums["clicks"].to_numpy(dtype=np.int64)
+    weighted = sums["weighted_clicks"].to_numpy(dtype=float)
+    squares = sums["weighted_click_squares"].to_numpy(dtype=float)
+    clicked = (clicks > 0) & ~no_group
+    positive_values, positive_weights, n_positives, weight_squares = {}, {}, {}, {}
+    for label in sorted(set(labels[~no_group])):
+        mine = clicked & (labels == label)
+        positive_values[label], positive_weights[label] = distinct_weighted(values[mine], weighted[mine])
+        n_positives[label] = int(clicks[mine].sum())
+        weight_squares[label] = float(squares[mine].sum())
+    reference_values, reference_counts = distinct_weighted(values, sums["impressions"].to_numpy(dtype=float))
+    return ScoreAggregate(positive_values, positive_weights, n_positives, weight_squares, reference_values,
+                          reference_counts)
+
+
+def _check_scores_and_groups(counts: pd.DataFrame, missing_group: str) -> None:
     values = counts["score_value"].to_numpy(dtype=float)
     no_group = counts["group_id"].isna().to_numpy()
     bad = ~np.isfinite(values)
@@ -145,18 +196,6 @@ def weighted_positives(
             f"({int(counts['clicks'][no_group].sum())} clicks) have no group; pass missing_group='exclude' to leave "
             "them out of the per-group CDFs"
         )
-    labels = counts["group_id"].where(~no_group, "").astype(str).to_numpy()
-    clicks = counts["clicks"].to_numpy(dtype=np.int64)
-    clicked = (clicks > 0) & ~no_group
-    w = _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64), clicked, labels, clicks)
-    positive_values, positive_weights, n_positives, squares = {}, {}, {}, {}
-    for label in sorted(set(labels[~no_group])):
-        mine = clicked & (labels == label)
-        positive_values[label], positive_weights[label] = distinct_weighted(values[mine], clicks[mine] / w[mine])
-        n_positives[label] = int(clicks[mine].sum())
-        squares[label] = float((clicks[mine] / w[mine] ** 2).sum())  # each click carries weight 1 / w
-    reference_values, reference_counts = distinct_weighted(values, counts["impressions"].to_numpy(dtype=float))
-    return ScoreAggregate(positive_values, positive_weights, n_positives, squares, reference_values, reference_counts)
 
 
 def _row_weights(

@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from fair_pipeline.eo.aggregate import (
     EOInputError,
     ScoreAggregate,
+    aggregate_weighted_sums,
     distinct_weighted,
     score_values,
     weighted_positives,
@@ -348,6 +349,14 @@ def fit_from_click_counts(counts: pd.DataFrame, position_weights, **params) -> W
     model = WeightedCDFTransformer(**params)
     model._check_params()
     return model.fit_aggregate(weighted_positives(counts, position_weights, missing_group=model.missing_group))
+
+
+def fit_from_weighted_sums(sums: pd.DataFrame, **params) -> WeightedCDFTransformer:
+    """Fit from a table whose clicks already carry their weights (`aggregate_weighted_sums`): per group and
+    score value, summed over positions."""
+    model = WeightedCDFTransformer(**params)
+    model._check_params()
+    return model.fit_aggregate(aggregate_weighted_sums(sums, missing_group=model.missing_group))
 
 
 def with_alpha(model: WeightedCDFTransformer, alpha: float) -> WeightedCDFTransformer:

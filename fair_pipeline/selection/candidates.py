@@ -8,8 +8,8 @@ production impressions of the ranker's training window, each click weighted by 1
 position-bias curve, the pooled score CDF as back-mapping), then relaxed by alpha (appendix A.1:
 s~ = (1 - alpha) s + alpha T_c(s); alpha = 0 is the ranker itself). The ranker's score is computed in SQL
 (a linear model: sum of bound coefficients x whitelisted feature columns), so only the sufficient statistic
-(impressions and clicks per group x position x score bin, the same table as `marts.eo_score_click_counts`)
-leaves DuckDB.
+(per group x score bin: impressions, clicks, and the clicks weighted by 1 / w_position, i.e.
+`marts.eo_score_click_counts` with the weights applied) leaves DuckDB.
 
 Restriction: the serving model is "ranker + transform", so a ranker whose re-fit is not estimable (a group
 without clicks in its window) contributes no candidate at any alpha; the reason is kept.
@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.sql import ITEMS_VIEW, OBSERVATIONAL_VIEW, UNKNOWN_GROUP
-from fair_pipeline.eo.aggregate import EOInputError
+from fair_pipeline.eo.aggregate import EOInputError, check_click_positions
 from fair_pipeline.eo.serving import LinearRanker
-from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts, with_alpha
+from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_weighted_sums, with_alpha
 from fair_pipeline.platform.partition_store import load_partition
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists
 from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
@@ -118,55 +118,92 @@ def _binned_score_sql(ranker: Ranker, index: int) -> tuple[str, dict]:
     return f"(floor(({terms} + $r{index}_intercept) / $width) + 0.5) * $width", params
 
 
-_CELLS = "_ranker_score_cells"  # connection-local temp table (DuckDB memory, spills past memory_limit)
+# Connection-local temp tables (DuckDB memory, spill past memory_limit) and the registered position weights.
+_POSITION_CELLS, _ITEM_CELLS, _WEIGHTS = "_ranker_position_cells", "_ranker_item_cells", "_ranker_position_weights"
 
 
-def _window_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[pd.DataFrame]:
+def _window_weighted_sums(con, rankers: list[Ranker], bin_width: float,
+                          position_weights: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, str]]:
     """One pass over a window's production impressions for rankers sharing that window; yields each ranker's
-    table in turn (one ranker's table in Python memory at a time).
+    (weighted-sum table, problem) in turn, problem "" or why the window's clicks cannot be weighted.
 
-    A linear score depends on the item only, so the impressions are counted once per (item, group, position)
-    cell, with every ranker's binned score as a column of the cell (the one scan and join of the log, whatever
-    the number of rankers); each ranker's table is then a GROUP BY of the cells, whose number is bounded by the
-    catalogue x positions, not by the traffic. Counts are integer sums, so they equal the per-impression
-    aggregation exactly."""
+    A linear score depends on the item only, and the transform needs the clicks only through their weights
+    1 / w_position. So the impressions are counted once per (item, group, position) cell (the one scan and
+    join of the log), the weights applied there, the cells summed over positions into one row per (item,
+    group) with every ranker's binned score as a column, and each ranker's table is a GROUP BY of those rows:
+    its cost is bounded by the catalogue, not by the traffic or the positions. Weighted clicks are summed as
+    DECIMAL(38, 18): exact integer arithmetic, so the sums do not depend on how DuckDB's threads order them
+    (a double sum would, in its last bits), and a value past 1e20 fails loudly instead of rounding."""
     first, last = rankers[0].window_start, rankers[0].window_end
-    params: dict = {"width": float(bin_width), "first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
-    columns = []
-    for index, ranker in enumerate(rankers):
-        sql, bound = _binned_score_sql(ranker, index)
-        params.update(bound)
-        columns.append(f"{sql} AS s{index}")
+    observational, items = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, ITEMS_VIEW))
     con.execute(
         f"""
-        CREATE OR REPLACE TEMP TABLE {_CELLS} AS
-        WITH cells AS (
-            SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
-                   count(*) AS impressions, sum(click) AS clicks
-            FROM {'.'.join(map(quote_identifier, OBSERVATIONAL_VIEW))}
-            WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
-            GROUP BY ALL
-        )
-        SELECT c.group_id, c.position, c.impressions, c.clicks, {', '.join(columns)}
-        FROM cells c JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = c.item_id
+        CREATE OR REPLACE TEMP TABLE {_POSITION_CELLS} AS
+        SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
+               count(*) AS impressions, sum(click) AS clicks
+        FROM {observational}
+        WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
+          AND item_id IN (SELECT item_id FROM {items})
+        GROUP BY ALL
         """,
-        params,
+        {"first": first, "last": last, "unknown_group": UNKNOWN_GROUP},
     )
     try:
+        clicked = con.execute(f"SELECT group_id, position, sum(clicks) AS clicks FROM {_POSITION_CELLS} "
+                              "GROUP BY ALL HAVING sum(clicks) > 0").df()
+        try:
+            check_click_positions(clicked, position_weights)
+            problem = ""
+        except EOInputError as error:
+            problem = f"EO re-fit failed: {error}"
+        weights = position_weights[["position", "weight"]].astype({"position": np.int64, "weight": float})
+        # Only valid weights are joined: a clicked position without one is the `problem` (no fit is made).
+        con.register(_WEIGHTS, weights[np.isfinite(weights["weight"]) & (weights["weight"] > 0)])
+        params: dict = {"width": float(bin_width)}
+        scores = []
+        for index, ranker in enumerate(rankers):
+            sql, bound = _binned_score_sql(ranker, index)
+            params.update(bound)
+            scores.append(f"{sql} AS s{index}")
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {_ITEM_CELLS} AS
+            WITH per_item AS (
+                SELECT c.item_id, c.group_id, sum(c.impressions) AS impressions, sum(c.clicks) AS clicks,
+                       sum(CAST(CASE WHEN c.clicks > 0 THEN c.clicks / w.weight END AS DECIMAL(38, 18)))
+                           AS weighted_clicks,
+                       sum(CAST(CASE WHEN c.clicks > 0 THEN c.clicks / (w.weight * w.weight) END AS DECIMAL(38, 18)))
+                           AS weighted_click_squares
+                FROM {_POSITION_CELLS} c LEFT JOIN {_WEIGHTS} w ON w.position = c.position
+                GROUP BY c.item_id, c.group_id
+            )
+            SELECT p.* EXCLUDE (item_id), {', '.join(scores)}
+            FROM per_item p JOIN {items} i ON i.item_id = p.item_id
+            """,
+            params,
+        )
         for index in range(len(rankers)):
             yield con.execute(
-                f"SELECT group_id, position, s{index} AS score_value, CAST(sum(impressions) AS BIGINT) AS impressions, "
-                f"CAST(sum(clicks) AS BIGINT) AS clicks FROM {_CELLS} GROUP BY ALL"
-            ).df()
+                f"SELECT group_id, s{index} AS score_value, CAST(sum(impressions) AS BIGINT) AS impressions, "
+                "CAST(sum(clicks) AS BIGINT) AS clicks, "
+                "CAST(coalesce(sum(weighted_clicks), 0) AS DOUBLE) AS weighted_clicks, "
+                "CAST(coalesce(sum(weighted_click_squares), 0) AS DOUBLE) AS weighted_click_squares "
+                f"FROM {_ITEM_CELLS} GROUP BY ALL"
+            ).df(), problem
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {_CELLS}")
+        con.execute(f"DROP TABLE IF EXISTS {_POSITION_CELLS}")
+        con.execute(f"DROP TABLE IF EXISTS {_ITEM_CELLS}")
+        con.unregister(_WEIGHTS)  # a no-op when it was never registered
 
 
-def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterator[tuple[int, pd.DataFrame]]:
-    """(index into `rankers`, table) per ranker: group_id, position, score_value, impressions, clicks of the
-    ranker's scores on the production impressions of its training window (the EO fit's sufficient statistic),
-    computed in SQL with one scan of the log per distinct training window, not one per ranker. Rankers come
-    window by window (in order within a window), one table in memory at a time."""
+def ranker_weighted_sums(con, rankers: list[Ranker], bin_width: float,
+                         position_weights: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame, str]]:
+    """(index into `rankers`, table, problem) per ranker: the EO fit's sufficient statistic of the ranker's
+    scores on the production impressions of its training window (WEIGHTED_SUM_COLUMNS: per group and score
+    bin, impressions, clicks and the clicks weighted by 1 / w_position of `position_weights`, a (position,
+    weight) frame), computed in SQL with one scan of the log per distinct training window, not one per ranker.
+    `problem` says why the window's clicks cannot be weighted ("" if they can). Rankers come window by window
+    (in order within a window), one table in memory at a time."""
     available = table_columns(con, *ITEMS_VIEW)
     for ranker in rankers:
         _check_features(available, ranker)
@@ -174,7 +211,20 @@ def ranker_click_counts(con, rankers: list[Ranker], bin_width: float) -> Iterato
     for index, ranker in enumerate(rankers):
         by_window.setdefault((ranker.window_start, ranker.window_end), []).append(index)
     for members in by_window.values():
-        yield from zip(members, _window_click_counts(con, [rankers[m] for m in members], bin_width))
+        tables = _window_weighted_sums(con, [rankers[m] for m in members], bin_width, position_weights)
+        for member, (table, problem) in zip(members, tables):
+            yield member, table, problem
+
+
+def _unfit_reason(ranker: Ranker, sums: pd.DataFrame, min_positives: int) -> str:
+    if sums.empty:
+        return f"no production impressions in the training window {ranker.window_start}..{ranker.window_end}"
+    clicks = sums.groupby("group_id")["clicks"].sum()
+    few = clicks[clicks < max(min_positives, 1)]
+    if few.empty:
+        return ""
+    return "EO re-fit not estimable: " + ", ".join(f"group {g!r} has {int(n)} clicks < {min_positives}"
+                                                   for g, n in few.items())
 
 
 def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_curve: pd.DataFrame,
@@ -185,20 +235,13 @@ def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_c
     params = {k: v for k, v in template.get_params().items() if k != "alpha"}
     weights = position_curve[["position", "weight"]]
     per_ranker: dict[int, list[Candidate]] = {}
-    for index, counts in ranker_click_counts(con, rankers, bin_width):
+    for index, sums, problem in ranker_weighted_sums(con, rankers, bin_width, weights):
         ranker = rankers[index]
-        clicks = counts.groupby("group_id")["clicks"].sum()
-        few = clicks[clicks < max(min_positives, 1)]
-        reason = ""
-        if counts.empty:
-            reason = f"no production impressions in the training window {ranker.window_start}..{ranker.window_end}"
-        elif not few.empty:
-            reason = "EO re-fit not estimable: " + ", ".join(f"group {g!r} has {int(n)} clicks < {min_positives}"
-                                                             for g, n in few.items())
+        reason = _unfit_reason(ranker, sums, min_positives) or problem
         fitted = None
         if not reason:
             try:
-                fitted = fit_from_click_counts(counts, weights, **params)
+                fitted = fit_from_weighted_sums(sums, **params)
             except EOInputError as error:
                 reason = f"EO re-fit failed: {error}"
         per_ranker[index] = [Candidate(ranker, float(alpha), None if fitted is None else with_alpha(fitted, float(alpha)),
