@@ -147,16 +147,29 @@ _DELETE_QUARANTINE = "DELETE FROM raw.quarantine WHERE source = $source AND part
 # tiny build side); the quarantine re-reads only the rejected rows, with their original values as text.
 _FIND_REJECTED = "CREATE OR REPLACE TEMP TABLE _rejected AS {rejected}"
 
+# What `source_file` stores: the file's path relative to the landing root (`observational/date=2026-01-01/x.parquet`),
+# not the absolute path DuckDB's `filename` holds, which would leak the host's layout and go stale when the home
+# moves. `$files` and `$stored_files` are parallel lists (bound parameters); a path missing from `$files` gives NULL,
+# which the NOT NULL column refuses, so a mismatch fails the load instead of storing a wrong name.
+_STORED_FILE = "$stored_files[list_position($files, {column})]"
+
+
+def stored_paths(landing: Path, files: list[Path]) -> list[str]:
+    """Each file's path relative to the landing root, with forward slashes: the value `source_file` stores."""
+    root = Path(landing)
+    return [Path(f).relative_to(root).as_posix() for f in files]
+
+
 _INSERT_VALID = """
 INSERT INTO {table}
 SELECT t_ts, t_request_id, t_query_id, t_policy, t_position, t_original_position, t_item_id, t_group_id,
-       t_score, t_click, CAST($partition_date AS DATE), filename
+       t_score, t_click, CAST($partition_date AS DATE), {stored_file}
 FROM ({typed}) AS file_rows ANTI JOIN _rejected USING (filename, file_row_number)
 """
 
 QUARANTINE_INSERT = """
 INSERT INTO raw.quarantine
-SELECT $source, CAST($partition_date AS DATE), filename, reason, CAST(ts AS VARCHAR), CAST(request_id AS VARCHAR),
+SELECT $source, CAST($partition_date AS DATE), {stored_file}, reason, CAST(ts AS VARCHAR), CAST(request_id AS VARCHAR),
        CAST(query_id AS VARCHAR), CAST(policy AS VARCHAR), CAST(position AS VARCHAR),
        CAST(original_position AS VARCHAR), CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR),
        CAST(score AS VARCHAR), CAST(click AS VARCHAR), now()
@@ -294,6 +307,8 @@ def load_partition(
     table = raw_table(source)
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}
+    stored = {**file_list, "stored_files": stored_paths(landing, files)}
+    stored_file = _STORED_FILE.format(column="filename")
     rules = {
         **file_list,
         "known_policies": list(contract.POLICIES),
@@ -312,8 +327,9 @@ def load_partition(
         _refuse_fully_rejected_files(con, rows_by_file)
         con.execute(_DELETE_PARTITION.format(table=table), params)
         con.execute(_DELETE_QUARANTINE, {"source": source, **params})
-        accepted = con.execute(_INSERT_VALID.format(table=table, typed=typed), {**file_list, **params}).fetchone()[0]
-        con.execute(QUARANTINE_INSERT.format(typed=typed), {"source": source, **file_list, **params})
+        accepted = con.execute(_INSERT_VALID.format(table=table, typed=typed, stored_file=stored_file),
+                               {**stored, **params}).fetchone()[0]
+        con.execute(QUARANTINE_INSERT.format(typed=typed, stored_file=stored_file), {"source": source, **stored, **params})
         counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
         extras_rows = _load_extras(con, landing, source, day)
         con.execute("DROP TABLE _rejected")
@@ -385,12 +401,12 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, objec
         con.execute("DELETE FROM raw.quarantine WHERE source = 'items'")
         con.execute(
             f"""INSERT INTO raw.quarantine (source, partition_date, source_file, reason, item_id, group_id, quarantined_at)
-            SELECT 'items', NULL, {file_column},
+            SELECT 'items', NULL, {_STORED_FILE.format(column=file_column)},
                    CASE WHEN item_id IS NULL OR trim(CAST(item_id AS VARCHAR), $blank) = '' THEN 'missing item_id'
                         ELSE 'duplicate item_id' END,
                    CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR), now()
             FROM _items WHERE {bad_row}""",
-            {"blank": BLANK_CHARACTERS},
+            {"blank": BLANK_CHARACTERS, **params, "stored_files": stored_paths(landing, files)},
         )
         accepted = con.execute("SELECT count(*) FROM raw.items").fetchone()[0]
         rejected = con.execute("SELECT count(*) FROM raw.quarantine WHERE source = 'items'").fetchone()[0]

@@ -88,7 +88,7 @@ def test_corrupting_one_percent_quarantines_exactly_those_rows(small_landing):
     )
     n_total = table.num_rows + 2
     assert len(quarantined) == len(rows) + 2
-    assert {q[0] for q in quarantined} == {str(path)}
+    assert {q[0] for q in quarantined} == {path.relative_to(small_landing).as_posix()}
     reasons = sorted(q[1] for q in quarantined)
     assert reasons.count("duplicate (request_id, position)") == 2
     assert {"score missing, NaN or infinite", "position outside 1..K", "click not 0/1", "missing request_id",

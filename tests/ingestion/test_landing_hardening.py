@@ -78,7 +78,8 @@ def test_extra_internal_looking_columns_change_nothing(small_landing):
     assert len({(r[0], r[1]) for r in stored}) == load.accepted, "t_request_id must not collapse requests"
     good = frame.drop(index=np.concatenate([bad_click, next_day]))
     assert sorted(r[2] for r in stored) == sorted(good.score), "stored scores are the file's score column"
-    assert {r[3] for r in stored} == {str(path)}, "a `filename` column does not replace the source file"
+    assert {r[3] for r in stored} == {path.relative_to(small_landing).as_posix()}, \
+        "a `filename` column does not replace the source file"
 
 
 def test_reserved_and_duplicate_columns_are_refused_naming_file_and_column(small_landing):
@@ -236,4 +237,44 @@ def test_items_copies_column_does_not_defeat_duplicate_detection_and_text_featur
     assert metadata["dagster/row_count"].value == n - 3
     assert metadata["non_numeric_columns"].value == ["filename", "colour"]
     assert _stored("SELECT count(DISTINCT source_file) FROM raw.quarantine WHERE source = 'items'") == [(1,)]
-    assert _stored("SELECT min(source_file) FROM raw.quarantine WHERE source = 'items'") == [(str(path),)]
+    assert _stored("SELECT min(source_file) FROM raw.quarantine WHERE source = 'items'") == [("items/items.parquet",)]
+
+
+def test_source_file_is_stored_relative_to_the_landing_root_and_errors_name_the_full_path(small_landing, tmp_path):
+    """`source_file` (raw impressions, their quarantine, the items' quarantine) holds the path under the landing
+    root, so it leaks no host layout and stays right when the home moves; refusals still name the full path."""
+    import shutil
+
+    path = _file(small_landing)
+    table = pq.read_table(path)
+    clicks = np.asarray(table.column("click")).copy()
+    clicks[0] = 5
+    pq.write_table(_with_columns(table, click=pa.array(clicks, pa.int32())), path)
+    load = _load(small_landing)
+    assert load.rejected == 1
+    relative = "observational/date=2026-01-01/part-0.parquet"
+    for sql in ("SELECT DISTINCT source_file FROM raw.observational_impressions",
+                "SELECT DISTINCT source_file FROM raw.quarantine WHERE source = 'observational'"):
+        assert _stored(sql) == [(relative,)], sql
+    assert (small_landing / relative).resolve() == path.resolve(), "it resolves to the file under the landing root"
+
+    # The same files under another root store the same values.
+    moved = tmp_path / "elsewhere" / "landing"
+    shutil.copytree(small_landing, moved)
+    _load(moved)
+    assert _stored("SELECT DISTINCT source_file FROM raw.observational_impressions") == [(relative,)]
+    assert str(tmp_path) not in str(_stored("SELECT list(DISTINCT source_file) FROM raw.quarantine"))
+
+    # A file refused whole is named by its full path, where the user can find it.
+    pq.write_table(_with_columns(table, policy=["prodution"] * table.num_rows), moved / relative)
+    with pytest.raises(loads.LandingFileError, match="all .* rows rejected") as refused:
+        _load(moved)
+    assert str(moved / relative) in str(refused.value)
+
+    # Items: the quarantined copies name `items/items.parquet`.
+    items_path = small_landing / contract.ITEMS_DIR / "items.parquet"
+    catalogue = pq.read_table(items_path)
+    pq.write_table(pa.concat_tables([catalogue, catalogue.slice(0, 1)]), items_path)
+    with warehouse.session(settings.warehouse_path()) as con:
+        assert loads.load_items(con, small_landing)["rejected"] == 2
+    assert _stored("SELECT DISTINCT source_file FROM raw.quarantine WHERE source = 'items'") == [("items/items.parquet",)]
