@@ -202,6 +202,10 @@ def main() -> None:
             if done.returncode or not lines:
                 sys.exit(f"{size:,} requests/day: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
             results.append(json.loads(lines[-1][len("RESULT "):]))
+            if not results[-1]["success"]:  # what failed, from the CLI's own lines
+                out = done.stdout.splitlines()
+                first = next((k for k, line in enumerate(out) if " FAILED after " in line), None)
+                print("\n".join(out[first:first + 15]) if first is not None else done.stderr[-3000:], flush=True)
             print(lines[-1], flush=True)  # the raw figures, kept even if a later size is interrupted
     report(results, args.top)
 
