@@ -1,13 +1,14 @@
-"""The main job (`fair-pipeline run`: simulate, then one Dagster run over every asset) at several traffic sizes:
+"""The main job (`fair-pipeline run`: simulate, then its Dagster runs: ingest, benchmark models, each day) at several traffic sizes:
 per-asset CPU share, CPU inside asset steps vs outside them (run setup, Dagster between steps), peak RSS and
 peak RSS per impression.
 
 Each size runs in its own subprocess on its own temporary FAIR_PIPELINE_HOME (so peak RSS is that run's, read
 from /proc: VmHWM). A sampler thread records the process's CPU time (all threads, DuckDB's included) and RSS
-every `--interval` seconds; the Dagster event log's step start / end times split the samples by asset step.
+every `--interval` seconds; the Dagster event log's step start / end times split the samples by asset step
+(a step run once per trained day is summed over its runs; its peak RSS is the highest).
 All sizes run one after the other in one invocation, so the ratios between them are measured side by side.
 
-    /work/venv/bin/python benchmarks/bench_main_job.py [--sizes 25000 100000 250000] [--days 3] [--top 8]
+    /work/venv/bin/python benchmarks/bench_main_job.py [--sizes 25000 100000 250000] [--days 3] [--top 8] [--code CHECKOUT]
 """
 from __future__ import annotations
 
@@ -79,7 +80,10 @@ def _cpu_at(samples, when: float) -> float:
 def _step_intervals(run_id: str) -> dict[str, tuple[float, float]]:
     import dagster as dg
 
-    instance = dg.DagsterInstance.get()
+    from fair_pipeline import runner
+
+    instance = dg.DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else dg.DagsterInstance.from_config(
+        str(runner.ensure_dagster_home()))  # the CLI restores the environment it set when it returns
     begun, intervals = {}, {}
     for record in instance.all_logs(run_id):
         event = record.dagster_event
@@ -92,32 +96,37 @@ def _step_intervals(run_id: str) -> dict[str, tuple[float, float]]:
     return intervals
 
 
-def child(requests_per_day: int, days: int, interval: float) -> dict:
-    """One `fair-pipeline run` in this process; returns the measurements as a dict."""
-    sys.path.insert(0, str(ROOT))
+def child(requests_per_day: int, days: int, interval: float, code: Path) -> dict:
+    """One `fair-pipeline run` of the checkout `code` in this process; returns the measurements as a dict."""
+    sys.path.insert(0, str(code))
     from fair_pipeline import cli, runner
 
     sampler = Sampler(interval)
     sampler.start()
     began_wall, began_cpu = time.time(), _cpu()
-    marks = {}
-    original = runner.run_partition_range
+    marks = {"runs": []}
+    original = runner._execute
 
-    def timed_run(start, end, instance=None):  # the Dagster run's bounds, to tell simulation from the job
-        marks["job_start"] = time.time()
-        result = original(start, end, instance)
-        marks["job_end"], marks["run_id"], marks["success"] = time.time(), result.run_id, result.success
+    def timed_run(job_name, instance, **kwargs):  # every Dagster run's bounds (ingest, benchmarks, each day)
+        marks.setdefault("job_start", time.time())
+        result = original(job_name, instance, **kwargs)
+        marks["job_end"] = time.time()
+        marks["runs"].append(result.run_id)
+        marks["success"] = marks.get("success", True) and result.success
         return result
 
-    runner.run_partition_range = timed_run
+    runner._execute = timed_run
     code = cli.main(["run", "--start", START, "--days", str(days), "--requests-per-day", str(requests_per_day)])
     samples = sampler.stop()
     total_cpu = _cpu() - began_cpu
     steps = {}
-    for step, (first, last) in _step_intervals(marks["run_id"]).items():
-        inside = [s[2] for s in samples if first <= s[0] <= last]
-        steps[step] = {"cpu": _cpu_at(samples, last) - _cpu_at(samples, first), "wall": last - first,
-                       "peak_rss": max(inside) if inside else 0}
+    for run_id in marks["runs"]:
+        for step, (first, last) in _step_intervals(run_id).items():
+            inside = [s[2] for s in samples if first <= s[0] <= last]
+            seen = steps.setdefault(step, {"cpu": 0.0, "wall": 0.0, "peak_rss": 0})
+            seen["cpu"] += _cpu_at(samples, last) - _cpu_at(samples, first)
+            seen["wall"] += last - first
+            seen["peak_rss"] = max(seen["peak_rss"], max(inside) if inside else 0)
     job_cpu = _cpu_at(samples, marks["job_end"]) - _cpu_at(samples, marks["job_start"])
     import duckdb
 
@@ -173,24 +182,30 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=3)
     parser.add_argument("--top", type=int, default=8, help="asset steps listed per size")
     parser.add_argument("--interval", type=float, default=0.2, help="sampling period, seconds")
+    parser.add_argument("--code", type=Path, default=ROOT,
+                        help="checkout whose fair_pipeline is measured (default: this one), e.g. to measure a baseline")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print("RESULT " + json.dumps(child(args.child, args.days, args.interval)))
+        print("RESULT " + json.dumps(child(args.child, args.days, args.interval, args.code.resolve())))
         return
     results = []
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix=f"bench_main_job_{size}_") as home:
-            env = {**os.environ, "FAIR_PIPELINE_HOME": home, "PYTHONPATH": str(ROOT)}
+            env = {**os.environ, "FAIR_PIPELINE_HOME": home, "PYTHONPATH": str(args.code.resolve())}
             env.pop("DAGSTER_HOME", None)
             env.pop("MLFLOW_TRACKING_URI", None)
             print(f"running {size:,} requests/day x {args.days} days in {home} ...", flush=True)
             done = subprocess.run([sys.executable, __file__, "--child", str(size), "--days", str(args.days),
-                                   "--interval", str(args.interval)], env=env, capture_output=True, text=True)
+                                   "--interval", str(args.interval), "--code", str(args.code)], env=env, capture_output=True, text=True)
             lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
             if done.returncode or not lines:
                 sys.exit(f"{size:,} requests/day: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
             results.append(json.loads(lines[-1][len("RESULT "):]))
+            if not results[-1]["success"]:  # what failed, from the CLI's own lines
+                out = done.stdout.splitlines()
+                first = next((k for k, line in enumerate(out) if " FAILED after " in line), None)
+                print("\n".join(out[first:first + 15]) if first is not None else done.stderr[-3000:], flush=True)
             print(lines[-1], flush=True)  # the raw figures, kept even if a later size is interrupted
     report(results, args.top)
 

@@ -217,7 +217,9 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 features = sorted({f for e in available for f in e.features})
                 cluster_cols = aw.check_variance(config.variance)
                 data = EvaluationData(
-                    score_counts=aw.score_counts(con, source),
+                    # with clustered variances every output is audited on cluster_counts: skip the other
+                    # day-sized table (one row per impression when logged scores are continuous)
+                    score_counts=None if cluster_cols else aw.score_counts(con, source),
                     item_counts=aw.item_counts(con, source, features) if features else None,
                     query_rows=None,
                     cluster_counts=aw.cluster_counts(con, source, cluster_cols) if cluster_cols else None,
@@ -227,7 +229,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
             except AuditInputError as error:
                 raise dg.Failure(description=str(error)) from error
-            if data.score_counts.empty:
+            if not summary["labelled_rows"]:  # no rows in score_counts / cluster_counts
                 raise dg.Failure(description=f"{source.name}: no labelled rows in {window.label}")
             context.log.info(f"auditing {[e.name for e in available]} on {source.name} labels, {window.label}")
             audits: dict[str, OutputAudit] = {}

@@ -24,7 +24,7 @@ AGGREGATE_COLUMNS = ["group", "score", "n_pos", "n_neg"]
 class EvaluationData:
     """The held-out aggregates every output is audited on (from `audit.sql`)."""
 
-    score_counts: pd.DataFrame  # group, score, n_pos, n_neg
+    score_counts: pd.DataFrame | None  # group, score, n_pos, n_neg (None when clustered: cluster_counts replace it)
     item_counts: pd.DataFrame | None  # group, item_id, n_pos, n_neg, features (None when no output needs it)
     query_rows: pd.DataFrame | None  # query_id, group, item_id, score, n_pos, n_neg (sampled queries)
     queries_in_window: int = 0
@@ -37,7 +37,7 @@ class EvaluationData:
 class OutputAudit:
     output: ScoredOutput
     held_out: bool | None
-    aggregates: pd.DataFrame  # group, score, n_pos, n_neg as audited
+    rows: int  # rows of the (group, score, n_pos, n_neg) table audited; the table is not kept (day-sized)
     report: AuditReport
     roc_curves: pd.DataFrame  # group, fpr, tpr, se, tpr_ci_low, tpr_ci_high, n_pos, n_neg
     pairwise: PairwiseResult | None
@@ -118,7 +118,9 @@ def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutof
     aggregates = rescored_aggregates(output, data)
     report = audit_aggregates(aggregates, cutoffs, group_col="group", cluster_cols=list(data.cluster_cols) or None,
                               min_count=min_count, confidence=confidence, estimand=data.variance, margins=margins)
+    rows = len(aggregates)
+    del aggregates  # one row per impression when scores are continuous: free it before the pairwise pass
     groups = report.groups["group"].drop_duplicates().tolist()
     pairwise, note, used = pairwise_for(output, data, groups, confidence, margins)
-    return OutputAudit(output, output.held_out(window_start), aggregates, report,
+    return OutputAudit(output, output.held_out(window_start), rows, report,
                        roc_curves_with_band(report, confidence), pairwise, note, used)

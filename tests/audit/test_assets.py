@@ -450,3 +450,33 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
     assert {"fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc"} <= set(tracking.run.tables)
     assert tracking.run.figures == ["curves_production"]
     assert "production.delta_xauc" in tracking.run.metrics and "production.auc_gap_se" in tracking.run.metrics
+
+
+def test_cluster_pass_in_batches_stores_the_tables_of_one_batch(home, monkeypatch):
+    """Memory: the cluster-robust pass runs in batches of whole items (CLUSTER_BATCH_ROWS) and the day-sized
+    score_counts table is not fetched when every output is audited on cluster_counts. Forcing many batches on
+    this small warehouse stores what one batch stores: labels and counts exactly, estimates to 1e-12."""
+    from fair_pipeline.audit.stats import grid_audit
+    from fair_pipeline.audit.store import TABLES
+
+    def stored() -> dict[str, pd.DataFrame]:
+        out = {}
+        for table in TABLES:
+            frame = _query(home, f"SELECT * FROM {table} WHERE partition_date = $d", {"d": DAYS[-1]})
+            frame = frame[[c for c in frame.columns if "run" not in c and not c.endswith("_at")]]
+            keys = [c for c in frame.columns if frame[c].dtype.kind not in "f"]
+            out[table] = frame.sort_values(keys).reset_index(drop=True)
+        return out
+
+    assert _materialize(home).success
+    one = stored()
+    assert len(one["marts.fairness_audit_groups"]) and one["marts.fairness_audit_outputs"]["rows"].max() > 2_000
+    monkeypatch.setattr(grid_audit, "CLUSTER_BATCH_ROWS", 500)
+    assert _materialize(home).success
+    batched = stored()
+    for table, a in one.items():
+        b = batched[table]
+        floats = [c for c in a.columns if a[c].dtype.kind == "f"]
+        pd.testing.assert_frame_equal(b.drop(columns=floats), a.drop(columns=floats), obj=table)
+        np.testing.assert_allclose(b[floats].to_numpy(float), a[floats].to_numpy(float), rtol=1e-12, atol=1e-15,
+                                   equal_nan=True, err_msg=table)

@@ -264,3 +264,52 @@ def test_cluster_benchmark_command_runs_and_reports_the_ratio(capsys):
     module.main(["--rows", "20000", "--rounds", "1"])
     out = capsys.readouterr().out
     assert "clustered / iid: wall" in out and "2,000 clusters" in out
+
+
+def test_cluster_batches_hold_whole_clusters_and_every_row_once():
+    from fair_pipeline.audit.stats.clustered import ClusterRows
+    from fair_pipeline.audit.stats.grid_audit import cluster_batches
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    keys = rng.integers(0, 400, n)
+    rows = ClusterRows(keys, rng.integers(0, 2, n), rng.normal(size=n), np.arange(n, dtype=float), np.ones(n))
+    batches = list(cluster_batches(keys, rows, batch_rows=333))
+    assert len(batches) > 10 and all(b[0].size <= 333 + np.bincount(keys).max() for b in batches)
+    seen = np.concatenate([b[3] for b in batches]).astype(int)  # n_pos carries the row index
+    assert sorted(seen.tolist()) == list(range(n))
+    firsts = [set(b[0].tolist()) for b in batches]
+    assert all(a.isdisjoint(b) for k, a in enumerate(firsts) for b in firsts[k + 1:])  # no cluster split
+    for b in batches:  # a cluster's rows keep their order, so its influence sums are added as in one batch
+        assert np.all(np.diff(b[0]) >= 0)
+        for key in np.unique(b[0]):
+            assert np.all(np.diff(b[3][b[0] == key]) > 0)
+    (whole,) = cluster_batches(keys, rows, batch_rows=n)  # small inputs: one batch, the arrays as given
+    assert whole[0] is keys or np.shares_memory(whole[0], keys)
+
+
+@pytest.mark.parametrize("cols", [["item_id"], ["item_id", "query_id"]])
+def test_cluster_pass_in_batches_equals_one_batch(monkeypatch, cols):
+    """The in-memory cluster-robust pass runs in batches of whole clusters (memory); the reported tables are
+    those of one batch: exactly for labels and counts, to 1e-12 for the estimates."""
+    from fair_pipeline.audit.stats import grid_audit
+
+    rng = np.random.default_rng(7)
+    n = 20_000
+    df = pd.DataFrame({"group": rng.choice(["a", "b", "c"], n), "item_id": rng.integers(0, 700, n).astype(str),
+                       "query_id": rng.integers(0, 300, n).astype(str), "score": rng.normal(size=n).round(2),
+                       "n_pos": rng.integers(0, 3, n), "n_neg": rng.integers(0, 3, n)})
+    estimand = "item_clustered" if len(cols) == 1 else "two_way"
+    one = audit_aggregates(df, cluster_cols=cols, estimand=estimand)
+    monkeypatch.setattr(grid_audit, "CLUSTER_BATCH_ROWS", 997)
+    batched = audit_aggregates(df, cluster_cols=cols, estimand=estimand)
+    for name in ("groups", "pairs", "overall"):
+        a, b = getattr(one, name), getattr(batched, name)
+        floats = [c for c in a.columns if a[c].dtype.kind == "f"]
+        pd.testing.assert_frame_equal(a.drop(columns=floats), b.drop(columns=floats))
+        np.testing.assert_allclose(b[floats].to_numpy(), a[floats].to_numpy(), rtol=1e-12, atol=1e-15)
+    for name in ("pairs", "deltas", "balanced", "balanced_deltas"):
+        a, b = getattr(one.xauc, name), getattr(batched.xauc, name)
+        floats = [c for c in a.columns if a[c].dtype.kind == "f"]
+        pd.testing.assert_frame_equal(a.drop(columns=floats), b.drop(columns=floats))
+        np.testing.assert_allclose(b[floats].to_numpy(), a[floats].to_numpy(), rtol=1e-12, atol=1e-15)

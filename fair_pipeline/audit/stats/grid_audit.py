@@ -23,6 +23,9 @@ from fair_pipeline.audit.stats.clustered import BlockTable, ClusterRows, cluster
 from fair_pipeline.audit.stats.sweep import RocSweep, products
 
 CHUNK_BLOCKS = 1 << 16  # blocks per update: the temporary (columns x B) arrays stay in cache
+# Rows per batch of the in-memory cluster-robust pass: its temporaries are ~15 float arrays per row, so one
+# batch of a day's rows (one per impression when scores are continuous) cost GBs; batches keep it ~100 MB.
+CLUSTER_BATCH_ROWS = 1 << 20
 
 
 def build_columns(n_groups: int, xauc: bool) -> list:
@@ -116,15 +119,34 @@ def sweep_alphas(cutoffs: np.ndarray, curves: bool) -> np.ndarray:
     return np.unique(np.concatenate([np.asarray(cutoffs, dtype=np.float64)] + extra))
 
 
+def cluster_batches(keys, rows: ClusterRows, batch_rows: int | None = None):
+    """Batches (keys, scores, group codes, n_pos, n_neg) of about `batch_rows` rows, whole clusters each, in
+    ascending key order; a cluster's rows keep their order, so its sums are the ones a single batch gives."""
+    keys, batch_rows = np.asarray(keys), batch_rows or CLUSTER_BATCH_ROWS
+    if keys.size <= batch_rows:
+        yield keys, rows.scores, rows.group, rows.n_pos, rows.n_neg
+        return
+    if keys.dtype.kind not in "iu":  # ranks: the same cluster order as np.unique in ClusterAccumulator.add
+        keys = np.unique(keys, return_inverse=True)[1].ravel()
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])  # first row of every cluster
+    cuts = np.unique(starts[np.searchsorted(starts, np.arange(0, keys.size, batch_rows), side="right") - 1])
+    for lo, hi in zip(cuts, np.r_[cuts[1:], keys.size]):
+        take = order[lo:hi]
+        yield keys[lo:hi], rows.scores[take], rows.group[take], rows.n_pos[take], rows.n_neg[take]
+
+
 def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRows | None = None,
-                           streams=None) -> dict:
+                           streams=None, batch_rows: int | None = None) -> dict:
     """Replace the variances at ``cutoffs`` and FPR 1 by cluster-robust ones and add their covariances.
 
     Either ``rows`` (in memory) or ``streams``: a list of (sign, batches) whose covariances are summed
     with those signs (one-way: [(1, by cluster)]; two-way: [(1, by item), (1, by query), (-1, by item x
     query)]); each batch is (keys, scores, group codes, n_pos, n_neg), a cluster's rows contiguous.
     Adds ``cov`` (K, S, S) over columns at ``cov_alphas`` and ``clusters`` (the number of clusters; the
-    smaller one for two-way clustering).
+    smaller one for two-way clustering). In-memory ``rows`` are fed in batches of
+    ``batch_rows`` rows (default CLUSTER_BATCH_ROWS).
     """
     var_alphas = np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
     sel = np.searchsorted(res["alphas"], var_alphas)
@@ -132,7 +154,7 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRow
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
     if streams is None:
         def batch(keys):
-            return [(np.asarray(keys), rows.scores, rows.group, rows.n_pos, rows.n_neg)]
+            return cluster_batches(keys, rows, batch_rows)
         if rows.two_way:
             first, second = rows.keys
             streams = [(1, batch(first)), (1, batch(second)), (-1, batch(two_way_keys(first, second)))]
