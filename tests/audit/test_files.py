@@ -69,6 +69,18 @@ def test_without_group_and_boolean_labels(frame, tmp_path):
     assert np.allclose(r.report.groups["auc"], r.report.overall["auc"])
 
 
+def test_a_constant_score_is_reported_as_uninformative(frame, tmp_path):
+    """Every row tied: the ROC is the diagonal, so I(a) = a^2 / 2 and McClish's standardized value is 0.5 at
+    every cutoff, for every group (an earlier tie convention reported 0.744)."""
+    p = tmp_path / "constant.parquet"
+    frame.assign(**{SCORE: 0.5}).to_parquet(p)
+    r = audit_file(p, SCORE, LABEL, GROUP, cutoffs=[0.05, 0.2, 1.0])
+    groups = r.report.groups[r.report.groups["estimable"]]
+    assert not groups.empty
+    np.testing.assert_allclose(groups["mcclish"], 0.5, atol=1e-12)
+    np.testing.assert_allclose(groups["auc"], groups["cutoff"] ** 2 / 2, atol=1e-12)
+
+
 def test_json_and_text(files):
     r = audit_file(files["parquet"], SCORE, LABEL, GROUP, QUERY)
     d = json.loads(json.dumps(r.to_dict()))  # strictly JSON: no NaN, no numpy types
