@@ -26,6 +26,15 @@ class IngestionConfig(dg.Config):
     )
 
 
+def _extras_change(load: PartitionLoad) -> str:
+    parts = []
+    if load.extras.added_columns:
+        parts.append(f"new columns {list(load.extras.added_columns)} added (earlier days NULL)")
+    if load.extras.missing_columns:
+        parts.append(f"columns {list(load.extras.missing_columns)} missing (NULL for this day)")
+    return "; ".join(parts)
+
+
 def _load_table(loads: list[PartitionLoad]) -> str:
     frame = pd.DataFrame(
         [
@@ -35,6 +44,8 @@ def _load_table(loads: list[PartitionLoad]) -> str:
                 "rejected": load.rejected,
                 "rejected share": f"{load.rejected_share:.4%}",
                 "reasons": ", ".join(f"{reason}: {n}" for reason, n in load.rejected_by_reason.items()) or "-",
+                "extras rows": load.extras.rows,
+                "extras schema change": _extras_change(load) or "-",
             }
             for load in loads
         ]
@@ -81,6 +92,8 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
             for key_ in keys:
                 load = load_partition(con, landing.resolved_path, source, key_, config.max_position, config.allow_empty)
                 context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected")
+                if _extras_change(load):
+                    context.log.warning(f"{source} {key_}: extras schema changed: {_extras_change(load)}")
                 loads.append(load)
             table_rows = con.execute(f"SELECT count(*) FROM {raw_table(source)}").fetchone()[0]
         worst = max(loads, key=lambda load: load.rejected_share)
@@ -94,6 +107,10 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
                 "table_rows_all_partitions": table_rows,
                 "partitions": dg.MetadataValue.md(_load_table(loads)),
                 "source_files": dg.MetadataValue.json([f for load in loads for f in load.files]),
+                "extras_schema_changes": dg.MetadataValue.json(
+                    {load.partition_date: {"added": list(load.extras.added_columns),
+                                           "missing": list(load.extras.missing_columns)}
+                     for load in loads if _extras_change(load)}),
             },
             check_results=[
                 dg.AssetCheckResult(

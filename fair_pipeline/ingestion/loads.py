@@ -186,6 +186,17 @@ GROUP BY reason ORDER BY reason
 
 
 @dataclasses.dataclass(frozen=True)
+class ExtrasLoad:
+    """What a day's source-specific columns did to raw.<source>_extras: rows stored, and the schema change
+    against the table (columns new in this day's files, added to the table; table columns this day's files
+    lack, stored as NULL for the day)."""
+
+    rows: int = 0
+    added_columns: tuple[str, ...] = ()
+    missing_columns: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class PartitionLoad:
     source: str
     partition_date: str
@@ -193,7 +204,7 @@ class PartitionLoad:
     accepted: int
     rejected: int
     rejected_by_reason: dict[str, int]
-    extras_rows: int
+    extras: ExtrasLoad
 
     @property
     def rejected_share(self) -> float:
@@ -331,7 +342,7 @@ def load_partition(
                                {**stored, **params}).fetchone()[0]
         con.execute(QUARANTINE_INSERT.format(typed=typed, stored_file=stored_file), {"source": source, **stored, **params})
         counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
-        extras_rows = _load_extras(con, landing, source, day)
+        extras = _load_extras(con, landing, source, day)
         con.execute("DROP TABLE _rejected")
     rejected = sum(counts.values())
     return PartitionLoad(
@@ -341,28 +352,40 @@ def load_partition(
         accepted=accepted,
         rejected=rejected,
         rejected_by_reason=counts,
-        extras_rows=extras_rows,
+        extras=extras,
     )
 
 
-def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day: dt.date) -> int:
+def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day: dt.date) -> ExtrasLoad:
     """Source-specific columns (e.g. Open Bandit's propensities) go to raw.<source>_extras, keyed by
-    (request_id, position); the table takes its shape from the first file loaded."""
+    (request_id, position). The table takes its shape from the first day loaded; a later day's new columns are
+    added (earlier days read NULL) and its missing ones stored as NULL, and both are reported, not dropped."""
     files = landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
     if not files:
-        return 0
-    table_name = f"{source}_extras"
+        return ExtrasLoad()
+    table = f"raw.{quote_identifier(f'{source}_extras')}"
     scan = "SELECT *, CAST($partition_date AS DATE) AS partition_date FROM read_parquet($files, union_by_name = true)"
     params = {"files": [str(f) for f in files], "partition_date": day.isoformat()}
-    if not table_exists(con, "raw", table_name):
-        con.execute(f"CREATE TABLE raw.{quote_identifier(table_name)} AS {scan} LIMIT 0", params)
-    con.execute(f"DELETE FROM raw.{quote_identifier(table_name)} WHERE partition_date = $partition_date", {"partition_date": day.isoformat()})
-    columns = ", ".join(quote_identifier(c) for c in table_columns(con, "raw", table_name))
-    con.execute(f"INSERT INTO raw.{quote_identifier(table_name)} ({columns}) SELECT {columns} FROM ({scan})", params)
-    return con.execute(
-        f"SELECT count(*) FROM raw.{quote_identifier(table_name)} WHERE partition_date = $partition_date",
-        {"partition_date": day.isoformat()},
-    ).fetchone()[0]
+    described = con.execute(f"DESCRIBE {scan}", params).fetchall()
+    in_files = [row[0] for row in described]
+    added: list[str] = []
+    if not table_exists(con, "raw", f"{source}_extras"):
+        con.execute(f"CREATE TABLE {table} AS {scan} LIMIT 0", params)
+    else:
+        stored = set(table_columns(con, "raw", f"{source}_extras"))
+        for name, column_type, *_ in described:
+            if name not in stored:
+                # The type is DuckDB's own name for the file column's type (from DESCRIBE), not user text.
+                con.execute(f"ALTER TABLE {table} ADD COLUMN {quote_identifier(name)} {column_type}")
+                added.append(name)
+    columns = table_columns(con, "raw", f"{source}_extras")
+    missing = tuple(c for c in columns if c not in in_files)
+    con.execute(f"DELETE FROM {table} WHERE partition_date = $partition_date", {"partition_date": day.isoformat()})
+    listed = ", ".join(quote_identifier(c) for c in columns if c in in_files)
+    con.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM ({scan})", params)
+    rows = con.execute(f"SELECT count(*) FROM {table} WHERE partition_date = $partition_date",
+                       {"partition_date": day.isoformat()}).fetchone()[0]
+    return ExtrasLoad(rows, tuple(added), missing)
 
 
 def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, object]:

@@ -278,3 +278,28 @@ def test_source_file_is_stored_relative_to_the_landing_root_and_errors_name_the_
     with warehouse.session(settings.warehouse_path()) as con:
         assert loads.load_items(con, small_landing)["rejected"] == 2
     assert _stored("SELECT DISTINCT source_file FROM raw.quarantine WHERE source = 'items'") == [("items/items.parquet",)]
+
+
+def test_extras_schema_changes_are_kept_and_reported(small_landing):
+    """raw.<source>_extras takes its shape from the first day; a later day's new column is added (earlier days
+    read NULL), its missing column is NULL for that day, and the asset's metadata says both."""
+    day_2 = "2026-01-02"
+    keys = {day: pq.read_table(_file(small_landing, day=day), columns=["request_id", "position"]).slice(0, 20)
+            for day in (DAY, day_2)}
+    extras = {DAY: {"propensity": np.full(20, 0.5), "campaign": ["a"] * 20},
+              day_2: {"propensity": np.full(20, 0.25), "bid": np.arange(20, dtype=np.int64)}}
+    for day, columns in extras.items():
+        table = keys[day]
+        for name, values in columns.items():
+            table = table.append_column(name, pa.array(values))
+        write_parquet_atomic(table, small_landing / contract.EXTRAS_DIR / "observational" / f"date={day}" / "part-0.parquet")
+    first = _materialize([observational_impressions], DAY)
+    second = _materialize([observational_impressions], day_2)
+    assert first.success and second.success
+    metadata = second.asset_materializations_for_node("raw__observational_impressions")[0].metadata
+    assert metadata["extras_schema_changes"].data == {day_2: {"added": ["bid"], "missing": ["campaign"]}}
+    assert first.asset_materializations_for_node("raw__observational_impressions")[0].metadata[
+        "extras_schema_changes"].data == {}
+    rows = _stored("SELECT CAST(partition_date AS VARCHAR), count(*), sum(propensity), count(campaign), count(bid), "
+                   "sum(bid) FROM raw.observational_extras GROUP BY ALL ORDER BY 1")
+    assert rows == [(DAY, 20, 10.0, 20, 0, None), (day_2, 20, 5.0, 0, 20, 190)]
