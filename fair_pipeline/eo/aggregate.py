@@ -133,25 +133,28 @@ def weighted_positives(
     if missing_cols:
         raise EOInputError(f"click-count table lacks columns {missing_cols}; expected {list(CLICK_COUNT_COLUMNS)}")
     _check_scores_and_groups(counts, missing_group)
-    no_group = counts["group_id"].isna().to_numpy()
-    labels = counts["group_id"].where(~no_group, "").astype(str).to_numpy()
+    w, clicked = _clicked_row_weights(counts, position_weights)
     clicks = counts["clicks"].to_numpy(dtype=np.int64)
-    clicked = (clicks > 0) & ~no_group
-    w = _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64), clicked, labels, clicks)
     w = np.where(clicked, w, 1.0)  # unclicked rows carry no weight; their position may have none
-    sums = counts.assign(weighted_clicks=np.where(clicked, clicks / w, 0.0),
-                         weighted_click_squares=np.where(clicked, clicks / w**2, 0.0))  # each click weighs 1 / w
-    return aggregate_weighted_sums(sums, missing_group)
+    return _aggregate(counts.assign(weighted_clicks=np.where(clicked, clicks / w, 0.0),
+                                    weighted_click_squares=np.where(clicked, clicks / w**2, 0.0)))  # a click weighs 1/w
 
 
 def check_click_positions(counts: pd.DataFrame, position_weights) -> None:
     """Raise EOInputError (naming positions, weights, groups and clicks) when a clicked position of `counts`
     (group_id, position, clicks; any grouping) has no finite positive weight."""
+    _clicked_row_weights(counts, position_weights)
+
+
+def _clicked_row_weights(counts: pd.DataFrame, position_weights) -> tuple[np.ndarray, np.ndarray]:
+    """(w_position per row, clicked rows with a group); raises when a clicked row's position has no valid weight."""
     no_group = counts["group_id"].isna().to_numpy()
     labels = counts["group_id"].where(~no_group, "").astype(str).to_numpy()
     clicks = counts["clicks"].to_numpy(dtype=np.int64)
-    _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64),
-                 (clicks > 0) & ~no_group, labels, clicks)
+    clicked = (clicks > 0) & ~no_group
+    w = _row_weights(position_weight_lookup(position_weights), counts["position"].to_numpy(dtype=np.int64),
+                     clicked, labels, clicks)
+    return w, clicked
 
 
 def aggregate_weighted_sums(sums: pd.DataFrame, missing_group: str = "error") -> ScoreAggregate:
@@ -162,6 +165,11 @@ def aggregate_weighted_sums(sums: pd.DataFrame, missing_group: str = "error") ->
     if missing_cols:
         raise EOInputError(f"weighted-sum table lacks columns {missing_cols}; expected {list(WEIGHTED_SUM_COLUMNS)}")
     _check_scores_and_groups(sums, missing_group)
+    return _aggregate(sums)
+
+
+def _aggregate(sums: pd.DataFrame) -> ScoreAggregate:
+    """ScoreAggregate of a checked weighted-sum table (rows without a group are left out)."""
     values = sums["score_value"].to_numpy(dtype=float)
     no_group = sums["group_id"].isna().to_numpy()
     labels = sums["group_id"].where(~no_group, "").astype(str).to_numpy()

@@ -346,17 +346,19 @@ def fit_from_click_counts(counts: pd.DataFrame, position_weights, **params) -> W
     """Fit from a click-count table (SQL model `marts.eo_score_click_counts` summed over the training
     window, or `click_counts` in memory) and a position-bias table w_position (array, index 0 = position 1;
     Mapping; or a (position, weight) frame). Unit weights give the unweighted CDF of Lemma 1."""
-    model = WeightedCDFTransformer(**params)
-    model._check_params()
-    return model.fit_aggregate(weighted_positives(counts, position_weights, missing_group=model.missing_group))
+    return _fit(lambda missing_group: weighted_positives(counts, position_weights, missing_group=missing_group), params)
 
 
 def fit_from_weighted_sums(sums: pd.DataFrame, **params) -> WeightedCDFTransformer:
     """Fit from a table whose clicks already carry their weights (`aggregate_weighted_sums`): per group and
     score value, summed over positions."""
+    return _fit(lambda missing_group: aggregate_weighted_sums(sums, missing_group=missing_group), params)
+
+
+def _fit(aggregate_of, params: dict) -> WeightedCDFTransformer:
     model = WeightedCDFTransformer(**params)
-    model._check_params()
-    return model.fit_aggregate(aggregate_weighted_sums(sums, missing_group=model.missing_group))
+    model._check_params()  # bad settings are named before the aggregate is built
+    return model.fit_aggregate(aggregate_of(model.missing_group))
 
 
 def with_alpha(model: WeightedCDFTransformer, alpha: float) -> WeightedCDFTransformer:
