@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,8 +30,7 @@ pytestmark = pytest.mark.slow
 
 def _cli(*args: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-c", "import sys; from fair_pipeline.cli import main; sys.exit(main())", *args]
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+    return subprocess.Popen([*kill_harness.CLI, *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
 
 
 def _wait_for_line(process: subprocess.Popen, marker: str, timeout_s: float) -> list[str]:
@@ -68,8 +66,7 @@ def test_backfill_completes_after_run_killed_mid_step(fp_home, point, marker):
 
     began = time.monotonic()
     backfill = subprocess.run(
-        [sys.executable, "-c", "import sys; from fair_pipeline.cli import main; sys.exit(main())",
-         "backfill", "--start", DAYS[0], "--end", DAYS[-1]],
+        [*kill_harness.CLI, "backfill", "--start", DAYS[0], "--end", DAYS[-1]],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
     )
     out = backfill.stdout + backfill.stderr
