@@ -38,6 +38,8 @@ RUN_AS_WRITTEN = {
     "fair-pipeline audit data/external/compas/compas-scores-two-years.csv --score decile_score --label two_year_recid "
     "--group race --cluster id --cutoffs 0.05,0.1,0.2,0.5,1 --margin xauc=0.03 --json",
     "fair-pipeline promote --partition 2026-01-03",  # on an empty home: the one-line refusal (exit 2)
+    "python -m pytest tests/test_shared_home.py --randomly-seed=1234",
+    "python -m pytest tests/test_shared_home.py -n 0 -p no:randomly",
 }
 EXIT_CODES = {"fair-pipeline promote --partition 2026-01-03": 2}
 

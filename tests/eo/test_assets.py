@@ -37,6 +37,7 @@ from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HEL
                                            point_fluent_api_at)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
+from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
@@ -60,6 +61,10 @@ def home(tmp_path_factory):
                                 partition_key=DAYS[-1])
         assert result.success
         yield {"root": root, "instance": instance, "run_id": result.run_id}
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home", root_of=lambda home: home["root"])
 
 
 def _metadata(instance, key):
@@ -208,10 +213,11 @@ def test_report_tables_are_logged_with_their_contract_columns(home):
 
 def test_evaluation_is_skipped_without_ground_truth(home, tmp_path):
     """Open Bandit style logs: no landing/_truth, so nothing to draw new clicks from."""
+    instance = dg.DagsterInstance.ephemeral()  # its own: the latest materializations of the module's stay as built
     resources = {**default_resources(), "landing": LandingZone(path=str(tmp_path / "landing"))}
-    result = dg.materialize([eo_evaluation], resources=resources, instance=home["instance"], partition_key=DAYS[-1])
+    result = dg.materialize([eo_evaluation], resources=resources, instance=instance, partition_key=DAYS[-1])
     assert result.success
-    meta = _metadata(home["instance"], EO_EVALUATION_KEY)
+    meta = _metadata(instance, EO_EVALUATION_KEY)
     assert meta["evaluated"] is False and "not a simulation: no ground truth" in meta["status"]
 
 
@@ -222,8 +228,9 @@ def _failure(result) -> str:
 
 @pytest.mark.parametrize("partition", ["2025-12-31", DAYS[0]])
 def test_a_partition_without_earlier_days_fails_with_a_clear_message(home, partition):
+    instance = dg.DagsterInstance.ephemeral()  # its own: the latest materializations of the module's stay as built
     before = _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY partition_date, variant")
-    result = dg.materialize([eo_transform], resources=default_resources(), instance=home["instance"],
+    result = dg.materialize([eo_transform], resources=default_resources(), instance=instance,
                             partition_key=partition, raise_on_error=False)
     assert (f"partition {partition} has nothing to train on: no partitions before {partition} in "
             "marts.eo_score_click_counts") in _failure(result)
@@ -232,10 +239,11 @@ def test_a_partition_without_earlier_days_fails_with_a_clear_message(home, parti
 
 def test_an_older_partition_registers_its_own_version_and_never_moves_candidate(home):
     """A backfilled day: fitted on the days before it, stored as its own rows, registered without the alias."""
+    instance = dg.DagsterInstance.ephemeral()  # its own: the latest materializations of the module's stay as built
     client = mlflow.MlflowClient(settings.mlflow_tracking_uri(), settings.mlflow_tracking_uri())
     candidate = client.get_model_version_by_alias("fair-ranker", "candidate")
     newest = _transform_rows()
-    result = dg.materialize([position_bias, eo_transform], resources=default_resources(), instance=home["instance"],
+    result = dg.materialize([position_bias, eo_transform], resources=default_resources(), instance=instance,
                             partition_key=DAYS[1])
     assert result.success
     rows = _transform_rows(DAYS[1])
@@ -251,23 +259,24 @@ def test_an_older_partition_registers_its_own_version_and_never_moves_candidate(
     versions = client.search_model_versions("name = 'fair-ranker'")
     older = [v for v in versions if v.tags.get(TAG_MODEL_PARTITION) == DAYS[1]]
     assert len(versions) == 2 and len(older) == 1 and older[0].version != candidate.version
-    assert "alias @candidate not moved" in _metadata(home["instance"], EO_TRANSFORM_KEY)["serving_model"]
+    assert "alias @candidate not moved" in _metadata(instance, EO_TRANSFORM_KEY)["serving_model"]
 
 
 def test_too_few_clicks_is_reported_not_estimable_and_the_evaluation_skips(home):
-    """Last: it replaces partition DAYS[-1]'s stored transforms with 'not estimable' rows."""
+    """It replaces partition DAYS[-1]'s stored transforms with 'not estimable' rows."""
+    instance = dg.DagsterInstance.ephemeral()  # its own: the latest materializations of the module's stay as built
     result = dg.materialize(
-        eo_assets, resources=default_resources(), instance=home["instance"], partition_key=DAYS[-1],
+        eo_assets, resources=default_resources(), instance=instance, partition_key=DAYS[-1],
         run_config={"ops": {"marts__eo_transforms": {"config": {"min_positives": 1_000_000}}}},
     )
     assert result.success
     checks = _checks(result)
     assert not checks[ESTIMABLE_CHECK].passed and checks[ESTIMABLE_CHECK].severity == dg.AssetCheckSeverity.WARN
     assert checks[VALID_CHECK].passed
-    meta = _metadata(home["instance"], EO_TRANSFORM_KEY)
+    meta = _metadata(instance, EO_TRANSFORM_KEY)
     assert meta["estimable"] is False
     assert re.search(r"group '0': \d+ clicks, group '1': \d+ clicks", meta["not_estimable"])
     rows = _transform_rows()
     assert len(rows) == 2 and not rows["estimable"].any() and rows["transform_json"].isna().all()
-    evaluation = _metadata(home["instance"], EO_EVALUATION_KEY)
+    evaluation = _metadata(instance, EO_EVALUATION_KEY)
     assert evaluation["evaluated"] is False and "no transform to evaluate" in evaluation["status"]

@@ -18,6 +18,7 @@ from fair_pipeline.platform.tracking import (
     TrackingUnavailableError,
     TrackingUsageError,
 )
+from tests.shared_home import restore_home_after_each_test
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,10 @@ def home(tmp_path_factory):
         mp.setenv("FAIR_PIPELINE_HOME", str(path))
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield path
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home", built_by=("tr",))
 
 
 @pytest.fixture(scope="module")

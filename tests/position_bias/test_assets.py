@@ -36,6 +36,7 @@ from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregate
 from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, load_chosen_position_bias
 from fair_pipeline.position_bias.window import training_window
 from tests.conftest import materialize_simulated_home
+from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
 START = dt.date(2026, 1, 1)
@@ -50,6 +51,10 @@ def home(tmp_path_factory) -> Path:
     result = materialize_simulated_home(home, CONFIG, START, len(DAYS))
     home.joinpath("job_result").write_text(repr(_check_outcomes(result)))
     return home
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home")
 
 
 def _check_outcomes(result) -> dict[str, tuple[bool, str]]:

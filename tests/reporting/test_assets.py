@@ -23,6 +23,7 @@ from fair_pipeline.platform.tracking import (
     TrackingUnavailableError,
 )
 from fair_pipeline.reporting import ReportInputs, Table, build_report
+from tests.shared_home import restore_home_after_each_test
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +34,10 @@ def home(tmp_path_factory):
         mp.setenv("DAGSTER_HOME", str(path / "dagster_home"))
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield path
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home", built_by=("main_job_output",))
 
 
 @pytest.fixture(scope="module")

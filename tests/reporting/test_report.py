@@ -10,6 +10,7 @@ from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.reporting import ReportInputs, build_report, render_html, summary_lines, write_report
 from fair_pipeline.reporting.build import findings_json
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
+from tests.shared_home import restore_home_after_each_test
 
 
 def test_wilson_interval_hand_value_and_coverage():
@@ -142,6 +143,10 @@ def tracked(tmp_path_factory):
     truth_dir.mkdir(parents=True)
     pd.DataFrame({"position": positions.astype(np.int32), "weight": w}).to_parquet(truth_dir / "bias_curve.parquet")
     return home, tracking
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("tracked", root_of=lambda tracked: tracked[0])
 
 
 def _audit_partitions(warehouse) -> pd.DataFrame:

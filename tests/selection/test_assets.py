@@ -45,6 +45,7 @@ from fair_pipeline.selection.elicitation import (
 from fair_pipeline.selection.session import SessionConfig, SessionStore
 from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.conftest import materialize_simulated_home
+from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=150, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
 START = dt.date(2026, 1, 1)
@@ -59,6 +60,10 @@ def home(tmp_path_factory) -> Path:
     # families (which may rank first and are never registered) are tested in test_families_asset.py.
     assert _materialize(home, model_selection).success
     return home
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home")
 
 
 def _resources(home: Path) -> dict:

@@ -21,6 +21,7 @@ from fair_pipeline.reporting.sections import _selection_findings
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection.assets import model_selection
 from tests.conftest import materialize_simulated_home
+from tests.shared_home import restore_home_after_each_test
 from tests.selection.test_assets import CONFIG, DAYS, START, _resources
 
 
@@ -29,6 +30,10 @@ def home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("families_home")
     materialize_simulated_home(home, CONFIG, START, len(DAYS))
     return home
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home")
 
 
 def _ranking(home: Path) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from fair_pipeline.training.assets import ranker_candidates
 from fair_pipeline.training.rankers import feature_columns, training_data, window_for_partition
 from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.conftest import materialize_simulated_home
+from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=23)
 START = dt.date(2026, 1, 1)
@@ -48,6 +49,10 @@ def home(tmp_path_factory) -> Path:
         result = runner.run_benchmarks(instance=dg.DagsterInstance.ephemeral())
         assert result.success, runner.failure_summary(result)
     return home
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home")
 
 
 def _query(home: Path, sql: str, params=None) -> pd.DataFrame:

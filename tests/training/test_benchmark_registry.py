@@ -18,6 +18,7 @@ from fair_pipeline.training import benchmark_models as bm
 from fair_pipeline.training.assets import benchmark_models
 from fair_pipeline.training.benchmark_registry import choose_champion
 from fair_pipeline.platform.tracking import point_fluent_api_at
+from tests.shared_home import restore_home_after_each_test
 
 DATASETS = ("adult", "compas")
 N_FITS = 1 + len(bm.DEFAULT_LAMBDAS)  # vanilla + the probability-penalized path
@@ -36,6 +37,10 @@ def home(tmp_path_factory):
     assert result.success
     home.joinpath("metadata.txt").write_text(repr(result.asset_materializations_for_node("marts__benchmark_models")[0].metadata))
     return home
+
+
+# Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
+home_restored_after_each_test = restore_home_after_each_test("home")
 
 
 @pytest.fixture(scope="module")
