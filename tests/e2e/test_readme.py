@@ -60,6 +60,19 @@ def test_readme_lists_the_setup_commands_first():
     assert all(shlex.split(c) for c in commands)  # every line parses as a shell command
 
 
+def test_the_pipeline_diagram_is_the_asset_graph_of_the_definitions():
+    """The README's Mermaid picture is generated from the Definitions (one node per asset group, an edge where a
+    group reads another), so adding, regrouping or rewiring an asset fails here until the picture is updated."""
+    from fair_pipeline.definitions import defs
+    from fair_pipeline.platform.lineage_diagram import group_edges, mermaid
+
+    groups, edges = group_edges(defs)
+    assert {"ingestion", "position_bias", "eo_transform", "training", "audit", "selection", "reporting"} <= set(groups)
+    assert ("audit", "selection") in edges and ("selection", "reporting") in edges
+    readme = re.search(r"```mermaid\n.*?```", (REPO / "README.md").read_text(), re.S)
+    assert readme and readme[0] == mermaid(defs), f"replace the README's Mermaid block with:\n{mermaid(defs)}"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # a dozen commands, seven of them Dagster runs
 def test_every_readme_command_runs(tmp_path: Path):

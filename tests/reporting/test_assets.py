@@ -193,6 +193,25 @@ def test_a_locked_store_is_retried_and_the_report_then_succeeds(home, main_job_o
     assert metadata["latest"].value == f"reports/latest -> {days[-1]}"
 
 
+def test_the_report_logs_one_line_so_verbose_runs_print_each_finding_once(home, main_job_output):
+    """`run --verbose` shows Dagster's log, then every finding: the asset's log names the findings file instead of
+    repeating them."""
+    from fair_pipeline.definitions import fairness_report
+    from fair_pipeline.platform.resources import DuckDBWarehouse
+
+    newest = _days(home)[-1]
+    instance = dg.DagsterInstance.ephemeral()
+    result = dg.materialize([fairness_report], resources={"warehouse": DuckDBWarehouse(), "mlflow": MLflowTracking()},
+                            partition_key=newest, instance=instance)
+    assert result.success
+    messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    findings = json.loads((home / "reports" / newest / "findings.json").read_text())["findings"]
+    assert len(findings) > 5
+    assert not [f["text"] for f in findings if len(f["text"]) > 20 and any(f["text"] in m for m in messages)]
+    line = re.compile(rf"{len(findings)} findings in \d+ sections: {re.escape(str(home / 'reports' / newest / 'findings.json'))}")
+    assert [m for m in messages if line.fullmatch(m)], messages
+
+
 def _table(section, caption: str) -> pd.DataFrame:
     return next(b.frame for b in section.content.blocks if isinstance(b, Table) and b.caption.startswith(caption))
 
