@@ -1,7 +1,7 @@
 """The UI as a person sees it: `fair-pipeline ui` on a small materialized home, driven by headless Chromium.
 
-One UI process serves the whole module (dagster dev takes a while to start); the last test stops it
-with Ctrl-C (SIGINT) and checks nothing is left running. Screenshots go to test-artifacts/.
+One UI process serves the whole module (dagster dev takes a while to start) and is stopped when the module ends;
+the Ctrl-C test starts and stops its own. Screenshots go to test-artifacts/.
 """
 import os
 import signal
@@ -47,7 +47,8 @@ def home(tmp_path_factory, mlflow_port):
 def ui(home, mlflow_port):
     server = UiProcess(home, mlflow_port=mlflow_port)
     yield server
-    server.stop(signal.SIGTERM)  # normally already stopped by the last test; a no-op then
+    server.stop(signal.SIGTERM)
+    assert no_server_left(server)
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +103,24 @@ def test_asset_graph_shows_the_assets_and_their_passed_checks(ui, page):
     expect(page.get_by_text("1 / 1 Passed").first).to_be_visible()
     expect(page.get_by_text("stg_observational_impressions").first).to_be_visible()  # downstream edge
     _shot(page, "dagster_ingestion_graph")
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_the_report_opens_in_a_browser_with_its_summary_and_figures(home, page):
+    """The newest report as a reader opens it: the summary first, then sections whose figures render (each figure
+    is an embedded PNG that loaded, not a broken image). Its first screen is the README's picture of the report."""
+    from playwright.sync_api import expect
+
+    report = (home / "reports" / "latest").resolve() / "fairness_report.html"
+    page.goto(report.as_uri())
+    expect(page.get_by_role("heading", name="Fairness report")).to_be_visible()
+    expect(page.get_by_role("heading", name="Summary")).to_be_visible()
+    expect(page.get_by_role("heading", name="ROC curves and partial AUC by group")).to_be_attached()
+    widths = page.eval_on_selector_all("img", "images => images.map(i => i.complete ? i.naturalWidth : 0)")
+    assert len(widths) >= 5 and min(widths) > 100, widths
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "fairness_report_first_screen.png"))
 
 
 @pytest.mark.browser
@@ -173,8 +192,10 @@ def test_mlflow_experiment_page_shows_the_logged_run(ui, page, home):
     _shot(page, "mlflow_reporting_runs")
 
 
-def test_ctrl_c_stops_both_servers(ui):
-    code = ui.stop(signal.SIGINT)
-    assert code == 0, ui.output
-    assert ui.output.rstrip().endswith("stopped")
-    assert no_server_left(ui)
+def test_ctrl_c_stops_both_servers(home):
+    """Its own `fair-pipeline ui` (the module's serves the other tests, in whatever order they run)."""
+    own = UiProcess(home)
+    code = own.stop(signal.SIGINT)
+    assert code == 0, own.output
+    assert own.output.rstrip().endswith("stopped")
+    assert no_server_left(own)
