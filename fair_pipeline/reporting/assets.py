@@ -15,7 +15,7 @@ from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
 
 OWNERS = ["team:fairness"]
 REPORT_KEY = dg.AssetKey(["reporting", "fairness_report"])
-# Figures shown inline in the Dagster UI (the rest are in the HTML report and MLflow).
+# Figures linked from the Dagster metadata (loaded from the MLflow UI; the rest are in the HTML report and MLflow).
 KEY_FIGURES = ("position_bias", "ctr_by_position", "lambda_frontier")
 
 
