@@ -93,3 +93,23 @@ def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.d
         result = runner.train_and_audit(str(last), instance=instance)
         assert result.success, runner.failure_summary(result)
     return result
+
+
+def linked_png(markdown: str, tracking=None) -> bytes:
+    """The PNG a figure in Dagster metadata links to (`tracking.figure_link_markdown`), read back from the MLflow
+    store; fails if the figure is embedded instead or the link names no logged PNG."""
+    import re
+    import tempfile
+    from urllib.parse import parse_qs, urlparse
+
+    from fair_pipeline.platform.tracking import MLflowTracking
+
+    assert "data:image" not in markdown, "figures are linked to MLflow, not embedded in Dagster events"
+    found = re.search(r"\]\((http[^)\s]+/get-artifact\?[^)\s]+)\)", markdown)
+    assert found, markdown
+    query = parse_qs(urlparse(found.group(1)).query)
+    client = (tracking or MLflowTracking()).client()
+    with tempfile.TemporaryDirectory() as tmp:
+        png = Path(client.download_artifacts(query["run_uuid"][0], query["path"][0], tmp)).read_bytes()
+    assert png.startswith(b"\x89PNG"), query
+    return png

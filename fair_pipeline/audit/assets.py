@@ -18,7 +18,6 @@ from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, audit_ou
 from fair_pipeline.audit.outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
 from fair_pipeline.audit.report import (
     TRANSFORM_NOTE,
-    audit_figure,
     groups_markdown,
     pairs_markdown,
     pairwise_markdown,
@@ -33,9 +32,8 @@ from fair_pipeline.audit.store import TABLES, write_audit
 from fair_pipeline.audit.tracking import log_audit
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
-from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
 from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
-from fair_pipeline.position_bias.report import figure_markdown, figure_png
 
 OWNERS = ["team:fairness"]
 FAIRNESS_AUDIT_KEY = dg.AssetKey(["marts", "fairness_audit"])
@@ -252,12 +250,12 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                   "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits),
                   "variance": config.variance, "margins": margins}
         try:
-            run_id, run_url = log_audit(mlflow, context, list(audits.values()), tables, params,
+            run_id, run_url, figure_urls = log_audit(mlflow, context, list(audits.values()), tables, params,
                                         (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")
         except TrackingUnavailableError as error:  # the warehouse rows are written; logging again is idempotent
             context.log.error(str(error))
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
-        metadata = _metadata(source, window, summary, outputs, audits, written)
+        metadata = _metadata(source, window, summary, outputs, audits, written, figure_urls)
         metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
         return dg.MaterializeResult(metadata=metadata,
                                     check_results=[estimable_check(audits), held_out_check(audits, window)])
@@ -265,7 +263,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
     return fairness_audit
 
 
-def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], written) -> dict:
+def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], written, figure_urls: dict) -> dict:
     metadata = {
         "dagster/row_count": written["fairness_audit_groups"],
         "label_source": source.name,
@@ -287,8 +285,8 @@ def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], 
         metadata[f"{name}/group_differences"] = dg.MetadataValue.md(pairs_markdown(a))
         metadata[f"{name}/xauc"] = dg.MetadataValue.md(xauc_markdown(a))
         metadata[f"{name}/pairwise"] = dg.MetadataValue.md(pairwise_markdown(a))
-        png = figure_png(audit_figure(a, f"{name}, {source.name} labels, {window.label}"))
-        metadata[f"{name}/curves"] = dg.MetadataValue.md(figure_markdown(png, f"ROC with 95% band and xROC, {name}"))
+        metadata[f"{name}/curves"] = dg.MetadataValue.md(
+            figure_link_markdown(figure_urls[name], f"ROC with 95% band and xROC, {name}"))
     note = transform_markdown(list(audits.values()))
     metadata["transform_note"] = dg.MetadataValue.md(
         note or TRANSFORM_NOTE + "\n\n(No EO-transformed output was audited in this run, so the comparison is not shown.)")

@@ -34,8 +34,9 @@ def headline_metrics(audits: list[OutputAudit]) -> dict[str, float]:
 
 
 def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: dict[str, pd.DataFrame],
-              params: dict, window: tuple[str, str], title: str = "") -> tuple[str, str]:
-    """Log the audit as one run; returns the MLflow run id and its UI address."""
+              params: dict, window: tuple[str, str], title: str = "") -> tuple[str, str, dict[str, str]]:
+    """Log the audit as one run; returns the MLflow run id, its UI address and the address of each output's figure
+    ({output name: URL}, for the Dagster metadata to link to)."""
     tables, figures = audit_artifacts(audits, title)
     try:
         span = f"{window[0]}..{window[1]}"
@@ -49,9 +50,9 @@ def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: di
             for name, frame in {**warehouse_tables, **tables}.items():
                 if len(frame):
                     run.log_table(frame, name)
-            for name, figure in figures.items():
-                run.log_figure(figure, name)
-            return run.run_id, run.url
+            urls = {a.output.name: run.log_figure(figures[f"curves_{a.output.name}"], f"curves_{a.output.name}")
+                    for a in audits}
+            return run.run_id, run.url, urls
     finally:
         for figure in figures.values():
             plt.close(figure)

@@ -37,11 +37,17 @@ from fair_pipeline.ingestion import contract
 from fair_pipeline.platform.partitions import daily_partitions, days_before, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS
-from fair_pipeline.platform.tracking import CANDIDATE, FAIR_RANKER, TAG_HELD_OUT, TAG_MODEL_PARTITION, MLflowTracking
+from fair_pipeline.platform.tracking import (
+    CANDIDATE,
+    FAIR_RANKER,
+    TAG_HELD_OUT,
+    TAG_MODEL_PARTITION,
+    MLflowTracking,
+    figure_link_markdown,
+)
 from fair_pipeline.platform.windows import is_newest_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
 from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
-from fair_pipeline.position_bias.report import figure_markdown, figure_png
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 
 OWNERS = ["team:fairness"]
@@ -67,10 +73,6 @@ class EOEvaluationConfig(dg.Config):
     n_requests: int = Field(0, description="Held-out simulated requests to re-rank. 0: the simulation's requests per day.")
     days_after_window: int = Field(1, description="The held-out day is this many days after the training window.")
     alphas: list[float] = Field(list(DEFAULT_ALPHAS), description="Relaxation grid of the weighted transform (figure 3).")
-
-
-def _figure_md(fig, alt: str) -> dg.MetadataValue:
-    return dg.MetadataValue.md(figure_markdown(figure_png(fig), alt))
 
 
 def too_few_clicks(counts: pd.DataFrame, min_positives: int) -> str | None:
@@ -222,7 +224,9 @@ def eo_transform(
             run.log_dict(model.to_dict(), f"transforms/{variant}.json")
         run.log_table(summary, "eo_knots_summary")
         run.log_table(cdf_table(weighted), "eo_transform_cdf")  # the fairness report's per-group CDF section
-        run.log_figure(figure, "eo_transforms")
+        metadata["transforms_plot"] = dg.MetadataValue.md(figure_link_markdown(
+            run.log_figure(figure, "eo_transforms"), "per-group weighted CDFs and fair-score maps"))
+        plt.close(figure)
         metadata["mlflow_run_id"] = run.run_id
         metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
         if truth is not None and config.log_serving_model and not problems:
@@ -242,7 +246,6 @@ def eo_transform(
                                    "the stored transform failed validation" if problems else
                                    "no base ranker for non-simulated logs (the simulator's production ranker needs landing/_truth)")
             )
-    metadata["transforms_plot"] = _figure_md(figure, "per-group weighted CDFs and fair-score maps")
     return dg.MaterializeResult(
         metadata=metadata,
         check_results=[
@@ -343,12 +346,13 @@ def eo_evaluation(
         for name, frame in (("per_group", report.per_group), ("summary", report.summary), ("positions", report.positions)):
             run.log_table(frame, f"eo_evaluation_{name}")
         run.log_table(exposure_merit_table(report.per_group), "exposure_merit")  # the fairness report's section
-        for name, fig in report.figures.items():
-            run.log_figure(fig, name)
+        urls = {name: run.log_figure(fig, name) for name, fig in report.figures.items()}
         metadata["mlflow_run_id"] = run.run_id
         metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
-    metadata["figure_1"] = _figure_md(report.figures["figure_1"], "figure 1: score and position distributions (simulation)")
-    metadata["figure_3"] = _figure_md(report.figures["figure_3"], "figure 3: KS distance and CTR over alpha (simulation)")
+    metadata["figure_1"] = dg.MetadataValue.md(
+        figure_link_markdown(urls["figure_1"], "figure 1: score and position distributions (simulation)"))
+    metadata["figure_3"] = dg.MetadataValue.md(
+        figure_link_markdown(urls["figure_3"], "figure 3: KS distance and CTR over alpha (simulation)"))
     plt.close("all")
     return dg.MaterializeResult(metadata=metadata)
 

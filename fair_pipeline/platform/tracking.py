@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import urlencode, urlparse
 
 import dagster as dg
 import pandas as pd
@@ -342,6 +342,13 @@ def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[st
     return tags
 
 
+def figure_link_markdown(url: str, caption: str) -> str:
+    """Markdown showing a figure logged to MLflow by its address (`TrackedRun.log_figure`), with a link to it:
+    Dagster metadata stays small (an embedded PNG made each event ~100 kB) and the image loads from the MLflow
+    UI when it is running (`fair-pipeline ui`); otherwise the caption and link remain."""
+    return f"[![{caption}]({url})]({url})\n\n[{caption} (PNG in MLflow)]({url})"
+
+
 @dataclasses.dataclass
 class TrackedRun:
     """An open MLflow run of one stage. Every logging call is retried while the store is locked."""
@@ -405,11 +412,17 @@ class TrackedRun:
         self._retry(write, f"log table {artifact}")
         self.set_tags({TAG_TABLE_PREFIX + name: "1"})
 
-    def log_figure(self, figure: Any, name: str) -> None:
-        """A matplotlib figure saved as `figures/<name>.png`."""
+    def log_figure(self, figure: Any, name: str) -> str:
+        """A matplotlib figure saved as `figures/<name>.png` (rendered once); returns the address the MLflow UI
+        serves it at, for Dagster metadata to link to (`figure_link_markdown`) instead of embedding a copy."""
         import mlflow
 
         self._retry(lambda: mlflow.log_figure(figure, f"figures/{name}.png"), f"log figure {name}")
+        return self.artifact_url(f"figures/{name}.png")
+
+    def artifact_url(self, path: str) -> str:
+        """The MLflow server's address of one artifact file of this run (`fair-pipeline ui` serves it)."""
+        return self.tracking.artifact_url(self.run_id, path)
 
     def log_artifact(self, path: str | Path, artifact_dir: str | None = None) -> None:
         import mlflow
@@ -479,6 +492,9 @@ class MLflowTracking(dg.ConfigurableResource):
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
         return f"{self.base_ui_url}/#/experiments/{experiment_id}/runs/{run_id}?{CLASSIC_VIEW}"
+
+    def artifact_url(self, run_id: str, path: str) -> str:
+        return f"{self.base_ui_url}/get-artifact?{urlencode({'path': path, 'run_uuid': run_id})}"
 
     def experiment_url(self, stage: str) -> str:
         return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}?{CLASSIC_VIEW}"

@@ -13,15 +13,13 @@ from pydantic import Field
 
 from fair_pipeline.platform.partitions import daily_partitions, days_through, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
-from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
 from fair_pipeline.position_bias import PositionBiasInputError, compare_estimates
 from fair_pipeline.position_bias.estimators import METHOD_POLICY, METHODS, position_ranges
 from fair_pipeline.position_bias.report import (
     curve_markdown,
     curves_artifacts,
     errors_vs_truth,
-    figure_markdown,
-    figure_png,
     load_truth_curve,
 )
 from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, methods_frame, write_estimates
@@ -164,7 +162,7 @@ def methods_markdown(window: TrainingWindow, estimates: dict[str, MethodEstimate
     return view.fillna("").to_markdown(index=False)
 
 
-def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str, truth, png: bytes) -> dict:
+def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chosen: str, truth, figure_url: str) -> dict:
     curves = {m: e.curve for m, e in estimates.items() if e.estimable}
     chosen_curve = estimates[chosen].curve
     metadata = {
@@ -174,7 +172,7 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
         "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
         "chosen_method": chosen,
         "chosen_curve": dg.MetadataValue.md(curve_markdown(chosen_curve, truth=truth)),
-        "curves_plot": dg.MetadataValue.md(figure_markdown(png, "position-bias curves with CI bands")),
+        "curves_plot": dg.MetadataValue.md(figure_link_markdown(figure_url, "position-bias curves with CI bands")),
         "all_curves": dg.MetadataValue.md(all_curves_markdown(estimates)),
         "methods": dg.MetadataValue.md(methods_markdown(window, estimates, chosen)),
         "not_estimable_methods": dg.MetadataValue.json({m: e.reason for m, e in estimates.items() if not e.estimable}),
@@ -198,9 +196,9 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
 
 
 def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimates: dict[str, MethodEstimate],
-               config: PositionBiasConfig, truth) -> tuple[bytes, str, str]:
+               config: PositionBiasConfig, truth) -> tuple[str, str, str]:
     """One MLflow run (stage position_bias): every estimable curve as table `position_bias_curve` (the fairness
-    report's section), the per-method summary, the figure. Returns the figure's PNG, the run id and its address."""
+    report's section), the per-method summary, the figure. Returns the figure's address, the run id and the run's."""
     curves = {m: e.curve for m, e in estimates.items() if e.estimable}
     table, figure = curves_artifacts(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
     try:
@@ -212,8 +210,7 @@ def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimate
             run.log_metrics({f"w_pos{int(r.position)}": r.weight for r in chosen.itertuples() if np.isfinite(r.weight)})
             run.log_table(table, "position_bias_curve")
             run.log_table(methods_frame(window, estimates, config.chosen_method), "position_bias_methods")
-            run.log_figure(figure, "position_bias_curves")
-            return figure_png(figure), run.run_id, run.url
+            return run.log_figure(figure, "position_bias_curves"), run.run_id, run.url
     finally:
         plt.close(figure)
 
@@ -283,12 +280,12 @@ def position_bias(
     truth = load_truth_curve(landing.resolved_path)  # reporting only
     context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")
     try:
-        png, run_id, run_url = log_curves(mlflow, context, window, estimates, config, truth)
+        figure_url, run_id, run_url = log_curves(mlflow, context, window, estimates, config, truth)
     except TrackingUnavailableError as error:
         # The warehouse write above replaces the window's rows, so running the asset again is safe.
         context.log.error(str(error))
         raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
-    metadata = _metadata(window, estimates, config.chosen_method, truth, png)
+    metadata = _metadata(window, estimates, config.chosen_method, truth, figure_url)
     metadata.update({"mlflow_run_id": run_id, "mlflow_run": dg.MetadataValue.url(run_url)})
     return dg.MaterializeResult(
         metadata=metadata,

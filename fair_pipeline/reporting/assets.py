@@ -1,7 +1,6 @@
 """The fairness report asset: one offline HTML + Markdown report per daily partition under
 $FAIR_PIPELINE_HOME/reports/<date>/ (`reports/latest` points at the newest), logged to MLflow."""
 # No `from __future__ import annotations`: Dagster reads resource types from real annotations.
-import base64
 from collections.abc import Iterable
 
 import dagster as dg
@@ -9,19 +8,15 @@ import dagster as dg
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
-from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError
+from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
 from fair_pipeline.reporting import ReportInputs, build_report, summary_lines, write_report
 from fair_pipeline.reporting.build import metrics_table
 from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
 
 OWNERS = ["team:fairness"]
 REPORT_KEY = dg.AssetKey(["reporting", "fairness_report"])
-# Figures shown inline in the Dagster UI (the rest are in the HTML report and MLflow).
+# Figures linked from the Dagster metadata (loaded from the MLflow UI; the rest are in the HTML report and MLflow).
 KEY_FIGURES = ("position_bias", "ctr_by_position", "lambda_frontier")
-
-
-def _image_markdown(png: bytes, caption: str) -> str:
-    return f"![{caption}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
 def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
@@ -97,7 +92,8 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         }
         for name in KEY_FIGURES:
             if name in figures:
-                metadata[f"figure_{name}"] = dg.MetadataValue.md(_image_markdown(figures[name].png, figures[name].caption))
+                metadata[f"figure_{name}"] = dg.MetadataValue.md(figure_link_markdown(
+                    run.artifact_url(f"report/figures/{name}.png"), figures[name].caption))
         return dg.MaterializeResult(metadata=metadata)
 
     return fairness_report

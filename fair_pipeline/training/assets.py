@@ -13,6 +13,7 @@ import re
 import time
 
 import dagster as dg
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -24,6 +25,7 @@ from fair_pipeline.platform.tracking import (
     MLflowTracking,
     TrackingUnavailableError,
     benchmark_model_name,
+    figure_link_markdown,
 )
 from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import DEFAULT_WINDOW_DAYS, daily_partitions, days_before, partition_day
@@ -371,6 +373,12 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         run.log_table(frontier, "lambda_frontier")  # the fairness report's λ trade-off section
         run.log_table(frame, "ranker_candidates")
         path_run = run.run_id
+        source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits
+        figure_url = None
+        if len(source_rows):
+            figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
+            figure_url = run.log_figure(figure, "partial_auc_vs_lambda")
+            plt.close(figure)
     with warehouse.connect() as con:
         counts = replace_partition(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits}, day)
     metadata = {
@@ -395,10 +403,8 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "mlflow_path_run": dg.MetadataValue.url(run.url),
         "mlflow_path_run_id": path_run,
     }
-    source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits
-    if len(source_rows):
-        figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
-        metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_markdown(figure_png(figure), "ranker figure 2b"))
+    if figure_url is not None:
+        metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_link_markdown(figure_url, "ranker figure 2b"))
     return dg.MaterializeResult(metadata=metadata)
 
 

@@ -26,7 +26,7 @@ from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
-from tests.conftest import materialize_simulated_home
+from tests.conftest import linked_png, materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=3_000, requests_per_day=400, shuffle_share=0.5, adjacent_swap_share=0.25, slots=20, seed=5)
@@ -197,7 +197,8 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     assert (roc["tpr_ci_high"] - roc["tpr_ci_low"]).between(0, 0.5).all()
     metadata = result.asset_materializations_for_node(OP)[0].metadata
     assert metadata["labels"].value == SIMULATION_BANNER
-    assert "data:image/png;base64," in metadata["production/curves"].value
+    linked_png(metadata["production/curves"].value,
+               MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts")))
     assert "EO transform" in metadata["transform_note"].value
     assert _check(result, "every_group_estimable").passed
 
@@ -386,6 +387,7 @@ class _RecordingRun:
 
     def log_figure(self, figure, name):
         self.figures.append(name)
+        return f"http://x/{name}.png"
 
 
 class _RecordingTracking:
@@ -414,9 +416,10 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
         data = EvaluationData(aw.score_counts(con, source), None, *aw.query_rows(con, source, 50))
     audits = [audit_output(production_scores(None)[0], data, window.first, [0.1, 1.0], min_count=10, confidence=0.95)]
     tracking = _RecordingTracking()
-    run_id, _ = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
-                       (str(window.first), str(window.last)))
+    run_id, _, figure_urls = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
+                                       (str(window.first), str(window.last)))
     assert run_id == "run-1" and tracking.stages == [("audit", (DAYS[-1], DAYS[-1]))]
+    assert figure_urls == {"production": "http://x/curves_production.png"}  # linked from the Dagster metadata
     contract = {  # fair_pipeline.reporting.sections: name -> required columns
         "partial_auc": ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"],
         "roc_curves": ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"],

@@ -18,7 +18,7 @@ import pytest
 import fair_pipeline.audit.files as files
 from fair_pipeline.audit import AuditInputError
 from fair_pipeline.audit.files import audit_file, main_audit
-from fair_pipeline.audit.stats import sweep
+from fair_pipeline.audit.stats import grid_audit, sweep
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from tests.audit import bruteforce
 
@@ -49,6 +49,8 @@ def test_optimized_path_equals_the_landed_code(monkeypatch, variance, sort_rows_
     monkeypatch.setattr(files, "SORT_ROWS_SHARE", sort_rows_share)  # force either query shape
     monkeypatch.setattr(sweep, "RESULT_COLUMNS", 7)  # the 25 columns finished in several steps
     monkeypatch.setattr(sweep, "DENSE_ROWS", 0 if batch_rows == 97 else 8)  # the sparse products too
+    if batch_rows == files.BATCH_ROWS:  # one batch of ~900 blocks swept in chunks of 13 (the chunking of update_columns)
+        monkeypatch.setattr(grid_audit, "CHUNK_BLOCKS", 13)
     got = audit_file(DATA / "ties_groups.csv", "score", "label", "grp", batch_rows=batch_rows,
                      **VARIANCES[variance]).to_dict(curves=True)
     got["file"] = "ties_groups.csv"

@@ -161,7 +161,7 @@ def test_mlflow_link_of_the_report_asset_opens_its_run(ui, page, home):
     run = tracking.client().search_runs([tracking.experiment_id("reporting")], order_by=["attributes.start_time DESC"],
                                         max_results=1)[0]
     page.goto(f"{ui.urls()['Dagster']}/assets/reporting/fairness_report")
-    link = page.locator(f"a[href*='{run.info.run_id}']").first
+    link = page.locator(f"a[href*='{run.info.run_id}'][href*='workflowType']").first  # not a figure's link
     expect(link).to_be_visible()
     if link.get_attribute("target") == "_blank":
         with page.context.expect_page() as opened:
@@ -190,6 +190,27 @@ def test_mlflow_experiment_page_shows_the_logged_run(ui, page, home):
     expect(page.get_by_text("fair_pipeline/reporting").first).to_be_visible()
     expect(page.get_by_text("fairness_report", exact=True).first).to_be_visible()
     _shot(page, "mlflow_reporting_runs")
+
+
+def test_figures_in_dagster_metadata_load_from_the_mlflow_ui(ui, home):
+    """Figures are logged once to MLflow and linked from the Dagster metadata (not embedded): every linked figure
+    of the newest report and audit is served by the running MLflow UI as a PNG."""
+    import re
+
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(home / "dagster_home"))
+    urls = []
+    for key in (["reporting", "fairness_report"], ["marts", "fairness_audit"]):
+        metadata = instance.get_latest_materialization_event(dg.AssetKey(key)).asset_materialization.metadata
+        for value in metadata.values():
+            text = str(getattr(value, "value", value))
+            assert "data:image" not in text
+            urls += re.findall(r"\]\((http[^)\s]+/get-artifact\?[^)\s]+)\)", text)
+    assert urls and all(url.startswith(ui.urls()["MLflow"]) for url in urls), urls
+    for url in set(urls):
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.read(8) == b"\x89PNG\r\n\x1a\n", url
 
 
 def test_ctrl_c_stops_both_servers(home):

@@ -46,10 +46,12 @@ EXIT_CODES = {"fair-pipeline promote --partition 2026-01-03": 2}
 SMALLER = {
     "python benchmarks/audit_coverage.py": "--reps 4 --items 200 --jobs 1 --truth-factor 2",
     "python benchmarks/bench_clustered_audit.py": "--rows 1e4 --rounds 1",
+    "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
     "python benchmarks/bench_candidates.py": "--impressions 100000 --repeats 1",
     "python benchmarks/bench_main_job.py --sizes 25000 100000 250000 --days 3 --top 6": "--sizes 300 --days 2 --top 2",
+    "python benchmarks/bench_main_job.py --sizes 25000 --days 3 --top 12": "--sizes 300 --days 2 --top 2",
     ".venv/bin/python benchmarks/bench_ingestion.py --days 2 --repeats 5": "--days 1 --repeats 1 --requests-per-day 200",
     "python benchmarks/bench_eo_transform.py": "100000",
     "python -m fair_pipeline.reproductions.kallus_zhou 20": None,  # the positional count: replaced below

@@ -23,6 +23,7 @@ from fair_pipeline.platform.tracking import (
     TrackingUnavailableError,
 )
 from fair_pipeline.reporting import ReportInputs, Table, build_report
+from tests.conftest import linked_png
 from tests.shared_home import restore_home_after_each_test
 
 
@@ -122,7 +123,7 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's ROC/partial
     # AUC, xAUC and pairwise sections, the audit trend, the λ frontier and model selection.
     assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 11
-    assert "data:image/png;base64," in metadata["figure_ctr_by_position"].value
+    linked_png(metadata["figure_ctr_by_position"].value)
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
     assert run.info.status == "FINISHED"

@@ -22,7 +22,7 @@ from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.clustered import BlockTable, ClusterRows, cluster_covariance, two_way_keys
 from fair_pipeline.audit.stats.sweep import RocSweep, products
 
-CHUNK_BLOCKS = 1 << 16  # blocks per update: the temporary (columns x B) arrays stay in cache
+CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays stay in cache (1 << 16 took twice the CPU)
 # Rows per batch of the in-memory cluster-robust pass: its temporaries are ~15 float arrays per row, so one
 # batch of a day's rows (one per impression when scores are continuous) cost GBs; batches keep it ~100 MB.
 CLUSTER_BATCH_ROWS = 1 << 20
