@@ -45,6 +45,7 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/platform/partition_store.py": "the result stores' shared partition writer, local by design",
     "fair_pipeline/platform/warehouse.py": "the DuckDB warehouse itself (connection, DDL, information_schema)",
     "fair_pipeline/platform/engines/duckdb_engine.py": "the DuckDB engine (Spark has its own implementation)",
+    "fair_pipeline/platform/engines/spark_engine.py": "the Spark engine: runs only SQL rendered by spark_sql",
     "fair_pipeline/reporting/model.py": "the report reads the result stores (local) and small mart summaries; "
         "not yet moved to the engine interface",
     "fair_pipeline/reporting/sections.py": "as reporting/model.py",

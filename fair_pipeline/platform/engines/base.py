@@ -36,6 +36,9 @@ class Warehouse(Protocol):
     def query_df(self, sql: str, params: Params = None) -> pd.DataFrame:
         """Run a query and return its (small, aggregated) result on the driver."""
 
+    def query_arrow(self, sql: str, params: Params = None) -> pa.Table:
+        """As query_df, as an Arrow table (types kept exactly: dates stay dates)."""
+
     def stream_batches(self, sql: str, params: Params = None, batch_rows: int = 100_000) -> Iterator[pa.RecordBatch]:
         """Run a query and stream its result to the driver in order, `batch_rows` rows at a time."""
 

@@ -26,8 +26,15 @@ class DuckDBEngine:
     def query_df(self, sql: str, params: Params = None) -> pd.DataFrame:
         return self.con.execute(sql, params).df()
 
+    def query_arrow(self, sql: str, params: Params = None) -> pa.Table:
+        relation = self.con.sql(sql, params=params)  # a relation: Arrow without the DB-API result's extra copy
+        # duckdb 2 renamed fetch_arrow_table / fetch_record_batch to to_arrow_table / to_arrow_reader.
+        return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+
     def stream_batches(self, sql: str, params: Params = None, batch_rows: int = 100_000) -> Iterator[pa.RecordBatch]:
-        reader = self.con.execute(sql, params).fetch_record_batch(batch_rows)
+        relation = self.con.sql(sql, params=params)
+        reader = (relation.to_arrow_reader(batch_rows) if hasattr(relation, "to_arrow_reader")
+                  else relation.fetch_arrow_reader(batch_rows))
         yield from reader
 
     def table_exists(self, table: Table) -> bool:
