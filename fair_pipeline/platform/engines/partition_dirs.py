@@ -79,6 +79,8 @@ def recover(table_dir: Path) -> list[str]:
             _rename(live, trash)
         if new_data_waiting:
             _rename(staged, live)
+        if staged is not None and staged.parent.parent == table_dir / STAGING:
+            discard(staged.parent)  # the rest of that write's staging directory (e.g. Spark's _SUCCESS marker)
         _finish(journal, trash)
         recovered.append(entry["name"])
     return recovered

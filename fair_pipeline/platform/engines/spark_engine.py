@@ -3,7 +3,7 @@
 Tables are plain Parquet under `root` (default $FAIR_PIPELINE_HOME/spark_warehouse):
     <root>/<schema>/<table>/_schema.json                 Spark schema (column order and types)
     <root>/<schema>/<table>/partition_date=YYYY-MM-DD/   one directory per partition (daily tables)
-    <root>/<schema>/<table>/current/                     the rows of an unpartitioned table
+    <root>/<schema>/<table>/current/                     the rows (and _schema.json) of an unpartitioned table
     <root>/_views.json                                   view definitions (DuckDB-dialect SQL), in creation order
 Each partition (or `current`) is replaced all or nothing by `partition_dirs` (write to a staging directory,
 check it, swap directories), so a zero-row or failed write never leaves a mixed or stale partition; plain Parquet
@@ -71,11 +71,15 @@ class SparkEngine:
         return self.root / table[0] / table[1]
 
     def _schema(self, table: Table) -> StructType | None:
-        path = self._dir(table) / SCHEMA_FILE
-        return StructType.fromJson(json.loads(path.read_text())) if path.exists() else None
+        """A partitioned table's schema sits beside its partitions; an unpartitioned table's inside `current`, so
+        that it is swapped in with the rows it describes."""
+        for path in (self._dir(table) / SCHEMA_FILE, self._dir(table) / UNPARTITIONED_DATA / SCHEMA_FILE):
+            if path.exists():
+                return StructType.fromJson(json.loads(path.read_text()))
+        return None
 
-    def _write_schema(self, table: Table, schema: StructType) -> None:
-        path = self._dir(table) / SCHEMA_FILE
+    def _write_schema(self, directory: Path, schema: StructType) -> None:
+        path = directory / SCHEMA_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f"{SCHEMA_FILE}.{uuid.uuid4().hex}.tmp")
         temporary.write_text(schema.json())
@@ -86,8 +90,11 @@ class SparkEngine:
         return json.loads(path.read_text()) if path.exists() else {}
 
     def _register_all(self) -> None:
-        for schema_file in sorted(self.root.glob(f"*/*/{SCHEMA_FILE}")):
-            self._register_table((schema_file.parent.parent.name, schema_file.parent.name))
+        for directory in sorted(p for p in self.root.glob("*/*") if p.is_dir()):
+            partition_dirs.recover(directory)
+            table = (directory.parent.name, directory.name)
+            if self._schema(table) is not None:
+                self._register_table(table)
         for name, sql in self._views().items():
             self._define_view(tuple(name.split(".", 1)), sql)
 
@@ -152,7 +159,7 @@ class SparkEngine:
             yield _batch(rows, schema)
 
     def table_exists(self, table: Table) -> bool:
-        return (self._dir(table) / SCHEMA_FILE).exists() or table_name(table) in self._views()
+        return self._schema(table) is not None or table_name(table) in self._views()
 
     def table_columns(self, table: Table) -> list[str]:
         schema = self._schema(table)
@@ -178,9 +185,9 @@ class SparkEngine:
         partition_dirs.recover(directory)
         self._check_columns(table, frame)
         staging = partition_dirs.new_staging_dir(directory)
+        name = f"{PARTITION_COLUMN}={_iso_date(partition)}"
         try:
             frame.write.partitionBy(PARTITION_COLUMN).parquet(str(staging))
-            name = f"{PARTITION_COLUMN}={_iso_date(partition)}"
             written = sorted(p.name for p in staging.iterdir() if p.is_dir())
             strays = [p for p in written if p != name]
             if strays:
@@ -191,10 +198,13 @@ class SparkEngine:
             staged = staging / name if name in written else None
             rows = self.spark.read.parquet(str(staged)).count() if staged else 0
             if self._schema(table) is None:
-                self._write_schema(table, frame.schema)
-            partition_dirs.swap_in(directory, name, staged)
-        finally:
+                self._write_schema(directory, frame.schema)
+        except BaseException:
             partition_dirs.discard(staging)
+            raise
+        # From here the swap is journaled: a crash leaves the staged data for `recover` to finish the swap.
+        partition_dirs.swap_in(directory, name, staged)
+        partition_dirs.discard(staging)
         self._register_table(table)
         return rows
 
@@ -206,10 +216,11 @@ class SparkEngine:
         try:
             frame.write.parquet(str(staging))
             rows = self.spark.read.parquet(str(staging)).count()
-            self._write_schema(table, frame.schema)  # an unpartitioned table is rebuilt whole: its schema may change
-            partition_dirs.swap_in(directory, UNPARTITIONED_DATA, staging)
-        finally:
+            self._write_schema(staging, frame.schema)  # rebuilt whole: the schema may change, with the rows
+        except BaseException:
             partition_dirs.discard(staging)
+            raise
+        partition_dirs.swap_in(directory, UNPARTITIONED_DATA, staging)
         self._register_table(table)
         return rows
 
