@@ -38,6 +38,7 @@ VIEWS_FILE = "_views.json"
 
 DEFAULT_SESSION_CONFIG = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",  # as the DuckDB warehouse: hour(ts) and dates in UTC
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",  # types come from _schema.json
