@@ -22,13 +22,12 @@ from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.loads import load_items, load_partition
 from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
-from fair_pipeline.platform import sql_models, warehouse
-from fair_pipeline.platform.engines import DuckDBEngine, build_model
-from fair_pipeline.platform.engines.transfer import copy_partitions, copy_table
+from fair_pipeline.platform import warehouse
+from fair_pipeline.platform.engines import DuckDBEngine, build_models
+from fair_pipeline.platform.engines.transfer import copy_raw_layer
 
 START = dt.date(2026, 1, 1)
 SLOTS = 20
-RAW_PARTITIONED = [("raw", f"{source}_impressions") for source in contract.SOURCES] + [("raw", "quarantine")]
 
 
 def _process_tree_cpu(root_pid: int) -> float:
@@ -51,17 +50,6 @@ def _process_tree_cpu(root_pid: int) -> float:
         tree.update(children)
         frontier.extend(children)
     return sum(cpu.get(pid, 0.0) for pid in tree)
-
-
-def build_all(engine, partitions: list[str]) -> int:
-    models = sql_models.discover_models()
-    rows = 0
-    for name in sql_models.topological_order(models):
-        model = models[name]
-        sql, _ = sql_models.render_sql(model.text, models)
-        partitioned = sql_models.is_partitioned(model, models)
-        rows += build_model(engine, model, sql, partitioned, partitions if partitioned else []).total_rows
-    return rows
 
 
 def timed(function, jvm_pid: int | None = None):
@@ -107,17 +95,12 @@ def main(argv: list[str] | None = None, stop_session: bool = True) -> None:
         with warehouse.session(home / "warehouse.duckdb") as con:
             duck = DuckDBEngine(con)
 
-            def copy():
-                for table in RAW_PARTITIONED:
-                    copy_partitions(duck, spark_engine, table, partitions)
-                copy_table(duck, spark_engine, ("raw", "items"))
-
-            _, copy_wall, copy_cpu = timed(copy, jvm_pid)
+            _, copy_wall, copy_cpu = timed(lambda: copy_raw_layer(duck, spark_engine, partitions), jvm_pid)
             duck_runs, spark_runs = [], []
             for _ in range(args.repeats):  # alternate, so both see the same machine load
-                rows_duck, wall, cpu = timed(lambda: build_all(duck, partitions))
+                rows_duck, wall, cpu = timed(lambda: sum(build_models(duck, partitions).values()))
                 duck_runs.append((wall, cpu))
-                rows_spark, wall, cpu = timed(lambda: build_all(spark_engine, partitions), jvm_pid)
+                rows_spark, wall, cpu = timed(lambda: sum(build_models(spark_engine, partitions).values()), jvm_pid)
                 spark_runs.append((wall, cpu))
             assert rows_duck == rows_spark, f"row counts differ: DuckDB {rows_duck}, Spark {rows_spark}"
         duck_wall, duck_cpu = (statistics.median(r[i] for r in duck_runs) for i in (0, 1))

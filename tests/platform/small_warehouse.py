@@ -1,6 +1,6 @@
-"""A small DuckDB warehouse built from simulated landing files without Dagster: the raw layer loaded by the
-ingestion stage's own loads, then every dbt_like_sql model built through the engine interface (the code path
-of the SQL-model assets). Shared by the SQL-rendering inventory and the Spark parity tests."""
+"""A small DuckDB warehouse from simulated landing files, without Dagster: the raw layer loaded by the
+ingestion stage's own loads (with a few rejected rows, so the quarantine is not empty). Shared by the
+SQL-rendering inventory and the Spark parity tests, which build the models with `engines.build_models`."""
 from __future__ import annotations
 
 import datetime as dt
@@ -14,8 +14,7 @@ from fair_pipeline.ingestion.landing import partition_dir
 from fair_pipeline.ingestion.loads import load_items, load_partition
 from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
-from fair_pipeline.platform import sql_models, warehouse
-from fair_pipeline.platform.engines import Warehouse, build_model
+from fair_pipeline.platform import warehouse
 
 CONFIG = SimulationConfig(n_items=300, requests_per_day=40, shuffle_share=0.5, adjacent_swap_share=0.5, slots=10, seed=11)
 START = dt.date(2026, 1, 1)
@@ -44,15 +43,3 @@ def load_raw(path: Path, landing: Path) -> None:
         for day in PARTITIONS:
             for source in contract.SOURCES:
                 load_partition(con, landing, source, day)
-
-
-def build_models(engine: Warehouse) -> dict[str, int]:
-    """Every dbt_like_sql model in dependency order, all partitions; returns rows per model."""
-    models = sql_models.discover_models()
-    rows = {}
-    for name in sql_models.topological_order(models):
-        model = models[name]
-        sql, _ = sql_models.render_sql(model.text, models)
-        partitioned = sql_models.is_partitioned(model, models)
-        rows[name] = build_model(engine, model, sql, partitioned, PARTITIONS if partitioned else []).total_rows
-    return rows

@@ -16,7 +16,7 @@ import sqlglot
 from fair_pipeline.audit import sql as audit_sql
 from fair_pipeline.eo import sql as eo_sql
 from fair_pipeline.platform import sql_models, warehouse, windows
-from fair_pipeline.platform.engines import DuckDBEngine, spark_sql
+from fair_pipeline.platform.engines import DuckDBEngine, build_models, spark_sql
 from fair_pipeline.position_bias import sql as position_bias_sql
 from tests.platform import small_warehouse
 
@@ -84,7 +84,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
     first, last = (dt.date.fromisoformat(day) for day in (small_warehouse.PARTITIONS[0], small_warehouse.PARTITIONS[-1]))
     called: set[str] = set()
     with warehouse.session(path) as con:
-        small_warehouse.build_models(DuckDBEngine(con))
+        build_models(DuckDBEngine(con), small_warehouse.PARTITIONS)
         recorder = RecordingConnection(con)
 
         def call(module, name, *args):

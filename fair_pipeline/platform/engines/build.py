@@ -33,3 +33,16 @@ def build_model(engine: Warehouse, model: sql_models.SqlModel, sql: str, partiti
     except WarehouseWriteError as error:
         raise sql_models.SqlModelError(f"{model.path}: {error}") from error
     return ModelBuild(sum(rows.values()), rows)
+
+
+def build_models(engine: Warehouse, partition_keys: list[str],
+                 models: dict[str, sql_models.SqlModel] | None = None) -> dict[str, int]:
+    """Every SQL model in dependency order (partitioned ones for `partition_keys`); rows per model."""
+    models = models if models is not None else sql_models.discover_models()
+    rows = {}
+    for name in sql_models.topological_order(models):
+        model = models[name]
+        sql, _ = sql_models.render_sql(model.text, models)
+        partitioned = sql_models.is_partitioned(model, models)
+        rows[name] = build_model(engine, model, sql, partitioned, partition_keys if partitioned else []).total_rows
+    return rows

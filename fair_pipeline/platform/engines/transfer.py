@@ -11,6 +11,9 @@ from fair_pipeline.platform.engines.base import Table, Warehouse
 from fair_pipeline.platform.warehouse import quote_identifier
 
 _FRAME = "__transfer_frame"
+# The raw layer the ingestion writes: daily tables, and the unpartitioned item catalogue.
+RAW_PARTITIONED = (("raw", "observational_impressions"), ("raw", "randomized_impressions"), ("raw", "quarantine"))
+RAW_UNPARTITIONED = (("raw", "items"),)
 
 
 def _select(table: Table, partitioned: bool) -> str:
@@ -33,3 +36,12 @@ def copy_table(source: Warehouse, target: Warehouse, table: Table) -> int:
     """Replace an unpartitioned table of `target` by the source's; returns its rows."""
     target.register_frame(_FRAME, source.query_arrow(_select(table, False)))
     return target.replace_table(table, f"SELECT * FROM {_FRAME}")
+
+
+def copy_raw_layer(source: Warehouse, target: Warehouse, partitions: Iterable[str]) -> dict[str, int]:
+    """The raw layer's days `partitions` and the item catalogue; rows copied per table. Rows of raw.quarantine
+    without a partition_date (rejected items) are not copied: no model reads them."""
+    partitions = list(partitions)
+    rows = {".".join(t): sum(copy_partitions(source, target, t, partitions).values()) for t in RAW_PARTITIONED}
+    rows.update({".".join(t): copy_table(source, target, t) for t in RAW_UNPARTITIONED})
+    return rows

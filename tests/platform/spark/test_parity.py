@@ -14,15 +14,13 @@ import pytest
 from fair_pipeline.audit import sql as audit_sql
 from fair_pipeline.audit.stats import StreamingAudit, audit_aggregates
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
-from fair_pipeline.ingestion import contract
 from fair_pipeline.platform import sql_models, warehouse
-from fair_pipeline.platform.engines import DuckDBEngine
+from fair_pipeline.platform.engines import DuckDBEngine, build_models
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
-from fair_pipeline.platform.engines.transfer import copy_partitions, copy_table
+from fair_pipeline.platform.engines.transfer import RAW_PARTITIONED, RAW_UNPARTITIONED, copy_raw_layer
 from fair_pipeline.platform.windows import PartitionWindow
 from tests.platform import small_warehouse
 
-RAW_PARTITIONED = [("raw", f"{source}_impressions") for source in contract.SOURCES] + [("raw", "quarantine")]
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +31,9 @@ def engines(spark, tmp_path_factory):
     with warehouse.session(home / "warehouse.duckdb") as con:
         duck = DuckDBEngine(con)
         spark_engine = SparkEngine(spark, home / "spark_warehouse")
-        for table in RAW_PARTITIONED:
-            copy_partitions(duck, spark_engine, table, small_warehouse.PARTITIONS)
-        copy_table(duck, spark_engine, ("raw", "items"))
-        built = {"duckdb": small_warehouse.build_models(duck), "spark": small_warehouse.build_models(spark_engine)}
+        copy_raw_layer(duck, spark_engine, small_warehouse.PARTITIONS)
+        built = {name: build_models(engine, small_warehouse.PARTITIONS)
+                 for name, engine in (("duckdb", duck), ("spark", spark_engine))}
         yield duck, spark_engine, built, landing
 
 
@@ -84,7 +81,7 @@ def test_every_model_equals_duckdb_row_for_row(engines, model):
     _assert_same_rows(model, duck.query_df(sql), spark_engine.query_df(sql))
 
 
-@pytest.mark.parametrize("table", RAW_PARTITIONED + [("raw", "items")])
+@pytest.mark.parametrize("table", RAW_PARTITIONED + RAW_UNPARTITIONED)
 def test_the_copied_raw_layer_equals_duckdb(engines, table):
     duck, spark_engine, _, _ = engines
     where = " WHERE partition_date IS NOT NULL" if table == ("raw", "quarantine") else ""
