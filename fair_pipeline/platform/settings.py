@@ -38,6 +38,11 @@ def warehouse_path() -> Path:
     return home() / "warehouse.duckdb"
 
 
+def spark_warehouse_dir() -> Path:
+    """Where the Spark engine keeps its Parquet tables (platform.engines.spark_engine)."""
+    return home() / "spark_warehouse"
+
+
 def mlflow_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{home() / 'mlflow.db'}"
 

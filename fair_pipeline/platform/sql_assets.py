@@ -4,68 +4,16 @@ import dagster as dg
 import duckdb
 
 from fair_pipeline.platform import sql_models
+from fair_pipeline.platform.engines import DuckDBEngine, build_model
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse
-from fair_pipeline.platform.warehouse import quote_identifier, table_exists, transaction
 
 OWNERS = ["team:fairness"]
 
 
-def _qualified(model: sql_models.SqlModel) -> str:
-    return f"{quote_identifier(model.layer)}.{quote_identifier(model.name)}"
-
-
-def _query_columns(con: duckdb.DuckDBPyConnection, sql: str, params: dict) -> list[str]:
-    return [row[0] for row in con.execute(f"DESCRIBE SELECT * FROM ({sql})", params).fetchall()]
-
-
 def build_partition(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, sql: str, partition: str) -> int:
     """Replace one partition of a partitioned model in one transaction; returns its row count."""
-    params = sql_models.bind_parameters(model, partition)
-    table = _qualified(model)
-    with transaction(con):
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(model.layer)}")
-        if not table_exists(con, model.layer, model.name):
-            con.execute(f"CREATE TABLE {table} AS SELECT * FROM ({sql}) LIMIT 0", params)
-        expected = _query_columns(con, sql, params)
-        actual = [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
-        if expected != actual:
-            raise sql_models.SqlModelError(
-                f"{model.path}: the model now returns columns {expected} but {model.table} has {actual}; "
-                f"drop {model.table} (derived data) and backfill its partitions"
-            )
-        con.execute(f"DELETE FROM {table} WHERE partition_date = $partition_date", {"partition_date": partition})
-        before = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM ({sql})", params)
-        inserted = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] - before
-        in_partition = con.execute(
-            f"SELECT count(*) FROM {table} WHERE partition_date = $partition_date", {"partition_date": partition}
-        ).fetchone()[0]
-        if inserted != in_partition:
-            raise sql_models.SqlModelError(
-                f"{model.path}: wrote {inserted - in_partition} rows whose partition_date is not {partition}; "
-                "filter every partitioned input on $partition_date"
-            )
-        return inserted
-
-
-def build_view(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, sql: str) -> None:
-    with transaction(con):
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(model.layer)}")
-        con.execute(f"CREATE OR REPLACE VIEW {_qualified(model)} AS {sql}")
-
-
-def _view_rows(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, partition: str) -> int:
-    return con.execute(
-        f"SELECT count(*) FROM {_qualified(model)} WHERE partition_date = $partition_date", {"partition_date": partition}
-    ).fetchone()[0]
-
-
-def build_full(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, sql: str) -> int:
-    with transaction(con):
-        con.execute(f"CREATE SCHEMA IF NOT EXISTS {quote_identifier(model.layer)}")
-        con.execute(f"CREATE OR REPLACE TABLE {_qualified(model)} AS {sql}", sql_models.bind_parameters(model))
-        return con.execute(f"SELECT count(*) FROM {_qualified(model)}").fetchone()[0]
+    return build_model(DuckDBEngine(con), model, sql, True, [partition]).total_rows
 
 
 def _description(model: sql_models.SqlModel) -> str:
@@ -96,19 +44,11 @@ def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.Sql
     )
     def _asset(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse) -> dg.MaterializeResult:
         with warehouse.connect() as con:
-            if model.is_view:
-                build_view(con, model, sql)
-                rows = {key: _view_rows(con, model, key) for key in context.partition_keys} if partitioned else {}
-                total = sum(rows.values()) if partitioned else con.execute(f"SELECT count(*) FROM {_qualified(model)}").fetchone()[0]
-            elif partitioned:
-                rows = {key: build_partition(con, model, sql, key) for key in context.partition_keys}
-                total = sum(rows.values())
-            else:
-                total = build_full(con, model, sql)
-                rows = {}
-        metadata = {"dagster/row_count": total, "sql": dg.MetadataValue.md(f"```sql\n{sql.strip()}\n```")}
-        if rows:
-            metadata["rows_by_partition"] = dg.MetadataValue.json(rows)
+            built = build_model(DuckDBEngine(con), model, sql, partitioned,
+                                list(context.partition_keys) if partitioned else [])
+        metadata = {"dagster/row_count": built.total_rows, "sql": dg.MetadataValue.md(f"```sql\n{sql.strip()}\n```")}
+        if built.rows_by_partition:
+            metadata["rows_by_partition"] = dg.MetadataValue.json(built.rows_by_partition)
         return dg.MaterializeResult(metadata=metadata)
 
     return _asset

@@ -76,6 +76,10 @@ ELSEWHERE = {
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
+    "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
+    # In the Spark tests' one SparkSession (a subprocess would start a second JVM), at a smaller size.
+    "python benchmarks/bench_engines.py --impressions 1e6 --repeats 3":
+        "tests/platform/spark/test_bench_engines.py::test_the_engine_benchmark_runs_small_in_the_shared_session",
     # Each point costs a killed run and a recovery run (about 30 s here): the test runs three of its points.
     "python benchmarks/kill_points.py --points 20":
         "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps",

@@ -1,0 +1,14 @@
+"""Warehouse engines: one interface (`Warehouse`), two implementations.
+
+`DuckDBEngine` (default) is the warehouse file every stage uses today. `SparkEngine`
+(`engines.spark_engine`, needs the `[spark]` extra and Java 17) keeps Parquet tables partitioned by
+partition_date under `$FAIR_PIPELINE_HOME/spark_warehouse` and runs the same dbt_like_sql models, rendered
+from the DuckDB dialect by `engines.spark_sql` (pure Python: sqlglot, no pyspark). `build_model` builds one
+SQL model on either, `build_models` all of them. pyspark is imported only by `spark_engine`, so nothing here needs it.
+"""
+from fair_pipeline.platform.engines.base import Params, Table, Warehouse, WarehouseWriteError, table_name
+from fair_pipeline.platform.engines.build import ModelBuild, build_model, build_models
+from fair_pipeline.platform.engines.duckdb_engine import DuckDBEngine
+
+__all__ = ["DuckDBEngine", "ModelBuild", "Params", "Table", "Warehouse", "WarehouseWriteError", "build_model",
+           "build_models", "table_name"]

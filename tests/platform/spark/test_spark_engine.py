@@ -1,0 +1,119 @@
+"""The Spark engine's writes: all or nothing per partition (zero-row writes, failing queries, stray rows, schema
+changes, a crash mid-swap), tables and views found again by a new engine on the same directory, queries with
+both parameter styles and results streamed in order."""
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from fair_pipeline.platform.engines import WarehouseWriteError, partition_dirs
+from fair_pipeline.platform.engines.spark_engine import SparkEngine
+
+TABLE = ("marts", "t")
+DAY1, DAY2 = "2026-01-01", "2026-01-02"
+
+
+@pytest.fixture
+def engine(spark, tmp_path):
+    engine = SparkEngine(spark, tmp_path / "spark_warehouse")
+    engine.register_frame("src", pa.table({
+        "partition_date": pa.array([pd.Timestamp(DAY1).date()] * 3 + [pd.Timestamp(DAY2).date()] * 2, pa.date32()),
+        "v": pa.array([1, 2, 3, 10, 20], pa.int64()),
+        "text": pa.array(["1", "2", "3", "x", "20"]),
+    }))
+    return engine
+
+
+def _write(engine, day, where="TRUE"):
+    sql = f"SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND {where}"
+    return engine.replace_partition(TABLE, sql, {"partition_date": day}, day)
+
+
+def _rows(engine):
+    return engine.query_df("SELECT CAST(partition_date AS VARCHAR) AS d, v FROM marts.t ORDER BY v").values.tolist()
+
+
+def _no_leftovers(engine):
+    table = engine.root / "marts" / "t"
+    for area in (partition_dirs.STAGING, partition_dirs.TRASH, partition_dirs.JOURNAL):
+        assert not any((table / area).glob("*")), f"{area} not cleaned"
+
+
+def test_a_partition_is_replaced_exactly_and_a_zero_row_write_empties_it(engine):
+    assert _write(engine, DAY1) == 3 and _write(engine, DAY2) == 2
+    assert _write(engine, DAY1, "v >= 2") == 2
+    assert _rows(engine) == [["2026-01-01", 2], ["2026-01-01", 3], ["2026-01-02", 10], ["2026-01-02", 20]]
+    # Plain Parquet overwrite with zero rows would keep the old files; the swap removes them.
+    assert _write(engine, DAY1, "FALSE") == 0
+    assert _rows(engine) == [["2026-01-02", 10], ["2026-01-02", 20]]
+    assert engine.row_count(TABLE, DAY1) == 0 and engine.row_count(TABLE, DAY2) == 2
+    _no_leftovers(engine)
+
+
+def test_a_query_failing_while_it_writes_leaves_the_partition_as_it_was(engine):
+    _write(engine, DAY2)
+    failing = "SELECT partition_date, CAST(text AS BIGINT) AS v FROM src WHERE partition_date = $partition_date"
+    with pytest.raises(Exception, match="(?i)cast|invalid"):  # ANSI mode: 'x' is not a number, at run time
+        engine.replace_partition(TABLE, failing, {"partition_date": DAY2}, DAY2)
+    assert _rows(engine) == [["2026-01-02", 10], ["2026-01-02", 20]]
+    _no_leftovers(engine)
+
+
+def test_rows_outside_the_partition_and_changed_columns_are_refused(engine):
+    stray = "SELECT partition_date, v FROM src WHERE partition_date >= $partition_date"
+    with pytest.raises(WarehouseWriteError, match="2 rows whose partition_date is not 2026-01-01"):
+        engine.replace_partition(TABLE, stray, {"partition_date": DAY1}, DAY1)
+    assert not engine.table_exists(TABLE)  # a refused first write creates no table
+    _write(engine, DAY1)
+    with pytest.raises(WarehouseWriteError, match="now returns columns"):
+        engine.replace_partition(TABLE, "SELECT partition_date, v, v AS w FROM src WHERE partition_date = $partition_date",
+                                 {"partition_date": DAY1}, DAY1)
+    assert _rows(engine) == [["2026-01-01", 1], ["2026-01-01", 2], ["2026-01-01", 3]]
+    _no_leftovers(engine)
+
+
+def test_a_crash_mid_swap_is_completed_when_the_table_is_next_opened(engine, spark, monkeypatch):
+    _write(engine, DAY1)
+    real_rename = partition_dirs._rename
+    calls = []
+
+    def crash_on_second(source, target):
+        calls.append(source)
+        if len(calls) == 2:  # the old partition is in the trash, the new one not yet live
+            raise OSError("injected crash")
+        real_rename(source, target)
+
+    monkeypatch.setattr(partition_dirs, "_rename", crash_on_second)
+    with pytest.raises(OSError, match="injected crash"):
+        _write(engine, DAY1, "v = 3")
+    monkeypatch.undo()
+    reopened = SparkEngine(spark, engine.root)  # a new process would do the same on start
+    assert _rows(reopened) == [["2026-01-01", 3]]
+    _no_leftovers(reopened)
+
+
+def test_tables_and_views_are_found_again_by_a_new_engine(engine, spark):
+    _write(engine, DAY1)
+    _write(engine, DAY2)
+    engine.create_view(("staging", "doubled"), "SELECT partition_date, 2 * v AS v2 FROM marts.t")
+    engine.replace_table(("marts", "total"), "SELECT sum(v2) AS s FROM staging.doubled")
+    reopened = SparkEngine(spark, engine.root)
+    assert reopened.table_columns(("staging", "doubled")) == ["partition_date", "v2"]
+    assert reopened.table_columns(TABLE) == ["partition_date", "v"]
+    assert reopened.query_df("SELECT s FROM marts.total")["s"].tolist() == [2 * (1 + 2 + 3 + 10 + 20)]
+    assert reopened.row_count(("staging", "doubled"), DAY2) == 2
+
+
+def test_parameters_and_ordered_streams(engine):
+    _write(engine, DAY1)
+    _write(engine, DAY2)
+    positional = engine.query_df("SELECT v FROM marts.t WHERE v BETWEEN ? AND ? ORDER BY v", [2, 10])
+    assert positional["v"].tolist() == [2, 3, 10]
+    named = engine.query_df("SELECT count(*) AS n FROM marts.t WHERE list_contains($wanted, v)", {"wanted": [1, 20, 99]})
+    assert named["n"].tolist() == [2]
+    with pytest.raises(ValueError, match="not bound"):
+        engine.query_df("SELECT v FROM marts.t WHERE v = $missing", {})
+    batches = list(engine.stream_batches("SELECT v FROM marts.t ORDER BY v DESC", batch_rows=2))
+    assert [b.num_rows for b in batches] == [2, 2, 1]
+    assert pa.Table.from_batches(batches)["v"].to_pylist() == [20, 10, 3, 2, 1]
