@@ -73,6 +73,17 @@ def test_the_pipeline_diagram_is_the_asset_graph_of_the_definitions():
     assert readme and readme[0] == mermaid(defs), f"replace the README's Mermaid block with:\n{mermaid(defs)}"
 
 
+def test_every_relative_link_and_picture_of_the_readme_exists():
+    """Docs pages and screenshots (docs/images/*.png: the browser tests' first screen of the report and Dagster's
+    global lineage, copied from test-artifacts/) that the README links to are in the repository."""
+    targets = re.findall(r"\]\(([^)\s#]+)[^)]*\)", (REPO / "README.md").read_text())
+    relative = [t for t in targets if not t.startswith(("http://", "https://"))]
+    assert any(t.endswith(".png") for t in relative) and any(t.startswith("docs/") for t in relative)
+    assert [t for t in relative if not (REPO / t).exists()] == []
+    for picture in (t for t in relative if t.endswith(".png")):
+        assert (REPO / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", picture
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # a dozen commands, seven of them Dagster runs
 def test_every_readme_command_runs(tmp_path: Path):
