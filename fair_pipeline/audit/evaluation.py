@@ -52,17 +52,18 @@ class OutputAudit:
 def _base_rows(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
     """The held-out rows the output scores: per (group, score), per item, or per cluster x score."""
     clustered = bool(data.cluster_cols)
-    if clustered and data.cluster_counts is None:
-        raise AuditInputError(f"variance={data.variance!r} needs the per-cluster counts, which were not loaded")
-    if output.basis == "logged_score":
-        return data.cluster_counts if clustered else data.score_counts
+    if output.basis not in ("logged_score", "item_features"):
+        raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
     if output.basis == "item_features":
         if data.item_counts is None:
             raise AuditInputError(f"{output.name}: scores item features, but no per-item counts were loaded")
         if data.cluster_cols in ((), ("item_id",)):  # item rows are already the clusters
             return data.item_counts
-        return data.cluster_counts.join(_item_features(data, output), on="item_id")
-    raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
+    if clustered and data.cluster_counts is None:
+        raise AuditInputError(f"variance={data.variance!r} needs the per-cluster counts, which were not loaded")
+    if output.basis == "logged_score":
+        return data.cluster_counts if clustered else data.score_counts
+    return data.cluster_counts.join(_item_features(data, output), on="item_id")
 
 
 def rescored_aggregates(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:

@@ -73,10 +73,11 @@ def spill_rows(con, sql: str, params: dict, cluster_cols: tuple[str, ...], direc
                batch_rows: int | None = None) -> SpilledRows:
     """Run ``sql`` and stream its result into ``directory/name.parquet``."""
     path = Path(directory) / f"{name}.parquet"
-    reader = con.sql(sql, params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
-    rows = _write_batches(path, reader)
-    if not rows:  # an empty result has no batch to take the schema from: write an empty file
-        pq.write_table(reader.schema.empty_table(), str(path))
+    with con.cursor() as cur:  # its own connection: a result left open on `con` does not block the stream
+        reader = cur.sql(sql, params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
+        rows = _write_batches(path, reader)
+        if not rows:  # an empty result has no batch to take the schema from: write an empty file
+            pq.write_table(reader.schema.empty_table(), str(path))
     return SpilledRows(path, tuple(cluster_cols), rows)
 
 
@@ -191,7 +192,8 @@ def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.nda
     batch_rows = batch_rows or BATCH_ROWS
     cutoffs = as_cutoffs(cutoffs)
     clustered = bool(rows.cluster_cols)
-    with tempfile.TemporaryDirectory(prefix=f"{rows.path.stem}_", dir=rows.path.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{rows.path.stem}_", dir=rows.path.parent) as tmp, \
+            con.cursor() as con:  # its own connection: a result left open on `con` does not block the streams
         scored, blocks_path = Path(tmp) / "scored.parquet", Path(tmp) / "blocks.parquet"
         if not _write_batches(scored, _scored_batches(rows, score, name, prepare, batch_rows)):
             raise AuditInputError("no rows to audit (the input holds a header at most)")
