@@ -453,9 +453,11 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
 
 
 def test_cluster_pass_in_batches_stores_the_tables_of_one_batch(home, monkeypatch):
-    """Memory: the cluster-robust pass runs in batches of whole items (CLUSTER_BATCH_ROWS) and the day-sized
-    score_counts table is not fetched when every output is audited on cluster_counts. Forcing many batches on
-    this small warehouse stores what one batch stores: labels and counts exactly, estimates to 1e-12."""
+    """Memory: the held-out rows, each output's scores, its blocks and the cluster-robust pass stream through
+    DuckDB in batches of `audit.streamed.BATCH_ROWS` rows (a cluster may span batches; the per-item path of the
+    ranker outputs runs in batches of CLUSTER_BATCH_ROWS). Forcing many batches on this small warehouse stores
+    what one batch stores: labels and counts exactly, estimates to 1e-12."""
+    from fair_pipeline.audit import streamed
     from fair_pipeline.audit.stats import grid_audit
     from fair_pipeline.audit.store import TABLES
 
@@ -472,6 +474,7 @@ def test_cluster_pass_in_batches_stores_the_tables_of_one_batch(home, monkeypatc
     one = stored()
     assert len(one["marts.fairness_audit_groups"]) and one["marts.fairness_audit_outputs"]["rows"].max() > 2_000
     monkeypatch.setattr(grid_audit, "CLUSTER_BATCH_ROWS", 500)
+    monkeypatch.setattr(streamed, "BATCH_ROWS", 500)
     assert _materialize(home).success
     batched = stored()
     for table, a in one.items():
