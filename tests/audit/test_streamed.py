@@ -9,6 +9,7 @@ from fair_pipeline.audit import AuditInputError, audit_aggregates
 from fair_pipeline.audit.stats.clustered import BlockTable, BoundaryTracker, CountRows
 from fair_pipeline.audit.stats.blocks import build_grid
 from fair_pipeline.audit.streamed import audit_spilled, frame_rows
+from tests.audit.tables import assert_tables_close
 
 CUTS = [0.05, 0.1, 0.3, 1.0]
 
@@ -22,22 +23,11 @@ def _rows(rng, n: int, ties: bool) -> pd.DataFrame:
         "n_pos": rng.integers(0, 3, n), "n_neg": rng.integers(0, 3, n)})
 
 
-def _assert_close(b: pd.DataFrame, a: pd.DataFrame, name: str) -> None:
-    """Labels and counts exactly; floats to 1e-12 relative to the value or to its column's largest value (the
-    sweep's sums are added in chunks of another size, so a difference of close values keeps ~1e-14 absolute)."""
-    floats = [c for c in a.columns if a[c].dtype.kind == "f"]
-    pd.testing.assert_frame_equal(b.drop(columns=floats), a.drop(columns=floats), obj=name)
-    for c in floats:
-        scale = np.nanmax(np.abs(a[c].to_numpy(float)), initial=0.0)
-        np.testing.assert_allclose(b[c].to_numpy(float), a[c].to_numpy(float), rtol=1e-12, atol=1e-12 * scale,
-                                   equal_nan=True, err_msg=f"{name}.{c}")
-
-
 def _equal(got, want) -> None:
     for name in ("groups", "pairs", "overall"):
-        _assert_close(getattr(got, name), getattr(want, name), name)
+        assert_tables_close(getattr(got, name), getattr(want, name), name)
     for name in ("pairs", "deltas", "balanced", "balanced_deltas", "curves"):
-        _assert_close(getattr(got.xauc, name), getattr(want.xauc, name), f"xauc.{name}")
+        assert_tables_close(getattr(got.xauc, name), getattr(want.xauc, name), f"xauc.{name}")
 
 
 @pytest.mark.parametrize("variance, cols", [("conditional", ()), ("item_clustered", ("item_id",)),
