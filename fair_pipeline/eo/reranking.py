@@ -71,6 +71,11 @@ def held_out_requests(config: SimulationConfig, items: pd.DataFrame, day: dt.dat
     )
 
 
+def group_labels(requests: HeldOutRequests) -> list[str]:
+    """The requests' groups, sorted (np.unique: no Python list of every cell)."""
+    return np.unique(requests.groups).tolist()
+
+
 def rank_positions(scores: np.ndarray) -> np.ndarray:
     """1-based position of each candidate when a request is sorted by descending score (ties: stable)."""
     order = np.argsort(-scores, axis=1, kind="stable")
@@ -102,7 +107,8 @@ def run_method(requests: HeldOutRequests, name: str, scorer: Scorer | None, alph
     else:
         labels = requests.groups.ravel() if groups is None else groups
         fair = np.asarray(scorer(requests.scores.ravel(), labels), dtype=float).reshape(n, k)
-    positions, clicks = np.empty((n, k), dtype=np.intp), np.empty((n, k), dtype=bool)
+    # the smallest integer type holding position K: a day's positions are n x K of them
+    positions, clicks = np.empty((n, k), dtype=np.min_scalar_type(k)), np.empty((n, k), dtype=bool)
     for lo in range(0, n, RANK_CHUNK):  # requests are ranked independently: chunks bound the temporaries
         part = slice(lo, lo + RANK_CHUNK)
         positions[part] = rank_positions(fair[part])
@@ -127,7 +133,7 @@ def group_table(requests: HeldOutRequests, outcome: MethodOutcome, min_relevant:
     n, k = requests.scores.shape
     w = requests.position_bias
     rows = []
-    for group in sorted(set(requests.groups.ravel().tolist())):
+    for group in group_labels(requests):
         mine = requests.groups == group
         relevant = mine & (requests.relevance == 1)
         a = (outcome.clicks & mine).sum(axis=1).astype(float)
@@ -201,7 +207,7 @@ def position_distribution(requests: HeldOutRequests, outcome: MethodOutcome) -> 
     """Share of each group's Y(1)=1 items shown at each position (Theorem 1, part 1)."""
     k = requests.scores.shape[1]
     frames = []
-    for group in sorted(set(requests.groups.ravel().tolist())):
+    for group in group_labels(requests):
         relevant = (requests.groups == group) & (requests.relevance == 1)
         counts = np.bincount(outcome.positions[relevant], minlength=k + 1)[1:]
         frames.append(
@@ -232,7 +238,7 @@ class FigureData:
 def figure_data(requests: HeldOutRequests, outcome: MethodOutcome) -> FigureData:
     k = requests.scores.shape[1]
     clicked, share = {}, {}
-    for group in sorted(set(requests.groups.ravel().tolist())):
+    for group in group_labels(requests):
         mine = requests.groups == group
         clicked[group] = outcome.fair_scores[outcome.clicks & mine]
         relevant = mine & (requests.relevance == 1)
@@ -251,7 +257,7 @@ def evaluate_methods(
 
     One method at a time: its (n, K) outcome arrays are reduced to the tables and dropped before the next
     method runs, so memory holds one method's outcome, not every method's."""
-    groups = tuple(sorted(set(requests.groups.ravel().tolist())))
+    groups = tuple(group_labels(requests))
     if len(groups) != 2:
         raise ValueError(f"the between-group summary compares two groups; held-out requests have {list(groups)}")
     labels = pd.Categorical(requests.groups.ravel())
