@@ -29,6 +29,7 @@ from fair_pipeline.audit.stats.clustered import ESTIMANDS
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.store import TABLES, write_audit
+from fair_pipeline.audit.streamed import scratch_dir, spill_rows
 from fair_pipeline.audit.tracking import log_audit
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
@@ -205,7 +206,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         except ValueError as error:
             raise dg.Failure(description=f"fairness_audit config margins: {error}") from error
         day = partition_day(context)
-        with warehouse.connect() as con:
+        with warehouse.connect() as con, scratch_dir(con) as scratch:
             try:
                 window = aw.partition_evaluation_window(con, label, config.window_days, day)
                 source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
@@ -214,15 +215,16 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 available = [e for e in entries if isinstance(e, ScoredOutput)]
                 features = sorted({f for e in available for f in e.features})
                 cluster_cols = aw.check_variance(config.variance)
+                # the day-sized rows (one per impression when logged scores are continuous) go to a file in
+                # DuckDB's spill directory and every output is audited from it in batches (audit.streamed)
+                base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
                 data = EvaluationData(
-                    # with clustered variances every output is audited on cluster_counts: skip the other
-                    # day-sized table (one row per impression when logged scores are continuous)
-                    score_counts=None if cluster_cols else aw.score_counts(con, source),
+                    score_counts=None,
                     item_counts=aw.item_counts(con, source, features) if features else None,
                     query_rows=None,
-                    cluster_counts=aw.cluster_counts(con, source, cluster_cols) if cluster_cols else None,
                     variance=config.variance,
                     cluster_cols=cluster_cols,
+                    spilled=spill_rows(con, *base, cluster_cols, scratch, "held_out_rows"),
                 )
                 data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
             except AuditInputError as error:
@@ -235,7 +237,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 try:
                     audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs,
                                                       min_count=config.min_count, confidence=config.confidence,
-                                                      margins=margins)
+                                                      margins=margins, con=con)
                 except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
                     context.log.warning(f"{entry.name}: not audited: {error}")
                     entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]

@@ -14,6 +14,7 @@ import pandas as pd
 
 from fair_pipeline.audit import AuditInputError, AuditReport, PairwiseResult, audit_aggregates
 from fair_pipeline.audit.outputs import ScoredOutput
+from fair_pipeline.audit.streamed import SpilledRows, audit_spilled
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, add_query_counts
 from fair_pipeline.audit.stats.roc_band import roc_band
 
@@ -31,6 +32,9 @@ class EvaluationData:
     cluster_counts: pd.DataFrame | None = None  # group, item_id[, query_id], score, n_pos, n_neg
     variance: str = "conditional"  # audit.sql.VARIANCES: which variance (estimand) every table reports
     cluster_cols: tuple = ()
+    # cluster_counts (clustered) or score_counts in a file, audited through DuckDB in batches (`audit.streamed`)
+    # instead of the frames above: one row per impression when logged scores are continuous
+    spilled: SpilledRows | None = None
 
 
 @dataclasses.dataclass
@@ -48,18 +52,18 @@ class OutputAudit:
 def _base_rows(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
     """The held-out rows the output scores: per (group, score), per item, or per cluster x score."""
     clustered = bool(data.cluster_cols)
-    if clustered and data.cluster_counts is None:
-        raise AuditInputError(f"variance={data.variance!r} needs the per-cluster counts, which were not loaded")
-    if output.basis == "logged_score":
-        return data.cluster_counts if clustered else data.score_counts
+    if output.basis not in ("logged_score", "item_features"):
+        raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
     if output.basis == "item_features":
         if data.item_counts is None:
             raise AuditInputError(f"{output.name}: scores item features, but no per-item counts were loaded")
         if data.cluster_cols in ((), ("item_id",)):  # item rows are already the clusters
             return data.item_counts
-        features = data.item_counts.drop_duplicates("item_id").set_index("item_id")[list(output.features)]
-        return data.cluster_counts.join(features, on="item_id")
-    raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
+    if clustered and data.cluster_counts is None:
+        raise AuditInputError(f"variance={data.variance!r} needs the per-cluster counts, which were not loaded")
+    if output.basis == "logged_score":
+        return data.cluster_counts if clustered else data.score_counts
+    return data.cluster_counts.join(_item_features(data, output), on="item_id")
 
 
 def rescored_aggregates(output: ScoredOutput, data: EvaluationData) -> pd.DataFrame:
@@ -97,8 +101,7 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
     if rows is None or rows.empty:
         return None, "no sampled queries", 0
     if output.basis == "item_features":
-        features = data.item_counts.drop_duplicates("item_id").set_index("item_id")[list(output.features)]
-        frame = rows.join(features, on="item_id")
+        frame = rows.join(_item_features(data, output), on="item_id")
     else:
         frame = rows
     scores = np.asarray(output.score(frame), dtype=np.float64)
@@ -113,13 +116,47 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
     return PairwiseResult(matrix, marginals, parity, overall, None, acc.gaps(confidence, margins)), note, n_queries
 
 
+def _item_features(data: EvaluationData, output: ScoredOutput) -> pd.DataFrame:
+    return data.item_counts.drop_duplicates("item_id").set_index("item_id")[list(output.features)]
+
+
+def _streamed(output: ScoredOutput, data: EvaluationData) -> bool:
+    """Audited from the spilled day-sized rows (not from in-memory frames)? Item-feature outputs with item
+    clusters (or none) are audited on the per-item counts, whose size is the catalogue's, not the day's."""
+    if data.spilled is None:
+        return False
+    return output.basis == "logged_score" or data.cluster_cols not in ((), ("item_id",))
+
+
+def _audit_spilled(con, output: ScoredOutput, data: EvaluationData, cutoffs, **options) -> tuple:
+    prepare = None
+    if output.basis == "item_features":
+        if data.item_counts is None:
+            raise AuditInputError(f"{output.name}: scores item features, but no per-item counts were loaded")
+        features = _item_features(data, output)
+
+        def prepare(frame):
+            return frame.join(features, on="item_id")
+    elif output.basis != "logged_score":
+        raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
+    report = audit_spilled(con, data.spilled, output.score, output.name, cutoffs, prepare=prepare,
+                           estimand=data.variance, **options)
+    return report, data.spilled.rows
+
+
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
-                 confidence: float, margins: dict | None = None) -> OutputAudit:
-    aggregates = rescored_aggregates(output, data)
-    report = audit_aggregates(aggregates, cutoffs, group_col="group", cluster_cols=list(data.cluster_cols) or None,
-                              min_count=min_count, confidence=confidence, estimand=data.variance, margins=margins)
-    rows = len(aggregates)
-    del aggregates  # one row per impression when scores are continuous: free it before the pairwise pass
+                 confidence: float, margins: dict | None = None, con=None) -> OutputAudit:
+    """The output's audit; from ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`),
+    else from the in-memory tables."""
+    options = dict(min_count=min_count, confidence=confidence, margins=margins)
+    if _streamed(output, data):
+        report, rows = _audit_spilled(con, output, data, cutoffs, **options)
+    else:
+        aggregates = rescored_aggregates(output, data)
+        report = audit_aggregates(aggregates, cutoffs, group_col="group", estimand=data.variance,
+                                  cluster_cols=list(data.cluster_cols) or None, **options)
+        rows = len(aggregates)
+        del aggregates  # free it before the pairwise pass
     groups = report.groups["group"].drop_duplicates().tolist()
     pairwise, note, used = pairwise_for(output, data, groups, confidence, margins)
     return OutputAudit(output, output.held_out(window_start), rows, report,

@@ -141,14 +141,16 @@ def row_summary(con, source: LabelSource) -> dict:
             "positives": int(pos)}
 
 
-def score_counts(con, source: LabelSource) -> pd.DataFrame:
+def score_counts_query(source: LabelSource) -> tuple[str, dict]:
     """group, score, n_pos, n_neg: one row per group x distinct logged score (labelled rows only)."""
-    return con.execute(
-        "SELECT grp AS \"group\", score, CAST(sum(label) AS BIGINT) AS n_pos, "
-        "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
-        f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, score ORDER BY grp, score",
-        source.params,
-    ).df()
+    return ("SELECT grp AS \"group\", score, CAST(sum(label) AS BIGINT) AS n_pos, "
+            "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
+            f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, score ORDER BY grp, score",
+            source.params)
+
+
+def score_counts(con, source: LabelSource) -> pd.DataFrame:
+    return con.execute(*score_counts_query(source)).df()
 
 
 VARIANCES = {
@@ -162,18 +164,19 @@ def check_variance(name: str) -> tuple[str, ...]:
     return VARIANCES[name]
 
 
-def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> pd.DataFrame:
+def cluster_counts_query(source: LabelSource, cluster_cols: tuple[str, ...]) -> tuple[str, dict]:
     """group, cluster columns (item_id[, query_id]), score, n_pos, n_neg (labelled rows only)."""
     unknown = [c for c in cluster_cols if c not in ("item_id", "query_id")]
     if unknown:
         raise AuditDataError(f"cluster columns {unknown} are not among ['item_id', 'query_id']")
     keys = ", ".join(cluster_cols)
-    return con.execute(
-        f"SELECT grp AS \"group\", {keys}, score, CAST(sum(label) AS BIGINT) AS n_pos, "
-        "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
-        f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, {keys}, score",
-        source.params,
-    ).df()
+    return (f"SELECT grp AS \"group\", {keys}, score, CAST(sum(label) AS BIGINT) AS n_pos, "
+            "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
+            f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, {keys}, score", source.params)
+
+
+def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> pd.DataFrame:
+    return con.execute(*cluster_counts_query(source, cluster_cols)).df()
 
 
 def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:

@@ -54,8 +54,8 @@ def evaluate_rerankings(
     }
     for alpha in alphas:
         methods[f"{ALPHA_PREFIX}{alpha:g}"] = (with_alpha(weighted, alpha).transform, float(alpha))
-    per_group, summary, positions, outcomes = evaluate_methods(requests, methods)
+    per_group, summary, positions, figure_data = evaluate_methods(requests, methods)
     figures = {}
     if make_figures:
-        figures = {"figure_1": figure_1(requests, outcomes, per_group), "figure_3": figure_3(summary, ALPHA_PREFIX)}
+        figures = {"figure_1": figure_1(requests, figure_data, per_group), "figure_3": figure_3(summary, ALPHA_PREFIX)}
     return RerankingReport(SIMULATION_LABEL, per_group, summary, positions, figures, requests)

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fair_pipeline.eo.reranking import HeldOutRequests, MethodOutcome  # noqa: E402
+from fair_pipeline.eo.reranking import FIGURE_METHODS, FigureData, HeldOutRequests, group_labels  # noqa: E402
 
 SIMULATION_LABEL = "SIMULATION: held-out simulated requests, clicks drawn from the simulator's ground truth"
 _GROUP_COLORS = ("tab:orange", "tab:blue", "tab:green", "tab:red")
@@ -16,13 +16,13 @@ _GROUP_COLORS = ("tab:orange", "tab:blue", "tab:green", "tab:red")
 
 def figure_1(
     requests: HeldOutRequests,
-    outcomes: dict[str, MethodOutcome],
+    outcomes: dict[str, FigureData],
     per_group: pd.DataFrame,
-    methods: tuple[str, ...] = ("raw", "unweighted", "weighted"),
+    methods: tuple[str, ...] = FIGURE_METHODS,
 ):
     """Per method (columns): fair-score densities of online positive responses per group (top) and the
     distribution of positions of Y(1)=1 items per group (bottom), titled with exposure / merit."""
-    groups = sorted(set(requests.groups.ravel().tolist()))
+    groups = group_labels(requests)
     fig, axes = plt.subplots(2, len(methods), figsize=(4.6 * len(methods), 7.2), squeeze=False)
     k = requests.scores.shape[1]
     for col, name in enumerate(methods):
@@ -30,12 +30,10 @@ def figure_1(
         rows = per_group[per_group["method"] == name].set_index("group")
         for i, group in enumerate(groups):
             color = _GROUP_COLORS[i % len(_GROUP_COLORS)]
-            mine = requests.groups == group
-            clicked = outcome.fair_scores[outcome.clicks & mine]
-            axes[0, col].hist(clicked, bins=60, density=True, histtype="step", color=color, label=f"group {group}")
-            relevant = mine & (requests.relevance == 1)
-            share = np.bincount(outcome.positions[relevant], minlength=k + 1)[1:] / max(relevant.sum(), 1)
-            axes[1, col].step(np.arange(1, k + 1), share, where="mid", color=color, label=f"group {group}")
+            axes[0, col].hist(outcome.clicked[group], bins=60, density=True, histtype="step", color=color,
+                              label=f"group {group}")
+            axes[1, col].step(np.arange(1, k + 1), outcome.position_share[group], where="mid", color=color,
+                              label=f"group {group}")
         ratios = ", ".join(
             f"{g}: {rows.loc[g, 'exposure_over_merit']:.3f}±{rows.loc[g, 'exposure_over_merit_se']:.3f}" for g in groups
         )

@@ -71,6 +71,11 @@ def held_out_requests(config: SimulationConfig, items: pd.DataFrame, day: dt.dat
     )
 
 
+def group_labels(requests: HeldOutRequests) -> list[str]:
+    """The requests' groups, sorted (np.unique: no Python list of every cell)."""
+    return np.unique(requests.groups).tolist()
+
+
 def rank_positions(scores: np.ndarray) -> np.ndarray:
     """1-based position of each candidate when a request is sorted by descending score (ties: stable)."""
     order = np.argsort(-scores, axis=1, kind="stable")
@@ -89,14 +94,26 @@ class MethodOutcome:
     clicks: np.ndarray  # (n, K) bool
 
 
-def run_method(requests: HeldOutRequests, name: str, scorer: Scorer | None, alpha: float | None) -> MethodOutcome:
+RANK_CHUNK = 1 << 14  # requests ranked per step in run_method
+
+
+def run_method(requests: HeldOutRequests, name: str, scorer: Scorer | None, alpha: float | None,
+               groups: pd.Categorical | None = None) -> MethodOutcome:
+    """``groups``: the requests' groups as a Categorical (optional): scorers use its codes as they are,
+    instead of converting every label to an object (a day's cells x 8 bytes) on each call."""
     n, k = requests.scores.shape
     if scorer is None:
         fair = requests.scores
     else:
-        fair = np.asarray(scorer(requests.scores.ravel(), requests.groups.ravel()), dtype=float).reshape(n, k)
-    positions = rank_positions(fair)
-    clicks = (requests.relevance == 1) & (requests.uniforms < requests.position_bias[positions - 1])
+        labels = requests.groups.ravel() if groups is None else groups
+        fair = np.asarray(scorer(requests.scores.ravel(), labels), dtype=float).reshape(n, k)
+    # the smallest integer type holding position K: a day's positions are n x K of them
+    positions, clicks = np.empty((n, k), dtype=np.min_scalar_type(k)), np.empty((n, k), dtype=bool)
+    for lo in range(0, n, RANK_CHUNK):  # requests are ranked independently: chunks bound the temporaries
+        part = slice(lo, lo + RANK_CHUNK)
+        positions[part] = rank_positions(fair[part])
+        clicks[part] = (requests.relevance[part] == 1) & (requests.uniforms[part] <
+                                                         requests.position_bias[positions[part] - 1])
     return MethodOutcome(name, alpha, fair, positions, clicks)
 
 
@@ -116,7 +133,7 @@ def group_table(requests: HeldOutRequests, outcome: MethodOutcome, min_relevant:
     n, k = requests.scores.shape
     w = requests.position_bias
     rows = []
-    for group in sorted(set(requests.groups.ravel().tolist())):
+    for group in group_labels(requests):
         mine = requests.groups == group
         relevant = mine & (requests.relevance == 1)
         a = (outcome.clicks & mine).sum(axis=1).astype(float)
@@ -190,7 +207,7 @@ def position_distribution(requests: HeldOutRequests, outcome: MethodOutcome) -> 
     """Share of each group's Y(1)=1 items shown at each position (Theorem 1, part 1)."""
     k = requests.scores.shape[1]
     frames = []
-    for group in sorted(set(requests.groups.ravel().tolist())):
+    for group in group_labels(requests):
         relevant = (requests.groups == group) & (requests.relevance == 1)
         counts = np.bincount(outcome.positions[relevant], minlength=k + 1)[1:]
         frames.append(
@@ -208,15 +225,50 @@ def position_distribution(requests: HeldOutRequests, outcome: MethodOutcome) -> 
     return pd.concat(frames, ignore_index=True)
 
 
+@dataclasses.dataclass
+class FigureData:
+    """What figure 1 draws of one method, per group: the fair scores of clicked items and the share of the
+    group's Y(1)=1 items at each position (kept instead of the method's (n, K) outcome arrays)."""
+
+    name: str
+    clicked: dict[str, np.ndarray]
+    position_share: dict[str, np.ndarray]
+
+
+def figure_data(requests: HeldOutRequests, outcome: MethodOutcome) -> FigureData:
+    k = requests.scores.shape[1]
+    clicked, share = {}, {}
+    for group in group_labels(requests):
+        mine = requests.groups == group
+        clicked[group] = outcome.fair_scores[outcome.clicks & mine]
+        relevant = mine & (requests.relevance == 1)
+        share[group] = np.bincount(outcome.positions[relevant], minlength=k + 1)[1:] / max(relevant.sum(), 1)
+    return FigureData(outcome.name, clicked, share)
+
+
+FIGURE_METHODS = ("raw", "unweighted", "weighted")
+
+
 def evaluate_methods(
-    requests: HeldOutRequests, methods: Mapping[str, tuple[Scorer | None, float | None]]
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, MethodOutcome]]:
-    """(per-group table, between-group summary, position distribution, raw outcomes) for each method."""
-    groups = tuple(sorted(set(requests.groups.ravel().tolist())))
+    requests: HeldOutRequests, methods: Mapping[str, tuple[Scorer | None, float | None]],
+    figure_methods: tuple[str, ...] = FIGURE_METHODS,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, FigureData]]:
+    """(per-group table, between-group summary, position distribution, figure data of `figure_methods`).
+
+    One method at a time: its (n, K) outcome arrays are reduced to the tables and dropped before the next
+    method runs, so memory holds one method's outcome, not every method's."""
+    groups = tuple(group_labels(requests))
     if len(groups) != 2:
         raise ValueError(f"the between-group summary compares two groups; held-out requests have {list(groups)}")
-    outcomes = {name: run_method(requests, name, scorer, alpha) for name, (scorer, alpha) in methods.items()}
-    per_group = pd.concat([group_table(requests, o) for o in outcomes.values()], ignore_index=True)
-    summary = pd.DataFrame([method_summary(requests, o, groups) for o in outcomes.values()])
-    positions = pd.concat([position_distribution(requests, o) for o in outcomes.values()], ignore_index=True)
-    return per_group, summary, positions, outcomes
+    labels = pd.Categorical(requests.groups.ravel())
+    per_group, summary, positions, figures = [], [], [], {}
+    for name, (scorer, alpha) in methods.items():
+        outcome = run_method(requests, name, scorer, alpha, labels)
+        per_group.append(group_table(requests, outcome))
+        summary.append(method_summary(requests, outcome, groups))
+        positions.append(position_distribution(requests, outcome))
+        if name in figure_methods:
+            figures[name] = figure_data(requests, outcome)
+        del outcome
+    return (pd.concat(per_group, ignore_index=True), pd.DataFrame(summary), pd.concat(positions, ignore_index=True),
+            figures)

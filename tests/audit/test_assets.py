@@ -26,6 +26,7 @@ from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
+from tests.audit.tables import assert_tables_close
 from tests.conftest import linked_png, materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
@@ -460,9 +461,11 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
 
 
 def test_cluster_pass_in_batches_stores_the_tables_of_one_batch(home, monkeypatch):
-    """Memory: the cluster-robust pass runs in batches of whole items (CLUSTER_BATCH_ROWS) and the day-sized
-    score_counts table is not fetched when every output is audited on cluster_counts. Forcing many batches on
-    this small warehouse stores what one batch stores: labels and counts exactly, estimates to 1e-12."""
+    """Memory: the held-out rows, each output's scores, its blocks and the cluster-robust pass stream through
+    DuckDB in batches of `audit.streamed.BATCH_ROWS` rows (a cluster may span batches; the per-item path of the
+    ranker outputs runs in batches of CLUSTER_BATCH_ROWS). Forcing many batches on this small warehouse stores
+    what one batch stores: labels and counts exactly, estimates to 1e-12 (of their column's scale)."""
+    from fair_pipeline.audit import streamed
     from fair_pipeline.audit.stats import grid_audit
     from fair_pipeline.audit.store import TABLES
 
@@ -479,11 +482,8 @@ def test_cluster_pass_in_batches_stores_the_tables_of_one_batch(home, monkeypatc
     one = stored()
     assert len(one["marts.fairness_audit_groups"]) and one["marts.fairness_audit_outputs"]["rows"].max() > 2_000
     monkeypatch.setattr(grid_audit, "CLUSTER_BATCH_ROWS", 500)
+    monkeypatch.setattr(streamed, "BATCH_ROWS", 500)
     assert _materialize(home).success
     batched = stored()
     for table, a in one.items():
-        b = batched[table]
-        floats = [c for c in a.columns if a[c].dtype.kind == "f"]
-        pd.testing.assert_frame_equal(b.drop(columns=floats), a.drop(columns=floats), obj=table)
-        np.testing.assert_allclose(b[floats].to_numpy(float), a[floats].to_numpy(float), rtol=1e-12, atol=1e-15,
-                                   equal_nan=True, err_msg=table)
+        assert_tables_close(batched[table], a, table)

@@ -53,11 +53,11 @@ def test_row_influence_is_the_derivative_of_the_linear_roc_partial_auc():
     s = rng.integers(0, 6, N).astype(float)
     y = (rng.random(N) < 0.4).astype(int)
     tab = BlockTable(build_grid(s, y.astype(bool)))
-    blocks = tab.block_of(s)
+    rows = tab.rows(s)
     m, n = y.sum(), N - y.sum()
     for a in (0.1, 0.3, 0.55, 1.0):
         t = truncated_auc(s, y, [a])
-        u = row_influence(tab, 0, 0, a, t.auc.iloc[0], t.roc_at_cutoff.iloc[0], blocks,
+        u = row_influence(tab, 0, 0, a, t.auc.iloc[0], t.roc_at_cutoff.iloc[0], rows,
                           np.zeros(N, dtype=int), y.astype(float), 1.0 - y)
         base = _weighted_pauc(s, y, np.ones(N), a)
         assert base == pytest.approx(t.auc.iloc[0], abs=1e-14)

@@ -179,3 +179,44 @@ def test_weighted_transform_with_estimated_position_bias_equalizes_exposure_over
     summary = method_summary(report.requests, outcome, ("0", "1"))
     assert abs(summary["exposure_over_merit_ratio"] - 1) < 0.02, summary
     assert summary["ks_distance"] < 0.03
+
+
+def test_methods_one_at_a_time_in_chunks_equal_whole_outcomes(study, monkeypatch):
+    """Memory: evaluate_methods keeps one method's outcome at a time, scorers get the groups as a Categorical
+    and requests are ranked in chunks. Tables and figure data are exactly those of each method's whole outcome
+    with object group labels (the way the outcomes were computed before)."""
+    from fair_pipeline.eo import reranking
+
+    config, items, weighted, _, _, _ = study
+    requests = held_out_requests(config, items, HELD_OUT_DAY, 3_000)
+    methods = {"raw": (None, None), "weighted": (with_alpha(weighted, 1.0).transform, 1.0),
+               "half": (with_alpha(weighted, 0.5).transform, 0.5)}
+    monkeypatch.setattr(reranking, "RANK_CHUNK", 37)
+    per_group, summary, positions, figures = evaluate_methods(requests, methods, figure_methods=("raw", "half"))
+    monkeypatch.setattr(reranking, "RANK_CHUNK", 1 << 30)
+    whole = {}
+    for name, (scorer, alpha) in methods.items():
+        n, k = requests.scores.shape
+        fair = requests.scores if scorer is None else np.asarray(
+            scorer(requests.scores.ravel(), requests.groups.ravel().astype(object)), dtype=float).reshape(n, k)
+        positions_whole = rank_positions(fair)
+        clicks = (requests.relevance == 1) & (requests.uniforms < requests.position_bias[positions_whole - 1])
+        whole[name] = reranking.MethodOutcome(name, alpha, fair, positions_whole, clicks)
+        chunked = run_method(requests, name, scorer, alpha, pd.Categorical(requests.groups.ravel()))
+        np.testing.assert_array_equal(chunked.fair_scores, fair)
+        np.testing.assert_array_equal(chunked.positions, positions_whole)
+        np.testing.assert_array_equal(chunked.clicks, clicks)
+    pd.testing.assert_frame_equal(per_group, pd.concat([group_table(requests, o) for o in whole.values()],
+                                                       ignore_index=True), check_exact=True)
+    pd.testing.assert_frame_equal(summary, pd.DataFrame([method_summary(requests, o, ("0", "1"))
+                                                         for o in whole.values()]), check_exact=True)
+    assert len(positions) == 3 * 2 * requests.scores.shape[1]
+    assert sorted(figures) == ["half", "raw"]
+    for name, data in figures.items():
+        o = whole[name]
+        for group in ("0", "1"):
+            mine = requests.groups == group
+            np.testing.assert_array_equal(data.clicked[group], o.fair_scores[o.clicks & mine])
+            relevant = mine & (requests.relevance == 1)
+            share = np.bincount(o.positions[relevant], minlength=requests.scores.shape[1] + 1)[1:] / relevant.sum()
+            np.testing.assert_array_equal(data.position_share[group], share)

@@ -116,6 +116,14 @@ class BlockTable:
             return self.grid.pos[blocks, v], self.grid.neg[blocks, v]
         return self.grid.pos[blocks].sum(axis=1), self.grid.neg[blocks].sum(axis=1)
 
+    def boundary(self, j: int, x: np.ndarray) -> np.ndarray:
+        """Per threshold in ``x``: the first block whose cumulative negatives of vector j exceed it."""
+        return np.searchsorted(self.n_incl[j], x, side="right")
+
+    def rows(self, scores) -> "TableRows":
+        """The blocks of rows with these scores (a batch of the cluster pass)."""
+        return TableRows(self, self.block_of(scores))
+
     def block_of(self, scores: np.ndarray) -> np.ndarray:
         """Block index (0 = highest score) of each score; every score must be one of the grid's."""
         s = np.asarray(scores, dtype=np.float64) + 0.0
@@ -130,19 +138,131 @@ class BlockTable:
         return self.ascending.size - 1 - idx
 
 
-def row_influence(table: BlockTable, i: int, j: int, alpha: float, auc: float, roc: float,
-                  blocks: np.ndarray, group: np.ndarray, n_pos: np.ndarray, n_neg: np.ndarray) -> np.ndarray:
+class TableRows:
+    """The blocks of a batch of rows, looked up in an in-memory `BlockTable`."""
+
+    def __init__(self, table: BlockTable, blocks: np.ndarray):
+        self.table, self.blocks = table, blocks
+
+    def take(self, idx: np.ndarray) -> "TableRows":
+        return TableRows(self.table, self.blocks[idx])
+
+    def mid_roc(self, v: int) -> np.ndarray:
+        return self.table.mid_roc[v, self.blocks]
+
+    def mid_fpr(self, v: int) -> np.ndarray:
+        return self.table.mid_fpr[v, self.blocks]
+
+    def incl(self, v: int) -> tuple[np.ndarray, np.ndarray]:
+        """Positives and negatives of vector v in the rows' blocks and every block above them."""
+        return self.table.p_incl[v, self.blocks], self.table.n_incl[v, self.blocks]
+
+    def counts(self, v: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.table.counts(v, self.blocks)
+
+
+class CountRows:
+    """The blocks of a batch of rows, carried by the rows themselves (e.g. joined to them in SQL): each row's
+    block index and, per group (G, rows), its block's positives and negatives and the cumulative ones through
+    that block in descending score order. The pooled vector G is their sum; `m` / `n` are the (G + 1) class
+    totals, floored at 1 as in `BlockTable`. Every value is the one `BlockTable` holds (integer counts are exact
+    in float64 and the ratios are formed by the same operations), so both give the same influence values."""
+
+    def __init__(self, blocks, pos, neg, pos_incl, neg_incl, m, n):
+        self.blocks = np.asarray(blocks, dtype=np.intp)
+        self.m, self.n = m, n
+        self._pos, self._neg = self._pooled(pos), self._pooled(neg)
+        self._pos_incl, self._neg_incl = self._pooled(pos_incl), self._pooled(neg_incl)
+
+    @staticmethod
+    def _pooled(per_group) -> np.ndarray:
+        per_group = np.asarray(per_group, dtype=np.float64)
+        return np.vstack([per_group, per_group.sum(axis=0, keepdims=True)])
+
+    def take(self, idx: np.ndarray) -> "CountRows":
+        out = CountRows.__new__(CountRows)
+        out.blocks, out.m, out.n = self.blocks[idx], self.m, self.n
+        out._pos, out._neg, out._pos_incl, out._neg_incl = (a[:, idx] for a in
+                                                           (self._pos, self._neg, self._pos_incl, self._neg_incl))
+        return out
+
+    def mid_roc(self, v: int) -> np.ndarray:
+        return (self._pos[v] * -0.5 + self._pos_incl[v]) / self.m[v]
+
+    def mid_fpr(self, v: int) -> np.ndarray:
+        return (self._neg[v] * -0.5 + self._neg_incl[v]) / self.n[v]
+
+    def incl(self, v: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._pos_incl[v], self._neg_incl[v]
+
+    def counts(self, v: int) -> tuple[np.ndarray, np.ndarray]:
+        return self._pos[v], self._neg[v]
+
+
+@dataclass
+class BlockTotals:
+    """What the cluster pass needs of the score grid besides each row's own block (`CountRows`): the class
+    totals per vector (groups, then pooled; floored at 1) and the boundary blocks of every cutoff, so the grid
+    itself need not be held. Built by `BoundaryTracker` from the blocks streamed through the sweep."""
+
+    n_groups: int
+    m: np.ndarray
+    n: np.ndarray
+    thresholds: np.ndarray  # (G + 1, K): alphas * n
+    boundaries: np.ndarray  # (G + 1, K): blocks whose cumulative negatives are <= the threshold
+
+    def boundary(self, j: int, x: np.ndarray) -> np.ndarray:
+        if not np.array_equal(x, self.thresholds[j]):
+            raise ValueError("the cluster pass asked for other cutoffs than the tracked ones")
+        return self.boundaries[j]
+
+    def rows(self, rows: CountRows) -> CountRows:
+        if not isinstance(rows, CountRows):
+            raise TypeError("streamed cluster batches carry their blocks' counts (CountRows), not scores")
+        return rows
+
+
+class BoundaryTracker:
+    """Fed the negatives of the blocks in descending score order (groups x blocks, in chunks), counts for each
+    vector and cutoff the blocks whose cumulative negatives are <= alpha * n: `BlockTable.boundary` without the
+    table (cumulative sums of integer counts are exact, so the counts are the same)."""
+
+    def __init__(self, n_pos, n_neg, alphas):
+        m = np.r_[n_pos, np.sum(n_pos)].astype(np.float64)
+        n = np.r_[n_neg, np.sum(n_neg)].astype(np.float64)
+        self.n_groups = len(n_pos)
+        self.m, self.n = np.maximum(m, 1.0), np.maximum(n, 1.0)
+        self.thresholds = np.asarray(alphas, dtype=np.float64)[None, :] * self.n[:, None]
+        self.counts = np.zeros(self.thresholds.shape, dtype=np.intp)
+        self.running = np.zeros(self.n_groups + 1)
+
+    def update(self, neg: np.ndarray) -> None:
+        neg = np.asarray(neg, dtype=np.float64)
+        for v in range(self.n_groups + 1):
+            cum = np.cumsum(neg[v] if v < self.n_groups else neg.sum(axis=0))
+            cum += self.running[v]
+            self.counts[v] += np.searchsorted(cum, self.thresholds[v], side="right")
+            if cum.size:
+                self.running[v] = cum[-1]
+
+    def totals(self) -> BlockTotals:
+        return BlockTotals(self.n_groups, self.m, self.n, self.thresholds, self.counts.copy())
+
+
+def row_influence(table, i: int, j: int, alpha: float, auc: float, roc: float,
+                  rows, group: np.ndarray, n_pos: np.ndarray, n_neg: np.ndarray) -> np.ndarray:
     """Each row's summed influence on column (positives of vector i, negatives of vector j) at cutoff alpha.
 
-    ``auc`` = I(alpha) and ``roc`` = ROC(alpha) of that column (from the sweep).
+    ``auc`` = I(alpha) and ``roc`` = ROC(alpha) of that column (from the sweep); ``rows``: the rows' blocks
+    (`TableRows` or `CountRows`).
     """
     G = table.n_groups
     m, n = table.m[i], table.n[j]
     x = alpha * n
-    hi = table.n_incl[j, blocks]
-    lo = hi - table.counts(j, blocks)[1]
-    p_block = table.counts(i, blocks)[0]
-    y0 = (table.p_incl[i, blocks] - p_block) / m
+    hi = rows.incl(j)[1]
+    lo = hi - rows.counts(j)[1]
+    p_block = rows.counts(i)[0]
+    y0 = (rows.incl(i)[0] - p_block) / m
     dy = p_block / m
     inside = hi <= x
     outside = lo >= x
@@ -151,8 +271,8 @@ def row_influence(table: BlockTable, i: int, j: int, alpha: float, auc: float, r
     phi = np.where(inside, y0 + 0.5 * dy, np.where(outside, roc, f * (y0 + 0.5 * dy * f) + (1 - f) * roc))
     t0 = lo / n
     w = np.where(inside, 0.5 * (lo + hi) / n, np.where(outside, alpha, t0 + (alpha - t0) * (1 - 0.5 * f)))
-    in_j = np.ones(blocks.size, dtype=bool) if j == G else group == j
-    in_i = np.ones(blocks.size, dtype=bool) if i == G else group == i
+    in_j = np.ones(group.size, dtype=bool) if j == G else group == j
+    in_i = np.ones(group.size, dtype=bool) if i == G else group == i
     neg_part = np.where(in_j, n_neg * (phi - auc - roc * (1 - alpha)) / n, 0.0)
     pos_part = np.where(in_i, -n_pos * (w - (alpha - auc)) / m, 0.0)
     return neg_part + pos_part
@@ -173,15 +293,14 @@ class ClusterAccumulator:
         self.roc = np.asarray(roc, dtype=np.float64)
         S, K = len(self.pairs), self.alphas.size
         # per negative vector and cutoff: the block holding the cutoff (the first whose negatives pass it)
-        self.boundary = {j: np.searchsorted(table.n_incl[j], self.alphas * table.n[j], side="right")
-                         for j in {j for _, j in self.pairs}}
+        self.boundary = {j: table.boundary(j, self.alphas * table.n[j]) for j in {j for _, j in self.pairs}}
         self.cross = np.zeros((K, S, S))
         self.clusters = 0
         self.rows = 0
         self._carry_key = None
         self._carry = None  # (K, S) influence sums of the last cluster of the previous batch
 
-    def _cluster_sums(self, codes, n_codes, blocks, group, n_pos, n_neg) -> np.ndarray:
+    def _cluster_sums(self, codes, n_codes, rows, group, n_pos, n_neg) -> np.ndarray:
         """(K, clusters, S) sums of the rows' influence values.
 
         A row's influence depends on the cutoff only through whether its block is inside, outside or
@@ -190,7 +309,7 @@ class ClusterAccumulator:
         cumulative sums over bands give every cutoff at once; rows in a boundary block itself (few)
         take the exact path (`row_influence`).
         """
-        tab, K = self.table, self.alphas.size
+        tab, K, blocks = self.table, self.alphas.size, rows.blocks
         U = np.zeros((K, n_codes, len(self.pairs)))
         bands, at_boundary, members, roc_of, fpr_of = {}, {}, {}, {}, {}
         for j in {j for _, j in self.pairs}:  # per negative vector: band of every row
@@ -198,10 +317,10 @@ class ClusterAccumulator:
             t = np.searchsorted(J, blocks, side="right")
             at_boundary[j] = (t > 0) & (J[np.maximum(t - 1, 0)] == blocks)
             bands[j] = t * n_codes + codes  # band-major: the cumulative sums below run over contiguous rows
-            fpr_of[j] = tab.mid_fpr[j, blocks]
+            fpr_of[j] = rows.mid_fpr(j)
         for v in {v for pair in self.pairs for v in pair}:
             members[v] = None if v == tab.n_groups else group == v
-            roc_of[v] = tab.mid_roc[v, blocks]
+            roc_of[v] = rows.mid_roc(v)
         size = n_codes * (K + 1)
         for s, (i, j) in enumerate(self.pairs):
             keep = ~at_boundary[j]
@@ -218,15 +337,17 @@ class ClusterAccumulator:
             pos_part = inside[2] + a * (total[3] - inside[3]) - (a - auc) * total[3]
             U[:, :, s] = neg_part / tab.n[j] - pos_part / tab.m[i]
             edge = np.flatnonzero(at_boundary[j])
+            edge_rows = rows.take(edge) if edge.size else None
             for k, alpha in enumerate(self.alphas):
                 if edge.size:
-                    u = row_influence(tab, i, j, alpha, self.auc[s, k], self.roc[s, k], blocks[edge],
+                    u = row_influence(tab, i, j, alpha, self.auc[s, k], self.roc[s, k], edge_rows,
                                       group[edge], n_pos[edge], n_neg[edge])
                     U[k, :, s] += np.bincount(codes[edge], weights=u, minlength=n_codes)
         return U
 
     def add(self, keys, scores, group, n_pos, n_neg) -> None:
-        """Rows (cluster key, score, group code, n_pos, n_neg). Within a call rows may come in any order;
+        """Rows (cluster key, score, group code, n_pos, n_neg); instead of the scores, the rows' blocks
+        (`CountRows`) when the table is `BlockTotals`. Within a call rows may come in any order;
         across calls the rows of one cluster must be contiguous (a stream ``ORDER BY cluster``): only the
         last cluster of a batch may continue in the next one."""
         keys = np.asarray(keys)
@@ -239,8 +360,7 @@ class ClusterAccumulator:
         else:
             uniq, codes = np.unique(keys, return_inverse=True)
             codes = codes.ravel()
-        blocks = self.table.block_of(scores)
-        U = self._cluster_sums(codes, uniq.size, blocks, np.asarray(group, dtype=np.intp),
+        U = self._cluster_sums(codes, uniq.size, self.table.rows(scores), np.asarray(group, dtype=np.intp),
                                np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64))
         self.rows += keys.size
         if self._carry is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
-from fair_pipeline.audit.stats.clustered import BlockTable, ClusterRows, cluster_covariance, two_way_keys
+from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, cluster_covariance, two_way_keys
 from fair_pipeline.audit.stats.sweep import RocSweep, products
 
 CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays stay in cache (1 << 16 took twice the CPU)
@@ -137,10 +137,12 @@ def cluster_batches(keys, rows: ClusterRows, batch_rows: int | None = None):
         yield keys[lo:hi], rows.scores[take], rows.group[take], rows.n_pos[take], rows.n_neg[take]
 
 
-def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRows | None = None,
+def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, rows: ClusterRows | None = None,
                            streams=None, batch_rows: int | None = None) -> dict:
     """Replace the variances at ``cutoffs`` and FPR 1 by cluster-robust ones and add their covariances.
 
+    ``grid``: the score grid, or only its `BlockTotals` when the streams' batches carry their rows' blocks
+    (`CountRows`, e.g. joined in SQL: then no day-sized array is held).
     Either ``rows`` (in memory) or ``streams``: a list of (sign, batches) whose covariances are summed
     with those signs (one-way: [(1, by cluster)]; two-way: [(1, by item), (1, by query), (-1, by item x
     query)]); each batch is (keys, scores, group codes, n_pos, n_neg), a cluster's rows contiguous.
@@ -150,7 +152,7 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid, cutoffs, rows: ClusterRow
     """
     var_alphas = np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
     sel = np.searchsorted(res["alphas"], var_alphas)
-    table = BlockTable(grid)
+    table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
     if streams is None:
         def batch(keys):
