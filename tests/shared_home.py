@@ -10,6 +10,7 @@ restored bytes, not a deleted file), deleted files come back.
 """
 from __future__ import annotations
 
+import inspect
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +24,20 @@ def _entries(root: Path) -> dict[Path, Path]:
     return {path.relative_to(root): path for path in root.rglob("*")}
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    if a.is_symlink() or b.is_symlink():
-        return a.is_symlink() and b.is_symlink() and a.readlink() == b.readlink()
-    sa, sb = a.stat(), b.stat()
-    return sa.st_size == sb.st_size and sa.st_mtime_ns == sb.st_mtime_ns
+def _unchanged_file(source: Path, target: Path) -> bool:
+    """target is a regular file with source's size and modification time (copy2 keeps both)."""
+    if target.is_symlink() or not target.is_file():
+        return False
+    a, b = source.stat(), target.stat()
+    return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+
+
+def _remove(path: Path) -> None:
+    """Whatever is at path (a file, a symlink, or a directory tree); nothing if nothing is there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 def restore(root: Path, pristine: Path) -> None:
@@ -35,27 +45,20 @@ def restore(root: Path, pristine: Path) -> None:
     current, original = _entries(root), _entries(pristine)
     # Remove what the test added, deepest first so a new directory is emptied before it goes.
     for relative in sorted(set(current) - set(original), key=lambda p: len(p.parts), reverse=True):
-        path = current[relative]
-        if path.is_symlink() or path.is_file():
-            path.unlink()
-        elif path.is_dir():
-            shutil.rmtree(path)
+        _remove(current[relative])
     for relative, source in sorted(original.items(), key=lambda item: len(item[0].parts)):
         target = root / relative
         if source.is_symlink():
-            if not target.is_symlink() or target.readlink() != source.readlink():
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
-                elif target.exists() or target.is_symlink():
-                    target.unlink()
+            if not (target.is_symlink() and target.readlink() == source.readlink()):
+                _remove(target)
                 target.symlink_to(source.readlink())
         elif source.is_dir():
-            if target.is_symlink() or target.is_file():
-                target.unlink()
-            target.mkdir(exist_ok=True)
-        elif not (target.exists() and not target.is_symlink() and _same_file(source, target)):
+            if target.is_symlink() or not target.is_dir():
+                _remove(target)
+                target.mkdir()
+        elif not _unchanged_file(source, target):
             if target.is_symlink() or target.is_dir():
-                shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+                _remove(target)
             shutil.copyfile(source, target)  # truncates and rewrites the same inode when target exists
             shutil.copystat(source, target)
 
@@ -67,11 +70,8 @@ def restore_home_after_each_test(fixture: str, root_of: Callable[[Any], Path] = 
 
     pristine_copies: dict[Path, Path] = {}
 
-    @pytest.fixture(autouse=True)
-    def home_restored_after_the_test(request, tmp_path_factory):
-        root = Path(root_of(request.getfixturevalue(fixture)))
-        for builder in built_by:
-            request.getfixturevalue(builder)
+    def home_restored_after_the_test(tmp_path_factory, **module_fixtures):
+        root = Path(root_of(module_fixtures[fixture]))
         if root not in pristine_copies:
             copy = tmp_path_factory.mktemp("pristine_home") / "home"
             shutil.copytree(root, copy, symlinks=True)
@@ -79,4 +79,11 @@ def restore_home_after_each_test(fixture: str, root_of: Callable[[Any], Path] = 
         yield
         restore(root, pristine_copies[root])
 
-    return home_restored_after_the_test
+    # The home's fixtures are named in the signature, not fetched with request.getfixturevalue: pytest then sets
+    # them up with the module's scope, before every function-scoped fixture, so a home fixture that sets
+    # FAIR_PIPELINE_HOME does so before conftest's environment check takes its snapshot (fetched from inside this
+    # fixture, it was set mid-test, and that check undid it for the rest of the module).
+    names = ["tmp_path_factory", fixture, *built_by]
+    home_restored_after_the_test.__signature__ = inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in names])
+    return pytest.fixture(autouse=True)(home_restored_after_the_test)

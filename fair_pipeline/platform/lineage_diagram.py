@@ -35,10 +35,11 @@ def group_edges(definitions: dg.Definitions) -> tuple[list[str], list[tuple[str,
 
 
 def _topological(groups: Iterable[str], edges: list[tuple[str, str]]) -> list[str]:
+    rank = {group: k for k, group in enumerate(GROUP_SUMMARIES)}
     remaining, ordered = set(groups), []
     while remaining:
         ready = sorted((g for g in remaining if not any(up in remaining and down == g for up, down in edges)),
-                       key=lambda g: (list(GROUP_SUMMARIES).index(g) if g in GROUP_SUMMARIES else len(GROUP_SUMMARIES), g))
+                       key=lambda g: (rank.get(g, len(rank)), g))
         if not ready:
             raise ValueError(f"the asset groups {sorted(remaining)} read each other in a cycle")
         ordered.append(ready[0])
