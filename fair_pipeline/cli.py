@@ -465,10 +465,16 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _elicit_arguments(parser: argparse.ArgumentParser) -> None:
-    from fair_pipeline.selection.session import add_elicit_arguments, run_elicit
+    from fair_pipeline.selection.elicit_arguments import add_elicit_arguments
 
     add_elicit_arguments(parser)
-    parser.set_defaults(func=run_elicit)
+    parser.set_defaults(func=_run_elicit)
+
+
+def _run_elicit(args: argparse.Namespace) -> int:
+    from fair_pipeline.selection.session import run_elicit  # the solvers (scipy, pandas): not for --help
+
+    return run_elicit(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ import numpy as np
 
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.warehouse import quote_identifier
+from fair_pipeline.selection.elicit_arguments import add_elicit_arguments  # noqa: F401  (the command's arguments)
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
     FairQuadraticMetric,
@@ -259,28 +260,6 @@ def _band_text(metric: FairQuadraticMetric) -> str:
         return ""
     lo, hi = band["lam_interval"]
     return f"; 95% band from the search tolerance [{lo:.3f}, {hi:.3f}]"
-
-
-def add_elicit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Arguments of ``fair-pipeline elicit``."""
-    parser.add_argument("--db", type=Path, default=None,
-                        help="DuckDB file for sessions and answers (default: $FAIR_PIPELINE_HOME/elicitation.duckdb)")
-    parser.add_argument("--session", default=None, help="session id; an existing id resumes that session")
-    parser.add_argument("--groups", type=int, default=2, help="number of groups m (new sessions)")
-    parser.add_argument("--group-labels", default=None, help="comma-separated group names, in group order")
-    parser.add_argument("--classes", type=int, default=2, help="number of classes k (2: TPR, TNR)")
-    parser.add_argument("--group-weights", default=None,
-                        help="JSON list of lists tau[g][i] = P(G=g | Y=i); default uniform")
-    parser.add_argument("--tolerance", type=float, default=1e-2, help="angular bisection tolerance")
-    parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
-                        help="radius of the feasible sphere of rates around the uniform-random classifier")
-    parser.add_argument("--inner-radius", type=float, default=None,
-                        help="radius of the small spheres compared in each search (default radius/10); "
-                             "larger makes the two profiles of a question easier to tell apart")
-    parser.add_argument("--replay", action="store_true",
-                        help="recompute the metric from the stored answers without asking anything")
-    parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
-    return parser
 
 
 def _config_from_args(args) -> SessionConfig:

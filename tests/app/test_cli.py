@@ -29,7 +29,8 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
 
 @pytest.mark.parametrize("argv, forbidden", [(["--help"], HEAVY), (["--version"], HEAVY), (["run", "--help"], SLOWEST),
                                              (["backfill", "--help"], HEAVY),
-                                             (["audit", "--help"], (*SLOWEST, "scipy.stats"))])
+                                             (["audit", "--help"], (*SLOWEST, "scipy.stats")),
+                                             (["elicit", "--help"], (*SLOWEST, "scipy", "pandas"))])
 def test_help_and_version_import_no_heavy_library(argv, forbidden):
     # `fair-pipeline --help` took 7-10 s because it imported everything; assert on what is imported, not on time.
     code = ("import sys\nfrom fair_pipeline import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"

@@ -1,56 +1,25 @@
 """Fair quadratic metric elicitation (Hiranandani et al., "Quadratic Metric Elicitation for
 Fairness and Beyond"): LPME, QPME and the fair variant, oracles, and model ranking (with paired, cluster-robust differences
-between candidates: paired.py). Pure numpy/scipy/pandas."""
-from fair_pipeline.selection.elicitation.evaluation import (
-    ElicitationErrors,
-    EvidenceSummary,
-    elicitation_errors,
-    evaluate_elicitation,
-    pairwise_agreement,
-    random_fair_metric,
-    random_regular_metrics,
-    sample_sphere_profiles,
-    satisfies_assumption4,
-)
-from fair_pipeline.selection.elicitation.fair_qpme import (
-    DEFAULT_RADIUS,
-    cut_partitions,
-    default_inner_radius,
-    elicit_fair_quadratic_metric,
-)
-from fair_pipeline.selection.elicitation.lpme import LinearEstimate, lpme
-from fair_pipeline.selection.elicitation.metric import (
-    FairQuadraticMetric,
-    group_pairs,
-    metric_from_dict,
-    metric_to_dict,
-)
-from fair_pipeline.selection.elicitation.oracles import (
-    MissingPreferenceError,
-    RecordedPreferenceOracle,
-    ReplayMismatchError,
-    ReplayOracle,
-    SimulatedOracle,
-)
-from fair_pipeline.selection.elicitation.paired import PairedDifference, paired_cost_difference
-from fair_pipeline.selection.elicitation.qpme import QuadraticEstimate, qpme
-from fair_pipeline.selection.elicitation.query_log import (
-    InconsistentOracleError,
-    InconsistentOracleWarning,
-    PreferenceCycle,
-    QueryLog,
-    QueryRecord,
-)
-from fair_pipeline.selection.elicitation.selection import rank_candidates
-from fair_pipeline.selection.elicitation.validation import RateProfileError, check_rate_profile
+between candidates: paired.py). Pure numpy/scipy/pandas;
+the names below are imported on first use, so a light module of the package stays light."""
 
-__all__ = [
-    "DEFAULT_RADIUS", "ElicitationErrors", "EvidenceSummary", "evaluate_elicitation", "FairQuadraticMetric", "InconsistentOracleError",
-    "InconsistentOracleWarning", "LinearEstimate", "MissingPreferenceError", "PreferenceCycle",
-    "PairedDifference", "QuadraticEstimate", "QueryLog", "QueryRecord", "RateProfileError", "RecordedPreferenceOracle",
-    "ReplayMismatchError", "ReplayOracle",
-    "SimulatedOracle", "check_rate_profile", "cut_partitions", "default_inner_radius",
-    "elicit_fair_quadratic_metric", "elicitation_errors", "group_pairs", "lpme", "metric_from_dict",
-    "metric_to_dict", "paired_cost_difference", "pairwise_agreement", "qpme", "random_fair_metric", "random_regular_metrics",
-    "rank_candidates", "sample_sphere_profiles", "satisfies_assumption4",
-]
+from fair_pipeline.lazy_exports import lazy_exports
+
+__all__, __getattr__ = lazy_exports(__name__, {
+    "fair_pipeline.selection.elicitation.defaults": ("DEFAULT_RADIUS",),
+    "fair_pipeline.selection.elicitation.evaluation": (
+        "ElicitationErrors", "EvidenceSummary", "elicitation_errors", "evaluate_elicitation", "pairwise_agreement",
+        "random_fair_metric", "random_regular_metrics", "sample_sphere_profiles", "satisfies_assumption4"),
+    "fair_pipeline.selection.elicitation.fair_qpme": (
+        "cut_partitions", "default_inner_radius", "elicit_fair_quadratic_metric"),
+    "fair_pipeline.selection.elicitation.lpme": ("LinearEstimate", "lpme"),
+    "fair_pipeline.selection.elicitation.metric": ("FairQuadraticMetric", "group_pairs", "metric_from_dict", "metric_to_dict"),
+    "fair_pipeline.selection.elicitation.oracles": (
+        "MissingPreferenceError", "RecordedPreferenceOracle", "ReplayMismatchError", "ReplayOracle", "SimulatedOracle"),
+    "fair_pipeline.selection.elicitation.paired": ("PairedDifference", "paired_cost_difference"),
+    "fair_pipeline.selection.elicitation.qpme": ("QuadraticEstimate", "qpme"),
+    "fair_pipeline.selection.elicitation.query_log": (
+        "InconsistentOracleError", "InconsistentOracleWarning", "PreferenceCycle", "QueryLog", "QueryRecord"),
+    "fair_pipeline.selection.elicitation.selection": ("rank_candidates",),
+    "fair_pipeline.selection.elicitation.validation": ("RateProfileError", "check_rate_profile"),
+})

@@ -18,12 +18,12 @@ from itertools import combinations
 
 import numpy as np
 
+from fair_pipeline.selection.elicitation.defaults import DEFAULT_RADIUS
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric, group_pairs
 from fair_pipeline.selection.elicitation.qpme import qpme, solve_runs
 from fair_pipeline.selection.elicitation.query_log import InconsistentOracleError, Oracle, QueryLog
 from fair_pipeline.selection.elicitation.validation import check_dimensions, check_group_weights
 
-DEFAULT_RADIUS = 0.2  # radius of the feasible sphere around o used in the paper's experiments
 
 
 def default_inner_radius(radius: float) -> float:
