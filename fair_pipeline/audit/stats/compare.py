@@ -12,7 +12,7 @@ from fair_pipeline.audit.stats.equivalence import add_equivalence
 from fair_pipeline.audit.stats.grid_audit import column_cov, run_grid_audit
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.records import records
-from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, roc_table
+from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, roc_columns
 from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs, as_groups, as_labels, as_scores
 
 DEFAULT_MIN_COUNT = 10  # positives and negatives a group needs before we estimate anything
@@ -44,25 +44,30 @@ def estimability(n_pos, n_neg, alphas, min_count: int) -> tuple[np.ndarray, list
     return ok, why
 
 
+COUNT_COLUMNS = ("cutoff", "n_pos", "n_neg", "neg_below_cutoff")
+
+
 def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: float, margins=None):
     """Per-group and overall tables plus pairwise comparisons from a run_grid_audit result."""
     sel = np.searchsorted(res["alphas"], cutoffs)
     sub = {k: v[:, sel] for k, v in res.items() if isinstance(v, np.ndarray) and v.ndim == 2}
     groups = res["groups"]
-    rows = []
+    # Columns as arrays, one DataFrame per table: writing cells of small frames cost pandas more than the sweep.
+    tables = []  # every group's columns, then the overall ones
     for i, (kind, a, _) in enumerate(res["columns"]):
         if kind not in ("group", "overall"):
             continue
         m, n = res["m"][i], res["n"][i]
-        t = roc_table(sub, i, m, n, cutoffs, confidence)
+        columns = roc_columns(sub, i, m, n, cutoffs, confidence)
         ok, why = estimability(m, n, cutoffs, min_count)
-        t.loc[~ok, [c for c in t.columns if c not in ("cutoff", "n_pos", "n_neg", "neg_below_cutoff")]] = np.nan
-        t["estimable"] = ok
-        t["note"] = why
-        t.insert(0, "group", groups[a] if kind == "group" else "(all)")
-        rows.append(t)
-    per_group = pd.concat(rows[:-1], ignore_index=True)
-    overall = rows[-1].reset_index(drop=True)
+        if not ok.all():  # a non-estimable (group, cutoff) keeps its counts; every estimate is NaN
+            columns.update({name: np.where(ok, values, np.nan) for name, values in columns.items()
+                            if name not in COUNT_COLUMNS})
+        label = groups[a] if kind == "group" else "(all)"
+        tables.append({"group": [label] * cutoffs.size, **columns, "estimable": ok, "note": why})
+    per_group = pd.DataFrame({name: np.concatenate([np.asarray(t[name], dtype=object if name in ("group", "note") else None)
+                                                    for t in tables[:-1]]) for name in tables[0]})
+    overall = pd.DataFrame(tables[-1])
     column = {groups[a]: i for i, (kind, a, _) in enumerate(res["columns"]) if kind == "group"}
     pairs = pairwise_differences(per_group, confidence, margins,
                                  cov_of=lambda a, b: column_cov(res, cutoffs, column[a], column[b]))

@@ -21,12 +21,18 @@ DEFAULT_CUTOFFS = (0.05, 0.1, 0.2, 0.5, 1.0)
 def roc_table(res: dict, col: int, m: float, n: float, alphas: np.ndarray,
               confidence: float = 0.95) -> pd.DataFrame:
     """One column of a sweep result as the public per-cutoff table."""
+    return pd.DataFrame(roc_columns(res, col, m, n, alphas, confidence))
+
+
+def roc_columns(res: dict, col: int, m: float, n: float, alphas: np.ndarray,
+                confidence: float = 0.95) -> dict[str, np.ndarray]:
+    """The columns of `roc_table`, as arrays (callers assembling many tables build one frame from them)."""
     auc = res["auc"][col]
     var = res["variance"][col]
     w = wald(auc, var, confidence)
     mc_scale = 0.5 / (alphas - alphas**2 / 2)  # McClish: 0.5 (1 + (I - a^2/2) / (a - a^2/2))
     mcclish = 0.5 + (auc - alphas**2 / 2) * mc_scale
-    return pd.DataFrame({
+    return {
         "cutoff": alphas,
         "n_pos": np.full(alphas.size, int(m)),
         "n_neg": np.full(alphas.size, int(n)),
@@ -43,7 +49,7 @@ def roc_table(res: dict, col: int, m: float, n: float, alphas: np.ndarray,
         "mcclish_ci_high": 0.5 + (w["ci_high"] - alphas**2 / 2) * mc_scale,
         "roc_at_cutoff": res["roc_at_cutoff"][col],
         "neg_below_cutoff": alphas * n,
-    })
+    }
 
 
 def aggregates_to_grid(aggregates, group_col: str | None = None) -> ScoreGrid:
