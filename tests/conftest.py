@@ -20,6 +20,25 @@ SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, 
 START = dt.date(2026, 1, 1)
 
 
+# Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10). xdist (`--dist loadfile`)
+# hands modules to the workers in collection order, so these go first, longest first, and the short ones fill the
+# gaps: a long module drawn last by the random order leaves the other worker idle until it ends. A stale figure
+# only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
+LONG_MODULES = {
+    "tests/platform/test_kill_recovery.py": 1095, "tests/e2e/test_docs_commands.py": 873, "tests/e2e/test_readme.py": 805,
+    "tests/e2e/test_main_job.py": 470, "tests/platform/test_disk_full.py": 309, "tests/platform/test_concurrent_runs.py": 253,
+    "tests/e2e/test_browser.py": 238, "tests/reporting/test_assets.py": 235, "tests/audit/test_assets.py": 220,
+    "tests/e2e/test_partitions.py": 194, "tests/audit/test_coverage.py": 167, "tests/selection/test_assets.py": 131,
+    "tests/training/test_assets.py": 123, "tests/position_bias/test_assets.py": 115, "tests/platform/spark/test_parity.py": 98,
+    "tests/platform/spark/test_spark_engine.py": 92, "tests/app/test_concurrency.py": 90,
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Long modules first (a stable sort: runs after pytest-randomly's shuffle, keeps it everywhere else)."""
+    items.sort(key=lambda item: -LONG_MODULES.get(item.nodeid.split("::")[0], 0))
+
+
 # The variables that steer the project and the libraries it drives (others, e.g. OpenMP's, are set by imports).
 WATCHED_ENVIRONMENT = ("FAIR_PIPELINE_", "DAGSTER_", "MLFLOW_")
 
