@@ -6,7 +6,7 @@ import math
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -245,9 +245,16 @@ def transform_markdown(audits: list[OutputAudit]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- figures
+AUDIT_FIGURE_MARGINS = {"left": 0.06, "right": 0.985, "bottom": 0.12, "top": 0.84, "wspace": 0.2}
+
+
 def audit_figure(a: OutputAudit, title: str):
     """Left: ROC per group with its pointwise 95% band; right: xROC curves. The caller closes it."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100)
+    # A Figure outside pyplot's state, with fixed margins (its axes, labels and legends are the same for every
+    # output): tight_layout would lay the text out in an extra pass, about a third of the figure's cost.
+    fig = Figure(figsize=(10, 4.2), dpi=100)
+    fig.subplots_adjust(**AUDIT_FIGURE_MARGINS)
+    left, right = fig.subplots(1, 2)
     for group, curve in a.roc_curves.groupby("group", sort=False):
         (line,) = left.plot(curve["fpr"], curve["tpr"], linewidth=1.3,
                             label=f"group {group} (n+={curve['n_pos'].iloc[0]}, n-={curve['n_neg'].iloc[0]})")
@@ -268,13 +275,12 @@ def audit_figure(a: OutputAudit, title: str):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     return fig
 
 
 def audit_artifacts(audits: list[OutputAudit], title: str = "") -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
     """What one MLflow run per audit logs: the report-contract tables ({name: DataFrame}, see
     `artifact_tables`) and one figure per scored output ({`curves_<output>`: matplotlib Figure}, ROC with
-    band + xROC). The caller closes the figures (e.g. `figure_png` or `plt.close`)."""
+    band + xROC). Figures outside pyplot: dropping them frees them."""
     figures = {f"curves_{a.output.name}": audit_figure(a, f"{a.output.name}{', ' + title if title else ''}") for a in audits}
     return artifact_tables(audits), figures

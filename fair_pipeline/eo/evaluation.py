@@ -12,7 +12,7 @@ import datetime as dt
 import pandas as pd
 
 from fair_pipeline.eo.plots import SIMULATION_LABEL, figure_1, figure_3
-from fair_pipeline.eo.reranking import HeldOutRequests, evaluate_methods, held_out_requests
+from fair_pipeline.eo.reranking import evaluate_methods, held_out_chunks
 from fair_pipeline.eo.transform import WeightedCDFTransformer, with_alpha
 from fair_pipeline.ingestion.simulator import SimulationConfig
 
@@ -31,7 +31,6 @@ class RerankingReport:
     summary: pd.DataFrame
     positions: pd.DataFrame
     figures: dict
-    requests: HeldOutRequests
 
 
 def evaluate_rerankings(
@@ -46,7 +45,7 @@ def evaluate_rerankings(
     make_figures: bool = True,
 ) -> RerankingReport:
     """`day` must lie outside the training window; `n_requests` defaults to config.requests_per_day."""
-    requests = held_out_requests(config, items, day, n_requests or config.requests_per_day)
+    requests = held_out_chunks(config, items, day, n_requests or config.requests_per_day)  # drawn as evaluated
     methods = {
         "raw": (None, None),
         "unweighted": (with_alpha(unweighted, 1.0).transform, 1.0),
@@ -57,5 +56,5 @@ def evaluate_rerankings(
     per_group, summary, positions, figure_data = evaluate_methods(requests, methods)
     figures = {}
     if make_figures:
-        figures = {"figure_1": figure_1(requests, figure_data, per_group), "figure_3": figure_3(summary, ALPHA_PREFIX)}
-    return RerankingReport(SIMULATION_LABEL, per_group, summary, positions, figures, requests)
+        figures = {"figure_1": figure_1(figure_data, per_group), "figure_3": figure_3(summary, ALPHA_PREFIX)}
+    return RerankingReport(SIMULATION_LABEL, per_group, summary, positions, figures)

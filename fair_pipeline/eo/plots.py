@@ -8,23 +8,22 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fair_pipeline.eo.reranking import FIGURE_METHODS, FigureData, HeldOutRequests, group_labels  # noqa: E402
+from fair_pipeline.eo.reranking import FIGURE_METHODS, FigureData  # noqa: E402
 
 SIMULATION_LABEL = "SIMULATION: held-out simulated requests, clicks drawn from the simulator's ground truth"
 _GROUP_COLORS = ("tab:orange", "tab:blue", "tab:green", "tab:red")
 
 
 def figure_1(
-    requests: HeldOutRequests,
     outcomes: dict[str, FigureData],
     per_group: pd.DataFrame,
     methods: tuple[str, ...] = FIGURE_METHODS,
 ):
     """Per method (columns): fair-score densities of online positive responses per group (top) and the
     distribution of positions of Y(1)=1 items per group (bottom), titled with exposure / merit."""
-    groups = group_labels(requests)
+    groups = sorted(outcomes[methods[0]].clicked)
     fig, axes = plt.subplots(2, len(methods), figsize=(4.6 * len(methods), 7.2), squeeze=False)
-    k = requests.scores.shape[1]
+    k = len(outcomes[methods[0]].position_share[groups[0]])
     for col, name in enumerate(methods):
         outcome = outcomes[name]
         rows = per_group[per_group["method"] == name].set_index("group")

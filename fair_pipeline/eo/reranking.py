@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from fair_pipeline.eo.aggregate import click_counts, combine_click_counts
-from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_requests
+from fair_pipeline.ingestion.simulator import (
+    SimulationConfig,
+    bias_curve,
+    production_ranking_chunks,
+    simulate_requests,
+)
 
 PRODUCTION_STREAM = 1  # the simulator's observational (production) traffic: identical to the landing logs
 HELD_OUT_STREAM = 7  # held-out evaluation requests: a stream no logged policy uses
@@ -57,18 +62,26 @@ class HeldOutRequests:
     position_bias: np.ndarray  # (K,) the simulator's TRUE w_j (index 0 = position 1)
 
 
-def held_out_requests(config: SimulationConfig, items: pd.DataFrame, day: dt.date, n_requests: int) -> HeldOutRequests:
-    sim = simulate_requests(config, items, day, "production", n_requests, stream=HELD_OUT_STREAM)
-    k = config.slots
-    item_index = sim["item_index"].reshape(n_requests, k)
+CHUNK_REQUESTS = 1 << 14  # held-out requests drawn, re-ranked and reduced per step of evaluate_methods
+
+
+def held_out_chunks(config: SimulationConfig, items: pd.DataFrame, day: dt.date, n_requests: int,
+                    chunk: int = CHUNK_REQUESTS) -> Iterator[HeldOutRequests]:
+    """The held-out requests `chunk` at a time (the same requests as `held_out_requests`, in order)."""
+    group_of_item = items["group_id"].to_numpy(dtype=str)
+    relevance_of_item = items["relevance"].to_numpy()
     rng = np.random.default_rng([config.seed, day.toordinal(), HELD_OUT_STREAM, 1])
-    return HeldOutRequests(
-        scores=sim["score"].reshape(n_requests, k),
-        groups=items["group_id"].to_numpy(dtype=str)[item_index],
-        relevance=items["relevance"].to_numpy()[item_index].astype(np.int8),
-        uniforms=rng.random((n_requests, k)),
-        position_bias=bias_curve(config),
-    )
+    w = bias_curve(config)
+    for item_index, scores in production_ranking_chunks(config, items, day, n_requests, HELD_OUT_STREAM, chunk):
+        yield HeldOutRequests(scores=scores, groups=group_of_item[item_index],
+                              relevance=relevance_of_item[item_index].astype(np.int8),
+                              uniforms=rng.random(scores.shape), position_bias=w)
+
+
+def held_out_requests(config: SimulationConfig, items: pd.DataFrame, day: dt.date, n_requests: int) -> HeldOutRequests:
+    parts = list(held_out_chunks(config, items, day, n_requests))
+    return HeldOutRequests(*(np.concatenate([getattr(p, f) for p in parts])
+                             for f in ("scores", "groups", "relevance", "uniforms")), bias_curve(config))
 
 
 def group_labels(requests: HeldOutRequests) -> list[str]:
@@ -128,27 +141,69 @@ def _ratio_se(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(ratio), float(np.sqrt(n / max(n - 1, 1) * (resid**2).sum()) / total_b)
 
 
-def group_table(requests: HeldOutRequests, outcome: MethodOutcome, min_relevant: int = 30) -> pd.DataFrame:
-    """One row per group: merit, exposure, exposure over merit (with SEs), CTR, sample sizes."""
-    n, k = requests.scores.shape
-    w = requests.position_bias
+@dataclasses.dataclass
+class _GroupTotals:
+    """One group's reduction of the held-out requests under one method: per request, its clicks (method),
+    relevant items and impressions (both method-free); the positions of its Y(1)=1 items (counts by position,
+    index 0 unused) and the fair scores of its clicked items, in request order."""
+
+    clicks: list = dataclasses.field(default_factory=list)
+    relevant: list = dataclasses.field(default_factory=list)
+    impressions: list = dataclasses.field(default_factory=list)
+    relevant_positions: np.ndarray | None = None
+    clicked_scores: list = dataclasses.field(default_factory=list)
+
+    def column(self, name: str) -> np.ndarray:
+        return np.concatenate(getattr(self, name)) if getattr(self, name) else np.zeros(0)
+
+
+class _MethodTotals:
+    """What the tables and figure 1 need of one method, added up chunk of requests by chunk."""
+
+    def __init__(self, name: str, alpha: float | None, k: int):
+        self.name, self.alpha, self.k, self.n = name, alpha, k, 0
+        self.groups: dict[str, _GroupTotals] = {}
+
+    def add(self, requests: HeldOutRequests, outcome: MethodOutcome) -> None:
+        present = set(group_labels(requests))
+        for group in sorted(present | set(self.groups)):
+            if group not in self.groups:  # absent from earlier chunks: zero counts for their requests
+                zeros = [np.zeros(self.n, dtype=np.int64)]
+                self.groups[group] = _GroupTotals(list(zeros), list(zeros), list(zeros),
+                                                  np.zeros(self.k + 1, dtype=np.int64))
+            totals = self.groups[group]
+            mine = requests.groups == group
+            relevant = mine & (requests.relevance == 1)
+            totals.clicks.append((outcome.clicks & mine).sum(axis=1))
+            totals.relevant.append(relevant.sum(axis=1))
+            totals.impressions.append(mine.sum(axis=1))
+            totals.relevant_positions += np.bincount(outcome.positions[relevant], minlength=self.k + 1)
+            totals.clicked_scores.append(outcome.fair_scores[outcome.clicks & mine])
+        self.n += requests.scores.shape[0]
+
+
+def _totals(requests: HeldOutRequests, outcome: MethodOutcome) -> _MethodTotals:
+    totals = _MethodTotals(outcome.name, outcome.alpha, requests.scores.shape[1])
+    totals.add(requests, outcome)
+    return totals
+
+
+def _group_rows(totals: _MethodTotals, w: np.ndarray, min_relevant: int = 30) -> pd.DataFrame:
     rows = []
-    for group in group_labels(requests):
-        mine = requests.groups == group
-        relevant = mine & (requests.relevance == 1)
-        a = (outcome.clicks & mine).sum(axis=1).astype(float)
-        b = relevant.sum(axis=1).astype(float)
-        m = mine.sum(axis=1).astype(float)
+    for group in sorted(totals.groups):
+        g = totals.groups[group]
+        a, b, m = (g.column(c).astype(float) for c in ("clicks", "relevant", "impressions"))
         estimable = b.sum() >= min_relevant
         eom, eom_se = _ratio_se(a, b) if estimable else (np.nan, np.nan)
         merit, merit_se = _ratio_se(b, m)
         ctr, ctr_se = _ratio_se(a, m)
+        at = g.relevant_positions[1:]
         rows.append(
             {
-                "method": outcome.name,
-                "alpha": outcome.alpha,
+                "method": totals.name,
+                "alpha": totals.alpha,
                 "group": group,
-                "n_requests": n,
+                "n_requests": totals.n,
                 "n_impressions": int(m.sum()),
                 "n_relevant": int(b.sum()),
                 "n_clicks": int(a.sum()),
@@ -158,37 +213,36 @@ def group_table(requests: HeldOutRequests, outcome: MethodOutcome, min_relevant:
                 "exposure_se": ctr_se,
                 "exposure_over_merit": eom,
                 "exposure_over_merit_se": eom_se,
-                "expected_exposure_over_merit": float(w[outcome.positions[relevant] - 1].mean()) if estimable else np.nan,
-                "mean_position_relevant": float(outcome.positions[relevant].mean()) if estimable else np.nan,
+                # means over the relevant items from their counts by position (exact for the positions)
+                "expected_exposure_over_merit": float(at @ w / at.sum()) if estimable else np.nan,
+                "mean_position_relevant": float(at @ np.arange(1, totals.k + 1) / at.sum()) if estimable else np.nan,
                 "estimable": bool(estimable),
             }
         )
     return pd.DataFrame(rows)
 
 
-def method_summary(requests: HeldOutRequests, outcome: MethodOutcome, groups: tuple[str, str]) -> dict:
-    """Between-group comparison for one method: exposure/merit ratio gap (SE), KS distance, CTR (SE)."""
-    n, k = requests.scores.shape
+def group_table(requests: HeldOutRequests, outcome: MethodOutcome, min_relevant: int = 30) -> pd.DataFrame:
+    """One row per group: merit, exposure, exposure over merit (with SEs), CTR, sample sizes."""
+    return _group_rows(_totals(requests, outcome), requests.position_bias, min_relevant)
+
+
+def _summary(totals: _MethodTotals, groups: tuple[str, str]) -> dict:
     g0, g1 = groups
-    sums = {}
-    for g in groups:
-        mine = requests.groups == g
-        sums[g] = (
-            (outcome.clicks & mine).sum(axis=1).astype(float),
-            (mine & (requests.relevance == 1)).sum(axis=1).astype(float),
-        )
-    (a0, b0), (a1, b1) = sums[g0], sums[g1]
+    n, k = totals.n, totals.k
+    (a0, b0), (a1, b1) = ((totals.groups[g].column("clicks").astype(float),
+                           totals.groups[g].column("relevant").astype(float)) for g in groups)
     ratio = (a0.sum() / b0.sum()) / (a1.sum() / b1.sum())
     # Delta method on log(ratio), clustered by request (both groups share requests).
     z = a0 / a0.sum() - b0 / b0.sum() - a1 / a1.sum() + b1 / b1.sum()
     se = ratio * np.sqrt(n / (n - 1) * (z**2).sum())
-    clicked0 = outcome.fair_scores[outcome.clicks & (requests.groups == g0)]
-    clicked1 = outcome.fair_scores[outcome.clicks & (requests.groups == g1)]
+    clicked0, clicked1 = (totals.groups[g].column("clicked_scores") for g in groups)
     ks = stats.ks_2samp(clicked0, clicked1)
-    ctr, ctr_se = _ratio_se(outcome.clicks.sum(axis=1).astype(float), np.full(n, float(k)))
+    clicks = sum(g.column("clicks") for g in totals.groups.values()).astype(float)  # every candidate has a group
+    ctr, ctr_se = _ratio_se(clicks, np.full(n, float(k)))
     return {
-        "method": outcome.name,
-        "alpha": outcome.alpha,
+        "method": totals.name,
+        "alpha": totals.alpha,
         "groups": f"{g0} vs {g1}",
         "exposure_over_merit_ratio": float(ratio),
         "exposure_over_merit_ratio_se": float(se),
@@ -203,26 +257,24 @@ def method_summary(requests: HeldOutRequests, outcome: MethodOutcome, groups: tu
     }
 
 
+def method_summary(requests: HeldOutRequests, outcome: MethodOutcome, groups: tuple[str, str]) -> dict:
+    """Between-group comparison for one method: exposure/merit ratio gap (SE), KS distance, CTR (SE)."""
+    return _summary(_totals(requests, outcome), groups)
+
+
+def _positions(totals: _MethodTotals) -> pd.DataFrame:
+    frames = []
+    for group in sorted(totals.groups):
+        counts = totals.groups[group].relevant_positions[1:]
+        frames.append(pd.DataFrame({"method": totals.name, "alpha": totals.alpha, "group": group,
+                                    "position": np.arange(1, totals.k + 1), "n_relevant": counts,
+                                    "share": counts / max(counts.sum(), 1)}))
+    return pd.concat(frames, ignore_index=True)
+
+
 def position_distribution(requests: HeldOutRequests, outcome: MethodOutcome) -> pd.DataFrame:
     """Share of each group's Y(1)=1 items shown at each position (Theorem 1, part 1)."""
-    k = requests.scores.shape[1]
-    frames = []
-    for group in group_labels(requests):
-        relevant = (requests.groups == group) & (requests.relevance == 1)
-        counts = np.bincount(outcome.positions[relevant], minlength=k + 1)[1:]
-        frames.append(
-            pd.DataFrame(
-                {
-                    "method": outcome.name,
-                    "alpha": outcome.alpha,
-                    "group": group,
-                    "position": np.arange(1, k + 1),
-                    "n_relevant": counts,
-                    "share": counts / max(counts.sum(), 1),
-                }
-            )
-        )
-    return pd.concat(frames, ignore_index=True)
+    return _positions(_totals(requests, outcome))
 
 
 @dataclasses.dataclass
@@ -235,40 +287,46 @@ class FigureData:
     position_share: dict[str, np.ndarray]
 
 
-def figure_data(requests: HeldOutRequests, outcome: MethodOutcome) -> FigureData:
-    k = requests.scores.shape[1]
+def _figure_data(totals: _MethodTotals) -> FigureData:
     clicked, share = {}, {}
-    for group in group_labels(requests):
-        mine = requests.groups == group
-        clicked[group] = outcome.fair_scores[outcome.clicks & mine]
-        relevant = mine & (requests.relevance == 1)
-        share[group] = np.bincount(outcome.positions[relevant], minlength=k + 1)[1:] / max(relevant.sum(), 1)
-    return FigureData(outcome.name, clicked, share)
+    for group in sorted(totals.groups):
+        g = totals.groups[group]
+        clicked[group] = g.column("clicked_scores")
+        share[group] = g.relevant_positions[1:] / max(g.relevant_positions.sum(), 1)
+    return FigureData(totals.name, clicked, share)
+
+
+def figure_data(requests: HeldOutRequests, outcome: MethodOutcome) -> FigureData:
+    return _figure_data(_totals(requests, outcome))
 
 
 FIGURE_METHODS = ("raw", "unweighted", "weighted")
 
 
 def evaluate_methods(
-    requests: HeldOutRequests, methods: Mapping[str, tuple[Scorer | None, float | None]],
+    requests: HeldOutRequests | Iterable[HeldOutRequests], methods: Mapping[str, tuple[Scorer | None, float | None]],
     figure_methods: tuple[str, ...] = FIGURE_METHODS,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, FigureData]]:
     """(per-group table, between-group summary, position distribution, figure data of `figure_methods`).
 
-    One method at a time: its (n, K) outcome arrays are reduced to the tables and dropped before the next
-    method runs, so memory holds one method's outcome, not every method's."""
-    groups = tuple(group_labels(requests))
+    `requests`: the held-out requests, whole or as consecutive chunks (`held_out_chunks`). Each chunk is
+    re-ranked under every method and reduced to per-request counts, counts by position and clicked scores
+    before the next is drawn, so memory holds one chunk's outcome plus a few numbers per request."""
+    chunks = [requests] if isinstance(requests, HeldOutRequests) else requests
+    totals: dict[str, _MethodTotals] = {}
+    w = None
+    for chunk in chunks:
+        labels = pd.Categorical(chunk.groups.ravel())
+        w = chunk.position_bias
+        for name, (scorer, alpha) in methods.items():
+            outcome = run_method(chunk, name, scorer, alpha, labels)
+            totals.setdefault(name, _MethodTotals(name, alpha, chunk.scores.shape[1])).add(chunk, outcome)
+            del outcome
+    groups = tuple(sorted(next(iter(totals.values())).groups)) if totals else ()
     if len(groups) != 2:
         raise ValueError(f"the between-group summary compares two groups; held-out requests have {list(groups)}")
-    labels = pd.Categorical(requests.groups.ravel())
-    per_group, summary, positions, figures = [], [], [], {}
-    for name, (scorer, alpha) in methods.items():
-        outcome = run_method(requests, name, scorer, alpha, labels)
-        per_group.append(group_table(requests, outcome))
-        summary.append(method_summary(requests, outcome, groups))
-        positions.append(position_distribution(requests, outcome))
-        if name in figure_methods:
-            figures[name] = figure_data(requests, outcome)
-        del outcome
-    return (pd.concat(per_group, ignore_index=True), pd.DataFrame(summary), pd.concat(positions, ignore_index=True),
-            figures)
+    per_group = pd.concat([_group_rows(t, w) for t in totals.values()], ignore_index=True)
+    summary = pd.DataFrame([_summary(t, groups) for t in totals.values()])
+    positions = pd.concat([_positions(t) for t in totals.values()], ignore_index=True)
+    figures = {name: _figure_data(t) for name, t in totals.items() if name in figure_methods}
+    return per_group, summary, positions, figures

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections.abc import Iterator
 from typing import Literal
 
 import numpy as np
@@ -131,8 +132,9 @@ def _day_rng(config: SimulationConfig, day: dt.date, stream: int) -> np.random.G
 def _sample_candidates(rng: np.random.Generator, n_requests: int, n_items: int, slots: int) -> np.ndarray:
     """K distinct item indices per request (vectorized; rows with a repeat are redrawn exactly)."""
     picks = rng.integers(0, n_items, size=(n_requests, slots))
-    ordered = np.sort(picks, axis=1)
-    has_repeat = (np.diff(ordered, axis=1) == 0).any(axis=1)
+    step = 1 << 14  # rows checked per sort: bounds the temporaries (the draws are made before, in one piece)
+    has_repeat = np.concatenate([(np.diff(np.sort(picks[lo:lo + step], axis=1), axis=1) == 0).any(axis=1)
+                                 for lo in range(0, n_requests, step)]) if n_requests else np.zeros(0, bool)
     for row in np.flatnonzero(has_repeat):
         picks[row] = rng.choice(n_items, size=slots, replace=False)
     return picks
@@ -150,6 +152,25 @@ def _displayed_order(rng: np.random.Generator, policy: str, n_requests: int, slo
     elif policy != "production":
         raise ValueError(f"unknown policy {policy!r}; expected production, shuffle or adjacent_swap")
     return order
+
+
+def production_ranking_chunks(
+    config: SimulationConfig, items: pd.DataFrame, day: dt.date, n_requests: int, stream: int, chunk: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(item_index, score) of `simulate_requests(config, items, day, "production", n_requests, stream)`,
+    `chunk` requests at a time as (rows, K) arrays in display order. The same draws in the same order (the
+    candidates in one piece, the score noise chunk after chunk; the production policy draws no display
+    order), so the chunks concatenated equal its columns; memory holds the candidates and one chunk."""
+    rng = _day_rng(config, day, stream)
+    candidates = _sample_candidates(rng, n_requests, len(items), config.slots)
+    merit = items["merit_score"].to_numpy()
+    for lo in range(0, n_requests, chunk):
+        part = candidates[lo:lo + chunk]
+        scores = merit[part]
+        scores += config.score_noise_sd * rng.standard_normal(part.shape)
+        by_score = np.argsort(-scores, axis=1, kind="stable")
+        rows = np.arange(len(part))[:, None]
+        yield part[rows, by_score], scores[rows, by_score]
 
 
 def simulate_requests(

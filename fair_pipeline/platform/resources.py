@@ -14,7 +14,7 @@ from fair_pipeline.platform.tracking import MLflowTracking
 
 class DuckDBWarehouse(dg.ConfigurableResource):
     """The warehouse file; empty `path` means $FAIR_PIPELINE_HOME/warehouse.duckdb. DuckDB's memory cap and
-    spill directory: empty means $FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT (default 512MB) and
+    spill directory: empty means $FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT (default 384MB) and
     $FAIR_PIPELINE_DUCKDB_TEMP_DIR (default $FAIR_PIPELINE_HOME/duckdb_tmp)."""
 
     path: str = ""

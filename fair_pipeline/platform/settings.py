@@ -14,10 +14,11 @@ HOME_ENV = "FAIR_PIPELINE_HOME"
 DUCKDB_MEMORY_LIMIT_ENV = "FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT"
 DUCKDB_TEMP_DIR_ENV = "FAIR_PIPELINE_DUCKDB_TEMP_DIR"
 # DuckDB's own default is 80% of the machine's RAM; a fixed cap makes the pipeline's peak memory independent of
-# the day's size (joins, aggregates and sorts above it spill to the temp directory instead). 512MB: loading a
-# 5M-row day peaks at 0.69 GB RSS (1.13 GB at 1GB, 2.05 GB uncapped) for ~10% more CPU, which leaves room
-# for the ~0.5 GB the Python side of a run holds (libraries, Dagster, MLflow) under 1.5 GB.
-DEFAULT_DUCKDB_MEMORY_LIMIT = "512MB"
+# the day's size (joins, aggregates and sorts above it spill to the temp directory instead). 384MB: at 250k
+# requests/day the audit and model-selection steps peaked at 1.39 GiB with 512MB, too close to 1.5 GB once the
+# ~0.5-0.7 GB the Python side holds (libraries, Dagster, MLflow) is added; loading a 12.5M-row day takes 5% more
+# CPU at 384MB than at 512MB (benchmarks in docs/warehouse_memory.md).
+DEFAULT_DUCKDB_MEMORY_LIMIT = "384MB"
 MLFLOW_UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"  # where people open MLflow (links in Dagster's metadata)
 DEFAULT_MLFLOW_UI_PORT = 5000
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # fair_pipeline/

@@ -1,7 +1,6 @@
 """Presenting position-bias curves: a markdown table and a matplotlib figure (CI bands, optional truth)."""
 from __future__ import annotations
 
-import base64
 import io
 import math
 from pathlib import Path
@@ -116,11 +115,6 @@ def errors_vs_truth(curves: dict[str, pd.DataFrame], truth: np.ndarray) -> pd.Da
             }
         )
     return pd.DataFrame(rows, columns=["method", "max_abs_error", "at_position", "positions_compared", "ci_covers_truth"])
-
-
-def figure_markdown(png: bytes, alt: str) -> str:
-    """Markdown embedding a PNG inline (the Dagster UI renders data: URIs in markdown metadata)."""
-    return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode('ascii')})"
 
 
 def curves_artifacts(

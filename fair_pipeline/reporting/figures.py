@@ -80,6 +80,19 @@ def curves_with_bands(
     return to_png(draw)
 
 
+def _one_legend(figure: plt.Figure, axes) -> None:
+    """Panels whose legends list the same entries keep the first panel's only, rather than one per panel (each
+    legend is text laid out and drawn again, and tight_layout makes room for every one)."""
+    legends = [ax.get_legend() for ax in axes]
+    if len(legends) < 2 or any(legend is None for legend in legends):
+        return
+    labels = [[text.get_text() for text in legend.get_texts()] for legend in legends]
+    if any(entry != labels[0] for entry in labels):
+        return
+    for ax in axes[1:]:
+        ax.get_legend().remove()
+
+
 def panels_figure(frame: pd.DataFrame, by: str, draw: Callable[[plt.Axes, pd.DataFrame], object], xlabel: str, ylabel: str,
                   columns: int = 3, colorbar_label: str | None = None) -> plt.Figure:
     """Small multiples: one panel per `by` value (in order of appearance), titled with it, drawn by `draw`. With
@@ -96,6 +109,7 @@ def panels_figure(frame: pd.DataFrame, by: str, draw: Callable[[plt.Axes, pd.Dat
             ax.tick_params(labelsize=7)
         for ax in axes.flat[len(parts):]:
             ax.axis("off")
+        _one_legend(figure, axes.flat[:len(parts)])
         if colorbar_label and mappable is not None:
             bar = figure.colorbar(mappable, ax=axes.ravel().tolist(), shrink=0.8)
             bar.set_label(colorbar_label, fontsize=8)

@@ -31,7 +31,6 @@ from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import DEFAULT_WINDOW_DAYS, daily_partitions, days_before, partition_day
 from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
 from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
-from fair_pipeline.position_bias.report import figure_markdown, figure_png
 from fair_pipeline.training import benchmark_models as bm
 from fair_pipeline.training import benchmark_registry as br
 from fair_pipeline.training import rankers as rt
@@ -126,6 +125,28 @@ def _benchmark_summary(fits: list) -> str:
 BENCHMARK_CODE_VERSION = "2"
 
 
+def _log_benchmark_figures(mlflow: MLflowTracking, context, name: str, fits: list, penalty_scores) -> dict:
+    """Figures 2b (per penalty score) and, for COMPAS, 2a: drawn once, logged to one MLflow run of the dataset
+    (`figures/*.png`) and linked from the Dagster metadata (`figure_link_markdown`), as the daily runs' are."""
+    figures = {}
+    for score in penalty_scores:
+        path = bm.audits_frame([f for f in fits if f.penalty_score == score])
+        figures[f"{name}_figure_2b_{score}"] = (plot_partial_auc_path(
+            _plot_frame(path), title=f"{name}: partial AUC by group vs λ ({score})"), f"figure 2b {name} {score}")
+    if name == "compas":
+        vanilla = bm.audits_frame([f for f in fits if f.model_kind == "vanilla"])
+        figures["compas_figure_2a"] = (plot_group_comparison(
+            _plot_frame(vanilla), title="COMPAS, unpenalized: partial AUC by race"), "figure 2a COMPAS")
+    try:
+        with mlflow.start_run(context, "benchmarks", run_name=f"{name} figures",
+                              tags={"fair_pipeline.dataset": name}) as run:
+            return {key: dg.MetadataValue.md(figure_link_markdown(run.log_figure(figure, key), caption))
+                    for key, (figure, caption) in figures.items()}
+    finally:
+        for figure, _ in figures.values():
+            plt.close(figure)
+
+
 @dg.asset(
     key=BENCHMARK_MODELS_KEY,
     pool="duckdb",
@@ -142,7 +163,7 @@ BENCHMARK_CODE_VERSION = "2"
         "held-out split with per-group partial AUCs (95% CIs, counts) at cutoffs 0.1, 0.2, 0.5, 1 and the group gap "
         f"with its p-value. Tables `{BENCHMARK_MODELS}` (one row per fit, with its registered version) and "
         f"`{BENCHMARK_AUDITS}` (long audit rows); one MLflow run per fit (experiment fair_pipeline/benchmarks); "
-        "figures 2a and 2b in the metadata. Every fit is registered as a version of `fair-benchmark-<dataset>` "
+        "figures 2a and 2b logged to MLflow (one run per dataset) and linked in the metadata. Every fit is registered as a version of `fair-benchmark-<dataset>` "
         "(tags: λ, penalty score, held-out AUC, gap and p-value per cutoff; `candidate` ends on the newest) and "
         f"`champion` moves to the {br.CHAMPION_RULE}. Registration is all or nothing across datasets. Static: its own "
         "job `benchmark_models`, run when missing or when its code version changes; a re-run with the same code and "
@@ -183,15 +204,7 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
             logged_uris.append(logged_uri)
         context.log.info(f"{name}: {len(fits)} fits logged")
         metadata[f"{name}_models"] = dg.MetadataValue.md(_benchmark_summary(fits))
-        for score in config.penalty_scores:
-            path = bm.audits_frame([f for f in fits if f.penalty_score == score])
-            figure = plot_partial_auc_path(_plot_frame(path), title=f"{name}: partial AUC by group vs λ ({score})")
-            metadata[f"{name}_figure_2b_{score}"] = dg.MetadataValue.md(
-                figure_markdown(figure_png(figure), f"figure 2b {name} {score}"))
-        if name == "compas":
-            vanilla = bm.audits_frame([f for f in fits if f.model_kind == "vanilla"])
-            figure = plot_group_comparison(_plot_frame(vanilla), title="COMPAS, unpenalized: partial AUC by race")
-            metadata["compas_figure_2a"] = dg.MetadataValue.md(figure_markdown(figure_png(figure), "figure 2a COMPAS"))
+        metadata.update(_log_benchmark_figures(mlflow, context, name, fits, config.penalty_scores))
         all_fits.extend(fits)
     models = bm.models_frame(all_fits).assign(mlflow_run_id=run_ids, model_uri=[f"runs:/{r}/model" for r in run_ids])
     audits = bm.audits_frame(all_fits)

@@ -94,8 +94,8 @@ def test_weighted_transform_equalizes_positions_of_relevant_items(study):
 
 
 def test_alpha_zero_leaves_every_ranking_unchanged(study):
-    _, _, weighted, report, summary, _ = study
-    requests = report.requests
+    config, items, weighted, _, summary, _ = study
+    requests = held_out_requests(config, items, HELD_OUT_DAY, config.requests_per_day)
     zero = with_alpha(weighted, 0.0).transform(requests.scores.ravel(), requests.groups.ravel())
     np.testing.assert_array_equal(rank_positions(zero.reshape(requests.scores.shape)), rank_positions(requests.scores))
     cols = ["exposure_over_merit_ratio", "ks_distance", "ctr"]
@@ -171,12 +171,13 @@ def estimated_weights(study):
 
 @pytest.mark.parametrize("variant", ["T=30", "untruncated"])
 def test_weighted_transform_with_estimated_position_bias_equalizes_exposure_over_merit(study, estimated_weights, variant):
-    _, _, _, report, _, counts = study
+    config, items, _, _, _, counts = study
     estimate = estimated_weights[variant]
     assert estimate["weight"].notna().all()
     weighted = fit_from_click_counts(counts, estimate[["position", "weight"]], score_bin_width=BIN_WIDTH)
-    outcome = run_method(report.requests, "weighted_estimated", weighted.transform, 1.0)
-    summary = method_summary(report.requests, outcome, ("0", "1"))
+    requests = held_out_requests(config, items, HELD_OUT_DAY, config.requests_per_day)
+    outcome = run_method(requests, "weighted_estimated", weighted.transform, 1.0)
+    summary = method_summary(requests, outcome, ("0", "1"))
     assert abs(summary["exposure_over_merit_ratio"] - 1) < 0.02, summary
     assert summary["ks_distance"] < 0.03
 
@@ -220,3 +221,60 @@ def test_methods_one_at_a_time_in_chunks_equal_whole_outcomes(study, monkeypatch
             relevant = mine & (requests.relevance == 1)
             share = np.bincount(o.positions[relevant], minlength=requests.scores.shape[1] + 1)[1:] / relevant.sum()
             np.testing.assert_array_equal(data.position_share[group], share)
+
+
+def _whole_group_table(requests, outcome, min_relevant=30):
+    """The per-group table computed from the whole (n, K) outcome, as the code did before it was streamed."""
+    w, rows = requests.position_bias, []
+    for group in np.unique(requests.groups).tolist():
+        mine = requests.groups == group
+        relevant = mine & (requests.relevance == 1)
+        a, b, m = ((outcome.clicks & mine).sum(axis=1).astype(float), relevant.sum(axis=1).astype(float),
+                   mine.sum(axis=1).astype(float))
+        estimable = b.sum() >= min_relevant
+        ratio = lambda x, y: (x.sum() / y.sum(), np.sqrt(len(x) / (len(x) - 1) * ((x - x.sum() / y.sum() * y) ** 2).sum()) / y.sum())  # noqa: E731
+        eom, eom_se = ratio(a, b) if estimable else (np.nan, np.nan)
+        rows.append({"method": outcome.name, "alpha": outcome.alpha, "group": group, "n_requests": len(a),
+                     "n_impressions": int(m.sum()), "n_relevant": int(b.sum()), "n_clicks": int(a.sum()),
+                     "merit": ratio(b, m)[0], "merit_se": ratio(b, m)[1], "exposure": ratio(a, m)[0],
+                     "exposure_se": ratio(a, m)[1], "exposure_over_merit": eom, "exposure_over_merit_se": eom_se,
+                     "expected_exposure_over_merit": float(w[outcome.positions[relevant] - 1].mean()),
+                     "mean_position_relevant": float(outcome.positions[relevant].mean()), "estimable": bool(estimable)})
+    return pd.DataFrame(rows)
+
+
+def test_streamed_chunks_equal_the_whole_requests_evaluated_at_once(study, monkeypatch):
+    """Memory: the held-out requests are drawn, re-ranked and reduced chunk by chunk (flat in
+    requests_per_day). The chunks are exactly the whole day's requests, and every table equals the one computed
+    from whole (n, K) outcomes: counts and positions exactly, floats to 1e-12 (a mean over the relevant
+    items' w is taken from their counts by position instead of summing the items one by one)."""
+    from fair_pipeline.eo import reranking
+
+    config, items, weighted, _, _, _ = study
+    n = 2_000
+    whole_requests = held_out_requests(config, items, HELD_OUT_DAY, n)
+    chunks = list(reranking.held_out_chunks(config, items, HELD_OUT_DAY, n, chunk=333))
+    assert len(chunks) == 7
+    for field in ("scores", "groups", "relevance", "uniforms"):
+        np.testing.assert_array_equal(np.concatenate([getattr(c, field) for c in chunks]), getattr(whole_requests, field))
+    sim = simulate_requests(config, items, HELD_OUT_DAY, "production", n, stream=reranking.HELD_OUT_STREAM)
+    np.testing.assert_array_equal(whole_requests.scores.ravel(), sim["score"])
+    methods = {"raw": (None, None), "weighted": (with_alpha(weighted, 1.0).transform, 1.0),
+               "half": (with_alpha(weighted, 0.5).transform, 0.5)}
+    per_group, summary, positions, figures = evaluate_methods(iter(chunks), methods, figure_methods=("half",))
+    expected = []
+    for name, (scorer, alpha) in methods.items():
+        outcome = run_method(whole_requests, name, scorer, alpha)
+        expected.append(_whole_group_table(whole_requests, outcome))
+        clicked = outcome.fair_scores[outcome.clicks & (whole_requests.groups == "1")]
+        if name == "half":
+            np.testing.assert_array_equal(figures["half"].clicked["1"], clicked)
+        row = summary.set_index("method").loc[name]
+        assert row["n_clicks_group1"] == len(clicked)
+        assert row["ctr"] == pytest.approx(outcome.clicks.mean(), rel=1e-12)
+    expected = pd.concat(expected, ignore_index=True)
+    pd.testing.assert_frame_equal(per_group, expected, check_exact=False, rtol=1e-12)
+    exact = [c for c in expected.columns if c != "expected_exposure_over_merit"]
+    pd.testing.assert_frame_equal(per_group[exact], expected[exact], check_exact=True)
+    assert (positions.groupby(["method", "group"])["n_relevant"].sum().to_numpy()
+            == expected.set_index(["method", "group"]).sort_index()["n_relevant"].to_numpy()).all()

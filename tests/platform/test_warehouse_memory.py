@@ -29,7 +29,7 @@ def home(tmp_path, monkeypatch):
 
 def test_default_is_512mb_spilling_under_the_home(home):
     with warehouse.session(home / "warehouse.duckdb") as con:
-        assert _setting(con, "memory_limit") == _as_duckdb_reports("512MB")
+        assert _setting(con, "memory_limit") == _as_duckdb_reports("384MB")
         assert _setting(con, "temp_directory") == str(home / "duckdb_tmp")
     assert (home / "duckdb_tmp").is_dir()
 
