@@ -6,9 +6,9 @@ partition_date under `$FAIR_PIPELINE_HOME/spark_warehouse` and runs the same dbt
 from the DuckDB dialect by `engines.spark_sql` (pure Python: sqlglot, no pyspark). `build_model` builds one
 SQL model on either, `build_models` all of them. pyspark is imported only by `spark_engine`, so nothing here needs it.
 """
-from fair_pipeline.platform.engines.base import Params, Table, Warehouse, WarehouseWriteError, table_name
+from fair_pipeline.platform.engines.base import Params, Table, Warehouse, WarehouseWriteError, fetch_rows, table_name
 from fair_pipeline.platform.engines.build import ModelBuild, build_model, build_models
-from fair_pipeline.platform.engines.duckdb_engine import DuckDBEngine
+from fair_pipeline.platform.engines.duckdb_engine import DuckDBEngine, as_warehouse
 
-__all__ = ["DuckDBEngine", "ModelBuild", "Params", "Table", "Warehouse", "WarehouseWriteError", "build_model",
-           "build_models", "table_name"]
+__all__ = ["DuckDBEngine", "ModelBuild", "Params", "Table", "Warehouse", "WarehouseWriteError", "as_warehouse",
+           "build_model", "build_models", "fetch_rows", "table_name"]

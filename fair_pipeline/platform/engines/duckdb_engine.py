@@ -7,7 +7,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from fair_pipeline.platform.engines.base import Params, Table, WarehouseWriteError, table_name
+from fair_pipeline.platform.engines.base import Params, Table, Warehouse, WarehouseWriteError, table_name
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists, transaction
 
 
@@ -27,14 +27,15 @@ class DuckDBEngine:
         return self.con.execute(sql, params).df()
 
     def query_arrow(self, sql: str, params: Params = None) -> pa.Table:
-        relation = self.con.sql(sql, params=params)  # a relation: Arrow without the DB-API result's extra copy
-        # duckdb 2 renamed fetch_arrow_table / fetch_record_batch to to_arrow_table / to_arrow_reader.
-        return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+        # execute(), not sql(): a relation refuses to run while the connection holds an unfinished result (duckdb 2),
+        # e.g. after a fetchone. duckdb 2 renamed arrow() / fetch_record_batch to to_arrow_table / to_arrow_reader.
+        result = self.con.execute(sql, params)
+        return result.to_arrow_table() if hasattr(result, "to_arrow_table") else result.arrow()
 
     def stream_batches(self, sql: str, params: Params = None, batch_rows: int = 100_000) -> Iterator[pa.RecordBatch]:
-        relation = self.con.sql(sql, params=params)
-        reader = (relation.to_arrow_reader(batch_rows) if hasattr(relation, "to_arrow_reader")
-                  else relation.fetch_arrow_reader(batch_rows))
+        result = self.con.execute(sql, params)
+        reader = (result.to_arrow_reader(batch_rows) if hasattr(result, "to_arrow_reader")
+                  else result.fetch_record_batch(batch_rows))
         yield from reader
 
     def table_exists(self, table: Table) -> bool:
@@ -85,8 +86,16 @@ class DuckDBEngine:
     def register_frame(self, name: str, frame: pd.DataFrame | pa.Table) -> None:
         self.con.register(name, frame)
 
+    def unregister_frame(self, name: str) -> None:
+        self.con.unregister(name)
+
     def row_count(self, table: Table, partition: str | None = None) -> int:
         if partition is None:
             return self.con.execute(f"SELECT count(*) FROM {qualified(table)}").fetchone()[0]
         return self.con.execute(f"SELECT count(*) FROM {qualified(table)} WHERE partition_date = $partition_date",
                                 {"partition_date": partition}).fetchone()[0]
+
+
+def as_warehouse(source: Warehouse | duckdb.DuckDBPyConnection) -> Warehouse:
+    """`source` itself when it is an engine; a DuckDB connection (tests, notebooks, `fair-pipeline audit`) wrapped."""
+    return source if isinstance(source, Warehouse) else DuckDBEngine(source)
