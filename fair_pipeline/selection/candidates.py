@@ -110,7 +110,8 @@ def catalogue_group_labels(con) -> list[str] | None:
     engine = as_warehouse(con)
     if not engine.table_exists(ITEMS_VIEW):
         return None
-    return [str(label) for (label,) in fetch_rows(engine, "SELECT DISTINCT group_label FROM staging.stg_items ORDER BY 1")]
+    rows = fetch_rows(engine, "SELECT DISTINCT group_label FROM staging.stg_items ORDER BY 1")
+    return [str(label) for (label,) in rows]
 
 
 def _check_features(available: list[str], ranker: Ranker) -> None:
@@ -146,13 +147,15 @@ def _position_cells_sql(observational: str, items: str) -> str:
 
 def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
                           position_weights: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, str]]:
-    """One pass over a window's production impressions for rankers sharing that window; yields each ranker's
-    (weighted-sum table, problem) in turn, problem "" or why the window's clicks cannot be weighted.
+    """The rankers sharing one window, from one pass of cells over its production impressions; yields each
+    ranker's (weighted-sum table, problem) in turn, problem "" or why the window's clicks cannot be weighted.
 
     A linear score depends on the item only, and the transform needs the clicks only through their weights
     1 / w_position. So the impressions are counted per (item, group, position) cell on the warehouse engine
-    (`engine`: DuckDB or Spark; the one scan and join of the log), the weights applied there, the cells summed
-    over positions into one row per (item, group) with every ranker's binned score as a column: those item cells,
+    (`engine`: DuckDB or Spark; two scans of the window's log: one for the clicked positions the weights must
+    cover, one for the cells; no temp table, which Spark would turn into a lazy view), the weights applied there,
+    the cells summed over positions into one row per (item, group) with every ranker's binned score as a column:
+    those item cells,
     bounded by the catalogue, not by the traffic or the positions, come to the local DuckDB connection `con`,
     where each ranker's table is a GROUP BY of them. Weighted clicks are summed as DECIMAL(38, 18): exact
     integer arithmetic, so the sums do not depend on the order threads or executors add them (a double sum
@@ -170,7 +173,8 @@ def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
         problem = f"EO re-fit failed: {error}"
     weights = position_weights[["position", "weight"]].astype({"position": np.int64, "weight": float})
     # Only valid weights are joined: a clicked position without one is the `problem` (no fit is made).
-    engine.register_frame(_WEIGHTS, weights[np.isfinite(weights["weight"]) & (weights["weight"] > 0)].reset_index(drop=True))
+    valid = weights[np.isfinite(weights["weight"]) & (weights["weight"] > 0)].reset_index(drop=True)
+    engine.register_frame(_WEIGHTS, valid)
     try:
         params["width"] = float(bin_width)
         scores = []

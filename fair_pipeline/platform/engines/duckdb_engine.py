@@ -1,6 +1,8 @@
 """The DuckDB engine: today's warehouse file, one connection, each write one transaction."""
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Iterator
 
 import duckdb
@@ -9,6 +11,17 @@ import pyarrow as pa
 
 from fair_pipeline.platform.engines.base import Params, Table, Warehouse, WarehouseWriteError, table_name
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists, transaction
+
+
+@contextlib.contextmanager
+def _db_api_arrow() -> Iterator[None]:
+    """Arrow from execute(), not from a relation (con.sql): duckdb 2 refuses to run a relation while the connection
+    holds an unfinished result (e.g. after a fetchone), which callers sharing the connection leave. duckdb 2 warns
+    that this copies the rows once more; the engine's results are aggregates or batches, so the copy is bounded.
+    (duckdb 2 also renamed arrow() / fetch_record_batch to to_arrow_table / to_arrow_reader.)"""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
+        yield
 
 
 def qualified(table: Table) -> str:
@@ -27,15 +40,15 @@ class DuckDBEngine:
         return self.con.execute(sql, params).df()
 
     def query_arrow(self, sql: str, params: Params = None) -> pa.Table:
-        # execute(), not sql(): a relation refuses to run while the connection holds an unfinished result (duckdb 2),
-        # e.g. after a fetchone. duckdb 2 renamed arrow() / fetch_record_batch to to_arrow_table / to_arrow_reader.
-        result = self.con.execute(sql, params)
-        return result.to_arrow_table() if hasattr(result, "to_arrow_table") else result.arrow()
+        with _db_api_arrow():
+            result = self.con.execute(sql, params)
+            return result.to_arrow_table() if hasattr(result, "to_arrow_table") else result.arrow()
 
     def stream_batches(self, sql: str, params: Params = None, batch_rows: int = 100_000) -> Iterator[pa.RecordBatch]:
-        result = self.con.execute(sql, params)
-        reader = (result.to_arrow_reader(batch_rows) if hasattr(result, "to_arrow_reader")
-                  else result.fetch_record_batch(batch_rows))
+        with _db_api_arrow():
+            result = self.con.execute(sql, params)
+            reader = (result.to_arrow_reader(batch_rows) if hasattr(result, "to_arrow_reader")
+                      else result.fetch_record_batch(batch_rows))
         yield from reader
 
     def table_exists(self, table: Table) -> bool:

@@ -11,10 +11,11 @@ import json
 import math
 import shutil
 
+import duckdb
 import pytest
 
 from fair_pipeline import cli
-from fair_pipeline.platform import settings
+from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
 
@@ -41,8 +42,17 @@ def test_a_spark_run_on_a_duckdb_runs_landing_files_gives_the_same_findings(spar
     out = capsys.readouterr().out
     assert code == 0, out
     tables = spark_home / "spark_warehouse"
-    assert (tables / "marts" / "eo_score_click_counts" / "partition_date=2026-01-02").is_dir()
+    models = sql_models.discover_models()
+    views = json.loads((tables / "_views.json").read_text())
+    for model in models.values():  # every model was built on Spark: a view definition or a table directory
+        assert (".".join(model.key) in views) if model.is_view else (tables / model.key[0] / model.key[1]).is_dir()
     assert (tables / "raw" / "randomized_impressions" / "partition_date=2026-01-01").is_dir()
+    # The run's DuckDB file holds the ingestion's raw layer and the result stores, and no SQL model: every stage
+    # read the marts and staging views from Spark.
+    with duckdb.connect(str(spark_home / "warehouse.duckdb"), read_only=True) as con:
+        local = {tuple(row) for row in con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()}
+    assert ("raw", "observational_impressions") in local and ("marts", "fairness_audit_groups") in local
+    assert not local & {model.key for model in models.values()}, local & {model.key for model in models.values()}
 
     duck, spark_findings = _findings(duck_home), _findings(spark_home)
     assert duck["metrics"] and set(spark_findings["metrics"]) == set(duck["metrics"])
