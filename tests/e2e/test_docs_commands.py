@@ -83,6 +83,8 @@ ELSEWHERE = {
     # In the Spark tests' one SparkSession (a subprocess would start a second JVM), at a smaller size.
     "python benchmarks/bench_engines.py --impressions 1e6 --repeats 3":
         "tests/platform/spark/test_bench_engines.py::test_the_engine_benchmark_runs_small_in_the_shared_session",
+    "python benchmarks/bench_engines.py --impressions 1e7 --repeats 3 --masters local[1],local[2] --driver-memory 4g":
+        "tests/platform/spark/test_bench_engines.py::test_the_engine_benchmark_runs_small_in_the_shared_session",
     # Each point costs a killed run and a recovery run (about 30 s here): the test runs three of its points.
     "python benchmarks/kill_points.py --points 20":
         "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps",
