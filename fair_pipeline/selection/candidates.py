@@ -145,6 +145,18 @@ def _position_cells_sql(observational: str, items: str) -> str:
         """
 
 
+def _clicked_positions_sql(observational: str, items: str) -> str:
+    """Clicks per (group, position) of the same rows as the cells: the positions the weights must cover."""
+    return f"""
+        SELECT coalesce(group_id, $unknown_group) AS group_id, position, sum(click) AS clicks
+        FROM {observational}
+        WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
+          AND item_id IN (SELECT item_id FROM {items})
+        GROUP BY coalesce(group_id, $unknown_group), position
+        HAVING sum(click) > 0
+        """
+
+
 def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
                           position_weights: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, str]]:
     """The rankers sharing one window, from one pass of cells over its production impressions; yields each
@@ -152,11 +164,11 @@ def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
 
     A linear score depends on the item only, and the transform needs the clicks only through their weights
     1 / w_position. So the impressions are counted per (item, group, position) cell on the warehouse engine
-    (`engine`: DuckDB or Spark; two scans of the window's log: one for the clicked positions the weights must
-    cover, one for the cells; no temp table, which Spark would turn into a lazy view), the weights applied there,
-    the cells summed over positions into one row per (item, group) with every ranker's binned score as a column:
-    those item cells,
-    bounded by the catalogue, not by the traffic or the positions, come to the local DuckDB connection `con`,
+    (`engine`: DuckDB or Spark; two scans of the window's log: a small GROUP BY for the clicked positions the
+    weights must cover, then the cells; no temp table, which Spark would turn into a lazy view), the weights
+    applied there, the cells summed over positions into one row per (item, group) with every ranker's binned
+    score as a column: those item cells, bounded by the catalogue, not by the traffic or the positions, come to
+    the local DuckDB connection `con`,
     where each ranker's table is a GROUP BY of them. Weighted clicks are summed as DECIMAL(38, 18): exact
     integer arithmetic, so the sums do not depend on the order threads or executors add them (a double sum
     would, in its last bits), and a value past 1e20 fails loudly instead of rounding."""
@@ -164,8 +176,7 @@ def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
     observational, items = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, ITEMS_VIEW))
     cells = _position_cells_sql(observational, items)
     params: dict = {"first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
-    clicked = engine.query_df(f"WITH cells AS ({cells}) SELECT group_id, position, sum(clicks) AS clicks FROM cells "
-                              "GROUP BY group_id, position HAVING sum(clicks) > 0", params)
+    clicked = engine.query_df(_clicked_positions_sql(observational, items), params)
     try:
         check_click_positions(clicked, position_weights)
         problem = ""
