@@ -7,6 +7,11 @@ to be slower: it pays a JVM, task scheduling and Parquet files per partition; it
 fit one machine. Ratios are what to compare (this machine is shared and noisy).
 
     python benchmarks/bench_engines.py [--impressions 1e6] [--days 2] [--repeats 3] [--master local[2]]
+                                       [--masters local[1],local[2]] [--driver-memory 1g]
+
+`--masters A,B` measures the Spark builds under each master, alternating within every repeat (the raw layer is
+copied once; switching master starts a new SparkContext in the same JVM, well under a second), and prints Spark's
+time per master and the ratios between them: on one machine, how the same statements scale with executor cores.
 """
 from __future__ import annotations
 
@@ -68,6 +73,9 @@ def main(argv: list[str] | None = None, stop_session: bool = True) -> None:
     parser.add_argument("--days", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="1g", help="Spark driver memory (the raw copy passes a day "
+                        "through it)")
+    parser.add_argument("--masters", default="", help="comma-separated masters measured in turn (overrides --master)")
     args = parser.parse_args(argv)
     # impressions per day = requests * slots * (1 + shuffle share + adjacent-swap share)
     config = SimulationConfig(n_items=5_000, slots=SLOTS, seed=3,
@@ -82,38 +90,60 @@ def main(argv: list[str] | None = None, stop_session: bool = True) -> None:
                 for source in contract.SOURCES:
                     load_partition(con, home / "landing", source, day)
         print(f"{sum(written.values()):,} impressions over {args.days} days; {args.repeats} repeats per engine "
-              f"(medians); Spark master {args.master}")
+              f"(medians); Spark master {args.masters or args.master}")
 
         from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
 
-        (spark, start_wall, start_cpu) = timed(lambda: spark_session(master=args.master, driver_memory="1g",
-                                                                     shuffle_partitions=4))
-        spark.sparkContext.setLogLevel("ERROR")
-        jvm_pid = spark.sparkContext._gateway.proc.pid
-        start_cpu += _process_tree_cpu(jvm_pid)  # the JVM's CPU since it started
-        spark_engine = SparkEngine(spark, home / "spark_warehouse")
+        masters = args.masters.split(",") if args.masters else [args.master]
+        state = {}
+
+        def session_for(master: str):
+            """The SparkSession of `master`: started on first use (the JVM), else a new context in the same JVM."""
+            if state.get("master") == master:
+                return state["engine"]
+            if state:
+                state["spark"].stop()
+            (spark, wall, cpu) = timed(lambda: spark_session(master=master, driver_memory=args.driver_memory,
+                                                             shuffle_partitions=4))
+            spark.sparkContext.setLogLevel("ERROR")
+            state.update(master=master, spark=spark, jvm=spark.sparkContext._gateway.proc.pid,
+                         engine=SparkEngine(spark, home / "spark_warehouse"))
+            state.setdefault("start", (wall, cpu + _process_tree_cpu(state["jvm"])))  # the JVM's CPU since it started
+            return state["engine"]
+
         with warehouse.session(home / "warehouse.duckdb") as con:
             duck = DuckDBEngine(con)
-
-            _, copy_wall, copy_cpu = timed(lambda: copy_raw_layer(duck, spark_engine, partitions), jvm_pid)
-            duck_runs, spark_runs = [], []
-            for _ in range(args.repeats):  # alternate, so both see the same machine load
+            spark_engine = session_for(masters[0])
+            _, copy_wall, copy_cpu = timed(lambda: copy_raw_layer(duck, spark_engine, partitions), state["jvm"])
+            duck_runs, spark_runs = [], {master: [] for master in masters}
+            for _ in range(args.repeats):  # alternate engines and masters, so all see the same machine load
                 rows_duck, wall, cpu = timed(lambda: sum(build_models(duck, partitions).values()))
                 duck_runs.append((wall, cpu))
-                rows_spark, wall, cpu = timed(lambda: sum(build_models(spark_engine, partitions).values()), jvm_pid)
-                spark_runs.append((wall, cpu))
-            assert rows_duck == rows_spark, f"row counts differ: DuckDB {rows_duck}, Spark {rows_spark}"
+                for master in masters:
+                    spark_engine = session_for(master)
+                    rows_spark, wall, cpu = timed(lambda: sum(build_models(spark_engine, partitions).values()),
+                                                  state["jvm"])
+                    spark_runs[master].append((wall, cpu))
+                    assert rows_duck == rows_spark, f"row counts differ: DuckDB {rows_duck}, Spark {rows_spark}"
         duck_wall, duck_cpu = (statistics.median(r[i] for r in duck_runs) for i in (0, 1))
-        spark_wall, spark_cpu = (statistics.median(r[i] for r in spark_runs) for i in (0, 1))
+        spark_time = {master: tuple(statistics.median(r[i] for r in runs) for i in (0, 1))
+                      for master, runs in spark_runs.items()}
         print(f"{'step':<40} {'wall s':>8} {'CPU s':>8}")
-        print(f"{'Spark session start (JVM)':<40} {start_wall:8.2f} {start_cpu:8.2f}")
+        print(f"{'Spark session start (JVM)':<40} {state['start'][0]:8.2f} {state['start'][1]:8.2f}")
         print(f"{'raw layer DuckDB -> Spark (copy)':<40} {copy_wall:8.2f} {copy_cpu:8.2f}")
         print(f"{'SQL models on DuckDB':<40} {duck_wall:8.2f} {duck_cpu:8.2f}")
-        print(f"{'SQL models on Spark':<40} {spark_wall:8.2f} {spark_cpu:8.2f}")
-        print(f"Spark / DuckDB, SQL models ({rows_duck:,} model rows): wall {spark_wall / duck_wall:.1f}x, "
-              f"CPU {spark_cpu / duck_cpu:.1f}x")
+        for master, (spark_wall, spark_cpu) in spark_time.items():
+            label = "SQL models on Spark" + (f" {master}" if len(masters) > 1 else "")
+            print(f"{label:<40} {spark_wall:8.2f} {spark_cpu:8.2f}")
+        for master, (spark_wall, spark_cpu) in spark_time.items():
+            which = f" {master}" if len(masters) > 1 else ""
+            print(f"Spark{which} / DuckDB, SQL models ({rows_duck:,} model rows): wall {spark_wall / duck_wall:.1f}x, "
+                  f"CPU {spark_cpu / duck_cpu:.1f}x")
+        for master in masters[1:]:
+            (wall0, cpu0), (wall, cpu) = spark_time[masters[0]], spark_time[master]
+            print(f"Spark SQL models, {master} / {masters[0]}: wall {wall / wall0:.2f}x, CPU {cpu / cpu0:.2f}x")
         if stop_session:
-            spark.stop()
+            state["spark"].stop()
 
 
 if __name__ == "__main__":

@@ -419,8 +419,32 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=cmd_simulate)
 
 
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=list(settings.ENGINES), default=None,
+                        help="where the SQL models run and the later stages read marts (ingestion and the small result "
+                             f"stores stay in DuckDB; docs/spark.md) (default: ${settings.ENGINE_ENV}, else "
+                             f"{settings.DEFAULT_ENGINE})")
+    parser.add_argument("--spark-master", metavar="URL", default=None,
+                        help=f"Spark master URL with --engine spark (default: ${settings.SPARK_MASTER_ENV}, else "
+                             f"{settings.DEFAULT_SPARK_MASTER})")
+
+
+def _apply_engine(args: argparse.Namespace) -> None:
+    """--engine / --spark-master for this command's runs (restored when it returns); checked before any run."""
+    from fair_pipeline.platform.engines.select import require_engine
+
+    if not hasattr(args, "engine"):  # a command that runs no pipeline job
+        return
+    if args.engine:
+        os.environ[settings.ENGINE_ENV] = args.engine
+    if args.spark_master:
+        os.environ[settings.SPARK_MASTER_ENV] = args.spark_master
+    require_engine(settings.engine())
+
+
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
     _add_simulation_arguments(parser)
+    _engine_arguments(parser)
     parser.add_argument("--no-simulate", action="store_true",
                         help="never simulate: materialize the landed partitions (those in --start/--days if given), "
                              "fail if there are none")
@@ -433,6 +457,7 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
 def _backfill_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start", type=_date, required=True, help="first partition (YYYY-MM-DD), landed already")
     parser.add_argument("--end", type=_date, required=True, help="last partition (YYYY-MM-DD), inclusive")
+    _engine_arguments(parser)
     _verbose_flag(parser)
     parser.set_defaults(func=cmd_backfill)
 
@@ -520,7 +545,8 @@ def _cause(error: BaseException) -> str:
 
 # What a command sets for itself and the processes it starts; restored when it returns, so a command run
 # in-process (tests, notebooks) leaves no --home, DAGSTER_HOME or quiet MLflow logging behind for later ones.
-_COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL")
+_COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL", settings.ENGINE_ENV,
+                        settings.SPARK_MASTER_ENV)
 _COMMAND_LOGGERS = ("mlflow", "alembic")
 
 
@@ -548,6 +574,7 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.home:
         os.environ[settings.HOME_ENV] = args.home
     try:
+        _apply_engine(args)
         return args.func(args)
     except (ValueError, FileNotFoundError) as error:
         _say(f"error: {error}")

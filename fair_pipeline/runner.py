@@ -1,5 +1,9 @@
 """Runs the pipeline through Dagster from Python (the CLI's `run` and `backfill`), recorded in the
-Dagster instance under $FAIR_PIPELINE_HOME so the UI shows every run afterwards."""
+Dagster instance under $FAIR_PIPELINE_HOME so the UI shows every run afterwards.
+
+Every run executes in this process (`execute_in_process`), so a Spark run starts the JVM once and every step
+shares the process's one SparkSession. The engine ($FAIR_PIPELINE_ENGINE, $FAIR_PIPELINE_SPARK_MASTER; the CLI's
+--engine and --spark-master set them) goes to the `warehouse` resource as run config."""
 from __future__ import annotations
 
 import os
@@ -46,6 +50,17 @@ def landed_partitions(landing: Path | None = None) -> list[str]:
     return sorted(set.intersection(*per_source)) if per_source else []
 
 
+def engine_run_config() -> dict:
+    """The `warehouse` resource's engine settings for a run, from the environment (checked: a missing pyspark or
+    Java is one line before the run starts)."""
+    from fair_pipeline.platform.engines.select import require_engine
+
+    engine = settings.engine()
+    require_engine(engine)
+    config = {"engine": engine, "spark_master": settings.spark_master() if engine == "spark" else ""}
+    return {"resources": {"warehouse": {"config": config}}}
+
+
 def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: str | None = None,
              start: str | None = None, end: str | None = None, progress: dg.LoggerDefinition | None = None,
              verbose: bool = True) -> dg.ExecuteInProcessResult:
@@ -56,7 +71,8 @@ def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: s
     instance = instance or dg.DagsterInstance.get()
     tags = {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end} if start else {}
     job, run_config = with_progress(defs.resolve_job_def(job_name),
-                                    {"loggers": {"console": {"config": {"log_level": "INFO"}}}}, progress, verbose)
+                                    {"loggers": {"console": {"config": {"log_level": "INFO"}}}, **engine_run_config()},
+                                    progress, verbose)
     return job.execute_in_process(
         instance=instance,
         partition_key=partition,

@@ -11,16 +11,22 @@ import datetime as dt
 
 import dagster as dg
 
+from fair_pipeline.platform import settings
 from fair_pipeline.platform.partitions import daily_partitions
 
 BENCHMARKS = dg.AssetSelection.groups("benchmarks")
 LOG_TABLES = dg.AssetSelection.groups("ingestion", "staging", "marts") | dg.AssetSelection.assets(
     dg.AssetKey(["marts", "position_score_bins"]), dg.AssetKey(["marts", "position_swap_cells"]))
 DAILY_STAGES = dg.AssetSelection.all() - LOG_TABLES - BENCHMARKS
+# With the spark engine ($FAIR_PIPELINE_ENGINE when the definitions load, e.g. under `dagster dev`), every step of a
+# run shares one process and its one SparkSession: a process per step would start a JVM per step (20-45 s each).
+# The CLI's runs are in-process anyway (runner.execute_in_process).
+PIPELINE_EXECUTOR = dg.in_process_executor if settings.engine() == "spark" else None
 
 # The schedule's job: one day's logs, then that day's partition of every stage.
 daily_pipeline_job = dg.define_asset_job(
     "daily_pipeline",
+    executor_def=PIPELINE_EXECUTOR,
     selection=dg.AssetSelection.all() - BENCHMARKS,
     partitions_def=daily_partitions,
     description="Ingest one day's landing files, then materialize that day's partition of every trained and audited "
@@ -30,6 +36,7 @@ daily_pipeline_job = dg.define_asset_job(
 # Logs only, for a range of days in one run (the log assets have single-run backfill policies).
 ingest_logs_job = dg.define_asset_job(
     "ingest_logs",
+    executor_def=PIPELINE_EXECUTOR,
     selection=LOG_TABLES,
     partitions_def=daily_partitions,
     description="Load a day's (or a range of days') landing files into the raw tables, with quarantine, and build "
@@ -39,6 +46,7 @@ ingest_logs_job = dg.define_asset_job(
 # The trained and audited stages of one partition, after its logs (and the days before it) are ingested.
 train_and_audit_job = dg.define_asset_job(
     "train_and_audit",
+    executor_def=PIPELINE_EXECUTOR,
     selection=DAILY_STAGES,
     partitions_def=daily_partitions,
     description="One partition D of position bias, EO transforms, ranker candidates, fairness audit, model selection "

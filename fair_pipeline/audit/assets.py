@@ -207,10 +207,11 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             raise dg.Failure(description=f"fairness_audit config margins: {error}") from error
         day = partition_day(context)
         with warehouse.connect() as con, scratch_dir(con) as scratch:
+            marts = warehouse.engine_for(con)  # held-out rows on the engine; outputs and results in the DuckDB store
             try:
-                window = aw.partition_evaluation_window(con, label, config.window_days, day)
+                window = aw.partition_evaluation_window(marts, label, config.window_days, day)
                 source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
-                summary = aw.row_summary(con, source)
+                summary = aw.row_summary(marts, source)
                 entries = _selected(scored_outputs(con, partition=day), config.outputs)
                 available = [e for e in entries if isinstance(e, ScoredOutput)]
                 features = sorted({f for e in available for f in e.features})
@@ -220,13 +221,13 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
                 data = EvaluationData(
                     score_counts=None,
-                    item_counts=aw.item_counts(con, source, features) if features else None,
+                    item_counts=aw.item_counts(marts, source, features) if features else None,
                     query_rows=None,
                     variance=config.variance,
                     cluster_cols=cluster_cols,
-                    spilled=spill_rows(con, *base, cluster_cols, scratch, "held_out_rows"),
+                    spilled=spill_rows(marts, *base, cluster_cols, scratch, "held_out_rows"),
                 )
-                data.query_rows, data.queries_in_window = aw.query_rows(con, source, config.pairwise_max_queries)
+                data.query_rows, data.queries_in_window = aw.query_rows(marts, source, config.pairwise_max_queries)
             except AuditInputError as error:
                 raise dg.Failure(description=str(error)) from error
             if not summary["labelled_rows"]:  # no rows in score_counts / cluster_counts

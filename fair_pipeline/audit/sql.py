@@ -1,4 +1,6 @@
-"""Held-out labelled rows for the fairness audit, aggregated in DuckDB (glue; no Dagster, no math).
+"""Held-out labelled rows for the fairness audit, aggregated by the warehouse engine (glue; no Dagster, no math).
+
+Every function takes a `Warehouse` (DuckDB or Spark; a DuckDB connection is wrapped).
 
 Label sources (`LABEL_SOURCES`):
   relevance          SIMULATION ONLY: the simulator's true Y(1) of each item (`landing/_truth/items.parquet`,
@@ -10,7 +12,7 @@ Label sources (`LABEL_SOURCES`):
                      independent of the score, so a click is an unbiased if noisy label: P(click) = w_position Y).
 
 The row-level work is SQL with bound parameters (dates, policies, the truth file, sample size); only
-aggregates leave DuckDB:
+aggregates leave the engine:
   score_counts   per group x distinct logged score: n_pos, n_neg (the audit's sufficient statistic; a
                  within-group monotone transform of the score, such as the EO transform, keeps it sufficient)
   item_counts    per group x item: n_pos, n_neg and the item's features (for rankers scoring item features)
@@ -25,12 +27,12 @@ import dataclasses
 import datetime as dt
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from fair_pipeline.audit.stats import AuditInputError
 from fair_pipeline.ingestion import contract
-from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists
+from fair_pipeline.platform.engines import Warehouse, as_warehouse, fetch_rows
+from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, newest_partitions
 
 LABEL_SOURCES = ("relevance", "randomized_relevance", "randomized_clicks")
@@ -107,7 +109,7 @@ def _checked_policies(name: str, policies: list[str]) -> list[str]:
     return list(policies)
 
 
-def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int = DEFAULT_HOLDOUT_DAYS,
+def evaluation_window(con: Warehouse, source_name: str, days: int = DEFAULT_HOLDOUT_DAYS,
                       end: dt.date | str | None = None) -> EvaluationWindow:
     """The newest `days` partitions holding rows of the label source's traffic, on or before `end`: the
     partitions the trained stages hold out (`holdout_days`, same default)."""
@@ -116,7 +118,7 @@ def evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: in
                              hint="materialize the staging models for some days first (nothing to audit)")
 
 
-def partition_evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str, days: int,
+def partition_evaluation_window(con: Warehouse, source_name: str, days: int,
                                 day: dt.date) -> EvaluationWindow:
     """`evaluation_window` ending at asset partition `day`, which must itself hold the label source's traffic
     (the audit and the selection of partition D evaluate day D)."""
@@ -129,12 +131,13 @@ def partition_evaluation_window(con: duckdb.DuckDBPyConnection, source_name: str
 
 def row_summary(con, source: LabelSource) -> dict:
     """Rows in the window, rows without a label (e.g. items missing from the truth file), labels not 0/1."""
-    total, unlabelled, bad, pos = con.execute(
+    [(total, unlabelled, bad, pos)] = fetch_rows(
+        as_warehouse(con),
         "SELECT count(*), count(*) FILTER (WHERE label IS NULL), "
         "count(*) FILTER (WHERE label IS NOT NULL AND label NOT IN (0, 1)), "
         f"coalesce(sum(label) FILTER (WHERE label IN (0, 1)), 0) FROM ({source.rows_sql})",
         source.params,
-    ).fetchone()
+    )
     if bad:
         raise AuditDataError(f"{source.name}: {bad} labels are not 0/1 in {'.'.join(source.view)}")
     return {"rows": int(total), "unlabelled_rows": int(unlabelled), "labelled_rows": int(total - unlabelled),
@@ -150,7 +153,7 @@ def score_counts_query(source: LabelSource) -> tuple[str, dict]:
 
 
 def score_counts(con, source: LabelSource) -> pd.DataFrame:
-    return con.execute(*score_counts_query(source)).df()
+    return as_warehouse(con).query_df(*score_counts_query(source))
 
 
 VARIANCES = {
@@ -176,26 +179,27 @@ def cluster_counts_query(source: LabelSource, cluster_cols: tuple[str, ...]) -> 
 
 
 def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> pd.DataFrame:
-    return con.execute(*cluster_counts_query(source, cluster_cols)).df()
+    return as_warehouse(con).query_df(*cluster_counts_query(source, cluster_cols))
 
 
 def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
     """group, item_id, n_pos, n_neg and the item's feature columns (validated against staging.stg_items)."""
-    if not table_exists(con, *ITEMS_VIEW):
+    engine = as_warehouse(con)
+    if not engine.table_exists(ITEMS_VIEW):
         raise AuditDataError(f"{'.'.join(ITEMS_VIEW)} does not exist; materialize raw.items and the staging models")
-    available = table_columns(con, *ITEMS_VIEW)
+    available = engine.table_columns(ITEMS_VIEW)
     missing = [f for f in features if f not in available]
     if missing:
         raise AuditDataError(f"feature columns {missing} are not in {'.'.join(ITEMS_VIEW)} (columns: {available})")
     cols = ", ".join(f"i.{quote_identifier(f)}" for f in features)
-    frame = con.execute(
+    frame = engine.query_df(
         f"SELECT r.grp AS \"group\", r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
         "  SELECT grp, item_id, CAST(sum(label) AS BIGINT) AS n_pos, CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
         f"  FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, item_id"
         f") r LEFT JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = r.item_id "
         "ORDER BY r.grp, r.item_id",
         source.params,
-    ).df()
+    )
     unmatched = frame[features].isna().any(axis=1)
     if unmatched.any():
         raise AuditDataError(
@@ -211,15 +215,15 @@ def query_rows(con, source: LabelSource, max_queries: int) -> tuple[pd.DataFrame
     if max_queries < 1:
         raise AuditDataError(f"pairwise_max_queries={max_queries} must be >= 1")
     params = {**source.params, "max_queries": int(max_queries)}
-    total = con.execute(
-        f"SELECT count(DISTINCT query_id) FROM ({source.rows_sql}) WHERE label IS NOT NULL", source.params
-    ).fetchone()[0]
-    frame = con.execute(
+    engine = as_warehouse(con)
+    [(total,)] = fetch_rows(
+        engine, f"SELECT count(DISTINCT query_id) FROM ({source.rows_sql}) WHERE label IS NOT NULL", source.params)
+    frame = engine.query_df(
         f"WITH r AS (SELECT * FROM ({source.rows_sql}) WHERE label IS NOT NULL), "
         "q AS (SELECT query_id FROM (SELECT DISTINCT query_id FROM r) ORDER BY md5(query_id), query_id LIMIT $max_queries) "
         "SELECT r.query_id, r.grp AS \"group\", r.item_id, r.score, CAST(sum(r.label) AS BIGINT) AS n_pos, "
         "CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg FROM r JOIN q ON q.query_id = r.query_id "
         "GROUP BY r.query_id, r.grp, r.item_id, r.score ORDER BY r.query_id",
         params,
-    ).df()
+    )
     return frame, int(total)

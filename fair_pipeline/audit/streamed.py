@@ -69,15 +69,14 @@ def _write_batches(path: Path, batches) -> int:
     return rows
 
 
-def spill_rows(con, sql: str, params: dict, cluster_cols: tuple[str, ...], directory: str, name: str,
+def spill_rows(engine, sql: str, params: dict, cluster_cols: tuple[str, ...], directory: str, name: str,
                batch_rows: int | None = None) -> SpilledRows:
-    """Run ``sql`` and stream its result into ``directory/name.parquet``."""
+    """Run ``sql`` on the warehouse engine (`Warehouse.stream_batches`: DuckDB, or Spark, whose aggregates reach the
+    driver a batch at a time) and stream its result into ``directory/name.parquet``, a local file."""
     path = Path(directory) / f"{name}.parquet"
-    with con.cursor() as cur:  # its own connection: a result left open on `con` does not block the stream
-        reader = cur.sql(sql, params=params).to_arrow_reader(batch_rows or BATCH_ROWS)
-        rows = _write_batches(path, reader)
-        if not rows:  # an empty result has no batch to take the schema from: write an empty file
-            pq.write_table(reader.schema.empty_table(), str(path))
+    rows = _write_batches(path, engine.stream_batches(sql, params, batch_rows or BATCH_ROWS))
+    if not rows:  # an empty result has no batch to take the schema from: write an empty file
+        pq.write_table(engine.query_arrow(f"SELECT * FROM ({sql}) LIMIT 0", params).schema.empty_table(), str(path))
     return SpilledRows(path, tuple(cluster_cols), rows)
 
 

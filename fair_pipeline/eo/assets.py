@@ -152,13 +152,14 @@ def eo_transform(
                   score_bin_width=bin_width)
     day = partition_day(context)
     with warehouse.connect() as con:
-        newest = is_newest_partition(con, day)
+        marts = warehouse.engine_for(con)  # the marts' engine; curves and transforms are in the DuckDB store
+        newest = is_newest_partition(marts, day)
         try:
-            window = eo_window_before(con, config.window_days, day)
+            window = eo_window_before(marts, config.window_days, day)
             curve = load_chosen_position_bias(con, day)
         except (EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=str(error)) from error
-        counts = read_click_counts(con, window.first, window.last)
+        counts = read_click_counts(marts, window.first, window.last)
         context.log.info(f"EO transform over {window.label}, position bias {curve.attrs.get('method')}")
         reason = too_few_clicks(counts, config.min_positives)
         fits: dict[str, WeightedCDFTransformer | str] = {}

@@ -5,7 +5,9 @@ import datetime as dt
 
 import pandas as pd
 
-# Sums the daily model `marts.eo_score_click_counts` over [start, end]: still one small GROUP BY, run by DuckDB.
+from fair_pipeline.platform.engines import as_warehouse
+
+# Sums the daily model `marts.eo_score_click_counts` over [start, end]: one small GROUP BY, run by the engine.
 WINDOW_CLICK_COUNTS_SQL = """
 SELECT group_id, position, score_value,
        CAST(SUM(impressions) AS BIGINT) AS impressions,
@@ -18,8 +20,8 @@ ORDER BY group_id NULLS LAST, position, score_value
 
 
 def read_click_counts(connection, start: dt.date, end: dt.date) -> pd.DataFrame:
-    """Click counts per group x position x score value over the window (a DuckDB connection)."""
-    frame = connection.execute(WINDOW_CLICK_COUNTS_SQL, {"start": start, "end": end}).df()
+    """Click counts per group x position x score value over the window (a `Warehouse` or a DuckDB connection)."""
+    frame = as_warehouse(connection).query_df(WINDOW_CLICK_COUNTS_SQL, {"start": start, "end": end})
     if frame.empty:
         raise ValueError(f"marts.eo_score_click_counts has no rows for partitions {start} .. {end}")
     return frame

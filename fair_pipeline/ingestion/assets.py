@@ -1,4 +1,8 @@
-"""Ingestion assets: landing Parquet -> validated raw tables (+ quarantine), one day per partition."""
+"""Ingestion assets: landing Parquet -> validated raw tables (+ quarantine), one day per partition.
+
+Ingestion always validates in DuckDB (reader options, quarantine and raw rows in one transaction); with the spark
+engine, each asset then copies the days it loaded (its raw table and raw.quarantine) to Spark, where the SQL
+models read them."""
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import pandas as pd
@@ -7,6 +11,8 @@ from pydantic import Field
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.loads import PartitionLoad, load_items, load_partition, raw_table
+from fair_pipeline.platform.engines import DuckDBEngine
+from fair_pipeline.platform.engines.transfer import QUARANTINE, copy_partitions, copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
@@ -96,6 +102,11 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
                     context.log.warning(f"{source} {key_}: extras schema changed: {_extras_change(load)}")
                 loads.append(load)
             table_rows = con.execute(f"SELECT count(*) FROM {raw_table(source)}").fetchone()[0]
+            engine = warehouse.engine_for(con)
+            if engine.name != "duckdb":  # validated in DuckDB above; the SQL models read the engine's copy
+                for table in (("raw", f"{source}_impressions"), QUARANTINE):
+                    copy_partitions(DuckDBEngine(con), engine, table, keys)
+                context.log.info(f"copied raw.{source}_impressions and raw.quarantine of {len(keys)} days to {engine.name}")
         worst = max(loads, key=lambda load: load.rejected_share)
         passed = worst.rejected_share <= config.max_rejected_share
         accepted = sum(load.accepted for load in loads)
@@ -151,6 +162,9 @@ randomized_impressions = _build_impressions_asset("randomized")
 def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
     with warehouse.connect() as con:
         counts = load_items(con, landing.resolved_path)
+        engine = warehouse.engine_for(con)
+        if engine.name != "duckdb":
+            copy_table(DuckDBEngine(con), engine, ("raw", "items"))
     if counts["non_numeric_columns"]:
         context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {counts['non_numeric_columns']}")
     return dg.MaterializeResult(

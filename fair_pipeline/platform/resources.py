@@ -1,4 +1,5 @@
-"""Dagster resources: the DuckDB warehouse, the landing zone and MLflow tracking. Paths default to FAIR_PIPELINE_HOME."""
+"""Dagster resources: the warehouse (the DuckDB file and the engine the SQL models run on), the landing zone and
+MLflow tracking. Paths default to FAIR_PIPELINE_HOME."""
 from __future__ import annotations
 
 import contextlib
@@ -9,17 +10,34 @@ import dagster as dg
 import duckdb
 
 from fair_pipeline.platform import settings, warehouse
+from fair_pipeline.platform.engines import Warehouse
+from fair_pipeline.platform.engines.select import open_engine
 from fair_pipeline.platform.tracking import MLflowTracking
 
 
 class DuckDBWarehouse(dg.ConfigurableResource):
     """The warehouse file; empty `path` means $FAIR_PIPELINE_HOME/warehouse.duckdb. DuckDB's memory cap and
     spill directory: empty means $FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT (default 384MB) and
-    $FAIR_PIPELINE_DUCKDB_TEMP_DIR (default $FAIR_PIPELINE_HOME/duckdb_tmp)."""
+    $FAIR_PIPELINE_DUCKDB_TEMP_DIR (default $FAIR_PIPELINE_HOME/duckdb_tmp).
+
+    `engine` (empty: $FAIR_PIPELINE_ENGINE, default duckdb) is where the SQL models run and where the stages
+    after them read marts, staging and raw tables (`engine_for`); `spark` runs them on the SparkSession of
+    `spark_master` (empty: $FAIR_PIPELINE_SPARK_MASTER, default local[*]). Ingestion and the small result stores
+    stay in the DuckDB file on either engine."""
 
     path: str = ""
     memory_limit: str = ""
     temp_directory: str = ""
+    engine: str = ""
+    spark_master: str = ""
+
+    @property
+    def resolved_engine(self) -> str:
+        return settings.engine(self.engine)
+
+    def engine_for(self, con: duckdb.DuckDBPyConnection) -> Warehouse:
+        """The configured engine's `Warehouse`: DuckDB over `con` (the connection the caller holds), or Spark."""
+        return open_engine(self.resolved_engine, con, self.spark_master)
 
     @property
     def resolved_path(self) -> Path:

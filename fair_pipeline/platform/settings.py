@@ -13,6 +13,11 @@ from urllib.parse import urlparse
 HOME_ENV = "FAIR_PIPELINE_HOME"
 DUCKDB_MEMORY_LIMIT_ENV = "FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT"
 DUCKDB_TEMP_DIR_ENV = "FAIR_PIPELINE_DUCKDB_TEMP_DIR"
+ENGINE_ENV = "FAIR_PIPELINE_ENGINE"  # duckdb | spark: where the SQL models run and the later stages read marts
+SPARK_MASTER_ENV = "FAIR_PIPELINE_SPARK_MASTER"
+ENGINES = ("duckdb", "spark")
+DEFAULT_ENGINE = "duckdb"
+DEFAULT_SPARK_MASTER = "local[*]"
 # DuckDB's own default is 80% of the machine's RAM; a fixed cap makes the pipeline's peak memory independent of
 # the day's size (joins, aggregates and sorts above it spill to the temp directory instead). 384MB: at 250k
 # requests/day the audit and model-selection steps peaked at 1.39 GiB with 512MB, too close to 1.5 GB once the
@@ -107,6 +112,20 @@ def duckdb_temp_dir() -> Path:
     """Where DuckDB spills what does not fit in its memory_limit."""
     configured = os.environ.get(DUCKDB_TEMP_DIR_ENV)
     return Path(configured).resolve() if configured else home() / "duckdb_tmp"
+
+
+def engine(configured: str = "") -> str:
+    """The warehouse engine: `configured` (a resource's config), else $FAIR_PIPELINE_ENGINE, else duckdb."""
+    name = (configured or os.environ.get(ENGINE_ENV) or DEFAULT_ENGINE).strip().lower()
+    if name not in ENGINES:
+        source = "engine" if configured else f"${ENGINE_ENV}"
+        raise ValueError(f"{source}={name!r} is not one of {list(ENGINES)}")
+    return name
+
+
+def spark_master(configured: str = "") -> str:
+    """The Spark master URL: `configured`, else $FAIR_PIPELINE_SPARK_MASTER, else local[*]."""
+    return configured or os.environ.get(SPARK_MASTER_ENV) or DEFAULT_SPARK_MASTER
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""One Dagster asset per dbt_like_sql model (see `fair_pipeline.platform.sql_models` for the file conventions)."""
+"""One Dagster asset per dbt_like_sql model (see `fair_pipeline.platform.sql_models` for the file conventions),
+built on the warehouse resource's engine (DuckDB, or Spark with `engine: spark`)."""
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import duckdb
@@ -44,7 +45,7 @@ def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.Sql
     )
     def _asset(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse) -> dg.MaterializeResult:
         with warehouse.connect() as con:
-            built = build_model(DuckDBEngine(con), model, sql, partitioned,
+            built = build_model(warehouse.engine_for(con), model, sql, partitioned,
                                 list(context.partition_keys) if partitioned else [])
         metadata = {"dagster/row_count": built.total_rows, "sql": dg.MetadataValue.md(f"```sql\n{sql.strip()}\n```")}
         if built.rows_by_partition:

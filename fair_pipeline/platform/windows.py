@@ -2,7 +2,8 @@
 
 Every windowed stage picks its partitions here, so that they agree on what "the newest N days" means:
 days that hold data (a gap in the logs widens the calendar span instead of shrinking the sample), on or
-before `end` (the run's newest partition; None: the newest partition with data). DuckDB glue, no Dagster.
+before `end` (the run's newest partition; None: the newest partition with data). Reads through the `Warehouse`
+interface (DuckDB or Spark; a DuckDB connection is wrapped), no Dagster.
 
 Held-out training (`holdout_window`): the fairness audit evaluates the newest `holdout_days` partitions, so
 the EO transform and the ranker candidates train on the partitions before them; an audit of their outputs
@@ -16,7 +17,8 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 
-from fair_pipeline.platform.warehouse import quote_identifier, table_exists
+from fair_pipeline.platform.engines import as_warehouse
+from fair_pipeline.platform.warehouse import quote_identifier
 
 DEFAULT_HOLDOUT_DAYS = 1  # partitions the audit evaluates and the trained stages leave out
 OBSERVATIONAL_TABLES = ("raw.observational_impressions",)  # "the newest partition with data" is the newest here
@@ -64,8 +66,12 @@ def _check_days(days: int, name: str, error: type[Exception], minimum: int = 1) 
     return int(days)
 
 
+def _exists(con, table: str) -> bool:
+    return as_warehouse(con).table_exists(tuple(table.split(".")))
+
+
 def _existing(con, tables: Sequence[str], error: type[Exception], hint: str) -> list[str]:
-    found = [t for t in tables if table_exists(con, *t.split("."))]
+    found = [t for t in tables if _exists(con, t)]
     if not found:
         raise error(f"{' / '.join(tables)} does not exist{'; ' + hint if hint else ''}")
     return found
@@ -77,11 +83,12 @@ def partition_dates(con, tables: Sequence[str], end: dt.date | None = None) -> l
     parts = [
         f"SELECT DISTINCT partition_date FROM {'.'.join(map(quote_identifier, t.split('.')))}"
         f" WHERE $end IS NULL OR partition_date <= $end"
-        for t in tables if table_exists(con, *t.split("."))
+        for t in tables if _exists(con, t)
     ]
     if not parts:
         return []
-    return [row[0] for row in con.execute(" UNION ".join(parts) + " ORDER BY 1", {"end": end}).fetchall()]
+    dates = as_warehouse(con).query_arrow(" UNION ".join(parts) + " ORDER BY 1", {"end": end})
+    return dates.column(0).to_pylist()
 
 
 def newest_partitions(con, tables: str | Sequence[str], days: int, end: dt.date | str | None = None, *,

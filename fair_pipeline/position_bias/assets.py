@@ -258,13 +258,14 @@ def position_bias(
     _validate(config)
     day = partition_day(context)
     with warehouse.connect() as con:
+        marts = warehouse.engine_for(con)  # the marts' engine; the curves are written to the DuckDB store
         try:
-            window = training_window(con, config.window_days, day)
+            window = training_window(marts, config.window_days, day)
         except PositionBiasInputError as error:
             raise dg.Failure(description=str(error)) from error  # a clear message in the UI, not a traceback
         context.log.info(f"position bias over {window.label}")
         estimates = estimate_all_methods(
-            con, window, truncate=config.truncate, bin_width=config.bin_width or "auto", level=config.level
+            marts, window, truncate=config.truncate, bin_width=config.bin_width or "auto", level=config.level
         )
         chosen = estimates[config.chosen_method]
         if not chosen.estimable:

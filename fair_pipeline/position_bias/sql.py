@@ -1,7 +1,8 @@
 """The SQL path of position-bias estimation: sum the daily marts over a window, then the same numpy math.
 
 `marts.position_score_bins` and `marts.position_swap_cells` (dbt_like_sql/marts/) are daily and additive, so a
-training window is one GROUP BY over its partitions; only the aggregates (a few thousand rows) leave DuckDB.
+training window is one GROUP BY over its partitions; only the aggregates (a few thousand rows) leave the warehouse
+engine (DuckDB or Spark, through the `Warehouse` interface; a DuckDB connection is wrapped).
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import datetime as dt
 
 import pandas as pd
 
+from fair_pipeline.platform.engines import as_warehouse
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
 from fair_pipeline.position_bias.estimators import DEFAULT_TRUNCATE, METHOD_POLICY, METHODS, estimate_from_aggregates
 
@@ -38,7 +40,7 @@ def window_aggregates(con, table: str, first_date: dt.date | str, last_date: dt.
     first, last = pd.Timestamp(first_date).date(), pd.Timestamp(last_date).date()
     if first > last:
         raise PositionBiasInputError(f"empty window: first_date {first} is after last_date {last}")
-    return con.execute(_WINDOW_SQL[table], [first, last, policy]).df()
+    return as_warehouse(con).query_df(_WINDOW_SQL[table], [first, last, policy])
 
 
 def estimate_position_bias_sql(

@@ -55,8 +55,9 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
     def fairness_report(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
         day = partition_day(context)
         try:
+            marts = None if warehouse.resolved_engine == "duckdb" else warehouse.engine_for(None)
             inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, tracking=mlflow,
-                                  partition=day)
+                                  partition=day, marts=marts)
             try:
                 report = build_report(inputs)
             finally:

@@ -108,6 +108,18 @@ class ReportInputs:
     partition: Any = None  # the asset partition (a date) the report is for; None: each stage's newest output
     _con: Any = dataclasses.field(default=None, repr=False)
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    marts: Any = None  # the warehouse engine of the logs' marts (a `Warehouse`); None: the DuckDB file
+
+    def mart_sql(self, query: str, tables: Sequence[tuple[str, str]], params: dict | None = None) -> pd.DataFrame:
+        """As `sql`, over the marts and staging views of the run's engine (Spark with `engine: spark`); the result
+        stores stay in the DuckDB file (`sql`)."""
+        if self.marts is None:
+            return self.sql(query, tables, params)
+        for table in tables:
+            if not self.marts.table_exists(tuple(table)):
+                raise StageMissing(f"table {'.'.join(table)} does not exist yet on {self.marts.name} "
+                                   "(its asset has never been materialized)")
+        return self.marts.query_df(query, params or {})
 
     def sql(self, query: str, tables: Sequence[tuple[str, str]], params: dict | None = None) -> pd.DataFrame:
         """Run a read-only query over the warehouse; StageMissing if any of `tables` (schema, name) is absent."""

@@ -95,14 +95,14 @@ def champion_blocks(name: str | None, version: str | int | None, candidate: str 
 
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
 def data_volume(inputs: ReportInputs) -> SectionContent:
-    volume = inputs.sql(
+    volume = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, accepted_rows, clicks, rejected_rows "
         "FROM marts.daily_volume ORDER BY partition_date, source",
         [("marts", "daily_volume")],
     )
     if volume.empty:
         raise StageMissing("marts.daily_volume is empty: no partition has been ingested")
-    by_partition = inputs.sql(
+    by_partition = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows "
         "FROM staging.stg_quarantine GROUP BY ALL ORDER BY partition, source, reason",
         [("staging", "stg_quarantine")],
@@ -150,7 +150,7 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
 
 
 def ctr_by_position(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.sql(
+    frame = inputs.mart_sql(
         "SELECT policy, position, CAST(sum(impressions) AS BIGINT) AS impressions, CAST(sum(clicks) AS BIGINT) AS clicks "
         "FROM marts.daily_ctr_by_position GROUP BY ALL ORDER BY policy, position",
         [("marts", "daily_ctr_by_position")],

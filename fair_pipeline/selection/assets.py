@@ -24,11 +24,11 @@ from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS
 from fair_pipeline.eo.serving import log_fair_ranker
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.engines import DuckDBEngine
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, TrackingUnavailableError
-from fair_pipeline.platform.warehouse import table_exists
 from fair_pipeline.platform.windows import is_newest_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
 from fair_pipeline.position_bias.store import load_chosen_position_bias
@@ -83,12 +83,13 @@ class ElicitedMetricConfig(dg.Config):
 
 
 def catalogue_groups(con) -> tuple[str, ...]:
-    if not table_exists(con, "staging", "stg_items"):
+    """The item catalogue's groups, from a `Warehouse` (or a DuckDB connection)."""
+    labels = sc.catalogue_group_labels(con)
+    if labels is None:
         raise dg.Failure("staging.stg_items does not exist; materialize raw/items and the staging models first")
-    rows = con.execute("SELECT DISTINCT group_label FROM staging.stg_items ORDER BY 1").fetchall()
-    if len(rows) < 2:
-        raise dg.Failure(f"staging.stg_items has groups {[r[0] for r in rows]}; a fair metric needs at least 2")
-    return tuple(str(r[0]) for r in rows)
+    if len(labels) < 2:
+        raise dg.Failure(f"staging.stg_items has groups {labels}; a fair metric needs at least 2")
+    return tuple(labels)
 
 
 def elicit(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.ElicitationResult:
@@ -98,7 +99,7 @@ def elicit(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.Elici
             labels = tuple(config.group_labels)
             if not labels:
                 with warehouse.connect(read_only=True) as con:
-                    labels = catalogue_groups(con)
+                    labels = catalogue_groups(warehouse.engine_for(con))
             truth = mo.SimulatedTruth(config.truth_a, config.truth_B, config.truth_lam, config.flip_fraction, config.seed)
             return mo.elicit_simulated(truth, labels, config.tolerance, config.radius, votes=config.votes)
         if config.oracle == "recorded":
@@ -273,9 +274,11 @@ def selection_label_source(name: str, landing) -> str:
     return name
 
 
-def evaluation_inputs(con, config: ModelSelectionConfig, landing, day):
+def evaluation_inputs(con, config: ModelSelectionConfig, landing, day, marts=None):
     """(metric row, metric, candidates, held-out item counts, window, label source) of asset partition `day`: its
-    rankers and transform, evaluated on day `day`; errors name what is missing."""
+    rankers and transform, evaluated on day `day`; errors name what is missing. The logs are read from `marts` (the
+    warehouse engine; default: DuckDB over `con`), the stored results from `con`."""
+    marts = marts if marts is not None else DuckDBEngine(con)
     metric, metric_info = load_latest_metric(con)
     rankers = sc.load_rankers(con, day)
     stored = eo_store.load_latest_transforms(con, day)["weighted"]
@@ -283,13 +286,13 @@ def evaluation_inputs(con, config: ModelSelectionConfig, landing, day):
     # then decides for itself whether its groups have enough clicks).
     template = stored.transform if stored.estimable else WeightedCDFTransformer()
     label = selection_label_source(config.label_source, landing)
-    window = aw.partition_evaluation_window(con, label, config.window_days, day)
+    window = aw.partition_evaluation_window(marts, label, config.window_days, day)
     source = aw.label_source(label, landing, window, config.randomized_policies)
-    items = aw.item_counts(con, source, sorted({f for r in rankers for f in r.features}))
+    items = aw.item_counts(marts, source, sorted({f for r in rankers for f in r.features}))
     if items.empty:
         raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
     candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con, day), template,
-                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives)
+                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives, marts)
     return metric, metric_info, candidates, items, window, source
 
 
@@ -416,12 +419,14 @@ def model_selection(
         raise dg.Failure(description=f"families {unknown} are not among {list(fam.NEW_FAMILIES)}")
     day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
-        newest = is_newest_partition(con, day)
+        marts = warehouse.engine_for(con)  # the logs on the engine; metric, rankers, transforms in the DuckDB store
+        newest = is_newest_partition(marts, day)
         try:
-            metric, info, candidates, items, window, source = evaluation_inputs(con, config, landing.resolved_path, day)
+            metric, info, candidates, items, window, source = evaluation_inputs(con, config, landing.resolved_path, day,
+                                                                                marts)
             started = time.process_time()
             families = family_data.build_family_candidates(
-                con, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
+                marts, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
                 label=selection_label_source(config.label_source, landing.resolved_path), landing=landing.resolved_path,
                 policies=config.randomized_policies, position_curve=load_chosen_position_bias(con, day),
                 selection_rate=config.selection_rate, families=config.families)

@@ -29,6 +29,7 @@ from fair_pipeline.eo.aggregate import EOInputError, check_click_positions
 from fair_pipeline.eo.serving import LinearRanker
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_weighted_sums, with_alpha
 from fair_pipeline.platform.partition_store import load_partition
+from fair_pipeline.platform.engines import as_warehouse, fetch_rows
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists
 from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
 
@@ -103,6 +104,16 @@ def load_rankers(con, partition=None) -> list[Ranker]:
     return rankers
 
 
+def catalogue_group_labels(con) -> list[str] | None:
+    """The item catalogue's group labels, sorted, from a `Warehouse` (or a DuckDB connection); None without
+    staging.stg_items."""
+    engine = as_warehouse(con)
+    if not engine.table_exists(ITEMS_VIEW):
+        return None
+    rows = fetch_rows(engine, "SELECT DISTINCT group_label FROM staging.stg_items ORDER BY 1")
+    return [str(label) for (label,) in rows]
+
+
 def _check_features(available: list[str], ranker: Ranker) -> None:
     unknown = [f for f in ranker.features if f not in available]
     if unknown:
@@ -118,70 +129,90 @@ def _binned_score_sql(ranker: Ranker, index: int) -> tuple[str, dict]:
     return f"(floor(({terms} + $r{index}_intercept) / $width) + 0.5) * $width", params
 
 
-# Connection-local temp tables (DuckDB memory, spill past memory_limit) and the registered position weights.
-_POSITION_CELLS, _ITEM_CELLS, _WEIGHTS = "_ranker_position_cells", "_ranker_item_cells", "_ranker_position_weights"
+# The item cells (one row per catalogue item) and the position weights, registered on the local DuckDB connection
+# and on the engine respectively.
+_ITEM_CELLS, _WEIGHTS = "_ranker_item_cells", "_ranker_position_weights"
 
 
-def _window_weighted_sums(con, rankers: list[Ranker], bin_width: float,
-                          position_weights: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, str]]:
-    """One pass over a window's production impressions for rankers sharing that window; yields each ranker's
-    (weighted-sum table, problem) in turn, problem "" or why the window's clicks cannot be weighted.
-
-    A linear score depends on the item only, and the transform needs the clicks only through their weights
-    1 / w_position. So the impressions are counted once per (item, group, position) cell (the one scan and
-    join of the log), the weights applied there, the cells summed over positions into one row per (item,
-    group) with every ranker's binned score as a column, and each ranker's table is a GROUP BY of those rows:
-    its cost is bounded by the catalogue, not by the traffic or the positions. Weighted clicks are summed as
-    DECIMAL(38, 18): exact integer arithmetic, so the sums do not depend on how DuckDB's threads order them
-    (a double sum would, in its last bits), and a value past 1e20 fails loudly instead of rounding."""
-    first, last = rankers[0].window_start, rankers[0].window_end
-    observational, items = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, ITEMS_VIEW))
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {_POSITION_CELLS} AS
+def _position_cells_sql(observational: str, items: str) -> str:
+    return f"""
         SELECT item_id, coalesce(group_id, $unknown_group) AS group_id, position,
                count(*) AS impressions, sum(click) AS clicks
         FROM {observational}
         WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
           AND item_id IN (SELECT item_id FROM {items})
-        GROUP BY ALL
-        """,
-        {"first": first, "last": last, "unknown_group": UNKNOWN_GROUP},
-    )
+        GROUP BY item_id, coalesce(group_id, $unknown_group), position
+        """
+
+
+def _clicked_positions_sql(observational: str, items: str) -> str:
+    """Clicks per (group, position) of the same rows as the cells: the positions the weights must cover."""
+    return f"""
+        SELECT coalesce(group_id, $unknown_group) AS group_id, position, sum(click) AS clicks
+        FROM {observational}
+        WHERE partition_date BETWEEN $first AND $last AND policy = 'production'
+          AND item_id IN (SELECT item_id FROM {items})
+        GROUP BY coalesce(group_id, $unknown_group), position
+        HAVING sum(click) > 0
+        """
+
+
+def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
+                          position_weights: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, str]]:
+    """The rankers sharing one window, from one pass of cells over its production impressions; yields each
+    ranker's (weighted-sum table, problem) in turn, problem "" or why the window's clicks cannot be weighted.
+
+    A linear score depends on the item only, and the transform needs the clicks only through their weights
+    1 / w_position. So the impressions are counted per (item, group, position) cell on the warehouse engine
+    (`engine`: DuckDB or Spark; two scans of the window's log: a small GROUP BY for the clicked positions the
+    weights must cover, then the cells; no temp table, which Spark would turn into a lazy view), the weights
+    applied there, the cells summed over positions into one row per (item, group) with every ranker's binned
+    score as a column: those item cells, bounded by the catalogue, not by the traffic or the positions, come to
+    the local DuckDB connection `con`,
+    where each ranker's table is a GROUP BY of them. Weighted clicks are summed as DECIMAL(38, 18): exact
+    integer arithmetic, so the sums do not depend on the order threads or executors add them (a double sum
+    would, in its last bits), and a value past 1e20 fails loudly instead of rounding."""
+    first, last = rankers[0].window_start, rankers[0].window_end
+    observational, items = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, ITEMS_VIEW))
+    cells = _position_cells_sql(observational, items)
+    params: dict = {"first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
+    clicked = engine.query_df(_clicked_positions_sql(observational, items), params)
     try:
-        clicked = con.execute(f"SELECT group_id, position, sum(clicks) AS clicks FROM {_POSITION_CELLS} "
-                              "GROUP BY ALL HAVING sum(clicks) > 0").df()
-        try:
-            check_click_positions(clicked, position_weights)
-            problem = ""
-        except EOInputError as error:
-            problem = f"EO re-fit failed: {error}"
-        weights = position_weights[["position", "weight"]].astype({"position": np.int64, "weight": float})
-        # Only valid weights are joined: a clicked position without one is the `problem` (no fit is made).
-        con.register(_WEIGHTS, weights[np.isfinite(weights["weight"]) & (weights["weight"] > 0)])
-        params: dict = {"width": float(bin_width)}
+        check_click_positions(clicked, position_weights)
+        problem = ""
+    except EOInputError as error:
+        problem = f"EO re-fit failed: {error}"
+    weights = position_weights[["position", "weight"]].astype({"position": np.int64, "weight": float})
+    # Only valid weights are joined: a clicked position without one is the `problem` (no fit is made).
+    valid = weights[np.isfinite(weights["weight"]) & (weights["weight"] > 0)].reset_index(drop=True)
+    engine.register_frame(_WEIGHTS, valid)
+    try:
+        params["width"] = float(bin_width)
         scores = []
         for index, ranker in enumerate(rankers):
             sql, bound = _binned_score_sql(ranker, index)
             params.update(bound)
             scores.append(f"{sql} AS s{index}")
-        con.execute(
+        item_cells = engine.query_arrow(
             f"""
-            CREATE OR REPLACE TEMP TABLE {_ITEM_CELLS} AS
-            WITH per_item AS (
+            WITH cells AS ({cells}), per_item AS (
                 SELECT c.item_id, c.group_id, sum(c.impressions) AS impressions, sum(c.clicks) AS clicks,
                        sum(CAST(CASE WHEN c.clicks > 0 THEN c.clicks / w.weight END AS DECIMAL(38, 18)))
                            AS weighted_clicks,
                        sum(CAST(CASE WHEN c.clicks > 0 THEN c.clicks / (w.weight * w.weight) END AS DECIMAL(38, 18)))
                            AS weighted_click_squares
-                FROM {_POSITION_CELLS} c LEFT JOIN {_WEIGHTS} w ON w.position = c.position
+                FROM cells c LEFT JOIN {_WEIGHTS} w ON w.position = c.position
                 GROUP BY c.item_id, c.group_id
             )
-            SELECT p.* EXCLUDE (item_id), {', '.join(scores)}
+            SELECT p.group_id, p.impressions, p.clicks, p.weighted_clicks, p.weighted_click_squares, {', '.join(scores)}
             FROM per_item p JOIN {items} i ON i.item_id = p.item_id
             """,
             params,
         )
+    finally:
+        engine.unregister_frame(_WEIGHTS)
+    con.register(_ITEM_CELLS, item_cells)
+    try:
         for index in range(len(rankers)):
             yield con.execute(
                 f"SELECT group_id, s{index} AS score_value, CAST(sum(impressions) AS BIGINT) AS impressions, "
@@ -191,27 +222,27 @@ def _window_weighted_sums(con, rankers: list[Ranker], bin_width: float,
                 f"FROM {_ITEM_CELLS} GROUP BY ALL"
             ).df(), problem
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {_POSITION_CELLS}")
-        con.execute(f"DROP TABLE IF EXISTS {_ITEM_CELLS}")
-        con.unregister(_WEIGHTS)  # a no-op when it was never registered
+        con.unregister(_ITEM_CELLS)
 
 
-def ranker_weighted_sums(con, rankers: list[Ranker], bin_width: float,
-                         position_weights: pd.DataFrame) -> Iterator[tuple[int, pd.DataFrame, str]]:
+def ranker_weighted_sums(con, rankers: list[Ranker], bin_width: float, position_weights: pd.DataFrame,
+                         engine=None) -> Iterator[tuple[int, pd.DataFrame, str]]:
     """(index into `rankers`, table, problem) per ranker: the EO fit's sufficient statistic of the ranker's
     scores on the production impressions of its training window (WEIGHTED_SUM_COLUMNS: per group and score
     bin, impressions, clicks and the clicks weighted by 1 / w_position of `position_weights`, a (position,
     weight) frame), computed in SQL with one scan of the log per distinct training window, not one per ranker.
     `problem` says why the window's clicks cannot be weighted ("" if they can). Rankers come window by window
-    (in order within a window), one table in memory at a time."""
-    available = table_columns(con, *ITEMS_VIEW)
+    (in order within a window), one table in memory at a time. `engine` (a `Warehouse`; default: DuckDB over
+    `con`) holds the log; `con` is a local DuckDB connection for the per-ranker sums."""
+    engine = as_warehouse(engine if engine is not None else con)
+    available = engine.table_columns(ITEMS_VIEW)
     for ranker in rankers:
         _check_features(available, ranker)
     by_window: dict[tuple, list[int]] = {}
     for index, ranker in enumerate(rankers):
         by_window.setdefault((ranker.window_start, ranker.window_end), []).append(index)
     for members in by_window.values():
-        tables = _window_weighted_sums(con, [rankers[m] for m in members], bin_width, position_weights)
+        tables = _window_weighted_sums(con, engine, [rankers[m] for m in members], bin_width, position_weights)
         for member, (table, problem) in zip(members, tables):
             yield member, table, problem
 
@@ -228,14 +259,16 @@ def _unfit_reason(ranker: Ranker, sums: pd.DataFrame, min_positives: int) -> str
 
 
 def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_curve: pd.DataFrame,
-                     template: WeightedCDFTransformer, bin_width: float, min_positives: int) -> list[Candidate]:
-    """Every ranker x alpha, the transform re-fitted per ranker with `template`'s settings (see module doc)."""
+                     template: WeightedCDFTransformer, bin_width: float, min_positives: int,
+                     engine=None) -> list[Candidate]:
+    """Every ranker x alpha, the transform re-fitted per ranker with `template`'s settings (see module doc);
+    `engine` as in `ranker_weighted_sums`."""
     if not alphas or any(not 0.0 <= a <= 1.0 for a in alphas) or len(set(alphas)) != len(alphas):
         raise SelectionInputError(f"alphas={alphas} must be distinct values in [0, 1]")
     params = {k: v for k, v in template.get_params().items() if k != "alpha"}
     weights = position_curve[["position", "weight"]]
     per_ranker: dict[int, list[Candidate]] = {}
-    for index, sums, problem in ranker_weighted_sums(con, rankers, bin_width, weights):
+    for index, sums, problem in ranker_weighted_sums(con, rankers, bin_width, weights, engine):
         ranker = rankers[index]
         reason = _unfit_reason(ranker, sums, min_positives) or problem
         fitted = None

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit import sql as aw
-from fair_pipeline.platform.warehouse import quote_identifier, table_columns
+from fair_pipeline.platform.engines import as_warehouse
+from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import PartitionWindow
 from fair_pipeline.selection import families as fam
 
@@ -33,14 +34,15 @@ def fit_item_counts(con, base, label: str, landing, policies: list[str]) -> pd.D
 
 def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX_REQUESTS) -> fam.ClickPairs:
     """The pairwise-fair ranker's training rows (see the module doc); empty arrays when the window has no pairs."""
-    available = table_columns(con, *aw.ITEMS_VIEW)
+    engine = as_warehouse(con)
+    available = engine.table_columns(aw.ITEMS_VIEW)
     unknown = [f for f in base.features if f not in available]
     if unknown:
         raise aw.AuditDataError(f"ranker {base.candidate_id!r}: features {unknown} are not columns of "
                                 f"{'.'.join(aw.ITEMS_VIEW)}")
     cols = ", ".join(f"i.{quote_identifier(f)}" for f in base.features)
     obs, items = ".".join(map(quote_identifier, aw.OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, aw.ITEMS_VIEW))
-    frame = con.execute(
+    frame = engine.query_df(
         f"""
         WITH rows AS (
             SELECT request_id, item_id, coalesce(group_id, $unknown_group) AS grp, position, click FROM {obs}
@@ -54,7 +56,7 @@ def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX
         """,
         {"first": base.window_start, "last": base.window_end, "unknown_group": aw.UNKNOWN_GROUP,
          "max_requests": int(max_requests)},
-    ).df()
+    )
     missing = frame[list(base.features)].isna().any(axis=1)
     if missing.any():
         raise aw.AuditDataError(f"{int(missing.sum())} observational rows of {base.window_start}..{base.window_end} "

@@ -339,13 +339,14 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     _check_grid(config.lambdas, [config.penalty_score])
     day = partition_day(context)
     with warehouse.connect() as con:
+        marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
         try:
-            window = rt.window_for_partition(con, config.window_days, day)
+            window = rt.window_for_partition(marts, config.window_days, day)
             curve = load_chosen_position_bias(con, day)
-            features = rt.feature_columns(con, config.feature_columns)
-            data = rt.training_data(con, window, curve, features)
-            clicks = rt.heldout_click_aggregates(con, window, features)
-            truth = rt.truth_items(con, landing.resolved_path, features)  # evaluation only
+            features = rt.feature_columns(marts, config.feature_columns)
+            data = rt.training_data(marts, window, curve, features)
+            clicks = rt.heldout_click_aggregates(marts, window, features)
+            truth = rt.truth_items(marts, landing.resolved_path, features)  # evaluation only
         except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
             raise dg.Failure(description=str(error)) from error
     context.log.info(

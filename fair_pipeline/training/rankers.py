@@ -31,7 +31,10 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
 from fair_pipeline.ingestion.contract import TRUTH_DIR
-from fair_pipeline.platform.warehouse import is_numeric_type, quote_identifier, table_exists
+import pyarrow as pa
+
+from fair_pipeline.platform.engines import as_warehouse, fetch_rows
+from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window, window_before
 from fair_pipeline.training import PathPoint, lambda_path
 from fair_pipeline.training.click_training import RelevanceRows, audit_rows, relevance_rows
@@ -50,7 +53,7 @@ class RankerTrainingError(ValueError):
 
 
 def _require(con, qualified: str, what: str) -> None:
-    if not table_exists(con, *qualified.split(".")):
+    if not as_warehouse(con).table_exists(tuple(qualified.split("."))):
         raise RankerTrainingError(f"{qualified} does not exist; materialize {what} first")
 
 
@@ -72,8 +75,8 @@ def window_for_partition(con, window_days: int, day: str | dt.date) -> Partition
 def feature_columns(con, requested: list[str] | None = None) -> list[str]:
     """The item features: `requested` (validated against the item table) or every numeric column."""
     _require(con, ITEMS, "the items")
-    types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE {ITEMS})").fetchall())
-    numeric = [c for c, t in types.items() if c not in NON_FEATURES and is_numeric_type(t)]
+    types = {field.name: field.type for field in as_warehouse(con).query_arrow(f"SELECT * FROM {ITEMS} LIMIT 0").schema}
+    numeric = [c for c, t in types.items() if c not in NON_FEATURES and _is_numeric(t)]
     if not requested:
         if not numeric:
             raise RankerTrainingError(f"{ITEMS} has no numeric feature column (columns: {list(types)})")
@@ -86,6 +89,11 @@ def feature_columns(con, requested: list[str] | None = None) -> list[str]:
             f"{'; not numeric: ' + str(not_numeric) if not_numeric else ''} (numeric columns: {numeric})"
         )
     return list(requested)
+
+
+def _is_numeric(kind: pa.DataType) -> bool:
+    """Numbers a model can use as a feature (signed integers, floats, decimals: the warehouse's numeric types)."""
+    return pa.types.is_signed_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
 
 
 def _select_features(features: list[str]) -> str:
@@ -106,19 +114,20 @@ class TrainingData:
 
 
 def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: list[str]) -> TrainingData:
-    """Per-item IPW aggregates of the window's production impressions (SQL), and the training rows."""
-    positions = con.execute(
+    """Per-item IPW aggregates of the window's production impressions (SQL on the engine), and the training rows."""
+    engine = as_warehouse(con)
+    positions = fetch_rows(engine,
         f"SELECT DISTINCT position FROM {OBSERVATIONAL} WHERE partition_date BETWEEN $first AND $last "
-        "AND policy = 'production'", _window_params(window)).fetchall()
+        "AND policy = 'production'", _window_params(window))
     missing = sorted({p for (p,) in positions} - set(curve["position"].astype(int)))
     if missing:
         raise RankerTrainingError(
             f"positions {missing[:10]} of the training window have no position-bias weight "
             f"(the chosen curve covers 1..{len(curve)}); re-materialize marts/position_bias_curves over this window"
         )
-    con.register("_ipw_curve", curve[["position", "weight"]].astype({"position": "int32", "weight": "float64"}))
+    engine.register_frame("_ipw_curve", curve[["position", "weight"]].astype({"position": "int32", "weight": "float64"}))
     try:
-        frame = con.execute(
+        frame = engine.query_df(
             f"""
             WITH cells AS (
                 SELECT item_id, position, count(*) AS impressions, sum(click) AS clicks
@@ -137,12 +146,12 @@ def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: l
             ORDER BY p.item_id
             """,
             _window_params(window),
-        ).df()
+        )
     finally:
-        con.unregister("_ipw_curve")
-    impressions, clicks = con.execute(
+        engine.unregister_frame("_ipw_curve")
+    [(impressions, clicks)] = fetch_rows(engine,
         f"SELECT count(*), coalesce(sum(click), 0) FROM {OBSERVATIONAL} "
-        "WHERE partition_date BETWEEN $first AND $last AND policy = 'production'", _window_params(window)).fetchone()
+        "WHERE partition_date BETWEEN $first AND $last AND policy = 'production'", _window_params(window))
     if frame.empty:
         raise RankerTrainingError(f"no production impressions of catalogued items in {window.label}")
     rows = relevance_rows(frame[features].to_numpy(float), frame["group"].to_numpy(object),
@@ -152,9 +161,10 @@ def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: l
 
 def heldout_click_aggregates(con, window: PartitionWindow, features: list[str]) -> pd.DataFrame:
     """Per item of the window's shuffle traffic: group, features, n_pos = clicks, n_neg = non-clicks."""
-    if not table_exists(con, *RANDOMIZED.split(".")):
+    engine = as_warehouse(con)
+    if not engine.table_exists(tuple(RANDOMIZED.split("."))):
         return pd.DataFrame(columns=["item_id", "group", *features, "n_pos", "n_neg"])
-    return con.execute(
+    return engine.query_df(
         f"""
         SELECT r.item_id, i.group_label AS "group", {_select_features(features)},
                sum(r.click) AS n_pos, count(*) - sum(r.click) AS n_neg
@@ -164,7 +174,7 @@ def heldout_click_aggregates(con, window: PartitionWindow, features: list[str]) 
         ORDER BY r.item_id
         """,
         _window_params(window),
-    ).df()
+    )
 
 
 def truth_items(con, landing: Path, features: list[str]) -> pd.DataFrame | None:
@@ -173,7 +183,7 @@ def truth_items(con, landing: Path, features: list[str]) -> pd.DataFrame | None:
     if not path.exists():
         return None
     truth = pd.read_parquet(path, columns=["item_id", "relevance"])
-    items = con.execute(f'SELECT i.item_id, i.group_label AS "group", {_select_features(features)} FROM {ITEMS} i').df()
+    items = as_warehouse(con).query_df(f'SELECT i.item_id, i.group_label AS "group", {_select_features(features)} FROM {ITEMS} i')
     return items.merge(truth, on="item_id", how="inner")
 
 

@@ -76,6 +76,12 @@ ELSEWHERE = {
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
     "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
+    # Both engines from the same landing files, in the Spark tests' one SparkSession (local[2]).
+    "fair-pipeline run --engine spark --spark-master local[2] --no-simulate":
+        "tests/platform/spark/test_engine_run.py::test_a_spark_run_on_a_duckdb_runs_landing_files_gives_the_same_findings",
+    # At a smaller size with the shared session's master only (a second master would stop the shared session).
+    "python benchmarks/bench_engines.py --impressions 1e7 --repeats 3 --masters local[1],local[2] --driver-memory 4g":
+        "tests/platform/spark/test_bench_engines.py::test_the_engine_benchmark_runs_small_in_the_shared_session",
     # In the Spark tests' one SparkSession (a subprocess would start a second JVM), at a smaller size.
     "python benchmarks/bench_engines.py --impressions 1e6 --repeats 3":
         "tests/platform/spark/test_bench_engines.py::test_the_engine_benchmark_runs_small_in_the_shared_session",

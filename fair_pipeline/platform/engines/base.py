@@ -61,4 +61,13 @@ class Warehouse(Protocol):
     def register_frame(self, name: str, frame: pd.DataFrame | pa.Table) -> None:
         """Make an in-memory frame queryable as the unqualified table `name` for this session."""
 
+    def unregister_frame(self, name: str) -> None:
+        """Forget a frame registered with `register_frame` (no error if there is none)."""
+
     def row_count(self, table: Table, partition: str | None = None) -> int: ...
+
+
+def fetch_rows(engine: Warehouse, sql: str, params: Params = None) -> list[tuple]:
+    """A small result as tuples of Python values (dates stay dates), as a DB-API fetchall would give."""
+    table = engine.query_arrow(sql, params)
+    return list(zip(*(column.to_pylist() for column in table.columns))) if table.num_columns else []

@@ -1,14 +1,27 @@
 """The DuckDB engine: today's warehouse file, one connection, each write one transaction."""
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Iterator
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from fair_pipeline.platform.engines.base import Params, Table, WarehouseWriteError, table_name
+from fair_pipeline.platform.engines.base import Params, Table, Warehouse, WarehouseWriteError, table_name
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists, transaction
+
+
+@contextlib.contextmanager
+def _db_api_arrow() -> Iterator[None]:
+    """Arrow from execute(), not from a relation (con.sql): duckdb 2 refuses to run a relation while the connection
+    holds an unfinished result (e.g. after a fetchone), which callers sharing the connection leave. duckdb 2 warns
+    that this copies the rows once more; the engine's results are aggregates or batches, so the copy is bounded.
+    (duckdb 2 also renamed arrow() / fetch_record_batch to to_arrow_table / to_arrow_reader.)"""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
+        yield
 
 
 def qualified(table: Table) -> str:
@@ -27,14 +40,15 @@ class DuckDBEngine:
         return self.con.execute(sql, params).df()
 
     def query_arrow(self, sql: str, params: Params = None) -> pa.Table:
-        relation = self.con.sql(sql, params=params)  # a relation: Arrow without the DB-API result's extra copy
-        # duckdb 2 renamed fetch_arrow_table / fetch_record_batch to to_arrow_table / to_arrow_reader.
-        return relation.to_arrow_table() if hasattr(relation, "to_arrow_table") else relation.arrow()
+        with _db_api_arrow():
+            result = self.con.execute(sql, params)
+            return result.to_arrow_table() if hasattr(result, "to_arrow_table") else result.arrow()
 
     def stream_batches(self, sql: str, params: Params = None, batch_rows: int = 100_000) -> Iterator[pa.RecordBatch]:
-        relation = self.con.sql(sql, params=params)
-        reader = (relation.to_arrow_reader(batch_rows) if hasattr(relation, "to_arrow_reader")
-                  else relation.fetch_arrow_reader(batch_rows))
+        with _db_api_arrow():
+            result = self.con.execute(sql, params)
+            reader = (result.to_arrow_reader(batch_rows) if hasattr(result, "to_arrow_reader")
+                      else result.fetch_record_batch(batch_rows))
         yield from reader
 
     def table_exists(self, table: Table) -> bool:
@@ -85,8 +99,16 @@ class DuckDBEngine:
     def register_frame(self, name: str, frame: pd.DataFrame | pa.Table) -> None:
         self.con.register(name, frame)
 
+    def unregister_frame(self, name: str) -> None:
+        self.con.unregister(name)
+
     def row_count(self, table: Table, partition: str | None = None) -> int:
         if partition is None:
             return self.con.execute(f"SELECT count(*) FROM {qualified(table)}").fetchone()[0]
         return self.con.execute(f"SELECT count(*) FROM {qualified(table)} WHERE partition_date = $partition_date",
                                 {"partition_date": partition}).fetchone()[0]
+
+
+def as_warehouse(source: Warehouse | duckdb.DuckDBPyConnection) -> Warehouse:
+    """`source` itself when it is an engine; a DuckDB connection (tests, notebooks, `fair-pipeline audit`) wrapped."""
+    return source if isinstance(source, Warehouse) else DuckDBEngine(source)

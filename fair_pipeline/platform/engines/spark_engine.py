@@ -256,6 +256,9 @@ class SparkEngine:
             spark_frame = self.spark.createDataFrame(frame)
         spark_frame.createOrReplaceTempView(name)
 
+    def unregister_frame(self, name: str) -> None:
+        self.spark.catalog.dropTempView(name)
+
 
 def _iso_date(partition: str) -> str:
     """A partition key as YYYY-MM-DD; anything else is refused (it names a directory)."""

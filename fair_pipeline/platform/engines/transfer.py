@@ -12,7 +12,8 @@ from fair_pipeline.platform.warehouse import quote_identifier
 
 _FRAME = "__transfer_frame"
 # The raw layer the ingestion writes: daily tables, and the unpartitioned item catalogue.
-RAW_PARTITIONED = (("raw", "observational_impressions"), ("raw", "randomized_impressions"), ("raw", "quarantine"))
+QUARANTINE = ("raw", "quarantine")
+RAW_PARTITIONED = (("raw", "observational_impressions"), ("raw", "randomized_impressions"), QUARANTINE)
 RAW_UNPARTITIONED = (("raw", "items"),)
 
 
