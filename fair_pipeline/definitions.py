@@ -11,6 +11,7 @@ from fair_pipeline.platform.sql_assets import build_sql_assets
 from fair_pipeline.position_bias.assets import position_bias_assets
 from fair_pipeline.reporting.assets import build_fairness_report_asset
 from fair_pipeline.schedules import (
+    PIPELINE_EXECUTOR,
     benchmark_models_job,
     daily_pipeline_job,
     daily_schedule,
@@ -35,6 +36,7 @@ defs = dg.Definitions(
         "benchmark_automation", target=dg.AssetSelection.groups("benchmarks"),
         default_status=dg.DefaultSensorStatus.RUNNING)],
     resources=default_resources(),
+    executor=PIPELINE_EXECUTOR,  # also for materializations outside the jobs (the UI, `dagster asset materialize`)
 )
 
 

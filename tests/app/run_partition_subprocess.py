@@ -17,6 +17,6 @@ if __name__ == "__main__":
         instance=dg.DagsterInstance.get(),
         tags={"dagster/partition": sys.argv[1]},
         asset_selection=[dg.AssetKey(["raw", name]) for name in ("items", "observational_impressions", "randomized_impressions")],
-        run_config={"execution": {"config": {"multiprocess": {"max_concurrent": 3, "start_method": {"forkserver": {}}}}}},
+        run_config={"execution": {"config": {"max_concurrent": 3}}},  # the project's forkserver executor
     ) as result:
         sys.exit(0 if result.success else 1)
