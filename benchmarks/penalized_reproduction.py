@@ -4,7 +4,7 @@
 
 Adult: lambda paths with the penalty on the probability and on the logit, audited on the held-out
 US rows of adult.test; COMPAS: the vanilla Black vs White comparison and a short path.
-PNG figures go to DIR (default $FAIR_PIPELINE_HOME/reports/penalized).
+SVG figures go to DIR (default $FAIR_PIPELINE_HOME/reports/penalized).
 """
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ def adult_tables(out: Path):
                 f"| {score} | {point.lam:g} | {point.mi_proxy_train:.5f} | {point.auc:.4f} ({point.auc_se:.4f}) | "
                 f"{_ci(g.loc[0.1])} | {g.loc[0.1, 'p_value']:.2g} | {_ci(g.loc[1.0])} | {g.loc[1.0, 'p_value']:.2g} |"
             )
-        fig = plot_partial_auc_path(per_group, title=f"Adult: partial AUC by sex vs lambda (penalty on the {score})")
-        fig.savefig(out / f"adult_path_{score}.png", dpi=110)
+        svg = plot_partial_auc_path(per_group, title=f"Adult: partial AUC by sex vs lambda (penalty on the {score})")
+        (out / f"adult_path_{score}.svg").write_bytes(svg)
 
 
 def compas_tables(out: Path):
@@ -68,7 +68,7 @@ def compas_tables(out: Path):
     for point in overall.itertuples():
         g = gaps[(gaps["lam"] == point.lam) & (gaps["cutoff"] == 1.0)].iloc[0]
         print(f"| {point.lam:g} | {point.mi_proxy_train:.5f} | {point.auc:.4f} ({point.auc_se:.4f}) | {_ci(g)} | {g['p_value']:.2g} |")
-    plot_group_comparison(vanilla, "COMPAS: vanilla model, Black vs White").savefig(out / "compas_groups.png", dpi=110)
+    (out / "compas_groups.svg").write_bytes(plot_group_comparison(vanilla, "COMPAS: vanilla model, Black vs White"))
 
 
 def main():

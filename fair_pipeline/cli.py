@@ -1,7 +1,7 @@
 """`fair-pipeline` command line: simulate logs, run the whole pipeline, backfill, import real logs.
 
 Only argparse and the settings module are imported up front: each command's arguments and code (numpy,
-DuckDB, Dagster, MLflow, matplotlib) load when that command is chosen, so `fair-pipeline --help` is quick.
+DuckDB, Dagster, MLflow, scikit-learn) load when that command is chosen, so `fair-pipeline --help` is quick.
 """
 from __future__ import annotations
 

@@ -114,9 +114,18 @@ def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.d
     return result
 
 
-def linked_png(markdown: str, tracking=None) -> bytes:
-    """The PNG a figure in Dagster metadata links to (`tracking.figure_link_markdown`), read back from the MLflow
-    store; fails if the figure is embedded instead or the link names no logged PNG."""
+def parse_svg(data: bytes):
+    """The root element of an SVG document (`fair_pipeline.charts.render`); fails unless the bytes are one."""
+    import xml.etree.ElementTree as ElementTree
+
+    root = ElementTree.fromstring(data)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+    return root
+
+
+def linked_figure(markdown: str, tracking=None) -> bytes:
+    """The SVG a figure in Dagster metadata links to (`tracking.figure_link_markdown`), read back from the MLflow
+    store; fails if the figure is embedded instead or the link names no logged SVG."""
     import re
     import tempfile
     from urllib.parse import parse_qs, urlparse
@@ -129,6 +138,7 @@ def linked_png(markdown: str, tracking=None) -> bytes:
     query = parse_qs(urlparse(found.group(1)).query)
     client = (tracking or MLflowTracking()).client()
     with tempfile.TemporaryDirectory() as tmp:
-        png = Path(client.download_artifacts(query["run_uuid"][0], query["path"][0], tmp)).read_bytes()
-    assert png.startswith(b"\x89PNG"), query
-    return png
+        svg = Path(client.download_artifacts(query["run_uuid"][0], query["path"][0], tmp)).read_bytes()
+    assert query["path"][0].endswith(".svg"), query
+    parse_svg(svg)
+    return svg

@@ -3,15 +3,12 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-from matplotlib.figure import Figure  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fair_pipeline.audit.evaluation import OutputAudit  # noqa: E402
-from fair_pipeline.audit.outputs import PRODUCTION  # noqa: E402
+from fair_pipeline.audit.evaluation import OutputAudit
+from fair_pipeline.audit.outputs import PRODUCTION
+from fair_pipeline.charts import Panel, render
 
 OVERALL = "(all)"
 TRANSFORM_NOTE = (
@@ -245,42 +242,26 @@ def transform_markdown(audits: list[OutputAudit]) -> str | None:
 
 
 # ----------------------------------------------------------------------------- figures
-AUDIT_FIGURE_MARGINS = {"left": 0.06, "right": 0.985, "bottom": 0.12, "top": 0.84, "wspace": 0.2}
-
-
-def audit_figure(a: OutputAudit, title: str):
-    """Left: ROC per group with its pointwise 95% band; right: xROC curves. The caller closes it."""
-    # A Figure outside pyplot's state, with fixed margins (its axes, labels and legends are the same for every
-    # output): tight_layout would lay the text out in an extra pass, about a third of the figure's cost.
-    fig = Figure(figsize=(10, 4.2), dpi=100)
-    fig.subplots_adjust(**AUDIT_FIGURE_MARGINS)
-    left, right = fig.subplots(1, 2)
+def audit_figure(a: OutputAudit, title: str) -> bytes:
+    """Left: ROC per group with its pointwise 95% band; right: xROC curves (SVG)."""
+    roc = Panel("ROC per group, pointwise 95% band", "false positive rate", "true positive rate", xlim=(0, 1), ylim=(0, 1))
     for group, curve in a.roc_curves.groupby("group", sort=False):
-        (line,) = left.plot(curve["fpr"], curve["tpr"], linewidth=1.3,
-                            label=f"group {group} (n+={curve['n_pos'].iloc[0]}, n-={curve['n_neg'].iloc[0]})")
-        left.fill_between(curve["fpr"], curve["tpr_ci_low"], curve["tpr_ci_high"], color=line.get_color(), alpha=0.2, linewidth=0)
-    left.set_title("ROC per group, pointwise 95% band", fontsize=9)
+        series = f"group {group} (n+={curve['n_pos'].iloc[0]}, n-={curve['n_neg'].iloc[0]})"
+        roc.band(curve["fpr"], curve["tpr_ci_low"], curve["tpr_ci_high"], series=series)
+        roc.line(curve["fpr"], curve["tpr"], series=series, width=1.3)
+    xroc = Panel("xROC: TPR of one group's positives vs FPR of the other's negatives", "false positive rate",
+                 "true positive rate", xlim=(0, 1), ylim=(0, 1))
     if a.report.xauc is not None:
-        xroc = a.report.xauc.curves[a.report.xauc.curves["kind"] == "xroc"]
-        for (ga, gb), curve in xroc.groupby(["group_a", "group_b"], sort=False):
-            right.plot(curve["fpr"], curve["tpr"], linewidth=1.3, label=f"xROC({ga}, {gb}): + of {ga} vs - of {gb}")
-    right.set_title("xROC: TPR of one group's positives vs FPR of the other's negatives", fontsize=9)
-    for ax in (left, right):
-        ax.plot([0, 1], [0, 1], color="grey", linewidth=0.8, linestyle=":")
-        ax.set_xlabel("false positive rate")
-        ax.set_ylabel("true positive rate")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(title, fontsize=10)
-    return fig
+        curves = a.report.xauc.curves[a.report.xauc.curves["kind"] == "xroc"]
+        for (ga, gb), curve in curves.groupby(["group_a", "group_b"], sort=False):
+            xroc.line(curve["fpr"], curve["tpr"], series=f"xROC({ga}, {gb}): + of {ga} vs - of {gb}", width=1.3)
+    roc.diagonal()
+    xroc.diagonal()
+    return render([roc, xroc], 2, panel_size=(330.0, 260.0), title=title)
 
 
 def audit_artifacts(audits: list[OutputAudit], title: str = "") -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
     """What one MLflow run per audit logs: the report-contract tables ({name: DataFrame}, see
-    `artifact_tables`) and one figure per scored output ({`curves_<output>`: matplotlib Figure}, ROC with
-    band + xROC). Figures outside pyplot: dropping them frees them."""
+    `artifact_tables`) and one figure per scored output ({`curves_<output>`: SVG bytes}, ROC with band + xROC)."""
     figures = {f"curves_{a.output.name}": audit_figure(a, f"{a.output.name}{', ' + title if title else ''}") for a in audits}
     return artifact_tables(audits), figures

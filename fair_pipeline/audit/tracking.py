@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from fair_pipeline.audit.evaluation import OutputAudit
@@ -38,21 +37,17 @@ def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: di
     """Log the audit as one run; returns the MLflow run id, its UI address and the address of each output's figure
     ({output name: URL}, for the Dagster metadata to link to)."""
     tables, figures = audit_artifacts(audits, title)
-    try:
-        span = f"{window[0]}..{window[1]}"
-        tags = {"fair_pipeline.label_source": params.get("label_source", ""),
-                "fair_pipeline.variance": params.get("variance", "conditional"), TAG_EVALUATION_WINDOW: span,
-                TAG_TRAINING_WINDOWS: "; ".join(f"{a.output.name}: {a.output.training_window}" for a in audits)}
-        run_name = f"fairness audit, {params.get('label_source', '')} labels, evaluated on {span}"
-        with tracking.start_run(context, "audit", run_name=run_name, window=window, tags=tags) as run:
-            run.log_params(params)
-            run.log_metrics(headline_metrics(audits))
-            for name, frame in {**warehouse_tables, **tables}.items():
-                if len(frame):
-                    run.log_table(frame, name)
-            urls = {a.output.name: run.log_figure(figures[f"curves_{a.output.name}"], f"curves_{a.output.name}")
-                    for a in audits}
-            return run.run_id, run.url, urls
-    finally:
-        for figure in figures.values():
-            plt.close(figure)
+    span = f"{window[0]}..{window[1]}"
+    tags = {"fair_pipeline.label_source": params.get("label_source", ""),
+            "fair_pipeline.variance": params.get("variance", "conditional"), TAG_EVALUATION_WINDOW: span,
+            TAG_TRAINING_WINDOWS: "; ".join(f"{a.output.name}: {a.output.training_window}" for a in audits)}
+    run_name = f"fairness audit, {params.get('label_source', '')} labels, evaluated on {span}"
+    with tracking.start_run(context, "audit", run_name=run_name, window=window, tags=tags) as run:
+        run.log_params(params)
+        run.log_metrics(headline_metrics(audits))
+        for name, frame in {**warehouse_tables, **tables}.items():
+            if len(frame):
+                run.log_table(frame, name)
+        urls = {a.output.name: run.log_figure(figures[f"curves_{a.output.name}"], f"curves_{a.output.name}")
+                for a in audits}
+        return run.run_id, run.url, urls

@@ -10,7 +10,6 @@ audit is out of sample by construction.
 import datetime as dt
 
 import dagster as dg
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -227,7 +226,6 @@ def eo_transform(
         run.log_table(cdf_table(weighted), "eo_transform_cdf")  # the fairness report's per-group CDF section
         metadata["transforms_plot"] = dg.MetadataValue.md(figure_link_markdown(
             run.log_figure(figure, "eo_transforms"), "per-group weighted CDFs and fair-score maps"))
-        plt.close(figure)
         metadata["mlflow_run_id"] = run.run_id
         metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
         if truth is not None and config.log_serving_model and not problems:
@@ -354,7 +352,6 @@ def eo_evaluation(
         figure_link_markdown(urls["figure_1"], "figure 1: score and position distributions (simulation)"))
     metadata["figure_3"] = dg.MetadataValue.md(
         figure_link_markdown(urls["figure_3"], "figure 3: KS distance and CTR over alpha (simulation)"))
-    plt.close("all")
     return dg.MaterializeResult(metadata=metadata)
 
 

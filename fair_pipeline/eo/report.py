@@ -6,18 +6,14 @@ import dataclasses
 import json
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fair_pipeline.eo.transform import WeightedCDFTransformer  # noqa: E402
-from fair_pipeline.ingestion.contract import TRUTH_DIR  # noqa: E402
-from fair_pipeline.ingestion.simulator import SimulationConfig  # noqa: E402
-
-_GROUP_COLORS = ("tab:orange", "tab:blue", "tab:green", "tab:red")
+from fair_pipeline.charts import Panel, render
+from fair_pipeline.charts.colours import CYCLE
+from fair_pipeline.eo.transform import WeightedCDFTransformer
+from fair_pipeline.ingestion.contract import TRUTH_DIR
+from fair_pipeline.ingestion.simulator import SimulationConfig
 
 
 def knots_summary(transforms: dict[str, WeightedCDFTransformer], level: float = 0.95) -> pd.DataFrame:
@@ -44,39 +40,27 @@ def knots_summary(transforms: dict[str, WeightedCDFTransformer], level: float = 
     return pd.DataFrame(rows)
 
 
-def transforms_figure(transforms: dict[str, WeightedCDFTransformer], title: str = ""):
-    """Left: each group's weighted CDF F*_{c,1} (solid: first variant, dashed: the others) with its DKW band;
-    right: the fair-score map s -> F^{-1}(F*_{c,1}(s)) against the identity."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=100)
-    styles = ("-", "--", ":")
+def transforms_figure(transforms: dict[str, WeightedCDFTransformer], title: str = "") -> bytes:
+    """Left: each group's weighted CDF F*_{c,1} (solid: first variant, dashed/dotted: the others) with its DKW
+    band; right: the fair-score map s -> F^{-1}(F*_{c,1}(s)) against the identity. A group keeps its colour."""
+    cdfs = Panel("weighted CDFs (band: 95% DKW, effective n)", "score s", "F*_c,1(s)")
+    maps = Panel("fair-score maps", "score s", "fair score F^-1(F*_c,1(s))")
+    styles = ("solid", "dashed", "dotted")
     for v, (variant, model) in enumerate(transforms.items()):
         band = model.cdf_band()
         for i, group in enumerate(model.groups_):
-            color = _GROUP_COLORS[i % len(_GROUP_COLORS)]
-            q = model.group_quantiles_[group]
-            p = model.probabilities_
-            label = f"group {group}, {variant}"
-            left.plot(q, p, styles[v % len(styles)], color=color, linewidth=1.2, label=label)
+            colour, style = CYCLE[i % len(CYCLE)], styles[v % len(styles)]
+            q, p = model.group_quantiles_[group], model.probabilities_
+            series = f"group {group}, {variant}"
             if v == 0:
-                left.fill_between(q, np.clip(p - band[group], 0, 1), np.clip(p + band[group], 0, 1), color=color,
-                                  alpha=0.15, linewidth=0)
+                cdfs.band(q, np.clip(p - band[group], 0, 1), np.clip(p + band[group], 0, 1), colour=colour, opacity=0.15)
+            cdfs.line(q, p, series=series, colour=colour, style=style, width=1.2)
             x, y = model.knots_[group]
-            right.plot(x, y, styles[v % len(styles)], color=color, linewidth=1.2, label=label)
+            maps.line(x, y, series=series, colour=colour, style=style, width=1.2)
     lo = min(float(m.knots_[g][0][0]) for m in transforms.values() for g in m.groups_)
     hi = max(float(m.knots_[g][0][-1]) for m in transforms.values() for g in m.groups_)
-    right.plot([lo, hi], [lo, hi], color="gray", linewidth=0.8, label="identity")
-    left.set_xlabel("score s")
-    left.set_ylabel("$F^*_{c,1}(s)$ (band: 95% DKW, effective n)")
-    right.set_xlabel("score s")
-    right.set_ylabel("fair score $F^{-1}(F^*_{c,1}(s))$")
-    left.legend(fontsize=7)
-    right.legend(fontsize=7)
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    return fig
+    maps.line([lo, hi], [lo, hi], series="identity", colour="#808080", width=0.8)
+    return render([cdfs, maps], 2, panel_size=(380.0, 260.0), title=title)
 
 
 def cdf_table(model: WeightedCDFTransformer, level: float = 0.95) -> pd.DataFrame:

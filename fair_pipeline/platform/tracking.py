@@ -6,7 +6,7 @@ Stage owners use the `MLflowTracking` resource (resource key `mlflow`) inside an
     with mlflow.start_run(context, "audit") as run:          # tags: Dagster run id, asset, partition, code version
         run.log_metrics({"pauc_gap": 0.03})
         run.log_table(partial_auc_frame, "partial_auc")        # the report reads tables by name
-        run.log_figure(fig, "roc_by_group")
+        run.log_figure(svg, "roc_by_group")                    # an SVG from fair_pipeline.charts
         uri = run.log_sklearn_model(model, "ranker")
         version = mlflow.register_model(uri, FAIR_RANKER, run=run)   # alias `candidate`, never half-registered
     mlflow.set_champion(FAIR_RANKER, version.version)         # model selection moves `champion`
@@ -41,6 +41,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import PrivateAttr
 
+from fair_pipeline import charts
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.partition_store import as_date
 
@@ -344,9 +345,9 @@ def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[st
 
 def figure_link_markdown(url: str, caption: str) -> str:
     """Markdown showing a figure logged to MLflow by its address (`TrackedRun.log_figure`), with a link to it:
-    Dagster metadata stays small (an embedded PNG made each event ~100 kB) and the image loads from the MLflow
+    Dagster metadata stays small (an embedded image made each event ~100 kB) and the image loads from the MLflow
     UI when it is running (`fair-pipeline ui`); otherwise the caption and link remain."""
-    return f"[![{caption}]({url})]({url})\n\n[{caption} (PNG in MLflow)]({url})"
+    return f"[![{caption}]({url})]({url})\n\n[{caption} (SVG in MLflow)]({url})"
 
 
 @dataclasses.dataclass
@@ -412,13 +413,12 @@ class TrackedRun:
         self._retry(write, f"log table {artifact}")
         self.set_tags({TAG_TABLE_PREFIX + name: "1"})
 
-    def log_figure(self, figure: Any, name: str) -> str:
-        """A matplotlib figure saved as `figures/<name>.png` (rendered once); returns the address the MLflow UI
-        serves it at, for Dagster metadata to link to (`figure_link_markdown`) instead of embedding a copy."""
-        import mlflow
-
-        self._retry(lambda: mlflow.log_figure(figure, f"figures/{name}.png"), f"log figure {name}")
-        return self.artifact_url(f"figures/{name}.png")
+    def log_figure(self, svg: bytes, name: str) -> str:
+        """An SVG figure (`fair_pipeline.charts.render`) saved as `figures/<name>.svg`; returns the address the
+        MLflow UI serves it at, for Dagster metadata to link to (`figure_link_markdown`) instead of embedding a copy."""
+        artifact = f"figures/{name}{charts.SUFFIX}"
+        self._retry(lambda: self.tracking.client().log_text(self.run_id, svg.decode(), artifact), f"log figure {name}")
+        return self.artifact_url(artifact)
 
     def artifact_url(self, path: str) -> str:
         """The MLflow server's address of one artifact file of this run (`fair-pipeline ui` serves it)."""

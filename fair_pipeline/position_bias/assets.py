@@ -6,7 +6,6 @@ view shows it). Its curve is the one partition D of the EO transform and the ran
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -201,18 +200,15 @@ def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimate
     report's section), the per-method summary, the figure. Returns the figure's address, the run id and the run's."""
     curves = {m: e.curve for m, e in estimates.items() if e.estimable}
     table, figure = curves_artifacts(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
-    try:
-        with mlflow.start_run(context, "position_bias", window=(str(window.first), str(window.last))) as run:
-            run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
-                            "chosen_method": config.chosen_method, "truncate": config.truncate,
-                            "bin_width": config.bin_width or "auto", "level": config.level})
-            chosen = estimates[config.chosen_method].curve
-            run.log_metrics({f"w_pos{int(r.position)}": r.weight for r in chosen.itertuples() if np.isfinite(r.weight)})
-            run.log_table(table, "position_bias_curve")
-            run.log_table(methods_frame(window, estimates, config.chosen_method), "position_bias_methods")
-            return run.log_figure(figure, "position_bias_curves"), run.run_id, run.url
-    finally:
-        plt.close(figure)
+    with mlflow.start_run(context, "position_bias", window=(str(window.first), str(window.last))) as run:
+        run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
+                        "chosen_method": config.chosen_method, "truncate": config.truncate,
+                        "bin_width": config.bin_width or "auto", "level": config.level})
+        chosen = estimates[config.chosen_method].curve
+        run.log_metrics({f"w_pos{int(r.position)}": r.weight for r in chosen.itertuples() if np.isfinite(r.weight)})
+        run.log_table(table, "position_bias_curve")
+        run.log_table(methods_frame(window, estimates, config.chosen_method), "position_bias_methods")
+        return run.log_figure(figure, "position_bias_curves"), run.run_id, run.url
 
 
 # ----------------------------------------------------------------------------- the asset

@@ -1,18 +1,14 @@
-"""Presenting position-bias curves: a markdown table and a matplotlib figure (CI bands, optional truth)."""
+"""Presenting position-bias curves: a markdown table and an SVG figure (CI bands, optional truth)."""
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fair_pipeline.position_bias.aggregates import require_columns  # noqa: E402
+from fair_pipeline.charts import Panel, render
+from fair_pipeline.position_bias.aggregates import require_columns
 
 
 def _fmt(value: float) -> str:
@@ -49,35 +45,21 @@ def curve_markdown(curve: pd.DataFrame, truth: np.ndarray | None = None, max_row
     return "\n".join(lines)
 
 
-def curve_figure(curves: dict[str, pd.DataFrame] | pd.DataFrame, truth: np.ndarray | None = None, title: str = ""):
-    """One line per estimate with its CI band; the true curve dashed when given. Returns the Figure."""
+def curve_figure(curves: dict[str, pd.DataFrame] | pd.DataFrame, truth: np.ndarray | None = None, title: str = "",
+                 y_top: float | None = None) -> bytes:
+    """One line per estimate with its CI band; the true curve dashed when given; the y-axis from 0 to `y_top`
+    (default: everything drawn). Returns the SVG."""
     if isinstance(curves, pd.DataFrame):
         curves = {curves.attrs.get("method", "estimate"): curves}
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    panel = Panel(title, "position j", "w_j = P(Y(j)=1 | Y(1)=1)", integer_x=True,
+                  ylim=(0.0, y_top) if y_top is not None else None)
     for name, curve in curves.items():
         require_columns(curve, ["position", "weight", "ci_low", "ci_high"], f"curve {name!r}")
-        (line,) = ax.plot(curve["position"], curve["weight"], marker="o", markersize=2.5, linewidth=1.2, label=name)
-        ax.fill_between(curve["position"], curve["ci_low"], curve["ci_high"], color=line.get_color(), alpha=0.2,
-                        linewidth=0)
+        panel.band(curve["position"], curve["ci_low"], curve["ci_high"], series=name)
+        panel.line(curve["position"], curve["weight"], series=name, width=1.2, markers=True)
     if truth is not None:
-        ax.plot(np.arange(1, len(truth) + 1), truth, "k--", linewidth=1.0, label="true $w_j$")
-    ax.set_xlabel("position j")
-    ax.set_ylabel("$w_j = P(Y(j)=1 \\mid Y(1)=1)$")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def figure_png(fig) -> bytes:
-    """PNG bytes of a figure (for Dagster metadata / MLflow), closing it to free memory."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return buffer.getvalue()
+        panel.line(np.arange(1, len(truth) + 1), truth, series="true w_j", colour="black", style="dashed", width=1.0)
+    return render([panel], panel_size=(560.0, 300.0))
 
 
 def load_truth_curve(landing) -> np.ndarray | None:
@@ -131,7 +113,7 @@ def curves_artifacts(
     estimator assumes w_j = w_T), for every curve. The figure draws
     `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
     CI bands, the true curve when given, and a y-axis showing the bands up to twice the largest weight, so
-    that one very wide interval does not flatten the rest. The caller closes the figure (e.g. `figure_png`)."""
+    that one very wide interval does not flatten the rest."""
     frames = [
         curve.assign(method=method, chosen=method == chosen)
         .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
@@ -141,9 +123,7 @@ def curves_artifacts(
     table = pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
     wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
     shown = {m: curves[m] for m in wanted if m in curves}
-    fig = curve_figure(shown, truth=truth, title=title)
     finite = lambda column: [v for c in shown.values() for v in c[column].to_numpy(dtype=float) if math.isfinite(v)]  # noqa: E731
     top_weight = max([1.0, *finite("weight")])
-    fig.axes[0].set_ylim(0, 1.05 * min(max([top_weight, *finite("ci_high")]), 2 * top_weight))
-    fig.axes[0].xaxis.get_major_locator().set_params(integer=True)
-    return table, fig
+    y_top = 1.05 * min(max([top_weight, *finite("ci_high")]), 2 * top_weight)
+    return table, curve_figure(shown, truth=truth, title=title, y_top=y_top)

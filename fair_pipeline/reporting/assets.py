@@ -5,6 +5,7 @@ from collections.abc import Iterable
 
 import dagster as dg
 
+from fair_pipeline import charts
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
@@ -94,7 +95,7 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         for name in KEY_FIGURES:
             if name in figures:
                 metadata[f"figure_{name}"] = dg.MetadataValue.md(figure_link_markdown(
-                    run.artifact_url(f"report/figures/{name}.png"), figures[name].caption))
+                    run.artifact_url(f"report/figures/{name}{charts.SUFFIX}"), figures[name].caption))
         return dg.MaterializeResult(metadata=metadata)
 
     return fairness_report

@@ -211,9 +211,9 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
     try:
         curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
         blocks.append(Figure("roc", figures.panels(
-            curves, "model", lambda ax, part: figures.draw_curves(ax, part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high", "group",
+            curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high", "group",
                                                                   diagonal=True),
-            "false positive rate", "true positive rate"), "ROC per group with pointwise 95% bands, one panel per model"))
+            "false positive rate", "true positive rate", legend_title="group"), "ROC per group with pointwise 95% bands, one panel per model"))
     except StageMissing as missing:
         blocks.append(Text(f"ROC curves missing: {missing}"))
     comparisons = group_comparisons(pauc)
@@ -310,8 +310,9 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
     try:
         curves = inputs.stage_table("xroc_curves", "audit", ["model", "direction", "fpr", "tpr"])
         blocks.append(Figure("xroc", figures.panels(
-            curves, "model", lambda ax, part: figures.draw_curves(ax, part, "fpr", "tpr", None, None, "direction", diagonal=True),
-            "FPR (negatives of the second group)", "TPR (positives of the first group)"), "xROC curves, one panel per model"))
+            curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", None, None, "direction", diagonal=True),
+            "FPR (negatives of the second group)", "TPR (positives of the first group)", legend_title="direction"),
+            "xROC curves, one panel per model"))
     except StageMissing:
         pass
     pairs = xauc_pairs(frame)
@@ -348,8 +349,8 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
                                ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
     frame = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
 
-    def draw(ax, part: pd.DataFrame):
-        return figures.draw_heatmap(ax, part.pivot(index="group_a", columns="group_b", values="estimate"))
+    def draw(panel, part: pd.DataFrame) -> None:
+        figures.draw_heatmap(panel, part.pivot(index="group_a", columns="group_b", values="estimate"))
 
     cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + frame["n_pairs"].map(lambda n: f" (pairs = {_count(n)})"))
     table = cells.pivot_table(index=["model", "group_a"], columns="group_b", values="cell", aggfunc="first", sort=False)

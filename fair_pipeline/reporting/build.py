@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fair_pipeline import charts
 from fair_pipeline.audit.stats.equivalence import counts_sentence, verdict_counts
 from fair_pipeline.reporting.model import (
     ALPHA,
@@ -169,8 +170,9 @@ def _table_html(table: Table) -> str:
 
 
 def _figure_html(figure: Figure) -> str:
-    data = base64.b64encode(figure.png).decode()
-    return (f"<figure><img alt='{html.escape(figure.caption or figure.name)}' src='data:image/png;base64,{data}'/>"
+    # an <img> per figure (not inline SVG): each figure stays its own document, so ids inside it cannot clash
+    data = base64.b64encode(figure.svg).decode()
+    return (f"<figure><img alt='{html.escape(figure.caption or figure.name)}' src='data:{charts.MEDIA_TYPE};base64,{data}'/>"
             f"<figcaption>{_inline(figure.caption)}</figcaption></figure>")
 
 
@@ -256,7 +258,7 @@ def render_markdown(report: Report, figure_dir: str = "figures") -> str:
             elif isinstance(block, Table):
                 lines += [f"**{block.caption}**", "", display_frame(block.frame).to_markdown(index=False), ""]
             else:
-                lines += [f"![{block.caption}]({figure_dir}/{block.name}.png)", ""]
+                lines += [f"![{block.caption}]({figure_dir}/{block.name}{charts.SUFFIX})", ""]
     return "\n".join(lines)
 
 
@@ -279,14 +281,14 @@ def findings_json(report: Report) -> dict:
 
 
 def write_report(report: Report, directory: Path) -> ReportFiles:
-    """Write the HTML (figures embedded), the Markdown summary (+ figures/*.png) and findings.json."""
+    """Write the HTML (figures embedded), the Markdown summary (+ figures/*.svg) and findings.json."""
     directory.mkdir(parents=True, exist_ok=True)
     figure_dir = directory / "figures"
     figure_dir.mkdir(exist_ok=True)
     figure_paths = []
     for figure in report.figures():
-        path = figure_dir / f"{figure.name}.png"
-        _write_atomic(path, figure.png)
+        path = figure_dir / f"{figure.name}{charts.SUFFIX}"
+        _write_atomic(path, figure.svg)
         figure_paths.append(path)
     files = ReportFiles(directory / HTML_NAME, directory / MARKDOWN_NAME, directory / FINDINGS_NAME, figure_paths)
     _write_atomic(files.html, render_html(report).encode())

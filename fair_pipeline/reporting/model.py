@@ -61,7 +61,7 @@ class Table:
 @dataclasses.dataclass(frozen=True)
 class Figure:
     name: str  # file-name stem, unique within the report
-    png: bytes
+    svg: bytes  # an SVG document (`fair_pipeline.charts.render`)
     caption: str = ""
 
 

@@ -396,15 +396,15 @@ def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure
     raw exposure per group only when no ranking's ratio was logged."""
     ratios = exposure_ratios(summary) if summary is not None else pd.DataFrame()
     if len(ratios):
-        png = figures.points_with_errors(ratios, "x", "ratio", "low", "high", None, "ranking",
+        svg = figures.points_with_errors(ratios, "x", "ratio", "low", "high", None, "ranking",
                                          "exposure/merit, group 0 ÷ group 1", xticks=ratios["ranking"].tolist(),
                                          reference=1.0, reference_label="1 = exposure proportional to merit")
-        return Figure("exposure_merit", png, "Exposure per unit of merit, group-0 / group-1 ratio, by ranking (95% CI)")
+        return Figure("exposure_merit", svg, "Exposure per unit of merit, group-0 / group-1 ratio, by ranking (95% CI)")
     order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
     plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
-    png = figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high", "group", "ranking",
+    svg = figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high", "group", "ranking",
                                      "exposure", xticks=[n for n in order if n in set(frame["ranking"])])
-    return Figure("exposure_merit", png, "Exposure per group before and after the transform (95% CI)")
+    return Figure("exposure_merit", svg, "Exposure per group before and after the transform (95% CI)")
 
 
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:

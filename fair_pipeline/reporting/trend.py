@@ -67,17 +67,11 @@ def _findings(frame: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def _draw_days(n_days: int):
-    """One line per output and pair with its CI band, a tick per day (at most ~7), and the zero line."""
-    import matplotlib.dates as mdates
-
-    def draw(ax, part: pd.DataFrame) -> None:
-        figures.draw_curves(ax, part, "partition_date", "gap", "ci_low", "ci_high", "line")
-        ax.axhline(0.0, color="grey", lw=0.8)
-        ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, n_days // 7)))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
-
-    return draw
+def _draw_daily_gaps(panel, part: pd.DataFrame) -> None:
+    """One line per output and pair with its CI band, dated ticks (at most ~7) and the zero line."""
+    panel.x_dates = True
+    figures.draw_curves(panel, part, "partition_date", "gap", "ci_low", "ci_high", "line")
+    panel.hline(0.0, colour="#808080", style="solid", width=0.8)
 
 
 def audit_trend(inputs: ReportInputs) -> SectionContent:
@@ -95,9 +89,9 @@ def audit_trend(inputs: ReportInputs) -> SectionContent:
     drawn = frame[frame["scored_output"].isin(DRAWN_OUTPUTS)]
     if len(days) >= 2 and not drawn.empty:
         drawn = drawn.assign(line=drawn["scored_output"] + " " + drawn["pair"])
-        png = figures.panels(drawn, "metric", _draw_days(len(days)), "partition (day evaluated)", "gap with 95% CI",
+        svg = figures.panels(drawn, "metric", _draw_daily_gaps, "partition (day evaluated)", "gap with 95% CI",
                              columns=2)
-        blocks.append(Figure("audit_trend", png, "Group gaps per partition with 95% CI bands (production and EO)"))
+        blocks.append(Figure("audit_trend", svg, "Group gaps per partition with 95% CI bands (production and EO)"))
     table = frame.assign(partition=frame["partition_date"].dt.date.astype(str),
                          gap_ci=[ci_text(g, lo, hi, signed=True) for g, lo, hi in
                                  zip(frame["gap"], frame["ci_low"], frame["ci_high"])])

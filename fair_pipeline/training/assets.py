@@ -13,7 +13,6 @@ import re
 import time
 
 import dagster as dg
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from pydantic import Field
@@ -127,7 +126,7 @@ BENCHMARK_CODE_VERSION = "2"
 
 def _log_benchmark_figures(mlflow: MLflowTracking, context, name: str, fits: list, penalty_scores) -> dict:
     """Figures 2b (per penalty score) and, for COMPAS, 2a: drawn once, logged to one MLflow run of the dataset
-    (`figures/*.png`) and linked from the Dagster metadata (`figure_link_markdown`), as the daily runs' are."""
+    (`figures/*.svg`) and linked from the Dagster metadata (`figure_link_markdown`), as the daily runs' are."""
     figures = {}
     for score in penalty_scores:
         path = bm.audits_frame([f for f in fits if f.penalty_score == score])
@@ -137,14 +136,9 @@ def _log_benchmark_figures(mlflow: MLflowTracking, context, name: str, fits: lis
         vanilla = bm.audits_frame([f for f in fits if f.model_kind == "vanilla"])
         figures["compas_figure_2a"] = (plot_group_comparison(
             _plot_frame(vanilla), title="COMPAS, unpenalized: partial AUC by race"), "figure 2a COMPAS")
-    try:
-        with mlflow.start_run(context, "benchmarks", run_name=f"{name} figures",
-                              tags={"fair_pipeline.dataset": name}) as run:
-            return {key: dg.MetadataValue.md(figure_link_markdown(run.log_figure(figure, key), caption))
-                    for key, (figure, caption) in figures.items()}
-    finally:
-        for figure, _ in figures.values():
-            plt.close(figure)
+    with mlflow.start_run(context, "benchmarks", run_name=f"{name} figures", tags={"fair_pipeline.dataset": name}) as run:
+        return {key: dg.MetadataValue.md(figure_link_markdown(run.log_figure(figure, key), caption))
+                for key, (figure, caption) in figures.items()}
 
 
 @dg.asset(
@@ -392,7 +386,6 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         if len(source_rows):
             figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
             figure_url = run.log_figure(figure, "partial_auc_vs_lambda")
-            plt.close(figure)
     with warehouse.connect() as con:
         counts = replace_partition(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits}, day)
     metadata = {

@@ -1,57 +1,49 @@
-"""Figure 2 of Nandy et al. from audit tables (``training.penalized.gaps.audit_path`` output).
+"""Figure 2 of Nandy et al. from audit tables (``training.penalized.gaps.audit_path`` output), as SVG.
 
-(a) per-group partial AUC with 95% CIs at each cutoff for one model; (b) per-group partial AUC
-with 95% CIs against lambda, one panel per cutoff. Returns matplotlib Figures (Agg backend) for
-MLflow ``log_figure`` / Dagster metadata.
+(a) per-group partial AUC with 95% CIs at each cutoff for one model; (b) per-group partial AUC with 95% CIs
+against lambda, one panel per cutoff. MLflow logs them (``log_figure``) and Dagster metadata links to them.
 """
 from __future__ import annotations
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from fair_pipeline.charts import Panel, render
+
+PAUC_LABEL = "partial AUC / alpha (95% CI)"
 
 
-def plot_group_comparison(per_group: pd.DataFrame, title: str = ""):
+def _dodge(n_series: int, spread: float = 0.3) -> np.ndarray:
+    """Horizontal offsets that keep the error bars of `n_series` series at one category apart."""
+    return np.linspace(-spread / 2, spread / 2, n_series) if n_series > 1 else np.zeros(1)
+
+
+def plot_group_comparison(per_group: pd.DataFrame, title: str = "") -> bytes:
     """Figure 2a: partial AUC (normalized, I(alpha)/alpha) by cutoff, one marker series per group."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
     groups = list(dict.fromkeys(per_group["group"]))
-    offsets = np.linspace(-0.15, 0.15, len(groups))
     cutoffs = sorted(per_group["cutoff"].unique())
-    for offset, group in zip(offsets, groups):
+    panel = Panel(title, "FPR cutoff alpha", PAUC_LABEL, x_labels=[f"{c:g}" for c in cutoffs])
+    for offset, group in zip(_dodge(len(groups)), groups):
         rows = per_group[per_group["group"] == group].set_index("cutoff").loc[cutoffs]
-        x = np.arange(len(cutoffs)) + offset
-        ax.errorbar(x, rows["pauc"], yerr=[rows["pauc"] - rows["ci_low"], rows["ci_high"] - rows["pauc"]],
-                    fmt="o", capsize=3, label=f"{group} (n={int(rows['n_pos'].iloc[0] + rows['n_neg'].iloc[0])})")
-    ax.set_xticks(np.arange(len(cutoffs)), [f"{c:g}" for c in cutoffs])
-    ax.set_xlabel("FPR cutoff alpha")
-    ax.set_ylabel("partial AUC / alpha (95% CI)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+        panel.points(np.arange(len(cutoffs)) + offset, rows["pauc"], rows["ci_low"], rows["ci_high"],
+                     series=f"{group} (n={int(rows['n_pos'].iloc[0] + rows['n_neg'].iloc[0])})")
+    return render([panel], panel_size=(420.0, 260.0))
 
 
-def plot_partial_auc_path(per_group: pd.DataFrame, cutoffs=None, title: str = ""):
-    """Figure 2b: per-group partial AUC with 95% CIs against lambda (symlog axis), a panel per cutoff."""
+def plot_partial_auc_path(per_group: pd.DataFrame, cutoffs=None, title: str = "") -> bytes:
+    """Figure 2b: per-group partial AUC with 95% CIs against lambda, a panel per cutoff. The lambda grid is
+    spaced evenly (0, 0.1, 1, 10, ... are categories), as the paper's symlog axis shows it."""
     cutoffs = sorted(per_group["cutoff"].unique()) if cutoffs is None else list(cutoffs)
-    fig, axes = plt.subplots(1, len(cutoffs), figsize=(3.4 * len(cutoffs), 3.2), squeeze=False)
     lams = sorted(per_group["lam"].unique())
-    positive = [lam for lam in lams if lam > 0]
-    for ax, cutoff in zip(axes[0], cutoffs):
+    at = {lam: i for i, lam in enumerate(lams)}
+    drawn = []
+    for cutoff in cutoffs:
+        panel = Panel(f"cutoff {cutoff:g}", "lambda", PAUC_LABEL if not drawn else "", x_labels=[f"{lam:g}" for lam in lams])
         at_cutoff = per_group[per_group["cutoff"] == cutoff]
-        for group, rows in at_cutoff.groupby("group", sort=False):
+        groups = list(at_cutoff.groupby("group", sort=False))
+        for offset, (group, rows) in zip(_dodge(len(groups), 0.2), groups):
             rows = rows.sort_values("lam")
-            ax.errorbar(rows["lam"], rows["pauc"], yerr=[rows["pauc"] - rows["ci_low"], rows["ci_high"] - rows["pauc"]],
-                        fmt="o-", capsize=2, ms=3, label=str(group))
-        ax.set_xscale("symlog", linthresh=min(positive) if positive else 1.0)
-        ax.set_xlabel("lambda")
-        ax.set_title(f"cutoff {cutoff:g}")
-    axes[0][0].set_ylabel("partial AUC / alpha (95% CI)")
-    axes[0][0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+            panel.points(rows["lam"].map(at).to_numpy(dtype=float) + offset, rows["pauc"], rows["ci_low"], rows["ci_high"],
+                         series=str(group), connect=True)
+        drawn.append(panel)
+    return render(drawn, len(drawn), panel_size=(260.0, 220.0), title=title)

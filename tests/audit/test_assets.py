@@ -27,7 +27,7 @@ from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
 from tests.audit.tables import assert_tables_close
-from tests.conftest import linked_png, materialize_simulated_home
+from tests.conftest import linked_figure, materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=3_000, requests_per_day=400, shuffle_share=0.5, adjacent_swap_share=0.25, slots=20, seed=5)
@@ -173,7 +173,7 @@ def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
     audited = _outputs(home, "status = 'audited'")
     assert set(pauc["model"]) == set(audited["scored_output"]) and len(pauc) == 2 * 5 * len(audited)
     artifacts = {f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")}
-    assert artifacts == {f"figures/curves_{name}.png" for name in audited["scored_output"]}
+    assert artifacts == {f"figures/curves_{name}.svg" for name in audited["scored_output"]}
 
 
 def test_pairwise_accuracies_and_curves_match_in_memory(home):
@@ -198,8 +198,8 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     assert (roc["tpr_ci_high"] - roc["tpr_ci_low"]).between(0, 0.5).all()
     metadata = result.asset_materializations_for_node(OP)[0].metadata
     assert metadata["labels"].value == SIMULATION_BANNER
-    linked_png(metadata["production/curves"].value,
-               MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts")))
+    linked_figure(metadata["production/curves"].value,
+                  MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts")))
     assert "EO transform" in metadata["transform_note"].value
     assert _check(result, "every_group_estimable").passed
 
@@ -388,7 +388,7 @@ class _RecordingRun:
 
     def log_figure(self, figure, name):
         self.figures.append(name)
-        return f"http://x/{name}.png"
+        return f"http://x/{name}.svg"
 
 
 class _RecordingTracking:

@@ -36,7 +36,7 @@ from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HEL
                                            point_fluent_api_at)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
-from tests.conftest import linked_png
+from tests.conftest import linked_figure
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)
@@ -146,7 +146,7 @@ def test_transform_metadata_and_checks(home):
     assert meta["position_bias_method"] == "adjacent_pairwise"
     assert set(meta["n_positives"]) == {"0", "1"} and min(meta["n_positives"].values()) >= 30
     assert "| weighted" in meta["knots_summary"] and "n_effective" in meta["knots_summary"]
-    linked_png(meta["transforms_plot"])
+    linked_figure(meta["transforms_plot"])
     assert meta["serving_model"] == "fair-ranker v1 @candidate"
 
 
@@ -178,7 +178,7 @@ def test_evaluation_is_labelled_simulation_with_tables_and_figures(home):
     assert "| weighted_alpha=0.5" in meta["summary"] and "KS distance" in meta["summary"]
     assert "exposure / merit" in meta["per_group"] and re.search(r"\|\s+p1\s+\|", meta["positions_of_relevant_items"])
     for figure in ("figure_1", "figure_3"):
-        linked_png(meta[figure])
+        linked_figure(meta[figure])
     ratios = meta["exposure_over_merit_ratio"]
     # Raw scores under-expose group 0 (ratio well below 1); the weighted transform brings it to ~1.
     assert ratios["raw"]["ratio"] + 3 * ratios["raw"]["se"] < 1

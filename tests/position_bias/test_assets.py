@@ -35,7 +35,7 @@ from fair_pipeline.position_bias.assets import (
 from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates
 from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, load_chosen_position_bias
 from fair_pipeline.position_bias.window import training_window
-from tests.conftest import linked_png, materialize_simulated_home
+from tests.conftest import linked_figure, materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
@@ -157,7 +157,7 @@ def test_metadata_reports_table_plot_counts_and_errors_vs_truth(home):
     assert metadata["chosen_method"].value == "adjacent_pairwise"
     assert metadata["window_partitions"].value == DAYS
     assert metadata["chosen_curve"].value.count("\n") == 21 and "true w" in metadata["chosen_curve"].value
-    linked_png(metadata["curves_plot"].value, _tracking(home))
+    linked_figure(metadata["curves_plot"].value, _tracking(home))
     assert metadata["chosen_impressions"].value == 3 * 1_500 * 20
     # Errors vs truth are recomputed here from the stored curves and the simulator's curve.
     curves = _curves(home / "warehouse.duckdb")

@@ -23,7 +23,7 @@ from fair_pipeline.platform.tracking import (
     TrackingUnavailableError,
 )
 from fair_pipeline.reporting import ReportInputs, Table, build_report
-from tests.conftest import linked_png
+from tests.conftest import linked_figure
 from tests.shared_home import restore_home_after_each_test
 
 
@@ -104,7 +104,7 @@ def test_main_job_prints_report_ui_and_findings(home, main_job_output):
     ranks = [next(i for i, label in enumerate(order) if line.startswith(f"  [{label}]")) for line in printed]
     assert ranks == sorted(ranks)  # gaps larger than δ lead
     html = report.read_text()
-    assert "Data volume and quarantine" in html and "data:image/png;base64," in html
+    assert "Data volume and quarantine" in html and "data:image/svg+xml;base64," in html
     # model selection: the metric labelled as simulated, the ranking with costs and intervals
     assert "Metric: SIMULATED oracle" in html and "Elicited metric (λ, a, B)" in html and "cost [95% CI]" in html
     findings = json.loads((latest / "findings.json").read_text())
@@ -123,7 +123,7 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's ROC/partial
     # AUC, xAUC and pairwise sections, the audit trend, the λ frontier and model selection.
     assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 11
-    linked_png(metadata["figure_ctr_by_position"].value)
+    linked_figure(metadata["figure_ctr_by_position"].value)
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
     assert run.info.status == "FINISHED"

@@ -2,17 +2,17 @@
 bar, legends beside the plot, the exposure ratio the findings test, the champion, what the groups are."""
 from __future__ import annotations
 
-import matplotlib
+import re
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import numpy as np
+import pandas as pd
+import pytest
 
-from fair_pipeline.platform import settings  # noqa: E402
-from fair_pipeline.reporting import build, figures, sections  # noqa: E402
-from fair_pipeline.reporting.model import Table  # noqa: E402
+from fair_pipeline.charts import Panel, render
+from fair_pipeline.platform import settings
+from fair_pipeline.reporting import build, figures, sections
+from fair_pipeline.reporting.model import Table
+from tests.charts.svg_reading import SVG, legend_labels, marks, panels, parse, texts
 
 
 def test_ranks_counts_and_versions_read_back_as_objects_are_shown_as_integers():
@@ -37,13 +37,10 @@ def test_table_cells_never_wrap_and_wide_tables_scroll_inside_the_page():
 
 
 def test_heatmap_text_is_dark_on_light_cells_and_light_on_dark_ones():
-    figure, ax = plt.subplots()
-    try:
-        matrix = pd.DataFrame([[0.95, 0.1], [0.55, np.nan]], index=["0", "1"], columns=["0", "1"])
-        figures.draw_heatmap(ax, matrix)
-        colours = {text.get_text(): text.get_color() for text in ax.texts}
-    finally:
-        plt.close(figure)
+    panel = Panel()
+    figures.draw_heatmap(panel, pd.DataFrame([[0.95, 0.1], [0.55, np.nan]], index=["0", "1"], columns=["0", "1"]))
+    (cells,) = marks(parse(render([panel])), "cells")
+    colours = {text.text: text.get("fill") for text in cells.iter(f"{SVG}text")}
     # viridis: 0.95 is yellow (white text was unreadable), 0.1 dark purple
     assert colours == {"0.950": "black", "0.100": "white", "0.550": "white", "n/e": "black"}
     assert figures.text_colour_on((1.0, 1.0, 0.0, 1.0)) == "black" and figures.text_colour_on((0.2, 0.0, 0.3)) == "white"
@@ -53,29 +50,27 @@ def test_pairwise_panels_get_one_colour_bar_saying_what_the_colour_is():
     frame = pd.DataFrame({"model": ["m1"] * 4 + ["m2"] * 4, "group_a": ["0", "0", "1", "1"] * 2,
                           "group_b": ["0", "1", "0", "1"] * 2, "estimate": [0.5, 0.7, 0.9, 0.5, 0.5, 0.6, 0.6, 0.5]})
 
-    def draw(ax, part):
-        return figures.draw_heatmap(ax, part.pivot(index="group_a", columns="group_b", values="estimate"))
+    def draw(panel, part):
+        figures.draw_heatmap(panel, part.pivot(index="group_a", columns="group_b", values="estimate"))
 
-    figure = figures.panels_figure(frame, "model", draw, "worse", "better", colorbar_label="pairwise accuracy A(a>b)")
-    try:
-        assert len(figure.axes) == 3 + 1  # a row of 3 panels (one unused) and the colour bar
-        assert figure.axes[-1].get_ylabel() == "pairwise accuracy A(a>b)"
-    finally:
-        plt.close(figure)
-    assert figures.panels(frame, "model", draw, "worse", "better", colorbar_label="A").startswith(b"\x89PNG")
+    root = parse(figures.panels(frame, "model", draw, "worse", "better", colorbar_label="pairwise accuracy A(a>b)"))
+    assert [p.get("data-title") for p in panels(root)] == ["m1", "m2"]
+    bars = [g for g in root.iter(f"{SVG}g") if g.get("class") == "colour-bar"]
+    assert len(bars) == 1 and "pairwise accuracy A(a>b)" in texts(bars[0])
+
+
+def _translate(element) -> float:
+    return float(re.match(r"translate\(([-\d.]+),", element.get("transform")).group(1))
 
 
 def test_legends_sit_beside_the_plot_not_on_the_bars():
-    figure, ax = plt.subplots(figsize=(6.4, 3.6))
-    try:
-        frame = pd.DataFrame({"partition": ["2026-01-01", "2026-01-02"], "accepted": [900, 1000], "quarantined": [5, 0]})
-        figures.draw_stacked_bars(ax, frame, "partition", ["accepted", "quarantined"], "rows")
-        figure.tight_layout()
-        figure.canvas.draw()
-        legend, plot = ax.get_legend().get_window_extent(), ax.get_window_extent()
-    finally:
-        plt.close(figure)
-    assert legend.x0 >= plot.x1  # entirely to the right of the axes
+    frame = pd.DataFrame({"partition": ["2026-01-01", "2026-01-02"], "accepted": [900, 1000], "quarantined": [5, 0]})
+    root = parse(figures.stacked_bars(frame, "partition", ["accepted", "quarantined"], "rows"))
+    (panel,) = panels(root)
+    plot_right = _translate(panel) + float(panel.find(f"{SVG}rect").get("width"))
+    legend = next(g for g in root.iter(f"{SVG}g") if g.get("class") == "legend")
+    swatches = [float(r.get("x")) for r in legend.findall(f"{SVG}rect")]
+    assert legend_labels(root) == ["accepted", "quarantined"] and min(swatches) >= plot_right
 
 
 SUMMARY = pd.DataFrame({"method": ["weighted", "raw", "unweighted", "alpha=0.5"],

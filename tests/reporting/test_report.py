@@ -10,6 +10,7 @@ from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.reporting import ReportInputs, build_report, render_html, summary_lines, write_report
 from fair_pipeline.reporting.build import findings_json
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
+from tests.conftest import parse_svg
 from tests.shared_home import restore_home_after_each_test
 
 
@@ -192,7 +193,7 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
     html = render_html(report)
     assert _offline(html)
-    assert html.count("data:image/png;base64,") == len(report.figures()) == 9  # all but the optional xROC
+    assert html.count("data:image/svg+xml;base64,") == len(report.figures()) == 9  # all but the optional xROC
     # the trend: one row per audited partition, each that day's stored gap and CI
     trend = next(s for s in report.sections if s.spec.key == "audit_trend")
     table = next(b.frame for b in trend.content.blocks if getattr(b, "caption", "").startswith("Every audited output"))
@@ -204,10 +205,11 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
         "on 2024-01-01 (2 audited partitions; each CI is that day's own)"]
     assert "0.062 [0.055, 0.069]" in html and "not estimable" in html
     files = write_report(report, home / "reports")
-    assert {p.name for p in files.figures} == {f.name + ".png" for f in report.figures()}
+    assert {p.name for p in files.figures} == {f.name + ".svg" for f in report.figures()}
+    assert all(parse_svg(p.read_bytes()) is not None for p in files.figures)
     markdown = files.markdown.read_text()
     assert "| m1      | 1       |" in markdown or "0.062 [0.055, 0.069]" in markdown
-    assert all(f"figures/{f.name}.png" in markdown for f in report.figures())
+    assert all(f"figures/{f.name}.svg" in markdown for f in report.figures())
 
 
 def test_a_table_with_missing_columns_is_reported_not_raised(tracked, warehouse):

@@ -9,6 +9,7 @@ from fair_pipeline.training import lambda_path
 from fair_pipeline.training.penalized.gaps import audit_path, gap_table, group_table
 from fair_pipeline.training.penalized.path import PathPoint
 from fair_pipeline.training.plots import plot_group_comparison, plot_partial_auc_path
+from tests.charts.svg_reading import marks, panels, parse
 
 
 def _scores(seed=0, n=4000):
@@ -69,8 +70,9 @@ def test_audit_path_tables_and_figures():
     scores = path[1].model.decision_function(X[1000:])
     assert overall["auc"].iloc[1] == pytest.approx(_brute_auc(scores, y[1000:]), rel=1e-12)
     assert (np.diff(overall["mi_proxy_train"]) < 0).all()
-    fig = plot_partial_auc_path(per_group)
-    assert len(fig.axes) == 2 and len(fig.axes[0].containers) == 2  # one errorbar series per group
-    fig = plot_group_comparison(per_group[per_group["lam"] == 0.0])
-    assert len(fig.axes[0].containers) == 2
+    root = parse(plot_partial_auc_path(per_group))
+    assert [p.get("data-title") for p in panels(root)] == ["cutoff 0.2", "cutoff 1"]
+    assert [len(marks(p, "points")) for p in panels(root)] == [2, 2]  # one errorbar series per group
+    root = parse(plot_group_comparison(per_group[per_group["lam"] == 0.0]))
+    assert len(marks(root, "points")) == 2
     assert isinstance(path[0], PathPoint)
