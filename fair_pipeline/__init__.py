@@ -7,9 +7,14 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 
 __version__ = "0.1.0"
+
+# The pipeline sends no usage data anywhere: Dagster's telemetry is off in the dagster.yaml it writes, MLflow's
+# here (MLflow reads the variable when it is imported; an explicit setting of the user's wins).
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 # Module paths that models registered by earlier versions name in their pickles (the fair-ranker pyfunc, its base
 # ranker and fitted transform, logged before the stage packages). Only unpickling old registry versions uses them;

@@ -367,20 +367,24 @@ class TrackedRun:
         return self.tracking.run_url(self.experiment_id, self.run_id)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
-        client = self.tracking.client()
-        for key, value in tags.items():
-            self._retry(lambda k=key, v=value: client.set_tag(self.run_id, k, str(v)), f"set tag {key}")
+        """All in one batch (one store transaction, not one per tag)."""
+        from mlflow.entities import RunTag
+
+        batch = [RunTag(key, str(value)) for key, value in tags.items()]
+        if batch:
+            self._retry(lambda: self.tracking.client().log_batch(self.run_id, tags=batch), f"set tags {', '.join(tags)}")
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         import mlflow
 
         self._retry(lambda: mlflow.log_params({k: str(v) for k, v in params.items()}), "log params")
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None, model_id: str | None = None) -> None:
+        """Metrics of the run (and of its logged model `model_id`, when given)."""
         import mlflow
 
         finite = {k: float(v) for k, v in metrics.items() if v is not None}
-        self._retry(lambda: mlflow.log_metrics(finite, step=step), "log metrics")
+        self._retry(lambda: mlflow.log_metrics(finite, step=step, model_id=model_id), "log metrics")
 
     def log_dict(self, data: Mapping[str, Any] | list, name: str) -> None:
         """`name` is an artifact path ending in .json or .yaml."""
@@ -429,8 +433,11 @@ class TrackedRun:
 
         self._retry(lambda: mlflow.log_artifact(str(path), artifact_dir), f"log artifact {path}")
 
-    def log_sklearn_model(self, model: Any, name: str, input_example: Any = None, pip_requirements: list[str] | None = None) -> str:
-        """Log a fitted scikit-learn estimator; returns its model URI (for `register_model`)."""
+    def log_sklearn_model(self, model: Any, name: str, input_example: Any = None, pip_requirements: list[str] | None = None,
+                          metrics: Mapping[str, float] | None = None) -> str:
+        """Log a fitted scikit-learn estimator and then its `metrics` (on the run and the logged model); returns
+        the model URI (for `register_model`). Metrics logged before the model would make MLflow read back every
+        metric's history to attach it to the model: one query per metric name."""
         import mlflow.sklearn
 
         info = self._retry(
@@ -439,6 +446,8 @@ class TrackedRun:
             ),
             f"log sklearn model {name}",
         )
+        if metrics:
+            self.log_metrics(metrics, model_id=info.model_id)
         return info.model_uri
 
     def log_pyfunc_model(
@@ -559,12 +568,14 @@ class MLflowTracking(dg.ConfigurableResource):
     def _create_run(self, experiment_id: str, run_name: str, tags: dict[str, str]) -> str:
         """Create a run at most once even if a retry follows a write that did land."""
         client = self.client()
-        token = uuid.uuid4().hex
+        token, attempts = uuid.uuid4().hex, []
 
         def create() -> str:
-            found = client.search_runs([experiment_id], filter_string=f"tags.`{_TOKEN_TAG}` = '{token}'", max_results=1)
-            if found:
-                return found[0].info.run_id
+            if attempts:  # only a retry can find the run: an earlier attempt may have landed before it failed
+                found = client.search_runs([experiment_id], filter_string=f"tags.`{_TOKEN_TAG}` = '{token}'", max_results=1)
+                if found:
+                    return found[0].info.run_id
+            attempts.append(token)
             return client.create_run(experiment_id, run_name=run_name, tags={**tags, _TOKEN_TAG: token}).info.run_id
 
         return self.retry(create, f"create a run in experiment {experiment_id}")

@@ -53,8 +53,8 @@ def log_fit_model(
     fitted = f"{type(model).__module__}.{type(model).__qualname__}"
     with tracking.start_run(context, stage, run_name=run_name, tags={TAG_FITTED_CLASS: fitted, **dict(tags or {})}) as run:
         run.log_params(params)
-        run.log_metrics(finite_metrics(metrics))
-        model_uri = run.log_sklearn_model(portable_model(model), "model", pip_requirements=PIP_REQUIREMENTS)
+        model_uri = run.log_sklearn_model(portable_model(model), "model", pip_requirements=PIP_REQUIREMENTS,
+                                          metrics=finite_metrics(metrics))
         for name, frame in tables.items():
             run.log_table(frame, name)
         return run.run_id, model_uri

@@ -420,7 +420,7 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
     run_id, _, figure_urls = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
                                        (str(window.first), str(window.last)))
     assert run_id == "run-1" and tracking.stages == [("audit", (DAYS[-1], DAYS[-1]))]
-    assert figure_urls == {"production": "http://x/curves_production.png"}  # linked from the Dagster metadata
+    assert figure_urls == {"production": "http://x/curves_production.svg"}  # linked from the Dagster metadata
     contract = {  # fair_pipeline.reporting.sections: name -> required columns
         "partial_auc": ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"],
         "roc_curves": ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"],

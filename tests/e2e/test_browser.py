@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import parse_svg
 from tests.e2e.ui_process import REPO, UiProcess, no_server_left
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -109,7 +110,7 @@ def test_asset_graph_shows_the_assets_and_their_passed_checks(ui, page):
 @needs_chromium
 def test_the_report_opens_in_a_browser_with_its_summary_and_figures(home, page):
     """The newest report as a reader opens it: the summary first, then sections whose figures render (each figure
-    is an embedded PNG that loaded, not a broken image). Its first screen is the README's picture of the report."""
+    is an embedded SVG that loaded, not a broken image). Its first screen is the README's picture of the report."""
     from playwright.sync_api import expect
 
     report = (home / "reports" / "latest").resolve() / "fairness_report.html"
@@ -194,7 +195,7 @@ def test_mlflow_experiment_page_shows_the_logged_run(ui, page, home):
 
 def test_figures_in_dagster_metadata_load_from_the_mlflow_ui(ui, home):
     """Figures are logged once to MLflow and linked from the Dagster metadata (not embedded): every linked figure
-    of the newest report and audit is served by the running MLflow UI as a PNG."""
+    of the newest report and audit is served by the running MLflow UI as an SVG image."""
     import re
 
     import dagster as dg
@@ -210,7 +211,8 @@ def test_figures_in_dagster_metadata_load_from_the_mlflow_ui(ui, home):
     assert urls and all(url.startswith(ui.urls()["MLflow"]) for url in urls), urls
     for url in set(urls):
         with urllib.request.urlopen(url, timeout=30) as response:
-            assert response.read(8) == b"\x89PNG\r\n\x1a\n", url
+            assert response.headers.get_content_type() == "image/svg+xml", url
+            parse_svg(response.read())
 
 
 def test_ctrl_c_stops_both_servers(home):

@@ -157,6 +157,22 @@ def test_register_sets_candidate_and_champion_moves(tr):
     assert str(tr.champion(FAIR_RANKER).version) == "2"
 
 
+def test_metrics_logged_with_a_model_belong_to_the_run_and_to_the_model_and_tags_go_in_one_batch(tr, monkeypatch):
+    model = LogisticRegression().fit(np.eye(2), [0, 1])
+    client_class, batches = type(tr.client()), []
+    original = client_class.log_batch
+    with tr.start_run(None, "training", run_name="fit") as run:
+        monkeypatch.setattr(client_class, "log_batch", lambda self, *a, **k: batches.append(k) or original(self, *a, **k))
+        run.set_tags({"a": 1, "b": "two"})
+        monkeypatch.undo()
+        uri = run.log_sklearn_model(model, "ranker", metrics={"auc": 0.75, "gap": -0.01})
+    assert len(batches) == 1 and {t.key for t in batches[0]["tags"]} == {"a", "b"}
+    logged = tr.client().get_run(run.run_id)
+    assert logged.data.metrics == {"auc": 0.75, "gap": -0.01} and logged.data.tags["b"] == "two"
+    attached = {m.key: m.value for m in tr.client().get_logged_model(uri.removeprefix("models:/")).metrics}
+    assert attached == {"auc": 0.75, "gap": -0.01}
+
+
 def test_failed_alias_rolls_back_the_new_version(tr, monkeypatch):
     with tr.start_run(None, "training", run_name="rollback") as run:
         uri = run.log_sklearn_model(LogisticRegression().fit(np.eye(2), [0, 1]), "ranker")
@@ -192,6 +208,25 @@ def test_locked_database_fails_with_a_clear_message_after_retries(home, tr):
     # Once the lock is gone the same call works.
     with quick.start_run(None, "audit", run_name="after-lock") as run:
         run.log_metrics({"x": 1.0})
+
+
+def test_a_run_whose_creation_landed_before_a_transient_error_is_created_once(tr, monkeypatch):
+    client_class = type(tr.client())
+    original, calls = client_class.create_run, []
+
+    def lands_then_fails(self, *args, **kwargs):
+        calls.append(original(self, *args, **kwargs))
+        if len(calls) == 1:
+            raise RuntimeError("database is locked")  # the write committed; the reply was lost
+        return calls[-1]
+
+    monkeypatch.setattr(client_class, "create_run", lands_then_fails)
+    quick = MLflowTracking(retry_delay_s=0.01)
+    with quick.start_run(None, "audit", run_name="once") as run:
+        pass
+    assert len(calls) == 1 and run.run_id == calls[0].info.run_id  # the retry found it instead of creating another
+    found = quick.client().search_runs([quick.experiment_id("audit")], filter_string="attributes.run_name = 'once'")
+    assert len(found) == 1
 
 
 def test_unreachable_server_fails_fast_with_a_clear_message(tmp_path):
