@@ -1,13 +1,18 @@
 """The main job (`fair-pipeline run`: simulate, then its Dagster runs: ingest, benchmark models, each day) at several traffic sizes:
 per-asset CPU share, CPU inside asset steps vs outside them (run setup, Dagster between steps), compute vs
-framework share (MLflow, Dagster, matplotlib, imports), peak RSS and peak RSS per impression.
+framework share (MLflow, Dagster, figures, imports), peak RSS and peak RSS per impression.
+
+Two invocations per size, each a fresh process: the first run on a fresh home (`--days` days: it creates the
+stores and materializes the benchmark models, once per code version), then the next day's run on that home
+(`fair-pipeline run --start <the next day> --days 1`: what a daily cron or schedule runs).
 
 Each size runs in its own subprocess on its own temporary FAIR_PIPELINE_HOME (so peak RSS is that run's, read
 from /proc: VmHWM). A sampler thread records the process's CPU time (all threads, DuckDB's included) and RSS
 every `--interval` seconds; the Dagster event log's step start / end times split the samples by asset step
 (a step run once per trained day is summed over its runs; its peak RSS is the highest). The same thread samples
 the main thread's stack and charges the CPU of each period to what it was doing (`kind_of`): our code and the
-numpy / DuckDB / pandas work it calls is compute; MLflow, Dagster, matplotlib and module imports are framework.
+numpy / DuckDB / pandas work it calls is compute; MLflow, Dagster, drawing figures (fair_pipeline.charts, or
+matplotlib in a checkout that used it) and module imports are framework.
 All sizes run one after the other in one invocation, so the ratios between them are measured side by side.
 
     /work/venv/bin/python benchmarks/bench_main_job.py [--sizes 25000 100000 250000] [--days 3] [--top 8] [--code CHECKOUT]
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import datetime as dt
 import json
 import os
 import subprocess
@@ -49,15 +55,15 @@ def _peak_rss() -> int:
     return 0
 
 
-KINDS = ("compute", "mlflow", "dagster", "matplotlib", "imports", "other")
+KINDS = ("compute", "mlflow", "dagster", "figures", "imports", "other")
 # where a stack's innermost known frame lives; the first match from the leaf decides (see `kind_of`)
-LIBRARIES = (("mlflow", "/mlflow/"), ("matplotlib", "/matplotlib/"), ("matplotlib", "/PIL/"),
+LIBRARIES = (("mlflow", "/mlflow/"), ("figures", "/matplotlib/"), ("figures", "/PIL/"), ("figures", "/fair_pipeline/charts/"),
              ("dagster", "/dagster/"), ("dagster", "/dagster_"), ("compute", "/fair_pipeline/"))
 
 
 def kind_of(frame) -> str:
     """What the main thread is doing: 'imports' when any frame is importing a module; otherwise the library of
-    the innermost frame that is MLflow, matplotlib, Dagster or fair_pipeline (so numpy, DuckDB, pandas,
+    the innermost frame that is MLflow, figures, Dagster or fair_pipeline (so numpy, DuckDB, pandas,
     scikit-learn called by our code count as compute, SQLAlchemy called by MLflow as MLflow); 'other' when
     none is on the stack (CLI start-up, interpreter)."""
     kind, f = None, frame
@@ -135,7 +141,7 @@ def _step_intervals(run_id: str) -> dict[str, tuple[float, float]]:
     return intervals
 
 
-def child(requests_per_day: int, days: int, interval: float, code: Path) -> dict:
+def child(requests_per_day: int, start: str, days: int, interval: float, code: Path) -> dict:
     """One `fair-pipeline run` of the checkout `code` in this process; returns the measurements as a dict."""
     sys.path.insert(0, str(code))
     from fair_pipeline import cli, runner
@@ -157,7 +163,7 @@ def child(requests_per_day: int, days: int, interval: float, code: Path) -> dict
         return result
 
     runner._execute = timed_run
-    code = cli.main(["run", "--start", START, "--days", str(days), "--requests-per-day", str(requests_per_day)])
+    code = cli.main(["run", "--start", start, "--days", str(days), "--requests-per-day", str(requests_per_day)])
     samples = sampler.stop()
     total_cpu = _cpu() - began_cpu
     steps = {}
@@ -174,10 +180,12 @@ def child(requests_per_day: int, days: int, interval: float, code: Path) -> dict
     import duckdb
 
     con = duckdb.connect(str(Path(os.environ["FAIR_PIPELINE_HOME"]) / "warehouse.duckdb"), read_only=True)
-    impressions = sum(con.execute(f"SELECT count(*) FROM raw.{t}").fetchone()[0]
-                      for t in ("observational_impressions", "randomized_impressions"))
+    first_day = dt.date.fromisoformat(start)
+    impressions = sum(con.execute(f"SELECT count(*) FROM raw.{t} WHERE partition_date >= ? AND partition_date < ?",
+                                  [first_day, first_day + dt.timedelta(days=days)]).fetchone()[0]
+                      for t in ("observational_impressions", "randomized_impressions"))  # the days this run loaded
     con.close()
-    return {"requests_per_day": requests_per_day, "days": days, "exit_code": code, "success": marks["success"],
+    return {"requests_per_day": requests_per_day, "start": start, "days": days, "exit_code": code, "success": marks["success"],
             "wall": time.time() - began_wall, "cpu": total_cpu, "job_cpu": job_cpu,
             "simulate_cpu": _cpu_at(samples, marks["job_start"]) - samples[0][1],
             "simulate_peak_rss": max(s[2] for s in samples if s[0] <= marks["job_start"]),
@@ -201,49 +209,75 @@ def _gib(n: float) -> str:
     return f"{n / 2 ** 30:.2f}"
 
 
+PHASES = {"first": "first run, fresh home", "next": "next day, existing home"}
+
+
 def report(results: list[dict], top: int) -> None:
-    print(f"\nmain job, {results[0]['days']} days per size; CPU = process user+sys (all threads)")
-    print(f"{'requests/day':>12s} {'impressions':>12s} {'wall s':>7s} {'CPU s':>7s} {'job CPU':>8s} "
+    print(f"\nmain job: the first run on a fresh home ({results[0]['days']} days), then the next day's run on it; "
+          "CPU = process user+sys (all threads)")
+    print(f"{'requests/day':>12s} {'run':>24s} {'impressions':>12s} {'wall s':>7s} {'CPU s':>7s} {'job CPU':>8s} "
           f"{'in steps':>8s} {'compute':>8s} {'peak RSS GiB':>12s} {'bytes/impr.':>11s} {'bytes/impr. of a day':>20s}")
     for r in results:
         in_steps = sum(s["cpu"] for s in r["steps"].values())
-        print(f"{r['requests_per_day']:12,d} {r['impressions']:12,d} {r['wall']:7.0f} {r['cpu']:7.1f} "
+        print(f"{r['requests_per_day']:12,d} {PHASES[r['phase']]:>24s} {r['impressions']:12,d} {r['wall']:7.0f} {r['cpu']:7.1f} "
               f"{r['job_cpu']:8.1f} {in_steps / r['job_cpu']:8.0%} {r['kinds']['compute'] / r['job_cpu']:8.0%} "
               f"{_gib(r['peak_rss']):>12s} "
               f"{r['peak_rss'] / r['impressions']:11.0f} {r['peak_rss'] / r['impressions_per_day']:20.0f}"
               + ("" if r["success"] else "  (RUN FAILED)"))
     print("\ncompute vs framework share of the Dagster runs' CPU (what the main thread was doing when the CPU was "
           "spent; DuckDB's threads count with the call that started them)")
-    print(f"{'requests/day':>12s} {'runs':>34s} {'CPU s':>7s} " + " ".join(f"{kind:>10s}" for kind in KINDS))
+    print(f"{'requests/day':>12s} {'runs':>58s} {'CPU s':>7s} " + " ".join(f"{kind:>10s}" for kind in KINDS))
     for r in results:
         jobs = r.get("job_kinds", {})
-        daily = {kind: sum(v[kind] for name, v in jobs.items() if name != BENCHMARK_JOB) for kind in KINDS}
-        for label, kinds in (("all", r["kinds"]), *((f"job {name}", v) for name, v in jobs.items()),
-                             (f"daily (all but {BENCHMARK_JOB})", daily)):
+        rows = [("all", r["kinds"]), *((f"job {name}", v) for name, v in jobs.items())]
+        if BENCHMARK_JOB in jobs:
+            rows.append((f"all but {BENCHMARK_JOB}",
+                         {kind: sum(v[kind] for name, v in jobs.items() if name != BENCHMARK_JOB) for kind in KINDS}))
+        for label, kinds in rows:
             total = sum(kinds.values()) or 1.0
-            print(f"{r['requests_per_day']:12,d} {label:>34s} {total:7.1f} "
+            print(f"{r['requests_per_day']:12,d} {PHASES[r['phase']] + ': ' + label:>58s} {total:7.1f} "
                   + " ".join(f"{kinds[kind] / total:10.1%}" for kind in KINDS))
     for r in results:
-        print(f"\n{r['requests_per_day']:,} requests/day: top {top} asset steps by CPU "
+        print(f"\n{r['requests_per_day']:,} requests/day, {PHASES[r['phase']]}: top {top} asset steps by CPU "
               f"(share of the Dagster run's CPU {r['job_cpu']:.1f} s; simulation before it: {r['simulate_cpu']:.1f} s CPU, "
               f"peak RSS {_gib(r['simulate_peak_rss'])} GiB)")
         print(f"  {'step':52s} {'CPU s':>7s} {'share':>6s} {'wall s':>7s} {'peak RSS GiB':>12s} {'compute':>8s} "
-              f"{'mlflow':>7s} {'dagster':>8s} {'mpl':>5s} {'imports':>8s}")
+              f"{'mlflow':>7s} {'dagster':>8s} {'figures':>8s} {'imports':>8s}")
         ranked = sorted(r["steps"].items(), key=lambda kv: -kv[1]["cpu"])
         for step, s in ranked[:top]:
             sampled = sum(s["kinds"].values()) or 1.0
             print(f"  {step[:52]:52s} {s['cpu']:7.1f} {s['cpu'] / r['job_cpu']:6.1%} {s['wall']:7.1f} "
                   f"{_gib(s['peak_rss']):>12s} {s['kinds']['compute'] / sampled:8.0%} {s['kinds']['mlflow'] / sampled:7.0%} "
-                  f"{s['kinds']['dagster'] / sampled:8.0%} {s['kinds']['matplotlib'] / sampled:5.0%} "
+                  f"{s['kinds']['dagster'] / sampled:8.0%} {s['kinds']['figures'] / sampled:8.0%} "
                   f"{s['kinds']['imports'] / sampled:8.0%}")
         rest = ranked[top:]
         if rest:
             print(f"  {f'{len(rest)} other steps':52s} {sum(s['cpu'] for _, s in rest):7.1f} "
                   f"{sum(s['cpu'] for _, s in rest) / r['job_cpu']:6.1%}")
-    if len(results) > 1:
-        small, large = results[0], results[-1]
-        print(f"\npeak RSS {large['requests_per_day']:,} / {small['requests_per_day']:,} requests/day: "
+    firsts = [r for r in results if r["phase"] == "first"]
+    if len(firsts) > 1:
+        small, large = firsts[0], firsts[-1]
+        print(f"\npeak RSS of the first runs, {large['requests_per_day']:,} / {small['requests_per_day']:,} requests/day: "
               f"{large['peak_rss'] / small['peak_rss']:.2f}x for {large['impressions'] / small['impressions']:.1f}x the impressions")
+
+
+def _measure(size: int, start: str, days: int, home: str, args) -> dict:
+    """One `fair-pipeline run` in a fresh interpreter on `home` (`child`); exits naming the failure."""
+    env = {**os.environ, "FAIR_PIPELINE_HOME": home, "PYTHONPATH": str(args.code.resolve())}
+    env.pop("DAGSTER_HOME", None)
+    env.pop("MLFLOW_TRACKING_URI", None)
+    done = subprocess.run([sys.executable, __file__, "--child", str(size), "--start", start, "--days", str(days),
+                           "--interval", str(args.interval), "--code", str(args.code)], env=env, capture_output=True, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        sys.exit(f"{size:,} requests/day from {start}: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    if not result["success"]:  # what failed, from the CLI's own lines
+        out = done.stdout.splitlines()
+        first = next((k for k, line in enumerate(out) if " FAILED after " in line), None)
+        print("\n".join(out[first:first + 15]) if first is not None else done.stderr[-3000:], flush=True)
+    print(lines[-1], flush=True)  # the raw figures, kept even if a later size is interrupted
+    return result
 
 
 def main() -> None:
@@ -255,28 +289,18 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=ROOT,
                         help="checkout whose fair_pipeline is measured (default: this one), e.g. to measure a baseline")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--start", default=START, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print("RESULT " + json.dumps(child(args.child, args.days, args.interval, args.code.resolve())))
+        print("RESULT " + json.dumps(child(args.child, args.start, args.days, args.interval, args.code.resolve())))
         return
     results = []
+    next_day = str(dt.date.fromisoformat(START) + dt.timedelta(days=args.days))
     for size in args.sizes:
         with tempfile.TemporaryDirectory(prefix=f"bench_main_job_{size}_") as home:
-            env = {**os.environ, "FAIR_PIPELINE_HOME": home, "PYTHONPATH": str(args.code.resolve())}
-            env.pop("DAGSTER_HOME", None)
-            env.pop("MLFLOW_TRACKING_URI", None)
-            print(f"running {size:,} requests/day x {args.days} days in {home} ...", flush=True)
-            done = subprocess.run([sys.executable, __file__, "--child", str(size), "--days", str(args.days),
-                                   "--interval", str(args.interval), "--code", str(args.code)], env=env, capture_output=True, text=True)
-            lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-            if done.returncode or not lines:
-                sys.exit(f"{size:,} requests/day: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
-            results.append(json.loads(lines[-1][len("RESULT "):]))
-            if not results[-1]["success"]:  # what failed, from the CLI's own lines
-                out = done.stdout.splitlines()
-                first = next((k for k, line in enumerate(out) if " FAILED after " in line), None)
-                print("\n".join(out[first:first + 15]) if first is not None else done.stderr[-3000:], flush=True)
-            print(lines[-1], flush=True)  # the raw figures, kept even if a later size is interrupted
+            print(f"running {size:,} requests/day x {args.days} days in {home}, then the next day ...", flush=True)
+            results.append({**_measure(size, START, args.days, home, args), "phase": "first"})
+            results.append({**_measure(size, next_day, 1, home, args), "phase": "next"})
     report(results, args.top)
 
 

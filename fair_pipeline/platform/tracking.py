@@ -193,6 +193,22 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
+def created_once(create: Callable[[], T], find: Callable[[], T | None]) -> Callable[[], T]:
+    """`create` made safe to retry: an attempt after the first looks for what an earlier one may have written
+    before it failed (`find`, e.g. by a unique token tag) instead of creating a second copy. The first attempt
+    skips the lookup: nothing can exist yet."""
+    attempted = False
+
+    def attempt() -> T:
+        nonlocal attempted
+        if attempted and (found := find()) is not None:
+            return found
+        attempted = True
+        return create()
+
+    return attempt
+
+
 def _local_sqlite_path(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///"):].split("?", 1)[0]) if uri.startswith("sqlite:///") else None
 
@@ -485,6 +501,7 @@ class MLflowTracking(dg.ConfigurableResource):
     retry_delay_s: float = 1.0
 
     _experiment_ids: dict = PrivateAttr(default_factory=dict)
+    _described_models: set = PrivateAttr(default_factory=set)  # registered models known to exist with a description
 
     # ---- configuration
     @property
@@ -568,17 +585,16 @@ class MLflowTracking(dg.ConfigurableResource):
     def _create_run(self, experiment_id: str, run_name: str, tags: dict[str, str]) -> str:
         """Create a run at most once even if a retry follows a write that did land."""
         client = self.client()
-        token, attempts = uuid.uuid4().hex, []
+        token = uuid.uuid4().hex
+
+        def find() -> str | None:
+            found = client.search_runs([experiment_id], filter_string=f"tags.`{_TOKEN_TAG}` = '{token}'", max_results=1)
+            return found[0].info.run_id if found else None
 
         def create() -> str:
-            if attempts:  # only a retry can find the run: an earlier attempt may have landed before it failed
-                found = client.search_runs([experiment_id], filter_string=f"tags.`{_TOKEN_TAG}` = '{token}'", max_results=1)
-                if found:
-                    return found[0].info.run_id
-            attempts.append(token)
             return client.create_run(experiment_id, run_name=run_name, tags={**tags, _TOKEN_TAG: token}).info.run_id
 
-        return self.retry(create, f"create a run in experiment {experiment_id}")
+        return self.retry(created_once(create, find), f"create a run in experiment {experiment_id}")
 
     # ---- reading back
     def _newest_finished_run(self, condition: str, stages: tuple[str, ...], what: str, partition: dt.date | None = None):
@@ -659,6 +675,8 @@ class MLflowTracking(dg.ConfigurableResource):
             version_tags.update({"fair_pipeline.run_id": run.run_id, TAG_STAGE: run.stage})
 
         def ensure_model() -> None:
+            if name in self._described_models:
+                return
             found = client.search_registered_models(filter_string=f"name = '{name}'")
             if not found:
                 try:
@@ -668,16 +686,18 @@ class MLflowTracking(dg.ConfigurableResource):
                         raise
             elif not found[0].description:  # registered before models had descriptions
                 client.update_registered_model(name, description=registered_model_description(name))
+            self._described_models.add(name)
+
+        def find_version():
+            existing = client.search_model_versions(f"name = '{name}' and tags.`{_TOKEN_TAG}` = '{token}'")
+            return existing[0] if existing else None
 
         def create_version():
-            existing = client.search_model_versions(f"name = '{name}' and tags.`{_TOKEN_TAG}` = '{token}'")
-            if existing:
-                return existing[0]
             with _without_registry_chatter():
                 return mlflow.register_model(model_uri, name, tags=version_tags)
 
         self.retry(ensure_model, f"create registered model {name}")
-        version = self.retry(create_version, f"register {model_uri} as {name}")
+        version = self.retry(created_once(create_version, find_version), f"register {model_uri} as {name}")
         if alias is None:
             return client.get_model_version(name, version.version)
         try:

@@ -229,6 +229,25 @@ def test_a_run_whose_creation_landed_before_a_transient_error_is_created_once(tr
     assert len(found) == 1
 
 
+def test_a_model_version_whose_registration_landed_before_a_transient_error_is_registered_once(tr, monkeypatch):
+    import mlflow
+
+    original, calls = mlflow.register_model, []
+
+    def lands_then_fails(*args, **kwargs):
+        calls.append(original(*args, **kwargs))
+        if len(calls) == 1:
+            raise RuntimeError("database is locked")
+        return calls[-1]
+
+    with tr.start_run(None, "training", run_name="fit") as run:
+        uri = run.log_sklearn_model(LogisticRegression().fit(np.eye(2), [0, 1]), "ranker")
+        monkeypatch.setattr(mlflow, "register_model", lands_then_fails)
+        version = MLflowTracking(retry_delay_s=0.01).register_model(uri, FAIR_RANKER, run=run)
+    assert len(calls) == 1 and str(version.version) == "1" and CANDIDATE in version.aliases
+    assert len(tr.client().search_model_versions(f"name = '{FAIR_RANKER}'")) == 1
+
+
 def test_unreachable_server_fails_fast_with_a_clear_message(tmp_path):
     from fair_pipeline.ui import free_port
 
