@@ -61,6 +61,18 @@ def engine_run_config() -> dict:
     return {"resources": {"warehouse": {"config": config}}}
 
 
+_INSTANCES: dict[str, dg.DagsterInstance] = {}
+
+
+def current_instance() -> dg.DagsterInstance:
+    """The Dagster instance of $DAGSTER_HOME, created once per process and home: a command's runs share it
+    (loading an instance reads dagster.yaml and checks every storage's schema, ~0.1 s each time)."""
+    home = os.environ["DAGSTER_HOME"] if os.environ.get("DAGSTER_HOME") else str(ensure_dagster_home())
+    if home not in _INSTANCES:
+        _INSTANCES[home] = dg.DagsterInstance.get()
+    return _INSTANCES[home]
+
+
 def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: str | None = None,
              start: str | None = None, end: str | None = None, progress: dg.LoggerDefinition | None = None,
              verbose: bool = True) -> dg.ExecuteInProcessResult:
@@ -68,7 +80,7 @@ def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: s
     console logger shows only warnings and errors."""
     from fair_pipeline.definitions import defs
 
-    instance = instance or dg.DagsterInstance.get()
+    instance = instance or current_instance()
     tags = {ASSET_PARTITION_RANGE_START_TAG: start, ASSET_PARTITION_RANGE_END_TAG: end} if start else {}
     job, run_config = with_progress(defs.resolve_job_def(job_name),
                                     {"loggers": {"console": {"config": {"log_level": "INFO"}}}, **engine_run_config()},
@@ -98,7 +110,7 @@ def benchmarks_outdated(instance: dg.DagsterInstance | None = None) -> bool:
     (what their automation condition does in the daemon, for runs without one)."""
     from fair_pipeline.training.assets import BENCHMARK_CODE_VERSION, BENCHMARK_MODELS_KEY
 
-    instance = instance or dg.DagsterInstance.get()
+    instance = instance or current_instance()
     event = instance.get_latest_materialization_event(BENCHMARK_MODELS_KEY)
     if event is None:
         return True
