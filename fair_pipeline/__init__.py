@@ -1,6 +1,6 @@
 """fair_pipeline: end-to-end fair ranking on Dagster + DuckDB + MLflow.
 
-One package per pipeline stage (see each package's tour): platform, ingestion, datasets, position_bias, eo,
+One package per pipeline stage (see each package's tour): charts (figures), platform, ingestion, datasets, position_bias, eo,
 training, audit, selection, reporting, reproductions.
 """
 import importlib
