@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -335,10 +336,11 @@ def check_recovered(home: Path, clean: dict[str, object] | None, outcome: Outcom
 
 
 def run_point(point: KillPoint, home: Path, landing: Path, clean: dict[str, object] | None,
-              timeout_s: float = 1200) -> Outcome:
-    """Kill a run at `point` on a fresh home holding `landing`, recover with `run --no-simulate`, check."""
+              timeout_s: float = 1200, prepare: Callable[[Path, Path], object] = fresh_home) -> Outcome:
+    """Kill a run at `point` on `home` as `prepare(home, landing)` leaves it (by default a fresh home holding
+    `landing`), recover with `run --no-simulate`, check."""
     outcome = Outcome(point.name)
-    fresh_home(home, landing)
+    prepare(home, landing)
     try:
         outcome.killed_in, dead, left_running = kill_at(point, home, timeout_s)
     except (RuntimeError, TimeoutError) as error:
@@ -367,9 +369,11 @@ def run_point(point: KillPoint, home: Path, landing: Path, clean: dict[str, obje
     return outcome
 
 
-def clean_run(home: Path, landing: Path, timeout_s: float = 1200) -> tuple[dict[str, object], float]:
-    """The reference: `run --no-simulate` on a fresh home; (its fingerprint, its seconds)."""
-    fresh_home(home, landing)
+def clean_run(home: Path, landing: Path, timeout_s: float = 1200,
+              prepare: Callable[[Path, Path], object] = fresh_home) -> tuple[dict[str, object], float]:
+    """The reference: `run --no-simulate` on `home` as `prepare(home, landing)` leaves it (by default a fresh
+    home); (its fingerprint, its seconds)."""
+    prepare(home, landing)
     began = time.monotonic()
     result = cli(home, "run", "--no-simulate", timeout_s=timeout_s)
     if result.returncode != 0:

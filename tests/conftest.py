@@ -20,23 +20,59 @@ SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, 
 START = dt.date(2026, 1, 1)
 
 
-# Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10). xdist (`--dist loadfile`)
-# hands modules to the workers in collection order, so these go first, longest first, and the short ones fill the
-# gaps: a long module drawn last by the random order leaves the other worker idle until it ends. A stale figure
-# only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
+# Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10; test_engine_run, added since,
+# is its idle time scaled by the same load). xdist (`--dist loadfile`, `--no-loadscope-reorder`) hands work units to
+# the workers in collection order, so these go first, longest first, and the short ones fill the gaps: a long
+# module drawn last by the random order leaves the other worker idle until it ends. (Without
+# `--no-loadscope-reorder`, xdist >= 3.8 sorts the units by their number of tests, which put these last.) A stale
+# figure only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
 LONG_MODULES = {
     "tests/platform/test_kill_recovery.py": 1095, "tests/e2e/test_docs_commands.py": 873, "tests/e2e/test_readme.py": 805,
-    "tests/e2e/test_main_job.py": 470, "tests/platform/test_disk_full.py": 309, "tests/platform/test_concurrent_runs.py": 253,
+    "tests/e2e/test_main_job.py": 470, "tests/platform/spark/test_engine_run.py": 440,
+    "tests/platform/test_disk_full.py": 309, "tests/platform/test_concurrent_runs.py": 253,
     "tests/e2e/test_browser.py": 238, "tests/reporting/test_assets.py": 235, "tests/audit/test_assets.py": 220,
     "tests/e2e/test_partitions.py": 194, "tests/audit/test_coverage.py": 167, "tests/selection/test_assets.py": 131,
     "tests/training/test_assets.py": 123, "tests/position_bias/test_assets.py": 115, "tests/platform/spark/test_parity.py": 98,
     "tests/platform/spark/test_spark_engine.py": 92, "tests/app/test_concurrency.py": 90,
+    "tests/platform/spark/test_bench_engines.py": 31,
 }
+
+# Directories whose modules are one work unit (one worker runs all of them): the Spark tests share the session's
+# SparkSession, and a worker that ran any of them started a JVM (25-45 s) of its own.
+ONE_WORKER = ("tests/platform/spark/",)
+
+
+def work_unit(nodeid: str) -> str:
+    """The work unit xdist hands to one worker: a test's module, or its ONE_WORKER directory."""
+    module = nodeid.split("::")[0]
+    return next((directory for directory in ONE_WORKER if module.startswith(directory)), module)
+
+
+def unit_seconds() -> dict[str, int]:
+    """LONG_MODULES summed by work unit."""
+    seconds: dict[str, int] = {}
+    for module, figure in LONG_MODULES.items():
+        seconds[work_unit(module)] = seconds.get(work_unit(module), 0) + figure
+    return seconds
 
 
 def pytest_collection_modifyitems(items):
-    """Long modules first (a stable sort: runs after pytest-randomly's shuffle, keeps it everywhere else)."""
-    items.sort(key=lambda item: -LONG_MODULES.get(item.nodeid.split("::")[0], 0))
+    """Long work units first (a stable sort: runs after pytest-randomly's shuffle, keeps it everywhere else)."""
+    seconds = unit_seconds()
+    items.sort(key=lambda item: -seconds.get(work_unit(item.nodeid), 0))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with ONE_WORKER's directories as single work units (other modes: xdist's own)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileOrDirectoryScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return LoadFileOrDirectoryScheduling(config, log)
 
 
 # The variables that steer the project and the libraries it drives (others, e.g. OpenMP's, are set by imports).

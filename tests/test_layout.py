@@ -65,10 +65,3 @@ def test_documented_public_api_imports():
     from fair_pipeline.position_bias import estimate_position_bias  # noqa: F401
     from fair_pipeline.selection import elicit_fair_quadratic_metric  # noqa: F401
     from fair_pipeline.training import MIPenalizedLogisticRegression  # noqa: F401
-
-
-def test_every_long_module_named_for_scheduling_exists():
-    """conftest.LONG_MODULES puts the long modules first; a renamed module would silently lose its place."""
-    from tests.conftest import LONG_MODULES
-
-    assert [name for name in LONG_MODULES if not (REPO / name).is_file()] == []

@@ -51,6 +51,12 @@ def small_disk(tmp_path: Path):
             subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
 
 
+@pytest.fixture(scope="module")
+def landing(tmp_path_factory) -> Path:
+    """The landing files both cases copy into their home (read only)."""
+    return kill_harness.simulate(tmp_path_factory.mktemp("landing_home"), kill_harness.Sizes())
+
+
 def _fill(ballast: Path, leave_bytes: int) -> None:
     with ballast.open("wb") as out:
         out.write(b"\0" * (disk_space.free_bytes(ballast.parent) - leave_bytes))
@@ -67,8 +73,7 @@ def _run(home: Path) -> tuple[int, list[str]]:
 @pytest.mark.slow
 @pytest.mark.timeout(3 * RUN_TIMEOUT_S)
 @pytest.mark.parametrize("free_mb", [3, 20], ids=["full_while_ingesting", "full_later_in_the_run"])
-def test_full_disk_ends_with_one_clear_line_and_the_next_run_recovers(small_disk, tmp_path, free_mb):
-    landing = kill_harness.simulate(tmp_path / "landing_home", kill_harness.Sizes())
+def test_full_disk_ends_with_one_clear_line_and_the_next_run_recovers(small_disk, landing, free_mb):
     home = kill_harness.fresh_home(small_disk / "home", landing)
     ballast = small_disk / "ballast"
     _fill(ballast, free_mb * 2**20)
