@@ -59,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     for number, point in enumerate(choose_points(args.points, random.Random(args.seed), clean_s), 1):
         point_began = time.monotonic()
-        outcome = run_point(point, root / "point", landing, clean, args.timeout)
+        # A new directory per point: this process reads each home's MLflow store, and MLflow keeps one engine
+        # (and its open SQLite connection) per store URI, which would keep reading a deleted file at a reused path.
+        home = root / f"point_{number}"
+        outcome = run_point(point, home, landing, clean, args.timeout)
         outcomes.append(outcome)
+        if outcome.recovered:
+            shutil.rmtree(home, ignore_errors=True)
         verdict = "recovered" if outcome.recovered else "FAILED: " + "; ".join(outcome.problems)[:2000]
         print(f"[{number}/{args.points}] {point.name}: killed in {outcome.killed_in or '?'}; "
               f"{time.monotonic() - point_began:.0f}s for the point; {verdict}", flush=True)
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntried {len(outcomes)}, recovered {recovered}, failed {len(outcomes) - recovered}; clean run "
           f"{clean_s:.0f}s; total {time.monotonic() - began:.0f}s")
     if recovered < len(outcomes):
-        print(f"the last point's home is kept for inspection under {root}")
+        print(f"the failed points' homes are kept for inspection under {root}")
         return 1
     shutil.rmtree(root)
     return 0
