@@ -46,4 +46,4 @@ def plot_partial_auc_path(per_group: pd.DataFrame, cutoffs=None, title: str = ""
             panel.points(rows["lam"].map(at).to_numpy(dtype=float) + offset, rows["pauc"], rows["ci_low"], rows["ci_high"],
                          series=str(group), connect=True)
         drawn.append(panel)
-    return render(drawn, len(drawn), panel_size=(260.0, 220.0), title=title)
+    return render(drawn, len(drawn), panel_size=(260.0, 220.0), title=title, legend_title="group")
