@@ -121,3 +121,16 @@ def test_an_unnamed_mark_keeps_one_colour_whether_the_legend_or_the_drawing_asks
     panel.points([0, 1], [0, 1], [0, 0], [1, 1], connect=True)  # the λ frontier: one unnamed series
     (points_mark,) = marks(parse(render([panel])), "points")
     assert {e.get("stroke") or e.get("fill") for e in points_mark} == {"#1f77b4"}
+
+
+def test_the_pipeline_and_its_figures_import_no_plotting_library():
+    import subprocess
+    import sys
+
+    code = ("import sys, fair_pipeline.definitions\n"
+            "from fair_pipeline.reporting import figures\n"
+            "import pandas as pd\n"
+            "figures.stacked_bars(pd.DataFrame({'d': ['a'], 'n': [1]}), 'd', ['n'], 'rows')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'PIL')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
