@@ -67,7 +67,7 @@ _INSTANCES: dict[str, dg.DagsterInstance] = {}
 def current_instance() -> dg.DagsterInstance:
     """The Dagster instance of $DAGSTER_HOME, created once per process and home: a command's runs share it
     (loading an instance reads dagster.yaml and checks every storage's schema, ~0.1 s each time)."""
-    home = os.environ["DAGSTER_HOME"] if os.environ.get("DAGSTER_HOME") else str(ensure_dagster_home())
+    home = os.environ.get("DAGSTER_HOME") or str(ensure_dagster_home())
     if home not in _INSTANCES:
         _INSTANCES[home] = dg.DagsterInstance.get()
     return _INSTANCES[home]

@@ -150,15 +150,6 @@ def materialize_simulated_home(home: Path, config: SimulationConfig, start: dt.d
     return result
 
 
-def parse_svg(data: bytes):
-    """The root element of an SVG document (`fair_pipeline.charts.render`); fails unless the bytes are one."""
-    import xml.etree.ElementTree as ElementTree
-
-    root = ElementTree.fromstring(data)
-    assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
-    return root
-
-
 def linked_figure(markdown: str, tracking=None) -> bytes:
     """The SVG a figure in Dagster metadata links to (`tracking.figure_link_markdown`), read back from the MLflow
     store; fails if the figure is embedded instead or the link names no logged SVG."""
@@ -167,6 +158,7 @@ def linked_figure(markdown: str, tracking=None) -> bytes:
     from urllib.parse import parse_qs, urlparse
 
     from fair_pipeline.platform.tracking import MLflowTracking
+    from tests.charts.svg_reading import parse
 
     assert "data:image" not in markdown, "figures are linked to MLflow, not embedded in Dagster events"
     found = re.search(r"\]\((http[^)\s]+/get-artifact\?[^)\s]+)\)", markdown)
@@ -176,5 +168,5 @@ def linked_figure(markdown: str, tracking=None) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         svg = Path(client.download_artifacts(query["run_uuid"][0], query["path"][0], tmp)).read_bytes()
     assert query["path"][0].endswith(".svg"), query
-    parse_svg(svg)
+    parse(svg)
     return svg

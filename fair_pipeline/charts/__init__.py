@@ -6,10 +6,10 @@ bar for heatmaps) and returns the SVG document's bytes. Pure Python and numpy: n
 to lay out (the browser does that), so a figure costs milliseconds. Tests: tests/charts/.
 """
 from fair_pipeline.charts.colours import text_colour_on, viridis
-from fair_pipeline.charts.panel import Panel
+from fair_pipeline.charts.panel import Panel, dodge
 from fair_pipeline.charts.svg import render
 
 SUFFIX = ".svg"
 MEDIA_TYPE = "image/svg+xml"
 
-__all__ = ["MEDIA_TYPE", "Panel", "SUFFIX", "render", "text_colour_on", "viridis"]
+__all__ = ["MEDIA_TYPE", "Panel", "SUFFIX", "dodge", "render", "text_colour_on", "viridis"]

@@ -13,6 +13,11 @@ import numpy as np
 STYLES = ("solid", "dashed", "dotted")
 
 
+def dodge(n_series: int, width: float = 0.6) -> np.ndarray:
+    """x offsets that set `n_series` series side by side within `width` of one category (or x value), centred."""
+    return (np.arange(n_series) - (n_series - 1) / 2) * (width / max(n_series, 1))
+
+
 def _floats(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=float).ravel()
 

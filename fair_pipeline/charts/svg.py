@@ -100,13 +100,12 @@ def _axis(panel: Panel, which: str, pixels: float) -> Axis:
     target = max(4, int(pixels // 60))
     categories = panel.x_labels if which == "x" else panel.y_labels
     fixed = panel.xlim if which == "x" else panel.ylim
+    data = panel.extent(which)
     if categories is not None:
         low, high = fixed or (-0.5, len(categories) - 0.5)
-        data = panel.extent(which)
         if fixed is None and data.size:  # dodged points may sit beyond the outer categories
             low, high = min(low, float(np.nanmin(data)) - 0.3), max(high, float(np.nanmax(data)) + 0.3)
         return Axis(low, high, np.arange(len(categories), dtype=float), [str(c) for c in categories])
-    data = panel.extent(which)
     low, high = fixed or ticks.limits(data)
     if fixed is None and which == "y" and panel.has_bars() and data.size and np.nanmin(data) >= 0:
         low = 0.0  # bars stand on the axis
@@ -205,8 +204,8 @@ def _draw_cells(d: dict, sx: Scale, sy: Scale) -> list[str]:
     values, out = d["values"], []
     width, height = sx(1.0) - sx(0.0), sy(1.0) - sy(0.0)
     for (i, j), value in np.ndenumerate(values):
-        fill = "#ffffff" if np.isnan(value) else hex_colour(viridis(value))
-        ink = "black" if np.isnan(value) else text_colour_on(viridis(value))
+        rgb = None if np.isnan(value) else viridis(value)
+        fill, ink = ("#ffffff", "black") if rgb is None else (hex_colour(rgb), text_colour_on(rgb))
         x, y = sx(j - 0.5), sy(i - 0.5)
         out.append(f"<rect x='{_n(x)}' y='{_n(y)}' width='{_n(width)}' height='{_n(height)}' fill='{fill}'/>")
         out.append(_text(x + width / 2, y + height / 2, d["text"][i][j], 8, colour=ink, baseline="central"))

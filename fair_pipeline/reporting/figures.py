@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.charts import Panel, render
+from fair_pipeline.charts import Panel, dodge, render
 from fair_pipeline.charts.colours import text_colour_on, viridis
 
 __all__ = ["curves_with_bands", "draw_curves", "draw_heatmap", "draw_stacked_bars", "frontier", "panels",
@@ -74,10 +74,8 @@ def points_with_errors(
     if reference is not None:
         panel.hline(reference, series=reference_label or None)
     groups = list(frame.groupby(by, sort=True)) if by else [("", frame)]
-    width = 0.6 / max(len(groups), 1)
-    for i, (label, part) in enumerate(groups):
+    for offset, (label, part) in zip(dodge(len(groups)), groups):
         part = part.sort_values(x)
-        offset = (i - (len(groups) - 1) / 2) * width
         panel.points(part[x] + offset, part[y], part[low], part[high], series=_series(label))
     return render([panel], panel_size=SINGLE, legend_title=by)
 

@@ -8,14 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.charts import Panel, render
+from fair_pipeline.charts import Panel, dodge, render
 
 PAUC_LABEL = "partial AUC / alpha (95% CI)"
-
-
-def _dodge(n_series: int, spread: float = 0.3) -> np.ndarray:
-    """Horizontal offsets that keep the error bars of `n_series` series at one category apart."""
-    return np.linspace(-spread / 2, spread / 2, n_series) if n_series > 1 else np.zeros(1)
 
 
 def plot_group_comparison(per_group: pd.DataFrame, title: str = "") -> bytes:
@@ -23,7 +18,7 @@ def plot_group_comparison(per_group: pd.DataFrame, title: str = "") -> bytes:
     groups = list(dict.fromkeys(per_group["group"]))
     cutoffs = sorted(per_group["cutoff"].unique())
     panel = Panel(title, "FPR cutoff alpha", PAUC_LABEL, x_labels=[f"{c:g}" for c in cutoffs])
-    for offset, group in zip(_dodge(len(groups)), groups):
+    for offset, group in zip(dodge(len(groups)), groups):
         rows = per_group[per_group["group"] == group].set_index("cutoff").loc[cutoffs]
         panel.points(np.arange(len(cutoffs)) + offset, rows["pauc"], rows["ci_low"], rows["ci_high"],
                      series=f"{group} (n={int(rows['n_pos'].iloc[0] + rows['n_neg'].iloc[0])})")
@@ -41,7 +36,7 @@ def plot_partial_auc_path(per_group: pd.DataFrame, cutoffs=None, title: str = ""
         panel = Panel(f"cutoff {cutoff:g}", "lambda", PAUC_LABEL if not drawn else "", x_labels=[f"{lam:g}" for lam in lams])
         at_cutoff = per_group[per_group["cutoff"] == cutoff]
         groups = list(at_cutoff.groupby("group", sort=False))
-        for offset, (group, rows) in zip(_dodge(len(groups), 0.2), groups):
+        for offset, (group, rows) in zip(dodge(len(groups), 0.4), groups):
             rows = rows.sort_values("lam")
             panel.points(rows["lam"].map(at).to_numpy(dtype=float) + offset, rows["pauc"], rows["ci_low"], rows["ci_high"],
                          series=str(group), connect=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import parse_svg
+from tests.charts.svg_reading import parse
 from tests.e2e.ui_process import REPO, UiProcess, no_server_left
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -212,7 +212,7 @@ def test_figures_in_dagster_metadata_load_from_the_mlflow_ui(ui, home):
     for url in set(urls):
         with urllib.request.urlopen(url, timeout=30) as response:
             assert response.headers.get_content_type() == "image/svg+xml", url
-            parse_svg(response.read())
+            parse(response.read())
 
 
 def test_ctrl_c_stops_both_servers(home):

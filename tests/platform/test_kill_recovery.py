@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Two days: the backfill ingests both and trains the second, so every step that needs the pool's slot runs after
 # the recovery (a third day would add one more daily run of the same steps).
 DAYS = ["2026-01-01", "2026-01-02"]
-# The backfill after the kill (of three days then) took 207-463 s on the shared, loaded 2-core machine; a wedged one never ends
+# A three-day backfill after the kill took 207-463 s on the shared, loaded 2-core machine; a wedged one never ends
 # (before the fix: killed by the timeout), so a generous limit tells the two apart without flaking.
 RUN_TIMEOUT_S = 1200
 

@@ -10,7 +10,7 @@ from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.reporting import ReportInputs, build_report, render_html, summary_lines, write_report
 from fair_pipeline.reporting.build import findings_json
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
-from tests.conftest import parse_svg
+from tests.charts.svg_reading import parse
 from tests.shared_home import restore_home_after_each_test
 
 
@@ -206,7 +206,7 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert "0.062 [0.055, 0.069]" in html and "not estimable" in html
     files = write_report(report, home / "reports")
     assert {p.name for p in files.figures} == {f.name + ".svg" for f in report.figures()}
-    assert all(parse_svg(p.read_bytes()) is not None for p in files.figures)
+    assert all(parse(p.read_bytes()) is not None for p in files.figures)
     markdown = files.markdown.read_text()
     assert "| m1      | 1       |" in markdown or "0.062 [0.055, 0.069]" in markdown
     assert all(f"figures/{f.name}.svg" in markdown for f in report.figures())
