@@ -213,3 +213,20 @@ def _watch_interrupts() -> None:
                 pending_since = None
 
     threading.Thread(target=watch, name="fair-pipeline-interrupt-watch", daemon=True).start()
+
+
+def _forget_the_watch_in_a_forked_child() -> None:
+    """A forked child inherits the wakeup socket: a signal sent to the child (a `multiprocessing` pool's SIGTERM
+    at shutdown, say) would be written to the parent's socket and read as the parent's interrupt."""
+    global _wakeup
+    _interrupted.clear()
+    if _wakeup is None:
+        return
+    signal.set_wakeup_fd(-1)  # the forking thread is the child's main thread, so this is allowed
+    for end in _wakeup:
+        end.close()
+    _wakeup = None
+    _watcher_started.clear()  # the watcher thread did not survive the fork; the child may start its own
+
+
+os.register_at_fork(after_in_child=_forget_the_watch_in_a_forked_child)

@@ -2,10 +2,13 @@
 runs whose owner process is gone are failed and their pool slots freed; live runs are left alone."""
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import dagster as dg
 import pytest
@@ -134,3 +137,45 @@ def test_unreachable_mlflow_does_not_stop_the_recovery(instance, monkeypatch):
     recovery = run_recovery.recover_dead_runs(instance)
     assert recovery.failed_runs == [dead] and _slot_holders(instance) == set()
     assert "could not end their MLflow runs (ConnectionError: tracking server down)" in recovery.summary()
+
+
+def _set_and_sleep(started) -> None:
+    started.set()
+    time.sleep(60)
+
+
+def _interrupted_within(seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not run_recovery.interrupted() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return run_recovery.interrupted()
+
+
+def test_a_signal_to_a_forked_child_is_not_this_processs_interrupt():
+    """A forked child shares the parent's wakeup socket unless it is forgotten at fork: a `multiprocessing` pool's
+    SIGTERM to its workers at shutdown was read as this process's Ctrl-C (found by CI: the next CLI run said
+    "interrupted")."""
+    me = os.getpid()
+
+    def on_sigterm(_signo, _frame):  # a Python handler, as Dagster installs one: the signal reaches the wakeup fd
+        if os.getpid() != me:
+            os._exit(0)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        run_recovery._watch_interrupts()  # what `prepare_run` starts before a run
+        run_recovery.begin_command()
+        fork = multiprocessing.get_context("fork")
+        started = fork.Event()
+        child = fork.Process(target=_set_and_sleep, args=(started,))
+        child.start()
+        assert started.wait(10)
+        child.terminate()  # SIGTERM, as `Pool.terminate` sends to a worker still running
+        child.join(10)
+        assert child.exitcode == 0  # its handler ran
+        assert not _interrupted_within(1.5)
+        os.kill(me, signal.SIGTERM)  # the control: this process's own SIGTERM is seen
+        assert _interrupted_within(5)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        run_recovery.begin_command()
