@@ -217,7 +217,8 @@ def _watch_interrupts() -> None:
 
 def _forget_the_watch_in_a_forked_child() -> None:
     """A forked child inherits the wakeup socket: a signal sent to the child (a `multiprocessing` pool's SIGTERM
-    at shutdown, say) would be written to the parent's socket and read as the parent's interrupt."""
+    at shutdown, say) would be written to the parent's socket and read as the parent's interrupt. (A signal in the
+    instant between the fork and this hook still would be: no process can tell who wrote to the socket.)"""
     global _wakeup
     _interrupted.clear()
     if _wakeup is None:
