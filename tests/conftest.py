@@ -20,7 +20,7 @@ SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, 
 START = dt.date(2026, 1, 1)
 
 
-# Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10; test_engine_run, added since,
+# Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10; test_engine_run's
 # is its idle time scaled by the same load). xdist (`--dist loadfile`, `--no-loadscope-reorder`) hands work units to
 # the workers in collection order, so these go first, longest first, and the short ones fill the gaps: a long
 # module drawn last by the random order leaves the other worker idle until it ends. (Without

@@ -11,6 +11,7 @@ import pandas as pd
 
 from fair_pipeline.charts import Panel, render
 from fair_pipeline.charts.colours import CYCLE
+from fair_pipeline.charts.panel import STYLES
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.ingestion.contract import TRUTH_DIR
 from fair_pipeline.ingestion.simulator import SimulationConfig
@@ -45,11 +46,10 @@ def transforms_figure(transforms: dict[str, WeightedCDFTransformer], title: str 
     band; right: the fair-score map s -> F^{-1}(F*_{c,1}(s)) against the identity. A group keeps its colour."""
     cdfs = Panel("weighted CDFs (band: 95% DKW, effective n)", "score s", "F*_c,1(s)")
     maps = Panel("fair-score maps", "score s", "fair score F^-1(F*_c,1(s))")
-    styles = ("solid", "dashed", "dotted")
     for v, (variant, model) in enumerate(transforms.items()):
         band = model.cdf_band()
         for i, group in enumerate(model.groups_):
-            colour, style = CYCLE[i % len(CYCLE)], styles[v % len(styles)]
+            colour, style = CYCLE[i % len(CYCLE)], STYLES[v % len(STYLES)]
             q, p = model.group_quantiles_[group], model.probabilities_
             series = f"group {group}, {variant}"
             if v == 0:

@@ -211,8 +211,8 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
     try:
         curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
         blocks.append(Figure("roc", figures.panels(
-            curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high", "group",
-                                                                  diagonal=True),
+            curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high",
+                                                                     "group", diagonal=True),
             "false positive rate", "true positive rate", legend_title="group"), "ROC per group with pointwise 95% bands, one panel per model"))
     except StageMissing as missing:
         blocks.append(Text(f"ROC curves missing: {missing}"))

@@ -8,10 +8,9 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.charts import Panel, dodge, render
-from fair_pipeline.charts.colours import text_colour_on, viridis
 
 __all__ = ["curves_with_bands", "draw_curves", "draw_heatmap", "draw_stacked_bars", "frontier", "panels",
-           "points_with_errors", "stacked_bars", "text_colour_on"]
+           "points_with_errors", "stacked_bars"]
 
 SINGLE = (520.0, 290.0)  # plotting area of a one-panel figure, pixels
 SMALL = (230.0, 200.0)  # of each small multiple
@@ -97,7 +96,7 @@ def stacked_bars(frame: pd.DataFrame, index: str, columns: list[str], ylabel: st
 
 def draw_heatmap(panel: Panel, matrix: pd.DataFrame) -> None:
     """Cells coloured 0..1 (viridis) and labelled with their value ('n/e' where not estimable), the text dark on
-    light cells and light on dark ones (`text_colour_on`)."""
+    light cells and light on dark ones (`charts.text_colour_on`)."""
     values = matrix.to_numpy(dtype=float)
     text = [["n/e" if np.isnan(v) else f"{v:.3f}" for v in row] for row in values]
     panel.cells(values, [str(i) for i in matrix.index], [str(c) for c in matrix.columns], text)

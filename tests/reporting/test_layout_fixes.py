@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fair_pipeline import charts
 from fair_pipeline.charts import Panel, render
 from fair_pipeline.platform import settings
 from fair_pipeline.reporting import build, figures, sections
@@ -43,7 +44,7 @@ def test_heatmap_text_is_dark_on_light_cells_and_light_on_dark_ones():
     colours = {text.text: text.get("fill") for text in cells.iter(f"{SVG}text")}
     # viridis: 0.95 is yellow (white text was unreadable), 0.1 dark purple
     assert colours == {"0.950": "black", "0.100": "white", "0.550": "white", "n/e": "black"}
-    assert figures.text_colour_on((1.0, 1.0, 0.0, 1.0)) == "black" and figures.text_colour_on((0.2, 0.0, 0.3)) == "white"
+    assert charts.text_colour_on((1.0, 1.0, 0.0, 1.0)) == "black" and charts.text_colour_on((0.2, 0.0, 0.3)) == "white"
 
 
 def test_pairwise_panels_get_one_colour_bar_saying_what_the_colour_is():
