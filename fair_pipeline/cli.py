@@ -281,8 +281,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ok = _benchmarks_if_outdated(args.verbose) and ok
     days, _ = runner.trainable(dates[-args.partitions:], runner.landed_partitions())
     if not days:
-        _say(f"no partition to train and audit: partition D trains on the days before D, and the logs hold only "
-             f"{', '.join(dates)}")
+        _say(f"no partition to train and audit: partition D trains on the {runner.window_days()} days before D, and "
+             f"the logs hold only {', '.join(dates)}")
         ok = False
     for day in days if ok else []:
         ok = _train_and_audit(day, args.verbose) and ok
@@ -321,8 +321,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     days = [d for d in runner.landed_partitions() if start <= d <= end]
     trainable, first = runner.trainable(days, runner.landed_partitions())
     for day in first:
-        _say(f"partition {day}: no earlier day to train on (partition D trains on the days before D): only its logs "
-             "were ingested")
+        _say(f"partition {day}: not enough data to train on in its window (the {runner.window_days()} days before "
+             "it): only its logs were ingested")
     ok = True
     for day in trainable:
         ok = _train_and_audit(day, args.verbose) and ok
