@@ -65,3 +65,30 @@ def test_documented_public_api_imports():
     from fair_pipeline.position_bias import estimate_position_bias  # noqa: F401
     from fair_pipeline.selection import elicit_fair_quadratic_metric  # noqa: F401
     from fair_pipeline.training import MIPenalizedLogisticRegression  # noqa: F401
+
+
+def _package_trees():
+    import ast
+
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(REPO), ast.parse(path.read_text(), str(path))
+
+
+def test_no_import_tricks_and_no_pickles_in_the_package():
+    """No finder on sys.meta_path, no module whose class is swapped, nothing (cloud)pickled: a model file holds data."""
+    import ast
+
+    found = []
+    for path, tree in _package_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "meta_path":
+                found.append(f"{path}:{node.lineno} sys.meta_path")
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found += [f"{path}:{node.lineno} __class__ assignment" for target in targets
+                          if isinstance(target, ast.Attribute) and target.attr == "__class__"]
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                found += [f"{path}:{node.lineno} imports {name}" for name in names
+                          if name.split(".")[0] in ("cloudpickle", "pickle", "dill", "joblib")]
+    assert not found, found
