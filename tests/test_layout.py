@@ -92,3 +92,25 @@ def test_no_import_tricks_and_no_pickles_in_the_package():
                 found += [f"{path}:{node.lineno} imports {name}" for name in names
                           if name.split(".")[0] in ("cloudpickle", "pickle", "dill", "joblib")]
     assert not found, found
+
+
+def test_no_definition_of_the_package_is_referenced_nowhere():
+    """vulture over the package, its tests and benchmarks: every package definition is used somewhere; what only a
+    framework or a caller uses by name is listed in tests/vulture_allowlist.py, fitted attributes (`name_`) aside."""
+    result = subprocess.run([sys.executable, "-m", "vulture", "fair_pipeline", "tests", "benchmarks", "--min-confidence",
+                             "60", "--ignore-names", "*_"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    unused = [line for line in result.stdout.splitlines() if line.startswith("fair_pipeline")]
+    assert not unused, "\n".join(unused)
+    assert result.returncode in (0, 3), result.stderr  # 3: findings (in tests or benchmarks only)
+
+
+def test_test_modules_import_helpers_from_helper_modules_not_from_conftest():
+    """conftest.py holds fixtures and hooks that pytest loads itself; shared helpers live in modules of their own."""
+    import ast
+
+    importing = []
+    for path in (REPO / "tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "tests.conftest":
+                importing.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not importing, importing
