@@ -1,4 +1,4 @@
-"""Packages that import their re-exported names on first use (PEP 562 `__getattr__` from `lazy_loader.attach`)
+"""Packages that import their re-exported names on first use (PEP 562 `__getattr__`, `fair_pipeline.lazy_exports`)
 still export every name they list, each the object of its defining module, also after every submodule is imported;
 no exported name is also a submodule's (`_qpme.py` exports `qpme`), so importing a submodule never hides an export;
 the package module stays a plain module; and a misspelt name still fails."""

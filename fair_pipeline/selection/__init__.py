@@ -16,10 +16,10 @@ metric, the ranking of candidates, the champion alias. Tests: tests/selection/.
     ranking = rank_candidates(candidates_df, metric, held_out=item_rows, scores={name: scores})  # + diff_vs_winner, CI
     paired_cost_difference(metric, item_rows, score_a, score_b, labels, selection_rate=0.4, clusters=item_rows.item_id)
 """
-import lazy_loader
+from fair_pipeline.lazy_exports import lazy_exports
 
 # Imported on first use: `fair-pipeline elicit --help` imports a light module of this package.
-__getattr__, __dir__, __all__ = lazy_loader.attach(__name__, submod_attrs={
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "elicitation.defaults": ("DEFAULT_RADIUS",),
     "elicitation.evaluation": ("elicitation_errors", "pairwise_agreement", "random_fair_metric"),
     "elicitation.fair_qpme": ("elicit_fair_quadratic_metric",),

@@ -3,9 +3,9 @@ Fairness and Beyond"): LPME, QPME and the fair variant, oracles, and model ranki
 between candidates: paired.py). Pure numpy/scipy/pandas;
 the names below are imported on first use, so a light module of the package stays light."""
 
-import lazy_loader
+from fair_pipeline.lazy_exports import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_loader.attach(__name__, submod_attrs={
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "defaults": ("DEFAULT_RADIUS",),
     "evaluation": (
         "ElicitationErrors", "EvidenceSummary", "elicitation_errors", "evaluate_elicitation", "pairwise_agreement",
