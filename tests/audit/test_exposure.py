@@ -188,3 +188,33 @@ def test_bad_input_is_named(kwargs, message):
                        .replace("[", r"\[").replace("]", r"\]")):
         exposure_parity(args["positions"], args["clicks"], args["groups"], args["examination"],
                         min_clicks=1, **extra)
+
+
+def test_off_policy_exposure_reads_the_new_positions_and_merit_the_logged_ones():
+    d = _log(10, n=800)
+    rng = np.random.default_rng(10)
+    d["ranked"] = rng.integers(1, 7, len(d))
+    res = exposure_parity(d["position"], d["click"], d["group"], W, ranked_positions=d["ranked"],
+                          clusters={"item": d["item"]})
+    logged = W[d["position"].to_numpy() - 1]
+    ranked = W[d["ranked"].to_numpy() - 1]
+    keys = d["item"].to_numpy()
+
+    def log_ratio(group, mult):
+        sel = (d["group"] == group).to_numpy()
+        return np.log((mult * ranked)[sel].sum()) - np.log((mult * d["click"].to_numpy() / logged)[sel].sum())
+
+    for row in res.per_group.itertuples():
+        sel = (d["group"] == row.group).to_numpy()
+        assert row.exposure == pytest.approx(ranked[sel].mean(), rel=1e-12)
+        assert row.merit == pytest.approx((d["click"].to_numpy() / logged)[sel].mean(), rel=1e-12)
+    row = res.pairs.iloc[0]
+    ones = np.ones(len(d))
+    base = log_ratio(row["group"], ones) - log_ratio(row["reference"], ones)
+    assert row["log_ratio"] == pytest.approx(base, rel=1e-10)
+    totals = []
+    for g in np.unique(keys):
+        mult = np.where(keys == g, 1 + 1e-6, 1.0)
+        totals.append((log_ratio(row["group"], mult) - log_ratio(row["reference"], mult) - base) / 1e-6)
+    totals = np.array(totals)
+    assert row["se_log"] ** 2 == pytest.approx(len(totals) / (len(totals) - 1) * (totals**2).sum(), rel=1e-4)

@@ -86,12 +86,16 @@ def influence_coefficients(impressions: np.ndarray, clicks: np.ndarray, weights:
     return a, b
 
 
-def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, a, b) -> ClusterSums:
-    """Per-cluster influence totals of each group's log ratio, and their cross products (numpy path)."""
+def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, a, b,
+                 logged_index=None) -> ClusterSums:
+    """Per-cluster influence totals of each group's log ratio, and their cross products (numpy path).
+    ``position_index``: 0-based slot under the audited ranking (exposure); ``logged_index``: the slot the click
+    was logged at (merit; default the same)."""
     k = a.shape[0]
     codes = np.unique(np.asarray(cluster_codes), return_inverse=True)[1].ravel()
     g = int(codes.max()) + 1
-    influence = a[group_codes, position_index] - clicks * b[group_codes, position_index]
+    logged = position_index if logged_index is None else logged_index
+    influence = a[group_codes, position_index] - clicks * b[group_codes, logged]
     flat = codes * k + group_codes
     totals = np.bincount(flat, weights=influence, minlength=g * k).reshape(g, k)
     present = np.bincount(flat, minlength=g * k).reshape(g, k) > 0
@@ -142,6 +146,9 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
                                     margin: float = DEFAULT_EXPOSURE_MARGIN, min_clicks: int = DEFAULT_MIN_CLICKS,
                                     examination_covariance=None, group_order=None) -> ExposureParity:
     """Exposure parity from (group, position, impressions, clicks) cells and per-dimension cluster sums.
+
+    ``impressions`` counts the impressions the audited ranking puts at ``position`` (exposure); ``clicks`` counts
+    the clicks logged at ``position`` (merit). For the logged ranking both are the logged slots.
 
     ``clusters``: None (impressions independent; computed from the cells) or one / three `ClusterSums` (two-way:
     dimension 1, dimension 2, their intersection), built with `influence_coefficients` of these cells, their
@@ -253,9 +260,21 @@ def _cluster_arrays(clusters, n: int) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+def _as_positions(positions, name: str, n: int | None = None) -> np.ndarray:
+    pos = np.asarray(positions)
+    if pos.ndim != 1 or pos.size == 0 or (n is not None and pos.size != n):
+        raise AuditInputError(f"{name} must be a non-empty 1-d array{'' if n is None else f' of length {n}'}, "
+                              f"got shape {pos.shape}")
+    if not np.issubdtype(pos.dtype, np.integer):
+        if not (np.issubdtype(pos.dtype, np.floating) and np.all(np.isfinite(pos)) and np.all(pos == np.round(pos))):
+            raise AuditInputError(f"{name} must be whole numbers (1 = top), got dtype {pos.dtype}")
+    return pos.astype(np.int64)
+
+
 def exposure_parity(positions, clicks, sensitive_features, examination, *, clusters=None, reference=None,
                     pairs: str = "reference", confidence: float = 0.95, margin: float = DEFAULT_EXPOSURE_MARGIN,
-                    min_clicks: int = DEFAULT_MIN_CLICKS, examination_covariance=None) -> ExposureParity:
+                    min_clicks: int = DEFAULT_MIN_CLICKS, examination_covariance=None,
+                    ranked_positions=None) -> ExposureParity:
     """Exposure per unit of merit of every group, and its ratio to a reference group's, with cluster-robust CIs.
 
     ``positions``: displayed slot of each impression (1 = top); ``clicks``: 0/1; ``sensitive_features``: group
@@ -266,35 +285,31 @@ def exposure_parity(positions, clicks, sensitive_features, examination, *, clust
     ``pairs``: "reference" (each group vs the reference) or "all" (every pair), Holm-adjusted as one family;
     ``margin``: δ on the log-ratio scale; a group with fewer than ``min_clicks`` clicks or fewer than two
     clusters is reported as not estimable (it stays in both tables).
+
+    Off-policy (another ranking of the same logged requests): ``ranked_positions`` are the slots the audited
+    ranking gives each impression; exposure reads them, merit still reads the logged ``positions`` and clicks.
     """
-    pos = np.asarray(positions)
-    if pos.ndim != 1 or pos.size == 0:
-        raise AuditInputError(f"positions must be a non-empty 1-d array, got shape {pos.shape}")
-    if not np.issubdtype(pos.dtype, np.integer):
-        if not (np.issubdtype(pos.dtype, np.floating) and np.all(np.isfinite(pos)) and np.all(pos == np.round(pos))):
-            raise AuditInputError(f"positions must be whole numbers (1 = top), got dtype {pos.dtype}")
-    pos = pos.astype(np.int64)
+    pos = _as_positions(positions, "positions")
+    ranked = pos if ranked_positions is None else _as_positions(ranked_positions, "ranked_positions", pos.size)
     y = as_labels(clicks, pos.size, "clicks").astype(np.float64)
     codes, labels = as_groups(sensitive_features, pos.size)
     exam = as_examination(examination, examination_covariance)
-    check_positions(exam, np.unique(pos))
-    frame = pd.DataFrame({"g": codes, "position": pos, "click": y})
-    cells = frame.groupby(["g", "position"], sort=True).agg(impressions=("click", "size"), clicks=("click", "sum"))
-    cells = cells.reset_index()
-    cells["group"] = labels[cells["g"].to_numpy()]
+    check_positions(exam, np.unique(np.concatenate([pos, ranked])))
+    k, j = labels.size, exam.weights.size
+    n = np.zeros((k, j))
+    c = np.zeros((k, j))
+    np.add.at(n, (codes, ranked - 1), 1.0)
+    np.add.at(c, (codes, pos - 1), y)
+    gi, pi = np.nonzero((n > 0) | (c > 0))
+    cells = pd.DataFrame({"group": labels[gi], "position": pi + 1, "impressions": n[gi, pi], "clicks": c[gi, pi]})
     dims = _cluster_arrays(clusters, pos.size)
     sums = None
     if dims:
-        k, j = labels.size, exam.weights.size
-        n = np.zeros((k, j))
-        c = np.zeros((k, j))
-        np.add.at(n, (codes, pos - 1), 1.0)
-        np.add.at(c, (codes, pos - 1), y)
         a, b = influence_coefficients(n, c, exam.weights)
-        sums = [cluster_sums(name, arr, codes, pos - 1, y, a, b) for name, arr in dims]
+        sums = [cluster_sums(name, arr, codes, ranked - 1, y, a, b, pos - 1) for name, arr in dims]
         if len(dims) == 2:
             both = dims[0][1].astype(np.int64) * (int(dims[1][1].max()) + 1) + dims[1][1]
-            sums.append(cluster_sums(f"{dims[0][0]} × {dims[1][0]}", both, codes, pos - 1, y, a, b))
+            sums.append(cluster_sums(f"{dims[0][0]} × {dims[1][0]}", both, codes, ranked - 1, y, a, b, pos - 1))
     return exposure_parity_from_aggregates(
-        cells[["group", "position", "impressions", "clicks"]], sums, exam, reference=reference, pairs=pairs,
+        cells, sums, exam, reference=reference, pairs=pairs,
         confidence=confidence, margin=margin, min_clicks=min_clicks, group_order=labels)
