@@ -104,3 +104,26 @@ def logged_exposure_parity(con, window: PartitionWindow, examination, *, cluster
         finally:
             engine.unregister_frame(COEFFICIENTS)
     return exposure_parity_from_aggregates(cells, sums, exam, group_order=labels, **options)
+
+
+LOGGED = "production (logged ranking)"
+
+
+def logged_exposure_tables(store, engine, window: PartitionWindow, partition) -> tuple[dict[str, pd.DataFrame], str]:
+    """The audit store's exposure tables for the logged ranking of `window`, two-way clustered (items and
+    requests), with partition `partition`'s chosen position-bias curve (its SEs enter by the delta-method bound);
+    ({}, why) when that cannot be computed (no curve, no observational rows), so the audit still stands."""
+    from fair_pipeline.position_bias.aggregates import PositionBiasInputError
+    from fair_pipeline.position_bias.store import load_chosen_position_bias
+
+    try:
+        curve = load_chosen_position_bias(store, partition)
+        result = logged_exposure_parity(engine, window, curve)
+    except (PositionBiasInputError, AuditDataError) as error:
+        return {}, f"exposure parity not computed: {error}"
+    common = {"scored_output": "production", "ranking": LOGGED, "variance_estimand": result.variance_estimand,
+              "examination": f"{curve.attrs.get('method', '?')} curve of {curve.attrs.get('window_start', '?')}.."
+                             f"{curve.attrs.get('window_end', '?')}"}
+    groups = result.per_group.rename(columns={"n_clusters": "items", "n_clusters_2": "requests"}).assign(**common)
+    pairs = result.pairs.assign(**common)
+    return {"fairness_audit_exposure_groups": groups, "fairness_audit_exposure_pairs": pairs}, ""
