@@ -77,9 +77,9 @@ class FairnessAuditConfig(dg.Config):
         "every impression independent, i.e. for these exact items under new traffic (too narrow for the population).")
 
 
-def resolve_label_source(name: str, landing) -> str:
+def resolve_label_source(name: str, landing, day=None) -> str:
     if name == "auto":
-        return "relevance" if aw.truth_path(landing).exists() else "randomized_clicks"
+        return "relevance" if aw.truth_path(landing, day).exists() else "randomized_clicks"
     return name
 
 
@@ -203,12 +203,12 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse,
         landing: LandingZone, mlflow: MLflowTracking,
     ) -> dg.MaterializeResult:
-        label = resolve_label_source(config.label_source, landing.resolved_path)
+        day = partition_day(context)
+        label = resolve_label_source(config.label_source, landing.resolved_path, day)
         try:
             margins = resolve_margins(config.margins)
         except ValueError as error:
             raise dg.Failure(description=f"fairness_audit config margins: {error}") from error
-        day = partition_day(context)
         with warehouse.connect() as con, scratch_dir(con) as scratch:
             marts = warehouse.engine_for(con)  # held-out rows on the engine; outputs and results in the DuckDB store
             try:

@@ -34,6 +34,7 @@ from fair_pipeline.eo.sql import read_click_counts
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
 from fair_pipeline.eo.window import eo_partition_window
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.landing import truth_dir
 from fair_pipeline.platform.partitions import (
     daily_partitions,
     days_before,
@@ -220,7 +221,7 @@ def eo_transform(
             "knots_summary": dg.MetadataValue.md(summary.round(4).to_markdown(index=False)),
         }
     )
-    truth = load_simulation_truth(landing.resolved_path)
+    truth = load_simulation_truth(landing.resolved_path, day)
     with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last)),
                           tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
@@ -295,14 +296,14 @@ def eo_evaluation(
     landing: LandingZone,
     mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
-    truth = load_simulation_truth(landing.resolved_path)
+    day = partition_day(context)
+    truth = load_simulation_truth(landing.resolved_path, day)
     if truth is None:
-        message = (f"skipped: not a simulation: no ground truth under {landing.resolved_path / contract.TRUTH_DIR} "
+        message = (f"skipped: not a simulation: no ground truth for {day} under {truth_dir(landing.resolved_path, day)} "
                    "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
         context.log.info(message)
         mlflow.record_skip(context, "eo_transform", message, EVALUATION_TABLES)  # the report says why, not "never ran"
         return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
-    day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
         try:
             stored = eo_store.load_latest_transforms(con, day)

@@ -268,9 +268,9 @@ class ModelSelectionConfig(dg.Config):
                                     "partition; @champion moves to it only for the newest partition with data.")
 
 
-def selection_label_source(name: str, landing) -> str:
+def selection_label_source(name: str, landing, day=None) -> str:
     if name == "auto":
-        return "randomized_relevance" if aw.truth_path(landing).exists() else "randomized_clicks"
+        return "randomized_relevance" if aw.truth_path(landing, day).exists() else "randomized_clicks"
     return name
 
 
@@ -285,7 +285,7 @@ def evaluation_inputs(con, config: ModelSelectionConfig, landing, day, marts=Non
     # The re-fits copy the stored transform's settings; the defaults when it was not estimable (each re-fit
     # then decides for itself whether its groups have enough clicks).
     template = stored.transform if stored.estimable else WeightedCDFTransformer()
-    label = selection_label_source(config.label_source, landing)
+    label = selection_label_source(config.label_source, landing, day)
     window = aw.partition_evaluation_window(marts, label, config.window_days, day)
     source = aw.label_source(label, landing, window, config.randomized_policies)
     items = aw.item_counts(marts, source, sorted({f for r in rankers for f in r.features}))
@@ -427,7 +427,7 @@ def model_selection(
             started = time.process_time()
             families = family_data.build_family_candidates(
                 marts, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
-                label=selection_label_source(config.label_source, landing.resolved_path), landing=landing.resolved_path,
+                label=selection_label_source(config.label_source, landing.resolved_path, day), landing=landing.resolved_path,
                 policies=config.randomized_policies, position_curve=load_chosen_position_bias(con, day),
                 selection_rate=config.selection_rate, families=config.families)
             families_cpu = time.process_time() - started

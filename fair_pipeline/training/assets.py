@@ -349,7 +349,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
             features = rt.feature_columns(marts, config.feature_columns)
             data = rt.training_data(marts, window, curve, features)
             clicks = rt.heldout_click_aggregates(marts, window, features)
-            truth = rt.truth_items(marts, landing.resolved_path, features)  # evaluation only
+            truth = rt.truth_items(marts, landing.resolved_path, features, day)  # evaluation only
         except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
             raise dg.Failure(description=str(error)) from error
     log_missing_days(context, window, "ranker training")
