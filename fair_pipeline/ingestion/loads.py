@@ -17,7 +17,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion import contract, rules
 from fair_pipeline.ingestion.landing import landing_files, partition_dir, partition_files
 from fair_pipeline.platform.warehouse import (
     is_numeric_type,
@@ -27,57 +27,24 @@ from fair_pipeline.platform.warehouse import (
     transaction,
 )
 
-# Contract columns and the types they are validated and stored as. Columns whose file type already
-# matches are used as they are (the common case, and much faster); others go through TRY_CAST.
-TARGET_TYPES = {
-    "ts": "TIMESTAMP WITH TIME ZONE",
-    "request_id": "VARCHAR",
-    "query_id": "VARCHAR",
-    "policy": "VARCHAR",
-    "position": "INTEGER",
-    "original_position": "INTEGER",
-    "item_id": "VARCHAR",
-    "group_id": "VARCHAR",
-    "score": "DOUBLE",
-    "click": "INTEGER",
-}
 
-# Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one. Each sorts
-# before "!", so `id < '!'` (a cheap prefix compare, true for '' and ids starting with one of them) guards the
-# trim(), which would otherwise cost twice the rest of the validation.
-BLANK_CHARACTERS = " \t\n\r\f\v"
-
-
-def _typed_expression(column: str, file_type: str, target: str) -> str:
-    """SQL for the typed value of a column (NULL when the value does not parse), from fixed fragments."""
-    name = quote_identifier(column)
-    if file_type == target:
-        return name
-    if target == "INTEGER":  # refuse 1.5 rather than round it
-        return f"CASE WHEN TRY_CAST({name} AS DOUBLE) = floor(TRY_CAST({name} AS DOUBLE)) THEN TRY_CAST({name} AS INTEGER) END"
-    return f"TRY_CAST({name} AS {target})"
+def _file_types(con: duckdb.DuckDBPyConnection, files: list[str]) -> dict[str, str]:
+    """The contract columns' types as DuckDB reads the files (the vocabulary of rules.TARGET_TYPES)."""
+    return dict(
+        (row[0], row[1])
+        for row in con.execute(
+            f"DESCRIBE SELECT {rules.CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true)", {"files": files}
+        ).fetchall()
+    )
 
 
 def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: str) -> str:
-    """The contract columns of the files, read by name (other file columns are never read, so none can
-    shadow an internal name), their typed values in `t_*` columns, and `file_column`/`file_row_number`."""
-    file_types = dict(
-        (row[0], row[1])
-        for row in con.execute(
-            f"DESCRIBE SELECT {_CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true)", {"files": files}
-        ).fetchall()
-    )
-    typed = ",\n        ".join(
-        f"{_typed_expression(c, file_types[c], t)} AS {quote_identifier('t_' + c)}" for c, t in TARGET_TYPES.items()
-    )
-    return f"""
-    SELECT {_CONTRACT_SELECT}, {quote_identifier(file_column)} AS filename, file_row_number,
-        {typed}
-    FROM read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, union_by_name = true)
-"""
-
-
-_CONTRACT_SELECT = ", ".join(quote_identifier(c) for c in contract.IMPRESSION_COLUMNS)
+    """The contract's typed rows (rules.typed_sql) over DuckDB's reader: the contract columns read by name (other
+    file columns are never read, so none can shadow an internal name), with the file's name and row number."""
+    source = (f"read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, "
+              "union_by_name = true)")
+    return rules.typed_sql(_file_types(con, files), source, quote_identifier(file_column),
+                           _STORED_FILE.format(column=quote_identifier(file_column)))
 
 
 def _sql_string(text: str) -> str:
@@ -93,53 +60,8 @@ def unused_name(base: str, taken: set[str]) -> str:
     return base
 
 
-def _rejected_sql(typed: str) -> str:
-    """(filename, file_row_number, reason) of every rejected row.
-
-    The first failing rule wins, structural problems before value problems. Among rows that pass every
-    other rule, the first occurrence of a (request_id, position) in file order is kept and later copies
-    are rejected; a hash GROUP BY finds the (rare) repeated keys, so only those rows are ranked. The CTEs are
-    NOT MATERIALIZED: DuckDB would otherwise hold every typed row of the day in memory (it does not spill a
-    materialized CTE; 12.5M rows overran the 512MB cap), where inlined they are streamed from the file."""
-    return f"""
-WITH typed AS NOT MATERIALIZED ({typed}), checked AS NOT MATERIALIZED (
-    SELECT filename, file_row_number, t_request_id, t_position,
-        CASE
-            WHEN t_request_id IS NULL OR (t_request_id < '!' AND trim(t_request_id, $blank) = '') THEN 'missing request_id'
-            WHEN t_query_id IS NULL OR (t_query_id < '!' AND trim(t_query_id, $blank) = '') THEN 'missing query_id'
-            WHEN t_item_id IS NULL OR (t_item_id < '!' AND trim(t_item_id, $blank) = '') THEN 'missing item_id'
-            WHEN t_ts IS NULL THEN 'missing or unparsable ts'
-            WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
-            WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
-            WHEN t_position IS NULL OR t_position NOT BETWEEN 1 AND $max_position THEN 'position outside 1..K'
-            WHEN t_original_position NOT BETWEEN 1 AND $max_position
-                OR (original_position IS NOT NULL AND t_original_position IS NULL) THEN 'original_position outside 1..K'
-            WHEN t_click IS NULL OR t_click NOT IN (0, 1) THEN 'click not 0/1'
-            WHEN t_score IS NULL OR isnan(t_score) OR isinf(t_score) THEN 'score missing, NaN or infinite'
-            WHEN abs(t_score) > $max_abs_score THEN $score_bound_reason
-            WHEN t_ts < $day_start OR t_ts >= $day_end THEN 'date outside partition'
-        END AS row_reason
-    FROM typed
-), repeated_keys AS (
-    -- Grouping on a 64-bit hash is faster than on (VARCHAR, INTEGER); a collision only adds rows to the
-    -- exact-key ranking below, which stays correct.
-    SELECT hash(t_request_id, t_position) AS key_hash FROM checked WHERE row_reason IS NULL
-    GROUP BY ALL HAVING count(*) > 1
-), later_copies AS (
-    SELECT filename, file_row_number
-    FROM (
-        SELECT c.filename, c.file_row_number,
-               row_number() OVER (PARTITION BY c.t_request_id, c.t_position ORDER BY c.filename, c.file_row_number) AS copy
-        FROM checked AS c JOIN repeated_keys ON hash(c.t_request_id, c.t_position) = repeated_keys.key_hash
-        WHERE c.row_reason IS NULL
-    ) WHERE copy > 1
-)
-SELECT checked.filename, checked.file_row_number,
-    coalesce(row_reason, 'duplicate (request_id, position)') AS reason
-FROM checked LEFT JOIN later_copies USING (filename, file_row_number)
-WHERE row_reason IS NOT NULL OR later_copies.file_row_number IS NOT NULL
-"""
-
+# DuckDB finds repeated keys fastest by grouping on one 64-bit hash (rules.rejected_sql).
+_DUPLICATE_KEY = ["hash(t_request_id, t_position)"]
 
 _DELETE_PARTITION = "DELETE FROM {table} WHERE partition_date = $partition_date"
 _DELETE_QUARANTINE = "DELETE FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date"
@@ -162,24 +84,10 @@ def stored_paths(landing: Path, files: list[Path]) -> list[str]:
     return [Path(f).relative_to(root).as_posix() for f in files]
 
 
-_INSERT_VALID = """
-INSERT INTO {table}
-SELECT t_ts, t_request_id, t_query_id, t_policy, t_position, t_original_position, t_item_id, t_group_id,
-       t_score, t_click, CAST($partition_date AS DATE), {stored_file}
-FROM ({typed}) AS file_rows ANTI JOIN _rejected USING (filename, file_row_number)
-"""
-
-QUARANTINE_INSERT = """
-INSERT INTO raw.quarantine
-SELECT $source, CAST($partition_date AS DATE), {stored_file}, reason, CAST(ts AS VARCHAR), CAST(request_id AS VARCHAR),
-       CAST(query_id AS VARCHAR), CAST(policy AS VARCHAR), CAST(position AS VARCHAR),
-       CAST(original_position AS VARCHAR), CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR),
-       CAST(score AS VARCHAR), CAST(click AS VARCHAR), now()
-FROM ({typed}) AS file_rows
-JOIN _rejected USING (filename, file_row_number)
-"""
-
-_REJECTED_BY_FILE = "SELECT filename, count(*), mode(reason) FROM _rejected GROUP BY filename"
+_REJECTED = "_rejected"
+_REJECTED_BY_FILE = rules.rejected_by_file_sql(_REJECTED)
+_INSERT_VALID = "INSERT INTO {table} {select}"
+QUARANTINE_INSERT = "INSERT INTO raw.quarantine {select}"
 
 _REASON_COUNTS = """
 SELECT reason, count(*) FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date
@@ -334,28 +242,18 @@ def load_partition(
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}
     stored = {**file_list, "stored_files": stored_paths(landing, files)}
-    stored_file = _STORED_FILE.format(column="filename")
-    rules = {
-        **file_list,
-        "known_policies": list(contract.POLICIES),
-        "allowed_policies": list(contract.SOURCE_POLICIES[source]),
-        "max_position": max_position,
-        "day_start": dt.datetime.combine(day, dt.time(), dt.timezone.utc),
-        "day_end": dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc),
-        "blank": BLANK_CHARACTERS,
-        "max_abs_score": contract.MAX_ABS_SCORE,
-        "score_bound_reason": f"|score| above {contract.MAX_ABS_SCORE:g}",
-    }
+    parameters = {**stored, **rules.rule_parameters(source, day, max_position)}
     file_column = unused_name("_landing_file", file_columns)
     with _encoding_errors_named(), _nan_checks_kept(con), transaction(con):
         typed = _typed_sql(con, file_list["files"], file_column)
-        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
+        con.execute(_FIND_REJECTED.format(rejected=rules.rejected_sql(typed, _DUPLICATE_KEY)), parameters)
         _refuse_fully_rejected_files(con, rows_by_file)
         con.execute(_DELETE_PARTITION.format(table=table), params)
         con.execute(_DELETE_QUARANTINE, {"source": source, **params})
-        accepted = con.execute(_INSERT_VALID.format(table=table, typed=typed, stored_file=stored_file),
+        accepted = con.execute(_INSERT_VALID.format(table=table, select=rules.accepted_sql(typed, _REJECTED)),
                                {**stored, **params}).fetchone()[0]
-        con.execute(QUARANTINE_INSERT.format(typed=typed, stored_file=stored_file), {"source": source, **stored, **params})
+        con.execute(QUARANTINE_INSERT.format(select=rules.quarantine_sql(typed, _REJECTED)),
+                    {"source": source, **stored, **params})
         counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
         extras = _load_extras(con, landing, source, day)
         con.execute("DROP TABLE _rejected")
@@ -434,7 +332,7 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, objec
         con.execute(f"CREATE OR REPLACE TEMP TABLE _items AS {scan}", params)
         con.execute(
             f"CREATE OR REPLACE TABLE raw.items AS SELECT * EXCLUDE ({file_column}) FROM _items WHERE NOT ({bad_row})",
-            {"blank": BLANK_CHARACTERS},
+            {"blank": rules.BLANK_CHARACTERS},
         )
         con.execute("DELETE FROM raw.quarantine WHERE source = 'items'")
         con.execute(
@@ -444,7 +342,7 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, objec
                         ELSE 'duplicate item_id' END,
                    CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR), now()
             FROM _items WHERE {bad_row}""",
-            {"blank": BLANK_CHARACTERS, **params, "stored_files": stored_paths(landing, files)},
+            {"blank": rules.BLANK_CHARACTERS, **params, "stored_files": stored_paths(landing, files)},
         )
         accepted = con.execute("SELECT count(*) FROM raw.items").fetchone()[0]
         rejected = con.execute("SELECT count(*) FROM raw.quarantine WHERE source = 'items'").fetchone()[0]
