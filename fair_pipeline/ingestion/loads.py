@@ -132,7 +132,7 @@ class LandingFileError(ValueError):
     """A landing file ingestion refuses as a whole; the message names the file and the column."""
 
 
-def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
+def check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
     """Each file readable, with every contract column once, no reserved column, no nested contract
     column, no DATE-typed ts, and rows (unless `allow_empty`). Returns each file's row count and all column names."""
     rows, all_names, types_seen = {}, set(), {}
@@ -233,11 +233,11 @@ def load_partition(
 ) -> PartitionLoad:
     """Replace one day of `raw.<source>_impressions` (and its quarantine and extras) atomically.
 
-    Every file is validated before anything is written: a refused file (see `_check_files`, or one whose rows
+    Every file is validated before anything is written: a refused file (see `check_files`, or one whose rows
     are all rejected) raises LandingFileError and leaves the previous partition as it was."""
     day = dt.date.fromisoformat(partition_date)
     files = partition_files(landing, source, day)
-    rows_by_file, file_columns = _check_files(files, allow_empty)
+    rows_by_file, file_columns = check_files(files, allow_empty)
     table = raw_table(source)
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}

@@ -156,7 +156,7 @@ SELECT $source AS source, CAST($partition_date AS DATE) AS partition_date, store
        CAST(policy AS VARCHAR) AS policy, CAST(position AS VARCHAR) AS position,
        CAST(original_position AS VARCHAR) AS original_position, CAST(item_id AS VARCHAR) AS item_id,
        CAST(group_id AS VARCHAR) AS group_id, CAST(score AS VARCHAR) AS score, CAST(click AS VARCHAR) AS click,
-       CAST(now() AS TIMESTAMP) AS quarantined_at
+       CAST(current_timestamp AS TIMESTAMP) AS quarantined_at
 FROM ({typed}) AS file_rows
 JOIN {rejected} USING (filename, file_row_number)
 """

@@ -1,4 +1,4 @@
-"""The issue's done-when: `fair-pipeline run --engine spark --no-simulate` on the landing files a DuckDB run wrote
+"""`fair-pipeline run --engine spark --no-simulate` on the landing files a DuckDB run wrote
 gives the same findings.json (every metric to 1e-9, the same finding texts and verdicts).
 
 Two homes: the DuckDB run simulates two small days (the smallest main job that passes its checks, as
@@ -47,11 +47,13 @@ def test_a_spark_run_on_a_duckdb_runs_landing_files_gives_the_same_findings(spar
     for model in models.values():  # every model was built on Spark: a view definition or a table directory
         assert (".".join(model.key) in views) if model.is_view else (tables / model.key[0] / model.key[1]).is_dir()
     assert (tables / "raw" / "randomized_impressions" / "partition_date=2026-01-01").is_dir()
-    # The run's DuckDB file holds the ingestion's raw layer and the result stores, and no SQL model: every stage
-    # read the marts and staging views from Spark.
+    # The run's DuckDB file holds the result stores, no raw day and no SQL model: the executors ingested the landing
+    # files and every stage read the raw tables, marts and staging views from Spark.
     with duckdb.connect(str(spark_home / "warehouse.duckdb"), read_only=True) as con:
         local = {tuple(row) for row in con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()}
-    assert ("raw", "observational_impressions") in local and ("marts", "fairness_audit_groups") in local
+        raw_rows = [con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in (
+            "raw.observational_impressions", "raw.randomized_impressions", "raw.quarantine WHERE partition_date IS NOT NULL")]
+    assert ("marts", "fairness_audit_groups") in local and raw_rows == [0, 0, 0], raw_rows
     assert not local & {model.key for model in models.values()}, local & {model.key for model in models.values()}
 
     duck, spark_findings = _findings(duck_home), _findings(spark_home)
