@@ -61,7 +61,7 @@ def unused_name(base: str, taken: set[str]) -> str:
 
 
 # DuckDB finds repeated keys fastest by grouping on one 64-bit hash (rules.rejected_sql).
-_DUPLICATE_KEY = ["hash(t_request_id, t_position)"]
+_DUPLICATE_KEY = "hash(t_request_id, t_position)"
 
 _DELETE_PARTITION = "DELETE FROM {table} WHERE partition_date = $partition_date"
 _DELETE_QUARANTINE = "DELETE FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date"

@@ -12,7 +12,7 @@ The statements are text with bound parameters; nothing here runs them.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.platform.warehouse import quote_identifier
@@ -66,21 +66,16 @@ def typed_sql(file_types: Mapping[str, str], source: str, filename: str, stored_
 """
 
 
-def rejected_sql(typed: str, key: Sequence[str]) -> str:
+def rejected_sql(typed: str, key: str) -> str:
     """(filename, file_row_number, reason) of every rejected row.
 
     The first failing rule wins, structural problems before value problems. Among rows that pass every
     other rule, the first occurrence of a (request_id, position) in file order is kept and later copies
-    are rejected. `key` is what finds the (rare) repeated keys cheaply before only those rows are ranked by the
-    exact key: any function of (t_request_id, t_position) works (a collision only adds rows to the exact ranking,
-    which stays correct); DuckDB groups faster on one 64-bit hash than on (VARCHAR, INTEGER). The CTEs are NOT
-    MATERIALIZED: DuckDB would otherwise hold every typed row of the day in memory (it does not spill a
-    materialized CTE; 12.5M rows overran the 512MB cap), where inlined they are streamed from the file (Spark
-    never materializes a CTE)."""
-    keys = [f"{expression} AS {quote_identifier(f'key_{i}')}" for i, expression in enumerate(key)]
-    joined = " AND ".join(f"ranked_rows.{quote_identifier(f'key_{i}')} = repeated_keys.{quote_identifier(f'key_{i}')}"
-                          for i in range(len(key)))
-    grouped = ", ".join(quote_identifier(f"key_{i}") for i in range(len(key)))
+    are rejected. `key`, an expression of (t_request_id, t_position), finds the (rare) repeated keys cheaply before
+    only those rows are ranked by the exact key: a collision only adds rows to the exact ranking, which stays
+    correct (DuckDB groups faster on one 64-bit hash than on (VARCHAR, INTEGER)). The CTEs are NOT MATERIALIZED:
+    DuckDB would otherwise hold every typed row of the day in memory (it does not spill a materialized CTE; 12.5M
+    rows overran the 512MB cap), where inlined they are streamed from the file (Spark never materializes a CTE)."""
     return f"""
 WITH typed AS NOT MATERIALIZED ({typed}), checked AS NOT MATERIALIZED (
     SELECT filename, file_row_number, t_request_id, t_position,
@@ -100,24 +95,21 @@ WITH typed AS NOT MATERIALIZED ({typed}), checked AS NOT MATERIALIZED (
             WHEN t_ts < $day_start OR t_ts >= $day_end THEN 'date outside partition'
         END AS row_reason
     FROM typed
-), valid_keys AS NOT MATERIALIZED (
-    SELECT filename, file_row_number, t_request_id, t_position, {", ".join(keys)}
-    FROM checked WHERE row_reason IS NULL
 ), repeated_keys AS (
-    SELECT {grouped} FROM valid_keys GROUP BY {grouped} HAVING count(*) > 1
+    SELECT {key} AS key_value FROM checked WHERE row_reason IS NULL
+    GROUP BY key_value HAVING count(*) > 1
 ), later_copies AS (
     SELECT filename, file_row_number
     FROM (
-        SELECT ranked_rows.filename, ranked_rows.file_row_number,
-               row_number() OVER (PARTITION BY ranked_rows.t_request_id, ranked_rows.t_position
-                                  ORDER BY ranked_rows.filename, ranked_rows.file_row_number) AS copy
-        FROM valid_keys AS ranked_rows JOIN repeated_keys ON {joined}
+        SELECT c.filename, c.file_row_number,
+               row_number() OVER (PARTITION BY c.t_request_id, c.t_position ORDER BY c.filename, c.file_row_number) AS copy
+        FROM checked AS c JOIN repeated_keys ON {key} = repeated_keys.key_value
+        WHERE c.row_reason IS NULL
     ) AS copies WHERE copy > 1
 )
 SELECT checked.filename, checked.file_row_number,
     coalesce(row_reason, '{DUPLICATE_REASON}') AS reason
-FROM checked LEFT JOIN later_copies
-    ON checked.filename = later_copies.filename AND checked.file_row_number = later_copies.file_row_number
+FROM checked LEFT JOIN later_copies USING (filename, file_row_number)
 WHERE row_reason IS NOT NULL OR later_copies.file_row_number IS NOT NULL
 """
 

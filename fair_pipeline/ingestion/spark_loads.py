@@ -23,8 +23,9 @@ from fair_pipeline.platform.engines.base import fetch_rows
 ROWS_VIEW = "__landing_rows"
 REJECTED_VIEW = "__landing_rejected"
 QUARANTINE = ("raw", "quarantine")
-# Spark finds repeated keys by a shuffle on the exact key (it has no cheaper 64-bit hash in the shared dialect).
-_DUPLICATE_KEY = ["t_request_id", "t_position"]
+# One text key: DuckDB's hash() has no Spark equivalent with the same values (the renderer refuses it); a collision
+# of two keys' texts would only add rows to the exact ranking.
+_DUPLICATE_KEY = "concat(t_request_id, '|', CAST(t_position AS VARCHAR))"
 
 _REASON_COUNTS = """
 SELECT reason, count(*) AS n FROM raw.quarantine WHERE source = $source AND partition_date = $partition_date
