@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 from fair_pipeline.ingestion import contract, loads, spark_loads
@@ -13,6 +14,14 @@ from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, fetch_rows
 from fair_pipeline.platform.engines.transfer import copy_table
+
+
+def _plain(value):
+    """JSON for what the engines return beyond JSON's types: DuckDB sums integers into HUGEINT (a Decimal here) where
+    Spark returns a bigint, so a whole Decimal is compared as the integer it is; dates as ISO text."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)
 
 
 def ingest_and_build(engine_name: str, home: Path, master: str = "") -> dict[str, list]:
@@ -42,7 +51,7 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "") -> dict[str
             columns = engine.table_columns(model.key)
             rows = fetch_rows(engine, f"SELECT * FROM {model.key[0]}.{model.key[1]}")
             tables[".".join(model.key)] = {"columns": columns,
-                                           "rows": sorted((json.loads(json.dumps(r, default=str)) for r in rows), key=str)}
+                                           "rows": sorted((json.loads(json.dumps(r, default=_plain)) for r in rows), key=str)}
         for table in (("raw", "observational_impressions"), ("raw", "randomized_impressions")):
             tables[".".join(table)] = {"rows": [fetch_rows(engine, f"SELECT count(*) FROM {table[0]}.{table[1]}")[0][0]]}
     return tables

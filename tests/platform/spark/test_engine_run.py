@@ -67,7 +67,7 @@ def test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings(cluster, tm
     shutil.copytree(duck_home / "landing", spark_home / "landing")
     driver_cwd.mkdir()
     run = subprocess.run(
-        [str(Path(sys.executable).parent / "fair-pipeline"), "--home", str(spark_home), "run", "--engine", "spark",
+        [sys.executable, "-m", "fair_pipeline.commands", "--home", str(spark_home), "run", "--engine", "spark",
          "--spark-master", cluster.master_url, "--spark-driver-memory", "1g",
          "--spark-conf", "spark.eventLog.enabled=true", "--spark-conf", f"spark.eventLog.dir={cluster.event_log_dir.as_uri()}",
          "--spark-conf", "spark.executor.memory=1g", "--no-simulate"],
