@@ -76,7 +76,8 @@ def run_driver(home: Path, master: str, event_dir: Path, driver_memory: str, exe
 
     spark = spark_session(master=master, driver_memory=driver_memory, config={
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": event_dir.as_uri(),
-        "spark.eventLog.logStageExecutorMetrics": "true", "spark.executor.memory": executor_memory})
+        "spark.eventLog.logStageExecutorMetrics": "true", "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": executor_memory})
     engine = SparkEngine(spark, home / "spark_warehouse")
     jvm = _jvm_pid()
     landing = home / "landing"
@@ -105,7 +106,7 @@ def parse_event_log(event_dir: Path) -> dict[str, dict[str, float]]:
     job_step, stage_step = {}, {}
     sums: dict[str, dict[str, float]] = defaultdict(lambda: {"executor_cpu_s": 0.0, "result_bytes": 0.0,
                                                             "jvm_heap_peak_mb": 0.0, "tasks": 0})
-    for path in event_dir.iterdir():
+    for path in sorted(p for p in event_dir.rglob("*") if p.is_file()):
         for line in path.read_text().splitlines():
             event = json.loads(line)
             kind = event.get("Event")

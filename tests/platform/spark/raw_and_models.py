@@ -53,7 +53,7 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "") -> dict[str
             tables[".".join(model.key)] = {"columns": columns,
                                            "rows": sorted((json.loads(json.dumps(r, default=_plain)) for r in rows), key=str)}
         for table in (("raw", "observational_impressions"), ("raw", "randomized_impressions")):
-            tables[".".join(table)] = {"rows": [fetch_rows(engine, f"SELECT count(*) FROM {table[0]}.{table[1]}")[0][0]]}
+            tables[".".join(table)] = {"rows": [list(fetch_rows(engine, f"SELECT count(*) FROM {table[0]}.{table[1]}")[0])]}
     return tables
 
 

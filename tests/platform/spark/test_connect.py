@@ -51,7 +51,7 @@ def test_ingestion_and_sql_models_over_spark_connect_equal_duckdbs(server, tmp_p
     shutil.copytree(duck_home / "landing", connect_home / "landing")
     duck = _build("duckdb", duck_home, tmp_path / "duckdb.json")
     spark = _build("spark", connect_home, tmp_path / "connect.json", server.url)
-    assert set(spark) == set(duck) and duck["raw.observational_impressions"]["rows"][0] > 0
+    assert set(spark) == set(duck) and duck["raw.observational_impressions"]["rows"][0][0] > 0
     for table, expected in duck.items():
         actual = spark[table]
         assert actual.get("columns") == expected.get("columns"), table

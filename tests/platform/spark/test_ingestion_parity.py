@@ -2,7 +2,7 @@
 broken schemas, hostile column names, wrong types, bad values, duplicates, zero rows) loaded by both loaders gives
 the same refusals, the same stored rows value for value and the same quarantine (reason, file and the row's ids).
 Both run the contract's one SQL source (ingestion/rules.py); Spark through its rendering.
-FUZZ_SPARK_EXAMPLES (default 40) sets the number of generated files; every example is a few Spark jobs."""
+FUZZ_SPARK_EXAMPLES (default 15) sets the number of generated files; every example is a few Spark jobs."""
 from __future__ import annotations
 
 import collections
@@ -49,7 +49,7 @@ def _stored(engine_rows) -> list[tuple]:
 
 
 # No shrinking: each example is several Spark jobs; a failure is reported as generated.
-@settings(max_examples=int(os.environ.get("FUZZ_SPARK_EXAMPLES", "40")), deadline=None, derandomize=False,
+@settings(max_examples=int(os.environ.get("FUZZ_SPARK_EXAMPLES", "15")), deadline=None, derandomize=False,
           phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
 @given(case=landing_files())
