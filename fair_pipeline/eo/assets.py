@@ -316,11 +316,17 @@ def eo_evaluation(
     with warehouse.connect() as con:
         rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, held_out,
                                          context.run_id, partition=day)
-    summary = report.summary.set_index("method")
+    # one row per (method, group vs the reference group); with two groups one row per method
+    pair_index = {pair: k for k, pair in enumerate(dict.fromkeys(report.summary["groups"]))}
+    summary = report.summary.assign(key=[m if len(pair_index) == 1 else f"{m}.pair{pair_index[g]}"
+                                         for m, g in zip(report.summary["method"], report.summary["groups"])])
+    summary = summary.set_index("key")
 
     def ratio(method: str) -> dict:
-        return {"ratio": round(float(summary.loc[method, "exposure_over_merit_ratio"]), 5),
-                "se": round(float(summary.loc[method, "exposure_over_merit_ratio_se"]), 5)}
+        rows = report.summary[report.summary["method"] == method]
+        values = {g: {"ratio": round(float(r), 5), "se": round(float(se), 5)} for g, r, se in
+                  zip(rows["groups"], rows["exposure_over_merit_ratio"], rows["exposure_over_merit_ratio_se"])}
+        return next(iter(values.values())) if len(values) == 1 else values
 
     metadata = {
         "label": SIMULATION_LABEL,
@@ -338,8 +344,8 @@ def eo_evaluation(
     window = (str(weighted.window_start), str(weighted.window_end))
     with mlflow.start_run(context, "eo_transform", window=window, tags={"fair_pipeline.simulation": "true"}) as run:
         run.log_params({"held_out_day": held_out, "n_requests": n_requests, "alphas": list(config.alphas)})
-        run.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
-                         ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
+        run.log_metrics({f"exposure_over_merit_ratio.{k}": float(summary.loc[k, "exposure_over_merit_ratio"])
+                         for k in summary.index if summary.loc[k, "method"] in ("raw", "unweighted", "weighted")}
                         | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
                         | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
         for name, frame in (("per_group", report.per_group), ("summary", report.summary), ("positions", report.positions)):
