@@ -110,8 +110,3 @@ def _refuse_fully_rejected_files(engine, rows_by_file: dict[str, int]) -> None:
         if rejected == rows_by_file[path]:
             raise LandingFileError(f"landing file {path}: all {rejected} rows rejected (most common reason: {reason}); "
                                    "the partition was left unchanged")
-
-
-def table_rows(engine, source: str) -> int:
-    return engine.row_count(("raw", f"{source}_impressions"))
-
