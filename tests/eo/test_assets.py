@@ -36,7 +36,7 @@ from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HEL
                                            point_fluent_api_at)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
-from tests.conftest import linked_figure
+from tests.figure_links import linked_figure
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)

@@ -35,7 +35,8 @@ from fair_pipeline.position_bias.assets import (
 from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates
 from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, load_chosen_position_bias
 from fair_pipeline.position_bias.window import training_window
-from tests.conftest import linked_figure, materialize_simulated_home
+from tests.figure_links import linked_figure
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)

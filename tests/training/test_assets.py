@@ -29,7 +29,7 @@ from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.training.assets import ranker_candidates
 from fair_pipeline.training.rankers import feature_columns, training_data, window_for_partition
 from fair_pipeline.platform.tracking import point_fluent_api_at
-from tests.conftest import materialize_simulated_home
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=23)
