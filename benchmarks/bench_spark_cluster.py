@@ -68,7 +68,7 @@ def _jvm_pid() -> int | None:
 def run_driver(home: Path, master: str, event_dir: Path, driver_memory: str, executor_memory: str) -> dict:
     """Child process: the steps on one day; returns per-step wall and driver memory after the step."""
     from fair_pipeline.ingestion import contract, spark_loads
-    from fair_pipeline.ingestion.loads import load_items
+    from fair_pipeline.ingestion.catalogue import load_items
     from fair_pipeline.platform import warehouse
     from fair_pipeline.platform.engines import DuckDBEngine, build_models
     from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session

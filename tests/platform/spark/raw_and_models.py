@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from fair_pipeline.ingestion import contract, loads, spark_loads
+from fair_pipeline.ingestion.catalogue import load_items
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, fetch_rows
@@ -28,7 +29,7 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "") -> dict[str
     landing = home / "landing"
     days = landed_dates(landing, "observational")
     with warehouse.session(home / "warehouse.duckdb") as con:
-        loads.load_items(con, landing)
+        load_items(con, landing)
         if engine_name == "duckdb":
             engine = DuckDBEngine(con)
             for day in days:
