@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
             events_by_step = parse_event_log(events)
             rows[size] = {step: {**driver[step], **events_by_step.get(step, {})} for step in STEPS}
             rows[size]["_rows"] = driver["rows"]
+            (base / f"results_{size:.0e}.json").write_text(json.dumps(rows[size]))  # kept if a larger size fails
             print(f"{size:.0e}: {driver['rows']}", flush=True)
     _print(rows, sizes)
 

@@ -61,6 +61,8 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/ingestion/loads.py": "the DuckDB loader: the contract's rules (ingestion/rules.py, rendered for "
         "Spark by spark_loads and below) over DuckDB's reader (read_parquet with filename, file_row_number), temp "
         "tables and one transaction over raw + quarantine; the item catalogue's validation",
+    "fair_pipeline/ingestion/catalogue.py": "the item catalogue's validation (catalogue-sized; on the spark engine "
+        "raw.items is then copied to Spark)",
     "fair_pipeline/audit/files.py": "`fair-pipeline audit FILE` reads one user file on the local machine",
     "fair_pipeline/audit/streamed.py": "the sweep and cluster passes run on a local DuckDB over the Parquet file "
         "spilled to the local temp directory; its engine input (spill_rows) is audit/sql.py's score_counts / "
@@ -159,6 +161,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
         call(windows, "window_before", tables, 1, last)
         call(windows, "newest_partition", tables)
         call(windows, "is_newest_partition", last, tables)
+        call(windows, "calendar_window", tables, first, last, min_days=1)
     for module in RENDERED_MODULES.values():
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__ or name.startswith("_"):
