@@ -1,4 +1,4 @@
-"""Kill `fair-pipeline run` with SIGKILL at a chosen point, run the recovery run, and check the home (issue 19).
+"""Kill `fair-pipeline run` with SIGKILL at a chosen point, run the recovery run, and check the home.
 
 Shared by `benchmarks/kill_points.py` (the red-team run over many points) and the slow tests in
 `tests/platform/test_kill_recovery.py`. A point is reached by polling the run's Dagster event log for a running
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-c", "import sys; from fair_pipeline.cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "import sys; from fair_pipeline.commands import main; sys.exit(main())"]
 CLEANUP = "[fair-pipeline] recovered:"
 SOURCES = ("observational", "randomized")
 POLL_S = 0.05
