@@ -244,8 +244,11 @@ def _stored(home: Path) -> pd.DataFrame:
 @pytest.mark.parametrize(
     ("partition", "config", "message"),
     [
-        ("2025-12-01", {}, "partition 2025-12-01 has nothing to train on: no partitions before 2025-12-01 in "
-                           "staging.stg_observational_impressions"),
+        ("2025-12-01", {}, "partition 2025-12-01 has nothing to train on: not enough data in the window "
+                           "2025-11-24..2025-11-30: staging.stg_observational_impressions has no day with data"),
+        # ten months later: the window 2026-11-13..19 is empty, and older days are never reached for
+        ("2026-11-20", {}, "partition 2026-11-20 has nothing to train on: not enough data in the window "
+                           "2026-11-13..2026-11-19"),
         (DAYS[0], {}, f"partition {DAYS[0]} has nothing to train on"),
         (DAYS[-1], {"feature_columns": ["f0", "nope"]}, "'nope'"),
         (DAYS[-1], {"lambdas": [0.0, -1.0]}, "lambdas=[0.0, -1.0]"),
