@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import landing_files, partition_dir, partition_files
+from fair_pipeline.ingestion.landing import LandingFileError, checked_landing_files, partition_dir, partition_files
 from fair_pipeline.platform.warehouse import (
     is_numeric_type,
     quote_identifier,
@@ -64,7 +64,8 @@ def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: st
     file_types = dict(
         (row[0], row[1])
         for row in con.execute(
-            f"DESCRIBE SELECT {_CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true)", {"files": files}
+            f"DESCRIBE SELECT {_CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true, hive_partitioning = false)",
+            {"files": files},
         ).fetchall()
     )
     typed = ",\n        ".join(
@@ -73,7 +74,8 @@ def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: st
     return f"""
     SELECT {_CONTRACT_SELECT}, {quote_identifier(file_column)} AS filename, file_row_number,
         {typed}
-    FROM read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, union_by_name = true)
+    FROM read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, union_by_name = true,
+                      hive_partitioning = false)
 """
 
 
@@ -220,10 +222,6 @@ def raw_table(source: str) -> str:
     return f"raw.{source}_impressions"
 
 
-class LandingFileError(ValueError):
-    """A landing file ingestion refuses as a whole; the message names the file and the column."""
-
-
 def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
     """Each file readable, with every contract column once, no reserved column, no nested contract
     column, no DATE-typed ts, and rows (unless `allow_empty`). Returns each file's row count and all column names."""
@@ -249,12 +247,17 @@ def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], 
             expected = contract.IMPRESSION_SCHEMA.field(column).type
             if pa.types.is_nested(file_type) or (column == "ts" and not _is_timestamp_or_text(file_type)):
                 raise LandingFileError(f"landing file {path}: column {column!r} is {file_type}; expected {expected}")
-            # One type per column across the day's files: DuckDB reads them as one relation and would fail mid-scan.
+            # Writers differ (pandas: large_string, int64, timestamp[ns]; pyarrow: string, int32, timestamp[us];
+            # an all-NULL column: null), so types agree when their families do (`type_family`); DuckDB then reads
+            # the files as one relation in the widest type and validation checks each value against the contract.
+            family = type_family(file_type)
+            if family == "null":
+                continue
             first_path, first_type = types_seen.setdefault(column, (path, file_type))
-            if not _same_type(first_type, file_type):
+            if type_family(first_type) != family:
                 raise LandingFileError(
                     f"landing file {path}: column {column!r} is {file_type} but {first_type} in {first_path}; "
-                    "the files of one partition must agree"
+                    "the files of one partition must agree (text, number, timestamp: any width, unit or zone)"
                 )
         if metadata.num_rows == 0 and not allow_empty:
             raise LandingFileError(
@@ -266,18 +269,29 @@ def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], 
 
 
 def _is_timestamp_or_text(arrow_type: pa.DataType) -> bool:
-    """ts must carry a time of day: a timestamp, or text parsed as one. A DATE would be stored as an invented
-    midnight and an integer has no agreed unit, so both are refused."""
+    """ts must carry a time of day: a timestamp, or text parsed as one (or all NULL: every row is then rejected).
+    A DATE would be stored as an invented midnight and an integer has no agreed unit, so both are refused."""
+    return type_family(arrow_type) in ("timestamp", "text", "null")
+
+
+def type_family(arrow_type: pa.DataType) -> str:
+    """The rule for files of one day written by different writers: types of one family are read as one.
+
+    text: string, large_string, string_view, dictionary-encoded text; number: integers of any width or sign and
+    floats (read in the widest type; a value out of the contract's range or a fraction in an integer column is a
+    rejected row); timestamp: any unit, any zone (instants; a naive timestamp is UTC); null: a column with no
+    value at all (pyarrow's `null` type), which agrees with every family. Anything else is its own family."""
     if pa.types.is_dictionary(arrow_type):
         arrow_type = arrow_type.value_type
-    return pa.types.is_timestamp(arrow_type) or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    """Equal types, counting a dictionary-encoded column as its value type (Parquet stores both alike)."""
-    a = a.value_type if pa.types.is_dictionary(a) else a
-    b = b.value_type if pa.types.is_dictionary(b) else b
-    return a == b
+    if pa.types.is_null(arrow_type):
+        return "null"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
+        return "text"
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
+        return "number"
+    if pa.types.is_timestamp(arrow_type):
+        return "timestamp"
+    return str(arrow_type)
 
 
 @contextlib.contextmanager
@@ -375,11 +389,12 @@ def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day
     """Source-specific columns (e.g. Open Bandit's propensities) go to raw.<source>_extras, keyed by
     (request_id, position). The table takes its shape from the first day loaded; a later day's new columns are
     added (earlier days read NULL) and its missing ones stored as NULL, and both are reported, not dropped."""
-    files = landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
+    files = checked_landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
     if not files:
         return ExtrasLoad()
     table = f"raw.{quote_identifier(f'{source}_extras')}"
-    scan = "SELECT *, CAST($partition_date AS DATE) AS partition_date FROM read_parquet($files, union_by_name = true)"
+    scan = ("SELECT *, CAST($partition_date AS DATE) AS partition_date "
+            "FROM read_parquet($files, union_by_name = true, hive_partitioning = false)")
     params = {"files": [str(f) for f in files], "partition_date": day.isoformat()}
     described = con.execute(f"DESCRIBE {scan}", params).fetchall()
     in_files = [row[0] for row in described]
@@ -408,7 +423,7 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, objec
     id are quarantined (source 'items'); feature columns are kept as they come, and the non-numeric ones
     (which rankers cannot use) are returned by name so the asset reports them."""
     folder = Path(landing) / contract.ITEMS_DIR
-    files = landing_files(folder)
+    files = checked_landing_files(folder)
     if not files:
         raise FileNotFoundError(f"no items file: {folder}/*.parquet not found")
     all_names: set[str] = set()
@@ -424,7 +439,8 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, objec
     # The source-file column gets a name no items file uses, so no file column can stand in for it.
     file_column_name = unused_name("_landing_file", all_names)
     file_column = quote_identifier(file_column_name)
-    scan = f"SELECT * FROM read_parquet($files, filename = {_sql_string(file_column_name)}, union_by_name = true)"
+    scan = (f"SELECT * FROM read_parquet($files, filename = {_sql_string(file_column_name)}, union_by_name = true, "
+            "hive_partitioning = false)")
     bad_row = (
         "item_id IS NULL OR trim(CAST(item_id AS VARCHAR), $blank) = '' "
         "OR item_id IN (SELECT item_id FROM _items GROUP BY item_id HAVING count(*) > 1)"
