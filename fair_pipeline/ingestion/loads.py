@@ -44,8 +44,20 @@ TARGET_TYPES = {
 
 # Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one. Each sorts
 # before "!", so `id < '!'` (a cheap prefix compare, true for '' and ids starting with one of them) guards the
-# trim(), which would otherwise cost twice the rest of the validation.
+# trim(), which would otherwise cost twice the rest of the validation. (Items use this; impressions use BLANK_ID.)
 BLANK_CHARACTERS = " \t\n\r\f\v"
+
+# An id made only of Unicode blanks (separators such as U+00A0 and U+3000, control characters, and the invisible
+# U+200B..U+200D, U+2060, U+FEFF, U+180E) is missing too. Such an id starts below "!" or outside ASCII, so
+# `id < '!' OR id >= U+0080` (a prefix compare) guards the regular expression.
+BLANK_ID = r"^[\p{Z}\p{Cc}\x{200B}-\x{200D}\x{2060}\x{FEFF}\x{180E}]*$"
+NON_ASCII = "\u0080"
+
+# Text read as a number must be a plain decimal: DuckDB's cast also reads "1_0" as 10 and " 0x1A"-like forms.
+_PLAIN_NUMBER = "'^ *[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)? *$'"
+# Text read as a timestamp must have a time of day: "2026-01-01" would be stored as an invented midnight, as a
+# DATE column would (those are refused whole).
+_TIME_OF_DAY = "'[0-9]:[0-9][0-9]'"
 
 
 def _typed_expression(column: str, file_type: str, target: str) -> str:
@@ -53,14 +65,21 @@ def _typed_expression(column: str, file_type: str, target: str) -> str:
     name = quote_identifier(column)
     if file_type == target:
         return name
+    if file_type == "BLOB" and target == "VARCHAR":  # bytes are text only as UTF-8 (checked per file first)
+        return f"decode({name})"
+    if file_type == "VARCHAR" and target in ("INTEGER", "DOUBLE"):
+        name = f"CASE WHEN regexp_matches({name}, {_PLAIN_NUMBER}) THEN {name} END"
+    if file_type == "VARCHAR" and target.startswith("TIMESTAMP"):
+        return f"CASE WHEN regexp_matches({name}, {_TIME_OF_DAY}) THEN TRY_CAST({name} AS {target}) END"
     if target == "INTEGER":  # refuse 1.5 rather than round it
         return f"CASE WHEN TRY_CAST({name} AS DOUBLE) = floor(TRY_CAST({name} AS DOUBLE)) THEN TRY_CAST({name} AS INTEGER) END"
     return f"TRY_CAST({name} AS {target})"
 
 
-def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: str) -> str:
-    """The contract columns of the files, read by name (other file columns are never read, so none can
-    shadow an internal name), their typed values in `t_*` columns, and `file_column`/`file_row_number`."""
+def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: str) -> tuple[str, dict[str, str]]:
+    """The DuckDB type each contract column is read as, and the SQL of the contract columns of the files, read by
+    name (other file columns are never read, so none can shadow an internal name), their typed values in `t_*`
+    columns, and `file_column`/`file_row_number`."""
     file_types = dict(
         (row[0], row[1])
         for row in con.execute(
@@ -71,7 +90,7 @@ def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: st
     typed = ",\n        ".join(
         f"{_typed_expression(c, file_types[c], t)} AS {quote_identifier('t_' + c)}" for c, t in TARGET_TYPES.items()
     )
-    return f"""
+    return file_types, f"""
     SELECT {_CONTRACT_SELECT}, {quote_identifier(file_column)} AS filename, file_row_number,
         {typed}
     FROM read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, union_by_name = true,
@@ -95,7 +114,7 @@ def unused_name(base: str, taken: set[str]) -> str:
     return base
 
 
-def _rejected_sql(typed: str) -> str:
+def _rejected_sql(typed: str, file_types: dict[str, str]) -> str:
     """(filename, file_row_number, reason) of every rejected row.
 
     The first failing rule wins, structural problems before value problems. Among rows that pass every
@@ -103,14 +122,20 @@ def _rejected_sql(typed: str) -> str:
     are rejected; a hash GROUP BY finds the (rare) repeated keys, so only those rows are ranked. The CTEs are
     NOT MATERIALIZED: DuckDB would otherwise hold every typed row of the day in memory (it does not spill a
     materialized CTE; 12.5M rows overran the 512MB cap), where inlined they are streamed from the file."""
+    # A float group column's NaN would be stored as the group 'nan'; a NULL group is allowed, a NaN is not.
+    group_nan = "isnan(group_id)" if file_types["group_id"] in ("FLOAT", "DOUBLE") else "false"
     return f"""
 WITH typed AS NOT MATERIALIZED ({typed}), checked AS NOT MATERIALIZED (
     SELECT filename, file_row_number, t_request_id, t_position,
         CASE
-            WHEN t_request_id IS NULL OR (t_request_id < '!' AND trim(t_request_id, $blank) = '') THEN 'missing request_id'
-            WHEN t_query_id IS NULL OR (t_query_id < '!' AND trim(t_query_id, $blank) = '') THEN 'missing query_id'
-            WHEN t_item_id IS NULL OR (t_item_id < '!' AND trim(t_item_id, $blank) = '') THEN 'missing item_id'
-            WHEN t_ts IS NULL THEN 'missing or unparsable ts'
+            WHEN t_request_id IS NULL OR ((t_request_id < '!' OR t_request_id >= $non_ascii) AND regexp_matches(t_request_id, $blank_id))
+                THEN 'missing request_id'
+            WHEN t_query_id IS NULL OR ((t_query_id < '!' OR t_query_id >= $non_ascii) AND regexp_matches(t_query_id, $blank_id))
+                THEN 'missing query_id'
+            WHEN t_item_id IS NULL OR ((t_item_id < '!' OR t_item_id >= $non_ascii) AND regexp_matches(t_item_id, $blank_id))
+                THEN 'missing item_id'
+            WHEN {group_nan} THEN 'group_id is NaN'
+            WHEN t_ts IS NULL THEN 'missing or unparsable ts (text needs a time of day)'
             WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
             WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
             WHEN t_position IS NULL OR t_position NOT BETWEEN 1 AND $max_position THEN 'position outside 1..K'
@@ -319,6 +344,24 @@ def _nan_checks_kept(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute("SET disabled_optimizers = $previous", {"previous": previous})
 
 
+def _refuse_invalid_utf8_bytes(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
+    """A contract text column stored as bytes (Parquet BINARY without the UTF-8 annotation) is read as text only
+    if every value is valid UTF-8; otherwise the file is refused naming the column (as for a text column)."""
+    for path in files:
+        schema = pq.read_schema(path)
+        for column in TEXT_COLUMNS:
+            if pa.types.is_binary(schema.field(column).type) or pa.types.is_large_binary(schema.field(column).type):
+                bad = con.execute(
+                    f"SELECT count(*) FROM read_parquet($file) WHERE {quote_identifier(column)} IS NOT NULL "
+                    f"AND TRY(decode({quote_identifier(column)})) IS NULL", {"file": str(path)}).fetchone()[0]
+                if bad:
+                    raise LandingFileError(f"landing file {path}: column {column!r} holds bytes that are not UTF-8 "
+                                           f"text in {bad} rows; the partition was left unchanged")
+
+
+TEXT_COLUMNS = tuple(c for c, t in TARGET_TYPES.items() if t == "VARCHAR")
+
+
 def _refuse_fully_rejected_files(con: duckdb.DuckDBPyConnection, rows_by_file: dict[str, int]) -> None:
     """A file none of whose rows pass is a broken file, not bad rows: fail before the partition is replaced."""
     for filename, rejected, reason in con.execute(_REJECTED_BY_FILE).fetchall():
@@ -356,14 +399,16 @@ def load_partition(
         "max_position": max_position,
         "day_start": dt.datetime.combine(day, dt.time(), dt.timezone.utc),
         "day_end": dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc),
-        "blank": BLANK_CHARACTERS,
+        "blank_id": BLANK_ID,
+        "non_ascii": NON_ASCII,
         "max_abs_score": contract.MAX_ABS_SCORE,
         "score_bound_reason": f"|score| above {contract.MAX_ABS_SCORE:g}",
     }
     file_column = unused_name("_landing_file", file_columns)
     with _encoding_errors_named(), _nan_checks_kept(con), transaction(con):
-        typed = _typed_sql(con, file_list["files"], file_column)
-        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
+        file_types, typed = _typed_sql(con, file_list["files"], file_column)
+        _refuse_invalid_utf8_bytes(con, files)
+        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed, file_types)), rules)
         _refuse_fully_rejected_files(con, rows_by_file)
         con.execute(_DELETE_PARTITION.format(table=table), params)
         con.execute(_DELETE_QUARANTINE, {"source": source, **params})
