@@ -47,13 +47,9 @@ from pathlib import Path
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import numpy as np  # noqa: E402
+import numpy as np  # noqa: E402  (after the thread limits above: BLAS reads them when it loads)
 import pandas as pd  # noqa: E402
 from scipy import integrate, optimize, stats  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from fair_pipeline.audit import compare_groups  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_items  # noqa: E402

@@ -1,4 +1,4 @@
-"""Peak memory and time of `fair-pipeline audit` as the number of groups grows (issue 19, item 3).
+"""Peak memory and time of `fair-pipeline audit` as the number of groups grows.
 
 For each group count (default 25, 100, 200) a CSV of ``--rows`` rows (default 1e5; continuous scores, labels
 ~30% positive, groups of equal expected size) is written to a temp dir and ``fair-pipeline audit FILE --score

@@ -1,4 +1,4 @@
-"""The audit's SQL path against its floor (issue 18, item 4): ``audit_file`` / DuckDB's own query of the same shape.
+"""The audit's SQL path against its floor: ``audit_file`` / DuckDB's own query of the same shape.
 
 A Parquet file of ``--rows`` rows (default 5e7: two groups, continuous scores, so nearly every score is
 distinct, the worst case for the grid) is written to a temp dir. Rounds alternate, in this process:
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,12 +27,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from bench_clustered_audit import timed  # wall and CPU seconds of one call
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench_clustered_audit import timed  # noqa: E402  (wall and CPU seconds of one call)
-from fair_pipeline.audit.files import BATCH_ROWS, audit_file  # noqa: E402
+from fair_pipeline.audit.files import BATCH_ROWS, audit_file
 
 
 def write_file(path: Path, rows: int, seed: int, chunk: int = 5_000_000) -> None:

@@ -7,7 +7,7 @@ is generated in DuckDB; every variant runs on the same connection, interleaved, 
 prints the median wall and CPU seconds (CPU of the whole process, DuckDB's threads included) and the ratios.
 Target: 14 rankers <= 1.2x the cost of 7.
 
-    /work/venv/bin/python benchmarks/bench_candidates.py [--impressions 7500000] [--repeats 3]
+    python benchmarks/bench_candidates.py [--impressions 7500000] [--repeats 3]
 """
 from __future__ import annotations
 
@@ -15,19 +15,14 @@ import argparse
 import datetime as dt
 import resource
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import duckdb
+import numpy as np
+import pandas as pd
 
-import duckdb  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from fair_pipeline.platform.sql_models import SQL_PARAMETERS  # noqa: E402
-from fair_pipeline.selection.candidates import Ranker, ranker_weighted_sums  # noqa: E402
+from fair_pipeline.platform.sql_models import SQL_PARAMETERS
+from fair_pipeline.selection.candidates import Ranker, ranker_weighted_sums
 
 START = dt.date(2026, 1, 1)
 DAYS, SLOTS, ITEMS, FEATURES = 7, 50, 50_000, 8

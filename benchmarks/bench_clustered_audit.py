@@ -13,7 +13,6 @@ shared and noisy, so CPU time is the steadier figure).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,10 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fair_pipeline.audit.files import audit_file  # noqa: E402
+from fair_pipeline.audit.files import audit_file
 
 
 def write_file(path: Path, rows: int, items: int, seed: int) -> None:

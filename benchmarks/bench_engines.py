@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None, stop_session: bool = True) -> None:
         print(f"{sum(written.values()):,} impressions over {args.days} days; {args.repeats} repeats per engine "
               f"(medians); Spark master {args.masters or args.master}")
 
-        from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
+        from fair_pipeline.platform.engines.spark_engine import (
+            SparkEngine,
+            spark_session,
+        )
 
         masters = args.masters.split(",") if args.masters else [args.master]
         state = {}

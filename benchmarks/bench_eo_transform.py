@@ -1,7 +1,7 @@
 """Throughput of WeightedCDFTransformer.transform (target >= 10M scores/s), side by side with the numpy
 primitives on the same array: one np.interp over 1,001 knots and np.searchsorted.
 
-    /work/venv/bin/python benchmarks/bench_eo_transform.py [n_scores]
+    python benchmarks/bench_eo_transform.py [n_scores]
 
 Run from the repository root. Times are the best of 5 runs (this machine is shared and noisy).
 """
@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from fair_pipeline.eo import WeightedCDFTransformer, with_alpha  # noqa: E402
+from fair_pipeline.eo import WeightedCDFTransformer, with_alpha
 
 TARGET = 10e6
 

@@ -1,7 +1,7 @@
 """Ingestion with validation vs a plain DuckDB insert of the same files, and simulator throughput.
 
 Prints ratios measured side by side in one run (this machine is noisy: compare ratios, not seconds).
-Targets (issue 2): validated ingestion >= 0.5x the plain insert; simulator >= 1M impressions/s.
+Targets: validated ingestion >= 0.5x the plain insert; simulator >= 1M impressions/s.
 
     python benchmarks/bench_ingestion.py [--requests-per-day 25000] [--days 2] [--repeats 3]
 """

@@ -5,7 +5,7 @@ One day is simulated once into a temporary landing zone; each limit loads it int
 its own subprocess, in one run ("uncapped" = DuckDB's default of 80% of RAM). The pipeline's default limit is
 `settings.DEFAULT_DUCKDB_MEMORY_LIMIT`.
 
-    /work/venv/bin/python benchmarks/bench_ingestion_memory.py [--requests-per-day 100000] [--limits uncapped 1GB 512MB]
+    python benchmarks/bench_ingestion_memory.py [--requests-per-day 100000] [--limits uncapped 1GB 512MB]
 """
 from __future__ import annotations
 
@@ -18,9 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 DAY = dt.date(2026, 1, 1)
 UNCAPPED = "uncapped"

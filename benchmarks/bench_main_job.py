@@ -15,7 +15,7 @@ numpy / DuckDB / pandas work it calls is compute; MLflow, Dagster, drawing figur
 matplotlib in a checkout that used it) and module imports are framework.
 All sizes run one after the other in one invocation, so the ratios between them are measured side by side.
 
-    /work/venv/bin/python benchmarks/bench_main_job.py [--sizes 25000 100000 250000] [--days 3] [--top 8] [--code CHECKOUT]
+    python benchmarks/bench_main_job.py [--sizes 25000 100000 250000] [--days 3] [--top 8] [--code CHECKOUT]
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
 START = "2026-01-01"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 BENCHMARK_JOB = "benchmark_models"  # materialized once per code version, not by the daily runs
@@ -143,7 +144,6 @@ def _step_intervals(run_id: str) -> dict[str, tuple[float, float]]:
 
 def child(requests_per_day: int, start: str, days: int, interval: float, code: Path) -> dict:
     """One `fair-pipeline run` of the checkout `code` in this process; returns the measurements as a dict."""
-    sys.path.insert(0, str(code))
     from fair_pipeline import cli, runner
 
     sampler = Sampler(interval)

@@ -1,6 +1,6 @@
-"""Cost of the MI penalty on Adult (issue 6, item 5), measured side by side in one run.
+"""Cost of the MI penalty on Adult, measured side by side in one run.
 
-    /work/venv/bin/python benchmarks/bench_penalized.py [--repeats 7] [--lam 10]
+    python benchmarks/bench_penalized.py [--repeats 7] [--lam 10]
 
 Prints, on the Adult training split (29,170 x 64), single-threaded BLAS:
   1. one objective-and-gradient evaluation, penalized / unpenalized (same code, same data); target <= 1.5
@@ -26,10 +26,10 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import compare_groups
 from fair_pipeline.training import MIPenalizedLogisticRegression, lambda_path
-from fair_pipeline.training.benchmark_data import adult_split
 from fair_pipeline.training.penalized.gaps import gap_table
 from fair_pipeline.training.penalized.mi_proxy import cells_of, encode_groups
 from fair_pipeline.training.penalized.objective import PenalizedProblem, objective
+from fair_pipeline.training.reference.data import adult_split
 
 FIT = {"l2": 1e-4, "tol": 1e-5}
 ADAGRAD = {"solver": "adagrad", "l2": 1e-4, "batch_size": 1024, "learning_rate": 0.1, "max_iter": 300, "random_state": 0}

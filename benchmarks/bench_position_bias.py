@@ -7,7 +7,7 @@ over every partition, as the pipeline runs it) + summing the window + the numpy 
 For contrast, "in-memory pairwise" loads the production rows into pandas (row pass column) and runs the
 in-memory facade `estimate_position_bias` (numpy column) on them.
 
-    /work/venv/bin/python benchmarks/bench_position_bias.py [--impressions 10000000] [--db PATH]
+    python benchmarks/bench_position_bias.py [--impressions 10000000] [--db PATH]
 """
 from __future__ import annotations
 
@@ -22,12 +22,9 @@ import time
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import duckdb
 
-import duckdb  # noqa: E402
-
-from fair_pipeline.platform import sql_models  # noqa: E402
+from fair_pipeline.platform import sql_models
 
 DAYS = 5
 IN_MEMORY = "in-memory pairwise"

@@ -1,4 +1,4 @@
-"""Added cost of the new candidate families in the daily model_selection (issue 16, item 4).
+"""Added cost of the new candidate families in the daily model_selection.
 
 Simulates a small home (3 days, the selection tests' size unless given), runs the daily job once for the newest
 partition, then re-materializes model_selection alone for that partition, alternating `families=[]` (ranker
@@ -6,7 +6,7 @@ candidates and EO transforms only) and all new families, and prints the CPU and 
 side (best of `repeats`), their ratio, and the CPU of the family fits + rating the asset reports itself
 (`families_cpu_seconds`).
 
-    /work/venv/bin/python benchmarks/bench_selection_families.py [home_dir] [requests_per_day] [repeats]
+    python benchmarks/bench_selection_families.py [home_dir] [requests_per_day] [repeats]
 
 Run from the repository root; `home_dir` (default: a new temp dir) must be empty or absent. SIMULATION data.
 """
@@ -18,8 +18,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 START = dt.date(2026, 1, 1)
 DAYS = 3

@@ -1,4 +1,4 @@
-"""Evidence for issue 8 (item 4): fair quadratic metric elicitation on 100 random ground-truth
+"""Evidence for fair quadratic metric elicitation on 100 random ground-truth
 metrics satisfying Assumption 4, k = 2, m = 2 and m = 3, exact and 5%-flipped answers.
 
 Ground truths are drawn like the paper authors' experiments (lam ~ U(0.25, 0.75), random SPD

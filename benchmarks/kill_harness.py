@@ -1,4 +1,4 @@
-"""Kill `fair-pipeline run` with SIGKILL at a chosen point, run the recovery run, and check the home (issue 19).
+"""Kill `fair-pipeline run` with SIGKILL at a chosen point, run the recovery run, and check the home.
 
 Shared by `benchmarks/kill_points.py` (the red-team run over many points) and the slow tests in
 `tests/platform/test_kill_recovery.py`. A point is reached by polling the run's Dagster event log for a running

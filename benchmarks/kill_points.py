@@ -1,4 +1,4 @@
-"""Red-team run of issue 19: kill -9 `fair-pipeline run` at N points, recover each with `run --no-simulate`,
+"""Red-team run: kill -9 `fair-pipeline run` at N points, recover each with `run --no-simulate`,
 and check that the recovered home equals a clean run's (benchmarks/kill_harness.py does one point).
 
 The landing files are simulated once and copied into each point's fresh home; one clean run gives the
@@ -7,7 +7,7 @@ more per stage: ingestion, SQL models, benchmark models, position bias, EO, MLfl
 selection, report); the rest alternate between a random step plus a random delay and a random moment of the
 whole run. Prints one row per point and the totals; exits 1 if any point failed.
 
-    python benchmarks/kill_points.py --points 20
+    python -m benchmarks.kill_points --points 20
 """
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-
-from benchmarks.kill_harness import ALL_STEPS, FIXED_POINTS, KillPoint, Sizes, clean_run, run_point, simulate  # noqa: E402
+from benchmarks.kill_harness import ALL_STEPS, FIXED_POINTS, KillPoint, Sizes, clean_run, run_point, simulate
 
 
 def choose_points(count: int, rng: random.Random, clean_s: float) -> list[KillPoint]:

@@ -1,6 +1,6 @@
 """Reproduce figure 2 of Nandy et al. (section 4.1) and print the README tables (Markdown).
 
-    /work/venv/bin/python benchmarks/penalized_reproduction.py [--out DIR]
+    python benchmarks/penalized_reproduction.py [--out DIR]
 
 Adult: lambda paths with the penalty on the probability and on the logit, audited on the held-out
 US rows of adult.test; COMPAS: the vanilla Black vs White comparison and a short path.
@@ -16,9 +16,9 @@ from threadpoolctl import threadpool_limits
 from fair_pipeline.audit import holm
 from fair_pipeline.platform import settings
 from fair_pipeline.training import lambda_path
-from fair_pipeline.training.benchmark_data import adult_split, compas_split
+from fair_pipeline.training.figures import plot_group_comparison, plot_partial_auc_path
 from fair_pipeline.training.penalized.gaps import audit_path
-from fair_pipeline.training.plots import plot_group_comparison, plot_partial_auc_path
+from fair_pipeline.training.reference.data import adult_split, compas_split
 
 FIT = {"l2": 1e-4, "tol": 1e-5}
 ADULT_GRID = [0.0, 0.3, 1.0, 3.0, 10.0, 30.0]

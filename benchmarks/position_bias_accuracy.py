@@ -1,6 +1,6 @@
 """Accuracy of the position-bias estimators on the simulator (the figures quoted in the README).
 
-    /work/venv/bin/python benchmarks/position_bias_accuracy.py [--bin-reps 10] [--coverage-reps 20]
+    python benchmarks/position_bias_accuracy.py [--bin-reps 10] [--coverage-reps 20]
 
 1. Default simulation (K=50, w_j = 1/log2(1+j), 7 days x 25,000 production + 5,000 shuffled + 5,000 swapped
    requests a day) and the power-law curve (1/j)^0.8 with K=20: max |ŵ_j - w_j| per estimator.
@@ -11,20 +11,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import sys
 import time
 import warnings
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve  # noqa: E402
-from fair_pipeline.position_bias import compare_estimates  # noqa: E402
-from fair_pipeline.position_bias.aggregates import FINE_BIN_WIDTH  # noqa: E402
-from fair_pipeline.position_bias.estimators import auto_bin_factor, estimate_from_aggregates  # noqa: E402
-from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates  # noqa: E402
+from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve
+from fair_pipeline.position_bias import compare_estimates
+from fair_pipeline.position_bias.aggregates import FINE_BIN_WIDTH
+from fair_pipeline.position_bias.estimators import auto_bin_factor, estimate_from_aggregates
+from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates
 
 METHODS = ("adjacent_pairwise", "randomized", "adjacent_swap", "direct_is", "naive")
 warnings.simplefilter("ignore")

@@ -1,6 +1,6 @@
-"""Post-processing and pairwise-fair training, measured side by side (issue 16, item 5).
+"""Post-processing and pairwise-fair training, measured side by side.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/postprocessing_comparison.py [--tables ABCDEF]
+    python benchmarks/postprocessing_comparison.py [--tables ABCDEF]
 
 Prints four tables (held-out figures with 95 % CIs; SEs: rows independent for rates, queries for
 pairwise accuracies, DeLong for xAUC; CPU seconds of this process, one BLAS thread):
@@ -39,8 +39,8 @@ from fair_pipeline.audit.stats.xauc import xauc
 from fair_pipeline.eo import WeightedCDFTransformer
 from fair_pipeline.postprocessing import RejectOptionClassifier, ThresholdPostProcessor, equalized_odds_gap, rate_table
 from fair_pipeline.training import MIPenalizedLogisticRegression, PairwiseFairRanker
-from fair_pipeline.training.benchmark_data import adult_split, compas_split
 from fair_pipeline.training.pairwise_data import adult_queries, simulator_queries
+from fair_pipeline.training.reference.data import adult_split, compas_split
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 30)

@@ -13,7 +13,7 @@ from typing import Callable
 
 
 class _ExportingPackage(types.ModuleType):
-    """A package whose exported names win over its submodules of the same name (`elicitation.qpme` is the
+    """A package whose exported names win over its submodules of the same name (`elicitation._qpme` is the
     function, as with an eager `from .qpme import qpme`): importing a submodule sets it on its package, which
     would otherwise hide the lazily exported function for good."""
 

@@ -6,7 +6,7 @@ import os
 # Multi-threaded BLAS on a small shared machine makes sklearn fits ~10x slower; set before numpy loads.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
-# fair_pipeline.platform.tracking sets this on import, for the whole process (not a leak of one test).
+# fair_pipeline.platform.tracking.store sets this on import, for the whole process (not a leak of one test).
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 import datetime as dt  # noqa: E402

@@ -1,6 +1,6 @@
 """Packages that import their re-exported names on first use (`fair_pipeline.lazy_exports`) still export every
 name they list, each the object of its defining module, also after every submodule is imported (a submodule
-named like an exported function, `elicitation.qpme`, must not replace it), and a misspelt name still fails."""
+named like an exported function, `elicitation._qpme`, must not replace it), and a misspelt name still fails."""
 from __future__ import annotations
 
 import importlib

@@ -3,7 +3,7 @@
 The math (`transform`: `WeightedCDFTransformer`, scikit-learn style with `sensitive_features=`;
 `aggregate`: weighted click counts per score, the sufficient statistic; `quantiles`, `piecewise`) is pure
 numpy/pandas. `reranking` re-ranks held-out simulated requests to measure exposure per merit (a SIMULATION
-study) and `evaluation` runs it with figures (`plots`); `sql` reads the click-count mart, `window` picks the
+study) and `evaluation` runs it (its figures: `figures`); `sql` reads the click-count mart, `window` picks the
 training window, `store` keeps fitted transforms in `marts.eo_transforms`, `report` renders tables and figures,
 `serving` is the MLflow pyfunc that scores with base ranker + transform (`fair-ranker`), `assets` the Dagster glue.
 Inputs: `marts.eo_score_click_counts` and the chosen position-bias curve. Outputs: fitted transforms, the

@@ -17,7 +17,7 @@ from pydantic import Field
 from fair_pipeline.eo import store as eo_store
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS, evaluate_rerankings
-from fair_pipeline.eo.plots import SIMULATION_LABEL
+from fair_pipeline.eo.figures import SIMULATION_LABEL
 from fair_pipeline.eo.report import (
     cdf_table,
     exposure_merit_table,

@@ -11,7 +11,7 @@ import datetime as dt
 
 import pandas as pd
 
-from fair_pipeline.eo.plots import SIMULATION_LABEL, figure_1, figure_3
+from fair_pipeline.eo.figures import SIMULATION_LABEL, figure_1, figure_3
 from fair_pipeline.eo.reranking import evaluate_methods, held_out_chunks
 from fair_pipeline.eo.transform import WeightedCDFTransformer, with_alpha
 from fair_pipeline.ingestion.simulator import SimulationConfig

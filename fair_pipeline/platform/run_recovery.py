@@ -126,10 +126,10 @@ def _slot_holders(storage) -> set[str]:
 
 def _end_mlflow_runs(dagster_run_ids: list[str]) -> int:
     """End as FAILED the MLflow runs still RUNNING that the dead Dagster runs started (by their run-id tag)."""
-    from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, _local_sqlite_path, store_client
+    from fair_pipeline.platform.tracking import TAG_DAGSTER_RUN, local_sqlite_path, store_client
 
     uri = settings.mlflow_tracking_uri()
-    store = _local_sqlite_path(uri)
+    store = local_sqlite_path(uri)
     if store is not None and not store.exists():
         return 0
     client = store_client(uri)

@@ -2,7 +2,7 @@
 
 Estimators of the curve w_j with delta-method CIs from randomized traffic (`shuffle`, `adjacent_swap`)
 or from observational logs by score bins (`estimators`, `aggregates`, `compare`: pure numpy/pandas);
-`estimate_position_bias(impressions, method=...)` over a DataFrame (`estimate`) and
+`estimate_position_bias(impressions, method=...)` over a DataFrame (`from_impressions`) and
 `estimate_position_bias_sql(con, method, first_date, last_date)` over the marts (`sql`); the training window and
 every method's estimate (`window`), the stored curves (`store`: `marts.position_bias_curves`, read by later stages
 with `load_chosen_position_bias(con)`), tables and figures (`report`), simulated aggregates for accuracy studies
@@ -20,7 +20,7 @@ from fair_pipeline.position_bias.aggregates import (
     aggregate_swap_cells,
 )
 from fair_pipeline.position_bias.compare import compare_estimates
-from fair_pipeline.position_bias.estimate import estimate_position_bias
+from fair_pipeline.position_bias.from_impressions import estimate_position_bias
 from fair_pipeline.position_bias.estimators import (
     AUTO_BINS_PER_SD,
     DEFAULT_TRUNCATE,

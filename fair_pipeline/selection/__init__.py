@@ -27,6 +27,6 @@ __all__, __getattr__ = lazy_exports(__name__, {
     "fair_pipeline.selection.elicitation.oracles": ("MissingPreferenceError", "RecordedPreferenceOracle", "SimulatedOracle"),
     "fair_pipeline.selection.elicitation.paired": ("PairedDifference", "paired_cost_difference"),
     "fair_pipeline.selection.elicitation.query_log": ("InconsistentOracleError", "InconsistentOracleWarning"),
-    "fair_pipeline.selection.elicitation.selection": ("rank_candidates",),
+    "fair_pipeline.selection.elicitation.ranking": ("rank_candidates",),
     "fair_pipeline.selection.elicitation.validation": ("RateProfileError",),
 })

@@ -1,4 +1,4 @@
-"""Model-selection assets (issue 8): elicit a fair metric from an oracle, rank the candidates by it, and move
+"""Model-selection assets: elicit a fair metric from an oracle, rank the candidates by it, and move
 the registry alias `champion` to the winner.
 
 `elicited_metric` asks the configured oracle (by default a SIMULATED one whose ground truth is in the run

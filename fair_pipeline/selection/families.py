@@ -1,4 +1,4 @@
-"""Model-selection candidates of every fairness family, next to "retrained ranker + EO transform" (issue 16).
+"""Model-selection candidates of every fairness family, next to "retrained ranker + EO transform".
 
 Families (the `family` column of the ranking):
   mi_penalty               a retrained MI-penalized ranker as is (candidates.py, alpha = 0); relaxation: lambda

@@ -6,9 +6,10 @@ preconditioning and AdaGrad (`objective`, `precondition`, `adagrad`), the lambda
 gap summary of a fit (`gaps`); `click_training` turns clicks and position weights into relevance rows.
 `pairwise_fair` holds `PairwiseFairRanker`, a linear ranker trained on within-query pairs under Narasimhan
 et al.'s pairwise fairness constraints by the proxy-Lagrangian (pairs subsampled with a fixed budget per step).
-`rankers` fits the daily ranker candidates from the warehouse, `benchmark_data` / `benchmark_models` fit the
-Adult and COMPAS benchmarks, `benchmark_registry` registers them and moves `champion` by the Holm rule,
-`store` / `tracking` / `plots` write tables, MLflow runs and figures, `assets` is the Dagster glue.
+`rankers` fits the daily ranker candidates from the warehouse; `reference` holds the paper's reference models
+(the `benchmark_models` asset): `reference.data` / `reference.fits` fit Adult and COMPAS, `reference.registry`
+registers them and moves `champion` by the Holm rule; `store` / `tracking` / `figures` write tables, MLflow runs
+and figures, `assets` is the Dagster glue.
 Inputs: impressions of the training window, the chosen position-bias curve, items. Outputs: `marts.ranker_*` and
 `marts.benchmark_*` tables, MLflow runs and registered `fair-benchmark-*` versions. Tests: tests/training/.
 

@@ -1,8 +1,8 @@
-"""Training assets (issue 6): MI-penalized fits on Adult / COMPAS, and ranker candidates from click logs.
+"""Training assets: MI-penalized fits on Adult / COMPAS, and ranker candidates from click logs.
 
 `benchmark_models` reads only the shipped benchmark files (unpartitioned, no upstream assets) and registers
 every fit as a version of `fair-benchmark-<dataset>`, moving `champion` by the rule in
-`fair_pipeline.training.benchmark_registry`;
+`fair_pipeline.training.reference.registry`;
 `ranker_candidates` retrains the ranker over a window of observational impressions with inverse-propensity
 weights from the chosen position-bias curve. Both log one MLflow run per fit and write their tables in
 one transaction each (`fair_pipeline.training.store`).
@@ -30,12 +30,12 @@ from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import DEFAULT_WINDOW_DAYS, daily_partitions, days_before, partition_day
 from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
 from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
-from fair_pipeline.training import benchmark_models as bm
-from fair_pipeline.training import benchmark_registry as br
+from fair_pipeline.training.reference import fits as bm
+from fair_pipeline.training.reference import registry as br
 from fair_pipeline.training import rankers as rt
 from fair_pipeline.training.click_training import ClickTrainingError
 from fair_pipeline.training.penalized.objective import SCORES
-from fair_pipeline.training.plots import plot_group_comparison, plot_partial_auc_path
+from fair_pipeline.training.figures import plot_group_comparison, plot_partial_auc_path
 from fair_pipeline.training.store import (
     BENCHMARK_AUDITS,
     BENCHMARK_MODELS,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items, simulate_requests
-from fair_pipeline.training.benchmark_data import adult_split
+from fair_pipeline.training.reference.data import adult_split
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def test_each_branch_by_hand():
     # z = 0.05 / 0.01 = 5: significant; |0.05| > 0.02
     assert one(0.05, 0.01)[0] == LARGER
     assert one(-0.05, 0.01)[0] == LARGER
-    # the ΔxAUC = +0.004 of issue 13 with a tiny SE: significant (z = 8) but well inside ±0.02
+    # a ΔxAUC of +0.004 (a million-row audit) with a tiny SE: significant (z = 8) but well inside ±0.02
     verdict, p_tost = one(0.004, 0.0005)
     assert verdict == WITHIN and p_tost < 1e-10
     # not significant (z = 0.5), 90% CI 0.002 ± 1.645 * 0.004 = [-0.0046, 0.0086] inside ±0.02: equivalent

@@ -51,7 +51,7 @@ SMALLER = {
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
     "python benchmarks/bench_candidates.py": "--impressions 100000 --repeats 1",
     "python benchmarks/bench_main_job.py --sizes 25000 100000 250000 --days 3 --top 6": "--sizes 300 --days 2 --top 2",
-    ".venv/bin/python benchmarks/bench_ingestion.py --days 2 --repeats 5": "--days 1 --repeats 1 --requests-per-day 200",
+    "python benchmarks/bench_ingestion.py --days 2 --repeats 5": "--days 1 --repeats 1 --requests-per-day 200",
     "python benchmarks/bench_eo_transform.py": "100000",
     "python -m fair_pipeline.reproductions.kallus_zhou 20": None,  # the positional count: replaced below
     "python benchmarks/position_bias_accuracy.py": "--bin-reps 1 --coverage-reps 1",
@@ -59,7 +59,7 @@ SMALLER = {
     "python -m benchmarks.elicitation_evidence": "--metrics 3",
     "python benchmarks/bench_penalized.py --repeats 5 --parts objective,fits,path": "--repeats 1",
     "python benchmarks/penalized_reproduction.py": "",
-    "PYTHONPATH=$PWD .venv/bin/python benchmarks/postprocessing_comparison.py": "--tables A",
+    "python benchmarks/postprocessing_comparison.py": "--tables A",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
@@ -90,7 +90,7 @@ ELSEWHERE = {
     "python benchmarks/bench_main_job.py --sizes 25000 --days 3 --top 12":
         "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes",
     # Each point costs a killed run and a recovery run (about 30 s here): the test runs three of its points.
-    "python benchmarks/kill_points.py --points 20":
+    "python -m benchmarks.kill_points --points 20":
         "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps",
 }
 

@@ -70,7 +70,7 @@ def test_run_ingests_every_partition_and_trains_those_with_earlier_days(fp_home,
 
 def _benchmark_versions() -> dict[str, int]:
     from fair_pipeline.platform.tracking import benchmark_model_name
-    from fair_pipeline.training import benchmark_models as bm
+    from fair_pipeline.training.reference import fits as bm
 
     client = MLflowTracking().client()
     return {d: len(client.search_model_versions(f"name = '{benchmark_model_name(d)}'")) for d in bm.BENCHMARKS}
@@ -110,7 +110,7 @@ def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
 
 
 def test_a_backfill_of_older_days_moves_no_alias_and_registers_no_benchmark(fp_home, capsys):
-    """Issue 14's rollback scenario: run on recent days, then backfill older ones: @champion, @candidate, the
+    """A rollback scenario: run on recent days, then backfill older ones: @champion, @candidate, the
     benchmark versions and reports/latest stay; the older days get their own audit and selection partitions."""
     sim = ["--requests-per-day", "200", "--items", "2000"]
     assert cli.main(["run", "--start", "2026-01-03", "--days", "2", *sim]) == 0

@@ -23,7 +23,7 @@ from fair_pipeline.eo.assets import (
     eo_evaluation,
     eo_transform,
 )
-from fair_pipeline.eo.plots import SIMULATION_LABEL
+from fair_pipeline.eo.figures import SIMULATION_LABEL
 from fair_pipeline.eo.store import TRANSFORMS_TABLE, load_latest_transforms
 from fair_pipeline.ingestion.assets import ingestion_assets
 from fair_pipeline.ingestion.simulated_landing import simulate_to_landing

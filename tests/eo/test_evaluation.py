@@ -1,4 +1,4 @@
-"""Evidence (issue 4, item 5) on the default simulation: trained on 7 days x 25,000 production requests,
+"""Evidence on the default simulation: trained on 7 days x 25,000 production requests,
 evaluated by re-ranking 25,000 held-out simulated requests and drawing clicks from the simulator's truth.
 
 Tests named `..._true_position_bias_...` use the simulator's TRUE w_j (`bias_curve`); the

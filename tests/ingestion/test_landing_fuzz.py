@@ -1,4 +1,4 @@
-"""Property-based fuzzing of landing files (issue 19, item 4): every generated file (broken schema, hostile
+"""Property-based fuzzing of landing files: every generated file (broken schema, hostile
 column names, wrong types, bad values, duplicates, zero rows) is either refused with an error naming the file,
 leaving the stored partition exactly as it was, or loaded with exactly the bad rows quarantined, each with the
 reason its defect calls for, and every good row stored value for value.

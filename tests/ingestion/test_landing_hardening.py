@@ -1,4 +1,4 @@
-"""Red-team landing files (issue 19, item 2): no file column can stand in for a validated value, a refused
+"""Red-team landing files: no file column can stand in for a validated value, a refused
 file never replaces the stored partition, and temp files are never read."""
 from __future__ import annotations
 

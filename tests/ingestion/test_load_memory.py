@@ -1,5 +1,5 @@
-"""Ingestion of a day larger than DuckDB's memory cap completes by spilling (the 250k-requests/day OOM of
-issue 18: the rejected-rows query materialized every typed row of the day in memory)."""
+"""Ingestion of a day larger than DuckDB's memory cap completes by spilling (at 250k
+requests/day, a rejected-rows query that materializes every typed row of the day in memory runs out of it)."""
 from __future__ import annotations
 
 import datetime as dt

@@ -1,4 +1,4 @@
-"""Two `fair-pipeline backfill` processes at once on one home, over overlapping ranges (issue 19): both must
+"""Two `fair-pipeline backfill` processes at once on one home, over overlapping ranges: both must
 finish, neither may take the other for dead, and the warehouse and registry must end as one backfill leaves them.
 
 The ranges are 2026-01-01..02 and 2026-01-01..03: both ingest days 1 and 2 at the same time and both train and audit

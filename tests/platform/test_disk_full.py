@@ -1,4 +1,4 @@
-"""A full disk (issue 19): the CLI ends with one line saying so, and once space is freed the next run recovers.
+"""A full disk: the CLI ends with one line saying so, and once space is freed the next run recovers.
 
 The slow test mounts a small tmpfs as the home (root only; skipped with the reason otherwise), fills it with a
 ballast file before the run, and deletes the ballast before the recovery run."""

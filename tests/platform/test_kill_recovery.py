@@ -1,4 +1,4 @@
-"""Fault tests with real processes (issue 19, items 1 and 4): `fair-pipeline run` killed with SIGKILL in the
+"""Fault tests with real processes: `fair-pipeline run` killed with SIGKILL in the
 middle of a step, then a backfill of the same days must complete within a time limit (before the fix it waited
 forever for the dead run's pool slot); more kill points through benchmarks/kill_harness.py (the red-team script
 benchmarks/kill_points.py runs it at 20); and a run waiting for a live run's slot must obey SIGTERM."""

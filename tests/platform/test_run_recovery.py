@@ -1,4 +1,4 @@
-"""Self-healing runs (issue 19, item 1), on a real on-disk Dagster instance without running the pipeline:
+"""Self-healing runs, on a real on-disk Dagster instance without running the pipeline:
 runs whose owner process is gone are failed and their pool slots freed; live runs are left alone."""
 from __future__ import annotations
 

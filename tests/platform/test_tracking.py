@@ -10,6 +10,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from fair_pipeline.platform import tracking
+from fair_pipeline.platform.tracking import registry
 from fair_pipeline.platform.tracking import (
     CANDIDATE,
     CHAMPION,
@@ -290,7 +291,7 @@ def test_registering_versions_prints_no_registry_chatter_and_models_have_descrip
 def test_other_stderr_output_of_a_registry_call_is_passed_on(capfd):
     import sys
 
-    with tracking._without_registry_chatter():
+    with registry.without_registry_chatter():
         print("Created version '7' of model 'fair-ranker'.", file=sys.stderr)
         print("something else went wrong", file=sys.stderr)
     assert capfd.readouterr().err == "something else went wrong\n"

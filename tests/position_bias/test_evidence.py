@@ -1,4 +1,4 @@
-"""Issue 3 evidence on the simulator of Nandy et al. 2.2 (ground truth w_j known; estimators never read it)."""
+"""Evidence on the simulator of Nandy et al. 2.2 (ground truth w_j known; estimators never read it)."""
 from __future__ import annotations
 
 import datetime as dt

@@ -6,7 +6,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from fair_pipeline.postprocessing import ThresholdPostProcessor, equalized_odds_gap
-from fair_pipeline.training.benchmark_data import adult_split, compas_split
+from fair_pipeline.training.reference.data import adult_split, compas_split
 
 
 def _expected_accuracy(p, y):

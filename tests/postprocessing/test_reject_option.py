@@ -6,7 +6,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from fair_pipeline.postprocessing import PostProcessingInputError, RejectOptionClassifier, UnseenGroupError
-from fair_pipeline.training.benchmark_data import compas_split
+from fair_pipeline.training.reference.data import compas_split
 
 
 def _data(seed=0, n=600):

@@ -27,7 +27,7 @@ from fair_pipeline.selection.elicitation import (
     qpme,
     random_regular_metrics,
 )
-from fair_pipeline.selection.elicitation.qpme import solve_gradient_system
+from fair_pipeline.selection.elicitation._qpme import solve_gradient_system
 from fair_pipeline.selection.elicitation.sphere import angle_ranges_for_signs, direction_from_angles
 
 # --- sphere parametrisation and LPME -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Issue 8, item 4: elicited metrics agree with random ground truths (Assumption 4), k = 2.
+"""Elicited metrics agree with random ground truths (Assumption 4), k = 2.
 
 Ground truths follow the paper authors' experiments (see ``random_fair_metric``); 100 metrics per
 setting as the issue asks, default configuration (one answer per question, a slice re-asked with

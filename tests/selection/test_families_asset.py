@@ -1,4 +1,4 @@
-"""model_selection ranks every candidate family on a small simulated home (issue 16, item 4).
+"""model_selection ranks every candidate family on a small simulated home.
 
 The daily job runs once for the newest partition; then model_selection alone is re-materialized for that
 partition key with one new family only. Checked: every family has estimable rows in marts.model_ranking; the

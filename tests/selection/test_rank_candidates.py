@@ -99,7 +99,7 @@ def test_elicited_metric_ranks_candidates_like_the_true_metric():
     assert np.median(taus) > 0.97 and min(taus) > 0.9
 
 
-# ------------------------------------------------------------------- paired differences to the winner (issue 13)
+# ------------------------------------------------------------------- paired differences to the winner
 def _held_out(rng, n_items: int = 120):
     """Per-item held-out rows over two days (each item twice: the item is the cluster), three candidates'
     scores, and the long rates table of candidate_rates (own top-40% threshold per candidate)."""

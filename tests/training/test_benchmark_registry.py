@@ -1,7 +1,7 @@
 """benchmark_models registers every fit as a version of `fair-benchmark-<dataset>` and moves `champion` by its rule.
 
 One temp home, the asset materialized alone (it reads only the shipped benchmark files). The champion is
-recomputed here from the audit tables logged to MLflow, independently of `fair_pipeline.training.benchmark_registry`.
+recomputed here from the audit tables logged to MLflow, independently of `fair_pipeline.training.reference.registry`.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from sklearn.metrics import roc_auc_score
 
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.tracking import CANDIDATE, CHAMPION, MLflowTracking, benchmark_model_name
-from fair_pipeline.training import benchmark_models as bm
+from fair_pipeline.training.reference import fits as bm
 from fair_pipeline.training.assets import benchmark_models
-from fair_pipeline.training.benchmark_registry import choose_champion
+from fair_pipeline.training.reference.registry import choose_champion
 from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.shared_home import restore_home_after_each_test
 

@@ -7,7 +7,7 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import holm
 from fair_pipeline.training import lambda_path
-from fair_pipeline.training.benchmark_data import adult_split, compas_split
+from fair_pipeline.training.reference.data import adult_split, compas_split
 from fair_pipeline.training.penalized.gaps import CUTOFFS, audit_path
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from fair_pipeline.audit import compare_groups
 from fair_pipeline.training import lambda_path
 from fair_pipeline.training.penalized.gaps import audit_path, gap_table, group_table
 from fair_pipeline.training.penalized.path import PathPoint
-from fair_pipeline.training.plots import plot_group_comparison, plot_partial_auc_path
+from fair_pipeline.training.figures import plot_group_comparison, plot_partial_auc_path
 from tests.charts.svg_reading import marks, panels, parse
 
 

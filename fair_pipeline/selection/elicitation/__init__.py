@@ -12,14 +12,14 @@ __all__, __getattr__ = lazy_exports(__name__, {
         "random_fair_metric", "random_regular_metrics", "sample_sphere_profiles", "satisfies_assumption4"),
     "fair_pipeline.selection.elicitation.fair_qpme": (
         "cut_partitions", "default_inner_radius", "elicit_fair_quadratic_metric"),
-    "fair_pipeline.selection.elicitation.lpme": ("LinearEstimate", "lpme"),
+    "fair_pipeline.selection.elicitation._lpme": ("LinearEstimate", "lpme"),
     "fair_pipeline.selection.elicitation.metric": ("FairQuadraticMetric", "group_pairs", "metric_from_dict", "metric_to_dict"),
     "fair_pipeline.selection.elicitation.oracles": (
         "MissingPreferenceError", "RecordedPreferenceOracle", "ReplayMismatchError", "ReplayOracle", "SimulatedOracle"),
     "fair_pipeline.selection.elicitation.paired": ("PairedDifference", "paired_cost_difference"),
-    "fair_pipeline.selection.elicitation.qpme": ("QuadraticEstimate", "qpme"),
+    "fair_pipeline.selection.elicitation._qpme": ("QuadraticEstimate", "qpme"),
     "fair_pipeline.selection.elicitation.query_log": (
         "InconsistentOracleError", "InconsistentOracleWarning", "PreferenceCycle", "QueryLog", "QueryRecord"),
-    "fair_pipeline.selection.elicitation.selection": ("rank_candidates",),
+    "fair_pipeline.selection.elicitation.ranking": ("rank_candidates",),
     "fair_pipeline.selection.elicitation.validation": ("RateProfileError", "check_rate_profile"),
 })

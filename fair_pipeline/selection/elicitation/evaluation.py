@@ -15,7 +15,7 @@ from fair_pipeline.selection.elicitation.fair_qpme import (
 )
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric, group_pairs
 from fair_pipeline.selection.elicitation.oracles import SimulatedOracle
-from fair_pipeline.selection.elicitation.qpme import qpme_centers
+from fair_pipeline.selection.elicitation._qpme import qpme_centers
 from fair_pipeline.selection.elicitation.query_log import InconsistentOracleError, InconsistentOracleWarning
 
 
@@ -142,7 +142,7 @@ def elicitation_errors(truth: FairQuadraticMetric, estimate: FairQuadraticMetric
 
 @dataclass(frozen=True)
 class EvidenceSummary:
-    """Elicitation quality over many random ground-truth metrics (issue 8, item 4)."""
+    """Elicitation quality over many random ground-truth metrics."""
 
     n_groups: int
     n_classes: int

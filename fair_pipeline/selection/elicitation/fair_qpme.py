@@ -20,7 +20,7 @@ import numpy as np
 
 from fair_pipeline.selection.elicitation.defaults import DEFAULT_RADIUS
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric, group_pairs
-from fair_pipeline.selection.elicitation.qpme import qpme, solve_runs
+from fair_pipeline.selection.elicitation._qpme import qpme, solve_runs
 from fair_pipeline.selection.elicitation.query_log import InconsistentOracleError, Oracle, QueryLog
 from fair_pipeline.selection.elicitation.validation import check_dimensions, check_group_weights
 

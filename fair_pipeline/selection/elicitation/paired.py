@@ -1,4 +1,4 @@
-"""Paired, cluster-robust comparison of two candidates scored on the SAME held-out rows (issue 13, item 4).
+"""Paired, cluster-robust comparison of two candidates scored on the SAME held-out rows.
 
 Every candidate of model selection is evaluated on the same labelled rows, and a row is not an independent
 draw: the held-out table has one row per item with n_pos / n_neg (an item shown many times), so the item is

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from fair_pipeline.selection.elicitation.lpme import Compare, LinearEstimate, lpme
+from fair_pipeline.selection.elicitation._lpme import Compare, LinearEstimate, lpme
 
 
 @dataclass(frozen=True)

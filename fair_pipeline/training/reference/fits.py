@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from fair_pipeline.training import PathPoint, lambda_path, mi_proxy
-from fair_pipeline.training.benchmark_data import BenchmarkSplit, adult_split, compas_split
+from fair_pipeline.training.reference.data import BenchmarkSplit, adult_split, compas_split
 from fair_pipeline.training.click_training import audit_rows
 from fair_pipeline.training.penalized.gaps import CUTOFFS, audit_path
 
