@@ -196,15 +196,16 @@ def _ui_hint() -> str:
     return f"fair-pipeline {home}ui   (Dagster on http://127.0.0.1:{DAGSTER_PORT}, MLflow on {settings.mlflow_ui_url()})"
 
 
-def _print_where(ok: bool, verbose: bool = False) -> None:
-    """Where the results are and what was found: one screen, or everything with --verbose."""
+def _print_where(ok: bool, verbose: bool = False, since: float | None = None) -> None:
+    """Where the results are and what was found: one screen, or everything with --verbose. A report older than
+    `since` (the command's start, a time.time()) was not built by this command and is never shown as its result."""
     if verbose:
         _say("results:")
         print(f"  warehouse (DuckDB): {settings.warehouse_path()}")
         print(f"  Dagster instance:   {settings.dagster_home()}")
         print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
         print(f"  reports:            {settings.reports_dir()}")
-    _print_report_summary(verbose)
+    _print_report_summary(verbose, since)
     print(f"  open the UIs:       {_ui_hint()}")
     if not ok:
         print("  some runs failed: see the messages above and the run's event log in the UI")
@@ -212,8 +213,9 @@ def _print_where(ok: bool, verbose: bool = False) -> None:
             _say(f"failed: {_FAILURES[0]}")
 
 
-def _print_report_summary(verbose: bool = False) -> None:
-    """The fairness findings of the newest report (reporting.summary decides what a quiet summary shows)."""
+def _print_report_summary(verbose: bool = False, since: float | None = None) -> None:
+    """The fairness findings of the newest report (reporting.summary decides what a quiet summary shows), if this
+    command built it (see `_print_where`)."""
     import json
 
     from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
@@ -226,6 +228,10 @@ def _print_report_summary(verbose: bool = False) -> None:
         print("  fairness report:    not built (see the run's failures above)")
         return
     data = json.loads(findings_path.read_text())
+    if since is not None and findings_path.stat().st_mtime < since:
+        print(f"  fairness report:    NOT updated by this command (see the run's failures above); the newest one is "
+              f"from an earlier run (generated {data['generated_at']}): {report_dir / HTML_NAME}")
+        return
     print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']})")
     if verbose:
         print(f"  every partition's report under {settings.reports_dir()}/<date>/, "
@@ -261,6 +267,7 @@ def _partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str]
 def cmd_run(args: argparse.Namespace) -> int:
     from fair_pipeline import runner
 
+    began = time.time()
     if args.partitions < 1:
         _say(f"error: --partitions {args.partitions} must be at least 1")
         return 2
@@ -286,7 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         ok = False
     for day in days if ok else []:
         ok = _train_and_audit(day, args.verbose) and ok
-    _print_where(ok, args.verbose)
+    _print_where(ok, args.verbose, since=began)
     return 0 if ok else 1
 
 
