@@ -135,7 +135,7 @@ WITH typed AS NOT MATERIALIZED ({typed}), checked AS NOT MATERIALIZED (
             WHEN t_item_id IS NULL OR ((t_item_id < '!' OR t_item_id >= $non_ascii) AND regexp_matches(t_item_id, $blank_id))
                 THEN 'missing item_id'
             WHEN {group_nan} THEN 'group_id is NaN'
-            WHEN t_ts IS NULL THEN 'missing or unparsable ts (text needs a time of day)'
+            WHEN t_ts IS NULL THEN 'missing or unparsable ts'
             WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
             WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
             WHEN t_position IS NULL OR t_position NOT BETWEEN 1 AND $max_position THEN 'position outside 1..K'

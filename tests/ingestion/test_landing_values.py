@@ -75,10 +75,10 @@ def test_text_timestamps_need_a_time_of_day_and_text_numbers_are_plain(small_lan
     table = _replace(_replace(_replace(table, "ts", ts), "position", positions), "score", scores)
     pq.write_table(table, _path(small_landing))
     load = _load(small_landing)
-    assert load.rejected_by_reason == {"missing or unparsable ts (text needs a time of day)": 1,
+    assert load.rejected_by_reason == {"missing or unparsable ts": 1,
                                        "position outside 1..K": 1, "score missing, NaN or infinite": 1}
     by_reason = {r[0]: r for r in _quarantined()}
-    assert by_reason["missing or unparsable ts (text needs a time of day)"][3] == DAY  # kept as it came
+    assert by_reason["missing or unparsable ts"][3] == DAY  # kept as it came
     assert by_reason["position outside 1..K"][4] == "1_0"
 
 
