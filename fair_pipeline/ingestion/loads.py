@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.file_checks import check_files, errors_named, refuse_invalid_utf8_bytes
 from fair_pipeline.ingestion.landing import LandingFileError, checked_landing_files, partition_dir, partition_files
 from fair_pipeline.platform.warehouse import (
     is_numeric_type,
@@ -247,90 +247,6 @@ def raw_table(source: str) -> str:
     return f"raw.{source}_impressions"
 
 
-def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
-    """Each file readable, with every contract column once, no reserved column, no nested contract
-    column, no DATE-typed ts, and rows (unless `allow_empty`). Returns each file's row count and all column names."""
-    rows, all_names, types_seen = {}, set(), {}
-    for path in files:
-        try:
-            metadata = pq.read_metadata(path)
-            schema = metadata.schema.to_arrow_schema()
-        except Exception as error:  # noqa: BLE001 - any reader failure means an unreadable file
-            raise LandingFileError(f"unreadable landing file {path}: {error}") from error
-        names = schema.names
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise LandingFileError(f"landing file {path} has duplicate columns {repeated}")
-        reserved = [c for c in contract.RESERVED_COLUMNS if c in names]
-        if reserved:
-            raise LandingFileError(f"landing file {path} has reserved columns {reserved} (DuckDB's row-number column)")
-        missing = [c for c in contract.IMPRESSION_COLUMNS if c not in names]
-        if missing:
-            raise LandingFileError(f"landing file {path} lacks contract columns {missing}")
-        for column in contract.IMPRESSION_COLUMNS:
-            file_type = schema.field(column).type
-            expected = contract.IMPRESSION_SCHEMA.field(column).type
-            if pa.types.is_nested(file_type) or (column == "ts" and not _is_timestamp_or_text(file_type)):
-                raise LandingFileError(f"landing file {path}: column {column!r} is {file_type}; expected {expected}")
-            # Writers differ (pandas: large_string, int64, timestamp[ns]; pyarrow: string, int32, timestamp[us];
-            # an all-NULL column: null), so types agree when their families do (`type_family`); DuckDB then reads
-            # the files as one relation in the widest type and validation checks each value against the contract.
-            family = type_family(file_type)
-            if family == "null":
-                continue
-            first_path, first_type = types_seen.setdefault(column, (path, file_type))
-            if type_family(first_type) != family:
-                raise LandingFileError(
-                    f"landing file {path}: column {column!r} is {file_type} but {first_type} in {first_path}; "
-                    "the files of one partition must agree (text, number, timestamp: any width, unit or zone)"
-                )
-        if metadata.num_rows == 0 and not allow_empty:
-            raise LandingFileError(
-                f"landing file {path} has no rows; set the ingestion config allow_empty=true if the day is really empty"
-            )
-        rows[str(path)] = metadata.num_rows
-        all_names.update(names)
-    return rows, all_names
-
-
-def _is_timestamp_or_text(arrow_type: pa.DataType) -> bool:
-    """ts must carry a time of day: a timestamp, or text parsed as one (or all NULL: every row is then rejected).
-    A DATE would be stored as an invented midnight and an integer has no agreed unit, so both are refused."""
-    return type_family(arrow_type) in ("timestamp", "text", "null")
-
-
-def type_family(arrow_type: pa.DataType) -> str:
-    """The rule for files of one day written by different writers: types of one family are read as one.
-
-    text: string, large_string, string_view, dictionary-encoded text; number: integers of any width or sign and
-    floats (read in the widest type; a value out of the contract's range or a fraction in an integer column is a
-    rejected row); timestamp: any unit, any zone (instants; a naive timestamp is UTC); null: a column with no
-    value at all (pyarrow's `null` type), which agrees with every family. Anything else is its own family."""
-    if pa.types.is_dictionary(arrow_type):
-        arrow_type = arrow_type.value_type
-    if pa.types.is_null(arrow_type):
-        return "null"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_string_view(arrow_type):
-        return "text"
-    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
-        return "number"
-    if pa.types.is_timestamp(arrow_type):
-        return "timestamp"
-    return str(arrow_type)
-
-
-@contextlib.contextmanager
-def _encoding_errors_named() -> Iterator[None]:
-    """Invalid UTF-8 in a contract text column fails the scan (after the rollback) as a LandingFileError;
-    DuckDB's message names the file and the value."""
-    try:
-        yield
-    except duckdb.InvalidInputException as error:
-        if "Invalid string encoding" not in str(error):
-            raise
-        raise LandingFileError(f"{error} (a text column of the contract; the partition was left unchanged)") from error
-
-
 @contextlib.contextmanager
 def _nan_checks_kept(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """DuckDB (2.0.1) folds `isnan(score)` to false from a Parquet column's min/max, which writers compute
@@ -342,24 +258,6 @@ def _nan_checks_kept(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         yield
     finally:
         con.execute("SET disabled_optimizers = $previous", {"previous": previous})
-
-
-def _refuse_invalid_utf8_bytes(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
-    """A contract text column stored as bytes (Parquet BINARY without the UTF-8 annotation) is read as text only
-    if every value is valid UTF-8; otherwise the file is refused naming the column (as for a text column)."""
-    for path in files:
-        schema = pq.read_schema(path)
-        for column in TEXT_COLUMNS:
-            if pa.types.is_binary(schema.field(column).type) or pa.types.is_large_binary(schema.field(column).type):
-                bad = con.execute(
-                    f"SELECT count(*) FROM read_parquet($file) WHERE {quote_identifier(column)} IS NOT NULL "
-                    f"AND TRY(decode({quote_identifier(column)})) IS NULL", {"file": str(path)}).fetchone()[0]
-                if bad:
-                    raise LandingFileError(f"landing file {path}: column {column!r} holds bytes that are not UTF-8 "
-                                           f"text in {bad} rows; the partition was left unchanged")
-
-
-TEXT_COLUMNS = tuple(c for c, t in TARGET_TYPES.items() if t == "VARCHAR")
 
 
 def _refuse_fully_rejected_files(con: duckdb.DuckDBPyConnection, rows_by_file: dict[str, int]) -> None:
@@ -382,11 +280,11 @@ def load_partition(
 ) -> PartitionLoad:
     """Replace one day of `raw.<source>_impressions` (and its quarantine and extras) atomically.
 
-    Every file is validated before anything is written: a refused file (see `_check_files`, or one whose rows
+    Every file is validated before anything is written: a refused file (see `file_checks.check_files`, or one whose rows
     are all rejected) raises LandingFileError and leaves the previous partition as it was."""
     day = dt.date.fromisoformat(partition_date)
     files = partition_files(landing, source, day)
-    rows_by_file, file_columns = _check_files(files, allow_empty)
+    rows_by_file, file_columns = check_files(files, allow_empty)
     table = raw_table(source)
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}
@@ -405,9 +303,9 @@ def load_partition(
         "score_bound_reason": f"|score| above {contract.MAX_ABS_SCORE:g}",
     }
     file_column = unused_name("_landing_file", file_columns)
-    with _encoding_errors_named(), _nan_checks_kept(con), transaction(con):
+    with errors_named(files), _nan_checks_kept(con), transaction(con):
         file_types, typed = _typed_sql(con, file_list["files"], file_column)
-        _refuse_invalid_utf8_bytes(con, files)
+        refuse_invalid_utf8_bytes(con, files)
         con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed, file_types)), rules)
         _refuse_fully_rejected_files(con, rows_by_file)
         con.execute(_DELETE_PARTITION.format(table=table), params)

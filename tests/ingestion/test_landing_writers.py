@@ -1,5 +1,5 @@
 """Files of one day from different writers (pandas, pyarrow, Spark) load as one: compatible types are read by the
-documented rule (`loads.type_family`), values checked one by one; only a real conflict refuses a file, by name."""
+documented rule (`file_checks.type_family`), values checked one by one; only a real conflict refuses a file, by name."""
 from __future__ import annotations
 
 import duckdb
@@ -96,3 +96,39 @@ def test_a_real_conflict_is_refused_naming_file_and_column_and_keeps_the_partiti
     with pytest.raises(LandingFileError, match=r"part-1\.parquet: column 'score' is string but double in .*part-0\.parquet"):
         _load(small_landing)
     assert _stored() == before
+
+
+def test_the_reserved_row_number_column_is_refused_in_any_case(small_landing):
+    path = _folder(small_landing) / "part-0.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.append_column("FILE_ROW_NUMBER", pa.array(range(table.num_rows))), path)
+    with pytest.raises(LandingFileError, match=r"part-0\.parquet has reserved columns \['FILE_ROW_NUMBER'\]"):
+        _load(small_landing)
+
+
+def test_a_file_with_damaged_pages_is_named(small_landing):
+    """Flipped bits inside the data pages (the footer intact): DuckDB fails with `Out of buffer` or a codec error
+    naming no file; the error names the file and the partition stays as it was."""
+    import random
+
+    _load(small_landing)
+    before = _stored()
+    path = _folder(small_landing) / "part-0.parquet"
+    good = path.read_bytes()
+    named = 0
+    for seed in range(12):
+        rng, data = random.Random(seed), bytearray(good)
+        for _ in range(8):
+            data[rng.randrange(4, len(data) - 2000)] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        try:
+            _load(small_landing)
+        except LandingFileError as error:
+            assert str(path) in str(error) and "unreadable landing file" in str(error)
+            named += 1
+            assert _stored() == before
+        else:  # a flip that changed no structure loads (values in it may differ: Parquet stores no checksum here)
+            path.write_bytes(good)
+            _load(small_landing)
+            before = _stored()
+    assert named >= 6
