@@ -20,6 +20,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     VERDICTS,
     AuditInputError,
     AuditReport,
+    ClusterInterval,
     GroupComparison,
     PairwiseResult,
     StreamingAudit,
@@ -27,6 +28,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     audit_aggregates,
     audit_grid,
     classify_gaps,
+    cluster_robust_interval,
     compare_groups,
     holm,
     pairwise_accuracies,
@@ -35,8 +37,8 @@ from fair_pipeline.audit.stats import (  # noqa: F401
 )
 
 __all__ = [
-    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "GroupComparison",
+    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "ClusterInterval", "GroupComparison",
     "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
-    "compare_groups", "holm",
+    "cluster_robust_interval", "compare_groups", "holm",
     "pairwise_accuracies", "truncated_auc", "xauc",
 ]

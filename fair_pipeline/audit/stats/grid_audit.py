@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
-from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, cluster_covariance, two_way_keys
+from fair_pipeline.audit.stats.cluster_pass import cluster_covariance, contrast_df
+from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, two_way_keys
 from fair_pipeline.audit.stats.sweep import RocSweep, products
 
 CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays stay in cache (1 << 16 took twice the CPU)
@@ -162,22 +163,42 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, ro
             streams = [(1, batch(first)), (1, batch(second)), (-1, batch(two_way_keys(first, second)))]
         else:
             streams = [(1, batch(rows.keys))]
-    cov, counts = 0.0, []
+    cov, cov_cr1, counts, totals, clusters_with = 0.0, 0.0, [], [], []
     for sign, batches in streams:
-        part, clusters = cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches)
-        cov = cov + sign * part
+        acc = cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches, keep_totals=sign > 0)
+        cov = cov + sign * acc.covariance()
+        cov_cr1 = cov_cr1 + sign * acc.cr1_covariance()
         if sign > 0:
-            counts.append(clusters)
+            counts.append(acc.clusters)
+            totals.append(acc.totals())
+            clusters_with.append(acc.clusters_with)
     diag = np.einsum("kss->sk", cov).copy()
     res["variance"] = res["variance"].copy()
     res["variance"][:, sel] = np.maximum(diag, 0.0)
     res["cov"], res["cov_alphas"], res["clusters"] = cov, var_alphas, min(counts)
+    res["cov_cr1"], res["cluster_totals"] = cov_cr1, totals
+    # per vector (groups, then pooled): clusters holding its positives / negatives, the smaller over two-way streams
+    smallest = np.minimum.reduce(clusters_with)
+    res["clusters_with"] = {"pos": smallest[0], "neg": smallest[1]}
     if "balanced_cov" in res:
         k1 = int(np.flatnonzero(var_alphas == 1.0)[0])
         for kind in ("xauc0", "xauc1"):
             idx = [i for i, c in enumerate(res["columns"]) if c[0] == kind]
             res["balanced_cov"][kind] = cov[k1][np.ix_(idx, idx)]
     return res
+
+
+def column_df(res: dict, alpha_values, weights) -> np.ndarray:
+    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the Satterthwaite effective
+    number of clusters of its adjusted totals (`small_sample`); infinite (normal theory) without clustering."""
+    alpha_values = np.asarray(alpha_values, dtype=np.float64)
+    if "cluster_totals" not in res:
+        return np.full(alpha_values.size, np.inf)
+    k = np.searchsorted(res["cov_alphas"], alpha_values)
+    w = np.zeros(len(res["pairs"]))
+    for column, coefficient in weights.items():
+        w[column] += coefficient
+    return contrast_df(res["cluster_totals"], w)[k]
 
 
 def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:

@@ -23,8 +23,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.stats.equivalence import add_equivalence
+from fair_pipeline.audit.stats.equivalence import EQUIVALENCE_COLUMNS, add_equivalence
 from fair_pipeline.audit.stats.inference import holm, wald
+from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
 
@@ -298,13 +299,19 @@ def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFr
 
 
 def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, continuous_feature=None,
-                        confidence: float = 0.95, margins=None) -> PairwiseResult:
+                        confidence: float = 0.95, margins=None, clusters=None) -> PairwiseResult:
     """Within-query pairwise accuracies by group (and for a continuous attribute), with SEs.
 
     ``labels``: 1 = better, 0 = worse (pairs are formed between the two, inside each query);
     ``sensitive_features``: group of each item; ``query_ids``: query of each item;
     ``continuous_feature``: optional numeric protected attribute z for A_> and A_<; ``margins``: practical
     margins δ (key ``pairwise_accuracy``) behind the verdicts of the cross-group gaps (``gaps``).
+
+    ``clusters``: per-row ids whose rows are dependent, e.g. item ids, or a tuple of two arrays (items, queries)
+    for two-way clustering (`pairwise_clustered`): the matrix, marginals, overall and gaps then carry CR2 SEs and
+    t intervals for new items (and new queries), with ``df``, ``n_clusters`` and ``variance_estimand``. Without it
+    queries are the independent units (estimand: these items in new queries; ``query_clustered``); the parity and
+    continuous-attribute tables are always query-clustered.
     """
     s = as_scores(scores)
     y = as_labels(labels, s.size)
@@ -320,4 +327,17 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
             raise AuditInputError(f"continuous_feature must have length {s.size}, got shape {z.shape}")
         z = as_scores(z, name="continuous_feature")
         continuous = continuous_accuracies(qcode, s, y, z, confidence)
-    return PairwiseResult(matrix, marginals, parity, overall, continuous, acc.gaps(confidence, margins))
+    gaps = acc.gaps(confidence, margins)
+    if clusters is None:
+        for frame in (matrix, marginals, overall, gaps):
+            frame["variance_estimand"] = "query_clustered"
+    else:
+        pc = PairwiseClusters(clusters, qcode, s, codes, y, levels.size)
+        clustered_tables(pc, levels, matrix, marginals, overall, gaps,
+                         "two_way" if isinstance(clusters, tuple) else "clustered", confidence)
+        if levels.size > 2 and len(gaps):
+            gaps["p_holm"] = holm(gaps["p_value"].to_numpy())
+        gaps = add_equivalence(gaps.drop(columns=EQUIVALENCE_COLUMNS), "pairwise_accuracy", "gap", "se",
+                               margins=margins, confidence=confidence)
+    parity["variance_estimand"] = "query_clustered"
+    return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
