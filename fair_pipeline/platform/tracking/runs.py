@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import dagster as dg
 import pandas as pd
