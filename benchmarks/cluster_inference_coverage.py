@@ -20,11 +20,12 @@ what the audit reports). ``cov_se`` is the binomial Monte Carlo SE of a coverage
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import sys
 import time
 from multiprocessing import get_context
+from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -33,12 +34,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
-import audit_coverage as ac  # noqa: E402  (the sibling benchmark: closed-form truths)
 from fair_pipeline.audit.stats.blocks import build_grid  # noqa: E402
 from fair_pipeline.audit.stats.clustered import row_clusters  # noqa: E402
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  # noqa: E402
+from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
 from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("audit_coverage", Path(__file__).with_name("audit_coverage.py"))
+ac = importlib.util.module_from_spec(_spec)  # the sibling benchmark: closed-form truths of the simulator's items
+_spec.loader.exec_module(ac)
 
 CUTOFFS = (0.1, 1.0)
 QUERY_SD = 0.2
@@ -118,6 +124,11 @@ def auc_statistics(d: dict) -> list[dict]:
     res = run_grid_audit(grid, list(CUTOFFS), xauc="query" not in d, clusters=row_clusters(clusters, s, y, codes))
     col = {name: i for i, name in enumerate(res["columns"])}
     c0, c1 = col[("group", 0, 0)], col[("group", 1, 1)]
+    ok = {}  # the audit's estimability rule per group and cutoff (clusters of positives / negatives)
+    for g in (0, 1):
+        c_pos, c_neg = res["clusters_with"]["pos"][g], res["clusters_with"]["neg"][g]
+        ok[g] = dict(zip(CUTOFFS, estimability(grid.n_pos[g], grid.n_neg[g], np.array(CUTOFFS), DEFAULT_MIN_COUNT,
+                                               c_pos, c_neg)[0]))
     contrasts = {f"I0-I1({a:g})": (a, {c0: 1.0, c1: -1.0}) for a in CUTOFFS}
     if "query" not in d:
         contrasts["dxAUC"] = (1.0, {col[("xauc", 0, 1)]: 1.0, col[("xauc", 1, 0)]: -1.0})
@@ -132,7 +143,7 @@ def auc_statistics(d: dict) -> list[dict]:
         v1, v2 = float(vec @ res["cov_cr1"][k] @ vec), float(vec @ res["cov"][k] @ vec)
         df = float(column_df(res, [a], w)[0])
         rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, v1, v2, df),
-                     "clusters": int(res["clusters"])})
+                     "clusters": int(res["clusters"]), "estimable": bool(ok[0][a] and ok[1][a]), "margin": 0.02 * a})
     return rows
 
 
@@ -146,11 +157,12 @@ def pairwise_statistics(d: dict) -> list[dict]:
         est = sign * float(gap["gap"])
         v1, v2, df = (float(gap[c]) for c in ("variance_cr1", "variance", "df"))
         rows.append({"statistic": "A0>1-A1>0", "estimate": est, "df": df, **_intervals(est, v1, v2, df),
-                     "clusters": int(gap["n_clusters"])})
+                     "clusters": int(gap["n_clusters"]), "estimable": bool(gap["estimable"]), "margin": 0.02})
     old = pairwise_accuracies(d["score"], d["label"], d["group"], d["query"]).gaps.iloc[0]  # queries only
     half = critical_value(0.95) * float(old["se"])
     rows.append({"statistic": "A0>1-A1>0 queries only", "estimate": est, "df": np.inf,
-                 **{m: half for m in METHODS}, "clusters": int(old["n_queries"])})
+                 **{m: half for m in METHODS}, "clusters": int(old["n_queries"]), "estimable": bool(old["estimable"]),
+                 "margin": 0.02})
     return rows
 
 
@@ -162,19 +174,46 @@ def one_replication(args) -> list[dict]:
 
 
 def coverage(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration x statistic: coverage of each interval over the replications the audit's rule calls
+    estimable (``not_estimable``: the share it does not), with its binomial Monte Carlo SE."""
     rows = []
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         truth = truths(config)[name]
+        est_ok = g["estimable"].astype(bool)
+        g = g[est_ok & g[list(METHODS)].notna().all(axis=1)]
         err = g["estimate"] - truth
-        ok = g[list(METHODS)].notna().all(axis=1)
-        row = {"config": config, "statistic": name, "truth": truth, "reps": int(ok.sum()),
-               "bias/sd": err.mean() / g["estimate"].std(ddof=1), "median_df": g["df"].median()}
+        row = {"config": config, "statistic": name, "truth": truth, "reps": len(g),
+               "not_estimable": float(1 - est_ok.mean()), "bias/sd": err.mean() / g["estimate"].std(ddof=1),
+               "median_df": g["df"].median()}
         for m in METHODS:
-            row[m] = float((np.abs(err[ok]) <= g.loc[ok, m]).mean())
+            row[m] = float((np.abs(err) <= g[m]).mean())
         row["cov_se"] = float(np.sqrt(row["cr2_t"] * (1 - row["cr2_t"]) / max(row["reps"], 1)))
-        half = g.loc[ok, "cr2_z"] / critical_value(0.95)
-        row["se/sd_cr2"] = float(half.mean() / g["estimate"].std(ddof=1))
+        row["se/sd_cr2"] = float((g["cr2_z"] / critical_value(0.95)).mean() / g["estimate"].std(ddof=1))
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
+    """Verdict error rates of the audit's rule (`classify_gaps` with the CR2 SE and df) at a true gap of 0 and of
+    δ, by shifting each replication's error to that truth (the estimate's error does not depend on the gap's
+    location here: the same draws, relabelled): P(larger than δ | 0), P(equivalent | δ), P(larger than δ | δ)."""
+    rows = []
+    for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
+        g = g[g["estimable"].astype(bool) & g["cr2_z"].notna()]
+        if name.endswith("queries only") or g.empty:
+            continue
+        err = g["estimate"].to_numpy() - truths(config)[name]
+        se = g["cr2_z"].to_numpy() / critical_value(0.95)
+        delta = g["margin"].to_numpy()
+        out = {"config": config, "statistic": name, "reps": len(g)}
+        for label, theta in (("0", 0.0), ("δ", delta), ("-δ", -delta)):
+            verdict, _ = classify_gaps(theta + err, se, delta, df=g["df"].to_numpy())
+            if label == "0":
+                out["larger|gap=0"] = float(np.mean(verdict == LARGER))
+            else:
+                out[f"equivalent|gap={label}"] = float(np.mean((verdict == EQUIVALENT) | (verdict == WITHIN)))
+                out[f"larger|gap={label}"] = float(np.mean(verdict == LARGER))
+        rows.append(out)
     return pd.DataFrame(rows)
 
 
@@ -198,14 +237,17 @@ def main(argv=None) -> None:
     else:
         chunks = [one_replication(t) for t in tasks]
     raw = pd.DataFrame([row for chunk in chunks for row in chunk])
-    table = coverage(raw)
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
+    table, errors = coverage(raw), verdict_errors(raw)
+    with pd.option_context("display.width", 220, "display.max_columns", 30):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print()
+        print(errors.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"{len(tasks)} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
           f"{time.process_time() - c0:.0f} s)")
     if a.json:
         with open(a.json, "w") as fh:
-            json.dump({"table": table.to_dict(orient="records"), "raw": raw.to_dict(orient="records")}, fh)
+            json.dump({"table": table.to_dict(orient="records"), "verdict_errors": errors.to_dict(orient="records"),
+                       "raw": raw.to_dict(orient="records")}, fh)
 
 
 if __name__ == "__main__":
