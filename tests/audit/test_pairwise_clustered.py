@@ -79,3 +79,24 @@ def test_query_clusters_reproduce_the_query_linearization_and_items_widen_it():
     assert two.gaps["effect_ci_high"].iloc[0] - two.gaps["effect_ci_low"].iloc[0] == pytest.approx(
         two.gaps["ci_high"].iloc[0] - two.gaps["ci_low"].iloc[0])
     assert np.isfinite(two.marginals["se"]).all() and np.isfinite(two.overall["se"]).all()
+
+
+def test_aggregated_rows_give_the_row_level_two_way_result():
+    """The pipeline's (query, group, item, score -> n_pos, n_neg) rows, two-way clustered by default."""
+    import pandas as pd
+
+    from fair_pipeline.audit.stats.pairwise import pairwise_from_counts
+
+    q, s, y, g, item = _data(2, 150)
+    s = np.round(s)  # several rows per (query, item, score)
+    item = item % 8
+    rows = pd.DataFrame({"q": q, "g": g, "item": item, "s": s, "y": y.astype(int)})
+    agg = rows.groupby(["q", "g", "item", "s"])["y"].agg(n_pos="sum", n="count").reset_index()
+    got = pairwise_from_counts(agg["q"], agg["g"], agg["s"], agg["n_pos"], agg["n"] - agg["n_pos"], np.array([0, 1]),
+                               item_ids=agg["item"])
+    want = pairwise_accuracies(s, y, g, q, clusters=(item, q))
+    for table in ("matrix", "marginals", "overall", "gaps"):
+        a, b = getattr(got, table), getattr(want, table)
+        assert np.allclose(a["se"], b["se"], rtol=1e-10, equal_nan=True), table
+        assert (a["variance_estimand"] == "two_way").all()
+    assert np.allclose(got.gaps["df"], want.gaps["df"], rtol=1e-10)

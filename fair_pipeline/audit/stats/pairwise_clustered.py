@@ -29,13 +29,15 @@ def _blocks(qcode, s):
     return block, qs[new]
 
 
-def row_pairs(qcode, s, codes, y, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: (rows, G, G) pairs t_r[a, b] and wins c_r[a, b] of cell (better in a, worse in b) it takes part in."""
+def row_pairs(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: (rows, G, G) pairs t_r[a, b] and wins c_r[a, b] of cell (better in a, worse in b) it takes part in
+    (per unit of the row: a row of an aggregate with ``weights`` w stands for w such rows)."""
     G = n_groups
     block, bq = _blocks(qcode, s)
     B = bq.size
     cell = codes * 2 + y.astype(np.intp)  # 2g: worse of g, 2g + 1: better of g
-    counts = np.bincount(block * 2 * G + cell, minlength=B * 2 * G).reshape(B, 2 * G).astype(np.float64)
+    counts = np.bincount(block * 2 * G + cell, weights=weights, minlength=B * 2 * G).reshape(B, 2 * G)
+    counts = counts.astype(np.float64)
     excl = np.cumsum(counts, axis=0) - counts
     first = np.flatnonzero(np.r_[True, bq[1:] != bq[:-1]])
     start = np.repeat(first, np.diff(np.r_[first, B]))
@@ -56,10 +58,11 @@ def row_pairs(qcode, s, codes, y, n_groups: int) -> tuple[np.ndarray, np.ndarray
     return t, c
 
 
-def _cell_sums(key, qcode, s, codes, y, G):
+def _cell_sums(key, qcode, s, codes, y, G, w):
     """Pairs and wins per (query x cluster) cell with both ends inside it, summed per cluster: (K, G, G) each."""
     qk = np.unique(np.c_[qcode, key], axis=0, return_inverse=True)[1].ravel()
-    t, c = row_pairs(qk, s, codes, y, G)
+    t, c = row_pairs(qk, s, codes, y, G, w)
+    t, c = t * w[:, None, None], c * w[:, None, None]
     n_keys = int(key.max()) + 1
     inside_t = np.zeros((n_keys, G, G))
     inside_c = np.zeros((n_keys, G, G))
@@ -71,7 +74,7 @@ def _cell_sums(key, qcode, s, codes, y, G):
 class PairwiseClusters:
     """Per-cluster totals of every cell's ratio, for one-way (items or queries) or two-way clustering."""
 
-    def __init__(self, clusters, qcode, s, codes, y, n_groups: int):
+    def __init__(self, clusters, qcode, s, codes, y, n_groups: int, weights=None):
         parts = clusters if isinstance(clusters, tuple) else (clusters,)
         if len(parts) not in (1, 2):
             raise AuditInputError(f"clusters= takes one array or a tuple of two, got {len(parts)}")
@@ -84,13 +87,15 @@ class PairwiseClusters:
                 raise AuditInputError(f"clusters[{k}] has missing values (None/NaN)")
             keys.append(np.unique(arr, return_inverse=True)[1].ravel())
         self.G = n_groups
-        self.t, self.c = row_pairs(qcode, s, codes, y, n_groups)
+        w = np.ones(s.size) if weights is None else np.asarray(weights, dtype=np.float64)
+        t, c = row_pairs(qcode, s, codes, y, n_groups, w)
+        self.t, self.c = t * w[:, None, None], c * w[:, None, None]  # the row's share of all pairs
         self.streams = [(1.0, key) for key in keys]
         if len(keys) == 2:
             cross = np.unique(np.c_[keys[0], keys[1]], axis=0, return_inverse=True)[1].ravel()
             self.streams.append((-1.0, cross))
         self.n_clusters = [int(key.max()) + 1 for key in keys]
-        self._inside = [_cell_sums(key, qcode, s, codes, y, n_groups) for _, key in self.streams]
+        self._inside = [_cell_sums(key, qcode, s, codes, y, n_groups, w) for _, key in self.streams]
         self._sums = []
         for (_, key), (in_t, in_c) in zip(self.streams, self._inside):
             n = int(key.max()) + 1
