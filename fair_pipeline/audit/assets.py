@@ -15,9 +15,11 @@ from pydantic import Field
 from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
 from fair_pipeline.audit import sql as aw
 from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, audit_output
+from fair_pipeline.audit.exposure_sql import logged_exposure_tables
 from fair_pipeline.audit.outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
 from fair_pipeline.audit.report import (
     TRANSFORM_NOTE,
+    exposure_markdown,
     groups_markdown,
     pairs_markdown,
     pairwise_markdown,
@@ -189,7 +191,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             "a practical margin δ (config `margins`; verdict: larger than δ, significant but within ±δ, equivalent by "
             "TOST, inconclusive), xAUC; SEs are item-clustered by default (config `variance`: the population "
             "estimand; `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise "
-            "accuracies on a bounded query sample, ROC "
+            "accuracies on a bounded query sample; exposure per unit of merit of each group under the logged "
+            "ranking (observational impressions of day D, the chosen position-bias curve, item x request clustered CIs); ROC "
             "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
             "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
@@ -246,7 +249,10 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 raise dg.Failure(description="no scored output could be audited: " + "; ".join(
                     f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
             outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
-            tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
+            exposure, exposure_note = logged_exposure_tables(con, marts, window, day)
+            if exposure_note:
+                context.log.warning(exposure_note)
+            tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure}
             written = write_audit(con, source.name, window.first, window.last, tables, partition=day)
         params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
                   "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
@@ -259,6 +265,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             context.log.error(str(error))
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
         metadata = _metadata(source, window, summary, outputs, audits, written, figure_urls)
+        metadata["exposure_parity"] = dg.MetadataValue.md(exposure_markdown(exposure, exposure_note))
         metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
         return dg.MaterializeResult(metadata=metadata,
                                     check_results=[estimable_check(audits), held_out_check(audits, window)])

@@ -50,6 +50,11 @@ SIMULATION_HELP = {
     "seed": "same seed, same bytes",
     "relevance_sd": "standard deviation of the Gaussian part of R",
     "score_noise_sd": "standard deviation of the score noise s - R",
+    "groups": "K, number of groups (K > 2: the group lists below, or their defaults)",
+    "group_shares": "P(C = c) per group, ';'-separated (default: equal; p_group with 2 groups)",
+    "group_relevance": "P(Y(1) = 1 | C = c) per group, ';'-separated (default: p_relevant_group0..1 evenly)",
+    "group_effects": "term of group c in R, ';'-separated (default: 0..group_effect evenly)",
+    "group_labels": "group_id text per group, ';'-separated (default: 0..K-1)",
 }
 
 

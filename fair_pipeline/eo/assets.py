@@ -1,8 +1,9 @@
 """EO transform assets (Nandy et al., Theorem 1): fit the per-group weighted-CDF transforms on a training
 window of observational partitions, and evaluate them by re-ranking held-out SIMULATED requests.
 
-Both are daily-partitioned. Partition D of the transform is fitted on the newest `window_days` partitions with
-data before D of the daily mart `marts.eo_score_click_counts` (a time-window partition mapping declares it), with
+Both are daily-partitioned. Partition D of the transform is fitted on the calendar days D-k..D-1 of the daily mart
+`marts.eo_score_click_counts` (k = $FAIR_PIPELINE_WINDOW_DAYS, read from the time-window partition mapping that
+declares it in the lineage; days without data are named, never replaced by older ones), with
 the position-bias curve of partition D; day D itself is what the fairness audit of partition D evaluates, so the
 audit is out of sample by construction.
 """
@@ -31,9 +32,17 @@ from fair_pipeline.eo.report import (
 from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
 from fair_pipeline.eo.sql import read_click_counts
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
-from fair_pipeline.eo.window import DEFAULT_WINDOW_DAYS, eo_window_before
+from fair_pipeline.eo.window import eo_partition_window
 from fair_pipeline.ingestion import contract
-from fair_pipeline.platform.partitions import daily_partitions, days_before, partition_day
+from fair_pipeline.platform.partitions import (
+    daily_partitions,
+    days_before,
+    log_missing_days,
+    mapped_span,
+    min_window_days,
+    partition_day,
+    window_metadata,
+)
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS
 from fair_pipeline.platform.tracking import (
@@ -60,8 +69,6 @@ PROBE_POINTS = 2_001
 
 
 class EOTransformConfig(dg.Config):
-    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data "
-                             "before the asset partition (which the audit evaluates).")
     n_knots: int = Field(1001, description="Probabilities at which each group's CDF is stored (every 1/(n-1)).")
     min_positives: int = Field(30, description="A group with fewer clicks than this is reported as not estimable.")
     out_of_range: str = Field("shift", description="Scores outside a group's knots: 'shift' (slope 1) or 'clip'.")
@@ -115,7 +122,7 @@ def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
 
 @dg.asset(
     key=EO_TRANSFORM_KEY,
-    deps=[dg.AssetDep(CLICK_COUNTS_KEY, partition_mapping=days_before(DEFAULT_WINDOW_DAYS)), POSITION_BIAS_KEY],
+    deps=[dg.AssetDep(CLICK_COUNTS_KEY, partition_mapping=days_before()), POSITION_BIAS_KEY],
     partitions_def=daily_partitions,
     pool="duckdb",
     group_name=GROUP,
@@ -125,8 +132,8 @@ def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
     description=(
         "Equality-of-opportunity transforms (Nandy et al., Theorem 1): per group, the CDF of the scores of clicked "
         "impressions weighted by 1 / ŵ_position of the chosen position-bias curve, mapped back to the score scale "
-        "through the pooled score CDF; partition D is fitted on the newest `window_days` partitions of "
-        "marts.eo_score_click_counts before D (day D is left to the fairness audit of partition D). "
+        "through the pooled score CDF; partition D is fitted on the calendar days D-k..D-1 "
+        "(k = $FAIR_PIPELINE_WINDOW_DAYS) of marts.eo_score_click_counts (day D is left to the fairness audit of partition D). "
         "Also the unweighted CDF (Lemma 1) for comparison. Table `marts.eo_transforms` keeps each variant's exact "
         "JSON; the weighted one plus the simulator's production ranker is logged to MLflow as the `fair-ranker` "
         "pyfunc (alias `candidate`, moved only for the newest partition). A group with too few clicks is reported as not estimable (warning check), "
@@ -154,12 +161,13 @@ def eo_transform(
         marts = warehouse.engine_for(con)  # the marts' engine; curves and transforms are in the DuckDB store
         newest = is_newest_partition(marts, day)
         try:
-            window = eo_window_before(marts, config.window_days, day)
+            window = eo_partition_window(marts, *mapped_span(context, CLICK_COUNTS_KEY, day), day, min_window_days())
             curve = load_chosen_position_bias(con, day)
         except (EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=str(error)) from error
         counts = read_click_counts(marts, window.first, window.last)
         context.log.info(f"EO transform over {window.label}, position bias {curve.attrs.get('method')}")
+        log_missing_days(context, window, "EO transform")
         reason = too_few_clicks(counts, config.min_positives)
         fits: dict[str, WeightedCDFTransformer | str] = {}
         if reason is None:
@@ -177,8 +185,7 @@ def eo_transform(
     metadata = {
         "window_start": str(window.first),
         "window_end": str(window.last),
-        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
-        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
+        **window_metadata(window),
         "position_bias_method": str(curve.attrs.get("method")),
         "position_bias_window": f"{curve.attrs.get('window_start')}..{curve.attrs.get('window_end')}",
         "impressions": int(counts["impressions"].sum()),
@@ -316,11 +323,17 @@ def eo_evaluation(
     with warehouse.connect() as con:
         rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, held_out,
                                          context.run_id, partition=day)
-    summary = report.summary.set_index("method")
+    # one row per (method, group vs the reference group); with two groups one row per method
+    pair_index = {pair: k for k, pair in enumerate(dict.fromkeys(report.summary["groups"]))}
+    summary = report.summary.assign(key=[m if len(pair_index) == 1 else f"{m}.pair{pair_index[g]}"
+                                         for m, g in zip(report.summary["method"], report.summary["groups"])])
+    summary = summary.set_index("key")
 
     def ratio(method: str) -> dict:
-        return {"ratio": round(float(summary.loc[method, "exposure_over_merit_ratio"]), 5),
-                "se": round(float(summary.loc[method, "exposure_over_merit_ratio_se"]), 5)}
+        rows = report.summary[report.summary["method"] == method]
+        values = {g: {"ratio": round(float(r), 5), "se": round(float(se), 5)} for g, r, se in
+                  zip(rows["groups"], rows["exposure_over_merit_ratio"], rows["exposure_over_merit_ratio_se"])}
+        return next(iter(values.values())) if len(values) == 1 else values
 
     metadata = {
         "label": SIMULATION_LABEL,
@@ -338,8 +351,8 @@ def eo_evaluation(
     window = (str(weighted.window_start), str(weighted.window_end))
     with mlflow.start_run(context, "eo_transform", window=window, tags={"fair_pipeline.simulation": "true"}) as run:
         run.log_params({"held_out_day": held_out, "n_requests": n_requests, "alphas": list(config.alphas)})
-        run.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in
-                         ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
+        run.log_metrics({f"exposure_over_merit_ratio.{k}": float(summary.loc[k, "exposure_over_merit_ratio"])
+                         for k in summary.index if summary.loc[k, "method"] in ("raw", "unweighted", "weighted")}
                         | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
                         | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
         for name, frame in (("per_group", report.per_group), ("summary", report.summary), ("positions", report.positions)):

@@ -27,7 +27,15 @@ from fair_pipeline.platform.tracking import (
     figure_link_markdown,
 )
 from fair_pipeline.platform.partition_store import replace_partition
-from fair_pipeline.platform.partitions import DEFAULT_WINDOW_DAYS, daily_partitions, days_before, partition_day
+from fair_pipeline.platform.partitions import (
+    daily_partitions,
+    days_before,
+    log_missing_days,
+    mapped_span,
+    min_window_days,
+    partition_day,
+    window_metadata,
+)
 from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
 from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
 from fair_pipeline.training.reference import fits as bm
@@ -48,10 +56,11 @@ from fair_pipeline.training.tracking import lambda_frontier, log_fit_model
 OWNERS = ["team:fairness"]
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
 RANKER_CANDIDATES_KEY = dg.AssetKey(["marts", "ranker_candidates"])
+OBSERVATIONAL_STAGING_KEY = dg.AssetKey(["staging", "stg_observational_impressions"])
 RANKER_INPUTS = [
     POSITION_BIAS_KEY,
-    dg.AssetDep(dg.AssetKey(["staging", "stg_observational_impressions"]), partition_mapping=days_before(DEFAULT_WINDOW_DAYS)),
-    dg.AssetDep(dg.AssetKey(["staging", "stg_randomized_impressions"]), partition_mapping=days_before(DEFAULT_WINDOW_DAYS)),
+    dg.AssetDep(OBSERVATIONAL_STAGING_KEY, partition_mapping=days_before()),
+    dg.AssetDep(dg.AssetKey(["staging", "stg_randomized_impressions"]), partition_mapping=days_before()),
     dg.AssetKey(["staging", "stg_items"]),
 ]
 DEFAULT_LAMBDAS = list(bm.DEFAULT_LAMBDAS)
@@ -278,8 +287,6 @@ def _register_benchmarks(context, batch: "br.RegistryBatch", fits: list, logged_
 
 # ----------------------------------------------------------------------------- ranker_candidates
 class RankerCandidatesConfig(dg.Config):
-    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions of observational "
-                             "impressions before the asset partition (which the audit evaluates).")
     lambdas: list[float] = Field(default_factory=lambda: list(DEFAULT_LAMBDAS), description="λ grid (warm-started path).")
     penalty_score: str = Field("probability", description="Score entering the MI penalty: 'probability' or 'logit'.")
     feature_columns: list[str] = Field(default_factory=list,
@@ -318,7 +325,8 @@ def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
     code_version="1",
     description=(
         "Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS) "
-        "for partition D on the observational clicks of the newest `window_days` partitions before D (day D is left to "
+        "for partition D on the observational clicks of the calendar days D-k..D-1 (k = $FAIR_PIPELINE_WINDOW_DAYS, the "
+        "partition mapping's window; days without data are named; day D is left to "
         "the fairness audit of partition D), with inverse-propensity weights "
         "1/ŵ_position from the chosen position-bias curve; the log is aggregated in SQL to one row per item. "
         "Each candidate is audited on held-out labels: clicks of the window's shuffle requests (never trained on), "
@@ -335,7 +343,8 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     with warehouse.connect() as con:
         marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
         try:
-            window = rt.window_for_partition(marts, config.window_days, day)
+            window = rt.partition_window(marts, *mapped_span(context, OBSERVATIONAL_STAGING_KEY, day), day,
+                                         min_window_days())
             curve = load_chosen_position_bias(con, day)
             features = rt.feature_columns(marts, config.feature_columns)
             data = rt.training_data(marts, window, curve, features)
@@ -343,6 +352,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
             truth = rt.truth_items(marts, landing.resolved_path, features)  # evaluation only
         except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
             raise dg.Failure(description=str(error)) from error
+    log_missing_days(context, window, "ranker training")
     context.log.info(
         f"ranker training over {window.label}: {data.impressions} impressions, {data.clicks} clicks, "
         f"{data.rows.n_items} items, features {features}; IPW curve {curve.attrs.get('method')}"
@@ -393,8 +403,7 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "audit_rows": counts[RANKER_AUDITS],
         "window_start": str(window.first),
         "window_end": str(window.last),
-        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
-        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
+        **window_metadata(window),
         "impressions_train": data.impressions,
         "clicks_train": data.clicks,
         "items_train": data.rows.n_items,
