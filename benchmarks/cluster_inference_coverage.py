@@ -195,8 +195,10 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
 
 def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
     """Verdict error rates of the audit's rule (`classify_gaps` with the CR2 SE and df) at a true gap of 0 and of
-    δ, by shifting each replication's error to that truth (the estimate's error does not depend on the gap's
-    location here: the same draws, relabelled): P(larger than δ | 0), P(equivalent | δ), P(larger than δ | δ)."""
+    ±δ, by shifting each replication's error to that truth (the same draws, relabelled: the estimate's error does not
+    depend on where the gap lies). δ = 3 x the row's median SE, so that both "equivalent" and "larger than δ" can
+    happen (with the default δ = 0.02 and these small samples no CI fits inside ±δ): P(larger than δ | 0),
+    P(equivalent or within | ±δ), P(larger than δ | ±δ)."""
     rows = []
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         g = g[g["estimable"].astype(bool) & g["cr2_z"].notna()]
@@ -204,8 +206,8 @@ def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
             continue
         err = g["estimate"].to_numpy() - truths(config)[name]
         se = g["cr2_z"].to_numpy() / critical_value(0.95)
-        delta = g["margin"].to_numpy()
-        out = {"config": config, "statistic": name, "reps": len(g)}
+        delta = np.full(len(g), 3.0 * float(np.median(se)))
+        out = {"config": config, "statistic": name, "reps": len(g), "δ": delta[0]}
         for label, theta in (("0", 0.0), ("δ", delta), ("-δ", -delta)):
             verdict, _ = classify_gaps(theta + err, se, delta, df=g["df"].to_numpy())
             if label == "0":

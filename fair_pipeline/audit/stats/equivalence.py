@@ -94,8 +94,9 @@ def classify_gaps(estimate, se, margin, *, p_adjusted=None, confidence: float = 
     * otherwise ``"inconclusive"`` (the interval reaches across ±δ: the data cannot tell a gap larger than δ from
       a smaller one).
 
-    Error rates: at a true gap of exactly δ, "equivalent" has probability <= α and "larger than δ" <= α/2; at a
-    true gap of 0, "larger than δ" has probability <= α/2 (Monte Carlo in docs/audit_inference.md).
+    Error rates: at a true gap of exactly δ, "equivalent" has probability <= α and "larger than δ" <= α/2 (+ the
+    far side's, negligible); at a true gap of 0, "larger than δ" has probability <= α (α/2 per side) (Monte Carlo
+    in docs/audit_inference.md).
     Returns ``(verdicts, p_tost)``: object array of verdict strings, float array (NaN where not estimable).
     An SE of 0 is a gap known exactly: larger when |estimate| > δ, equivalent when |estimate| < δ.
     """
