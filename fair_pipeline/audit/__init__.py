@@ -32,6 +32,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     cluster_robust_interval,
     compare_groups,
     exposure_parity,
+    exposure_parity_by_attributes,
     holm,
     pairwise_accuracies,
     truncated_auc,
@@ -41,6 +42,6 @@ from fair_pipeline.audit.stats import (  # noqa: F401
 __all__ = [
     "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "ClusterInterval", "ExposureParity",
     "GroupComparison", "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
-    "cluster_robust_interval", "compare_groups", "exposure_parity", "holm",
+    "cluster_robust_interval", "compare_groups", "exposure_parity", "exposure_parity_by_attributes", "holm",
     "pairwise_accuracies", "truncated_auc", "xauc",
 ]

@@ -186,6 +186,36 @@ class ClusterAccumulator:
         return np.concatenate(self._totals, axis=1) if self._totals else np.zeros((K, 0, S))
 
 
+class ClusterTotals:
+    """Finished per-cluster parts fed in chunks of clusters (`prefix_clusters`): the same covariances, totals and
+    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes)."""
+
+    def __init__(self, pairs, K: int, S: int, V: int):
+        self.pairs = pairs
+        self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
+        self._totals: list[np.ndarray] = []
+        self.clusters = 0
+        self.clusters_with = np.zeros((2, V), dtype=np.int64)
+
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> None:
+        U = Uneg + Upos
+        self.cross += np.einsum("kcs,kct->kst", U, U)
+        adj = cr2_totals(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
+        self._totals.append(adj)
+        self.clusters += U.shape[1]
+        self.clusters_with += np.stack([(pos_counts > 0).sum(axis=0), (neg_counts > 0).sum(axis=0)])
+
+    def covariance(self) -> np.ndarray:
+        return self.cross_cr2.copy()
+
+    def cr1_covariance(self) -> np.ndarray:
+        return self.cross * (self.clusters / (self.clusters - 1))
+
+    def totals(self) -> np.ndarray:
+        return np.concatenate(self._totals, axis=1)
+
+
 def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches, keep_totals: bool = True):
     """Feed batches of (keys, scores, group codes, n_pos, n_neg); returns the finished `ClusterAccumulator`."""
     acc = ClusterAccumulator(table, pairs, alphas, auc, roc, keep_totals)
