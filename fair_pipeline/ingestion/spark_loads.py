@@ -16,8 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract, rules
-from fair_pipeline.ingestion.landing import landing_files, partition_dir, partition_files
-from fair_pipeline.ingestion.loads import ExtrasLoad, LandingFileError, PartitionLoad, check_files, stored_paths
+from fair_pipeline.ingestion.file_checks import check_files
+from fair_pipeline.ingestion.landing import LandingFileError, landing_files, partition_dir, partition_files
+from fair_pipeline.ingestion.loads import ExtrasLoad, PartitionLoad, stored_paths
 from fair_pipeline.platform.engines.base import fetch_rows
 
 ROWS_VIEW = "__landing_rows"

@@ -58,9 +58,9 @@ CAPTURED_MODULES = {
 # Modules that run SQL and stay on DuckDB (for now or for good), with the reason. A new module that runs SQL
 # must be added to one of the two lists (test_every_module_running_sql_is_accounted_for).
 STAYS_ON_DUCKDB = {
-    "fair_pipeline/ingestion/loads.py": "the DuckDB loader: the contract's rules (ingestion/rules.py, rendered for "
-        "Spark by spark_loads and below) over DuckDB's reader (read_parquet with filename, file_row_number), temp "
-        "tables and one transaction over raw + quarantine; the item catalogue's validation",
+    "fair_pipeline/ingestion/loads.py": "the DuckDB loader: DuckDB's reader (read_parquet with filename, "
+        "file_row_number), temp tables and one transaction over raw + quarantine (the Spark loader runs "
+        "ingestion/rules.py, rendered below)",
     "fair_pipeline/ingestion/catalogue.py": "the item catalogue's validation (catalogue-sized; on the spark engine "
         "raw.items is then copied to Spark)",
     "fair_pipeline/audit/files.py": "`fair-pipeline audit FILE` reads one user file on the local machine",
