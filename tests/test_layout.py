@@ -94,15 +94,30 @@ def test_no_import_tricks_and_no_pickles_in_the_package():
     assert not found, found
 
 
+def _unused_definitions(root: Path) -> list[str]:
+    result = subprocess.run([sys.executable, "-m", "vulture", "fair_pipeline", "tests", "benchmarks", "--min-confidence",
+                             "60", "--ignore-names", "*_"], cwd=root, capture_output=True, text=True, timeout=300)
+    assert result.returncode in (0, 3), result.stderr  # 3: findings (those in tests or benchmarks do not count)
+    return [line for line in result.stdout.splitlines() if line.startswith("fair_pipeline")]
+
+
 def test_no_definition_of_the_package_is_referenced_nowhere():
     """vulture over the package, its tests and benchmarks: every package definition is used somewhere; what only a
     framework or a caller uses by name is listed in tests/vulture_allowlist.py, fitted attributes (`name_`) aside."""
     pytest.importorskip("vulture")  # the dev extra installs it
-    result = subprocess.run([sys.executable, "-m", "vulture", "fair_pipeline", "tests", "benchmarks", "--min-confidence",
-                             "60", "--ignore-names", "*_"], cwd=REPO, capture_output=True, text=True, timeout=300)
-    unused = [line for line in result.stdout.splitlines() if line.startswith("fair_pipeline")]
+    unused = _unused_definitions(REPO)
     assert not unused, "\n".join(unused)
-    assert result.returncode in (0, 3), result.stderr  # 3: findings (in tests or benchmarks only)
+
+
+def test_a_function_referenced_nowhere_is_found(tmp_path):
+    pytest.importorskip("vulture")
+    for folder in ("fair_pipeline", "tests", "benchmarks"):
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    store = tmp_path / "fair_pipeline" / "position_bias" / "store.py"
+    store.write_text(store.read_text() + "\n\ndef load_every_curve(con):\n    return con\n")
+    assert _unused_definitions(tmp_path) == [
+        "fair_pipeline/position_bias/store.py:" + str(len(store.read_text().splitlines()) - 1)
+        + ": unused function 'load_every_curve' (60% confidence)"]
 
 
 def test_test_modules_import_helpers_from_helper_modules_not_from_conftest():

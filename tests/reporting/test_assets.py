@@ -120,9 +120,9 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     assert event.asset_materialization.partition == newest
     assert metadata["report_html"].value == str(settings.reports_dir() / newest / "fairness_report.html")
     assert metadata["latest"].value == f"reports/latest -> {newest}"
-    # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's ROC/partial
-    # AUC, xAUC and pairwise sections, the audit trend, the λ frontier and model selection.
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 11
+    # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's logged
+    # exposure parity, ROC/partial AUC, xAUC and pairwise sections, the audit trend, the λ frontier and model selection.
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 12
     linked_figure(metadata["figure_ctr_by_position"].value)
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)

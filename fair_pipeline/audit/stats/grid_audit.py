@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
-from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, cluster_covariance, two_way_keys
+from fair_pipeline.audit.stats.cluster_pass import cluster_covariance, contrast_df
+from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, two_way_keys
 from fair_pipeline.audit.stats.sweep import RocSweep, products
 
 CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays stay in cache (1 << 16 took twice the CPU)
@@ -137,8 +138,8 @@ def cluster_batches(keys, rows: ClusterRows, batch_rows: int | None = None):
         yield keys[lo:hi], rows.scores[take], rows.group[take], rows.n_pos[take], rows.n_neg[take]
 
 
-def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, rows: ClusterRows | None = None,
-                           streams=None, batch_rows: int | None = None) -> dict:
+def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals | None, cutoffs, rows: ClusterRows | None = None,
+                           streams=None, batch_rows: int | None = None, prefix=None) -> dict:
     """Replace the variances at ``cutoffs`` and FPR 1 by cluster-robust ones and add their covariances.
 
     ``grid``: the score grid, or only its `BlockTotals` when the streams' batches carry their rows' blocks
@@ -148,12 +149,16 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, ro
     query)]); each batch is (keys, scores, group codes, n_pos, n_neg), a cluster's rows contiguous.
     Adds ``cov`` (K, S, S) over columns at ``cov_alphas`` and ``clusters`` (the number of clusters; the
     smaller one for two-way clustering). In-memory ``rows`` are fed in batches of
-    ``batch_rows`` rows (default CLUSTER_BATCH_ROWS).
+    ``batch_rows`` rows (default CLUSTER_BATCH_ROWS). Or ``prefix``: a list of (sign, `PrefixClusterSums`)
+    already fed in score order during the sweep (no ``grid`` needed).
     """
-    var_alphas = np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
+    var_alphas = variance_alphas(cutoffs)
     sel = np.searchsorted(res["alphas"], var_alphas)
-    table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
+    if prefix is not None:
+        parts = [(sign, sums.covariance(auc, roc)) for sign, sums in prefix]
+        return _store_covariance(res, var_alphas, sel, parts)
+    table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     if streams is None:
         def batch(keys):
             return cluster_batches(keys, rows, batch_rows)
@@ -162,12 +167,26 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, ro
             streams = [(1, batch(first)), (1, batch(second)), (-1, batch(two_way_keys(first, second)))]
         else:
             streams = [(1, batch(rows.keys))]
-    cov, counts = 0.0, []
-    for sign, batches in streams:
-        part, clusters = cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches)
-        cov = cov + sign * part
-        if sign > 0:
-            counts.append(clusters)
+    parts = [(sign, cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches, keep_totals=sign > 0))
+             for sign, batches in streams]
+    return _store_covariance(res, var_alphas, sel, parts)
+
+
+def variance_alphas(cutoffs) -> np.ndarray:
+    """The cutoffs given cluster-robust variances: the requested ones and FPR 1 (xAUC), ascending."""
+    return np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
+
+
+def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
+    """Sum the signed (sign, finished cluster pass) parts into ``res``: variances and ``cov`` (CR2), ``cov_cr1``,
+    ``clusters``, the one-way streams' adjusted ``cluster_totals`` (for df) and ``clusters_with``."""
+    cov = sum(sign * acc.covariance() for sign, acc in parts)
+    res["cov_cr1"] = sum(sign * acc.cr1_covariance() for sign, acc in parts)
+    counts = [acc.clusters for sign, acc in parts if sign > 0]
+    res["cluster_totals"] = [acc.totals() for sign, acc in parts if sign > 0]
+    # per vector (groups, then pooled): clusters holding its positives / negatives, the smaller over two-way streams
+    smallest = np.minimum.reduce([acc.clusters_with for sign, acc in parts if sign > 0])
+    res["clusters_with"] = {"pos": smallest[0], "neg": smallest[1]}
     diag = np.einsum("kss->sk", cov).copy()
     res["variance"] = res["variance"].copy()
     res["variance"][:, sel] = np.maximum(diag, 0.0)
@@ -178,6 +197,19 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, ro
             idx = [i for i, c in enumerate(res["columns"]) if c[0] == kind]
             res["balanced_cov"][kind] = cov[k1][np.ix_(idx, idx)]
     return res
+
+
+def column_df(res: dict, alpha_values, weights) -> np.ndarray:
+    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the Satterthwaite effective
+    number of clusters of its adjusted totals (`small_sample`); infinite (normal theory) without clustering."""
+    alpha_values = np.asarray(alpha_values, dtype=np.float64)
+    if "cluster_totals" not in res:
+        return np.full(alpha_values.size, np.inf)
+    k = np.searchsorted(res["cov_alphas"], alpha_values)
+    w = np.zeros(len(res["pairs"]))
+    for column, coefficient in weights.items():
+        w[column] += coefficient
+    return contrast_df(res["cluster_totals"], w)[k]
 
 
 def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:
