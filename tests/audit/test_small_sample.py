@@ -62,7 +62,9 @@ def test_equal_clusters_give_the_liang_zeger_factor_and_many_clusters_the_sandwi
     y = rng.normal(size=c.size)
     totals = (np.bincount(c, weights=y) - k * y.mean()) / y.size
     cr1 = C / (C - 1) * np.sum(totals ** 2)
-    assert cluster_robust_interval(y.mean(), totals, np.full(C, 1 / C)).se ** 2 == pytest.approx(cr1, rel=1e-12)
+    equal = cluster_robust_interval(y.mean(), totals, np.full(C, 1 / C))
+    assert equal.se ** 2 == pytest.approx(cr1, rel=1e-12)
+    assert equal.n_clusters == C and equal.effective_clusters <= C - 1
     C = 5000  # many small clusters: CR2 ~ the plain sandwich, t ~ normal
     c = rng.integers(0, C, 20000)
     y = rng.normal(size=c.size)
