@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fair_pipeline"
 STAGES = ["platform", "ingestion", "datasets", "position_bias", "eo", "training", "postprocessing", "audit", "selection", "reporting",
           "reproductions"]
-CONTRACTS = 3
+CONTRACTS = 4
 
 
 def _lint_imports(cwd: Path, extra_path: Path | None = None) -> subprocess.CompletedProcess:

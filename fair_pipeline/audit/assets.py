@@ -107,7 +107,7 @@ def outputs_frame(entries, audits: dict, summary: dict, source: aw.LabelSource, 
             row.update(status="audited", description=e.description, basis=e.basis, held_out=a.held_out,
                        trained_from=e.trained_from, trained_through=e.trained_through, n_pos=int(g["n_pos"].sum()),
                        n_neg=int(g["n_neg"].sum()), groups=len(g), pairwise_queries=a.pairwise_queries,
-                       reason=in_sample_reason(a))
+                       reason=in_sample_reason(a), training_window=a.output.training_window)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -191,7 +191,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             "estimand; `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise "
             "accuracies on a bounded query sample, ROC "
             "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
-            "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
+            "audit (experiment fair_pipeline/audit) logs its figures and headline metrics; the fairness report reads the "
+            "tables: "
             + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
             "estimable, never as fair."
         ),
@@ -253,7 +254,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                   "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits),
                   "variance": config.variance, "margins": margins}
         try:
-            run_id, run_url, figure_urls = log_audit(mlflow, context, list(audits.values()), tables, params,
+            run_id, run_url, figure_urls = log_audit(mlflow, context, list(audits.values()), params,
                                         (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")
         except TrackingUnavailableError as error:  # the warehouse rows are written; logging again is idempotent
             context.log.error(str(error))

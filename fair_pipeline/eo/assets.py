@@ -19,8 +19,6 @@ from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS, evaluate_rerankings
 from fair_pipeline.eo.figures import SIMULATION_LABEL
 from fair_pipeline.eo.report import (
-    cdf_table,
-    exposure_merit_table,
     knots_summary,
     load_simulation_truth,
     per_group_markdown,
@@ -189,7 +187,6 @@ def eo_transform(
     if reason is not None:
         context.log.warning(reason)
         metadata["not_estimable"] = reason
-        mlflow.record_skip(context, "eo_transform", f"not estimable: {reason}", ("eo_transform_cdf", "eo_knots_summary"))
         return dg.MaterializeResult(
             metadata=metadata,
             check_results=[
@@ -223,7 +220,6 @@ def eo_transform(
         for variant, model in fitted.items():
             run.log_dict(model.to_dict(), f"transforms/{variant}.json")
         run.log_table(summary, "eo_knots_summary")
-        run.log_table(cdf_table(weighted), "eo_transform_cdf")  # the fairness report's per-group CDF section
         metadata["transforms_plot"] = dg.MetadataValue.md(figure_link_markdown(
             run.log_figure(figure, "eo_transforms"), "per-group weighted CDFs and fair-score maps"))
         metadata["mlflow_run_id"] = run.run_id
@@ -259,8 +255,12 @@ def eo_transform(
     )
 
 
-# The tables eo_evaluation logs; a skipped evaluation records why it logged none of them.
-EVALUATION_TABLES = ("exposure_merit", "eo_evaluation_summary", "eo_evaluation_per_group", "eo_evaluation_positions")
+def _skipped_evaluation(context, warehouse: DuckDBWarehouse, day: dt.date, message: str) -> dg.MaterializeResult:
+    """The evaluation ran for `day` and evaluated nothing: the store says why (the report shows it, not "never ran")."""
+    context.log.warning(message)
+    with warehouse.connect() as con:
+        eo_store.skip_evaluation(con, day, message)
+    return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
 
 
 @dg.asset(
@@ -277,8 +277,8 @@ EVALUATION_TABLES = ("exposure_merit", "eo_evaluation_summary", "eo_evaluation_p
         "window) under raw scores, the unweighted and the weighted transform and an alpha grid, draws new clicks from "
         "the simulator's ground truth (landing/_truth) and reports per group exposure/merit (Corollary 1), positions "
         "of Y(1)=1 items, the KS distance between groups' clicked-score distributions and CTR, with figures 1 and 3 "
-        "of Nandy et al. Table `marts.eo_evaluation`. Skipped (with the reason in metadata) when the logs are not "
-        "simulated or no transform was estimable."
+        "of Nandy et al. Tables `marts.eo_evaluation` and `marts.eo_evaluation_summary`. Skipped, with the reason in "
+        "metadata and the store, when the logs are not simulated or no transform was estimable."
     ),
 )
 def eo_evaluation(
@@ -289,13 +289,11 @@ def eo_evaluation(
     mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
     truth = load_simulation_truth(landing.resolved_path)
+    day = partition_day(context)
     if truth is None:
         message = (f"skipped: not a simulation: no ground truth under {landing.resolved_path / contract.TRUTH_DIR} "
                    "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
-        context.log.info(message)
-        mlflow.record_skip(context, "eo_transform", message, EVALUATION_TABLES)  # the report says why, not "never ran"
-        return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
-    day = partition_day(context)
+        return _skipped_evaluation(context, warehouse, day, message)
     with warehouse.connect(read_only=True) as con:
         try:
             stored = eo_store.load_latest_transforms(con, day)
@@ -304,9 +302,7 @@ def eo_evaluation(
     not_estimable = {v: s.reason for v, s in stored.items() if not s.estimable}
     if not_estimable:
         message = f"skipped: no transform to evaluate ({'; '.join(f'{v}: {r}' for v, r in not_estimable.items())})"
-        context.log.warning(message)
-        mlflow.record_skip(context, "eo_transform", message, EVALUATION_TABLES)
-        return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
+        return _skipped_evaluation(context, warehouse, day, message)
     weighted, unweighted = stored["weighted"], stored["unweighted"]
     held_out = weighted.window_end + dt.timedelta(days=config.days_after_window)
     n_requests = config.n_requests or truth.config.requests_per_day
@@ -314,8 +310,8 @@ def eo_evaluation(
     report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=held_out,
                                  n_requests=n_requests, alphas=tuple(config.alphas))
     with warehouse.connect() as con:
-        rows = eo_store.write_evaluation(con, report.per_group, weighted.window_start, weighted.window_end, held_out,
-                                         context.run_id, partition=day)
+        rows = eo_store.write_evaluation(con, report.per_group, report.summary, weighted.window_start,
+                                         weighted.window_end, held_out, context.run_id, partition=day)
     summary = report.summary.set_index("method")
 
     def ratio(method: str) -> dict:
@@ -342,9 +338,7 @@ def eo_evaluation(
                          ((m, ratio(m)) for m in ("raw", "unweighted", "weighted"))}
                         | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
                         | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
-        for name, frame in (("per_group", report.per_group), ("summary", report.summary), ("positions", report.positions)):
-            run.log_table(frame, f"eo_evaluation_{name}")
-        run.log_table(exposure_merit_table(report.per_group), "exposure_merit")  # the fairness report's section
+        run.log_table(report.positions, "eo_evaluation_positions")
         urls = {name: run.log_figure(fig, name) for name, fig in report.figures.items()}
         metadata["mlflow_run_id"] = run.run_id
         metadata["mlflow_run"] = dg.MetadataValue.url(run.url)

@@ -17,7 +17,7 @@ from fair_pipeline.position_bias import PositionBiasInputError, compare_estimate
 from fair_pipeline.position_bias.estimators import METHOD_POLICY, METHODS, position_ranges
 from fair_pipeline.position_bias.report import (
     curve_markdown,
-    curves_artifacts,
+    curves_plot,
     errors_vs_truth,
     load_truth_curve,
 )
@@ -196,18 +196,16 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
 
 def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimates: dict[str, MethodEstimate],
                config: PositionBiasConfig, truth) -> tuple[str, str, str]:
-    """One MLflow run (stage position_bias): every estimable curve as table `position_bias_curve` (the fairness
-    report's section), the per-method summary, the figure. Returns the figure's address, the run id and the run's."""
+    """One MLflow run (stage position_bias): parameters, the chosen curve's weights as metrics, the figure. Returns
+    the figure's address, the run id and the run's."""
     curves = {m: e.curve for m, e in estimates.items() if e.estimable}
-    table, figure = curves_artifacts(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
+    figure = curves_plot(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
     with mlflow.start_run(context, "position_bias", window=(str(window.first), str(window.last))) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
                         "chosen_method": config.chosen_method, "truncate": config.truncate,
                         "bin_width": config.bin_width or "auto", "level": config.level})
         chosen = estimates[config.chosen_method].curve
         run.log_metrics({f"w_pos{int(r.position)}": r.weight for r in chosen.itertuples() if np.isfinite(r.weight)})
-        run.log_table(table, "position_bias_curve")
-        run.log_table(methods_frame(window, estimates, config.chosen_method), "position_bias_methods")
         return run.log_figure(figure, "position_bias_curves"), run.run_id, run.url
 
 
@@ -227,8 +225,8 @@ def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimate
         f"with data through partition D of the position-bias marts. Tables `{CURVES_TABLE}` (one row per method x position; `chosen` marks the "
         f"curve later stages read via `load_chosen_position_bias`) and `{METHODS_TABLE}` (per method: estimable or "
         "why not, sample counts). Methods whose traffic is missing are reported as not estimable; the asset fails "
-        "only when the chosen method cannot be estimated. Logged to MLflow (experiment fair_pipeline/position_bias, "
-        "table `position_bias_curve` for the fairness report)."
+        "only when the chosen method cannot be estimated. Logged to MLflow (experiment fair_pipeline/position_bias: "
+        "the figure and the chosen weights)."
     ),
     check_specs=[
         dg.AssetCheckSpec(

@@ -57,8 +57,8 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         day = partition_day(context)
         try:
             marts = None if warehouse.resolved_engine == "duckdb" else warehouse.engine_for(None)
-            inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, tracking=mlflow,
-                                  partition=day, marts=marts)
+            inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, partition=day,
+                                  marts=marts)
             try:
                 report = build_report(inputs)
             finally:

@@ -201,7 +201,7 @@ def estimand_note(frame: pd.DataFrame) -> str:
 
 
 def roc_audit(inputs: ReportInputs) -> SectionContent:
-    pauc = inputs.stage_table("partial_auc", "audit", PAUC_COLUMNS)
+    pauc = inputs.stored_table("partial_auc", PAUC_COLUMNS)
     blocks = [Text(
         "Per protected group, the ROC curve of each scored output with a pointwise 95% band, and the normalized "
         "truncated AUC I(α)/α = the area under the ROC over false-positive rates 0..α divided by α (Nandy et al., "
@@ -209,7 +209,7 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
         "the reference group at each cutoff separately (p-values are not corrected across cutoffs; Holm p where the "
         "audit corrects across groups). " + VERDICT_NOTE)]
     try:
-        curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
+        curves = inputs.stored_table("roc_curves", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
         blocks.append(Figure("roc", figures.panels(
             curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high",
                                                                      "group", diagonal=True),
@@ -301,14 +301,14 @@ def xauc_findings(pairs: pd.DataFrame) -> list[Finding]:
 
 
 def xauc_audit(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("xauc", "audit", XAUC_COLUMNS)
+    frame = inputs.stored_table("xauc", XAUC_COLUMNS)
     blocks = [Text(
         "xAUC(a>b) = P(a relevant item of group a is scored above an irrelevant item of group b) (Kallus & Zhou). "
         "If xAUC(a>b) is far below xAUC(b>a), group a's relevant items are ranked under group b's irrelevant ones "
         "more often than the reverse; ΔxAUC = xAUC(a>b) − xAUC(b>a) is tested against 0. " + estimand_note(frame)
         + VERDICT_NOTE)]
     try:
-        curves = inputs.stage_table("xroc_curves", "audit", ["model", "direction", "fpr", "tpr"])
+        curves = inputs.stored_table("xroc_curves", ["model", "direction", "fpr", "tpr"])
         blocks.append(Figure("xroc", figures.panels(
             curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", None, None, "direction", diagonal=True),
             "FPR (negatives of the second group)", "TPR (positives of the first group)", legend_title="direction"),
@@ -345,8 +345,7 @@ def _count_pair(first: pd.Series, second: pd.Series) -> pd.Series:
 
 # ---------------------------------------------------------------- pairwise accuracy
 def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("pairwise_accuracy", "audit",
-                               ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
+    frame = inputs.stored_table("pairwise_accuracy", ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
     frame = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
 
     def draw(panel, part: pd.DataFrame) -> None:
@@ -371,7 +370,7 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
               Table(table, "Pairwise accuracy [95% CI] (pairs)")]
     verdicts = []
     try:
-        gaps = pairwise_gap_rows(inputs.stage_table("pairwise_gaps", "audit", ["model", "group_a", "group_b", "estimate",
+        gaps = pairwise_gap_rows(inputs.stored_table("pairwise_gaps", ["model", "group_a", "group_b", "estimate",
                                                                               "ci_low", "ci_high", "p_value"]))
         blocks.append(Table(pairwise_gap_table(gaps), "Cross-group pairwise gaps A(a>b) − A(b>a) and their verdict against δ"))
         findings += pairwise_gap_findings(gaps)

@@ -1,7 +1,7 @@
 """The report's sections. Each reads one stage's output and turns it into tables, figures and findings.
 
-Sections for stages that write DuckDB marts query the warehouse; later stages log their tables to
-MLflow with `TrackedRun.log_table(frame, name)` and the section reads the newest finished run's copy.
+Every section reads the warehouse: the marts by SQL, and each stage's store tables of the report's partition
+as the report tables below (`ReportInputs.stored_table`; `reporting.stored` says which store tables make which).
 The table contracts (name: required columns; optional columns in brackets) are:
 
     position_bias_curve: position, estimate, ci_low, ci_high [method, n_impressions, chosen, truncated]
@@ -25,7 +25,8 @@ its verdict from diff / delta, their CI and p with the default δ.)
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
                          diff_ci_high, diff_p, paired_clusters, paired_rows: the paired difference vs the winner;
-                         tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version, reason;
+                         tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version (of
+                         registered_model), reason;
                          other columns without cost]
     elicited_metric:     oracle, parameter, elicited [truth, n_queries]   (optional companion of model_ranking)
 
@@ -217,7 +218,7 @@ def chosen_method(curve: pd.DataFrame) -> str:
 
 
 def position_bias(inputs: ReportInputs) -> SectionContent:
-    curve = inputs.stage_table("position_bias_curve", "position_bias", ["position", "estimate", "ci_low", "ci_high"])
+    curve = inputs.stored_table("position_bias_curve", ["position", "estimate", "ci_low", "ci_high"])
     if "method" not in curve.columns:
         curve = curve.assign(method="estimate")
     chosen = chosen_method(curve)
@@ -292,7 +293,7 @@ TRANSFORM_NOTE = (
 
 
 def eo_transform(inputs: ReportInputs) -> SectionContent:
-    cdf = inputs.stage_table("eo_transform_cdf", "eo_transform", ["group", "score", "cdf"])
+    cdf = inputs.stored_table("eo_transform_cdf", ["group", "score", "cdf"])
     has_ci = {"cdf_ci_low", "cdf_ci_high"} <= set(cdf.columns)
     blocks = [
         Text("Per-group weighted CDFs of the production score among clicked items (weights 1/ŵ undo position bias): "
@@ -305,8 +306,8 @@ def eo_transform(inputs: ReportInputs) -> SectionContent:
     ]
     findings = []
     try:
-        pauc = inputs.stage_table("partial_auc", "audit", audit_sections.PAUC_COLUMNS)
-        xauc = inputs.stage_table("xauc", "audit", audit_sections.XAUC_COLUMNS)
+        pauc = inputs.stored_table("partial_auc", audit_sections.PAUC_COLUMNS)
+        xauc = inputs.stored_table("xauc", audit_sections.XAUC_COLUMNS)
         transformed = [m for m in pauc["model"].unique() if str(m).startswith("eo_")]
         if PRODUCTION in set(pauc["model"]) and transformed:
             blocks += [Text(TRANSFORM_NOTE),
@@ -354,7 +355,7 @@ def exposure_ratio_findings(summary: pd.DataFrame) -> list[Finding]:
 
 def exposure_merit(inputs: ReportInputs) -> SectionContent:
     required = ["ranking", "group", "exposure", "exposure_ci_low", "exposure_ci_high", "merit", "merit_ci_low", "merit_ci_high", "n"]
-    frame = inputs.stage_table("exposure_merit", "eo_transform", required)
+    frame = inputs.stored_table("exposure_merit", required)
     table = frame[["ranking", "group", "n"]].copy()
     table["exposure [95% CI]"] = with_ci(frame, "exposure", "exposure_ci_low", "exposure_ci_high")
     table["merit [95% CI]"] = with_ci(frame, "merit", "merit_ci_low", "merit_ci_high")
@@ -370,8 +371,7 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
         )
     summary = None
     try:
-        summary = inputs.stage_table(
-            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
+        summary = inputs.stored_table("eo_evaluation_summary", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
         findings += exposure_ratio_findings(summary)
     except StageMissing:
         pass  # the per-group table above still stands
@@ -409,7 +409,7 @@ def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure
 
 def lambda_frontier(inputs: ReportInputs) -> SectionContent:
     cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stage_table("lambda_frontier", "training", cols)
+    frame = inputs.stored_table("lambda_frontier", cols)
     # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
     frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
     table = frame[["lambda"]].copy()
@@ -455,7 +455,7 @@ SELECTION_NOTE = (
 def _elicited_metric_blocks(inputs: ReportInputs) -> list:
     """The metric the ranking used (logged next to it by model_selection): oracle label, parameters."""
     try:
-        metric = inputs.stage_table("elicited_metric", "selection", ["oracle", "parameter", "elicited"])
+        metric = inputs.stored_table("elicited_metric", ["oracle", "parameter", "elicited"])
     except StageMissing as missing:
         return [Text(f"The elicited metric is not available: {missing}")]
     table = metric.drop(columns=["oracle"]).round(4)
@@ -465,7 +465,7 @@ def _elicited_metric_blocks(inputs: ReportInputs) -> list:
 
 
 def model_selection(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("model_ranking", "selection", ["rank", "model"]).sort_values("rank", na_position="last")
+    frame = inputs.stored_table("model_ranking", ["rank", "model"]).sort_values("rank", na_position="last")
     blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
@@ -482,9 +482,9 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
         findings = _selection_findings(frame)
         champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
         if len(champion):
-            from fair_pipeline.platform.tracking import FAIR_RANKER
-
-            text, finding = champion_blocks(FAIR_RANKER, champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
+            registered = champion.iloc[0].get("registered_model")
+            text, finding = champion_blocks(registered if isinstance(registered, str) else "the registered model",
+                                            champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
             blocks.insert(0, text)
             findings.append(finding)
     else:

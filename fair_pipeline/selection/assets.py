@@ -38,11 +38,10 @@ from fair_pipeline.selection import family_data
 from fair_pipeline.selection import metric_oracle as mo
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
-    group_pairs,
-    metric_from_dict,
     metric_to_dict,
     rank_candidates,
 )
+from fair_pipeline.selection.report import RECORDED_LABEL, SIMULATED_LABEL, metric_table, oracle_label
 from fair_pipeline.selection.store import (
     ELICITED_METRICS,
     MODEL_RANKING,
@@ -57,8 +56,6 @@ OWNERS = ["team:fairness"]
 GROUP = "selection"
 ELICITED_METRIC_KEY = dg.AssetKey(["marts", "elicited_metric"])
 ITEMS_KEY = dg.AssetKey(["staging", "stg_items"])
-SIMULATED_LABEL = "SIMULATED oracle: answers come from the ground-truth metric in the run config, not from a person"
-RECORDED_LABEL = "recorded oracle: a person's answers from `fair-pipeline elicit`, replayed"
 
 
 class ElicitedMetricConfig(dg.Config):
@@ -135,25 +132,6 @@ def metric_row(result: mo.ElicitationResult, run_id: str) -> dict:
     }
 
 
-def oracle_label(simulated: bool, session_id: str | None) -> str:
-    return SIMULATED_LABEL if simulated else f"{RECORDED_LABEL} (session {session_id})"
-
-
-def metric_table(metric, truth, labels, oracle: str, n_queries: int) -> pd.DataFrame:
-    """Elicited (and, when simulated, true) lam, a and B as one row per parameter: the report's metric table
-    (`elicited_metric`: oracle, parameter, elicited, truth, n_queries)."""
-    rows = [("lam", metric.lam, None if truth is None else truth.lam)]
-    for i, value in enumerate(metric.a):
-        rows.append((f"a[{i + 1}]", value, None if truth is None else truth.a[i]))
-    for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
-        for i, j in np.ndindex(*b.shape):
-            if i <= j:
-                rows.append((f"B[{labels[u]} vs {labels[v]}][{i + 1},{j + 1}]", b[i, j],
-                             None if truth is None else truth.B[u, v][i, j]))
-    frame = pd.DataFrame(rows, columns=["parameter", "elicited", "truth"])
-    return frame.assign(oracle=oracle, n_queries=int(n_queries))[["oracle", "parameter", "elicited", "truth", "n_queries"]]
-
-
 def markdown(frame: pd.DataFrame) -> str:
     """A markdown table with blanks (not 'nan') where a value does not apply."""
     return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
@@ -217,7 +195,6 @@ def elicited_metric(
         if result.truth is not None:
             run.log_dict(metric_to_dict(result.truth) | {"flip_fraction": config.flip_fraction, "seed": config.seed},
                          "simulated_truth.json")
-        run.log_table(table, "elicited_metric")  # the fairness report's model-selection section
         metadata["mlflow_run_id"] = run.run_id
         metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
     with warehouse.connect() as con:
@@ -402,8 +379,8 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
         "with n_pos/n_neg, cost under the metric with a delta-method SE and CI (the candidate's own figure, marginal); "
         "and, for comparing, every candidate's paired difference vs the winner on the same rows, clustered by item "
         "(diff_vs_winner with SE, CI, two-sided p; the check compares the runner-up with this paired interval); "
-        "not-estimable candidates last with the reason. The ranking goes to `marts.model_ranking` and MLflow "
-        "(table model_ranking); the winner is registered as a `fair-ranker` version tagged with its partition, and the "
+        "not-estimable candidates last with the reason. The ranking goes to `marts.model_ranking` (with the "
+        "elicitation it was ranked by, `metric_elicited_at`); the winner is registered as a `fair-ranker` version tagged with its partition, and the "
         "alias `champion` moves to it only when D is the newest partition with data (a backfill of older days never "
         "moves it; `fair-pipeline promote --partition D` does, explicitly)."
     ),
@@ -449,7 +426,6 @@ def model_selection(
     registrable = [name for name in estimable["model"] if name in by_name]
     winner = by_name[registrable[0]] if registrable else None
     oracle = oracle_label(bool(info["simulated"]), info["session_id"])
-    truth = metric_from_dict(json.loads(info["truth_json"])) if isinstance(info["truth_json"], str) else None
     metadata = {
         "oracle": oracle, "metric_lam": float(metric.lam), "metric_a": dg.MetadataValue.json(metric.a.round(4).tolist()),
         "label_source": source.name, "simulation_labels": source.simulation,
@@ -480,10 +456,6 @@ def model_selection(
                             "min_count": config.min_count, "confidence": config.confidence, "oracle": info["oracle_kind"]})
             run.log_dict(json.loads(info["metric_json"]) | {"group_labels": list(info["group_labels"]), "oracle": oracle},
                          "elicited_metric.json")
-            # the fairness report's model-selection section: the ranking and the metric it was ranked by
-            run.log_table(ranking, "model_ranking")
-            run.log_table(metric_table(metric, truth, list(info["group_labels"]), oracle, int(info["n_queries"])),
-                          "elicited_metric")
             run.log_table(rates, "model_selection_rates")
             if not estimable.empty:
                 best = estimable.iloc[0]
@@ -510,6 +482,7 @@ def model_selection(
     metadata["promoted"] = bool(champion is not None and newest)
     ranking = ranking.assign(champion_version=np.where(ranking["model"] == (winner.name if winner else None),
                                                        str(champion.version) if champion else None, None),
+                             registered_model=FAIR_RANKER, metric_elicited_at=info["elicited_at"],
                              selected_at=now_utc(), dagster_run_id=context.run_id)
     with warehouse.connect() as con:
         metadata["dagster/row_count"] = replace_ranking(con, ranking, day)

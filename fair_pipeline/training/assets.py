@@ -43,7 +43,7 @@ from fair_pipeline.training.store import (
     RANKER_CANDIDATES,
     replace_tables,
 )
-from fair_pipeline.training.tracking import lambda_frontier, log_fit_model
+from fair_pipeline.training.tracking import log_fit_model
 
 OWNERS = ["team:fairness"]
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
@@ -325,7 +325,7 @@ def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
         "and the simulator's true relevance when landing/_truth exists (evaluation only). "
         f"Tables `{RANKER_CANDIDATES}` (coefficients JSON, Î, held-out AUC and per-group partial AUCs, MLflow run id) "
         f"and `{RANKER_AUDITS}` (long audit rows); one MLflow run per candidate (experiment fair_pipeline/training) and "
-        "one per path with the `lambda_frontier` table of the fairness report (held-out AUC vs |partial-AUC gap| at 0.1)."
+        "one per path (the fairness report draws the λ frontier from the tables: held-out AUC vs |partial-AUC gap| at 0.1)."
     ),
 )
 def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
@@ -373,12 +373,10 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
                                 str(curve.attrs.get("method")), run_ids)
     audits = _candidate_audits(candidates, frame["candidate_id"])
-    frontier = lambda_frontier(frame, audits, rt.HELDOUT_CLICKS)
     with mlflow.start_run(context, "training", run_name=f"ranker path {window.first}..{window.last}",
                           window=(str(window.first), str(window.last)), tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"lambdas": sorted(config.lambdas), "penalty_score": config.penalty_score,
                         "features": ",".join(features)})
-        run.log_table(frontier, "lambda_frontier")  # the fairness report's λ trade-off section
         run.log_table(frame, "ranker_candidates")
         path_run = run.run_id
         source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits

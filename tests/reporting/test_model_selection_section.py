@@ -15,7 +15,7 @@ class _Inputs:
     def __init__(self, tables: dict[str, pd.DataFrame]):
         self.tables, self.sources = tables, {}
 
-    def stage_table(self, name, stage, required):
+    def stored_table(self, name, required):
         if name not in self.tables:
             raise StageMissing(f"no table {name!r}")
         return self.tables[name]
