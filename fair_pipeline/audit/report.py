@@ -10,6 +10,7 @@ import pandas as pd
 
 from fair_pipeline.audit.evaluation import OutputAudit
 from fair_pipeline.audit.outputs import PRODUCTION
+from fair_pipeline.audit.store import SCHEMAS, conform
 from fair_pipeline.charts import Panel, render
 
 OVERALL = "(all)"
@@ -155,6 +156,7 @@ def report_tables(stored: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]
     with its 95% CI, which their p-value tests. Every comparison also carries the practical margin δ (`margin`),
     the TOST p-value (`p_tost`) and the verdict (`audit.stats.equivalence`); the sign of a difference does not
     change them."""
+    stored = {name: conform(name, frame) for name, frame in stored.items() if name in SCHEMAS}  # every column
     out: dict[str, list[pd.DataFrame]] = {k: [] for k in ("partial_auc", "roc_curves", "xauc", "xroc_curves",
                                                            "pairwise_accuracy", "pairwise_gaps")}
     outputs = stored.get("fairness_audit_outputs", pd.DataFrame())

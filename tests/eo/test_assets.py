@@ -193,7 +193,7 @@ def test_report_tables_are_made_from_the_stored_results_with_their_contract_colu
     """The fairness report makes `eo_transform_cdf` and `exposure_merit` from the newest partition's store tables."""
     from fair_pipeline.reporting import ReportInputs
 
-    inputs = ReportInputs(home, home / "warehouse.duckdb")
+    inputs = ReportInputs(home["root"], settings.warehouse_path())
     try:
         cdf = inputs.stored_table("eo_transform_cdf", ["group", "score", "cdf"])
         merit = inputs.stored_table("exposure_merit", ["ranking", "group", "exposure", "merit"])
@@ -225,7 +225,7 @@ def test_evaluation_is_skipped_without_ground_truth(home, tmp_path):
     # the report of that partition says the evaluation ran and why it stored nothing, not that it never ran
     from fair_pipeline.reporting import ReportInputs, StageMissing
 
-    inputs = ReportInputs(home, home / "warehouse.duckdb", partition=DAYS[-1])
+    inputs = ReportInputs(home["root"], settings.warehouse_path(), partition=DAYS[-1])
     try:
         with pytest.raises(StageMissing, match=f"ran for partition {DAYS[-1]} and stored nothing: skipped: not a "
                                                "simulation: no ground truth"):
