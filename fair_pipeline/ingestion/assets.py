@@ -11,12 +11,12 @@ from pydantic import Field
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.loads import PartitionLoad, load_items, load_partition, raw_table
+from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
 from fair_pipeline.platform.engines.transfer import QUARANTINE, copy_partitions, copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
-OWNERS = ["team:fairness"]
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
 
 
@@ -67,7 +67,7 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         key=key,
         partitions_def=daily_partitions,
         backfill_policy=single_run,
-        pool="duckdb",
+        pool=POOL,
         group_name="ingestion",
         kinds={"python", "duckdb", "parquet"},
         owners=OWNERS,
@@ -151,7 +151,7 @@ randomized_impressions = _build_impressions_asset("randomized")
 
 @dg.asset(
     key=["raw", "items"],
-    pool="duckdb",
+    pool=POOL,
     group_name="ingestion",
     kinds={"python", "duckdb", "parquet"},
     owners=OWNERS,
