@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import sections
+from fair_pipeline.reporting import selection
 from fair_pipeline.reporting.model import StageMissing, Table
 
 
@@ -33,7 +33,7 @@ def _ranking(runner_low: float) -> pd.DataFrame:
 
 
 def _section(frame: pd.DataFrame):
-    content = sections.model_selection(_Inputs({"model_ranking": frame}))
+    content = selection.model_selection(_Inputs({"model_ranking": frame}))
     table = next(b.frame for b in content.blocks if isinstance(b, Table) and b.caption == "Model-selection ranking")
     return content, table
 

@@ -391,7 +391,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
 def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
     from fair_pipeline.reporting.build import display_frame
     from fair_pipeline.reporting.formatting import model_order
-    from fair_pipeline.reporting.sections import lambda_frontier
+    from fair_pipeline.reporting.selection import lambda_frontier
 
     names = ["production", "eo_weighted", "ranker_2026-01-07_auc_lam_0.1", "ranker_2026-01-07_auc_lam_10",
              "ranker_2026-01-07_auc_lam_2", "eo_unweighted", "ranker_2026-01-07_auc_lam_1"]
@@ -418,7 +418,7 @@ def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
 
 
 def test_pairwise_section_judges_cross_group_gaps_against_delta():
-    from fair_pipeline.reporting.audit_sections import pairwise_accuracy
+    from fair_pipeline.reporting.pairwise import pairwise_accuracy
 
     tables = {
         "pairwise_accuracy": pd.DataFrame({"model": "m", "group_a": ["0", "0", "1", "1"], "group_b": ["0", "1", "0", "1"],
