@@ -42,4 +42,17 @@ def stored_metric_table(row: Mapping[str, Any]) -> pd.DataFrame:
                         oracle_label(bool(row["simulated"]), row.get("session_id")), int(row["n_queries"]))
 
 
-__all__ = ["RECORDED_LABEL", "SIMULATED_LABEL", "metric_table", "oracle_label", "stored_metric_table"]
+def markdown(frame: pd.DataFrame) -> str:
+    """A markdown table with blanks (not 'nan') where a value does not apply."""
+    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
+
+
+def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
+    view = ranking[["rank", "model", "family", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
+                    "error_part", "violation_part", "min_group_count", "reason"]]
+    more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
+    return markdown(view.head(rows).round(4)) + more
+
+
+__all__ = ["RECORDED_LABEL", "SIMULATED_LABEL", "markdown", "metric_table", "oracle_label", "ranking_markdown",
+           "stored_metric_table"]

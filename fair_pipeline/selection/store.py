@@ -20,7 +20,7 @@ import pandas as pd
 
 from fair_pipeline.platform.partition_store import load_partition, replace_partition
 from fair_pipeline.platform.warehouse import table_exists, transaction
-from fair_pipeline.selection.elicitation import FairQuadraticMetric, metric_from_dict
+from fair_pipeline.selection.elicitation import FairQuadraticMetric, metric_from_dict, metric_to_dict
 
 ELICITED_METRICS = "marts.elicited_metrics"
 MODEL_RANKING = "marts.model_ranking"
@@ -93,6 +93,23 @@ def load_ranking(con, partition: dt.date | str | None = None) -> pd.DataFrame:
     missing."""
     frame = load_partition(con, MODEL_RANKING, partition, hint="materialize the model_selection asset for that partition")
     return frame.sort_values("rank", na_position="last", kind="stable").reset_index(drop=True)
+
+
+def metric_row(result, run_id: str) -> dict:
+    """The marts.elicited_metrics row of an elicitation (a `metric_oracle.ElicitationResult`)."""
+    metric, errors = result.metric, result.errors()
+    truth = None
+    if result.truth is not None:
+        truth = json.dumps(metric_to_dict(result.truth))
+    return {
+        "elicited_at": now_utc(), "dagster_run_id": run_id, "oracle_kind": result.oracle_kind,
+        "simulated": result.simulated, "session_id": result.session_id, "group_labels": list(result.group_labels),
+        "n_groups": metric.n_groups, "n_classes": metric.n_classes, "a": metric.a.tolist(), "lam": metric.lam,
+        "n_queries": metric.n_queries, "tolerance": result.tolerance, "radius": result.radius,
+        "n_inconsistencies": result.n_inconsistencies, "metric_json": json.dumps(metric_to_dict(metric)),
+        "truth_json": truth, "error_a": errors and errors["a"], "error_B": errors and errors["B"],
+        "error_lam": errors and errors["lam"], "n_flipped": result.n_flipped if result.simulated else None,
+    }
 
 
 def replace_ranking(con, ranking: pd.DataFrame, partition: dt.date) -> int:
