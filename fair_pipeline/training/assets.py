@@ -8,6 +8,7 @@ weights from the chosen position-bias curve. Both log one MLflow run per fit and
 one transaction each (`fair_pipeline.training.store`).
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import dataclasses
 import json
 import re
 import time
@@ -26,6 +27,7 @@ from fair_pipeline.platform.tracking import (
     benchmark_model_name,
     figure_link_markdown,
 )
+from fair_pipeline.platform.asset_defaults import OWNERS, POOL, pipeline_asset
 from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import DEFAULT_WINDOW_DAYS, daily_partitions, days_before, partition_day
 from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
@@ -45,7 +47,6 @@ from fair_pipeline.training.store import (
 )
 from fair_pipeline.training.tracking import log_fit_model
 
-OWNERS = ["team:fairness"]
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
 RANKER_CANDIDATES_KEY = dg.AssetKey(["marts", "ranker_candidates"])
 RANKER_INPUTS = [
@@ -143,7 +144,7 @@ def _log_benchmark_figures(mlflow: MLflowTracking, context, name: str, fits: lis
 
 @dg.asset(
     key=BENCHMARK_MODELS_KEY,
-    pool="duckdb",
+    pool=POOL,
     group_name="benchmarks",
     kinds={"python", "mlflow", "duckdb"},
     owners=OWNERS,
@@ -307,86 +308,86 @@ def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-@dg.asset(
-    key=RANKER_CANDIDATES_KEY,
-    deps=RANKER_INPUTS,
-    partitions_def=daily_partitions,
-    pool="duckdb",
-    group_name="training",
-    kinds={"python", "mlflow", "duckdb"},
-    owners=OWNERS,
-    code_version="1",
-    description=(
-        "Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS) "
-        "for partition D on the observational clicks of the newest `window_days` partitions before D (day D is left to "
-        "the fairness audit of partition D), with inverse-propensity weights "
-        "1/ŵ_position from the chosen position-bias curve; the log is aggregated in SQL to one row per item. "
-        "Each candidate is audited on held-out labels: clicks of the window's shuffle requests (never trained on), "
-        "and the simulator's true relevance when landing/_truth exists (evaluation only). "
-        f"Tables `{RANKER_CANDIDATES}` (coefficients JSON, Î, held-out AUC and per-group partial AUCs, MLflow run id) "
-        f"and `{RANKER_AUDITS}` (long audit rows); one MLflow run per candidate (experiment fair_pipeline/training) and "
-        "one per path (the fairness report draws the λ frontier from the tables: held-out AUC vs |partial-AUC gap| at 0.1)."
-    ),
-)
-def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
-                      warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
-    _check_grid(config.lambdas, [config.penalty_score])
-    day = partition_day(context)
-    with warehouse.connect() as con:
-        marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
-        try:
-            window = rt.window_for_partition(marts, config.window_days, day)
-            curve = load_chosen_position_bias(con, day)
-            features = rt.feature_columns(marts, config.feature_columns)
-            data = rt.training_data(marts, window, curve, features)
-            clicks = rt.heldout_click_aggregates(marts, window, features)
-            truth = rt.truth_items(marts, landing.resolved_path, features)  # evaluation only
-        except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
-            raise dg.Failure(description=str(error)) from error
-    context.log.info(
-        f"ranker training over {window.label}: {data.impressions} impressions, {data.clicks} clicks, "
-        f"{data.rows.n_items} items, features {features}; IPW curve {curve.attrs.get('method')}"
-    )
+@dataclasses.dataclass
+class RankerPath:
+    """What `compute_ranker_candidates` fitted for partition D: the window, the IPW curve, the features, the
+    training data, the held-out click aggregates, the simulator truth (evaluation only) and the fitted candidates."""
+
+    window: object
+    curve: pd.DataFrame
+    features: list[str]
+    data: object
+    clicks: pd.DataFrame
+    truth: object
+    candidates: list
+
+
+def ranker_inputs(con, marts, config: RankerCandidatesConfig, landing, day) -> RankerPath:
+    """What partition `day` trains on (read from the warehouse; the candidates are fitted afterwards, with the
+    connection closed)."""
+    window = rt.window_for_partition(marts, config.window_days, day)
+    curve = load_chosen_position_bias(con, day)
+    features = rt.feature_columns(marts, config.feature_columns)
+    data = rt.training_data(marts, window, curve, features)
+    clicks = rt.heldout_click_aggregates(marts, window, features)
+    truth = rt.truth_items(marts, landing, features)  # evaluation only
+    return RankerPath(window, curve, features, data, clicks, truth, [])
+
+
+def compute_ranker_candidates(path: RankerPath, config: RankerCandidatesConfig) -> RankerPath:
+    """Fit the λ path and audit every candidate on held-out labels; a fit's ValueError (e.g. a (group, label) cell
+    too small for the penalty) becomes a RankerTrainingError naming the window."""
     try:
-        candidates = rt.fit_candidates(data, features, config.lambdas, config.penalty_score, clicks, truth)
-    except ValueError as error:  # e.g. a (group, label) cell too small for the penalty
-        raise dg.Failure(description=f"ranker fit over {window.label} failed: {error}") from error
+        candidates = rt.fit_candidates(path.data, path.features, config.lambdas, config.penalty_score, path.clicks,
+                                       path.truth)
+    except ValueError as error:
+        raise rt.RankerTrainingError(f"ranker fit over {path.window.label} failed: {error}") from error
+    return dataclasses.replace(path, candidates=candidates)
+
+
+def log_ranker_candidates(mlflow: MLflowTracking, context, path: RankerPath, config: RankerCandidatesConfig):
+    """One MLflow run per candidate (its model, params, held-out metrics and audit table) and one for the path with
+    the partial-AUC-vs-λ figure; returns (the candidates' rows, their audit rows, metadata)."""
+    window, data, curve = path.window, path.data, path.curve
     run_ids = []
-    for candidate in candidates:
+    for candidate in path.candidates:
         point = candidate.point
         run_id, _ = log_fit_model(
             mlflow, context, stage="training",
             run_name=f"ranker {window.first}..{window.last} lam={point.lam:g}",
             params={"lam": point.lam, "penalty_score": config.penalty_score, "solver": "lbfgs",
-                    "window": f"{window.first}..{window.last}", "features": ",".join(features),
+                    "window": f"{window.first}..{window.last}", "features": ",".join(path.features),
                     "position_bias_method": curve.attrs.get("method"), "n_items_train": data.rows.n_items,
                     "impressions_train": data.impressions},
             metrics={"mi_proxy_train": point.mi_proxy, "fit_seconds": point.fit_seconds, "n_iter": point.n_iter,
                      **{_metric_name(source, "auc"): s["auc"] for source, s in candidate.heldout.items()},
                      **{_metric_name(source, "auc_se"): s["auc_se"] for source, s in candidate.heldout.items()},
                      **(_audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
-            model=point.model,
-            tables={"audit": candidate.audit},
+            model=point.model, tables={"audit": candidate.audit},
             tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
         )
         run_ids.append(run_id)
-    frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
+    frame = rt.candidates_frame(path.candidates, window, path.features, config.penalty_score, data,
                                 str(curve.attrs.get("method")), run_ids)
-    audits = _candidate_audits(candidates, frame["candidate_id"])
+    audits = _candidate_audits(path.candidates, frame["candidate_id"])
     with mlflow.start_run(context, "training", run_name=f"ranker path {window.first}..{window.last}",
                           window=(str(window.first), str(window.last)), tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"lambdas": sorted(config.lambdas), "penalty_score": config.penalty_score,
-                        "features": ",".join(features)})
+                        "features": ",".join(path.features)})
         run.log_table(frame, "ranker_candidates")
-        path_run = run.run_id
         source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits
-        figure_url = None
+        metadata = {"mlflow_run_ids": dg.MetadataValue.json(run_ids), "mlflow_path_run": dg.MetadataValue.url(run.url),
+                    "mlflow_path_run_id": run.run_id}
         if len(source_rows):
             figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
-            figure_url = run.log_figure(figure, "partial_auc_vs_lambda")
-    with warehouse.connect() as con:
-        counts = replace_partition(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits}, day)
-    metadata = {
+            metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_link_markdown(
+                run.log_figure(figure, "partial_auc_vs_lambda"), "ranker figure 2b"))
+    return frame, audits, metadata
+
+
+def ranker_metadata(path: RankerPath, frame: pd.DataFrame, counts: dict) -> dict:
+    window, data, clicks = path.window, path.data, path.clicks
+    return {
         "dagster/row_count": counts[RANKER_CANDIDATES],
         "audit_rows": counts[RANKER_AUDITS],
         "window_start": str(window.first),
@@ -400,17 +401,46 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "clipped_weight": float(data.rows.clipped_weight),
         "unknown_item_impressions": data.unknown_item_impressions,
         "heldout_shuffle_impressions": int(clicks["n_pos"].sum() + clicks["n_neg"].sum()) if len(clicks) else 0,
-        "position_bias_method": str(curve.attrs.get("method")),
-        "truth_available": truth is not None,
-        "features": dg.MetadataValue.json(features),
-        "candidates": dg.MetadataValue.md(_candidates_summary(frame, candidates)),
-        "mlflow_run_ids": dg.MetadataValue.json(run_ids),
-        "mlflow_path_run": dg.MetadataValue.url(run.url),
-        "mlflow_path_run_id": path_run,
+        "position_bias_method": str(path.curve.attrs.get("method")),
+        "truth_available": path.truth is not None,
+        "features": dg.MetadataValue.json(path.features),
+        "candidates": dg.MetadataValue.md(_candidates_summary(frame, path.candidates)),
     }
-    if figure_url is not None:
-        metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_link_markdown(figure_url, "ranker figure 2b"))
-    return dg.MaterializeResult(metadata=metadata)
+
+
+@pipeline_asset(key=RANKER_CANDIDATES_KEY, deps=RANKER_INPUTS, partitions_def=daily_partitions, group_name="training",
+                code_version="1")
+def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
+                      warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
+    """Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS)
+    for partition D on the observational clicks of the newest `window_days` partitions before D (day D is left
+    to the fairness audit of partition D), with inverse-propensity weights 1/ŵ_position from the chosen
+    position-bias curve; the log is aggregated in SQL to one row per item. Each candidate is audited on held-out
+    labels: clicks of the window's shuffle requests (never trained on), and the simulator's true relevance when
+    landing/_truth exists (evaluation only). Tables `marts.ranker_candidates` (coefficients JSON, Î, held-out
+    AUC and per-group partial AUCs, MLflow run id) and `marts.ranker_candidate_audits` (long audit rows); one
+    MLflow run per candidate (experiment fair_pipeline/training) and one per path (the fairness report draws the
+    λ frontier from the tables: held-out AUC vs |partial-AUC gap| at 0.1)."""
+    _check_grid(config.lambdas, [config.penalty_score])
+    day = partition_day(context)
+    with warehouse.connect() as con:
+        marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
+        try:
+            path = ranker_inputs(con, marts, config, landing.resolved_path, day)
+        except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
+            raise dg.Failure(description=str(error)) from error
+    data = path.data
+    context.log.info(
+        f"ranker training over {path.window.label}: {data.impressions} impressions, {data.clicks} clicks, "
+        f"{data.rows.n_items} items, features {path.features}; IPW curve {path.curve.attrs.get('method')}")
+    try:
+        path = compute_ranker_candidates(path, config)
+    except rt.RankerTrainingError as error:
+        raise dg.Failure(description=str(error)) from error
+    frame, audits, logged = log_ranker_candidates(mlflow, context, path, config)
+    with warehouse.connect() as con:
+        counts = replace_partition(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits}, day)
+    return dg.MaterializeResult(metadata=ranker_metadata(path, frame, counts) | logged)
 
 
 training_assets = [benchmark_models, ranker_candidates]
