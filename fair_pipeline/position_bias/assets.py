@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, days_through, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
@@ -30,7 +31,6 @@ from fair_pipeline.position_bias.window import (
     training_window,
 )
 
-OWNERS = ["team:fairness"]
 POSITION_BIAS_KEY = dg.AssetKey(["marts", "position_bias_curves"])
 MART_KEYS = [dg.AssetKey(["marts", "position_score_bins"]), dg.AssetKey(["marts", "position_swap_cells"])]
 CHOSEN_CHECK = "chosen_curve_is_valid"
@@ -210,24 +210,12 @@ def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimate
 
 
 # ----------------------------------------------------------------------------- the asset
-@dg.asset(
+@pipeline_asset(
     key=POSITION_BIAS_KEY,
     deps=[dg.AssetDep(key, partition_mapping=days_through(DEFAULT_WINDOW_DAYS)) for key in MART_KEYS],
     partitions_def=daily_partitions,
-    pool="duckdb",
     group_name="position_bias",
-    kinds={"duckdb", "python", "mlflow"},
-    owners=OWNERS,
     code_version="3",
-    description=(
-        "Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap, "
-        "adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the newest `window_days` partitions "
-        f"with data through partition D of the position-bias marts. Tables `{CURVES_TABLE}` (one row per method x position; `chosen` marks the "
-        f"curve later stages read via `load_chosen_position_bias`) and `{METHODS_TABLE}` (per method: estimable or "
-        "why not, sample counts). Methods whose traffic is missing are reported as not estimable; the asset fails "
-        "only when the chosen method cannot be estimated. Logged to MLflow (experiment fair_pipeline/position_bias: "
-        "the figure and the chosen weights)."
-    ),
     check_specs=[
         dg.AssetCheckSpec(
             CHOSEN_CHECK,
@@ -249,6 +237,13 @@ def position_bias(
     landing: LandingZone,
     mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
+    """Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap,
+    adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the newest `window_days` partitions
+    with data through partition D of the position-bias marts. Tables `marts.position_bias_curves` (one row per
+    method x position; `chosen` marks the curve later stages read via `load_chosen_position_bias`) and
+    `marts.position_bias_methods` (per method: estimable or why not, sample counts). Methods whose traffic is
+    missing are reported as not estimable; the asset fails only when the chosen method cannot be estimated.
+    Logged to MLflow (experiment fair_pipeline/position_bias: the figure and the chosen weights)."""
     _validate(config)
     day = partition_day(context)
     with warehouse.connect() as con:
