@@ -40,7 +40,8 @@ def write_csv(path: Path, rows: int, groups: int, seed: int = 0) -> None:
 def run_child(code_root: Path, path: Path, groups: int) -> dict:
     """Peak RSS (MB), wall and CPU seconds of one `fair-pipeline audit` child process."""
     env = {**os.environ, "PYTHONPATH": str(code_root)}
-    cmd = [sys.executable, "-m", "fair_pipeline.cli", "audit", str(path), "--score", "score", "--label", "label",
+    entry = "fair_pipeline.commands" if (code_root / "fair_pipeline" / "commands").is_dir() else "fair_pipeline.cli"
+    cmd = [sys.executable, "-m", entry, "audit", str(path), "--score", "score", "--label", "label",
            "--group", "grp", "--json"]
     if code_root == ROOT:
         cmd += ["--max-groups", str(groups)]

@@ -144,7 +144,8 @@ def _step_intervals(run_id: str) -> dict[str, tuple[float, float]]:
 
 def child(requests_per_day: int, start: str, days: int, interval: float, code: Path) -> dict:
     """One `fair-pipeline run` of the checkout `code` in this process; returns the measurements as a dict."""
-    from fair_pipeline import cli, runner
+    from fair_pipeline import runner
+    from fair_pipeline.commands import main
 
     sampler = Sampler(interval)
     sampler.start()
@@ -163,7 +164,7 @@ def child(requests_per_day: int, start: str, days: int, interval: float, code: P
         return result
 
     runner._execute = timed_run
-    code = cli.main(["run", "--start", start, "--days", str(days), "--requests-per-day", str(requests_per_day)])
+    code = main(["run", "--start", start, "--days", str(days), "--requests-per-day", str(requests_per_day)])
     samples = sampler.stop()
     total_cpu = _cpu() - began_cpu
     steps = {}

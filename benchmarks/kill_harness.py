@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-c", "import sys; from fair_pipeline.cli import main; sys.exit(main())"]
+CLI = [sys.executable, "-c", "import sys; from fair_pipeline.commands import main; sys.exit(main())"]
 CLEANUP = "[fair-pipeline] recovered:"
 SOURCES = ("observational", "randomized")
 POLL_S = 0.05

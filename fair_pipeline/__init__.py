@@ -1,7 +1,7 @@
 """fair_pipeline: end-to-end fair ranking on Dagster + DuckDB + MLflow.
 
 One package per pipeline stage (see each package's tour): charts (figures), platform, ingestion, datasets, position_bias, eo,
-training, audit, selection, reporting, reproductions.
+training, audit, selection, reporting, reproductions; `commands` is the `fair-pipeline` command line.
 """
 import importlib
 import importlib.abc

@@ -1,7 +1,7 @@
-"""Fairness audit: partial AUCs with analytic variances, group comparisons, xAUC, pairwise accuracies.
+"""Fairness audit: partial AUCs with analytic variances, group comparisons, xAUC, pairwise accuracies, exposure parity.
 
 The statistics (`stats`: truncated/partial AUC by a sweep over score blocks, Lemma 3 variances, group
-comparisons, xAUC of Kallus & Zhou, within-query pairwise accuracies of Narasimhan et al., ROC bands, each
+comparisons, exposure per unit of merit by group from click logs (`stats.exposure`), xAUC of Kallus & Zhou, within-query pairwise accuracies of Narasimhan et al., ROC bands, each
 gap's verdict against a practical margin δ in `stats.equivalence`) are pure numpy/scipy and work on arrays or on GROUP BY aggregates. `files` audits any Parquet/CSV file through
 DuckDB with bounded memory (`fair-pipeline audit`); `sql` picks the evaluation window and label source and runs
 the aggregations, `outputs` lists the scored outputs to audit (production, EO-transformed, retrained rankers),
@@ -20,6 +20,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     VERDICTS,
     AuditInputError,
     AuditReport,
+    ExposureParity,
     GroupComparison,
     PairwiseResult,
     StreamingAudit,
@@ -28,6 +29,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     audit_grid,
     classify_gaps,
     compare_groups,
+    exposure_parity,
     holm,
     pairwise_accuracies,
     truncated_auc,
@@ -35,8 +37,8 @@ from fair_pipeline.audit.stats import (  # noqa: F401
 )
 
 __all__ = [
-    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "GroupComparison",
+    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "ExposureParity", "GroupComparison",
     "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
-    "compare_groups", "holm",
+    "compare_groups", "exposure_parity", "holm",
     "pairwise_accuracies", "truncated_auc", "xauc",
 ]

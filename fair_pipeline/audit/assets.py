@@ -17,9 +17,11 @@ from pydantic import Field
 from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
 from fair_pipeline.audit import sql as aw
 from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, audit_output
+from fair_pipeline.audit.exposure_sql import logged_exposure_tables
 from fair_pipeline.audit.outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
 from fair_pipeline.audit.report import (
     TRANSFORM_NOTE,
+    exposure_markdown,
     groups_markdown,
     pairs_markdown,
     pairwise_markdown,
@@ -167,6 +169,8 @@ class AuditRun:
     entries: list
     audits: dict[str, OutputAudit]
     outputs: pd.DataFrame
+    exposure: dict[str, pd.DataFrame]  # the logged ranking's exposure parity tables (empty when not computed)
+    exposure_note: str  # why exposure parity was not computed, or ""
     written: dict[str, int]
 
 
@@ -208,9 +212,12 @@ def compute_fairness_audit(con, marts, scratch, config: FairnessAuditConfig, lab
         raise AuditInputError("no scored output could be audited: " + "; ".join(
             f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
     outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, run_id)
-    tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values()))}
+    exposure, exposure_note = logged_exposure_tables(con, marts, window, day)
+    if exposure_note and log is not None:
+        log.warning(exposure_note)
+    tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure}
     written = write_audit(con, source.name, window.first, window.last, tables, partition=day)
-    return AuditRun(window, source, summary, entries, audits, outputs, written)
+    return AuditRun(window, source, summary, entries, audits, outputs, exposure, exposure_note, written)
 
 
 def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
@@ -248,10 +255,12 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         δ (config `margins`; verdict: larger than δ, significant but within ±δ, equivalent by TOST,
         inconclusive), xAUC; SEs are item-clustered by default (config `variance`: the population estimand;
         `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise accuracies on
-        a bounded query sample, ROC (95% band) and xROC curves. SQL does the row-level work (group x score
+        a bounded query sample; exposure per unit of merit of each group under the logged ranking
+        (observational impressions of day D, the chosen position-bias curve, item x request clustered CIs); ROC
+        (95% band) and xROC curves. SQL does the row-level work (group x score
         counts). One MLflow run per audit (experiment fair_pipeline/audit) logs its figures and headline
         metrics; the fairness report reads the tables: `marts.fairness_audit_outputs`, `_groups`, `_pairs`,
-        `_xauc`, `_xauc_deltas`, `_pairwise`, `_curves`. Groups with too few positives or negatives are
+        `_xauc`, `_xauc_deltas`, `_pairwise`, `_curves`, `_exposure_groups`, `_exposure_pairs`. Groups with too few positives or negatives are
         reported as not estimable, never as fair."""
         label = resolve_label_source(config.label_source, landing.resolved_path)
         try:
@@ -274,6 +283,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             context.log.error(str(error))
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
         metadata = _metadata(run.source, window, run.summary, run.outputs, run.audits, run.written, figure_urls)
+        metadata["exposure_parity"] = dg.MetadataValue.md(exposure_markdown(run.exposure, run.exposure_note))
         metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
         return dg.MaterializeResult(metadata=metadata,
                                     check_results=[estimable_check(run.audits), held_out_check(run.audits, window)])

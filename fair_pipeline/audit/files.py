@@ -6,15 +6,12 @@ sweep of ``fair_pipeline.audit.stats`` in batches ordered by descending score, s
 grow with the number of rows or of distinct scores. Column names are validated against the file
 and double-quoted; the path and group values are bound parameters.
 
-CLI wiring (one line in fair_pipeline/cli.py): ``add_audit_arguments(subparsers.add_parser("audit"))``
-and dispatch to ``run_audit(args)``; or call ``main_audit(argv)``.
+The text tables of a result are ``fair_pipeline.audit.formatting``; the command line (``fair-pipeline audit``)
+is ``fair_pipeline.commands.audit``.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import re
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +23,6 @@ import pandas as pd
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import ScoreGrid, SortedCellBlocks
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
-from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
@@ -327,173 +323,3 @@ def _check_options(path: str, min_count, confidence, memory_limit, max_groups, a
         raise AuditInputError(f"confidence (--confidence) must be in (0.5, 1), got {confidence!r}")
     if not isinstance(memory_limit, str) or not MEMORY_LIMIT.fullmatch(memory_limit.strip()):
         raise AuditInputError(f"memory_limit (--memory-limit) must be a size such as 2GB or 512MiB, got {memory_limit!r}")
-
-
-# ----------------------------------------------------------------------------- text output
-
-def _fmt(df: pd.DataFrame, columns: list) -> str:
-    cols = [c for c in columns if c in df.columns]
-    return df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a")
-
-
-VERDICT_COLUMNS = ["effect", "effect_ci_low", "effect_ci_high", "margin", "p_tost", "verdict"]
-
-
-def format_audit(result: FileAudit) -> str:
-    """Readable tables: per group, group differences, xAUC, pairwise accuracies."""
-    r = result.report
-    clusters = result.columns.get("cluster")
-    variance = (f"cluster-robust variance, clustered by {' and '.join(clusters)} ({int(r.groups['clusters'].iloc[0])} "
-                "clusters; the population estimand: new clusters drawn like these)" if clusters else
-                "the Lemma 3 / DeLong variance with every row independent (add --cluster ITEM_COLUMN when items "
-                "or queries repeat)")
-    lines = [f"Fairness audit of {result.path}: {result.rows} rows; columns {result.columns}",
-             "I(a) = area under the ROC curve for FPR <= a (unnormalized); McClish = standardized "
-             f"partial AUC (0.5 random, 1 perfect); 95% CIs from {variance}.", "",
-             "Per group:",
-             _fmt(r.groups, ["group", "cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high",
-                             "mcclish", "estimable", "note"]), "",
-             "All groups pooled:",
-             _fmt(r.overall, ["cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high", "mcclish"])]
-    if len(r.pairs):
-        lines += ["", "Group differences (I_a - I_b):",
-                  _fmt(r.pairs, ["group_a", "group_b", "cutoff", "diff", "se", "ci_low", "ci_high",
-                                 "z", "p_value", "p_holm", "estimable"]),
-                  "", "Effect sizes (I_a - I_b)/cutoff against the margin δ (verdict; TOST = two one-sided tests):",
-                  _fmt(r.pairs, ["group_a", "group_b", "cutoff"] + VERDICT_COLUMNS)]
-    if r.xauc is not None:
-        x = r.xauc
-        lines += ["", "xAUC(a, b) = P(score of a positive of a > score of a negative of b):",
-                  _fmt(x.pairs, ["group_a", "group_b", "xauc", "se", "ci_low", "ci_high", "n_pos_a",
-                                 "n_neg_b", "estimable"]),
-                  "", "Delta xAUC = xAUC(a, b) - xAUC(b, a):",
-                  _fmt(x.deltas, ["group_a", "group_b", "delta", "se", "ci_low", "ci_high", "p_value",
-                                  "p_holm", "estimable"]),
-                  _fmt(x.deltas, ["group_a", "group_b"] + VERDICT_COLUMNS),
-                  "", "Balanced xAUC: xAUC0(g) = P(R_1 > R_0^g), xAUC1(g) = P(R_1^g > R_0):",
-                  _fmt(x.balanced, ["group", "xauc0", "se0", "n_neg", "xauc1", "se1", "n_pos"]),
-                  _fmt(x.balanced_deltas, ["kind", "group_a", "group_b", "delta", "se", "p_value",
-                                           "p_holm", "estimable"]),
-                  _fmt(x.balanced_deltas, ["kind", "group_a", "group_b"] + VERDICT_COLUMNS)]
-    if result.pairwise is not None:
-        p = result.pairwise
-        lines += ["", "Within-query pairwise accuracy A_{better>worse} (Narasimhan et al.):",
-                  _fmt(p.matrix, ["group_better", "group_worse", "accuracy", "se", "ci_low", "ci_high",
-                                  "n_pairs", "n_queries", "estimable"]),
-                  _fmt(p.marginals, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
-                  _fmt(p.overall, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
-                  "", "Cross-group gaps A_{a>b} - A_{b>a} (query-clustered SE) against the margin δ:",
-                  _fmt(p.gaps, ["group_a", "group_b", "gap", "se", "p_value", "p_holm"] + VERDICT_COLUMNS)
-                  if p.gaps is not None and len(p.gaps) else "(one group: no gaps)",
-                  "", "Pairwise statistical parity P(score_i > score_j), same query, labels ignored:",
-                  _fmt(p.parity, ["group_i", "group_j", "p_i_above_j", "se", "n_pairs", "n_queries"])]
-    return "\n".join(lines)
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def _cutoff_list(text: str) -> list:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--cutoffs must be comma-separated numbers, got {text!r}") from exc
-
-
-def _margin(text: str) -> tuple[str, float]:
-    metric, sep, value = text.partition("=")
-    try:
-        if not sep:
-            raise ValueError
-        return metric.strip(), float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--margin must be METRIC=VALUE (e.g. xauc=0.03), got {text!r}") from exc
-
-
-def _bounded(kind, low, high=None, what: str = ""):
-    """argparse type: a number of ``kind`` in [low, high] (exclusive bounds for floats), else a one-line error."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        ok = value is not None and (value >= low if kind is int else low < value) and (
-            high is None or (value < high if kind is float else value <= high))
-        if not ok:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return value
-    return parse
-
-
-def _memory_limit(text: str) -> str:
-    if not MEMORY_LIMIT.fullmatch(text.strip()):
-        raise argparse.ArgumentTypeError(f"expected a size such as 2GB or 512MiB, got {text!r}")
-    return text.strip()
-
-
-def _one_line_errors(parser: argparse.ArgumentParser) -> None:
-    """Bad options end in one line on stderr (exit 2), without argparse's usage block."""
-    def error(message: str):
-        parser.exit(2, f"{parser.prog}: error: {message}\n")
-    parser.error = error
-
-
-def add_audit_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Arguments of ``fair-pipeline audit FILE --score COL --label COL --group COL [...]``."""
-    _one_line_errors(parser)
-    parser.add_argument("file", help="Parquet or CSV file (a glob of Parquet files also works)")
-    parser.add_argument("--score", required=True, help="score column (higher = more positive)")
-    parser.add_argument("--label", required=True, help="0/1 label column (1 = positive outcome)")
-    parser.add_argument("--group", help="protected-group column")
-    parser.add_argument("--query", help="query column: adds within-query pairwise accuracies")
-    parser.add_argument("--cluster", action="append", metavar="COL", default=None,
-                        help="column whose values are clusters of dependent rows (e.g. the item id when items repeat): "
-                        "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")
-    parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
-                        help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
-    parser.add_argument("--min-count", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_COUNT,
-                        help="positives and negatives a group needs to be estimated (>= 2)")
-    parser.add_argument("--confidence", type=_bounded(float, 0.5, 1.0, what="a number in (0.5, 1)"), default=0.95,
-                        help="confidence level of every interval (0.95: 95%% intervals)")
-    parser.add_argument("--max-groups", type=_bounded(int, 1, what="an integer >= 1"), default=DEFAULT_MAX_GROUPS,
-                        help=f"refuse files with more groups than this (default {DEFAULT_MAX_GROUPS}; the pairwise "
-                        "tables grow as groups squared)")
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="read s3://, http(s):// paths (needs DuckDB's httpfs installed; never auto-installed)")
-    parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
-                        help="practical margin δ of a metric, repeatable (defaults: "
-                        + ", ".join(f"{k}={v:g}" for k, v in DEFAULT_MARGINS.items())
-                        + "); each gap is larger than δ, significant but within ±δ, equivalent (TOST), "
-                        "inconclusive or not estimable")
-    parser.add_argument("--memory-limit", type=_memory_limit, default="2GB", help="DuckDB memory limit (spills beyond)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--curves", action="store_true", help="include ROC/xROC curves in the JSON")
-    return parser
-
-
-def run_audit(args: argparse.Namespace) -> int:
-    try:
-        result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
-                            clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
-                            margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit,
-                            max_groups=args.max_groups, allow_remote=args.allow_remote)
-    except (AuditInputError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except duckdb.Error as exc:  # e.g. a malformed CSV row found mid-scan
-        print(f"error: {args.file}: DuckDB could not read it: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(result.to_dict(curves=args.curves), indent=2))
-    else:
-        print(format_audit(result))
-    return 0
-
-
-def main_audit(argv=None) -> int:
-    parser = add_audit_arguments(argparse.ArgumentParser(
-        prog="fair-pipeline audit", description="Fairness audit of a scored, labelled file."))
-    return run_audit(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main_audit())

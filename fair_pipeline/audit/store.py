@@ -14,6 +14,10 @@ transaction across all tables.
   marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (`kind` matrix, marginal, overall,
                                  parity) and cross-group gaps (`kind` gap) A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
   marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
+  marts.fairness_audit_exposure_groups  per ranking x group: exposure, merit, exposure/merit with CI (log scale SE),
+                                 impressions, clicks, items, requests, estimable + note (audit.stats.exposure)
+  marts.fairness_audit_exposure_pairs   per ranking x group vs the reference: exposure/merit ratio, CI, p, Holm,
+                                 margin δ (log scale), p_tost, verdict
 """
 from __future__ import annotations
 
@@ -59,6 +63,14 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("kind", V), ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
         ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B), ("p_value", D), ("p_holm", D)]
         + EQUIVALENCE,
+    "fairness_audit_exposure_groups": KEY + OUT + [
+        ("ranking", V), ("group", V), ("n", I), ("clicks", I), ("items", I), ("requests", I), ("exposure", D),
+        ("merit", D), ("exposure_over_merit", D), ("se_log", D), ("ci_low", D), ("ci_high", D), ("estimable", B),
+        ("note", V), ("examination", V), ("variance_estimand", V)],
+    "fairness_audit_exposure_pairs": KEY + OUT + [
+        ("ranking", V), ("group", V), ("reference", V), ("ratio", D), ("ci_low", D), ("ci_high", D), ("log_ratio", D),
+        ("se_log", D), ("p_value", D), ("p_holm", D), ("margin", D), ("p_tost", D), ("verdict", V), ("note", V),
+        ("examination", V), ("variance_estimand", V)],
     "fairness_audit_curves": KEY + OUT + [
         ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
         ("tpr_ci_high", D)],

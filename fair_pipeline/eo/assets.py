@@ -304,11 +304,23 @@ def compute_eo_evaluation(truth, stored: dict, config: EOEvaluationConfig):
                                  n_requests=n_requests, alphas=tuple(config.alphas))
     return report, held_out, n_requests
 
+def _keyed(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per (method, group vs the reference group), keyed by the method (two groups) or `<method>.pair<k>`."""
+    pair_index = {pair: k for k, pair in enumerate(dict.fromkeys(summary["groups"]))}
+    return summary.assign(key=[m if len(pair_index) == 1 else f"{m}.pair{pair_index[g]}"
+                               for m, g in zip(summary["method"], summary["groups"])]).set_index("key")
+
 
 def _ratios(summary: pd.DataFrame) -> dict:
-    by_method = summary.set_index("method")
-    return {m: {"ratio": round(float(by_method.loc[m, "exposure_over_merit_ratio"]), 5),
-                "se": round(float(by_method.loc[m, "exposure_over_merit_ratio_se"]), 5)} for m in ("raw", "unweighted", "weighted")}
+    """Per ranking method, the exposure-over-merit ratio and its SE (per group pair when there are more than two
+    groups)."""
+    def ratio(method: str) -> dict:
+        rows = summary[summary["method"] == method]
+        values = {g: {"ratio": round(float(r), 5), "se": round(float(se), 5)} for g, r, se in
+                  zip(rows["groups"], rows["exposure_over_merit_ratio"], rows["exposure_over_merit_ratio_se"])}
+        return next(iter(values.values())) if len(values) == 1 else values
+
+    return {m: ratio(m) for m in ("raw", "unweighted", "weighted")}
 
 
 def eo_evaluation_metadata(report, weighted, held_out: dt.date, n_requests: int, rows: int) -> dict:
@@ -331,11 +343,12 @@ def log_eo_evaluation(mlflow: MLflowTracking, context, report, weighted, held_ou
                       config: EOEvaluationConfig) -> dict:
     """One MLflow run (stage eo_transform, a SIMULATION): ratios, KS distances and CTRs as metrics, the positions
     table and figures 1 and 3; returns metadata linking them."""
-    summary = report.summary.set_index("method")
+    summary = _keyed(report.summary)
     window = (str(weighted.window_start), str(weighted.window_end))
     with mlflow.start_run(context, "eo_transform", window=window, tags={"fair_pipeline.simulation": "true"}) as run:
         run.log_params({"held_out_day": held_out, "n_requests": n_requests, "alphas": list(config.alphas)})
-        run.log_metrics({f"exposure_over_merit_ratio.{m}": v["ratio"] for m, v in _ratios(report.summary).items()}
+        run.log_metrics({f"exposure_over_merit_ratio.{k}": float(summary.loc[k, "exposure_over_merit_ratio"])
+                         for k in summary.index if summary.loc[k, "method"] in ("raw", "unweighted", "weighted")}
                         | {f"ks_distance.{m.replace('=', '_')}": float(summary.loc[m, "ks_distance"]) for m in summary.index}
                         | {f"ctr.{m.replace('=', '_')}": float(summary.loc[m, "ctr"]) for m in summary.index})
         run.log_table(report.positions, "eo_evaluation_positions")

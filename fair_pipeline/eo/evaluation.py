@@ -23,7 +23,7 @@ ALPHA_PREFIX = "weighted_alpha="
 @dataclasses.dataclass
 class RerankingReport:
     """per_group: method x group (merit, exposure, exposure/merit with SEs, CTR, counts);
-    summary: method (group-0 / group-1 exposure-over-merit ratio with SE, KS distance and p-value, CTR with SE);
+    summary: method x (group vs the largest group) (exposure-over-merit ratio with SE, KS distance and p-value, CTR with SE);
     positions: method x group x position (Y(1)=1 items shown there); figures: "figure_1", "figure_3"."""
 
     label: str

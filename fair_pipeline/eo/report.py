@@ -124,7 +124,7 @@ def summary_markdown(summary: pd.DataFrame) -> str:
             "KS distance": summary["ks_distance"].round(4),
             "KS p-value": summary["ks_pvalue"].map(lambda p: f"{p:.2g}"),
             "CTR": [_pm(v, s) for v, s in zip(summary["ctr"], summary["ctr_se"])],
-            "clicks (group 0 / 1)": [f"{a} / {b}" for a, b in zip(summary["n_clicks_group0"], summary["n_clicks_group1"])],
+            "clicks (group / reference)": [f"{a} / {b}" for a, b in zip(summary["n_clicks_group0"], summary["n_clicks_group1"])],
             "requests": summary["n_requests"],
         }
     )

@@ -257,6 +257,14 @@ def _summary(totals: _MethodTotals, groups: tuple[str, str]) -> dict:
     }
 
 
+def reference_pairs(totals: _MethodTotals) -> list[tuple[str, str]]:
+    """(group, reference) for every other group; the reference is the group with the most impressions (ties: the
+    last label), so that with the simulator's two groups the summary stays group "0" / group "1"."""
+    sizes = {g: int(t.column("impressions").sum()) for g, t in totals.groups.items()}
+    reference = max(sorted(sizes), key=lambda g: (sizes[g], g))
+    return [(g, reference) for g in sorted(sizes) if g != reference]
+
+
 def method_summary(requests: HeldOutRequests, outcome: MethodOutcome, groups: tuple[str, str]) -> dict:
     """Between-group comparison for one method: exposure/merit ratio gap (SE), KS distance, CTR (SE)."""
     return _summary(_totals(requests, outcome), groups)
@@ -323,10 +331,11 @@ def evaluate_methods(
             totals.setdefault(name, _MethodTotals(name, alpha, chunk.scores.shape[1])).add(chunk, outcome)
             del outcome
     groups = tuple(sorted(next(iter(totals.values())).groups)) if totals else ()
-    if len(groups) != 2:
-        raise ValueError(f"the between-group summary compares two groups; held-out requests have {list(groups)}")
+    if len(groups) < 2:
+        raise ValueError(f"the between-group summary compares groups; held-out requests have {list(groups)}")
     per_group = pd.concat([_group_rows(t, w) for t in totals.values()], ignore_index=True)
-    summary = pd.DataFrame([_summary(t, groups) for t in totals.values()])
+    pairs = reference_pairs(next(iter(totals.values())))
+    summary = pd.DataFrame([_summary(t, pair) for t in totals.values() for pair in pairs])
     positions = pd.concat([_positions(t) for t in totals.values()], ignore_index=True)
     figures = {name: _figure_data(t) for name, t in totals.items() if name in figure_methods}
     return per_group, summary, positions, figures

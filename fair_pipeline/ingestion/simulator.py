@@ -7,6 +7,13 @@ Population (per item i):
 The paper writes N(0.6Y + 2C, 0.5); we read 0.5 as a STANDARD DEVIATION, and likewise the score noise
 N(0, 0.2) as a standard deviation (both are knobs: `relevance_sd`, `score_noise_sd`).
 
+More groups (`groups=K` > 2): C_i in 0..K-1 with probabilities `group_shares` (default equal), relevance
+P(Y=1 | C=c) from `group_relevance` (default evenly spaced from p_relevant_group0 to p_relevant_group1), the
+term `group_effects[c]` in place of 2*C (default evenly spaced from 0 to group_effect), the uniform part for
+c = 0 only, as with two groups. `group_labels` names them (default "0".."K-1"). Lists are ";"-separated
+strings, so that one flag per knob works on the command line. With K = 2 and no lists the draws are the
+paper's, bit for bit.
+
 Items carry features from which R is derived: f0 = 0.6Y + 2C + 0.5Z (the Gaussian part),
 f1 = (1-C)(1+Y)U (the uniform part), f2.. = N(0, 1) distractors; R = f0 + f1 exactly, so the
 production ranker is the linear scorer with coefficients (1, 1, 0, ...), which a retrained ranker can
@@ -51,6 +58,11 @@ class SimulationConfig:
     shuffle_share: float = 0.2  # shuffled requests per day, as a share of production requests
     adjacent_swap_share: float = 0.2  # adjacent-swap requests per day, as a share of production requests
     seed: int = 0
+    groups: int = 2
+    group_shares: str = ""  # ";"-separated, one per group; "" = equal shares (K > 2) or p_group (K = 2)
+    group_relevance: str = ""  # P(Y(1) = 1 | C = c) per group; "" = evenly spaced p_relevant_group0..1
+    group_effects: str = ""  # term of group c in R; "" = evenly spaced 0..group_effect
+    group_labels: str = ""  # group_id text per group; "" = "0".."K-1"
 
     def __post_init__(self) -> None:
         problems = []
@@ -70,8 +82,62 @@ class SimulationConfig:
             problems.append(f"bias_curve={self.bias_curve!r} must be 'log2' or 'power'")
         if self.bias_curve == "power" and self.power_eta <= 0:
             problems.append(f"power_eta={self.power_eta} must be > 0")
+        problems += self._group_problems()
         if problems:
             raise ValueError("invalid SimulationConfig: " + "; ".join(problems))
+
+    def _group_problems(self) -> list[str]:
+        if self.groups < 2:
+            return [f"groups={self.groups} must be >= 2"]
+        problems = []
+        for name in ("group_shares", "group_relevance", "group_effects", "group_labels"):
+            value = getattr(self, name)
+            if value and len(value.split(";")) != self.groups:
+                problems.append(f"{name}={value!r} must list {self.groups} values separated by ';'")
+        if problems:
+            return problems
+        try:
+            shares, relevance, _ = self.group_shares_array, self.group_relevance_array, self.group_effects_array
+        except ValueError as exc:
+            return [f"group lists must be numbers: {exc}"]
+        if np.any(shares < 0) or not np.isclose(shares.sum(), 1.0):
+            problems.append(f"group_shares={self.group_shares!r} must be >= 0 and sum to 1")
+        if np.any((relevance < 0) | (relevance > 1)):
+            problems.append(f"group_relevance={self.group_relevance!r} must lie in [0, 1]")
+        labels = self.group_label_list
+        if len(set(labels)) != len(labels) or any(not label for label in labels):
+            problems.append(f"group_labels={self.group_labels!r} must be distinct and non-empty")
+        return problems
+
+    def _floats(self, name: str) -> np.ndarray | None:
+        value = getattr(self, name)
+        return np.array([float(v) for v in value.split(";")]) if value else None
+
+    @property
+    def group_shares_array(self) -> np.ndarray:
+        given = self._floats("group_shares")
+        if given is not None:
+            return given
+        return np.array([1 - self.p_group, self.p_group]) if self.groups == 2 else np.full(self.groups, 1 / self.groups)
+
+    @property
+    def group_relevance_array(self) -> np.ndarray:
+        given = self._floats("group_relevance")
+        return given if given is not None else np.linspace(self.p_relevant_group0, self.p_relevant_group1, self.groups)
+
+    @property
+    def group_effects_array(self) -> np.ndarray:
+        given = self._floats("group_effects")
+        return given if given is not None else np.linspace(0.0, self.group_effect, self.groups)
+
+    @property
+    def group_label_list(self) -> list[str]:
+        return self.group_labels.split(";") if self.group_labels else [str(c) for c in range(self.groups)]
+
+    @property
+    def paper_groups(self) -> bool:
+        """Two groups with the paper's parameters: drawn exactly as before (Bernoulli(p_group))."""
+        return self.groups == 2 and not (self.group_shares or self.group_relevance or self.group_effects)
 
     @property
     def shuffle_requests_per_day(self) -> int:
@@ -94,19 +160,24 @@ def simulate_items(config: SimulationConfig) -> pd.DataFrame:
     """The item population with its ground truth (`relevance` = Y(1), `merit_score` = R)."""
     rng = np.random.default_rng([config.seed, 0])
     n = config.n_items
-    group = (rng.random(n) < config.p_group).astype(np.int8)
-    p_rel = np.where(group == 1, config.p_relevant_group1, config.p_relevant_group0)
+    if config.paper_groups:
+        group = (rng.random(n) < config.p_group).astype(np.int16)
+    else:
+        group = np.searchsorted(np.cumsum(config.group_shares_array), rng.random(n), side="right")
+        group = np.minimum(group, config.groups - 1).astype(np.int16)
+    p_rel = config.group_relevance_array[group]
     relevance = (rng.random(n) < p_rel).astype(np.int8)
     gaussian_part = (
-        config.relevance_effect * relevance + config.group_effect * group + config.relevance_sd * rng.standard_normal(n)
+        config.relevance_effect * relevance + config.group_effects_array[group]
+        + config.relevance_sd * rng.standard_normal(n)
     )
-    uniform_part = (1 - group) * (1 + relevance) * rng.random(n)
+    uniform_part = (group == 0) * (1 + relevance) * rng.random(n)
     distractors = rng.standard_normal((n, config.n_features - 2))
     width = len(str(n - 1))
     frame = pd.DataFrame(
         {
             "item_id": [f"item-{i:0{width}d}" for i in range(n)],
-            "group_id": np.where(group == 1, "1", "0"),
+            "group_id": np.array(config.group_label_list, dtype=object)[group],
             "relevance": relevance,
             "merit_score": gaussian_part + uniform_part,
             "f0": gaussian_part,

@@ -11,10 +11,7 @@ Tables (schema ``elicitation``): ``sessions`` (settings, status, result) and ``a
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-import uuid
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,23 +21,16 @@ from typing import TextIO
 import duckdb
 import numpy as np
 
-from fair_pipeline.platform import settings
 from fair_pipeline.platform.warehouse import quote_identifier
-from fair_pipeline.selection.elicit_arguments import add_elicit_arguments  # noqa: F401  (the command's arguments)
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
     FairQuadraticMetric,
-    InconsistentOracleError,
     ReplayOracle,
     default_inner_radius,
     elicit_fair_quadratic_metric,
     group_pairs,
-    metric_to_dict,
 )
-from fair_pipeline.selection.elicitation.oracles import MissingPreferenceError
-from fair_pipeline.selection.elicitation.validation import check_dimensions, check_group_weights
-
-EXIT_OK, EXIT_PAUSED, EXIT_ERROR = 0, 3, 1
+from fair_pipeline.selection.elicitation.validation import check_group_weights
 
 # Tables live in schema `elicitation`; the store selects it with USE, so the statements name tables unqualified
 # (a file called elicitation.duckdb has a catalog of that name, and `elicitation.sessions` would be ambiguous).
@@ -260,74 +250,3 @@ def _band_text(metric: FairQuadraticMetric) -> str:
         return ""
     lo, hi = band["lam_interval"]
     return f"; 95% band from the search tolerance [{lo:.3f}, {hi:.3f}]"
-
-
-def _config_from_args(args) -> SessionConfig:
-    check_dimensions(args.groups, args.classes)
-    labels = tuple(args.group_labels.split(",")) if args.group_labels else tuple(f"group {g + 1}" for g in range(args.groups))
-    if len(labels) != args.groups:
-        raise ValueError(f"--group-labels names {len(labels)} groups but --groups is {args.groups}")
-    weights = None
-    if args.group_weights:
-        weights = tuple(np.asarray(json.loads(args.group_weights), dtype=float).ravel().tolist())
-    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius)
-    config.tau()  # validate now, with a clear message
-    return config
-
-
-def run_elicit(args, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Entry point of ``fair-pipeline elicit``; returns the process exit code (3 = paused)."""
-    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    db = args.db or settings.default_elicitation_db()
-    store = SessionStore(db)
-    try:
-        if args.list:
-            sessions = store.list_sessions()
-            if not sessions:
-                print(f"no elicitation sessions in {db}; start one with `fair-pipeline elicit`", file=stdout)
-            for sid, status, created, n in sessions:
-                print(f"{sid}\t{status}\t{created:%Y-%m-%d %H:%M}\t{n} answers", file=stdout)
-            return EXIT_OK
-        session_id = args.session or uuid.uuid4().hex[:8]
-        config = store.load_config(session_id)
-        if config is None:
-            if args.replay:
-                print(f"no session {session_id!r} in {db}", file=stdout)
-                return EXIT_ERROR
-            config = _config_from_args(args)
-            store.create(session_id, config)
-            print(f"New elicitation session {session_id}.", file=stdout)
-        else:
-            print(f"Resuming session {session_id} ({len(store.answers(session_id))} answers stored).", file=stdout)
-        try:
-            metric = run_session(store, session_id, config, stdin, stdout, interactive=not args.replay)
-        except SessionPaused:
-            n = len(store.answers(session_id))
-            print(f"\nSession {session_id} paused after {n} answers; resume with: "
-                  f"fair-pipeline elicit --db {db} --session {session_id}",
-                  file=stdout)
-            return EXIT_PAUSED
-        except MissingPreferenceError:
-            print(f"Session {session_id} is incomplete ({len(store.answers(session_id))} answers); "
-                  "run without --replay to continue it.", file=stdout)
-            return EXIT_PAUSED
-        except InconsistentOracleError as exc:
-            store.finish(session_id, "inconsistent", None)
-            print(f"Session {session_id}: the answers cannot come from one metric: {exc}", file=stdout)
-            return EXIT_ERROR
-        result = metric_to_dict(metric) | {"n_inconsistencies": len(metric.diagnostics["cycles"]),
-                                          "group_labels": list(config.group_labels)}
-        store.finish(session_id, "completed", result)
-        print(describe_metric(metric, config.group_labels), file=stdout)
-        return EXIT_OK
-    finally:
-        store.close()
-
-
-def main(argv=None) -> int:  # `python -m fair_pipeline.selection.session` until the CLI wires it in
-    parser = add_elicit_arguments(argparse.ArgumentParser(prog="fair-pipeline elicit", description=__doc__.splitlines()[0]))
-    return run_elicit(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from fair_pipeline import cli
+from fair_pipeline.commands import arguments, jobs, main, results
+from fair_pipeline.commands import run as run_command
+from fair_pipeline.commands import simulate as simulate_command
+from fair_pipeline.commands.parser import COMMANDS, build_parser, command_module
 from fair_pipeline.platform import settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,9 +25,10 @@ SLOWEST = ("dagster", "mlflow", "sklearn")  # seconds each; a command's own help
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:
-    parser = cli.build_parser()
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return action.populate_all()
+    parsers = {name: argparse.ArgumentParser(prog=f"fair-pipeline {name}") for name in COMMANDS}
+    for name, parser in parsers.items():
+        command_module(name).add_arguments(parser)
+    return parsers
 
 
 @pytest.mark.parametrize("argv, forbidden", [(["--help"], HEAVY), (["--version"], HEAVY), (["run", "--help"], SLOWEST),
@@ -33,7 +37,7 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
                                              (["elicit", "--help"], (*SLOWEST, "scipy", "pandas"))])
 def test_help_and_version_import_no_heavy_library(argv, forbidden):
     # `fair-pipeline --help` took 7-10 s because it imported everything; assert on what is imported, not on time.
-    code = ("import sys\nfrom fair_pipeline import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys\nfrom fair_pipeline.commands import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             f"print('LOADED', sorted({{n for m in sys.modules for n in (m, m.split('.')[0])}} & {set(forbidden)!r}))")
     result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -42,7 +46,7 @@ def test_help_and_version_import_no_heavy_library(argv, forbidden):
 
 
 def test_every_option_with_a_default_shows_it_in_its_help():
-    formatter = cli._DefaultsFormatter("x")
+    formatter = arguments.DefaultsFormatter("x")
     checked = 0
     for name, parser in _subcommands().items():
         for action in parser._actions:
@@ -58,7 +62,7 @@ def test_run_help_shows_the_simulation_defaults(capsys):
     from fair_pipeline.ingestion.simulator import SimulationConfig
 
     with pytest.raises(SystemExit):
-        cli.main(["run", "--help"])
+        main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
     defaults = SimulationConfig()
     assert f"production requests per day (default: {defaults.requests_per_day})" in out
@@ -72,14 +76,14 @@ def test_backfill_dates_and_audit_confidence_have_help():
                for opt in action.option_strings}
     for key in [("backfill", "--start"), ("backfill", "--end"), ("audit", "--confidence")]:
         assert options[key].help, key
-    assert "(default: 0.95)" in cli._DefaultsFormatter("x")._expand_help(options[("audit", "--confidence")])
+    assert "(default: 0.95)" in arguments.DefaultsFormatter("x")._expand_help(options[("audit", "--confidence")])
 
 
 def test_version(capsys):
     from importlib.metadata import version
 
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["--version"])
+        main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"fair-pipeline {version('fair_pipeline')}"
 
@@ -87,7 +91,7 @@ def test_version(capsys):
 def test_home_sets_the_environment_and_every_file_lands_under_it(tmp_path, monkeypatch):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path / "elsewhere"))
     home = tmp_path / "mine"
-    assert cli.main(["--home", str(home), "simulate", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "20",
+    assert main(["--home", str(home), "simulate", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "20",
                      "--items", "50", "--slots", "5"]) == 0
     assert os.environ[settings.HOME_ENV] == str(tmp_path / "elsewhere")  # the command's own, not left behind
     landed = sorted(p.relative_to(home).parts[0] for p in home.rglob("*") if p.is_file())
@@ -103,8 +107,8 @@ def test_a_command_run_in_process_leaves_no_environment_behind(tmp_path, monkeyp
     for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV):
         monkeypatch.delenv(name, raising=False)
     level = logging.getLogger("mlflow").level
-    assert cli.main(["--home", str(tmp_path), "elicit", "--list"]) == 0
-    assert cli.main(["--home", str(tmp_path), "promote", "--partition", "2026-01-01"]) != 0
+    assert main(["--home", str(tmp_path), "elicit", "--list"]) == 0
+    assert main(["--home", str(tmp_path), "promote", "--partition", "2026-01-01"]) != 0
     assert {name: os.environ.get(name) for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV)} == {
         "MLFLOW_LOGGING_LEVEL": None, "DAGSTER_HOME": None, settings.HOME_ENV: None}
     assert logging.getLogger("mlflow").level == level
@@ -112,13 +116,13 @@ def test_a_command_run_in_process_leaves_no_environment_behind(tmp_path, monkeyp
 
 def test_elicit_list_on_the_default_database_says_there_is_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
-    assert cli.main(["elicit", "--list"]) == 0
+    assert main(["elicit", "--list"]) == 0
     assert capsys.readouterr().out.strip() == (f"no elicitation sessions in {tmp_path / 'elicitation.duckdb'}; "
                                                "start one with `fair-pipeline elicit`")
 
 
 def _args(start: str | None, days: int = 3) -> argparse.Namespace:
-    return argparse.Namespace(start=None if start is None else cli._date(start), days=days)
+    return argparse.Namespace(start=None if start is None else arguments.date(start), days=days)
 
 
 LANDED = ["2019-11-24", "2019-11-25", "2019-11-26", "2019-11-27", "2019-11-28", "2019-11-29", "2019-11-30"]
@@ -126,25 +130,25 @@ LANDED = ["2019-11-24", "2019-11-25", "2019-11-26", "2019-11-27", "2019-11-28", 
 
 def test_no_simulate_runs_the_landed_partitions_inside_start_and_days(capsys):
     # `run --no-simulate --start 2019-11-24 --days 3` said "no landing files ..." although 7 partitions were landed.
-    assert cli._partitions_to_run(_args("2019-11-24"), LANDED) == ["2019-11-24", "2019-11-25", "2019-11-26"]
-    assert cli._partitions_to_run(_args("2019-11-29", days=5), LANDED) == ["2019-11-29", "2019-11-30"]
-    assert cli._partitions_to_run(_args(None), LANDED) == LANDED
+    assert run_command.partitions_to_run(_args("2019-11-24"), LANDED) == ["2019-11-24", "2019-11-25", "2019-11-26"]
+    assert run_command.partitions_to_run(_args("2019-11-29", days=5), LANDED) == ["2019-11-29", "2019-11-30"]
+    assert run_command.partitions_to_run(_args(None), LANDED) == LANDED
     assert capsys.readouterr().out == ""
 
 
 def test_no_simulate_outside_the_landed_dates_names_what_is_landed(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
-    assert cli._partitions_to_run(_args("2020-01-01"), LANDED) is None
+    assert run_command.partitions_to_run(_args("2020-01-01"), LANDED) is None
     out = capsys.readouterr().out
     assert "no landed partition in 2020-01-01..2020-01-03" in out
     assert "7 partitions are landed: 2019-11-24..2019-11-30" in out
-    assert cli._partitions_to_run(_args("2020-01-01"), []) is None
+    assert run_command.partitions_to_run(_args("2020-01-01"), []) is None
     assert f"no landing files under {tmp_path / 'landing'} and --no-simulate given" in capsys.readouterr().out
 
 
 def test_run_no_simulate_with_nothing_landed_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
-    assert cli.main(["run", "--no-simulate", "--start", "2019-11-24", "--days", "3"]) == 2
+    assert main(["run", "--no-simulate", "--start", "2019-11-24", "--days", "3"]) == 2
     assert "no landing files under" in capsys.readouterr().out
 
 
@@ -155,8 +159,8 @@ def test_an_unexpected_error_ends_with_one_line_naming_the_cause(monkeypatch, ca
         except OSError as error:
             raise RuntimeError("could not write the landing files") from error
 
-    monkeypatch.setattr(cli, "cmd_simulate", broken)
-    assert cli.main(["simulate", "--days", "1"]) == 1
+    monkeypatch.setattr(simulate_command, "run", broken)
+    assert main(["simulate", "--days", "1"]) == 1
     captured = capsys.readouterr()
     assert captured.out.strip().splitlines()[-1] == "[fair-pipeline] failed: OSError: disk full"
     assert "Traceback" in captured.err
@@ -178,14 +182,14 @@ def test_quiet_summary_fits_on_one_screen_and_verbose_shows_everything(tmp_path,
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
     settings.reports_dir().mkdir(parents=True)
     (settings.reports_dir() / FINDINGS_NAME).write_text(json.dumps(_findings(30, 40, [])))
-    cli._print_where(True)
+    results.print_where(True)
     quiet = capsys.readouterr().out.splitlines()
     assert len(quiet) <= 20, quiet
     assert sum("[GAP > δ]" in line for line in quiet) == 6
     assert "  … 64 more headline(s) in the report (or run with --verbose)" in quiet  # 30 + 40 - 6
     assert all(len(line) <= 200 for line in quiet)
     assert any("fairness_report.html" in line for line in quiet) and any("fair-pipeline --home" in line for line in quiet)
-    cli._print_where(True, verbose=True)
+    results.print_where(True, verbose=True)
     verbose = capsys.readouterr().out
     assert verbose.count("[GAP > δ]") == 30 and verbose.count("[fact]") == 40 and "x" * 300 in verbose
 
@@ -236,9 +240,9 @@ def test_a_failed_run_ends_the_output_with_its_cause(tmp_path, monkeypatch, caps
 
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
     monkeypatch.setattr(runner, "failure_summary", lambda result: "marts__fairness_audit: ValueError: no positives\nmore")
-    cli._FAILURES.clear()
-    assert not cli._report("partition 2026-01-02", types.SimpleNamespace(success=False, run_id="r1"), 0.0)
-    cli._print_where(False)
+    runs = jobs.JobRuns()
+    assert not runs.report("partition 2026-01-02", types.SimpleNamespace(success=False, run_id="r1"), 0.0)
+    results.print_where(False, failures=runs.failures)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == "[fair-pipeline] failed: partition 2026-01-02: marts__fairness_audit: ValueError: no positives"
 

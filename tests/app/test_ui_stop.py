@@ -97,19 +97,19 @@ def test_servers_die_with_a_killed_parent_that_ignored_sigterm(tmp_path):
 
 
 def test_cli_reports_an_unreachable_mlflow_server_clearly(tmp_path, monkeypatch, capsys):
-    from fair_pipeline import cli
+    from fair_pipeline.commands import main
 
     port = ui.free_port()
     monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
     # landing files first: backfill checks them before it touches any store
-    assert cli.main(["simulate", "--start", "2026-01-01", "--days", "1", "--requests-per-day", "20", "--items", "50",
+    assert main(["simulate", "--start", "2026-01-01", "--days", "1", "--requests-per-day", "20", "--items", "50",
                      "--slots", "5"]) == 0
     capsys.readouterr()
-    assert cli.main(["backfill", "--start", "2026-01-01", "--end", "2026-01-01"]) == 1
+    assert main(["backfill", "--start", "2026-01-01", "--end", "2026-01-01"]) == 1
     assert f"cannot use MLflow: MLflow tracking server http://127.0.0.1:{port} is unreachable" in capsys.readouterr().out
-    code = cli.main(["ui", "--dagster-port", str(ui.free_port()), "--mlflow-port", str(ui.free_port())])
+    code = main(["ui", "--dagster-port", str(ui.free_port()), "--mlflow-port", str(ui.free_port())])
     assert code == 1
     out = capsys.readouterr().out
     assert f"could not start the UI: MLflow tracking server http://127.0.0.1:{port} is unreachable" in out

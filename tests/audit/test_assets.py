@@ -18,14 +18,16 @@ import pandas as pd
 import pytest
 
 from fair_pipeline import runner
-from fair_pipeline.audit import VERDICTS, compare_groups, pairwise_accuracies, xauc
+from fair_pipeline.audit import VERDICTS, compare_groups, exposure_parity, pairwise_accuracies, xauc
 from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY, HELD_OUT_CHECK, SIMULATION_BANNER, fairness_audit
+from fair_pipeline.audit.sql import UNKNOWN_GROUP
 from fair_pipeline.eo.store import write_transforms
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
+from fair_pipeline.position_bias.store import load_chosen_position_bias
 from tests.audit.tables import assert_tables_close
 from tests.conftest import linked_figure, materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
@@ -137,6 +139,26 @@ def test_daily_job_audits_production_scores_on_truth_labels_like_in_memory(home)
         assert fitted["held_out"].astype(bool).all() and fitted["reason"].isna().all()
         assert (fitted["trained_from"].astype(str).str[:10] == DAYS[0]).all()
         assert (fitted["trained_through"].astype(str).str[:10] == DAYS[0]).all()
+
+
+def test_logged_ranking_exposure_parity_is_stored_like_the_array_path(home):
+    rows = _landing_rows(home, "observational", DAYS[-1])
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        curve = load_chosen_position_bias(con, dt.date.fromisoformat(DAYS[-1]))
+    expected = exposure_parity(rows["position"], rows["click"], rows["group_id"].fillna(UNKNOWN_GROUP), curve,
+                               clusters={"item_id": rows["item_id"], "request_id": rows["request_id"]})
+    groups = _stored(home, "fairness_audit_exposure_groups", "production", "relevance").sort_values("group")
+    pairs = _stored(home, "fairness_audit_exposure_pairs", "production", "relevance")
+    assert groups["group"].tolist() == expected.per_group["group"].tolist()
+    np.testing.assert_allclose(groups[["exposure", "merit", "exposure_over_merit", "se_log"]].to_numpy(float),
+                               expected.per_group[["exposure", "merit", "exposure_over_merit", "se_log"]].to_numpy(float),
+                               rtol=1e-9)
+    assert groups["items"].tolist() == [rows.loc[rows["group_id"] == g, "item_id"].nunique() for g in groups["group"]]
+    np.testing.assert_allclose(pairs[["ratio", "ci_low", "ci_high", "p_value"]].to_numpy(float),
+                               expected.pairs[["ratio", "ci_low", "ci_high", "p_value"]].to_numpy(float), rtol=1e-9)
+    assert pairs["verdict"].tolist() == expected.pairs["verdict"].tolist()
+    assert (groups["ranking"] == "production (logged ranking)").all() and groups["examination"].str.contains("curve").all()
+    assert "two-way" in groups["variance_estimand"].iloc[0] and "worst case" in groups["variance_estimand"].iloc[0]
 
 
 def _check(result, name: str):

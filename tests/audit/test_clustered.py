@@ -242,13 +242,13 @@ def test_file_audit_streams_the_cluster_pass_like_in_memory(tmp_path, two_way, d
 
 
 def test_cli_cluster_option_names_the_estimand_and_bad_columns(tmp_path, capsys):
-    from fair_pipeline.audit.files import main_audit
+    from fair_pipeline.commands import main
 
     path, *_ = _clustered_file(tmp_path, np.random.default_rng(10))
-    assert main_audit([str(path), "--score", "score", "--label", "y", "--group", "grp", "--cluster", "item"]) == 0
+    assert main(["audit", str(path), "--score", "score", "--label", "y", "--group", "grp", "--cluster", "item"]) == 0
     out = capsys.readouterr().out
     assert "cluster-robust variance, clustered by item (300 clusters" in out
-    assert main_audit([str(path), "--score", "score", "--label", "y", "--cluster", "nope"]) == 2
+    assert main(["audit", str(path), "--score", "score", "--label", "y", "--cluster", "nope"]) == 2
     assert "--cluster column 'nope' not found" in capsys.readouterr().err
 
 

@@ -8,9 +8,15 @@ import pandas as pd
 import pytest
 
 from fair_pipeline.audit import AuditInputError, compare_groups, pairwise_accuracies, xauc
-from fair_pipeline.audit.files import audit_file, format_audit, main_audit, quote_ident
+from fair_pipeline.audit.files import audit_file, quote_ident
+from fair_pipeline.audit.formatting import format_audit
+from fair_pipeline.commands import main
 
 SCORE, LABEL, GROUP, QUERY = 'model "v2" score', "clicked?", "group id", "q"
+
+
+def main_audit(argv: list[str]) -> int:
+    return main(["audit", *argv])
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 
 import fair_pipeline.audit.files as files
 from fair_pipeline.audit import AuditInputError
-from fair_pipeline.audit.files import audit_file, main_audit
+from fair_pipeline.audit.files import audit_file
+from fair_pipeline.commands import main
 from fair_pipeline.audit.stats import grid_audit, sweep
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from tests.audit import bruteforce
@@ -25,6 +26,10 @@ from tests.audit import bruteforce
 DATA = Path(__file__).parent / "data"
 EXPECTED = json.loads((DATA / "ties_groups_expected.json").read_text())
 VARIANCES = {"iid": {}, "item_clustered": {"clusters": ["item"]}}
+
+
+def main_audit(argv: list[str]) -> int:
+    return main(["audit", *argv])
 
 
 def _worst_difference(got, want, where="") -> float:
@@ -116,7 +121,7 @@ def test_4000_groups_give_one_clear_line_fast_not_an_out_of_memory(tmp_path):
     with pytest.raises(AuditInputError, match=r"'grp' has 4000 groups, more than max_groups=50 .*--max-groups"):
         audit_file(path, "score", "label", "grp")
     # the CLI in a child process (as users run it), under a 2-minute limit: one line, exit status 2
-    done = subprocess.run([sys.executable, "-m", "fair_pipeline.cli", "audit", str(path), "--score", "score",
+    done = subprocess.run([sys.executable, "-m", "fair_pipeline.commands", "audit", str(path), "--score", "score",
                            "--label", "label", "--group", "grp"], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 2

@@ -37,7 +37,7 @@ def home(tmp_path_factory, mlflow_port):
            "FAIR_PIPELINE_MLFLOW_UI_URL": f"http://127.0.0.1:{mlflow_port}"}
     env.pop("MLFLOW_TRACKING_URI", None)
     done = subprocess.run(
-        [sys.executable, "-m", "fair_pipeline.cli", "run", "--days", "2", "--requests-per-day", "200", "--slots", "10", "--items", "200"],
+        [sys.executable, "-m", "fair_pipeline.commands", "run", "--days", "2", "--requests-per-day", "200", "--slots", "10", "--items", "200"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -12,7 +12,7 @@ import re
 import dagster as dg
 import duckdb
 
-from fair_pipeline import cli
+from fair_pipeline.commands import main
 from fair_pipeline.definitions import defs
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
@@ -21,7 +21,7 @@ from fair_pipeline.schedules import DAILY_STAGES, LOG_TABLES
 
 
 def test_run_ingests_every_partition_and_trains_those_with_earlier_days(fp_home, capsys):
-    code = cli.main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"])
+    code = main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "fairness report:" in out and re.search(r"open the UIs: +fair-pipeline (--home \S+ )?ui ", out)
@@ -59,7 +59,7 @@ def test_run_ingests_every_partition_and_trains_those_with_earlier_days(fp_home,
     benchmark_versions = _benchmark_versions()
     assert benchmark_versions and all(benchmark_versions.values())
     # Running again changes nothing: partitions are replaced, not appended.
-    assert cli.main(["run", "--no-simulate"]) == 0
+    assert main(["run", "--no-simulate"]) == 0
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM raw.observational_impressions").fetchone()[0] == 2 * 200 * 50
         assert con.execute("SELECT partition_date::VARCHAR, count(*) FROM marts.model_ranking GROUP BY 1").fetchall() == [
@@ -77,8 +77,8 @@ def _benchmark_versions() -> dict[str, int]:
 
 
 def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
-    assert cli.main(["import-open-bandit"]) == 0
-    assert cli.main(["run", "--no-simulate"]) == 0
+    assert main(["import-open-bandit"]) == 0
+    assert main(["run", "--no-simulate"]) == 0
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         rows = con.execute(
             "SELECT source, count(DISTINCT partition_date), sum(accepted_rows), sum(rejected_rows) FROM marts.daily_volume GROUP BY 1 ORDER BY 1"
@@ -113,14 +113,14 @@ def test_a_backfill_of_older_days_moves_no_alias_and_registers_no_benchmark(fp_h
     """A rollback scenario: run on recent days, then backfill older ones: @champion, @candidate, the
     benchmark versions and reports/latest stay; the older days get their own audit and selection partitions."""
     sim = ["--requests-per-day", "200", "--items", "2000"]
-    assert cli.main(["run", "--start", "2026-01-03", "--days", "2", *sim]) == 0
+    assert main(["run", "--start", "2026-01-03", "--days", "2", *sim]) == 0
     tracking = MLflowTracking()
     champion, candidate = tracking.champion(FAIR_RANKER), tracking.version_by_alias(FAIR_RANKER, "candidate")
     benchmark_versions = _benchmark_versions()
     assert champion.tags[TAG_MODEL_PARTITION] == "2026-01-04"
-    assert cli.main(["simulate", "--start", "2026-01-01", "--days", "2", *sim]) == 0
+    assert main(["simulate", "--start", "2026-01-01", "--days", "2", *sim]) == 0
     capsys.readouterr()
-    assert cli.main(["backfill", "--start", "2026-01-01", "--end", "2026-01-02"]) == 0
+    assert main(["backfill", "--start", "2026-01-01", "--end", "2026-01-02"]) == 0
     out = capsys.readouterr().out
     assert "partition 2026-01-01: no earlier day to train on" in out and "registry aliases move only" in out
     assert str(tracking.champion(FAIR_RANKER).version) == str(champion.version)

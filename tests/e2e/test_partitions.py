@@ -9,7 +9,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from fair_pipeline import cli
+from fair_pipeline.commands import main
 from fair_pipeline.platform.tracking import store_client
 from fair_pipeline.ingestion.simulator import SimulationConfig
 
@@ -101,7 +101,7 @@ def test_backfill_of_older_days_never_moves_an_alias_and_promotion_is_explicit(f
         "fair-ranker", "candidate").version
 
     # A backfill of the older days: their own partitions, no alias moves, no benchmark registered.
-    assert cli.main(["backfill", "--start", str(DAYS[1]), "--end", str(DAYS[2])]) == 0
+    assert main(["backfill", "--start", str(DAYS[1]), "--end", str(DAYS[2])]) == 0
     assert _champion(fp_home) == champion
     assert store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
         "fair-ranker", "candidate").version == candidate_before
@@ -117,18 +117,18 @@ def test_backfill_of_older_days_never_moves_an_alias_and_promotion_is_explicit(f
 
     # Promotion: an older partition is refused without --force (champion unchanged), then rolled back with it.
     capsys.readouterr()
-    assert cli.main(["promote", "--partition", str(DAYS[1])]) == 2
+    assert main(["promote", "--partition", str(DAYS[1])]) == 2
     assert "older than the newest partition with data" in capsys.readouterr().out
     assert _champion(fp_home) == champion
-    assert cli.main(["promote", "--partition", str(DAYS[1]), "--force"]) == 0
+    assert main(["promote", "--partition", str(DAYS[1]), "--force"]) == 0
     assert _champion(fp_home)[1] == str(DAYS[1])
-    assert cli.main(["promote", "--partition", str(DAYS[-1])]) == 0
+    assert main(["promote", "--partition", str(DAYS[-1])]) == 0
     assert _champion(fp_home)[1] == str(DAYS[-1])
 
     # A backfill of days without landing files stops before any run, with the cause in one line.
     versions = len(_versions(fp_home, "fair-ranker"))
     capsys.readouterr()
-    assert cli.main(["backfill", "--start", "2026-02-01", "--end", "2026-02-02"]) == 2
+    assert main(["backfill", "--start", "2026-02-01", "--end", "2026-02-02"]) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith("[fair-pipeline] error: no landing files for partition 2026-02-01")
     assert len(_versions(fp_home, "fair-ranker")) == versions

@@ -24,7 +24,7 @@ class UiProcess:
         env.pop("MLFLOW_TRACKING_URI", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "fair_pipeline.cli", "ui", "--dagster-port", str(self.dagster_port),
+            [sys.executable, "-m", "fair_pipeline.commands", "ui", "--dagster-port", str(self.dagster_port),
              "--mlflow-port", str(self.mlflow_port)],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )

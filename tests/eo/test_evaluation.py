@@ -145,11 +145,35 @@ def test_standard_errors_match_monte_carlo_spread():
     assert np.std(eoms, ddof=1) == pytest.approx(np.mean(eom_ses), rel=0.15)
 
 
-def test_two_groups_required():
+def test_one_group_is_an_error():
     config = SimulationConfig(n_items=500, requests_per_day=20, p_group=1.0)
     requests = held_out_requests(config, simulate_items(config), HELD_OUT_DAY, 20)
-    with pytest.raises(ValueError, match=r"two groups; held-out requests have \['1'\]"):
+    with pytest.raises(ValueError, match=r"compares groups; held-out requests have \['1'\]"):
         evaluate_methods(requests, {"raw": (None, None)})
+
+
+def test_three_groups_each_compared_with_the_largest_and_equalized_by_the_weighted_transform():
+    """Three groups with different shares, relevance and score offsets: raw scores favour the high-offset
+    groups; the weighted transform (true w) brings every group's exposure/merit to the reference's."""
+    config = SimulationConfig(n_items=20_000, requests_per_day=8000, groups=3, group_shares="0.5;0.3;0.2",
+                              group_relevance="0.45;0.35;0.4", group_effects="2;0;1",
+                              group_labels='north;south "coast";east-west')
+    items = simulate_items(config)
+    counts = simulated_click_counts(config, items, TRAIN_DAYS[:3], BIN_WIDTH)
+    true_w = bias_curve(config)
+    weighted = fit_from_click_counts(counts, true_w, score_bin_width=BIN_WIDTH)
+    unweighted = fit_from_click_counts(counts, np.ones_like(true_w), score_bin_width=BIN_WIDTH)
+    report = evaluate_rerankings(config, items, weighted, unweighted, day=HELD_OUT_DAY, alphas=(0.5,), make_figures=False)
+    summary = report.summary
+    assert set(report.per_group["group"]) == {"north", 'south "coast"', "east-west"}
+    for method in ("raw", "weighted"):
+        rows = summary[summary["method"] == method].set_index("groups")
+        assert list(rows.index) == ["east-west vs north", 'south "coast" vs north']
+        if method == "raw":  # lower offsets, less exposure per unit of merit
+            assert (rows["exposure_over_merit_ratio"] < 0.8).all(), rows
+        else:
+            deviation = (rows["exposure_over_merit_ratio"] - 1).abs() / rows["exposure_over_merit_ratio_se"]
+            assert (deviation < 4).all() and ((rows["exposure_over_merit_ratio"] - 1).abs() < 0.05).all(), rows
 
 
 @pytest.fixture(scope="module")

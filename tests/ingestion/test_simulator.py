@@ -122,3 +122,39 @@ def test_invalid_config_names_the_knob():
         SimulationConfig(p_group=1.5)
     with pytest.raises(ValueError, match="slots"):
         SimulationConfig(n_items=10, slots=50)
+
+
+def test_k_groups_follow_their_shares_relevance_and_effects():
+    config = SimulationConfig(n_items=60_000, groups=3, group_shares="0.5;0.3;0.2", group_relevance="0.2;0.5;0.8",
+                              group_effects="0;1;3", group_labels='Nord "Küste";south+east;東京')
+    items = simulate_items(config)
+    by = items.groupby("group_id")
+    share = by.size() / len(items)
+    for label, p, rel, effect in zip(['Nord "Küste"', "south+east", "東京"], (0.5, 0.3, 0.2), (0.2, 0.5, 0.8), (0, 1, 3)):
+        n = share[label] * len(items)
+        assert share[label] == pytest.approx(p, abs=4 * np.sqrt(p * (1 - p) / len(items)))
+        assert by["relevance"].mean()[label] == pytest.approx(rel, abs=4 * np.sqrt(rel * (1 - rel) / n))
+        g = items[items["group_id"] == label]
+        gaussian = g["f0"] - config.relevance_effect * g["relevance"]  # effect + N(0, relevance_sd)
+        assert gaussian.mean() == pytest.approx(effect, abs=4 * config.relevance_sd / np.sqrt(n))
+        assert (g["f1"] == 0).all() == (label != 'Nord "Küste"')  # the uniform part: first group only
+
+
+def test_two_groups_default_draws_are_unchanged():
+    items = simulate_items(SimulationConfig(n_items=2000))
+    assert sorted(items["group_id"].unique()) == ["0", "1"]
+    assert items["group_id"].value_counts().to_dict() == {"1": 1394, "0": 606}
+    assert items["merit_score"].sum() == pytest.approx(3698.6129317673094, rel=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"groups": 1}, "groups=1 must be >= 2"),
+    ({"groups": 3, "group_shares": "0.5;0.5"}, "must list 3 values"),
+    ({"groups": 3, "group_shares": "0.5;0.4;0.4"}, "sum to 1"),
+    ({"groups": 3, "group_relevance": "0.5;1.4;0.4"}, r"must lie in \[0, 1\]"),
+    ({"groups": 2, "group_labels": "a;a"}, "distinct"),
+    ({"groups": 2, "group_effects": "x;1"}, "must be numbers"),
+])
+def test_invalid_group_lists_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SimulationConfig(**kwargs)

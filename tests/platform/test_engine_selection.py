@@ -6,7 +6,8 @@ import importlib.util
 
 import pytest
 
-from fair_pipeline import cli, runner
+from fair_pipeline import runner
+from fair_pipeline.commands import main
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.engines import DuckDBEngine
 from fair_pipeline.platform.engines import select as engine_select
@@ -15,7 +16,7 @@ from fair_pipeline.platform.resources import DuckDBWarehouse
 
 def test_run_help_shows_the_engine_options_and_their_defaults(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["run", "--help"])
+        main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--engine {duckdb,spark}" in out and "(default: $FAIR_PIPELINE_ENGINE, else duckdb)" in out
     assert "--spark-master URL" in out and "(default: $FAIR_PIPELINE_SPARK_MASTER, else local[*])" in out
@@ -54,7 +55,7 @@ def test_a_missing_pyspark_or_java_is_one_line_before_any_run(fp_home, monkeypat
     else:
         monkeypatch.setattr(engine_select.shutil, "which", lambda name: None)
         monkeypatch.delenv("JAVA_HOME", raising=False)
-    code = cli.main(["run", "--engine", "spark", "--no-simulate"])
+    code = main(["run", "--engine", "spark", "--no-simulate"])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 2
     expected = "pip install -e '.[spark]'" if missing == "pyspark" else "apt-get install openjdk-17-jre-headless"
@@ -65,7 +66,7 @@ def test_the_command_restores_the_engine_environment(fp_home, monkeypatch):
     monkeypatch.delenv(settings.ENGINE_ENV, raising=False)
     monkeypatch.setattr(engine_select.shutil, "which", lambda name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    assert cli.main(["run", "--engine", "spark", "--spark-master", "local[1]", "--no-simulate"]) == 2
+    assert main(["run", "--engine", "spark", "--spark-master", "local[1]", "--no-simulate"]) == 2
     import os
 
     assert settings.ENGINE_ENV not in os.environ and settings.SPARK_MASTER_ENV not in os.environ

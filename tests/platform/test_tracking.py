@@ -322,7 +322,8 @@ def test_mlflow_links_follow_the_configured_ui_and_open_the_classic_view(monkeyp
 
 
 def test_fair_pipeline_ui_passes_its_mlflow_url_to_dagster(tmp_path, monkeypatch):
-    from fair_pipeline import cli, ui
+    from fair_pipeline import ui
+    from fair_pipeline.commands.parser import build_parser
 
     monkeypatch.setenv("FAIR_PIPELINE_HOME", str(tmp_path))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
@@ -336,7 +337,7 @@ def test_fair_pipeline_ui_passes_its_mlflow_url_to_dagster(tmp_path, monkeypatch
 
     monkeypatch.setattr(ui, "_start", fake_start)
     monkeypatch.setattr(ui, "_wait_ready", lambda *args, **kwargs: None)
-    args = cli.build_parser().parse_args(["ui"])
+    args = build_parser().parse_args(["ui"])
     assert args.mlflow_port == 5123  # the default follows the configured URL, so links and server agree
     dagster_port = ui.free_port()
     ui.start_ui(dagster_port=dagster_port, mlflow_port=ui.free_port())

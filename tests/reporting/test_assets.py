@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fair_pipeline import cli
+from fair_pipeline.commands import main
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import (
     TAG_DAGSTER_RUN,
@@ -48,7 +48,7 @@ def main_job_output(home):
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = cli.main(["run", "--days", "3", "--partitions", "2", "--requests-per-day", "200", "--slots", "10",
+        code = main(["run", "--days", "3", "--partitions", "2", "--requests-per-day", "200", "--slots", "10",
                          "--items", "200"])
     assert code == 0, out.getvalue()
     return out.getvalue()

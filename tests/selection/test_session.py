@@ -9,14 +9,10 @@ import duckdb
 import numpy as np
 import pytest
 
+from fair_pipeline.commands.elicit import EXIT_OK, EXIT_PAUSED, add_arguments
+from fair_pipeline.commands.elicit import run as run_elicit
 from fair_pipeline.selection.elicitation import FairQuadraticMetric
-from fair_pipeline.selection.session import (
-    EXIT_OK,
-    EXIT_PAUSED,
-    add_elicit_arguments,
-    format_comparison,
-    run_elicit,
-)
+from fair_pipeline.selection.session import format_comparison
 
 TRUTH = FairQuadraticMetric.from_pairs([0.6, 0.8], [np.array([[1.2, 0.3], [0.3, 0.8]]) * 2 / np.linalg.norm([[1.2, 0.3], [0.3, 0.8]])], 0.45)
 
@@ -41,7 +37,9 @@ class ScriptedPerson:
 
 
 def parse(argv):
-    return add_elicit_arguments(argparse.ArgumentParser()).parse_args(argv)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(argv)
 
 
 def test_comparison_shows_group_and_overall_rates_side_by_side():

@@ -5,6 +5,7 @@ Public names are re-exported by `fair_pipeline.audit`; the file/SQL front ends l
 from fair_pipeline.audit.stats.aggregate import AuditReport, StreamingAudit, audit_aggregates, audit_grid
 from fair_pipeline.audit.stats.blocks import ScoreGrid, build_grid, grid_from_counts
 from fair_pipeline.audit.stats.compare import GroupComparison, compare_groups
+from fair_pipeline.audit.stats.exposure import ExposureParity, exposure_parity
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, VERDICTS, classify_gaps
 from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.pairwise import PairwiseResult, pairwise_accuracies
@@ -13,7 +14,7 @@ from fair_pipeline.audit.stats.validation import AuditInputError
 from fair_pipeline.audit.stats.xauc import XAUCResult, xauc
 
 __all__ = [
-    "AuditInputError", "AuditReport", "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "GroupComparison", "PairwiseResult", "VERDICTS",
+    "AuditInputError", "AuditReport", "ExposureParity", "exposure_parity", "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "GroupComparison", "PairwiseResult", "VERDICTS",
     "ScoreGrid", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "build_grid",
     "classify_gaps", "compare_groups", "grid_from_counts", "holm", "pairwise_accuracies", "truncated_auc", "xauc",
 ]

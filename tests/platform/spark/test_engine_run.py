@@ -14,7 +14,7 @@ import shutil
 import duckdb
 import pytest
 
-from fair_pipeline import cli
+from fair_pipeline.commands import main
 from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
@@ -36,9 +36,9 @@ def homes(tmp_path, monkeypatch):
 
 def test_a_spark_run_on_a_duckdb_runs_landing_files_gives_the_same_findings(spark, homes, capsys):
     duck_home, spark_home = homes
-    assert cli.main(["--home", str(duck_home), "run", *SIMULATION]) == 0, capsys.readouterr().out
+    assert main(["--home", str(duck_home), "run", *SIMULATION]) == 0, capsys.readouterr().out
     shutil.copytree(duck_home / "landing", spark_home / "landing")
-    code = cli.main(["--home", str(spark_home), "run", "--engine", "spark", "--spark-master", "local[2]", "--no-simulate"])
+    code = main(["--home", str(spark_home), "run", "--engine", "spark", "--spark-master", "local[2]", "--no-simulate"])
     out = capsys.readouterr().out
     assert code == 0, out
     tables = spark_home / "spark_warehouse"

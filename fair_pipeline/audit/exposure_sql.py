@@ -1,0 +1,129 @@
+"""Exposure parity of the logged ranking, from warehouse aggregates (glue; the math is `audit.stats.exposure`).
+
+Two passes over the window's observational impressions, both GROUP BYs that DuckDB or Spark run where the rows
+are; only aggregates reach Python:
+
+1. impressions and clicks per (group, position)                      -> the influence coefficients (a, b)
+2. per cluster and group, the influence total Σ (a - click · b), joined with the coefficients (a small registered
+   table), and the K x K cross products of those totals per clustering dimension (item, request, item x request).
+
+Rows with a missing group form the group `<unknown>`, as in the rest of the audit.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.sql import OBSERVATIONAL_VIEW, UNKNOWN_GROUP, AuditDataError
+from fair_pipeline.audit.stats.exposure import (
+    ClusterSums,
+    ExposureParity,
+    exposure_parity_from_aggregates,
+    influence_coefficients,
+)
+from fair_pipeline.audit.stats.exposure_examination import as_examination
+from fair_pipeline.platform.engines import as_warehouse
+from fair_pipeline.platform.warehouse import quote_identifier
+from fair_pipeline.platform.windows import PartitionWindow
+
+CLUSTER_COLUMNS = ("item_id", "request_id")
+COEFFICIENTS = "_exposure_coefficients"
+
+
+def _rows_sql() -> str:
+    view = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW))
+    return (f"SELECT item_id, request_id, coalesce(group_id, $unknown_group) AS grp, position, click FROM {view} "
+            "WHERE partition_date BETWEEN $start AND $end")
+
+
+def _params(window: PartitionWindow) -> dict:
+    return {"start": window.first, "end": window.last, "unknown_group": UNKNOWN_GROUP}
+
+
+def exposure_cells(engine, window: PartitionWindow) -> pd.DataFrame:
+    """group, position, impressions, clicks of the logged ranking in `window`."""
+    frame = engine.query_df(
+        "SELECT grp AS \"group\", position, count(*) AS impressions, CAST(sum(click) AS BIGINT) AS clicks "
+        f"FROM ({_rows_sql()}) GROUP BY grp, position ORDER BY grp, position", _params(window))
+    if frame.empty:
+        raise AuditDataError(f"no observational impressions in {window.first}..{window.last} for the exposure audit")
+    return frame
+
+
+def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels: list, name: str) -> ClusterSums:
+    cols = ", ".join(quote_identifier(k) for k in keys)
+    on = " AND ".join(f"x.{quote_identifier(k)} = y.{quote_identifier(k)}" for k in keys)
+    totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) AS total "
+              f"FROM ({_rows_sql()}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
+              f"GROUP BY {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp")
+    cross = engine.query_df(
+        f"WITH t AS ({totals}) SELECT x.grp AS group_a, y.grp AS group_b, sum(x.total * y.total) AS cross_product "
+        f"FROM t x JOIN t y ON {on} GROUP BY x.grp, y.grp", _params(window))
+    counts = engine.query_df(
+        f"WITH t AS ({totals}) SELECT grp, count(*) AS n FROM t GROUP BY grp", _params(window))
+    [(n_clusters,)] = engine.query_df(
+        f"SELECT count(*) AS n FROM (SELECT DISTINCT {cols} FROM ({_rows_sql()}))", _params(window)).itertuples(index=False)
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = np.zeros((len(labels), len(labels)))
+    for row in cross.itertuples(index=False):
+        matrix[index[row.group_a], index[row.group_b]] = row.cross_product
+    per_group = counts.set_index("grp")["n"].reindex(labels).fillna(0).to_numpy()
+    return ClusterSums(name, matrix, int(n_clusters), per_group)
+
+
+def logged_exposure_parity(con, window: PartitionWindow, examination, *, clusters: tuple[str, ...] = CLUSTER_COLUMNS,
+                           **options) -> ExposureParity:
+    """`exposure_parity` of the logged (production) ranking over `window`'s observational impressions.
+
+    ``examination``: weights or the position-bias stage's curve; ``clusters``: () (impressions independent),
+    ("item_id",), ("request_id",) or both (two-way); ``options``: reference, pairs, confidence, margin, min_clicks.
+    """
+    unknown = [c for c in clusters if c not in CLUSTER_COLUMNS]
+    if unknown or len(clusters) > 2:
+        raise AuditDataError(f"exposure clusters {list(clusters)} must be among {list(CLUSTER_COLUMNS)}")
+    engine = as_warehouse(con)
+    cells = exposure_cells(engine, window)
+    exam = as_examination(examination)
+    labels = sorted(cells["group"].unique(), key=str)
+    sums = None
+    if clusters:
+        n = cells.pivot_table(index="group", columns="position", values="impressions", aggfunc="sum", fill_value=0)
+        k = cells.pivot_table(index="group", columns="position", values="clicks", aggfunc="sum", fill_value=0)
+        positions = range(1, exam.weights.size + 1)
+        n, k = (m.reindex(index=labels, columns=positions, fill_value=0).to_numpy(dtype=float) for m in (n, k))
+        if cells["position"].max() > exam.weights.size or cells["position"].min() < 1:
+            exposure_parity_from_aggregates(cells, None, exam, group_order=labels, **options)  # raises, naming them
+        a, b = influence_coefficients(n, k, exam.weights)
+        coefficients = pd.DataFrame([(g, j + 1, a[i, j], b[i, j]) for i, g in enumerate(labels)
+                                     for j in range(exam.weights.size)], columns=["grp", "position", "a", "b"])
+        engine.register_frame(COEFFICIENTS, coefficients)
+        try:
+            sums = [_cluster_sums(engine, window, (key,), labels, key) for key in clusters]
+            if len(clusters) == 2:
+                sums.append(_cluster_sums(engine, window, tuple(clusters), labels, " × ".join(clusters)))
+        finally:
+            engine.unregister_frame(COEFFICIENTS)
+    return exposure_parity_from_aggregates(cells, sums, exam, group_order=labels, **options)
+
+
+LOGGED = "production (logged ranking)"
+
+
+def logged_exposure_tables(store, engine, window: PartitionWindow, partition) -> tuple[dict[str, pd.DataFrame], str]:
+    """The audit store's exposure tables for the logged ranking of `window`, two-way clustered (items and
+    requests), with partition `partition`'s chosen position-bias curve (its SEs enter by the delta-method bound);
+    ({}, why) when that cannot be computed (no curve, no observational rows), so the audit still stands."""
+    from fair_pipeline.position_bias.aggregates import PositionBiasInputError
+    from fair_pipeline.position_bias.store import load_chosen_position_bias
+
+    try:
+        curve = load_chosen_position_bias(store, partition)
+        result = logged_exposure_parity(engine, window, curve)
+    except (PositionBiasInputError, AuditDataError) as error:
+        return {}, f"exposure parity not computed: {error}"
+    common = {"scored_output": "production", "ranking": LOGGED, "variance_estimand": result.variance_estimand,
+              "examination": f"{curve.attrs.get('method', '?')} curve of {curve.attrs.get('window_start', '?')}.."
+                             f"{curve.attrs.get('window_end', '?')}"}
+    groups = result.per_group.rename(columns={"n_clusters": "items", "n_clusters_2": "requests"}).assign(**common)
+    pairs = result.pairs.assign(**common)
+    return {"fairness_audit_exposure_groups": groups, "fairness_audit_exposure_pairs": pairs}, ""

@@ -1,0 +1,315 @@
+"""Exposure parity from click logs: does each group get attention in proportion to its merit?
+
+Examination hypothesis: P(click | item i at position k) = w_k · r_i, with w_k the examination (position-bias)
+curve and r_i the item's relevance (its click rate at position 1). For the impressions of group c:
+
+    exposure E_c = mean of w_{position}                  (attention the ranking gave the group)
+    merit    M_c = mean of click / w_{position}          (unbiased for mean relevance: inverse examination)
+    ratio_c  = E_c / M_c = Σ w / Σ (click / w)          (exposure per unit of merit; Singh & Joachims'
+                                                          disparate exposure, Nandy et al.'s Corollary 1 parity)
+
+and a pair compares ratio_a / ratio_ref (1 = proportional; the scale of w cancels). Inference is on the log
+scale: log ratio_c is a smooth function of two sums over impressions, with per-impression influence
+a_{c,k} - click · b_{c,k}, a = w_k / Σw, b = (1 / w_k) / Σ(click / w). Influence totals per cluster give the
+cluster-robust (sandwich) covariance of the K log ratios, times G / (G - 1) (G clusters); two-way clustering
+(items and requests) uses V_1 + V_2 - V_12 (Cameron, Gelbach & Miller 2011), falling back to the larger one-way
+variance when that difference is not positive. An estimated examination curve adds its own delta-method term
+(`exposure_examination`). Verdicts compare |log ratio| with a margin δ (default log 1.25: ratios within
+[0.8, 1.25] are too small to matter, the four-fifths band) through `equivalence.classify_gaps`, Holm-adjusted
+over the family of pairs.
+
+Everything runs on sufficient statistics: impressions and clicks per (group, position) and the K×K cross
+products of per-cluster influence totals, so a warehouse computes them with two GROUP BYs
+(`exposure_parity_from_aggregates`); `exposure_parity` builds them from arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.stats.equivalence import classify_gaps
+from fair_pipeline.audit.stats.exposure_examination import Examination, as_examination, check_positions
+from fair_pipeline.audit.stats.inference import holm, wald, z_critical
+from fair_pipeline.audit.stats.records import records
+from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels
+
+DEFAULT_EXPOSURE_MARGIN = float(np.log(1.25))
+DEFAULT_MIN_CLICKS = 10  # clicks a group needs before its merit (a sum of 1/w over clicks) is estimated
+PAIR_FAMILIES = ("reference", "all")
+
+
+@dataclass(frozen=True)
+class ClusterSums:
+    """One clustering dimension: raw cross products Σ_g T_g T_g' of the per-cluster influence totals (K×K),
+    the number of clusters G and, per group, how many clusters hold at least one of its impressions."""
+
+    name: str
+    cross: np.ndarray
+    n_clusters: int
+    per_group: np.ndarray
+
+    def covariance(self) -> np.ndarray:
+        g = self.n_clusters
+        return self.cross * (g / (g - 1)) if g > 1 else np.full_like(self.cross, np.nan)
+
+
+@dataclass
+class ExposureParity:
+    """``per_group``: one row per group; ``pairs``: one row per compared pair; effect = log ratio."""
+
+    per_group: pd.DataFrame
+    pairs: pd.DataFrame
+    reference: object
+    variance_estimand: str
+    confidence: float
+    margin: float
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"per_group": records(self.per_group), "pairs": records(self.pairs), "reference": self.reference,
+                "variance_estimand": self.variance_estimand, "confidence": self.confidence, "margin": self.margin,
+                "notes": list(self.notes)}
+
+
+def influence_coefficients(impressions: np.ndarray, clicks: np.ndarray, weights: np.ndarray):
+    """(a, b), each K×J: an impression of group c at position k with click y has influence a[c,k-1] - y·b[c,k-1]
+    on log(E_c / M_c). Groups without clicks (no merit) get zeros: they are not estimable."""
+    w = np.where(np.isnan(weights), 1.0, weights)  # positions without impressions carry no weight anyway
+    s_w = impressions @ w
+    s_m = clicks @ (1.0 / w)
+    ok = (s_w > 0) & (s_m > 0)
+    a = np.where(ok[:, None], w[None, :] / np.where(ok, s_w, 1.0)[:, None], 0.0)
+    b = np.where(ok[:, None], (1.0 / w)[None, :] / np.where(ok, s_m, 1.0)[:, None], 0.0)
+    return a, b
+
+
+def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, a, b,
+                 logged_index=None) -> ClusterSums:
+    """Per-cluster influence totals of each group's log ratio, and their cross products (numpy path).
+    ``position_index``: 0-based slot under the audited ranking (exposure); ``logged_index``: the slot the click
+    was logged at (merit; default the same)."""
+    k = a.shape[0]
+    codes = np.unique(np.asarray(cluster_codes), return_inverse=True)[1].ravel()
+    g = int(codes.max()) + 1
+    logged = position_index if logged_index is None else logged_index
+    influence = a[group_codes, position_index] - clicks * b[group_codes, logged]
+    flat = codes * k + group_codes
+    totals = np.bincount(flat, weights=influence, minlength=g * k).reshape(g, k)
+    present = np.bincount(flat, minlength=g * k).reshape(g, k) > 0
+    return ClusterSums(name, totals.T @ totals, g, present.sum(axis=0))
+
+
+def _contrast_variance(dims: list[ClusterSums], lam: np.ndarray) -> float:
+    """Sandwich variance of λ'·log ratios: one-way, or two-way V_1 + V_2 - V_12 (dims[2] is the intersection)."""
+    v = [float(lam @ d.covariance() @ lam) for d in dims]
+    if len(dims) == 1:
+        return v[0]
+    combined = v[0] + v[1] - v[2]
+    return combined if combined > 0 else max(v[0], v[1])
+
+
+def _estimability(n, clicks, per_cluster: list[np.ndarray], min_clicks: int):
+    notes = []
+    for c in range(n.size):
+        why = []
+        if clicks[c] < min_clicks:
+            why.append(f"{int(clicks[c])} clicks (need >= {min_clicks})")
+        for counts in per_cluster:
+            if counts[c] < 2:
+                why.append(f"{int(counts[c])} cluster(s) (need >= 2)")
+        notes.append("not estimable: " + ", ".join(why) if why else "")
+    return np.array([not s for s in notes]), notes
+
+
+def _pairs_of(k: int, ref: int, family: str) -> list[tuple[int, int]]:
+    if family == "reference":
+        return [(c, ref) for c in range(k) if c != ref]
+    return [(a, b) for a, b in combinations(range(k), 2)]
+
+
+def _variance_estimand(dims: list[ClusterSums], examination: Examination) -> str:
+    if not dims or dims[0].name == "impression":
+        clustering = "every impression treated as independent: for these items and requests under new clicks"
+    elif len(dims) == 1:
+        clustering = f"clustered by {dims[0].name}: for new {dims[0].name} values drawn like these"
+    else:
+        clustering = (f"two-way clustered by {dims[0].name} and {dims[1].name}: for new values of both "
+                      "(Cameron-Gelbach-Miller)")
+    return f"{clustering}; {examination.description}"
+
+
+def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterSums] | None, examination, *,
+                                    reference=None, pairs: str = "reference", confidence: float = 0.95,
+                                    margin: float = DEFAULT_EXPOSURE_MARGIN, min_clicks: int = DEFAULT_MIN_CLICKS,
+                                    examination_covariance=None, group_order=None) -> ExposureParity:
+    """Exposure parity from (group, position, impressions, clicks) cells and per-dimension cluster sums.
+
+    ``impressions`` counts the impressions the audited ranking puts at ``position`` (exposure); ``clicks`` counts
+    the clicks logged at ``position`` (merit). For the logged ranking both are the logged slots.
+
+    ``clusters``: None (impressions independent; computed from the cells) or one / three `ClusterSums` (two-way:
+    dimension 1, dimension 2, their intersection), built with `influence_coefficients` of these cells, their
+    rows and columns in ``group_order`` (default: the cells' groups sorted as text).
+    """
+    if pairs not in PAIR_FAMILIES:
+        raise AuditInputError(f"pairs must be one of {PAIR_FAMILIES}, got {pairs!r}")
+    if not np.isfinite(margin) or margin <= 0:
+        raise AuditInputError(f"margin (δ on the log-ratio scale) must be positive, got {margin}")
+    exam = as_examination(examination, examination_covariance)
+    missing = {"group", "position", "impressions", "clicks"} - set(cells.columns)
+    if missing:
+        raise AuditInputError(f"exposure cells lack column(s) {sorted(missing)}")
+    labels = np.array(sorted(pd.unique(cells["group"]), key=str) if group_order is None else list(group_order),
+                      dtype=object)
+    if len(set(cells["group"]) - set(labels)):
+        raise AuditInputError("group_order misses groups present in the cells")
+    k, j = labels.size, exam.weights.size
+    positions = cells["position"].to_numpy(dtype=np.int64)
+    check_positions(exam, np.unique(positions))
+    gi = pd.Index(labels).get_indexer(cells["group"])
+    n = np.zeros((k, j))
+    y = np.zeros((k, j))
+    np.add.at(n, (gi, positions - 1), cells["impressions"].to_numpy(dtype=np.float64))
+    np.add.at(y, (gi, positions - 1), cells["clicks"].to_numpy(dtype=np.float64))
+    if k < 2:
+        raise AuditInputError(f"exposure parity compares groups; got {k} group(s): {labels.tolist()}")
+    w = np.where(np.isnan(exam.weights), 1.0, exam.weights)
+    a, b = influence_coefficients(n, y, exam.weights)
+    if not clusters:
+        # impressions as clusters: Σ_i (a - y b)^2 = n a^2 - 2 clicks a b + clicks b^2 (y is 0/1)
+        diag = (n * a**2 - 2 * y * a * b + y * b**2).sum(axis=1)
+        total = int(n.sum())
+        clusters = [ClusterSums("impression", np.diag(diag), total, n.sum(axis=1))]
+    if len(clusters) not in (1, 3):
+        raise AuditInputError(f"clusters must be one dimension or two plus their intersection, got {len(clusters)}")
+    n_c, y_c = n.sum(axis=1), y.sum(axis=1)
+    per_cluster = [d.per_group for d in clusters[:2]] if clusters[0].name != "impression" else []
+    estimable, notes = _estimability(n_c, y_c, per_cluster, min_clicks)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exposure = (n @ w) / n_c
+        merit = (y @ (1.0 / w)) / n_c
+        log_ratio = np.where(estimable, np.log(exposure) - np.log(merit), np.nan)
+    gradient = n * w / (n @ w)[:, None] + y / w / np.where(y @ (1 / w) > 0, y @ (1 / w), 1.0)[:, None]
+    eye = np.eye(k)
+    var_group = np.array([_contrast_variance(clusters, eye[c]) + exam.variance(gradient[c])[0] for c in range(k)])
+    var_group = np.where(estimable, var_group, np.nan)
+    zc = z_critical(confidence)
+    se_group = np.sqrt(var_group)
+    per_group = pd.DataFrame({"group": labels, "n": n_c.astype(np.int64), "clicks": y_c.astype(np.int64)})
+    for d, col in zip(clusters[:2], ("n_clusters", "n_clusters_2")):
+        if d.name != "impression":
+            per_group[col] = np.asarray(d.per_group, dtype=np.int64)
+    per_group = per_group.assign(
+        exposure=exposure, merit=merit, exposure_over_merit=np.exp(log_ratio), se_log=se_group,
+        ci_low=np.exp(log_ratio - zc * se_group), ci_high=np.exp(log_ratio + zc * se_group),
+        estimable=estimable, note=notes)
+    ref = _reference(labels, n_c, reference)
+    pair_idx = _pairs_of(k, ref, pairs)
+    rows = []
+    for c, r in pair_idx:
+        lam = eye[c] - eye[r]
+        ok = bool(estimable[c] and estimable[r])
+        var = _contrast_variance(clusters, lam) + exam.variance(gradient[c] - gradient[r])[0] if ok else np.nan
+        est = log_ratio[c] - log_ratio[r] if ok else np.nan
+        why = "; ".join(f"{labels[i]!s}: {notes[i]}" for i in (c, r) if notes[i])
+        rows.append((labels[c], labels[r], est, var, why))
+    table = pd.DataFrame(rows, columns=["group", "reference", "log_ratio", "variance", "note"])
+    test = wald(table["log_ratio"].to_numpy(), table["variance"].to_numpy(), confidence)
+    p_holm = holm(test["p_value"]) if len(table) > 1 else test["p_value"]
+    verdict, p_tost = classify_gaps(table["log_ratio"].to_numpy(), test["se"], margin,
+                                    p_adjusted=p_holm, confidence=confidence)
+    table = pd.DataFrame({
+        "group": table["group"], "reference": table["reference"], "ratio": np.exp(table["log_ratio"]),
+        "ci_low": np.exp(test["ci_low"]), "ci_high": np.exp(test["ci_high"]), "log_ratio": table["log_ratio"],
+        "se_log": test["se"], "p_value": test["p_value"], "p_holm": p_holm, "margin": margin, "p_tost": p_tost,
+        "verdict": verdict, "note": table["note"]})
+    return ExposureParity(per_group, table, labels[ref], _variance_estimand(clusters, exam), confidence, margin)
+
+
+def _reference(labels: np.ndarray, n: np.ndarray, reference) -> int:
+    if reference is None:
+        return int(np.argmax(n))  # the largest group: the most precise baseline
+    hits = [i for i, label in enumerate(labels) if label == reference]
+    if not hits:
+        raise AuditInputError(f"reference group {reference!r} is not among the groups {labels.tolist()[:20]}")
+    return hits[0]
+
+
+def _cluster_arrays(clusters, n: int) -> list[tuple[str, np.ndarray]]:
+    if clusters is None:
+        return []
+    if isinstance(clusters, dict):
+        named = list(clusters.items())
+    elif isinstance(clusters, tuple):
+        named = [(f"cluster {i + 1}", c) for i, c in enumerate(clusters)]
+    else:
+        named = [("cluster", clusters)]
+    if len(named) not in (1, 2):
+        raise AuditInputError(f"clusters takes one or two clustering dimensions, got {len(named)}")
+    out = []
+    for name, values in named:
+        arr = pd.Series(np.asarray(values) if not isinstance(values, pd.Series) else values.to_numpy())
+        if arr.size != n:
+            raise AuditInputError(f"clusters {name!r} has {arr.size} values for {n} impressions")
+        if arr.isna().any():
+            raise AuditInputError(f"clusters {name!r} has {int(arr.isna().sum())} missing values")
+        out.append((str(name), pd.factorize(arr)[0]))
+    return out
+
+
+def _as_positions(positions, name: str, n: int | None = None) -> np.ndarray:
+    pos = np.asarray(positions)
+    if pos.ndim != 1 or pos.size == 0 or (n is not None and pos.size != n):
+        raise AuditInputError(f"{name} must be a non-empty 1-d array{'' if n is None else f' of length {n}'}, "
+                              f"got shape {pos.shape}")
+    if not np.issubdtype(pos.dtype, np.integer):
+        if not (np.issubdtype(pos.dtype, np.floating) and np.all(np.isfinite(pos)) and np.all(pos == np.round(pos))):
+            raise AuditInputError(f"{name} must be whole numbers (1 = top), got dtype {pos.dtype}")
+    return pos.astype(np.int64)
+
+
+def exposure_parity(positions, clicks, sensitive_features, examination, *, clusters=None, reference=None,
+                    pairs: str = "reference", confidence: float = 0.95, margin: float = DEFAULT_EXPOSURE_MARGIN,
+                    min_clicks: int = DEFAULT_MIN_CLICKS, examination_covariance=None,
+                    ranked_positions=None) -> ExposureParity:
+    """Exposure per unit of merit of every group, and its ratio to a reference group's, with cluster-robust CIs.
+
+    ``positions``: displayed slot of each impression (1 = top); ``clicks``: 0/1; ``sensitive_features``: group
+    label per impression (missing labels are an error: label them, e.g. "unknown", to audit them);
+    ``examination``: weights (``examination[k-1]`` for position k) or the position-bias stage's curve (its SEs
+    enter the CI); ``clusters``: an array (e.g. item ids), a tuple of two or a dict ``{"item_id": ..,
+    "request_id": ..}`` for two-way clustering; ``reference``: the baseline group (default: the largest);
+    ``pairs``: "reference" (each group vs the reference) or "all" (every pair), Holm-adjusted as one family;
+    ``margin``: δ on the log-ratio scale; a group with fewer than ``min_clicks`` clicks or fewer than two
+    clusters is reported as not estimable (it stays in both tables).
+
+    Off-policy (another ranking of the same logged requests): ``ranked_positions`` are the slots the audited
+    ranking gives each impression; exposure reads them, merit still reads the logged ``positions`` and clicks.
+    """
+    pos = _as_positions(positions, "positions")
+    ranked = pos if ranked_positions is None else _as_positions(ranked_positions, "ranked_positions", pos.size)
+    y = as_labels(clicks, pos.size, "clicks").astype(np.float64)
+    codes, labels = as_groups(sensitive_features, pos.size)
+    exam = as_examination(examination, examination_covariance)
+    check_positions(exam, np.unique(np.concatenate([pos, ranked])))
+    k, j = labels.size, exam.weights.size
+    n = np.zeros((k, j))
+    c = np.zeros((k, j))
+    np.add.at(n, (codes, ranked - 1), 1.0)
+    np.add.at(c, (codes, pos - 1), y)
+    gi, pi = np.nonzero((n > 0) | (c > 0))
+    cells = pd.DataFrame({"group": labels[gi], "position": pi + 1, "impressions": n[gi, pi], "clicks": c[gi, pi]})
+    dims = _cluster_arrays(clusters, pos.size)
+    sums = None
+    if dims:
+        a, b = influence_coefficients(n, c, exam.weights)
+        sums = [cluster_sums(name, arr, codes, ranked - 1, y, a, b, pos - 1) for name, arr in dims]
+        if len(dims) == 2:
+            both = dims[0][1].astype(np.int64) * (int(dims[1][1].max()) + 1) + dims[1][1]
+            sums.append(cluster_sums(f"{dims[0][0]} × {dims[1][0]}", both, codes, ranked - 1, y, a, b, pos - 1))
+    return exposure_parity_from_aggregates(
+        cells, sums, exam, reference=reference, pairs=pairs,
+        confidence=confidence, margin=margin, min_clicks=min_clicks, group_order=labels)

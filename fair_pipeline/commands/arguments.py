@@ -1,0 +1,101 @@
+"""Argument types and flags that several commands share, and the help formatter that shows defaults."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import os
+
+from fair_pipeline.platform import settings
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help already says it or there is none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or any(action.default is none for none in (None, False, argparse.SUPPRESS))
+                or "default" in text.lower()):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def date(text: str) -> dt.date:
+    """argparse type: a YYYY-MM-DD date."""
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from error
+
+
+def add_verbose_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print Dagster's and MLflow's log lines and every headline finding")
+
+
+SIMULATION_HELP = {
+    "requests_per_day": "production requests per day",
+    "shuffle_share": "shuffled requests / production requests",
+    "adjacent_swap_share": "adjacent-swap requests / production requests",
+    "slots": "K, ranked slots per request",
+    "power_eta": "eta of w_j = (1/j)^eta (with --bias-curve power)",
+    "n_items": "item population size",
+    "n_features": "item features f0..f{n-1} (R = f0 + f1)",
+    "p_group": "P(C = 1)",
+    "p_relevant_group0": "P(Y(1) = 1 | C = 0)",
+    "p_relevant_group1": "P(Y(1) = 1 | C = 1)",
+    "relevance_effect": "coefficient of Y(1) in R",
+    "group_effect": "coefficient of C in R",
+    "bias_curve": "true position bias: 1/log2(1+j) or (1/j)^eta",
+    "seed": "same seed, same bytes",
+    "relevance_sd": "standard deviation of the Gaussian part of R",
+    "score_noise_sd": "standard deviation of the score noise s - R",
+    "groups": "K, number of groups (K > 2: the group lists below, or their defaults)",
+    "group_shares": "P(C = c) per group, ';'-separated (default: equal; p_group with 2 groups)",
+    "group_relevance": "P(Y(1) = 1 | C = c) per group, ';'-separated (default: p_relevant_group0..1 evenly)",
+    "group_effects": "term of group c in R, ';'-separated (default: 0..group_effect evenly)",
+    "group_labels": "group_id text per group, ';'-separated (default: 0..K-1)",
+}
+
+
+def add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
+    """--start/--days and one flag per SimulationConfig knob (dest = the field name), defaults from the config."""
+    from fair_pipeline.ingestion.simulator import SimulationConfig
+
+    defaults = SimulationConfig()
+    parser.add_argument("--start", type=date, help="first day (default: `--days` days before today, UTC)")
+    parser.add_argument("--days", type=int, default=7, help="number of days")
+    for field in dataclasses.fields(SimulationConfig):
+        flag = "--items" if field.name == "n_items" else "--" + field.name.replace("_", "-")
+        default = getattr(defaults, field.name)
+        kwargs = {"choices": ["log2", "power"]} if field.name == "bias_curve" else {"type": type(default)}
+        parser.add_argument(flag, dest=field.name, default=default, help=SIMULATION_HELP.get(field.name, field.name),
+                            **kwargs)
+
+
+def simulation_config(args: argparse.Namespace):
+    """The SimulationConfig of the parsed simulation flags."""
+    from fair_pipeline.ingestion.simulator import SimulationConfig
+
+    return SimulationConfig(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SimulationConfig)})
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=list(settings.ENGINES), default=None,
+                        help="where the SQL models run and the later stages read marts (ingestion and the small result "
+                             f"stores stay in DuckDB; docs/spark.md) (default: ${settings.ENGINE_ENV}, else "
+                             f"{settings.DEFAULT_ENGINE})")
+    parser.add_argument("--spark-master", metavar="URL", default=None,
+                        help=f"Spark master URL with --engine spark (default: ${settings.SPARK_MASTER_ENV}, else "
+                             f"{settings.DEFAULT_SPARK_MASTER})")
+
+
+def apply_engine(args: argparse.Namespace) -> None:
+    """--engine / --spark-master for this command's runs (main restores the variables); checked before any run."""
+    from fair_pipeline.platform.engines.select import require_engine
+
+    if args.engine:
+        os.environ[settings.ENGINE_ENV] = args.engine
+    if args.spark_master:
+        os.environ[settings.SPARK_MASTER_ENV] = args.spark_master
+    require_engine(settings.engine())

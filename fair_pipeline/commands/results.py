@@ -1,0 +1,52 @@
+"""Where a run's results are and what the newest report found: one screen, or everything with --verbose."""
+from __future__ import annotations
+
+import json
+import os
+
+from fair_pipeline.commands.console import say
+from fair_pipeline.platform import settings
+
+DAGSTER_PORT = 3000  # fair_pipeline.ui's default (not imported: it loads MLflow)
+
+
+def ui_hint() -> str:
+    home = f"--home {settings.home()} " if os.environ.get(settings.HOME_ENV) else ""
+    return f"fair-pipeline {home}ui   (Dagster on http://127.0.0.1:{DAGSTER_PORT}, MLflow on {settings.mlflow_ui_url()})"
+
+
+def print_where(ok: bool, verbose: bool = False, failures: list[str] | None = None) -> None:
+    """The stores, the report's findings and how to open the UIs; after failed runs, the first one's cause."""
+    if verbose:
+        say("results:")
+        print(f"  warehouse (DuckDB): {settings.warehouse_path()}")
+        print(f"  Dagster instance:   {settings.dagster_home()}")
+        print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
+        print(f"  reports:            {settings.reports_dir()}")
+    print_report_summary(verbose)
+    print(f"  open the UIs:       {ui_hint()}")
+    if not ok:
+        print("  some runs failed: see the messages above and the run's event log in the UI")
+        if failures:
+            say(f"failed: {failures[0]}")
+
+
+def print_report_summary(verbose: bool = False) -> None:
+    """The fairness findings of the newest report (reporting.summary decides what a quiet summary shows)."""
+    from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
+    from fair_pipeline.reporting.latest import latest_report_dir
+    from fair_pipeline.reporting.summary import summary_lines
+
+    report_dir = latest_report_dir(settings.reports_dir())
+    findings_path = report_dir / FINDINGS_NAME
+    if not findings_path.exists():
+        print("  fairness report:    not built (see the run's failures above)")
+        return
+    data = json.loads(findings_path.read_text())
+    print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']})")
+    if verbose:
+        print(f"  every partition's report under {settings.reports_dir()}/<date>/, "
+              f"{settings.reports_dir() / 'latest'} is the newest")
+    say("fairness findings (headlines; each section of the report lists every test):")
+    for line in summary_lines(data, verbose):
+        print(line)

@@ -1,0 +1,94 @@
+"""`fair-pipeline run`: the main job. Simulate a week if no logs are landed, ingest every landed range, fit the
+reference models if their code changed, then train, audit and report the newest partitions, one run each."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+
+from fair_pipeline.commands.arguments import (add_engine_arguments, add_simulation_arguments, add_verbose_flag,
+                                             apply_engine)
+from fair_pipeline.commands.console import say
+from fair_pipeline.commands.jobs import JobRuns, prepare_stores
+from fair_pipeline.commands.results import print_where
+from fair_pipeline.commands.simulate import simulate
+from fair_pipeline.platform import settings
+
+
+# `run` trains and audits the newest partition; each more costs about as much as the whole job's training
+# (`--partitions N`, or `backfill`, for the report's trend over several days).
+DEFAULT_PARTITIONS = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_simulation_arguments(parser)
+    add_engine_arguments(parser)
+    parser.add_argument("--no-simulate", action="store_true",
+                        help="never simulate: materialize the landed partitions (those in --start/--days if given), "
+                             "fail if there are none")
+    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                        help="train, audit and report the newest N daily partitions (each trained on the days before it)")
+    add_verbose_flag(parser)
+
+
+def contiguous_ranges(dates: list[str]) -> list[tuple[str, str]]:
+    """(first, last) of each run of consecutive days in the sorted `dates`."""
+    ranges: list[list[dt.date]] = []
+    for day in map(dt.date.fromisoformat, dates):
+        if ranges and day - ranges[-1][1] == dt.timedelta(days=1):
+            ranges[-1][1] = day
+        else:
+            ranges.append([day, day])
+    return [(a.isoformat(), b.isoformat()) for a, b in ranges]
+
+
+def partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str] | None:
+    """With --no-simulate, the landed partitions to materialize (all of them, or those in --start/--days);
+    None, after saying why, when there are none."""
+    if not landed:
+        say(f"no landing files under {settings.landing_dir()} and --no-simulate given; "
+            "write some first (fair-pipeline simulate, or fair-pipeline import-open-bandit)")
+        return None
+    if args.start is None:
+        return landed
+    wanted = {(args.start + dt.timedelta(days=offset)).isoformat() for offset in range(args.days)}
+    chosen = [day for day in landed if day in wanted]
+    if not chosen:
+        end = args.start + dt.timedelta(days=args.days - 1)
+        say(f"no landed partition in {args.start}..{end} under {settings.landing_dir()} and --no-simulate given; "
+            f"{len(landed)} partitions are landed: {landed[0]}..{landed[-1]}")
+        return None
+    return chosen
+
+
+def run(args: argparse.Namespace) -> int:
+    from fair_pipeline import runner
+
+    apply_engine(args)
+    if args.partitions < 1:
+        say(f"error: --partitions {args.partitions} must be at least 1")
+        return 2
+    settings.home().mkdir(parents=True, exist_ok=True)
+    if args.no_simulate:
+        dates = partitions_to_run(args, runner.landed_partitions())
+        if dates is None:
+            return 2
+    else:
+        if not runner.landed_partitions() or args.start:
+            simulate(args)
+        dates = runner.landed_partitions()
+    if not prepare_stores(args.verbose):
+        return 1
+    jobs = JobRuns(args.verbose)
+    ok = True
+    for start, end in contiguous_ranges(dates):
+        ok = jobs.ingest(start, end) and ok
+    ok = jobs.reference_models_if_outdated() and ok
+    days, _ = runner.trainable(dates[-args.partitions:], runner.landed_partitions())
+    if not days:
+        say(f"no partition to train and audit: partition D trains on the days before D, and the logs hold only "
+            f"{', '.join(dates)}")
+        ok = False
+    for day in days if ok else []:
+        ok = jobs.train_and_audit(day) and ok
+    print_where(ok, args.verbose, jobs.failures)
+    return 0 if ok else 1
