@@ -69,9 +69,9 @@ def test_documented_public_api_imports():
 
 MAX_MODULE_LINES = 450
 MAX_ASSET_BODY_LINES = 40
-# Modules still over the limit, each being split by the work that owns it (the command package out of cli.py and
-# audit/files.py; the ingestion loads). Nothing may join this list.
-LONG_MODULES = {"fair_pipeline/cli.py", "fair_pipeline/audit/files.py", "fair_pipeline/ingestion/loads.py"}
+# Modules still over the limit, each being split by the work that owns it (the ingestion loads, which the Spark
+# ingestion work is reshaping). Nothing may join this list.
+LONG_MODULES = {"fair_pipeline/ingestion/loads.py"}
 # Asset bodies not yet split into compute / log / metadata / checks functions (the static benchmark fits; the
 # ingestion loads, which the Spark ingestion work is reshaping). Nothing may join this list.
 LONG_ASSETS = {"fair_pipeline/training/assets.py:benchmark_models", "fair_pipeline/ingestion/assets.py:_asset"}
