@@ -1,11 +1,13 @@
-"""Cost of the cluster-robust audit on the SQL path: `audit_file(..., clusters=[item])` / `audit_file(...)`.
+"""Cost of the audit on the SQL path, both targets side by side: the item-clustered audit against the iid one
+(`audit_file(..., clusters=[item])` / `audit_file(...)`, target <= 2) and the iid audit against a plain sort of
+its rows (DuckDB's ``SELECT score, grp, label ... ORDER BY score DESC`` fetched as numpy arrays, target <= 1.3).
 
 A Parquet file of ``--rows`` impressions (default 1e7) is written to a temp dir: ``--items`` items (default
 rows / 10, so each item is shown ~10 times), two groups, a per-impression score (item merit + noise, so
 nearly every score is distinct: the worst case for the grid) and the item's 0/1 label. Rounds alternate
-the iid audit and the item-clustered audit of the same file in this process; we print wall and CPU time
-(DuckDB's threads included) of each, and the ratio of the medians and of the fastest runs (the machine is
-shared and noisy, so CPU time is the steadier figure).
+the sort, the iid audit and the item-clustered audit of the same file in this process; we print wall and CPU
+time (DuckDB's threads included) of each, and the ratios of the medians and of the fastest runs (the machine
+is shared and noisy, so CPU time is the steadier figure).
 
     python benchmarks/bench_clustered_audit.py                   # 1e7 rows, 3 rounds
     python benchmarks/bench_clustered_audit.py --rows 1e6        # quick
@@ -17,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -45,6 +48,20 @@ def write_file(path: Path, rows: int, items: int, seed: int) -> None:
     writer.close()
 
 
+def plain_sort(path: Path, memory_limit: str) -> int:
+    """The rows sorted by descending score, fetched batch by batch as numpy arrays (nothing computed)."""
+    with tempfile.TemporaryDirectory(prefix="bench_sort_") as tmp:
+        con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": tmp,
+                                     "preserve_insertion_order": False})
+        con.execute("SET enable_progress_bar = false")
+        rows = 0
+        rel = con.sql("SELECT score, grp, label FROM read_parquet($1) ORDER BY score DESC", params=[str(path)])
+        for batch in rel.to_arrow_reader(1 << 18):
+            rows += len([batch.column(j).to_numpy(zero_copy_only=False) for j in range(batch.num_columns)][0])
+        con.close()
+    return rows
+
+
 def timed(fn) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
@@ -64,8 +81,9 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench_clustered_") as tmp:
         path = Path(tmp) / "impressions.parquet"
         write_file(path, rows, items, args.seed)
-        runs = {"iid": [], "clustered": []}
+        runs = {"sort": [], "iid": [], "clustered": []}
         for _ in range(args.rounds):
+            runs["sort"].append(timed(lambda: plain_sort(path, args.memory_limit)))
             runs["iid"].append(timed(lambda: audit_file(path, "score", "label", "grp",
                                                         memory_limit=args.memory_limit)))
             runs["clustered"].append(timed(lambda: audit_file(path, "score", "label", "grp", clusters=["item_id"],
@@ -84,6 +102,10 @@ def main(argv=None) -> None:
           f"{wall['clustered'].min() / wall['iid'].min():.2f} (fastest); "
           f"CPU {np.median(cpu['clustered']) / np.median(cpu['iid']):.2f} (median), "
           f"{cpu['clustered'].min() / cpu['iid'].min():.2f} (fastest)   target <= 2")
+    print(f"iid / sort:      wall {np.median(wall['iid']) / np.median(wall['sort']):.2f} (median), "
+          f"{wall['iid'].min() / wall['sort'].min():.2f} (fastest); "
+          f"CPU {np.median(cpu['iid']) / np.median(cpu['sort']):.2f} (median), "
+          f"{cpu['iid'].min() / cpu['sort'].min():.2f} (fastest)   target <= 1.3")
     ratio = result.report.pairs["se"].to_numpy() / iid.report.pairs["se"].to_numpy()
     print(f"group-difference SE, clustered / iid, per cutoff: {np.round(ratio, 2).tolist()} "
           f"({int(result.report.groups['clusters'].iloc[0]):,} clusters)")

@@ -6,6 +6,7 @@ shares the process's one SparkSession. The engine ($FAIR_PIPELINE_ENGINE, $FAIR_
 --engine and --spark-master set them) goes to the `warehouse` resource as run config."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PART
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import run_recovery, settings
+from fair_pipeline.platform.partitions import WINDOW_DAYS, min_window_days
 from fair_pipeline.platform.progress import root_cause, with_progress
 
 DAGSTER_YAML = """\
@@ -122,10 +124,21 @@ def run_benchmarks(instance: dg.DagsterInstance | None = None, **display) -> dg.
     return _execute("benchmark_models", instance, **display)
 
 
+def window_days() -> int:
+    """The training window's length the partition mappings were built with ($FAIR_PIPELINE_WINDOW_DAYS)."""
+    return WINDOW_DAYS
+
+
 def trainable(days: list[str], ingested: list[str]) -> tuple[list[str], list[str]]:
-    """(days with an ingested partition before them, days without): partition D trains on the days before D."""
-    first = min(ingested) if ingested else None
-    ok = [d for d in days if first is not None and d > first]
+    """(days whose calendar training window D-k..D-1 holds at least the minimum of ingested days, the others):
+    partition D trains on the days of its window only, so a day with none of them is only ingested."""
+    landed = {dt.date.fromisoformat(d) for d in ingested}
+
+    def enough(day: str) -> bool:
+        first = dt.date.fromisoformat(day) - dt.timedelta(days=WINDOW_DAYS)
+        return sum(first + dt.timedelta(days=i) in landed for i in range(WINDOW_DAYS)) >= min_window_days()
+
+    ok = [d for d in days if enough(d)]
     return ok, [d for d in days if d not in ok]
 
 

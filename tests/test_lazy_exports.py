@@ -1,6 +1,7 @@
-"""Packages that import their re-exported names on first use (`fair_pipeline.lazy_exports`) still export every
-name they list, each the object of its defining module, also after every submodule is imported (a submodule
-named like an exported function, `elicitation._qpme`, must not replace it), and a misspelt name still fails."""
+"""Packages that import their re-exported names on first use (PEP 562 `__getattr__`, `fair_pipeline.lazy_exports`)
+still export every name they list, each the object of its defining module, also after every submodule is imported;
+no exported name is also a submodule's (`_qpme.py` exports `qpme`), so importing a submodule never hides an export;
+the package module stays a plain module; and a misspelt name still fails."""
 from __future__ import annotations
 
 import importlib
@@ -49,6 +50,14 @@ def test_names_are_the_defining_modules_objects_in_this_process(package):
         assert not isinstance(value, types.ModuleType), name
         if hasattr(value, "__module__"):  # a function or class: the one its own module defines
             assert getattr(importlib.import_module(value.__module__), name) is value
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_no_exported_name_is_a_submodule_name_and_the_package_is_a_plain_module(package):
+    module = importlib.import_module(package)
+    submodules = {info.name.rpartition(".")[2] for info in pkgutil.iter_modules(module.__path__)}
+    assert not submodules & set(module.__all__)
+    assert type(module) is types.ModuleType
 
 
 @pytest.mark.parametrize("package", LAZY_PACKAGES)

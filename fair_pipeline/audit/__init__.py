@@ -30,6 +30,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     classify_gaps,
     compare_groups,
     exposure_parity,
+    exposure_parity_by_attributes,
     holm,
     pairwise_accuracies,
     truncated_auc,
@@ -39,6 +40,6 @@ from fair_pipeline.audit.stats import (  # noqa: F401
 __all__ = [
     "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "ExposureParity", "GroupComparison",
     "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
-    "compare_groups", "exposure_parity", "holm",
+    "compare_groups", "exposure_parity", "exposure_parity_by_attributes", "holm",
     "pairwise_accuracies", "truncated_auc", "xauc",
 ]

@@ -18,8 +18,6 @@ from fair_pipeline.audit.streamed import SpilledRows, audit_spilled
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, add_query_counts
 from fair_pipeline.audit.stats.roc_band import roc_band
 
-AGGREGATE_COLUMNS = ["group", "score", "n_pos", "n_neg"]
-
 
 @dataclasses.dataclass
 class EvaluationData:

@@ -21,9 +21,11 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
-from fair_pipeline.audit.stats.blocks import ScoreGrid, SortedCellBlocks
+from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
+from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
 READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv",
@@ -33,6 +35,7 @@ BATCH_ROWS = 1 << 18
 DEFAULT_MAX_GROUPS = 50  # the pairwise tables (differences, xAUC) hold groups^2 rows and columns
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
+CLUSTER_FEED_ROWS = 1 << 20  # rows per update of the cluster sums (each update also costs O(clusters))
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
 
 
@@ -151,9 +154,8 @@ def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.Data
 
 
 def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAudit, batch_rows: int,
-                 sort_rows: bool, keep: list | None = None) -> None:
-    """Distinct-score blocks in descending order into the sweep (and appended to ``keep`` when the cluster
-    pass needs the grid). DuckDB returns rows (score, cell = group code * 2 + label): sorted as they are when
+                 sort_rows: bool) -> None:
+    """Distinct-score blocks in descending order into the sweep. DuckDB returns rows (score, cell = group code * 2 + label): sorted as they are when
     nearly every score is distinct (``sort_rows``: a sort is ~3x cheaper than hashing as many groups as
     rows), else ``GROUP BY score, cell`` with a count; numpy cuts each batch into blocks. The result has one
     row per score x cell, not per score x every group, so it grows with the data, not with groups x scores."""
@@ -171,8 +173,6 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
             scores, counts = done
             pos, neg = counts[1::2], counts[0::2]
             stream.update_columns(scores, pos, neg)
-            if keep is not None:
-                keep.append((scores, pos.T, neg.T))
 
     # a batch becomes a (2 groups x blocks) table: fewer rows per batch with many groups bounds its size
     for batch in rel.to_arrow_reader(max(1, batch_rows // len(groups))):
@@ -181,48 +181,69 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
     feed(blocks.finish())
 
 
-def _kept_grid(kept: list, groups: list) -> ScoreGrid:
-    return ScoreGrid(np.concatenate([k[0] for k in kept]).astype(np.float64), np.vstack([k[1] for k in kept]),
-                     np.vstack([k[2] for k in kept]), np.array(groups, dtype=object))
+def _cluster_codes(con, src: str, params: list, n_cluster_cols: int) -> tuple[str, list[int]]:
+    """Temp tables numbering the distinct cluster keys densely (0..C-1): per column, and the (c0, c1) pairs
+    for two-way clustering; returns the joins that add codes k0[, k1, k01] to the rows and each C."""
+    key_sets = [["c0"]] if n_cluster_cols == 1 else [["c0"], ["c1"], ["c0", "c1"]]
+    joins, sizes = [], []
+    for n, keys in enumerate(key_sets):
+        name = f"__cluster_codes_{n}"
+        cols = ", ".join(keys)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, CAST(row_number() OVER () - 1 AS BIGINT) "
+                    f"AS code FROM (SELECT DISTINCT {cols} FROM ({src}))", params)
+        sizes.append(int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]))
+        joins.append(f"JOIN {name} k{n} USING ({cols})")
+    return " ".join(joins), sizes
 
 
-def _cluster_batches(con, src: str, params: list, groups: list, key_cols: list[str], batch_rows: int,
-                     aggregate: bool = True):
-    """Rows GROUP BY cluster key(s), group, score in key order, so a cluster's rows are contiguous; keys are
-    replaced by running integer codes (a new code wherever any key column changes, across batches too).
-    ``aggregate=False`` when every score is distinct: each row is its own (cluster, group, score) cell, so the
-    rows are only sorted (no hash aggregation over as many groups as rows)."""
-    keys = ", ".join(key_cols)
+def _columns(batches: list) -> list:
+    """The columns of Arrow record batches as numpy arrays, concatenated."""
+    return [np.concatenate([b.column(j).to_numpy(zero_copy_only=False) for b in batches])
+            for j in range(batches[0].num_columns)]
+
+
+def _stream_clustered(con, src: str, params: list, groups: list, stream: StreamingAudit, n_cluster_cols: int,
+                      batch_rows: int, sort_rows: bool) -> list:
+    """The sweep and the cluster-robust sums in one pass in descending score order: each row carries its
+    cluster code(s), so its place on every ROC curve is a running prefix sum (`PrefixClusterSums`) and
+    nothing is sorted a second time by cluster. Returns the signed sums for `StreamingAudit.report`."""
+    joins, sizes = _cluster_codes(con, src, params, n_cluster_cols)
     k = len(params)
-    if aggregate:
-        sql = (f"SELECT {keys}, list_position(${k + 1}, g) - 1 AS gi, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
-               f"COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM ({src}) GROUP BY {keys}, g, s ORDER BY {keys}")
+    cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
+    code_cols = ", ".join(f"k{n}.code" for n in range(len(sizes)))
+    if sort_rows:
+        sql = f"SELECT s, {cell} AS cell, 1 AS n, {code_cols} FROM ({src}) r {joins} ORDER BY s DESC"
     else:
-        sql = (f"SELECT {keys}, list_position(${k + 1}, g) - 1 AS gi, s, CAST(l = 1 AS INTEGER) AS n_pos, "
-               f"CAST(l = 0 AS INTEGER) AS n_neg FROM ({src}) ORDER BY {keys}")
+        sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {code_cols} FROM ({src}) r {joins} "
+               f"GROUP BY s, cell, {code_cols} ORDER BY s DESC")
+    G = len(groups)
+    alphas = variance_alphas(stream.cutoffs)
+    pairs = [pair for _, pair in build_columns(G, G > 1)]
+    sums = [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
+    blocks = SortedRowBlocks(2 * G)
+
+    def feed(done) -> None:
+        if done is None:
+            return
+        scores, table, row_block, cells, counts, *codes = done
+        pos, neg = table[1::2], table[0::2]
+        stream.update_columns(scores, pos, neg)
+        label = cells & 1
+        for acc, code in zip(sums, codes):
+            acc.update(pos, neg, row_block, cells >> 1, counts * label, counts * (1 - label), code)
+
     rel = con.sql(sql, params=params + [list(groups)])
-    previous, offset = None, 0
+    pending, rows = [], 0
     for batch in rel.to_arrow_reader(batch_rows):
-        cols = [batch.column(i).to_numpy(zero_copy_only=False) for i in range(batch.num_columns)]
-        key_arrays, (gi, s, n_pos, n_neg) = cols[:len(key_cols)], cols[len(key_cols):]
-        change = np.zeros(len(s), dtype=bool)
-        change[0] = previous is None or any(key[0] != last for key, last in zip(key_arrays, previous))
-        for key in key_arrays:
-            change[1:] |= key[1:] != key[:-1]
-        yield (offset + np.cumsum(change), s.astype(np.float64), gi.astype(np.intp),
-               n_pos.astype(np.float64), n_neg.astype(np.float64))
-        offset += int(change.sum())
-        previous = [key[-1] for key in key_arrays]
-
-
-def _cluster_streams(con, src: str, params: list, groups: list, n_cluster_cols: int, batch_rows: int,
-                     aggregate: bool = True) -> list:
-    """(sign, batches) for one-way (c0) or two-way (c0 + c1 - c0 x c1) clustering."""
-    def by(keys):
-        return _cluster_batches(con, src, params, groups, keys, batch_rows, aggregate)
-    if n_cluster_cols == 1:
-        return [(1, by(["c0"]))]
-    return [(1, by(["c0"])), (1, by(["c1"])), (-1, by(["c0", "c1"]))]
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= CLUSTER_FEED_ROWS:  # fewer, larger updates: each one also adds cluster-sized sums
+            feed(blocks.push(*_columns(pending)))
+            pending, rows = [], 0
+    if pending:
+        feed(blocks.push(*_columns(pending)))
+    feed(blocks.finish())
+    return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
@@ -262,8 +283,8 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
     ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
     be NULL. Every violation is reported with its column, group and count before anything is estimated.
     ``clusters``: one column (e.g. the item id) or two (item and query ids) whose values are clusters of
-    dependent rows: the variances are then cluster-robust, from a second ``GROUP BY cluster, group, score``
-    pass streamed in cluster order (the score grid is kept in memory for it). Without, rows are independent.
+    dependent rows: the variances are then cluster-robust, summed per cluster in the same pass in score order
+    (each row carries a dense cluster code; `stats.prefix_clusters`). Without, rows are independent.
     ``margins``: practical margins δ per metric behind each comparison's verdict
     (`audit.stats.equivalence.DEFAULT_MARGINS`).
     ``max_groups``: more groups than this is an error, raised after one cheap ``GROUP BY group`` (the pairwise
@@ -290,18 +311,13 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
                     "(the pairwise tables grow as groups squared); raise --max-groups or audit coarser groups")
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
                                     min_count=min_count, confidence=confidence, margins=margins)
-            kept = [] if clusters else None
             rows = int(totals["n_pos"].sum() + totals["n_neg"].sum())
-            _stream_grid(con, src, params, groups, stream, batch_rows,
-                         sort_rows=int(totals["distinct_scores"].sum()) >= SORT_ROWS_SHARE * rows, keep=kept)
+            sort_rows = int(totals["distinct_scores"].sum()) >= SORT_ROWS_SHARE * rows
             if clusters:
-                grid = _kept_grid(kept, groups)
-                all_distinct = grid.scores.size == int(totals["n_pos"].sum() + totals["n_neg"].sum())
-                streams = _cluster_streams(con, src, params, groups, len(clusters), batch_rows,
-                                           aggregate=not all_distinct)
-                report = stream.report(grid=grid, streams=streams,
-                                       estimand="clustered" if len(clusters) == 1 else "two_way")
+                prefix = _stream_clustered(con, src, params, groups, stream, len(clusters), batch_rows, sort_rows)
+                report = stream.report(prefix=prefix, estimand="clustered" if len(clusters) == 1 else "two_way")
             else:
+                _stream_grid(con, src, params, groups, stream, batch_rows, sort_rows)
                 report = stream.report()
             pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence, margins) if query else None
         finally:

@@ -33,7 +33,13 @@ from fair_pipeline.audit.stats import AuditInputError
 from fair_pipeline.ingestion import contract
 from fair_pipeline.platform.engines import Warehouse, as_warehouse, fetch_rows
 from fair_pipeline.platform.warehouse import quote_identifier
-from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, newest_partitions
+from fair_pipeline.platform.windows import (
+    DEFAULT_HOLDOUT_DAYS,
+    PartitionWindow,
+    newest_partitions,
+    partition_dates,
+    window_through,
+)
 
 LABEL_SOURCES = ("relevance", "randomized_relevance", "randomized_clicks")
 UNKNOWN_GROUP = "<unknown>"  # rows whose protected characteristic is missing form their own group
@@ -120,13 +126,18 @@ def evaluation_window(con: Warehouse, source_name: str, days: int = DEFAULT_HOLD
 
 def partition_evaluation_window(con: Warehouse, source_name: str, days: int,
                                 day: dt.date) -> EvaluationWindow:
-    """`evaluation_window` ending at asset partition `day`, which must itself hold the label source's traffic
-    (the audit and the selection of partition D evaluate day D)."""
-    window = evaluation_window(con, source_name, days, day)
-    if window.last != day:
+    """The calendar days `day`-`days`+1..`day` of the label source's traffic; `day` itself must hold some (the
+    audit and the selection of partition D evaluate day D). Days without data are named, never replaced by
+    older ones."""
+    table = ".".join(OBSERVATIONAL_VIEW if source_name == "relevance" else RANDOMIZED_VIEW)
+    hint = "materialize the staging models for some days first (nothing to audit)"
+    earlier = partition_dates(con, [table], day)
+    if not earlier or earlier[-1] != day:
+        if not as_warehouse(con).table_exists(tuple(table.split("."))):
+            raise AuditDataError(f"{table} does not exist; {hint}")
         raise AuditDataError(f"partition {day} has no {source_name} traffic to evaluate (newest before it: "
-                             f"{window.last}); ingest day {day} first")
-    return window
+                             f"{earlier[-1] if earlier else None}); ingest day {day} first")
+    return window_through(con, table, days, day, error=AuditDataError, hint=hint)
 
 
 def row_summary(con, source: LabelSource) -> dict:

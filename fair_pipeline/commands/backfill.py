@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
     days = [d for d in runner.landed_partitions() if start <= d <= end]
     trainable, first = runner.trainable(days, runner.landed_partitions())
     for day in first:
-        say(f"partition {day}: no earlier day to train on (partition D trains on the days before D): only its logs "
-            "were ingested")
+        say(f"partition {day}: not enough data to train on in its window (the {runner.window_days()} days before "
+            "it): only its logs were ingested")
     ok = True
     for day in trainable:
         ok = jobs.train_and_audit(day) and ok

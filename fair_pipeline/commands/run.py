@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
     ok = jobs.reference_models_if_outdated() and ok
     days, _ = runner.trainable(dates[-args.partitions:], runner.landed_partitions())
     if not days:
-        say(f"no partition to train and audit: partition D trains on the days before D, and the logs hold only "
-            f"{', '.join(dates)}")
+        say(f"no partition to train and audit: partition D trains on the {runner.window_days()} days before D, and "
+            f"the logs hold only {', '.join(dates)}")
         ok = False
     for day in days if ok else []:
         ok = jobs.train_and_audit(day) and ok

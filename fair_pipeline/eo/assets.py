@@ -1,8 +1,9 @@
 """EO transform assets (Nandy et al., Theorem 1): fit the per-group weighted-CDF transforms on a training
 window of observational partitions, and evaluate them by re-ranking held-out SIMULATED requests.
 
-Both are daily-partitioned. Partition D of the transform is fitted on the newest `window_days` partitions with
-data before D of the daily mart `marts.eo_score_click_counts` (a time-window partition mapping declares it), with
+Both are daily-partitioned. Partition D of the transform is fitted on the calendar days D-k..D-1 of the daily mart
+`marts.eo_score_click_counts` (k = $FAIR_PIPELINE_WINDOW_DAYS, read from the time-window partition mapping that
+declares it in the lineage; days without data are named, never replaced by older ones), with
 the position-bias curve of partition D; day D itself is what the fairness audit of partition D evaluates, so the
 audit is out of sample by construction.
 """
@@ -30,10 +31,18 @@ from fair_pipeline.eo.report import (
 from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
 from fair_pipeline.eo.sql import read_click_counts
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
-from fair_pipeline.eo.window import DEFAULT_WINDOW_DAYS, eo_window_before
+from fair_pipeline.eo.window import eo_partition_window
 from fair_pipeline.ingestion import contract
 from fair_pipeline.platform.asset_defaults import pipeline_asset
-from fair_pipeline.platform.partitions import daily_partitions, days_before, partition_day
+from fair_pipeline.platform.partitions import (
+    daily_partitions,
+    days_before,
+    log_missing_days,
+    mapped_span,
+    min_window_days,
+    partition_day,
+    window_metadata,
+)
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.sql_models import SQL_PARAMETERS
 from fair_pipeline.platform.tracking import (
@@ -59,8 +68,6 @@ PROBE_POINTS = 2_001
 
 
 class EOTransformConfig(dg.Config):
-    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data "
-                             "before the asset partition (which the audit evaluates).")
     n_knots: int = Field(1001, description="Probabilities at which each group's CDF is stored (every 1/(n-1)).")
     min_positives: int = Field(30, description="A group with fewer clicks than this is reported as not estimable.")
     out_of_range: str = Field("shift", description="Scores outside a group's knots: 'shift' (slope 1) or 'clip'.")
@@ -127,12 +134,13 @@ class TransformFit:
     stored: dict
 
 
-def compute_eo_transform(con, marts, config: EOTransformConfig, day: dt.date, run_id: str | None) -> TransformFit:
-    """Fit the weighted (1/ŵ) and unweighted transforms of partition `day` on its window, store both (or why they
-    are not estimable) and read them back; EOInputError / PositionBiasInputError name bad input."""
+def compute_eo_transform(con, marts, config: EOTransformConfig, day: dt.date, span, run_id: str | None) -> TransformFit:
+    """Fit the weighted (1/ŵ) and unweighted transforms of partition `day` on its window (the partition mapping's
+    `span` of days), store both (or why they are not estimable) and read them back; EOInputError /
+    PositionBiasInputError name bad input."""
     params = dict(n_knots=config.n_knots, min_positives=config.min_positives, out_of_range=config.out_of_range,
                   score_bin_width=float(SQL_PARAMETERS["eo_score_bin_width"]))
-    window = eo_window_before(marts, config.window_days, day)
+    window = eo_partition_window(marts, *span, day, min_window_days())
     curve = load_chosen_position_bias(con, day)
     counts = read_click_counts(marts, window.first, window.last)
     reason = too_few_clicks(counts, config.min_positives)
@@ -159,8 +167,7 @@ def eo_transform_metadata(fit: TransformFit) -> dict:
     metadata = {
         "window_start": str(window.first),
         "window_end": str(window.last),
-        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
-        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
+        **window_metadata(window),
         "position_bias_method": str(curve.attrs.get("method")),
         "position_bias_window": f"{curve.attrs.get('window_start')}..{curve.attrs.get('window_end')}",
         "impressions": int(fit.counts["impressions"].sum()),
@@ -233,7 +240,7 @@ def log_eo_transform(mlflow: MLflowTracking, context, fit: TransformFit, config:
 
 @pipeline_asset(
     key=EO_TRANSFORM_KEY,
-    deps=[dg.AssetDep(CLICK_COUNTS_KEY, partition_mapping=days_before(DEFAULT_WINDOW_DAYS)), POSITION_BIAS_KEY],
+    deps=[dg.AssetDep(CLICK_COUNTS_KEY, partition_mapping=days_before()), POSITION_BIAS_KEY],
     partitions_def=daily_partitions,
     group_name=GROUP,
     code_version="1",
@@ -253,8 +260,8 @@ def eo_transform(
 ) -> dg.MaterializeResult:
     """Equality-of-opportunity transforms (Nandy et al., Theorem 1): per group, the CDF of the scores of clicked
     impressions weighted by 1 / ŵ_position of the chosen position-bias curve, mapped back to the score scale through
-    the pooled score CDF; partition D is fitted on the newest `window_days` partitions of marts.eo_score_click_counts
-    before D (day D is left to the fairness audit of partition D). Also the unweighted CDF (Lemma 1) for comparison.
+    the pooled score CDF; partition D is fitted on the calendar days D-k..D-1 (k = $FAIR_PIPELINE_WINDOW_DAYS) of
+    marts.eo_score_click_counts (day D is left to the fairness audit of partition D). Also the unweighted CDF (Lemma 1) for comparison.
     Table `marts.eo_transforms` keeps each variant's exact JSON; the weighted one plus the simulator's production
     ranker is logged to MLflow as the `fair-ranker` pyfunc (alias `candidate`, moved only for the newest partition).
     A group with too few clicks is reported as not estimable (warning check), never fitted on noise."""
@@ -263,10 +270,11 @@ def eo_transform(
         marts = warehouse.engine_for(con)  # the marts' engine; curves and transforms are in the DuckDB store
         newest = is_newest_partition(marts, day)
         try:
-            fit = compute_eo_transform(con, marts, config, day, context.run_id)
+            fit = compute_eo_transform(con, marts, config, day, mapped_span(context, CLICK_COUNTS_KEY, day), context.run_id)
         except (EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=str(error)) from error
     context.log.info(f"EO transform over {fit.window.label}, position bias {fit.curve.attrs.get('method')}")
+    log_missing_days(context, fit.window, "EO transform")
     metadata = eo_transform_metadata(fit)
     if fit.reason is not None:
         context.log.warning(fit.reason)

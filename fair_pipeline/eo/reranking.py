@@ -280,11 +280,6 @@ def _positions(totals: _MethodTotals) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def position_distribution(requests: HeldOutRequests, outcome: MethodOutcome) -> pd.DataFrame:
-    """Share of each group's Y(1)=1 items shown at each position (Theorem 1, part 1)."""
-    return _positions(_totals(requests, outcome))
-
-
 @dataclasses.dataclass
 class FigureData:
     """What figure 1 draws of one method, per group: the fair scores of clicked items and the share of the

@@ -10,7 +10,8 @@ from pydantic import Field
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import partition_files
-from fair_pipeline.ingestion.loads import PartitionLoad, load_items, load_partition, raw_table
+from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
+from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition, raw_table
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
 from fair_pipeline.platform.engines.transfer import QUARANTINE, copy_partitions, copy_table
@@ -155,23 +156,35 @@ randomized_impressions = _build_impressions_asset("randomized")
     group_name="ingestion",
     kinds={"python", "duckdb", "parquet"},
     owners=OWNERS,
-    code_version="1",
-    description="Item catalogue (item_id, group_id, feature columns) from landing/items/*.parquet; "
-    "rows without an id or with a repeated id are quarantined.",
+    code_version="2",
+    description="Item catalogue (item_id, group_id, feature columns) from landing/items/*.parquet. Rows without an "
+    f"id are quarantined ({MISSING_ID!r}), so is every row of an id delivered with differing rows "
+    f"({CONFLICTING_ID!r}); exact copies (the catalogue delivered twice) are kept once and counted. A catalogue "
+    "with nothing to keep (no rows, or every row rejected) is refused and the previous one stays.",
 )
 def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
     with warehouse.connect() as con:
-        counts = load_items(con, landing.resolved_path)
+        try:
+            load = load_items(con, landing.resolved_path)
+        except LandingFileError as error:
+            raise dg.Failure(description=str(error)) from error
         engine = warehouse.engine_for(con)
         if engine.name != "duckdb":
             copy_table(DuckDBEngine(con), engine, ("raw", "items"))
-    if counts["non_numeric_columns"]:
-        context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {counts['non_numeric_columns']}")
+    if load.non_numeric_columns:
+        context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {list(load.non_numeric_columns)}")
+    if load.rejected:
+        context.log.warning(f"raw.items: {load.rejected} rows quarantined ({load.rejected_by_reason})")
+    if load.exact_copies:
+        context.log.info(f"raw.items: {load.exact_copies} exact copies of delivered rows kept once")
     return dg.MaterializeResult(
         metadata={
-            "dagster/row_count": counts["accepted"],
-            "rejected_rows": counts["rejected"],
-            "non_numeric_columns": dg.MetadataValue.json(counts["non_numeric_columns"]),
+            "dagster/row_count": load.accepted,
+            "rejected_rows": load.rejected,
+            "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),
+            "exact_copies_dropped": load.exact_copies,
+            "source_files": dg.MetadataValue.json(list(load.files)),
+            "non_numeric_columns": dg.MetadataValue.json(list(load.non_numeric_columns)),
         }
     )
 

@@ -20,7 +20,6 @@ import pyarrow.parquet as pq
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import landing_files, partition_dir, partition_files
 from fair_pipeline.platform.warehouse import (
-    is_numeric_type,
     quote_identifier,
     table_columns,
     table_exists,
@@ -73,14 +72,14 @@ def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: st
     return f"""
     SELECT {_CONTRACT_SELECT}, {quote_identifier(file_column)} AS filename, file_row_number,
         {typed}
-    FROM read_parquet($files, filename = {_sql_string(file_column)}, file_row_number = true, union_by_name = true)
+    FROM read_parquet($files, filename = {sql_string(file_column)}, file_row_number = true, union_by_name = true)
 """
 
 
 _CONTRACT_SELECT = ", ".join(quote_identifier(c) for c in contract.IMPRESSION_COLUMNS)
 
 
-def _sql_string(text: str) -> str:
+def sql_string(text: str) -> str:
     """A SQL string literal (read_parquet options take constants, not parameters); quotes doubled."""
     return "'" + text.replace("'", "''") + "'"
 
@@ -153,7 +152,7 @@ _FIND_REJECTED = "CREATE OR REPLACE TEMP TABLE _rejected AS {rejected}"
 # not the absolute path DuckDB's `filename` holds, which would leak the host's layout and go stale when the home
 # moves. `$files` and `$stored_files` are parallel lists (bound parameters); a path missing from `$files` gives NULL,
 # which the NOT NULL column refuses, so a mismatch fails the load instead of storing a wrong name.
-_STORED_FILE = "$stored_files[list_position($files, {column})]"
+STORED_FILE = "$stored_files[list_position($files, {column})]"
 
 
 def stored_paths(landing: Path, files: list[Path]) -> list[str]:
@@ -334,7 +333,7 @@ def load_partition(
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}
     stored = {**file_list, "stored_files": stored_paths(landing, files)}
-    stored_file = _STORED_FILE.format(column="filename")
+    stored_file = STORED_FILE.format(column="filename")
     rules = {
         **file_list,
         "known_policies": list(contract.POLICIES),
@@ -401,56 +400,3 @@ def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day
     rows = con.execute(f"SELECT count(*) FROM {table} WHERE partition_date = $partition_date",
                        {"partition_date": day.isoformat()}).fetchone()[0]
     return ExtrasLoad(rows, tuple(added), missing)
-
-
-def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> dict[str, object]:
-    """Replace raw.items from landing/items/*.parquet; rows without an id (or a blank one) or with a repeated
-    id are quarantined (source 'items'); feature columns are kept as they come, and the non-numeric ones
-    (which rankers cannot use) are returned by name so the asset reports them."""
-    folder = Path(landing) / contract.ITEMS_DIR
-    files = landing_files(folder)
-    if not files:
-        raise FileNotFoundError(f"no items file: {folder}/*.parquet not found")
-    all_names: set[str] = set()
-    for path in files:
-        names = pq.read_schema(path).names
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise LandingFileError(f"items file {path} has duplicate columns {repeated}")
-        missing = [c for c in ("item_id", "group_id") if c not in names]
-        if missing:
-            raise LandingFileError(f"items file {path} lacks columns {missing}")
-        all_names.update(names)
-    # The source-file column gets a name no items file uses, so no file column can stand in for it.
-    file_column_name = unused_name("_landing_file", all_names)
-    file_column = quote_identifier(file_column_name)
-    scan = f"SELECT * FROM read_parquet($files, filename = {_sql_string(file_column_name)}, union_by_name = true)"
-    bad_row = (
-        "item_id IS NULL OR trim(CAST(item_id AS VARCHAR), $blank) = '' "
-        "OR item_id IN (SELECT item_id FROM _items GROUP BY item_id HAVING count(*) > 1)"
-    )
-    params = {"files": [str(f) for f in files]}
-    with transaction(con):
-        con.execute(f"CREATE OR REPLACE TEMP TABLE _items AS {scan}", params)
-        con.execute(
-            f"CREATE OR REPLACE TABLE raw.items AS SELECT * EXCLUDE ({file_column}) FROM _items WHERE NOT ({bad_row})",
-            {"blank": BLANK_CHARACTERS},
-        )
-        con.execute("DELETE FROM raw.quarantine WHERE source = 'items'")
-        con.execute(
-            f"""INSERT INTO raw.quarantine (source, partition_date, source_file, reason, item_id, group_id, quarantined_at)
-            SELECT 'items', NULL, {_STORED_FILE.format(column=file_column)},
-                   CASE WHEN item_id IS NULL OR trim(CAST(item_id AS VARCHAR), $blank) = '' THEN 'missing item_id'
-                        ELSE 'duplicate item_id' END,
-                   CAST(item_id AS VARCHAR), CAST(group_id AS VARCHAR), now()
-            FROM _items WHERE {bad_row}""",
-            {"blank": BLANK_CHARACTERS, **params, "stored_files": stored_paths(landing, files)},
-        )
-        accepted = con.execute("SELECT count(*) FROM raw.items").fetchone()[0]
-        rejected = con.execute("SELECT count(*) FROM raw.quarantine WHERE source = 'items'").fetchone()[0]
-        non_numeric = [
-            name for name, column_type in con.execute("SELECT column_name, column_type FROM (DESCRIBE raw.items)").fetchall()
-            if name not in ("item_id", "group_id") and not is_numeric_type(column_type)
-        ]
-        con.execute("DROP TABLE _items")
-    return {"accepted": accepted, "rejected": rejected, "non_numeric_columns": non_numeric}

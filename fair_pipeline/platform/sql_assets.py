@@ -1,5 +1,6 @@
 """One Dagster asset per dbt_like_sql model (see `fair_pipeline.platform.sql_models` for the file conventions),
-built on the warehouse resource's engine (DuckDB, or Spark with `engine: spark`)."""
+built on the warehouse resource's engine (DuckDB, or Spark with `engine: spark`), described by its schema file
+(`fair_pipeline.platform.sql_schemas`)."""
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import duckdb
@@ -9,6 +10,7 @@ from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine, build_model
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse
+from fair_pipeline.platform.sql_schemas import ModelSchema, load_schema
 
 
 
@@ -17,19 +19,22 @@ def build_partition(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, 
     return build_model(DuckDBEngine(con), model, sql, True, [partition]).total_rows
 
 
-def _description(model: sql_models.SqlModel) -> str:
-    comments = [
-        line.strip()[2:].strip()
-        for line in model.text.splitlines()
-        if line.strip().startswith("--") and not line.strip()[2:].strip().startswith("config:")
-    ]
-    summary = " ".join(comments) or f"SQL model {model.table}."
-    return f"{summary}\n\nSource: `{model.path.relative_to(model.path.parents[2])}` -> DuckDB table `{model.table}`."
+def _description(model: sql_models.SqlModel, schema: ModelSchema) -> str:
+    return (f"{schema.description}\n\nSource: `{model.path.relative_to(model.path.parents[2])}` -> table "
+            f"`{model.table}`; columns and tests: `{schema.path.name}`.")
+
+
+def _column_schema(schema: ModelSchema) -> dg.TableSchema:
+    return dg.TableSchema(columns=[
+        dg.TableColumn(name, description=text,
+                       constraints=dg.TableColumnConstraints(nullable=name not in schema.not_null))
+        for name, text in schema.columns.items()])
 
 
 def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.SqlModel]) -> dg.AssetsDefinition:
     sql, deps = sql_models.render_sql(model.text, models)
     partitioned = sql_models.is_partitioned(model, models)
+    schema = load_schema(model)
 
     @dg.asset(
         key=list(model.key),
@@ -41,7 +46,8 @@ def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.Sql
         kinds={"duckdb", "sql", "view" if model.is_view else "table"},
         owners=OWNERS,
         code_version=model.code_version,
-        description=_description(model),
+        description=_description(model, schema),
+        metadata={"dagster/column_schema": _column_schema(schema)},
     )
     def _asset(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse) -> dg.MaterializeResult:
         with warehouse.connect() as con:

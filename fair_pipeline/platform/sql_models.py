@@ -10,6 +10,7 @@ A first-line comment `-- config: key=value, ...` may set `group` (Dagster group,
 (a view over its inputs: no copy, no parameters; it keeps its inputs' partitions for lineage and exposes
 their `partition_date` so downstream filters push down).
 Other `$name` parameters are bound from `SQL_PARAMETERS`; values are never formatted into SQL text.
+Beside each model, `<name>.yml` describes its table and columns and declares its tests (`sql_schemas`).
 """
 from __future__ import annotations
 

@@ -1,9 +1,13 @@
-"""Partition windows: the newest N daily partitions holding data in a table, on or before an end day.
+"""Partition windows: the calendar days a windowed stage reads, exactly as its partition mapping declares them.
 
-Every windowed stage picks its partitions here, so that they agree on what "the newest N days" means:
-days that hold data (a gap in the logs widens the calendar span instead of shrinking the sample), on or
-before `end` (the run's newest partition; None: the newest partition with data). Reads through the `Warehouse`
-interface (DuckDB or Spark; a DuckDB connection is wrapped), no Dagster.
+Partition D of a trained stage reads the calendar days D-k..D-1 (position bias: D-k+1..D), the span its
+`TimeWindowPartitionMapping` shows in the lineage view; a gap in the logs is never filled by reaching further
+back. Days without data inside the window are named (`PartitionWindow.missing`), and a window with fewer than
+`min_days` days holding data is refused with "not enough data" (`FAIR_PIPELINE_MIN_WINDOW_DAYS`, default 1).
+Reads through the `Warehouse` interface (DuckDB or Spark; a DuckDB connection is wrapped), no Dagster.
+
+`newest_partitions` / `holdout_window` (the newest N days holding data) remain for the unpartitioned APIs
+(notebooks, `evaluation_window` without a partition), where "the newest data" is what is asked for.
 
 Held-out training (`holdout_window`): the fairness audit evaluates the newest `holdout_days` partitions, so
 the EO transform and the ranker candidates train on the partitions before them; an audit of their outputs
@@ -21,26 +25,36 @@ from fair_pipeline.platform.engines import as_warehouse
 from fair_pipeline.platform.warehouse import quote_identifier
 
 DEFAULT_HOLDOUT_DAYS = 1  # partitions the audit evaluates and the trained stages leave out
+DEFAULT_MIN_DAYS = 1  # days with data a window needs (FAIR_PIPELINE_MIN_WINDOW_DAYS overrides it)
 OBSERVATIONAL_TABLES = ("raw.observational_impressions",)  # "the newest partition with data" is the newest here
 
 
 @dataclasses.dataclass(frozen=True)
 class PartitionWindow:
-    """Partitions first..last inclusive; `dates` the ones holding data; `held_out` the newer partitions
-    left out for evaluation (training windows only)."""
+    """Partitions first..last inclusive, the first and last holding data; `dates` the ones holding data;
+    `held_out` the newer partitions left out for evaluation (training windows only). Calendar windows also keep
+    the span their partition mapping declares (`calendar`) and its days without data (`missing`)."""
 
     first: dt.date
     last: dt.date
     dates: tuple[dt.date, ...]
     held_out: tuple[dt.date, ...] = ()
+    missing: tuple[dt.date, ...] = ()
+    calendar: tuple[dt.date, dt.date] | None = None
 
     @property
     def label(self) -> str:
-        return f"{self.first}..{self.last} ({len(self.dates)} partitions with data)"
+        text = f"{self.span} ({len(self.dates)} partitions with data"
+        return text + (f"; no data on {self.missing_text})" if self.missing else ")")
 
     @property
     def span(self) -> str:
-        return f"{self.first}..{self.last}"
+        first, last = self.calendar or (self.first, self.last)
+        return f"{first}..{last}"
+
+    @property
+    def missing_text(self) -> str:
+        return ", ".join(map(str, self.missing))
 
     @property
     def held_out_text(self) -> str:
@@ -77,17 +91,18 @@ def _existing(con, tables: Sequence[str], error: type[Exception], hint: str) -> 
     return found
 
 
-def partition_dates(con, tables: Sequence[str], end: dt.date | None = None) -> list[dt.date]:
-    """Distinct partition dates on or before `end` in any of `tables` ('schema.name'; missing ones skipped),
-    ascending."""
+def partition_dates(con, tables: Sequence[str], end: dt.date | None = None,
+                    start: dt.date | None = None) -> list[dt.date]:
+    """Distinct partition dates in start..end (either bound may be None) in any of `tables` ('schema.name';
+    missing ones skipped), ascending."""
     parts = [
         f"SELECT DISTINCT partition_date FROM {'.'.join(map(quote_identifier, t.split('.')))}"
-        f" WHERE $end IS NULL OR partition_date <= $end"
+        f" WHERE ($end IS NULL OR partition_date <= $end) AND ($start IS NULL OR partition_date >= $start)"
         for t in tables if _exists(con, t)
     ]
     if not parts:
         return []
-    dates = as_warehouse(con).query_arrow(" UNION ".join(parts) + " ORDER BY 1", {"end": end})
+    dates = as_warehouse(con).query_arrow(" UNION ".join(parts) + " ORDER BY 1", {"end": end, "start": start})
     return dates.column(0).to_pylist()
 
 
@@ -129,22 +144,50 @@ def holdout_window(con, tables: str | Sequence[str], days: int, end: dt.date | s
     return dataclasses.replace(window, held_out=reserved.dates)
 
 
-def window_before(con, tables: str | Sequence[str], days: int, day: dt.date | str, *,
-                  error: type[Exception] = ValueError, hint: str = "") -> PartitionWindow:
-    """The training window of asset partition `day`: the newest `days` partitions with data strictly before
-    `day` (day D is what the audit and the selection of partition D evaluate, so D is held out by construction)."""
+def calendar_window(con, tables: str | Sequence[str], first: dt.date, last: dt.date, *,
+                    min_days: int = DEFAULT_MIN_DAYS, held_out: tuple[dt.date, ...] = (),
+                    error: type[Exception] = ValueError, hint: str = "") -> PartitionWindow:
+    """The calendar days first..last (`calendar`), those of them holding data in `tables` (`dates`, whose first and
+    last are the window's `first` and `last`), and those without (`missing`: named, never replaced by older days).
+    Fewer than `min_days` days with data raise `error` saying "not enough data"."""
     tables = [tables] if isinstance(tables, str) else list(tables)
+    min_days = _check_days(min_days, "min_days", error)
+    dates = tuple(partition_dates(con, _existing(con, tables, error, hint), last, first))
+    calendar = [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+    missing = tuple(d for d in calendar if d not in set(dates))
+    if len(dates) < min_days:
+        found = f"{len(dates)} day(s) with data ({', '.join(map(str, dates))})" if dates else "no day with data"
+        training = f"partition {held_out[-1]} has nothing to train on: " if held_out else ""
+        why = " (partition D trains on the days before D and is evaluated on D)" if held_out else ""
+        raise error(
+            f"{training}not enough data in the window {first}..{last}: {' / '.join(tables)} has {found}, fewer "
+            f"than the minimum of {min_days} (FAIR_PIPELINE_MIN_WINDOW_DAYS); the window never reaches further "
+            f"back{why}{'; ' + hint if hint else ''}"
+        )
+    return PartitionWindow(dates[0], dates[-1], dates, held_out=held_out, missing=missing, calendar=(first, last))
+
+
+def window_before(con, tables: str | Sequence[str], days: int, day: dt.date | str, *,
+                  min_days: int = DEFAULT_MIN_DAYS, error: type[Exception] = ValueError,
+                  hint: str = "") -> PartitionWindow:
+    """The training window of asset partition `day`: the calendar days day-`days`..day-1, as
+    `platform.partitions.days_before` declares them (day D is what the audit and the selection of partition D
+    evaluate, so D is held out by construction)."""
     days = _check_days(days, "window_days", error)
     day = parse_end(day, error)
-    before = day - dt.timedelta(days=1)
-    dates = partition_dates(con, _existing(con, tables, error, hint), before)
-    if not dates:
-        raise error(
-            f"partition {day} has nothing to train on: no partitions before {day} in {' / '.join(tables)} "
-            f"(partition D trains on the days before D and is evaluated on D){'; ' + hint if hint else ''}"
-        )
-    chosen = tuple(dates[-days:])
-    return PartitionWindow(chosen[0], chosen[-1], chosen, held_out=(day,))
+    return calendar_window(con, tables, day - dt.timedelta(days=days), day - dt.timedelta(days=1),
+                           min_days=min_days, held_out=(day,), error=error, hint=hint)
+
+
+def window_through(con, tables: str | Sequence[str], days: int, day: dt.date | str, *,
+                   min_days: int = DEFAULT_MIN_DAYS, error: type[Exception] = ValueError,
+                   hint: str = "") -> PartitionWindow:
+    """The calendar days day-`days`+1..day (`platform.partitions.days_through`): a nuisance estimate that may
+    use day D itself."""
+    days = _check_days(days, "window_days", error)
+    day = parse_end(day, error)
+    return calendar_window(con, tables, day - dt.timedelta(days=days - 1), day, min_days=min_days, error=error,
+                           hint=hint)
 
 
 def newest_partition(con, tables: Sequence[str] = OBSERVATIONAL_TABLES) -> dt.date | None:

@@ -1,8 +1,8 @@
 """The position_bias asset: every estimator over a training window of the daily marts, one chosen curve.
 
-Daily-partitioned: partition D reads the newest `window_days` partitions with data on or through D of the marts
-`position_score_bins` / `position_swap_cells` (declared by a time-window partition mapping, so the lineage
-view shows it). Its curve is the one partition D of the EO transform and the rankers weight clicks with.
+Daily-partitioned: partition D reads the calendar days D-k+1..D of the marts `position_score_bins` /
+`position_swap_cells`, k = $FAIR_PIPELINE_WINDOW_DAYS (7), exactly as its time-window partition mapping declares
+in the lineage view; days without data are named, never replaced by older ones. Its curve is the one partition D of the EO transform and the rankers weight clicks with.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
@@ -11,7 +11,15 @@ import pandas as pd
 from pydantic import Field
 
 from fair_pipeline.platform.asset_defaults import pipeline_asset
-from fair_pipeline.platform.partitions import daily_partitions, days_through, partition_day
+from fair_pipeline.platform.partitions import (
+    daily_partitions,
+    days_through,
+    log_missing_days,
+    mapped_span,
+    min_window_days,
+    partition_day,
+    window_metadata,
+)
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
 from fair_pipeline.position_bias import PositionBiasInputError, compare_estimates
@@ -24,11 +32,10 @@ from fair_pipeline.position_bias.report import (
 )
 from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, methods_frame, write_estimates
 from fair_pipeline.position_bias.window import (
-    DEFAULT_WINDOW_DAYS,
     MethodEstimate,
     TrainingWindow,
     estimate_all_methods,
-    training_window,
+    partition_window,
 )
 
 POSITION_BIAS_KEY = dg.AssetKey(["marts", "position_bias_curves"])
@@ -39,9 +46,6 @@ OBSERVATIONAL_METHODS = tuple(m for m in METHODS if METHOD_POLICY[m] == "product
 
 
 class PositionBiasConfig(dg.Config):
-    window_days: int = Field(
-        DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions holding data, through the asset partition."
-    )
     truncate: int = Field(30, description="T of the chained estimators: w_j = w_T for j > T.")
     bin_width: float = Field(
         0.0, description="Score-bin width of the binned estimators (a multiple of 0.01). 0 = automatic."
@@ -168,7 +172,7 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
         "dagster/row_count": sum(len(c) for c in curves.values()),
         "window_start": str(window.first),
         "window_end": str(window.last),
-        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
+        **window_metadata(window),
         "chosen_method": chosen,
         "chosen_curve": dg.MetadataValue.md(curve_markdown(chosen_curve, truth=truth)),
         "curves_plot": dg.MetadataValue.md(figure_link_markdown(figure_url, "position-bias curves with CI bands")),
@@ -212,7 +216,7 @@ def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimate
 # ----------------------------------------------------------------------------- the asset
 @pipeline_asset(
     key=POSITION_BIAS_KEY,
-    deps=[dg.AssetDep(key, partition_mapping=days_through(DEFAULT_WINDOW_DAYS)) for key in MART_KEYS],
+    deps=[dg.AssetDep(key, partition_mapping=days_through()) for key in MART_KEYS],
     partitions_def=daily_partitions,
     group_name="position_bias",
     code_version="3",
@@ -238,9 +242,9 @@ def position_bias(
     mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
     """Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap,
-    adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the newest `window_days` partitions
-    with data through partition D of the position-bias marts. Tables `marts.position_bias_curves` (one row per
-    method x position; `chosen` marks the curve later stages read via `load_chosen_position_bias`) and
+    adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the calendar days of the partition mapping
+    (D-k+1..D, k = $FAIR_PIPELINE_WINDOW_DAYS) of the position-bias marts; days without data are named. Tables
+    `marts.position_bias_curves` (one row per method x position; `chosen` marks the curve later stages read via `load_chosen_position_bias`) and
     `marts.position_bias_methods` (per method: estimable or why not, sample counts). Methods whose traffic is
     missing are reported as not estimable; the asset fails only when the chosen method cannot be estimated.
     Logged to MLflow (experiment fair_pipeline/position_bias: the figure and the chosen weights)."""
@@ -249,10 +253,11 @@ def position_bias(
     with warehouse.connect() as con:
         marts = warehouse.engine_for(con)  # the marts' engine; the curves are written to the DuckDB store
         try:
-            window = training_window(marts, config.window_days, day)
+            window = partition_window(marts, *mapped_span(context, MART_KEYS[0], day), min_window_days())
         except PositionBiasInputError as error:
             raise dg.Failure(description=str(error)) from error  # a clear message in the UI, not a traceback
         context.log.info(f"position bias over {window.label}")
+        log_missing_days(context, window, "position bias")
         estimates = estimate_all_methods(
             marts, window, truncate=config.truncate, bin_width=config.bin_width or "auto", level=config.level
         )
@@ -263,9 +268,8 @@ def position_bias(
                 f"{chosen.reason}",
                 metadata={"not_estimable_methods": dg.MetadataValue.json({m: e.reason for m, e in estimates.items() if not e.estimable})},
             )
-        for method, estimate in estimates.items():
-            if not estimate.estimable:
-                context.log.warning(f"{method}: not estimable: {estimate.reason}")
+        for method, estimate in ((m, e) for m, e in estimates.items() if not e.estimable):
+            context.log.warning(f"{method}: not estimable: {estimate.reason}")
         rows = write_estimates(con, window, estimates, config.chosen_method, partition=day)
     truth = load_truth_curve(landing.resolved_path)  # reporting only
     context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")

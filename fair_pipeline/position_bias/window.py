@@ -1,7 +1,7 @@
 """Every position-bias estimator over a training window of daily mart partitions (DuckDB glue, no Dagster).
 
-The window is the newest `window_days` partitions that hold data in the marts, ending at a given date (the
-newest partition of the run) or at the newest partition overall (`fair_pipeline.platform.windows`).
+The asset's window is the calendar span its partition mapping declares (`partition_window`); without a partition,
+`training_window` takes the newest `window_days` partitions holding data (`fair_pipeline.platform.windows`).
 
 `estimate_all_methods` runs each estimator on the window's aggregates and keeps, per method, either the curve
 or the reason it is not estimable (e.g. no adjacent_swap traffic): one missing policy never hides the others.
@@ -14,7 +14,7 @@ import warnings
 
 import pandas as pd
 
-from fair_pipeline.platform.windows import PartitionWindow, newest_partitions
+from fair_pipeline.platform.windows import DEFAULT_MIN_DAYS, PartitionWindow, calendar_window, newest_partitions
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
 from fair_pipeline.position_bias.estimators import DEFAULT_TRUNCATE, METHODS, PositionBiasWarning
 from fair_pipeline.position_bias.sql import SCORE_BINS_TABLE, SWAP_CELLS_TABLE, estimate_position_bias_sql
@@ -57,6 +57,13 @@ def training_window(con, window_days: int = DEFAULT_WINDOW_DAYS, end: dt.date | 
     the newest partition). No hold-out: see `fair_pipeline.platform.windows` for why position bias may use every day."""
     return newest_partitions(con, (SCORE_BINS_TABLE, SWAP_CELLS_TABLE), window_days, end, error=TrainingWindowError,
                              hint="materialize the position-bias marts for some days first")
+
+
+def partition_window(con, first: dt.date, last: dt.date, min_days: int = DEFAULT_MIN_DAYS) -> TrainingWindow:
+    """The calendar days first..last of the position-bias marts (an asset partition's mapped window); days
+    without data are named in `missing`, fewer than `min_days` days with data is "not enough data"."""
+    return calendar_window(con, (SCORE_BINS_TABLE, SWAP_CELLS_TABLE), first, last, min_days=min_days,
+                           error=TrainingWindowError, hint="ingest (or backfill) the missing days")
 
 
 def estimate_all_methods(

@@ -19,14 +19,14 @@ metric, the ranking of candidates, the champion alias. Tests: tests/selection/.
 from fair_pipeline.lazy_exports import lazy_exports
 
 # Imported on first use: `fair-pipeline elicit --help` imports a light module of this package.
-__all__, __getattr__ = lazy_exports(__name__, {
-    "fair_pipeline.selection.elicitation.defaults": ("DEFAULT_RADIUS",),
-    "fair_pipeline.selection.elicitation.evaluation": ("elicitation_errors", "pairwise_agreement", "random_fair_metric"),
-    "fair_pipeline.selection.elicitation.fair_qpme": ("elicit_fair_quadratic_metric",),
-    "fair_pipeline.selection.elicitation.metric": ("FairQuadraticMetric", "metric_from_dict", "metric_to_dict"),
-    "fair_pipeline.selection.elicitation.oracles": ("MissingPreferenceError", "RecordedPreferenceOracle", "SimulatedOracle"),
-    "fair_pipeline.selection.elicitation.paired": ("PairedDifference", "paired_cost_difference"),
-    "fair_pipeline.selection.elicitation.query_log": ("InconsistentOracleError", "InconsistentOracleWarning"),
-    "fair_pipeline.selection.elicitation.ranking": ("rank_candidates",),
-    "fair_pipeline.selection.elicitation.validation": ("RateProfileError",),
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "elicitation.defaults": ("DEFAULT_RADIUS",),
+    "elicitation.evaluation": ("elicitation_errors", "pairwise_agreement", "random_fair_metric"),
+    "elicitation.fair_qpme": ("elicit_fair_quadratic_metric",),
+    "elicitation.metric": ("FairQuadraticMetric", "metric_from_dict", "metric_to_dict"),
+    "elicitation.oracles": ("MissingPreferenceError", "RecordedPreferenceOracle", "SimulatedOracle"),
+    "elicitation.paired": ("PairedDifference", "paired_cost_difference"),
+    "elicitation.query_log": ("InconsistentOracleError", "InconsistentOracleWarning"),
+    "elicitation.ranking": ("rank_candidates",),
+    "elicitation.validation": ("RateProfileError",),
 })

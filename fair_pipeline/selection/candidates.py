@@ -26,7 +26,7 @@ import pandas as pd
 
 from fair_pipeline.audit.sql import ITEMS_VIEW, OBSERVATIONAL_VIEW, UNKNOWN_GROUP
 from fair_pipeline.eo.aggregate import EOInputError, check_click_positions
-from fair_pipeline.eo.serving import LinearRanker
+from fair_pipeline.eo.fair_ranker import LinearRanker
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_weighted_sums, with_alpha
 from fair_pipeline.platform.partition_store import load_partition
 from fair_pipeline.platform.engines import as_warehouse, fetch_rows

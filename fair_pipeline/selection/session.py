@@ -126,13 +126,6 @@ class SessionStore:
         ).fetchall()
         return [(np.asarray(r1), np.asarray(r2), bool(p)) for r1, r2, p in rows]
 
-    def answer_log(self, session_id: str):
-        return self.con.execute(
-            "SELECT query_index, r1_shown_as, choice, r1_preferred, answered_at FROM answers "
-            "WHERE session_id = ? ORDER BY query_index",
-            [session_id],
-        ).fetchall()
-
     def record_answer(self, session_id: str, index: int, r1, r2, r1_shown_as: str, choice: str, r1_preferred: bool) -> None:
         self.con.execute(
             "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

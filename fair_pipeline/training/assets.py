@@ -29,7 +29,15 @@ from fair_pipeline.platform.tracking import (
 )
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL, pipeline_asset
 from fair_pipeline.platform.partition_store import replace_partition
-from fair_pipeline.platform.partitions import DEFAULT_WINDOW_DAYS, daily_partitions, days_before, partition_day
+from fair_pipeline.platform.partitions import (
+    daily_partitions,
+    days_before,
+    log_missing_days,
+    mapped_span,
+    min_window_days,
+    partition_day,
+    window_metadata,
+)
 from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
 from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
 from fair_pipeline.training.reference import fits as bm
@@ -45,14 +53,16 @@ from fair_pipeline.training.store import (
     RANKER_CANDIDATES,
     replace_tables,
 )
+from fair_pipeline.training.report import cell_text, gap_cell
 from fair_pipeline.training.tracking import log_fit_model
 
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
 RANKER_CANDIDATES_KEY = dg.AssetKey(["marts", "ranker_candidates"])
+OBSERVATIONAL_STAGING_KEY = dg.AssetKey(["staging", "stg_observational_impressions"])
 RANKER_INPUTS = [
     POSITION_BIAS_KEY,
-    dg.AssetDep(dg.AssetKey(["staging", "stg_observational_impressions"]), partition_mapping=days_before(DEFAULT_WINDOW_DAYS)),
-    dg.AssetDep(dg.AssetKey(["staging", "stg_randomized_impressions"]), partition_mapping=days_before(DEFAULT_WINDOW_DAYS)),
+    dg.AssetDep(OBSERVATIONAL_STAGING_KEY, partition_mapping=days_before()),
+    dg.AssetDep(dg.AssetKey(["staging", "stg_randomized_impressions"]), partition_mapping=days_before()),
     dg.AssetKey(["staging", "stg_items"]),
 ]
 DEFAULT_LAMBDAS = list(bm.DEFAULT_LAMBDAS)
@@ -83,18 +93,6 @@ def _audit_metrics(audit: pd.DataFrame) -> dict[str, float]:
     return metrics
 
 
-def _cell(estimate, se) -> str:
-    return "n/a" if not np.isfinite(estimate) else f"{estimate:.3f} ± {1.96 * se:.3f}"
-
-
-def _gap_cell(audit: pd.DataFrame, cutoff: float) -> str:
-    gap = audit[(audit["row_type"] == "gap") & np.isclose(audit["cutoff"], cutoff)]
-    if gap.empty or not gap["estimable"].iloc[0]:
-        return "not estimable"
-    r = gap.iloc[0]
-    return f"{r.auc:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] p={r.p_value:.3g}"
-
-
 def _plot_frame(audit: pd.DataFrame) -> pd.DataFrame:
     return audit[audit["row_type"] == "group"].rename(columns={"auc": "pauc"})
 
@@ -111,9 +109,9 @@ class BenchmarkModelsConfig(dg.Config):
 def _benchmark_summary(fits: list) -> str:
     rows = [{
         "model": f"{f.model_kind} ({f.penalty_score})" if f.model_kind == "penalized" else "vanilla",
-        "λ": f"{f.lam:g}", "held-out AUC (95% CI)": _cell(f.summary["auc"], f.summary["auc_se"]),
+        "λ": f"{f.lam:g}", "held-out AUC (95% CI)": cell_text(f.summary["auc"], f.summary["auc_se"]),
         "AUC drop": f"{f.summary['auc_drop']:.4f}", "Î (train)": f"{f.point.mi_proxy:.2e}",
-        "gap @0.1": _gap_cell(f.audit, 0.1), "gap @1": _gap_cell(f.audit, 1.0),
+        "gap @0.1": gap_cell(f.audit, 0.1), "gap @1": gap_cell(f.audit, 1.0),
     } for f in fits]
     fit = fits[0]
     head = (f"n_train={fit.summary['n_train']}, held out: {fit.summary['n_pos_test']} positives, "
@@ -269,7 +267,7 @@ def _register_benchmarks(context, batch: "br.RegistryBatch", fits: list, logged_
         label = "vanilla" if fit.model_kind == "vanilla" else f"penalized ({fit.penalty_score}) λ={fit.lam:g}"
         context.log.info(f"{name}@{CHAMPION} -> v{versions[k]} ({label}): {choice.reason}")
         metadata[f"{dataset}_champion"] = dg.MetadataValue.md(
-            f"**{name}@{CHAMPION} = v{versions[k]}**: {label}, held-out AUC {_cell(fit.summary['auc'], fit.summary['auc_se'])}"
+            f"**{name}@{CHAMPION} = v{versions[k]}**: {label}, held-out AUC {cell_text(fit.summary['auc'], fit.summary['auc_se'])}"
             f" (was {'v' + previous if previous else 'unset'}).\n\nWhy: {choice.reason}.\n\nRule: {br.CHAMPION_RULE}.\n\n"
             + _rule_table(choice, mine, [versions[i] for i in index]))
         metadata[f"{dataset}_champion_version"] = int(versions[k])
@@ -279,8 +277,6 @@ def _register_benchmarks(context, batch: "br.RegistryBatch", fits: list, logged_
 
 # ----------------------------------------------------------------------------- ranker_candidates
 class RankerCandidatesConfig(dg.Config):
-    window_days: int = Field(DEFAULT_WINDOW_DAYS, description="Training window: the newest N partitions of observational "
-                             "impressions before the asset partition (which the audit evaluates).")
     lambdas: list[float] = Field(default_factory=lambda: list(DEFAULT_LAMBDAS), description="λ grid (warm-started path).")
     penalty_score: str = Field("probability", description="Score entering the MI penalty: 'probability' or 'logit'.")
     feature_columns: list[str] = Field(default_factory=list,
@@ -293,9 +289,9 @@ def _candidates_summary(frame: pd.DataFrame, candidates: list) -> str:
         clicks = candidate.audit[candidate.audit["label_source"] == rt.HELDOUT_CLICKS] if not candidate.audit.empty else candidate.audit
         rows.append({
             "λ": f"{row.lam:g}", "Î (train)": f"{row.mi_proxy_train:.2e}",
-            "held-out AUC, shuffle clicks (95% CI)": _cell(row.heldout_auc, row.heldout_auc_se),
-            "gap @0.1": _gap_cell(clicks, 0.1) if len(clicks) else "not audited",
-            "truth AUC (95% CI)": _cell(row.truth_auc, row.truth_auc_se) if np.isfinite(row.truth_auc) else "no truth",
+            "held-out AUC, shuffle clicks (95% CI)": cell_text(row.heldout_auc, row.heldout_auc_se),
+            "gap @0.1": gap_cell(clicks, 0.1) if len(clicks) else "not audited",
+            "truth AUC (95% CI)": cell_text(row.truth_auc, row.truth_auc_se) if np.isfinite(row.truth_auc) else "no truth",
             "coefficients": ", ".join(f"{k}={v:+.3f}" for k, v in json.loads(row.coefficients).items()),
         })
     return pd.DataFrame(rows).to_markdown(index=False)
@@ -322,10 +318,10 @@ class RankerPath:
     candidates: list
 
 
-def ranker_inputs(con, marts, config: RankerCandidatesConfig, landing, day) -> RankerPath:
-    """What partition `day` trains on (read from the warehouse; the candidates are fitted afterwards, with the
-    connection closed)."""
-    window = rt.window_for_partition(marts, config.window_days, day)
+def ranker_inputs(con, marts, config: RankerCandidatesConfig, landing, day, span) -> RankerPath:
+    """What partition `day` trains on, over the partition mapping's `span` of days (read from the warehouse; the
+    candidates are fitted afterwards, with the connection closed)."""
+    window = rt.partition_window(marts, *span, day, min_window_days())
     curve = load_chosen_position_bias(con, day)
     features = rt.feature_columns(marts, config.feature_columns)
     data = rt.training_data(marts, window, curve, features)
@@ -392,8 +388,7 @@ def ranker_metadata(path: RankerPath, frame: pd.DataFrame, counts: dict) -> dict
         "audit_rows": counts[RANKER_AUDITS],
         "window_start": str(window.first),
         "window_end": str(window.last),
-        "window_partitions": dg.MetadataValue.json([str(d) for d in window.dates]),
-        "held_out_partitions": dg.MetadataValue.json([str(d) for d in window.held_out]),
+        **window_metadata(window),
         "impressions_train": data.impressions,
         "clicks_train": data.clicks,
         "items_train": data.rows.n_items,
@@ -413,8 +408,8 @@ def ranker_metadata(path: RankerPath, frame: pd.DataFrame, counts: dict) -> dict
 def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
                       warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
     """Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS)
-    for partition D on the observational clicks of the newest `window_days` partitions before D (day D is left
-    to the fairness audit of partition D), with inverse-propensity weights 1/ŵ_position from the chosen
+    for partition D on the observational clicks of the calendar days D-k..D-1 (k = $FAIR_PIPELINE_WINDOW_DAYS,
+    the partition mapping's window; days without data are named; day D is left to the fairness audit of partition D), with inverse-propensity weights 1/ŵ_position from the chosen
     position-bias curve; the log is aggregated in SQL to one row per item. Each candidate is audited on held-out
     labels: clicks of the window's shuffle requests (never trained on), and the simulator's true relevance when
     landing/_truth exists (evaluation only). Tables `marts.ranker_candidates` (coefficients JSON, Î, held-out
@@ -426,9 +421,11 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
     with warehouse.connect() as con:
         marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
         try:
-            path = ranker_inputs(con, marts, config, landing.resolved_path, day)
+            path = ranker_inputs(con, marts, config, landing.resolved_path, day,
+                                 mapped_span(context, OBSERVATIONAL_STAGING_KEY, day))
         except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
             raise dg.Failure(description=str(error)) from error
+    log_missing_days(context, path.window, "ranker training")
     data = path.data
     context.log.info(
         f"ranker training over {path.window.label}: {data.impressions} impressions, {data.clicks} clicks, "

@@ -238,7 +238,7 @@ class PairwiseFairRanker(BaseEstimator):
 
     def _stats(self, Ds, w, surrogate: bool):
         """Objective AUC and constraint values (indicators), and their surrogate gradients if asked."""
-        auc_parts, ind, lo, glo, up, gup = [], [], [], [], [], []
+        ind, lo, glo, up, gup = [], [], [], [], []
         for D in Ds:
             if D.shape[0] == 0:
                 ind.append(0.0)

@@ -35,7 +35,14 @@ import pyarrow as pa
 
 from fair_pipeline.platform.engines import as_warehouse, fetch_rows
 from fair_pipeline.platform.warehouse import quote_identifier
-from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS, PartitionWindow, holdout_window, window_before
+from fair_pipeline.platform.windows import (
+    DEFAULT_HOLDOUT_DAYS,
+    DEFAULT_MIN_DAYS,
+    PartitionWindow,
+    calendar_window,
+    holdout_window,
+    window_before,
+)
 from fair_pipeline.training import PathPoint, lambda_path
 from fair_pipeline.training.click_training import RelevanceRows, audit_rows, relevance_rows
 from fair_pipeline.training.penalized.gaps import CUTOFFS, gap_table, group_table
@@ -65,9 +72,17 @@ def training_window(con, window_days: int, end: str | dt.date | None = None,
                           hint="materialize the observational impressions first")
 
 
+def partition_window(con, first: dt.date, last: dt.date, day: dt.date, min_days: int = DEFAULT_MIN_DAYS) -> PartitionWindow:
+    """Asset partition `day`'s training window: the calendar days first..last of observational impressions (its
+    partition mapping's span, before `day`, which the audit of partition D evaluates)."""
+    return calendar_window(con, OBSERVATIONAL, first, last, min_days=min_days, held_out=(day,),
+                           error=RankerTrainingError,
+                           hint="ingest (or backfill) earlier days first")
+
+
 def window_for_partition(con, window_days: int, day: str | dt.date) -> PartitionWindow:
-    """Asset partition `day`'s training window: the newest `window_days` partitions of observational impressions
-    before `day` (day D is what the audit of partition D evaluates)."""
+    """Asset partition `day`'s training window: the calendar days `day`-`window_days`..`day`-1 of observational
+    impressions (day D is what the audit of partition D evaluates)."""
     return window_before(con, OBSERVATIONAL, window_days, day, error=RankerTrainingError,
                          hint="ingest (or backfill) earlier days first")
 

@@ -1,5 +1,6 @@
-"""The training results as the fairness report shows them: the λ trade-off frontier of a ranker path, from the
-rows of `marts.ranker_candidates` and `marts.ranker_candidate_audits` (pure: pandas and numpy only)."""
+"""The training results as people read them (pure: pandas and numpy only): the λ trade-off frontier of a ranker
+path from the rows of `marts.ranker_candidates` and `marts.ranker_candidate_audits` (the fairness report's), and
+the cells of the fits' markdown summaries."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,4 +27,18 @@ def lambda_frontier(candidates: pd.DataFrame, audits: pd.DataFrame, label_source
     return pd.DataFrame(rows)
 
 
-__all__ = ["lambda_frontier"]
+def cell_text(estimate, se) -> str:
+    """'0.812 ± 0.021' (the 95% half-width), or 'n/a' when not estimable."""
+    return "n/a" if not np.isfinite(estimate) else f"{estimate:.3f} ± {1.96 * se:.3f}"
+
+
+def gap_cell(audit: pd.DataFrame, cutoff: float) -> str:
+    """A fit's group gap at `cutoff` with its CI and p, from its audit rows, or 'not estimable'."""
+    gap = audit[(audit["row_type"] == "gap") & np.isclose(audit["cutoff"], cutoff)]
+    if gap.empty or not gap["estimable"].iloc[0]:
+        return "not estimable"
+    r = gap.iloc[0]
+    return f"{r.auc:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] p={r.p_value:.3g}"
+
+
+__all__ = ["cell_text", "gap_cell", "lambda_frontier"]

@@ -29,7 +29,8 @@ from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from tests.audit.tables import assert_tables_close
-from tests.conftest import linked_figure, materialize_simulated_home
+from tests.figure_links import linked_figure
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=3_000, requests_per_day=400, shuffle_share=0.5, adjacent_swap_share=0.25, slots=20, seed=5)

@@ -263,7 +263,7 @@ def test_cluster_benchmark_command_runs_and_reports_the_ratio(capsys):
     spec.loader.exec_module(module)
     module.main(["--rows", "20000", "--rounds", "1"])
     out = capsys.readouterr().out
-    assert "clustered / iid: wall" in out and "2,000 clusters" in out
+    assert "clustered / iid: wall" in out and "iid / sort:      wall" in out and "2,000 clusters" in out
 
 
 def test_cluster_batches_hold_whole_clusters_and_every_row_once():

@@ -122,7 +122,7 @@ def test_a_backfill_of_older_days_moves_no_alias_and_registers_no_benchmark(fp_h
     capsys.readouterr()
     assert main(["backfill", "--start", "2026-01-01", "--end", "2026-01-02"]) == 0
     out = capsys.readouterr().out
-    assert "partition 2026-01-01: no earlier day to train on" in out and "registry aliases move only" in out
+    assert "partition 2026-01-01: not enough data to train on in its window" in out and "registry aliases move only" in out
     assert str(tracking.champion(FAIR_RANKER).version) == str(champion.version)
     assert str(tracking.version_by_alias(FAIR_RANKER, "candidate").version) == str(candidate.version)
     assert _benchmark_versions() == benchmark_versions

@@ -35,7 +35,7 @@ from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HEL
                                            TAG_PARTITION, TAG_WINDOW, point_fluent_api_at)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
-from tests.conftest import linked_figure
+from tests.figure_links import linked_figure
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=300, slots=20, seed=3)
@@ -142,6 +142,9 @@ def test_transform_metadata_and_checks(home):
     meta = _metadata(home["instance"], EO_TRANSFORM_KEY)
     assert meta["estimable"] is True and meta["window_partitions"] == DAYS[:-1]
     assert meta["held_out_partitions"] == DAYS[-1:]
+    # the calendar window 2025-12-27..2026-01-02 of the mapping (-7, -1): the five days before the logs are named
+    assert meta["window"] == "2025-12-27..2026-01-02"
+    assert meta["window_missing_partitions"] == [f"2025-12-{d}" for d in range(27, 32)]
     assert meta["position_bias_method"] == "adjacent_pairwise"
     assert set(meta["n_positives"]) == {"0", "1"} and min(meta["n_positives"].values()) >= 30
     assert "| weighted" in meta["knots_summary"] and "n_effective" in meta["knots_summary"]
@@ -245,8 +248,8 @@ def test_a_partition_without_earlier_days_fails_with_a_clear_message(home, parti
     before = _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY partition_date, variant")
     result = dg.materialize([eo_transform], resources=default_resources(), instance=instance,
                             partition_key=partition, raise_on_error=False)
-    assert (f"partition {partition} has nothing to train on: no partitions before {partition} in "
-            "marts.eo_score_click_counts") in _failure(result)
+    assert f"partition {partition} has nothing to train on: not enough data in the window " in _failure(result)
+    assert "marts.eo_score_click_counts has no day with data" in _failure(result)
     assert _read(f"SELECT * FROM {TRANSFORMS_TABLE} ORDER BY partition_date, variant").equals(before)
 
 

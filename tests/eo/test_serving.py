@@ -1,5 +1,14 @@
-"""The fair-ranker pyfunc reproduces transform(base(X)) after logging, registering and loading."""
+"""The fair-ranker pyfunc reproduces transform(base(X)) after logging, registering and loading; its files hold
+data and model code only (no pickle), so a version loads after the modules behind it are renamed and in a fresh
+interpreter that has only site-packages."""
 from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -7,7 +16,8 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 
 from fair_pipeline.eo import EOInputError, UnseenGroupError, WeightedCDFTransformer
-from fair_pipeline.eo.serving import base_scores, log_fair_ranker, production_ranker
+from fair_pipeline.eo.fair_ranker import base_scores
+from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items
 from fair_pipeline.platform.tracking import point_fluent_api_at, select_fluent_experiment
 
@@ -70,16 +80,111 @@ def test_sklearn_base_ranker_and_bad_input(tracking, fitted):
         log_fair_ranker(refit, clf, features, input_example=frame.drop(columns="f3"))
 
 
-def test_models_pickled_before_the_stage_packages_still_load():
-    # Registered fair-ranker versions of earlier releases name `fair_pipeline.serving` in their pickles.
-    import pickle
+PICKLE_MAGIC = b"\x80"  # protocol 2+ pickles (and cloudpickle's) start with PROTO
 
-    from fair_pipeline.eo.serving import FairRankerModel, LinearRanker
 
-    assert pickle.loads(b"cfair_pipeline.serving\nLinearRanker\n.") is LinearRanker
-    assert pickle.loads(b"cfair_pipeline.serving\nFairRankerModel\n.") is FairRankerModel
-    from fair_pipeline.eo.piecewise import GroupedInterpolator
-    from fair_pipeline.eo.transform import WeightedCDFTransformer as Transformer
+def _model_files(model_uri: str) -> dict[str, bytes]:
+    root = Path(mlflow.artifacts.download_artifacts(model_uri))
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()
+            and "__pycache__" not in p.parts}
 
-    assert pickle.loads(b"cfair_pipeline.core.eo_transform\nWeightedCDFTransformer\n.") is Transformer
-    assert pickle.loads(b"cfair_pipeline.core.piecewise\nGroupedInterpolator\n.") is GroupedInterpolator
+
+def test_a_logged_version_holds_data_and_code_and_no_pickle(tracking, fitted):
+    config, items, features, ranker, transform = fitted
+    clf = LogisticRegression(max_iter=200).fit(items[features], items["relevance"])
+    for base in (ranker, clf):
+        info = log_fair_ranker(transform, base, features, registered_model_name=None)
+        files = _model_files(info.model_uri)
+        pickles = [name for name, data in files.items() if name.endswith((".pkl", ".pickle")) or data[:1] == PICKLE_MAGIC]
+        assert not pickles, pickles
+        data = {name for name in files if name.startswith("artifacts/")}
+        expected = "artifacts/base_ranker.json" if base is ranker else "artifacts/base_ranker.skops"
+        assert data == {"artifacts/eo_transform.json", "artifacts/serving.json", expected}, data
+        assert "fair_ranker_pyfunc.py" in files  # the model code MLflow runs when loading
+        assert "cloudpickle" not in files["requirements.txt"].decode() and "skops==" in files["requirements.txt"].decode()
+
+
+class _HandMadeRanker:
+    def decision_function(self, X):
+        return np.asarray(X, dtype=float).sum(axis=1)
+
+
+def test_a_base_ranker_that_would_need_an_untrusted_type_is_refused_before_logging(tracking, fitted):
+    _, items, features, _, transform = fitted
+    with pytest.raises(EOInputError, match=r"_HandMadeRanker cannot be saved as data: .*untrusted types .*_HandMadeRanker"):
+        log_fair_ranker(transform, _HandMadeRanker(), features, registered_model_name=None)
+    assert not mlflow.search_runs(search_all_experiments=True, output_format="list") or all(
+        not mlflow.MlflowClient().list_artifacts(run.info.run_id)
+        for run in mlflow.search_runs(search_all_experiments=True, output_format="list"))
+
+
+# Loads models:/fair-ranker/1 and prints its scores; pickle.load/loads raise, so nothing may be unpickled.
+LOAD_AND_SCORE = """
+import json, pickle, sys
+import pandas as pd
+
+def refuse(*args, **kwargs):
+    raise AssertionError("a pickle was loaded")
+
+pickle.load = pickle.loads = refuse
+import mlflow
+import fair_pipeline
+model = mlflow.pyfunc.load_model("models:/fair-ranker/1")
+frame = pd.read_parquet(sys.argv[1])
+print(json.dumps({"package": fair_pipeline.__file__, "modules": sorted(m for m in sys.modules if m.startswith("fair_pipeline.eo")),
+                  "scores": model.predict(frame).tolist()}))
+"""
+
+
+def _load_in_subprocess(tracking: str, frame: pd.DataFrame, cwd: Path, *python_args: str, pythonpath: str | None = None):
+    frame_path = cwd / "frame.parquet"
+    frame.to_parquet(frame_path)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("MLFLOW_", "PYTHON"))}
+    env["MLFLOW_TRACKING_URI"] = tracking
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    result = subprocess.run([sys.executable, *python_args, "-c", LOAD_AND_SCORE, str(frame_path)], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _renamed_package_copy(destination: Path) -> Path:
+    """A copy of the package in which the modules that defined the logged model's parts have other names."""
+    package = destination / "fair_pipeline"
+    shutil.copytree(Path(__import__("fair_pipeline").__file__).parent, package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    renames = {"eo/transform.py": "eo/_cdf_transform.py", "eo/fair_ranker.py": "eo/_ranker_files.py",
+               "eo/serving.py": "eo/_mlflow_logging.py"}
+    for old, new in renames.items():
+        (package / old).rename(package / new)
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        for old, new in renames.items():
+            text = text.replace("fair_pipeline." + old[:-3].replace("/", "."), "fair_pipeline." + new[:-3].replace("/", "."))
+        path.write_text(text)
+    return destination
+
+
+def test_a_registered_version_loads_after_its_modules_are_renamed(tracking, fitted, tmp_path):
+    config, items, features, ranker, transform = fitted
+    frame = items[features + ["group_id"]].iloc[:200].reset_index(drop=True)
+    log_fair_ranker(transform, ranker, features)
+    expected = transform.transform(base_scores(ranker, frame[features]), frame["group_id"])
+    root = _renamed_package_copy(tmp_path / "renamed")
+    loaded = _load_in_subprocess(tracking, frame, tmp_path, pythonpath=str(root))
+    assert loaded["package"].startswith(str(root))  # the renamed copy, not the installed package
+    assert "fair_pipeline.eo.transform" not in loaded["modules"] and "fair_pipeline.eo._cdf_transform" in loaded["modules"]
+    np.testing.assert_array_equal(loaded["scores"], expected)
+
+
+def test_a_registered_version_loads_in_a_fresh_interpreter_with_only_site_packages(tracking, fitted, tmp_path):
+    _, items, features, _, transform = fitted
+    clf = LogisticRegression(max_iter=200).fit(items[features], items["relevance"])
+    margin = clf.decision_function(items[features])
+    refit = WeightedCDFTransformer().fit(margin, items["group_id"], clicks=items["relevance"].to_numpy())
+    log_fair_ranker(refit, clf, features)
+    frame = items[features + ["group_id"]].iloc[:200].reset_index(drop=True)
+    # -I: no PYTHONPATH, no user site, not the current directory: the interpreter's site-packages only.
+    loaded = _load_in_subprocess(tracking, frame, tmp_path, "-I")
+    np.testing.assert_array_equal(loaded["scores"], refit.transform(margin[:200], frame["group_id"]))

@@ -13,7 +13,7 @@ from fair_pipeline.eo import WeightedCDFTransformer
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.assets import too_few_clicks, validate_stored
 from fair_pipeline.eo.store import load_latest_transforms, write_transforms
-from fair_pipeline.eo.window import eo_training_window, eo_window_before
+from fair_pipeline.eo.window import eo_partition_window, eo_training_window, eo_window_before
 
 D = dt.date
 
@@ -89,19 +89,24 @@ def test_window_counts_days_with_data_and_respects_the_end(con):
         eo_training_window(con, 0)
 
 
-def test_partition_window_is_the_days_with_data_before_the_partition(con):
+def test_partition_window_is_the_calendar_days_before_the_partition(con):
     days = [D(2026, 1, 1), D(2026, 1, 2), D(2026, 1, 5), D(2026, 1, 6), D(2026, 1, 9)]
     frame = pd.DataFrame({"partition_date": days, "clicks": 1})
     con.execute("CREATE TABLE marts.eo_score_click_counts AS SELECT * FROM frame")
-    # partition 2026-01-06 trains on the 3 newest days with data before it; 01-06 itself is held out
+    # partition 2026-01-06 trains on 01-03..01-05 (k=3); 01-06 itself is held out, the gap days are named
     window = eo_window_before(con, 3, "2026-01-06")
-    assert window.dates == (D(2026, 1, 1), D(2026, 1, 2), D(2026, 1, 5)) and window.held_out == (D(2026, 1, 6),)
+    assert window.dates == (D(2026, 1, 5),) and window.held_out == (D(2026, 1, 6),)
+    assert window.missing == (D(2026, 1, 3), D(2026, 1, 4))
+    assert eo_partition_window(con, D(2026, 1, 3), D(2026, 1, 5), D(2026, 1, 6)) == window
     # a partition without data of its own (01-08) still trains on the days before it
-    assert eo_window_before(con, 2, D(2026, 1, 8)).dates == (D(2026, 1, 5), D(2026, 1, 6))
-    assert eo_window_before(con, 7, "2026-01-10").dates == tuple(days)
-    with pytest.raises(EOInputError, match=r"partition 2026-01-01 has nothing to train on: no partitions before "
-                                           r"2026-01-01 in marts.eo_score_click_counts .*; ingest \(or backfill\)"):
+    assert eo_window_before(con, 2, D(2026, 1, 8)).dates == (D(2026, 1, 6),)
+    assert eo_window_before(con, 7, "2026-01-10").dates == (D(2026, 1, 5), D(2026, 1, 6), D(2026, 1, 9))
+    with pytest.raises(EOInputError, match=r"partition 2026-01-01 has nothing to train on: not enough data in the "
+                                           r"window 2025-12-25..2025-12-31: marts.eo_score_click_counts has no day "
+                                           r"with data.*; ingest \(or backfill\)"):
         eo_window_before(con, 7, "2026-01-01")
+    with pytest.raises(EOInputError, match=r"partition 2026-01-05 has nothing to train on: not enough data .* 2 day\(s\)"):
+        eo_partition_window(con, D(2025, 12, 29), D(2026, 1, 4), D(2026, 1, 5), min_days=3)
     with pytest.raises(EOInputError, match="window_days=0"):
         eo_window_before(con, 0, "2026-01-09")
 

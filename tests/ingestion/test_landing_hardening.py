@@ -11,6 +11,7 @@ import pytest
 
 from fair_pipeline.ingestion import contract, loads
 from fair_pipeline.ingestion.assets import items, observational_impressions
+from fair_pipeline.ingestion.catalogue import load_items
 from fair_pipeline.ingestion.landing import landed_dates, partition_files, write_parquet_atomic
 from fair_pipeline.platform import settings, warehouse
 from fair_pipeline.platform.resources import default_resources
@@ -226,8 +227,9 @@ def test_items_copies_column_does_not_defeat_duplicate_detection_and_text_featur
     table = pq.read_table(path)
     n = table.num_rows
     repeated = pa.concat_tables([table, table.slice(0, 3)])
+    # the repeated ids come back with another colour: conflicting rows, not an exact re-delivery
     hostile = _with_columns(
-        repeated, _copies=np.ones(n + 3, np.int64), filename=["x"] * (n + 3), colour=["red"] * (n + 3)
+        repeated, _copies=np.ones(n + 3, np.int64), filename=["x"] * (n + 3), colour=["red"] * n + ["blue"] * 3
     )
     pq.write_table(hostile, path)
     result = _materialize([items], partition_key=None)
@@ -274,9 +276,12 @@ def test_source_file_is_stored_relative_to_the_landing_root_and_errors_name_the_
     # Items: the quarantined copies name `items/items.parquet`.
     items_path = small_landing / contract.ITEMS_DIR / "items.parquet"
     catalogue = pq.read_table(items_path)
-    pq.write_table(pa.concat_tables([catalogue, catalogue.slice(0, 1)]), items_path)
+    changed = catalogue.slice(0, 1)
+    changed = changed.set_column(changed.schema.get_field_index("group_id"), "group_id",
+                                 pa.array(["changed"], changed.schema.field("group_id").type))
+    pq.write_table(pa.concat_tables([catalogue, changed]), items_path)
     with warehouse.session(settings.warehouse_path()) as con:
-        assert loads.load_items(con, small_landing)["rejected"] == 2
+        assert load_items(con, small_landing).rejected == 2
     assert _stored("SELECT DISTINCT source_file FROM raw.quarantine WHERE source = 'items'") == [("items/items.parquet",)]
 
 

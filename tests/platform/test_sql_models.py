@@ -33,6 +33,10 @@ def test_new_file_becomes_an_asset_without_python_changes(tmp_path):
     _write(tmp_path, "staging/a.sql", "-- config: materialized=view\nSELECT * FROM {{ source('raw', 'observational_impressions') }}")
     _write(tmp_path, "marts/b.sql", "-- Clicks per day.\nSELECT partition_date, sum(click) AS clicks FROM {{ ref('a') }}\nWHERE partition_date = $partition_date GROUP BY ALL")
     _write(tmp_path, "marts/c.sql", "-- config: partitioned=false, group=reporting\nSELECT count(*) AS n FROM {{ ref('b') }}")
+    for relative, column in (("staging/a.yml", "request_id"), ("marts/b.yml", "partition_date"), ("marts/c.yml", "n")):
+        description = "Clicks per day." if relative == "marts/b.yml" else "A model."
+        _write(tmp_path, relative, f"description: {description}\nunique_key: [{column}]\nother_columns: more\n"
+                                   f"columns:\n  - {{name: {column}, description: the key}}\n")
     models = sql_models.discover_models(tmp_path)
     assert sql_models.topological_order(models) == ["a", "b", "c"]
     assets = {m: build_sql_asset(models[m], models) for m in models}

@@ -12,6 +12,7 @@ from fair_pipeline.platform.windows import (
     newest_partitions,
     partition_dates,
     window_before,
+    window_through,
 )
 
 D = dt.date
@@ -76,17 +77,47 @@ def test_a_single_partition_cannot_be_held_out(con):
         holdout_window(con, "marts.a", 7, "2025-12-31", error=StageError)
 
 
-def test_window_before_is_the_days_with_data_strictly_before_the_partition(con):
+def test_window_before_is_the_calendar_days_before_the_partition_and_names_the_gaps(con):
+    # marts.a holds 01-01, 01-05, 01-09 and marts.b 01-07: the window of 01-09 with k=2 is 01-07..01-08 exactly.
     window = window_before(con, ["marts.a", "marts.b"], 2, "2026-01-09")
-    assert window.dates == (D(2026, 1, 5), D(2026, 1, 7)) and window.held_out == (D(2026, 1, 9),)
-    # a partition without data of its own trains on the days before it all the same
-    assert window_before(con, "marts.a", 7, D(2026, 1, 8)).dates == (D(2026, 1, 1), D(2026, 1, 5))
-    with pytest.raises(StageError, match=r"^partition 2026-01-01 has nothing to train on: no partitions before 2026-01-01 "
-                                         r"in marts.a / marts.b \(partition D trains on the days before D and is "
-                                         r"evaluated on D\); ingest$"):
-        window_before(con, ["marts.a", "marts.b"], 7, "2026-01-01", error=StageError, hint="ingest")
+    assert window.span == "2026-01-07..2026-01-08" and window.calendar == (D(2026, 1, 7), D(2026, 1, 8))
+    assert window.dates == (D(2026, 1, 7),) and window.missing == (D(2026, 1, 8),)
+    assert (window.first, window.last) == (D(2026, 1, 7), D(2026, 1, 7))  # the days with data
+    assert window.held_out == (D(2026, 1, 9),)
+    assert window.label == "2026-01-07..2026-01-08 (1 partitions with data; no data on 2026-01-08)"
+    # a gap is never filled from further back: 01-08's window of 7 days is 01-01..01-07, however old the data
+    seven = window_before(con, "marts.a", 7, D(2026, 1, 8))
+    assert (seven.span, seven.dates) == ("2026-01-01..2026-01-07", (D(2026, 1, 1), D(2026, 1, 5)))
+    assert seven.missing == tuple(D(2026, 1, d) for d in (2, 3, 4, 6, 7))
+    # eleven months later, the partition of 2026-12-01 has nothing in its window: it fails, it does not reach back
+    with pytest.raises(StageError, match=r"^partition 2026-12-01 has nothing to train on: not enough data in the window "
+                                         r"2026-11-24..2026-11-30: marts.a / marts.b has no day with data, fewer than "
+                                         r"the minimum of 1 \(FAIR_PIPELINE_MIN_WINDOW_DAYS\); the window never reaches "
+                                         r"further back \(partition D trains on the days before D and is evaluated on "
+                                         r"D\); ingest$"):
+        window_before(con, ["marts.a", "marts.b"], 7, "2026-12-01", error=StageError, hint="ingest")
+    with pytest.raises(StageError, match=r"^partition 2026-01-01 has nothing to train on"):
+        window_before(con, ["marts.a", "marts.b"], 7, "2026-01-01", error=StageError)
     with pytest.raises(StageError, match="window_days=0 must be a positive integer"):
         window_before(con, "marts.a", 0, "2026-01-09", error=StageError)
+
+
+def test_a_window_below_the_minimum_of_days_with_data_is_not_enough_data(con):
+    # 01-02..01-08 holds two days with data (01-05, 01-07): enough for a minimum of 2, not for 3
+    assert window_before(con, ["marts.a", "marts.b"], 7, "2026-01-09", min_days=2).dates == (D(2026, 1, 5), D(2026, 1, 7))
+    with pytest.raises(StageError, match=r"not enough data in the window 2026-01-02..2026-01-08: marts.a / marts.b has "
+                                         r"2 day\(s\) with data \(2026-01-05, 2026-01-07\), fewer than the minimum of 3"):
+        window_before(con, ["marts.a", "marts.b"], 7, "2026-01-09", min_days=3, error=StageError)
+    with pytest.raises(StageError, match="min_days=0 must be a positive integer"):
+        window_before(con, "marts.a", 7, "2026-01-09", min_days=0, error=StageError)
+
+
+def test_window_through_includes_the_partition_itself(con):
+    window = window_through(con, "marts.a", 5, "2026-01-09")
+    assert (window.span, window.dates) == ("2026-01-05..2026-01-09", (D(2026, 1, 5), D(2026, 1, 9)))
+    assert window.missing == (D(2026, 1, 6), D(2026, 1, 7), D(2026, 1, 8)) and window.held_out == ()
+    with pytest.raises(StageError, match=r"^not enough data in the window 2026-01-02..2026-01-04: marts.a has no day"):
+        window_through(con, "marts.a", 3, "2026-01-04", error=StageError)
 
 
 def test_is_newest_partition_looks_for_any_later_day_with_data(con):

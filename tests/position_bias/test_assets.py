@@ -35,7 +35,8 @@ from fair_pipeline.position_bias.assets import (
 from fair_pipeline.position_bias.simulated_aggregates import simulated_aggregates
 from fair_pipeline.position_bias.store import CURVES_TABLE, METHODS_TABLE, load_chosen_position_bias
 from fair_pipeline.position_bias.window import training_window
-from tests.conftest import linked_figure, materialize_simulated_home
+from tests.figure_links import linked_figure
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)
@@ -191,22 +192,65 @@ def test_the_report_reads_every_curve_from_the_warehouse(home):
     assert (merged["truncated"] == merged["truncated_stored"]).all()
 
 
-def test_window_is_the_newest_partitions_with_data_through_the_partition(home):
+# Materializes position_bias for the newest day in a process whose definitions were built with the window length
+# of $FAIR_PIPELINE_WINDOW_DAYS, and prints the mapping's offsets and the metadata's window.
+WINDOW_SETTING_SCRIPT = """
+import json, sys
+import dagster as dg
+from fair_pipeline.definitions import defs
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import MLflowTracking
+from fair_pipeline.position_bias.assets import MART_KEYS, POSITION_BIAS_KEY, position_bias
+
+home, day = sys.argv[1], sys.argv[2]
+mapping = defs.resolve_asset_graph().get_partition_mapping(POSITION_BIAS_KEY, MART_KEYS[0])
+result = dg.materialize([position_bias], partition_key=day, instance=dg.DagsterInstance.ephemeral(), resources={
+    "warehouse": DuckDBWarehouse(path=home + "/warehouse.duckdb"), "landing": LandingZone(path=home + "/landing"),
+    "mlflow": MLflowTracking(tracking_uri="sqlite:///" + home + "/mlflow.db", artifact_root=home + "/mlartifacts")})
+metadata = result.asset_materializations_for_node("marts__position_bias_curves")[0].metadata
+print(json.dumps({"offsets": [mapping.start_offset, mapping.end_offset], "window": metadata["window"].value,
+                  "partitions": metadata["window_partitions"].value}))
+"""
+
+
+def test_window_length_is_one_setting_for_the_mapping_and_the_days_read(home):
+    import json
+    import os
+    import subprocess
+    import sys
+
     warehouse = home / "warehouse.duckdb"
     newest = _curves(warehouse)
-    result = _materialize(warehouse, home / "landing", {"window_days": 2})
-    assert result.success
+    env = {**os.environ, "FAIR_PIPELINE_WINDOW_DAYS": "2", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, "-c", WINDOW_SETTING_SCRIPT, str(home), DAYS[-1]], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = json.loads(done.stdout.strip().splitlines()[-1])
+    assert shown == {"offsets": [-1, 0], "window": f"{DAYS[1]}..{DAYS[2]}", "partitions": DAYS[1:]}
     assert _window(warehouse, DAYS[-1]) == DAYS[1:]
     randomized = _query(warehouse, f"SELECT sum(impressions) AS n FROM {CURVES_TABLE} WHERE method = 'randomized' "
                                    "AND partition_date = ?::DATE", [DAYS[-1]])
     assert randomized["n"].iloc[0] == 2 * 750 * 20
     assert _materialize(warehouse, home / "landing").success  # back to the default window for DAYS[-1]
     pd.testing.assert_frame_equal(_curves(warehouse).drop(columns="partition_date"), newest.drop(columns="partition_date"))
+    with pytest.raises(dg.DagsterInvalidConfigError):  # the window is not run config: the lineage could not show it
+        _materialize(warehouse, home / "landing", {"window_days": 2})
+
+
+def test_window_is_the_calendar_days_through_the_partition(home):
+    warehouse = home / "warehouse.duckdb"
+    newest = _curves(warehouse)
+    seven_days = [str(START - dt.timedelta(days=6 - i)) for i in range(7)]
+    assert metadata_window(_materialize(warehouse, home / "landing")) == DAYS
+    assert _window(warehouse, DAYS[-1]) == [DAYS[0], DAYS[-1]]  # the stored span is the days with data
 
     # An older partition estimates over the days through it, in its own rows: the newest partition's stay as they were.
     result = _materialize(warehouse, home / "landing", {"chosen_method": "randomized"}, partition=DAYS[0])
     assert result.success
     assert _window(warehouse, DAYS[0], "chosen") == [DAYS[0], DAYS[0]]
+    metadata = result.asset_materializations_for_node("marts__position_bias_curves")[0].metadata
+    assert metadata["window_missing_partitions"].value == seven_days[:-1]
+    assert metadata["window_partitions"].value == DAYS[:1] and metadata["window"].value == f"{seven_days[0]}..{DAYS[0]}"
     expected = estimate_position_bias(_impressions(warehouse, DAYS[:1]), method="randomized")
     with duckdb.connect(str(warehouse), read_only=True) as con:
         np.testing.assert_allclose(load_chosen_position_bias(con, DAYS[0])["weight"], expected["weight"], rtol=1e-9)
@@ -225,11 +269,11 @@ def test_window_is_the_newest_partitions_with_data_through_the_partition(home):
     assert not failed.success
     assert "materialize one partition per run" in failed.get_step_failure_events()[0].step_failure_data.error.message
 
-    with pytest.raises(dg.DagsterInvalidConfigError):
-        _materialize(warehouse, home / "landing", {"window_days": "seven"})
-    failed = _materialize(warehouse, home / "landing", partition="2025-12-01", raise_on_error=False)
+    # A day whose window holds no data fails with "not enough data"; it never reaches back for older days.
+    failed = _materialize(warehouse, home / "landing", partition="2026-02-01", raise_on_error=False)
     assert not failed.success
-    assert "no partitions on or before 2025-12-01" in str(failed.get_step_failure_events()[0].step_failure_data.error.message)
+    assert ("not enough data in the window 2026-01-26..2026-02-01" in
+            str(failed.get_step_failure_events()[0].step_failure_data.error.message))
     pd.testing.assert_frame_equal(_curves(warehouse), newest)
 
 

@@ -23,7 +23,7 @@ from fair_pipeline.platform.tracking import (
     TrackingUnavailableError,
 )
 from fair_pipeline.reporting import ReportInputs, Table, build_report
-from tests.conftest import linked_figure
+from tests.figure_links import linked_figure
 from tests.shared_home import restore_home_after_each_test
 
 

@@ -44,7 +44,7 @@ from fair_pipeline.selection.elicitation import (
 )
 from fair_pipeline.selection.session import SessionConfig, SessionStore
 from fair_pipeline.platform.tracking import point_fluent_api_at
-from tests.conftest import materialize_simulated_home
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=150, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=11)

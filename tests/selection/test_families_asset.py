@@ -20,7 +20,7 @@ import pytest
 from fair_pipeline.reporting.selection import selection_findings
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection.assets import model_selection
-from tests.conftest import materialize_simulated_home
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 from tests.selection.test_assets import CONFIG, DAYS, START, _resources
 

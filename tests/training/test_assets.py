@@ -29,7 +29,7 @@ from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.training.assets import ranker_candidates
 from fair_pipeline.training.rankers import feature_columns, training_data, window_for_partition
 from fair_pipeline.platform.tracking import point_fluent_api_at
-from tests.conftest import materialize_simulated_home
+from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
 
 CONFIG = SimulationConfig(n_items=2_000, requests_per_day=1_500, shuffle_share=0.5, adjacent_swap_share=0.5, slots=20, seed=23)
@@ -249,8 +249,11 @@ def _stored(home: Path) -> pd.DataFrame:
 @pytest.mark.parametrize(
     ("partition", "config", "message"),
     [
-        ("2025-12-01", {}, "partition 2025-12-01 has nothing to train on: no partitions before 2025-12-01 in "
-                           "staging.stg_observational_impressions"),
+        ("2025-12-01", {}, "partition 2025-12-01 has nothing to train on: not enough data in the window "
+                           "2025-11-24..2025-11-30: staging.stg_observational_impressions has no day with data"),
+        # ten months later: the window 2026-11-13..19 is empty, and older days are never reached for
+        ("2026-11-20", {}, "partition 2026-11-20 has nothing to train on: not enough data in the window "
+                           "2026-11-13..2026-11-19"),
         (DAYS[0], {}, f"partition {DAYS[0]} has nothing to train on"),
         (DAYS[-1], {"feature_columns": ["f0", "nope"]}, "'nope'"),
         (DAYS[-1], {"lambdas": [0.0, -1.0]}, "lambdas=[0.0, -1.0]"),

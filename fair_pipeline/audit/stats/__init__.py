@@ -6,6 +6,7 @@ from fair_pipeline.audit.stats.aggregate import AuditReport, StreamingAudit, aud
 from fair_pipeline.audit.stats.blocks import ScoreGrid, build_grid, grid_from_counts
 from fair_pipeline.audit.stats.compare import GroupComparison, compare_groups
 from fair_pipeline.audit.stats.exposure import ExposureParity, exposure_parity
+from fair_pipeline.audit.stats.exposure_intersections import exposure_parity_by_attributes
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, VERDICTS, classify_gaps
 from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.pairwise import PairwiseResult, pairwise_accuracies
@@ -14,7 +15,7 @@ from fair_pipeline.audit.stats.validation import AuditInputError
 from fair_pipeline.audit.stats.xauc import XAUCResult, xauc
 
 __all__ = [
-    "AuditInputError", "AuditReport", "ExposureParity", "exposure_parity", "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "GroupComparison", "PairwiseResult", "VERDICTS",
+    "AuditInputError", "AuditReport", "ExposureParity", "exposure_parity", "exposure_parity_by_attributes", "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "GroupComparison", "PairwiseResult", "VERDICTS",
     "ScoreGrid", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "build_grid",
     "classify_gaps", "compare_groups", "grid_from_counts", "holm", "pairwise_accuracies", "truncated_auc", "xauc",
 ]

@@ -79,15 +79,18 @@ class StreamingAudit:
         self.audit.update_columns(pos, neg)
 
     def report(self, clusters: ClusterRows | None = None, grid: ScoreGrid | None = None,
-               estimand: str | None = None, streams=None) -> AuditReport:
+               estimand: str | None = None, streams=None, prefix=None) -> AuditReport:
         """The audit. Cluster-robust variances need the ``grid`` that was streamed and either ``clusters``
         (rows of a ``GROUP BY cluster, group, score`` over the same rows, group codes aligned with
-        ``groups``) or ``streams`` of such rows (see `grid_audit.add_cluster_covariance`)."""
+        ``groups``) or ``streams`` of such rows, or the ``prefix`` sums fed alongside the sweep (see
+        `grid_audit.add_cluster_covariance`)."""
         res = self.audit.result()
         res.update(alphas=self.alphas, groups=self.groups,
                    n_pos_group=self.n_pos, n_neg_group=self.n_neg)
         res["estimand"] = estimand or estimand_name(None if clusters is None else clusters.keys)
-        if clusters is not None or streams is not None:
+        if prefix is not None:
+            add_cluster_covariance(res, None, self.cutoffs, prefix=prefix)
+        elif clusters is not None or streams is not None:
             if grid is None:
                 raise AuditInputError("a cluster-robust report needs the score grid that was streamed")
             add_cluster_covariance(res, grid, self.cutoffs, clusters, streams)

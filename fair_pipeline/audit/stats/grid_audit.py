@@ -137,8 +137,8 @@ def cluster_batches(keys, rows: ClusterRows, batch_rows: int | None = None):
         yield keys[lo:hi], rows.scores[take], rows.group[take], rows.n_pos[take], rows.n_neg[take]
 
 
-def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, rows: ClusterRows | None = None,
-                           streams=None, batch_rows: int | None = None) -> dict:
+def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals | None, cutoffs, rows: ClusterRows | None = None,
+                           streams=None, batch_rows: int | None = None, prefix=None) -> dict:
     """Replace the variances at ``cutoffs`` and FPR 1 by cluster-robust ones and add their covariances.
 
     ``grid``: the score grid, or only its `BlockTotals` when the streams' batches carry their rows' blocks
@@ -148,12 +148,16 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, ro
     query)]); each batch is (keys, scores, group codes, n_pos, n_neg), a cluster's rows contiguous.
     Adds ``cov`` (K, S, S) over columns at ``cov_alphas`` and ``clusters`` (the number of clusters; the
     smaller one for two-way clustering). In-memory ``rows`` are fed in batches of
-    ``batch_rows`` rows (default CLUSTER_BATCH_ROWS).
+    ``batch_rows`` rows (default CLUSTER_BATCH_ROWS). Or ``prefix``: a list of (sign, `PrefixClusterSums`)
+    already fed in score order during the sweep (no ``grid`` needed).
     """
-    var_alphas = np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
+    var_alphas = variance_alphas(cutoffs)
     sel = np.searchsorted(res["alphas"], var_alphas)
-    table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
+    if prefix is not None:
+        parts = [(sign, *sums.covariance(auc, roc)) for sign, sums in prefix]
+        return _store_covariance(res, var_alphas, sel, parts)
+    table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     if streams is None:
         def batch(keys):
             return cluster_batches(keys, rows, batch_rows)
@@ -162,12 +166,20 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals, cutoffs, ro
             streams = [(1, batch(first)), (1, batch(second)), (-1, batch(two_way_keys(first, second)))]
         else:
             streams = [(1, batch(rows.keys))]
-    cov, counts = 0.0, []
-    for sign, batches in streams:
-        part, clusters = cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches)
-        cov = cov + sign * part
-        if sign > 0:
-            counts.append(clusters)
+    parts = [(sign, *cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches))
+             for sign, batches in streams]
+    return _store_covariance(res, var_alphas, sel, parts)
+
+
+def variance_alphas(cutoffs) -> np.ndarray:
+    """The cutoffs given cluster-robust variances: the requested ones and FPR 1 (xAUC), ascending."""
+    return np.unique(np.r_[np.asarray(cutoffs, dtype=np.float64), 1.0])
+
+
+def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
+    """Sum the signed (sign, covariance, clusters) parts into ``res``: variances, ``cov``, ``clusters``."""
+    cov = sum(sign * part for sign, part, _ in parts)
+    counts = [clusters for sign, _, clusters in parts if sign > 0]
     diag = np.einsum("kss->sk", cov).copy()
     res["variance"] = res["variance"].copy()
     res["variance"][:, sel] = np.maximum(diag, 0.0)

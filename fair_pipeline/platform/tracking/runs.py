@@ -203,20 +203,6 @@ class TrackedRun:
             self.log_metrics(metrics, model_id=info.model_id)
         return info.model_uri
 
-    def log_pyfunc_model(
-        self, python_model: Any, name: str, artifacts: dict[str, str] | None = None, pip_requirements: list[str] | None = None
-    ) -> str:
-        """Log an `mlflow.pyfunc.PythonModel` (e.g. the EO transform); returns its model URI."""
-        import mlflow.pyfunc
-
-        info = self._retry(
-            lambda: mlflow.pyfunc.log_model(
-                name=name, python_model=python_model, artifacts=artifacts, pip_requirements=pip_requirements or PIP_REQUIREMENTS
-            ),
-            f"log pyfunc model {name}",
-        )
-        return info.model_uri
-
 
 class MLflowTracking(dg.ConfigurableResource):
     """MLflow tracking and registry for the pipeline. Empty fields mean the FAIR_PIPELINE_HOME defaults
@@ -249,9 +235,6 @@ class MLflowTracking(dg.ConfigurableResource):
 
     def artifact_url(self, run_id: str, path: str) -> str:
         return f"{self.base_ui_url}/get-artifact?{urlencode({'path': path, 'run_uuid': run_id})}"
-
-    def experiment_url(self, stage: str) -> str:
-        return f"{self.base_ui_url}/#/experiments/{self.experiment_id(stage)}?{CLASSIC_VIEW}"
 
     @property
     def store(self) -> Store:

@@ -83,10 +83,6 @@ class FairQuadraticMetric:
             grad[v] -= g
         return grad
 
-    def prefers(self, r1, r2) -> bool:
-        """True iff r1 has strictly lower cost than r2."""
-        return self(r1) < self(r2)
-
 
 def metric_to_dict(metric: FairQuadraticMetric) -> dict:
     """JSON-ready description (a, B^{uv} per pair, lam, tau, n_queries, and the 95% tolerance band

@@ -62,9 +62,6 @@ class PairedDifference:
     n_clusters: int
     n_rows: int
 
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
 
 def group_codes(groups, labels) -> np.ndarray:
     """Index of every row's group in ``labels`` (the metric's group order); unknown groups raise."""

@@ -115,10 +115,6 @@ class CellMoments:
             np.pad(self.count, (0, pad)),
         )
 
-    def decayed(self, factor: float) -> "CellMoments":
-        """Down-weight (exponential forgetting) keeping means; counts are kept for validation."""
-        return CellMoments(self.weight * factor, self.mean, self.m2 * factor, self.count)
-
     def merge(self, other: "CellMoments") -> "CellMoments":
         n = max(self.weight.size, other.weight.size)
         a, b = self.resized(n), other.resized(n)

@@ -1,4 +1,5 @@
-"""Parity: the dbt_like_sql models built on Spark equal DuckDB's, table by table, row for row.
+"""Parity: the dbt_like_sql models built on Spark equal DuckDB's, table by table, row for row, and pass their
+schema files' tests (columns, not_null, unique keys) on Spark as tests/platform/test_sql_schemas.py checks on DuckDB.
 
 Both engines start from the same landing files: ingestion validates them in DuckDB (raw.* and raw.quarantine,
 including rejected rows), the raw layer is copied to the Spark engine, and every model is built on each engine
@@ -18,9 +19,9 @@ from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
 from fair_pipeline.platform.engines.transfer import RAW_PARTITIONED, RAW_UNPARTITIONED, copy_raw_layer
+from fair_pipeline.platform.sql_schemas import check_columns, load_schema, schema_violations
 from fair_pipeline.platform.windows import PartitionWindow
 from tests.platform import small_warehouse
-
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +80,17 @@ def test_every_model_equals_duckdb_row_for_row(engines, model):
     table = sql_models.discover_models()[model].key
     sql = f"SELECT * FROM {table[0]}.{table[1]}"
     _assert_same_rows(model, duck.query_df(sql), spark_engine.query_df(sql))
+
+
+@pytest.mark.parametrize("model", sorted(sql_models.discover_models()))
+def test_every_model_on_spark_has_its_schema_columns_and_passes_its_schema_tests(engines, model):
+    _, spark_engine, _, _ = engines
+    sql_model = sql_models.discover_models()[model]
+    schema = load_schema(sql_model)
+    columns = list(spark_engine.query_df(f"SELECT * FROM {sql_model.table} LIMIT 0").columns)
+    assert check_columns(schema, columns) == []
+    violations = schema_violations(spark_engine, sql_model, schema)
+    assert violations and set(violations.values()) == {0}, violations
 
 
 @pytest.mark.parametrize("table", RAW_PARTITIONED + RAW_UNPARTITIONED)

@@ -1,0 +1,324 @@
+"""Cluster-robust variances from the one pass in descending score order (no second sort by cluster).
+
+`clustered` derives each row's influence on column (positives of vector i, negatives of vector j) at a
+cutoff alpha from its block's place on the ROC curves: the cumulative positives and negatives through its
+block (the prefix sums of the sorted stream) and the boundary block of each cutoff. In descending score
+order those prefix sums are running totals, so every row's influence can be placed while the rows stream
+by, with only the per-cluster sums kept (rows are keyed by dense cluster codes). The influence depends on
+the sweep's I(alpha) and ROC(alpha), which are known only at the end, but linearly:
+
+    U_c[k, (i, j)] = A_c[k, s] + alpha_k PC_c[k, i, j] / m_i + ROC_s(alpha_k) B_c[k, j]
+                     - I_s(alpha_k) (N_c[j] / n_j + P_c[i] / m_i),   B_c[k, j] = (alpha_k N_c[j] - NC_c[k, j]) / n_j
+
+where, summed over the cluster's rows inside cutoff k (their block lies within alpha_k n_j negatives of j):
+A = negatives of j x (ROC of i seen at their block) / n_j - positives of i x (FPR of j at their block) / m_i,
+PC = positives of i, NC = negatives of j; N and P are the cluster's negatives of j and positives of i. A row
+is inside cutoff k for every k >= its "band" (the first cutoff whose threshold its block does not pass), so
+each row adds to one band slot and cumulative sums over bands give every cutoff. Rows of a block straddling
+a cutoff (few) take `row_influence` exactly, split into its parts free of and proportional to ROC(alpha),
+and enter only their own cutoffs (a difference across adjacent band slots). These are the values
+`ClusterAccumulator` sums after sorting by cluster, in another order (tests/audit/test_prefix_clusters.py).
+
+Memory: per cluster code, ((G + 1)^2 + (G + 1) + 2 G (G + 1)) K + 2 G float64 sums (124 with two groups and
+five cutoffs), i.e. catalogue sized (items or queries), not day sized.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+
+from fair_pipeline.audit.stats.clustered import row_influence
+from fair_pipeline.audit.stats.validation import AuditInputError
+
+CROSS_CHUNK = 1 << 15  # clusters per step of the final cross products
+DENSE_RUN_SHARE = 1.0  # a run of at least this many rows per cluster is summed per cell first (bincount)
+
+
+class _Totals:
+    """What `row_influence` needs of the table: groups, class totals per vector (floored at 1)."""
+
+    def __init__(self, n_groups, m, n):
+        self.n_groups, self.m, self.n = n_groups, m, n
+
+
+class _PrefixRows:
+    """A batch of rows seen through their blocks' prefix counts (the `CountRows` interface of
+    `row_influence`): ``pos``/``neg`` the block's counts, ``pos_incl``/``neg_incl`` those through it, all
+    (G + 1, rows) with the pooled vector last."""
+
+    def __init__(self, pos, neg, pos_incl, neg_incl):
+        self._pos, self._neg, self._pos_incl, self._neg_incl = pos, neg, pos_incl, neg_incl
+
+    def take(self, idx):
+        return _PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
+
+    def incl(self, v):
+        return self._pos_incl[v], self._neg_incl[v]
+
+    def counts(self, v):
+        return self._pos[v], self._neg[v]
+
+
+def _inside(banded: np.ndarray) -> None:
+    """Band slots (axis -2) summed cumulatively in place: slot k = the rows inside cutoff k."""
+    for k in range(1, banded.shape[-2]):
+        banded[..., k, :] += banded[..., k - 1, :]
+
+
+class PrefixClusterSums:
+    """Per-cluster sums of the influence values of every column and cutoff, fed in score order.
+
+    ``n_pos`` / ``n_neg``: per group totals; ``alphas``: ascending cutoffs that need a variance (the last
+    one 1); ``pairs``: (positive vector, negative vector) of each column (vector G = all groups pooled);
+    ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry.
+
+    Bands change only where the stream passes one of the (G + 1) K thresholds, so a batch is a few runs of
+    rows with the same band for every vector; per run, the rows' sums per (cluster, group) are plain
+    ``bincount``s of the quantities the columns share (negatives x ROC of vector i, positives x FPR of
+    vector j, counts), which are then added to each vector's band slot. Stored, per cluster (float64):
+    NR (group or pooled negatives x ROC of each vector), PF (positives of a group x FPR of each vector), NC,
+    PC (counts), all per band; N and P per group.
+    """
+
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
+        G = len(n_pos)
+        self.G, self.C = G, int(n_clusters)
+        self.m = np.maximum(np.r_[n_pos, np.sum(n_pos)].astype(np.float64), 1.0)
+        self.n = np.maximum(np.r_[n_neg, np.sum(n_neg)].astype(np.float64), 1.0)
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+        K, C = self.alphas.size, self.C
+        self.x = self.alphas[None, :] * self.n[:, None]  # (G + 1, K) thresholds on cumulative negatives
+        # vector j's negatives (j = G: all groups') x ROC of vector i, per band of j
+        self.NR = np.zeros((G + 1, G + 1, K, C))
+        self.NC = np.zeros((G + 1, K, C))
+        # positives of group g x FPR of vector j, per band of j
+        self.PF = np.zeros((G, G + 1, K, C))
+        self.PC = np.zeros((G, G + 1, K, C))
+        self.N, self.P = np.zeros((G, C)), np.zeros((G, C))
+        self.edges = []  # (cluster codes, (S, K, codes) ROC-free sums) of rows of blocks straddling a cutoff
+        self.running = np.zeros((2, G + 1))  # positives / negatives of every vector above the next block
+        self.rows = 0
+        self._finished = False
+
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, codes) -> None:
+        """Next blocks (per group counts (G, B), descending scores, continuing the previous ones) and their
+        rows: block index within this update, group code, positives and negatives, cluster code."""
+        G, C = self.G, self.C
+        if self._finished:
+            raise RuntimeError("update after covariance()")
+        codes = np.asarray(codes, dtype=np.intp)
+        if codes.size and (codes.min() < 0 or codes.max() >= C):
+            raise AuditInputError(f"cluster codes must lie in [0, {C}), got [{codes.min()}, {codes.max()}]")
+        B = pos.shape[1]
+        p, q = np.empty((G + 1, B)), np.empty((G + 1, B))
+        p[:G], q[:G] = pos, neg
+        p[G], q[G] = pos.sum(axis=0), neg.sum(axis=0)
+        p_incl, n_incl = np.empty_like(p), np.empty_like(q)
+        for v in range(G + 1):  # row by row: numpy's 2-d cumsum along the last axis is much slower
+            np.cumsum(p[v], out=p_incl[v])
+            np.cumsum(q[v], out=n_incl[v])
+        p_incl += self.running[0][:, None]
+        n_incl += self.running[1][:, None]
+        if B:
+            self.running = np.stack([p_incl[:, -1], n_incl[:, -1]])
+        b = np.asarray(row_block, dtype=np.intp)
+        group = np.asarray(group, dtype=np.intp)
+        n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
+        self.rows += b.size
+        key = group * C + codes  # (group, cluster) cells, group-major: per group sums are contiguous
+        # the block holding each threshold: the first whose cumulative negatives pass it; a block's band for a
+        # vector is the number of those at or above it, so bands change only there. Such a block whose first
+        # negative lies below the threshold straddles it: its rows take the exact path, for every vector.
+        starts, edge_blocks = [0, B], []
+        for v in range(G + 1):
+            at = np.searchsorted(n_incl[v], self.x[v], side="right")
+            starts.extend(at[at < B])
+            for k in np.flatnonzero(at < B):
+                if n_incl[v, at[k]] - q[v, at[k]] < self.x[v, k]:
+                    edge_blocks.append(at[k])
+        block_cuts = np.unique(starts)
+        roc_of = (p_incl - 0.5 * p) / self.m[:, None]
+        fpr_of = (n_incl - 0.5 * q) / self.n[:, None]
+        edge_rows = np.zeros(b.size, dtype=bool)
+        for blk in set(edge_blocks):
+            edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
+        has_edge = bool(edge_rows.any())
+        for sel, w, neg_side in ((n_neg > 0, n_neg, True), (n_pos > 0, n_pos, False)):
+            if has_edge:  # edge rows enter through `_edge_rows` only
+                sel = sel & ~edge_rows
+            idx = np.flatnonzero(sel)
+            rb, k, w = b[idx], key[idx], w[idx]
+            row_cuts = np.searchsorted(rb, block_cuts)
+            for lo, hi, first in zip(row_cuts[:-1], row_cuts[1:], block_cuts[:-1]):
+                if hi > lo:
+                    t = [int(np.searchsorted(n_incl[v], self.x[v], side="right").__le__(first).sum())
+                         for v in range(G + 1)]
+                    self._run(t, rb[lo:hi], k[lo:hi], w[lo:hi], roc_of if neg_side else fpr_of, neg_side)
+        if has_edge:
+            self._edge_rows(np.flatnonzero(edge_rows), b, p, q, p_incl, n_incl, group, n_pos, n_neg, codes)
+
+    def _run(self, t, rb, k, w, curve, neg_side: bool) -> None:
+        """Rows of one class in a run of blocks with bands ``t`` (per vector): their sums per (group, cluster)
+        of the class count and of count x ``curve`` (ROC for negatives, FPR for positives) of every vector.
+        A run with fewer rows than clusters adds row by row (scattered); a longer one sums per cell first
+        (``bincount``) and adds whole cluster-sized arrays."""
+        if k.size < DENSE_RUN_SHARE * self.C:
+            self._scatter_run(np.asarray(t), rb, k, w, curve, neg_side)
+            return
+        G = self.G
+        counts = self._by_cell(k, w)
+        (self.N if neg_side else self.P)[:] += counts
+        if neg_side:
+            self._add(self.NC, counts, t)
+        else:
+            for j in range(G + 1):
+                self.PC[:, j, t[j]] += counts
+        for v in range(G + 1):
+            sums = self._by_cell(k, w * curve[v, rb])
+            if neg_side:
+                self._add(self.NR[:, v], sums, t)
+            else:
+                self.PF[:, v, t[v]] += sums
+
+    def _scatter_run(self, t, rb, k, w, curve, neg_side: bool) -> None:
+        G, K, C = self.G, self.alphas.size, self.C
+        g, c = np.divmod(k, C)
+        if neg_side:
+            np.add.at(self.N.reshape(-1), k, w)
+            own = (g * K + t[g]) * C + c  # a group's own band slot (vector g), then the pooled one (vector G)
+            pooled = (G * K + t[G]) * C + c
+            np.add.at(self.NC.reshape(-1), own, w)
+            np.add.at(self.NC.reshape(-1), pooled, w)
+            flat = self.NR.reshape(-1)
+            for v in range(G + 1):
+                value = w * curve[v, rb]
+                np.add.at(flat, own + (g * G + v) * K * C, value)  # NR[g, v] = slot (g (G + 1) + v) K
+                np.add.at(flat, pooled + (G * G + v) * K * C, value)
+        else:
+            np.add.at(self.P.reshape(-1), k, w)
+            base = g * (G + 1) * K * C + c
+            for v in range(G + 1):
+                at = base + (v * K + t[v]) * C
+                np.add.at(self.PC.reshape(-1), at, w)
+                np.add.at(self.PF.reshape(-1), at, w * curve[v, rb])
+
+    def _by_cell(self, key, weights) -> np.ndarray:
+        """(G, C) sums of ``weights`` per group and cluster."""
+        return np.bincount(key, weights, minlength=self.C * self.G).reshape(self.G, self.C)
+
+    def _add(self, target, per_group, t) -> None:
+        """Negatives' sums per group into their own group's band slot and, summed, into the pooled one."""
+        G = self.G
+        for g in range(G):
+            target[g, t[g]] += per_group[g]
+        pooled = target[G, t[G]]
+        for g in range(G):
+            pooled += per_group[g]
+
+    def _edge_rows(self, rows_e, b, p, q, p_incl, n_incl, group, n_pos, n_neg, codes) -> None:
+        """Rows of blocks straddling a cutoff: `row_influence` per column and cutoff, its ROC-free part kept
+        per cluster (`edges`, few) and its ROC coefficient into NC (at the cutoff's slot, minus at the next: the cumulative sum
+        over slots then holds it at that cutoff only)."""
+        G, K = self.G, self.alphas.size
+        table = _Totals(G, self.m, self.n)
+        be = b[rows_e]
+        rows = _PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
+        ge, pe, ne = group[rows_e], n_pos[rows_e], n_neg[rows_e]
+        uniq, inv = np.unique(codes[rows_e], return_inverse=True)
+        a_vals = np.empty((len(self.pairs), K, rows_e.size))
+        nc_vals = np.empty((G + 1, K, rows_e.size))
+        no_pos = np.zeros(pe.size)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for k, alpha in enumerate(self.alphas):
+                for j in range(G + 1):
+                    in_j = np.ones(ge.size, dtype=bool) if j == G else ge == j
+                    roc0 = row_influence(table, j, j, alpha, 0.0, 0.0, rows, ge, no_pos, ne)
+                    roc1 = row_influence(table, j, j, alpha, 0.0, 1.0, rows, ge, no_pos, ne)
+                    nc_vals[j, k] = alpha * ne * in_j - self.n[j] * (roc1 - roc0)
+                for s, (i, j) in enumerate(self.pairs):
+                    a_vals[s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, rows, ge, pe, ne)
+        nc_vals[:, 1:] -= nc_vals[:, :-1].copy()  # slot k: + value at k, - value at k - 1
+        members = sparse.csr_matrix((np.ones(inv.size), (np.arange(inv.size), inv.ravel())),
+                                    shape=(inv.size, uniq.size))  # row -> its cluster
+        def per_cluster(vals):
+            flat = vals.reshape(-1, inv.size)
+            return np.asarray(members.T @ flat.T).T.reshape(vals.shape[:-1] + (uniq.size,))
+
+        self.edges.append((uniq, per_cluster(a_vals)))
+        self.NC[:, :, uniq] += per_cluster(nc_vals)
+        self.N[:, uniq] += per_cluster(np.stack([ne * (ge == g) for g in range(G)]))
+        self.P[:, uniq] += per_cluster(np.stack([pe * (ge == g) for g in range(G)]))
+
+    def covariance(self, auc, roc) -> tuple[np.ndarray, int]:
+        """(K, S, S) cluster-robust covariance C/(C-1) sum_c U_c U_c' and C, given the sweep's I(alpha)
+        and ROC(alpha) of every column at every cutoff ((S, K) each)."""
+        G, K, S = self.G, self.alphas.size, len(self.pairs)
+        C = int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
+        if C < 2:
+            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
+        auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
+        if not self._finished:  # from here on the band slots hold the sums inside each cutoff
+            for banded in (self.NR, self.NC, self.PF, self.PC):
+                _inside(banded)
+            self._finished = True
+        cross = np.zeros((K, S, S))
+        for lo in range(0, self.C, CROSS_CHUNK):
+            c = slice(lo, lo + CROSS_CHUNK)
+            NR, NC, PF, PC = (x[..., c] for x in (self.NR, self.NC, self.PF, self.PC))
+            N = np.vstack([self.N[:, c], self.N[:, c].sum(axis=0, keepdims=True)])
+            P = np.vstack([self.P[:, c], self.P[:, c].sum(axis=0, keepdims=True)])
+            U = np.empty((K, N.shape[1], S))
+            for s, (i, j) in enumerate(self.pairs):
+                a = self.alphas[:, None]
+                pf = PF[:, j].sum(axis=0) if i == G else PF[i, j]
+                pc = PC[:, j].sum(axis=0) if i == G else PC[i, j]
+                A = NR[j, i] / self.n[j] - pf / self.m[i]
+                B = (a * N[j] - NC[j]) / self.n[j]
+                U[:, :, s] = (A + a * pc / self.m[i] + roc[s][:, None] * B
+                              - auc[s][:, None] * (N[j] / self.n[j] + P[i] / self.m[i]))
+            for codes, sums in self.edges:
+                mine = (codes >= lo) & (codes < lo + CROSS_CHUNK)
+                U[:, codes[mine] - lo, :] += sums[:, :, mine].transpose(1, 2, 0)
+            cross += np.matmul(U.transpose(0, 2, 1), U)
+        return cross * (C / (C - 1)), C
+
+
+class SortedRowBlocks:
+    """Rows (score, cell, count, cluster codes...) in descending score order, fed in batches, cut into
+    distinct-score blocks that keep their rows: like `blocks.SortedCellBlocks`, and each emitted row also
+    carries its block's index within the emitted blocks. The last score of a batch is held back until a
+    lower score (or `finish`) shows that its block is complete."""
+
+    def __init__(self, n_cells: int):
+        self.n_cells = int(n_cells)
+        self.carry = None
+
+    def push(self, scores, cells, counts, *extras):
+        """(block scores (B,), counts (n_cells, B), row blocks, cells, counts, extras) of the rows completed
+        by this batch, or None."""
+        cols = [np.asarray(scores, dtype=np.float64), np.asarray(cells, dtype=np.intp),
+                np.asarray(counts, dtype=np.float64)] + [np.asarray(e) for e in extras]
+        if self.carry is not None:
+            cols = [np.concatenate([c0, c]) for c0, c in zip(self.carry, cols)]
+        s = cols[0]
+        if s.size == 0:
+            self.carry = None
+            return None
+        last = s.size - np.searchsorted(s[::-1], s[-1], side="right")  # first row of the last score
+        self.carry = [c[last:] for c in cols]
+        return self._blocks([c[:last] for c in cols]) if last else None
+
+    def finish(self):
+        carry, self.carry = self.carry, None
+        return None if carry is None else self._blocks(carry)
+
+    def _blocks(self, cols):
+        scores, cells, counts = cols[:3]
+        new_block = np.empty(scores.size, dtype=bool)
+        new_block[0] = True
+        np.not_equal(scores[1:], scores[:-1], out=new_block[1:])
+        starts = np.flatnonzero(new_block)
+        block = np.arange(starts.size) if starts.size == scores.size else np.cumsum(new_block) - 1
+        table = np.bincount(cells * starts.size + block, weights=counts, minlength=self.n_cells * starts.size)
+        return (scores[starts], table.reshape(self.n_cells, starts.size), block, cells, counts, *cols[3:])

@@ -1,0 +1,105 @@
+"""Cluster-robust variances from the one pass in score order (`stats.prefix_clusters`) against brute force and
+against the sort-by-cluster accumulator (`stats.clustered`), ties and several groups included."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import fair_pipeline.audit.files as files
+import fair_pipeline.audit.stats.prefix_clusters as prefix
+from fair_pipeline.audit import audit_aggregates
+from fair_pipeline.audit.stats.blocks import build_grid
+from fair_pipeline.audit.stats.grid_audit import run_grid_audit, variance_alphas
+from tests.audit import bruteforce as bf
+
+CUTS = [0.05, 0.3, 1.0]
+GROUPS = np.array(['a "quoted"', "b+", "в"], dtype=object)
+
+
+def _rows(rng, n=900, clusters=70, ties=4):
+    """Rows in clusters that span groups, discrete scores (ties within and across classes and groups)."""
+    c = rng.integers(0, clusters, n)
+    effect = rng.normal(size=clusters)[c]
+    y = rng.random(n) < 1 / (1 + np.exp(-effect))
+    s = np.round((effect + y + rng.normal(scale=0.7, size=n)) * ties) / ties
+    g = rng.integers(0, 3, n)
+    return s, y, g, c
+
+
+def _feed(s, y, g, c, batch_rows):
+    """Sweep the rows in descending score order in batches (ties straddling batches held back), feeding the
+    prefix sums as `audit_file` does; returns the sweep's result and the sums."""
+    grid = build_grid(s, y, g, GROUPS)
+    res = run_grid_audit(grid, CUTS)
+    pairs = res["pairs"]
+    sums = prefix.PrefixClusterSums(grid.n_pos, grid.n_neg, variance_alphas(CUTS), pairs, int(c.max()) + 1)
+    order = np.argsort(-s, kind="stable")
+    blocks = prefix.SortedRowBlocks(2 * len(GROUPS))
+    cells = g * 2 + y
+
+    def update(done):
+        if done is not None:
+            _, table, row_block, cell, counts, code = done
+            label = cell & 1
+            sums.update(table[1::2], table[0::2], row_block, cell >> 1, counts * label, counts * (1 - label), code)
+
+    for lo in range(0, s.size, batch_rows):
+        take = order[lo:lo + batch_rows]
+        update(blocks.push(s[take], cells[take], np.ones(take.size), c[take]))
+    update(blocks.finish())
+    return res, sums
+
+
+@pytest.mark.parametrize("dense_share", [0.0, np.inf])  # every run scattered row by row / summed per cell first
+@pytest.mark.parametrize("batch_rows", [37, 10_000])
+def test_prefix_sums_equal_brute_force_cluster_variances(monkeypatch, dense_share, batch_rows):
+    monkeypatch.setattr(prefix, "DENSE_RUN_SHARE", dense_share)
+    s, y, g, c = _rows(np.random.default_rng(11))
+    res, sums = _feed(s, y, g, c, batch_rows)
+    alphas = variance_alphas(CUTS)
+    sel = np.searchsorted(res["alphas"], alphas)
+    cov, clusters = sums.covariance(res["auc"][:, sel], res["tpr_interp"][:, sel])
+    assert clusters == np.unique(c).size
+    G = len(GROUPS)
+    member = [g == v for v in range(G)] + [np.ones(s.size, dtype=bool)]
+    infl = {}
+    for col, (i, j) in enumerate(res["pairs"]):
+        for k, alpha in enumerate(alphas):
+            rows = (y & member[i]) | (~y & member[j])  # positives of vector i, negatives of vector j
+            full = np.zeros(s.size)
+            full[rows] = bf.influence_values(s[rows], y[rows], alpha)[2]
+            infl[col, k] = full
+            assert cov[k, col, col] == pytest.approx(bf.clustered_variance(full, c), rel=1e-12, abs=1e-15)
+    xab = res["columns"].index(("xauc", 0, 1))
+    xba = res["columns"].index(("xauc", 1, 0))
+    k1 = len(alphas) - 1  # xAUC(a, b) - xAUC(b, a): an item feeds both sides, the covariance counts
+    want = bf.clustered_variance(infl[xab, k1] - infl[xba, k1], c)
+    assert cov[k1, xab, xab] + cov[k1, xba, xba] - 2 * cov[k1, xab, xba] == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("two_way", [False, True])
+@pytest.mark.parametrize("ties", [0, 3])  # 0: distinct scores, the rows are sorted; 3: GROUP BY score, cell, clusters
+def test_file_audit_equals_the_sort_by_cluster_accumulator(tmp_path, monkeypatch, two_way, ties):
+    """`audit_file` (one pass in score order, small feeds so ties and clusters straddle updates) against the
+    in-memory audit whose variances sort rows by cluster: every float of every table to 1e-12 (1e-11 relative
+    for derived figures such as z)."""
+    monkeypatch.setattr(files, "CLUSTER_FEED_ROWS", 101)
+    rng = np.random.default_rng(12)
+    s, y, g, c = _rows(rng, n=2500, clusters=180, ties=ties or 1)
+    if not ties:
+        s = s + rng.normal(scale=1e-3, size=s.size)
+    q = rng.integers(0, 60, s.size)
+    frame = pd.DataFrame({"score": s, "label": y.astype(int), "grp": GROUPS[g], "item": [f"it {v}" for v in c],
+                          "query": q})
+    path = tmp_path / "scored rows.parquet"
+    frame.to_parquet(path)
+    clusters = ["item", "query"] if two_way else ["item"]
+    got = files.audit_file(path, "score", "label", "grp", clusters=clusters, batch_rows=53).report
+    aggregates = frame.assign(n_pos=frame["label"], n_neg=1 - frame["label"]).rename(columns={"grp": "group"})
+    want = audit_aggregates(aggregates, cluster_cols=clusters, estimand="two_way" if two_way else "clustered")
+    pairs = [(got, want, name) for name in ("groups", "pairs", "overall")]
+    pairs += [(got.xauc, want.xauc, name) for name in ("pairs", "deltas", "balanced", "balanced_deltas")]
+    for a, b, name in pairs:
+        a, b = getattr(a, name), getattr(b, name)
+        floats = [col for col in b.columns if b[col].dtype.kind == "f"]
+        pd.testing.assert_frame_equal(a.drop(columns=floats), b.drop(columns=floats), check_dtype=False)
+        np.testing.assert_allclose(a[floats].to_numpy(), b[floats].to_numpy(), rtol=1e-11, atol=1e-12)
