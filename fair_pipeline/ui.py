@@ -1,4 +1,5 @@
-"""`fair-pipeline ui`: the Dagster UI (`dagster dev`, with the daemon) and the MLflow UI on one home.
+"""`fair-pipeline ui`: the Dagster UI (webserver behind `platform.ui_guard`, with the daemon) and the MLflow UI on one
+home.
 
 Each server runs in its own session (process group), so a terminal's Ctrl-C reaches only us and we
 stop both groups explicitly: SIGTERM to each group, then SIGKILL to whatever survives the grace
@@ -49,7 +50,9 @@ def _port_in_use(host: str, port: int) -> bool:
 
 
 def dagster_command(port: int, host: str = HOST) -> list[str]:
-    return [sys.executable, "-m", "dagster", "dev", "-w", str(WORKSPACE), "-h", host, "-p", str(port)]
+    """The Dagster webserver behind the UI guard, and the daemon (what `dagster dev` runs, guarded)."""
+    return [sys.executable, "-m", "fair_pipeline.platform.guarded_dagster", "-w", str(WORKSPACE), "-h", host,
+            "-p", str(port)]
 
 
 def mlflow_command(port: int, host: str = HOST) -> list[str]:
@@ -196,7 +199,7 @@ class UiProcesses:
         return next((s for s in self.servers if s.name == "mlflow"), None)
 
     def stop(self) -> None:
-        # Stop both at once: dagster dev's graceful shutdown takes a few seconds.
+        # Stop both at once: the webserver's and daemon's graceful shutdown takes a few seconds.
         threads = [threading.Thread(target=s.stop) for s in self.servers]
         for thread in threads:
             thread.start()

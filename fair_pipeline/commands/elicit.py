@@ -41,10 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _config_from_args(args: argparse.Namespace) -> SessionConfig:
     import numpy as np
 
-    from fair_pipeline.selection.elicitation.validation import check_dimensions
+    from fair_pipeline.selection.elicitation.validation import check_dimensions, check_search
     from fair_pipeline.selection.session import SessionConfig
 
     check_dimensions(args.groups, args.classes)
+    check_search(args.classes, args.radius, args.tolerance, args.inner_radius)  # before the session is stored
     labels = (tuple(args.group_labels.split(",")) if args.group_labels
               else tuple(f"group {g + 1}" for g in range(args.groups)))
     if len(labels) != args.groups:
@@ -67,7 +68,16 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     db = args.db or settings.default_elicitation_db()
-    store = SessionStore(db)
+    if Path(db).is_dir():
+        print(f"--db {db} is a folder; give a DuckDB file (e.g. {Path(db) / 'elicitation.duckdb'})", file=stdout)
+        return EXIT_ERROR
+    import duckdb
+
+    try:
+        store = SessionStore(db)
+    except (duckdb.Error, OSError) as error:  # not a DuckDB file, or a folder we can't write
+        print(f"cannot open the elicitation store {db}: {error}", file=stdout)
+        return EXIT_ERROR
     try:
         if args.list:
             sessions = store.list_sessions()

@@ -15,15 +15,17 @@ def ui_hint() -> str:
     return f"fair-pipeline {home}ui   (Dagster on http://127.0.0.1:{DAGSTER_PORT}, MLflow on {settings.mlflow_ui_url()})"
 
 
-def print_where(ok: bool, verbose: bool = False, failures: list[str] | None = None) -> None:
-    """The stores, the report's findings and how to open the UIs; after failed runs, the first one's cause."""
+def print_where(ok: bool, verbose: bool = False, failures: list[str] | None = None, since: float | None = None) -> None:
+    """The stores, the report's findings and how to open the UIs; after failed runs, the first one's cause. A report
+    older than `since` (the command's start, a time.time()) was not built by this command and is never shown as its
+    result."""
     if verbose:
         say("results:")
         print(f"  warehouse (DuckDB): {settings.warehouse_path()}")
         print(f"  Dagster instance:   {settings.dagster_home()}")
         print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
         print(f"  reports:            {settings.reports_dir()}")
-    print_report_summary(verbose)
+    print_report_summary(verbose, since)
     print(f"  open the UIs:       {ui_hint()}")
     if not ok:
         print("  some runs failed: see the messages above and the run's event log in the UI")
@@ -31,8 +33,9 @@ def print_where(ok: bool, verbose: bool = False, failures: list[str] | None = No
             say(f"failed: {failures[0]}")
 
 
-def print_report_summary(verbose: bool = False) -> None:
-    """The fairness findings of the newest report (reporting.summary decides what a quiet summary shows)."""
+def print_report_summary(verbose: bool = False, since: float | None = None) -> None:
+    """The fairness findings of the newest report (reporting.summary decides what a quiet summary shows), if this
+    command built it (see `print_where`)."""
     from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
     from fair_pipeline.reporting.latest import latest_report_dir
     from fair_pipeline.reporting.summary import summary_lines
@@ -43,6 +46,10 @@ def print_report_summary(verbose: bool = False) -> None:
         print("  fairness report:    not built (see the run's failures above)")
         return
     data = json.loads(findings_path.read_text())
+    if since is not None and findings_path.stat().st_mtime < since:
+        print(f"  fairness report:    NOT updated by this command (see the run's failures above); the newest one is "
+              f"from an earlier run (generated {data['generated_at']}): {report_dir / HTML_NAME}")
+        return
     print(f"  fairness report:    {report_dir / HTML_NAME}  (generated {data['generated_at']})")
     if verbose:
         print(f"  every partition's report under {settings.reports_dir()}/<date>/, "

@@ -61,8 +61,11 @@ def partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str] 
 
 
 def run(args: argparse.Namespace) -> int:
+    import time
+
     from fair_pipeline import runner
 
+    began = time.time()
     apply_engine(args)
     if args.partitions < 1:
         say(f"error: --partitions {args.partitions} must be at least 1")
@@ -90,5 +93,5 @@ def run(args: argparse.Namespace) -> int:
         ok = False
     for day in days if ok else []:
         ok = jobs.train_and_audit(day) and ok
-    print_where(ok, args.verbose, jobs.failures)
+    print_where(ok, args.verbose, jobs.failures, since=began)
     return 0 if ok else 1

@@ -34,6 +34,7 @@ from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_co
 from fair_pipeline.eo.window import eo_partition_window
 from fair_pipeline.ingestion import contract
 from fair_pipeline.platform.asset_defaults import pipeline_asset
+from fair_pipeline.platform.metric_keys import LABEL_TABLE, group_key, label_table, metric_name
 from fair_pipeline.platform.partitions import (
     daily_partitions,
     days_before,
@@ -215,8 +216,9 @@ def log_eo_transform(mlflow: MLflowTracking, context, fit: TransformFit, config:
                           tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
                         "position_bias_method": curve.attrs.get("method"), **fit.params})
-        run.log_metrics({f"n_positives.{g}": n for g, n in weighted.n_positives_.items()}
-                        | {f"n_effective.{g}": n for g, n in weighted.n_effective_.items()})
+        run.log_metrics({metric_name("n_positives", group_key(g)): n for g, n in weighted.n_positives_.items()}
+                        | {metric_name("n_effective", group_key(g)): n for g, n in weighted.n_effective_.items()})
+        run.log_table(label_table(weighted.n_positives_), LABEL_TABLE)
         for variant, model in fit.fitted.items():
             run.log_dict(model.to_dict(), f"transforms/{variant}.json")
         run.log_table(knots_summary(fit.fitted), "eo_knots_summary")

@@ -20,7 +20,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import landing_files
+from fair_pipeline.ingestion.landing import checked_landing_files
 from fair_pipeline.ingestion.loads import (
     BLANK_CHARACTERS,
     STORED_FILE,
@@ -95,7 +95,7 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> CatalogueLoad:
     """Replace raw.items from landing/items/*.parquet (rules in the module docstring); feature columns are kept as
     they come. Raises LandingFileError naming the file, or the catalogue, when there is nothing to keep."""
     folder = Path(landing) / contract.ITEMS_DIR
-    files = landing_files(folder)
+    files = checked_landing_files(folder)  # any file that can't be read is refused by name, never skipped
     if not files:
         raise FileNotFoundError(f"no items file: {folder}/*.parquet not found")
     names = _check_item_files(con, files)
@@ -103,7 +103,8 @@ def load_items(con: duckdb.DuckDBPyConnection, landing: Path) -> CatalogueLoad:
     file_column = unused_name("_landing_file", names)
     if "_item_reason" in {n.lower() for n in names}:
         raise LandingFileError(f"items files under {folder} have a column named _item_reason (reserved)")
-    scan = f"SELECT * FROM read_parquet($files, filename = {sql_string(file_column)}, union_by_name = true)"
+    scan = (f"SELECT * FROM read_parquet($files, filename = {sql_string(file_column)}, union_by_name = true, "
+            "hive_partitioning = false)")
     columns = ", ".join(quote_identifier(n) for n in sorted(names))
     classify = CLASSIFY_ITEMS.format(columns=columns, file=quote_identifier(file_column), missing=MISSING_ID,
                                      conflicting=CONFLICTING_ID, copy=EXACT_COPY)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -16,18 +17,80 @@ def partition_dir(landing: Path, source: str, day: dt.date | str) -> Path:
     return Path(landing) / source / f"date={day}"
 
 
-def landing_files(folder: Path) -> list[Path]:
-    """The Parquet files of a landing folder, sorted, without hidden or temp files.
+class LandingFileError(ValueError):
+    """A landing file ingestion refuses as a whole; the message names the file (and the column, where there is one)."""
 
-    Writers (ours: `write_parquet_atomic`) write to `.tmp-*` and rename, so a name starting with "." or "_"
-    is a file still being written or not meant for ingestion; reading it could load half a file."""
-    return sorted(p for p in Path(folder).glob("*.parquet") if not p.name.startswith((".", "_")))
+
+PARQUET_SUFFIX = ".parquet"
+
+
+def _skipped(name: str) -> bool:
+    """A name starting with "." or "_" is a file still being written (`.tmp-*`) or not meant for ingestion
+    (Spark's `_SUCCESS`, `_temporary/`, checksums like `.part-0.parquet.crc`)."""
+    return name.startswith((".", "_"))
+
+
+def _is_hive_folder(name: str) -> bool:
+    key, equals, value = name.partition("=")
+    return bool(equals and key and value)
+
+
+def discover(folder: Path) -> tuple[list[Path], list[str]]:
+    """The Parquet files under a landing folder (sorted) and why any other entry can't be read.
+
+    A file is Parquet when its name ends in `.parquet` in any case (`part-1.PARQUET`). Files in `key=value`
+    subfolders (`hour=01/x.parquet`, as hive-style writers lay them out) belong to the folder's day; a Parquet file
+    in any other subfolder, a `.parquet` name that is not a regular file (a FIFO, a socket, a folder, a broken
+    link) and an unreadable folder are refused by name; none is ever opened here. Hidden and temp names are skipped."""
+    files, refused = [], []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return [], []
+    for root, dirs, names in os.walk(folder, onerror=lambda error: refused.append(f"{error.filename}: {error.strerror}")):
+        relative = Path(root).relative_to(folder)
+        dirs[:] = sorted(d for d in dirs if not _skipped(d))
+        odd_folder = next((part for part in relative.parts if not _is_hive_folder(part)), None)
+        for name in sorted(names):
+            path = Path(root) / name
+            if _skipped(name) or not name.lower().endswith(PARQUET_SUFFIX):
+                continue
+            if odd_folder is not None:
+                refused.append(f"{path}: in subfolder {odd_folder!r}, which is not a hive-style key=value folder")
+                continue
+            try:
+                mode = os.stat(path).st_mode  # follows links; never opens the file (a FIFO's open would block)
+            except OSError as error:
+                refused.append(f"{path}: {error.strerror}")
+                continue
+            if not stat.S_ISREG(mode):
+                refused.append(f"{path}: not a regular file")
+                continue
+            files.append(path)
+        for name in dirs:  # a folder named like a Parquet file is not one
+            if name.lower().endswith(PARQUET_SUFFIX):
+                refused.append(f"{Path(root) / name}: not a regular file (a folder)")
+    return sorted(files), refused
+
+
+def landing_files(folder: Path) -> list[Path]:
+    """The Parquet files of a landing folder that can be read (see `discover`); for listing what is landed."""
+    return discover(folder)[0]
+
+
+def checked_landing_files(folder: Path) -> list[Path]:
+    """The Parquet files of a landing folder, for loading: any entry `discover` refuses raises LandingFileError
+    naming it, so no file is skipped silently."""
+    files, refused = discover(folder)
+    if refused:
+        raise LandingFileError(f"landing folder {folder} has files ingestion can't read: {'; '.join(refused)}")
+    return files
 
 
 def partition_files(landing: Path, source: str, day: dt.date | str) -> list[Path]:
-    """The Parquet files of one day, sorted; raises FileNotFoundError naming the folder if there are none."""
+    """The Parquet files of one day, sorted; raises FileNotFoundError naming the folder if there are none, and
+    LandingFileError naming any file that can't be read."""
     folder = partition_dir(landing, source, day)
-    files = landing_files(folder)
+    files = checked_landing_files(folder)
     if not files:
         raise FileNotFoundError(f"no landing files for source {source!r}, partition {day}: {folder}/*.parquet not found")
     return files

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import landing_files, partition_dir, partition_files
+from fair_pipeline.ingestion.file_checks import check_files, errors_named, refuse_invalid_utf8_bytes
+from fair_pipeline.ingestion.landing import LandingFileError, checked_landing_files, partition_dir, partition_files
 from fair_pipeline.platform.warehouse import (
     quote_identifier,
     table_columns,
@@ -43,8 +43,20 @@ TARGET_TYPES = {
 
 # Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one. Each sorts
 # before "!", so `id < '!'` (a cheap prefix compare, true for '' and ids starting with one of them) guards the
-# trim(), which would otherwise cost twice the rest of the validation.
+# trim(), which would otherwise cost twice the rest of the validation. (Items use this; impressions use BLANK_ID.)
 BLANK_CHARACTERS = " \t\n\r\f\v"
+
+# An id made only of Unicode blanks (separators such as U+00A0 and U+3000, control characters, and the invisible
+# U+200B..U+200D, U+2060, U+FEFF, U+180E) is missing too. Such an id starts below "!" or outside ASCII, so
+# `id < '!' OR id >= U+0080` (a prefix compare) guards the regular expression.
+BLANK_ID = r"^[\p{Z}\p{Cc}\x{200B}-\x{200D}\x{2060}\x{FEFF}\x{180E}]*$"
+NON_ASCII = "\u0080"
+
+# Text read as a number must be a plain decimal: DuckDB's cast also reads "1_0" as 10 and " 0x1A"-like forms.
+_PLAIN_NUMBER = "'^ *[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)? *$'"
+# Text read as a timestamp must have a time of day: "2026-01-01" would be stored as an invented midnight, as a
+# DATE column would (those are refused whole).
+_TIME_OF_DAY = "'[0-9]:[0-9][0-9]'"
 
 
 def _typed_expression(column: str, file_type: str, target: str) -> str:
@@ -52,27 +64,36 @@ def _typed_expression(column: str, file_type: str, target: str) -> str:
     name = quote_identifier(column)
     if file_type == target:
         return name
+    if file_type == "BLOB" and target == "VARCHAR":  # bytes are text only as UTF-8 (checked per file first)
+        return f"decode({name})"
+    if file_type == "VARCHAR" and target in ("INTEGER", "DOUBLE"):
+        name = f"CASE WHEN regexp_matches({name}, {_PLAIN_NUMBER}) THEN {name} END"
+    if file_type == "VARCHAR" and target.startswith("TIMESTAMP"):
+        return f"CASE WHEN regexp_matches({name}, {_TIME_OF_DAY}) THEN TRY_CAST({name} AS {target}) END"
     if target == "INTEGER":  # refuse 1.5 rather than round it
         return f"CASE WHEN TRY_CAST({name} AS DOUBLE) = floor(TRY_CAST({name} AS DOUBLE)) THEN TRY_CAST({name} AS INTEGER) END"
     return f"TRY_CAST({name} AS {target})"
 
 
-def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: str) -> str:
-    """The contract columns of the files, read by name (other file columns are never read, so none can
-    shadow an internal name), their typed values in `t_*` columns, and `file_column`/`file_row_number`."""
+def _typed_sql(con: duckdb.DuckDBPyConnection, files: list[str], file_column: str) -> tuple[str, dict[str, str]]:
+    """The DuckDB type each contract column is read as, and the SQL of the contract columns of the files, read by
+    name (other file columns are never read, so none can shadow an internal name), their typed values in `t_*`
+    columns, and `file_column`/`file_row_number`."""
     file_types = dict(
         (row[0], row[1])
         for row in con.execute(
-            f"DESCRIBE SELECT {_CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true)", {"files": files}
+            f"DESCRIBE SELECT {_CONTRACT_SELECT} FROM read_parquet($files, union_by_name = true, hive_partitioning = false)",
+            {"files": files},
         ).fetchall()
     )
     typed = ",\n        ".join(
         f"{_typed_expression(c, file_types[c], t)} AS {quote_identifier('t_' + c)}" for c, t in TARGET_TYPES.items()
     )
-    return f"""
+    return file_types, f"""
     SELECT {_CONTRACT_SELECT}, {quote_identifier(file_column)} AS filename, file_row_number,
         {typed}
-    FROM read_parquet($files, filename = {sql_string(file_column)}, file_row_number = true, union_by_name = true)
+    FROM read_parquet($files, filename = {sql_string(file_column)}, file_row_number = true, union_by_name = true,
+                      hive_partitioning = false)
 """
 
 
@@ -92,7 +113,7 @@ def unused_name(base: str, taken: set[str]) -> str:
     return base
 
 
-def _rejected_sql(typed: str) -> str:
+def _rejected_sql(typed: str, file_types: dict[str, str]) -> str:
     """(filename, file_row_number, reason) of every rejected row.
 
     The first failing rule wins, structural problems before value problems. Among rows that pass every
@@ -100,13 +121,19 @@ def _rejected_sql(typed: str) -> str:
     are rejected; a hash GROUP BY finds the (rare) repeated keys, so only those rows are ranked. The CTEs are
     NOT MATERIALIZED: DuckDB would otherwise hold every typed row of the day in memory (it does not spill a
     materialized CTE; 12.5M rows overran the 512MB cap), where inlined they are streamed from the file."""
+    # A float group column's NaN would be stored as the group 'nan'; a NULL group is allowed, a NaN is not.
+    group_nan = "isnan(group_id)" if file_types["group_id"] in ("FLOAT", "DOUBLE") else "false"
     return f"""
 WITH typed AS NOT MATERIALIZED ({typed}), checked AS NOT MATERIALIZED (
     SELECT filename, file_row_number, t_request_id, t_position,
         CASE
-            WHEN t_request_id IS NULL OR (t_request_id < '!' AND trim(t_request_id, $blank) = '') THEN 'missing request_id'
-            WHEN t_query_id IS NULL OR (t_query_id < '!' AND trim(t_query_id, $blank) = '') THEN 'missing query_id'
-            WHEN t_item_id IS NULL OR (t_item_id < '!' AND trim(t_item_id, $blank) = '') THEN 'missing item_id'
+            WHEN t_request_id IS NULL OR ((t_request_id < '!' OR t_request_id >= $non_ascii) AND regexp_matches(t_request_id, $blank_id))
+                THEN 'missing request_id'
+            WHEN t_query_id IS NULL OR ((t_query_id < '!' OR t_query_id >= $non_ascii) AND regexp_matches(t_query_id, $blank_id))
+                THEN 'missing query_id'
+            WHEN t_item_id IS NULL OR ((t_item_id < '!' OR t_item_id >= $non_ascii) AND regexp_matches(t_item_id, $blank_id))
+                THEN 'missing item_id'
+            WHEN {group_nan} THEN 'group_id is NaN'
             WHEN t_ts IS NULL THEN 'missing or unparsable ts'
             WHEN t_policy IS NULL OR NOT list_contains($known_policies, t_policy) THEN 'unknown policy'
             WHEN NOT list_contains($allowed_policies, t_policy) THEN 'policy not allowed in this source'
@@ -219,78 +246,6 @@ def raw_table(source: str) -> str:
     return f"raw.{source}_impressions"
 
 
-class LandingFileError(ValueError):
-    """A landing file ingestion refuses as a whole; the message names the file and the column."""
-
-
-def _check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
-    """Each file readable, with every contract column once, no reserved column, no nested contract
-    column, no DATE-typed ts, and rows (unless `allow_empty`). Returns each file's row count and all column names."""
-    rows, all_names, types_seen = {}, set(), {}
-    for path in files:
-        try:
-            metadata = pq.read_metadata(path)
-            schema = metadata.schema.to_arrow_schema()
-        except Exception as error:  # noqa: BLE001 - any reader failure means an unreadable file
-            raise LandingFileError(f"unreadable landing file {path}: {error}") from error
-        names = schema.names
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:
-            raise LandingFileError(f"landing file {path} has duplicate columns {repeated}")
-        reserved = [c for c in contract.RESERVED_COLUMNS if c in names]
-        if reserved:
-            raise LandingFileError(f"landing file {path} has reserved columns {reserved} (DuckDB's row-number column)")
-        missing = [c for c in contract.IMPRESSION_COLUMNS if c not in names]
-        if missing:
-            raise LandingFileError(f"landing file {path} lacks contract columns {missing}")
-        for column in contract.IMPRESSION_COLUMNS:
-            file_type = schema.field(column).type
-            expected = contract.IMPRESSION_SCHEMA.field(column).type
-            if pa.types.is_nested(file_type) or (column == "ts" and not _is_timestamp_or_text(file_type)):
-                raise LandingFileError(f"landing file {path}: column {column!r} is {file_type}; expected {expected}")
-            # One type per column across the day's files: DuckDB reads them as one relation and would fail mid-scan.
-            first_path, first_type = types_seen.setdefault(column, (path, file_type))
-            if not _same_type(first_type, file_type):
-                raise LandingFileError(
-                    f"landing file {path}: column {column!r} is {file_type} but {first_type} in {first_path}; "
-                    "the files of one partition must agree"
-                )
-        if metadata.num_rows == 0 and not allow_empty:
-            raise LandingFileError(
-                f"landing file {path} has no rows; set the ingestion config allow_empty=true if the day is really empty"
-            )
-        rows[str(path)] = metadata.num_rows
-        all_names.update(names)
-    return rows, all_names
-
-
-def _is_timestamp_or_text(arrow_type: pa.DataType) -> bool:
-    """ts must carry a time of day: a timestamp, or text parsed as one. A DATE would be stored as an invented
-    midnight and an integer has no agreed unit, so both are refused."""
-    if pa.types.is_dictionary(arrow_type):
-        arrow_type = arrow_type.value_type
-    return pa.types.is_timestamp(arrow_type) or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
-
-
-def _same_type(a: pa.DataType, b: pa.DataType) -> bool:
-    """Equal types, counting a dictionary-encoded column as its value type (Parquet stores both alike)."""
-    a = a.value_type if pa.types.is_dictionary(a) else a
-    b = b.value_type if pa.types.is_dictionary(b) else b
-    return a == b
-
-
-@contextlib.contextmanager
-def _encoding_errors_named() -> Iterator[None]:
-    """Invalid UTF-8 in a contract text column fails the scan (after the rollback) as a LandingFileError;
-    DuckDB's message names the file and the value."""
-    try:
-        yield
-    except duckdb.InvalidInputException as error:
-        if "Invalid string encoding" not in str(error):
-            raise
-        raise LandingFileError(f"{error} (a text column of the contract; the partition was left unchanged)") from error
-
-
 @contextlib.contextmanager
 def _nan_checks_kept(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """DuckDB (2.0.1) folds `isnan(score)` to false from a Parquet column's min/max, which writers compute
@@ -324,11 +279,11 @@ def load_partition(
 ) -> PartitionLoad:
     """Replace one day of `raw.<source>_impressions` (and its quarantine and extras) atomically.
 
-    Every file is validated before anything is written: a refused file (see `_check_files`, or one whose rows
+    Every file is validated before anything is written: a refused file (see `file_checks.check_files`, or one whose rows
     are all rejected) raises LandingFileError and leaves the previous partition as it was."""
     day = dt.date.fromisoformat(partition_date)
     files = partition_files(landing, source, day)
-    rows_by_file, file_columns = _check_files(files, allow_empty)
+    rows_by_file, file_columns = check_files(files, allow_empty)
     table = raw_table(source)
     params = {"partition_date": partition_date}
     file_list = {"files": [str(f) for f in files]}
@@ -341,14 +296,16 @@ def load_partition(
         "max_position": max_position,
         "day_start": dt.datetime.combine(day, dt.time(), dt.timezone.utc),
         "day_end": dt.datetime.combine(day + dt.timedelta(days=1), dt.time(), dt.timezone.utc),
-        "blank": BLANK_CHARACTERS,
+        "blank_id": BLANK_ID,
+        "non_ascii": NON_ASCII,
         "max_abs_score": contract.MAX_ABS_SCORE,
         "score_bound_reason": f"|score| above {contract.MAX_ABS_SCORE:g}",
     }
     file_column = unused_name("_landing_file", file_columns)
-    with _encoding_errors_named(), _nan_checks_kept(con), transaction(con):
-        typed = _typed_sql(con, file_list["files"], file_column)
-        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed)), rules)
+    with errors_named(files), _nan_checks_kept(con), transaction(con):
+        file_types, typed = _typed_sql(con, file_list["files"], file_column)
+        refuse_invalid_utf8_bytes(con, files)
+        con.execute(_FIND_REJECTED.format(rejected=_rejected_sql(typed, file_types)), rules)
         _refuse_fully_rejected_files(con, rows_by_file)
         con.execute(_DELETE_PARTITION.format(table=table), params)
         con.execute(_DELETE_QUARANTINE, {"source": source, **params})
@@ -374,11 +331,12 @@ def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day
     """Source-specific columns (e.g. Open Bandit's propensities) go to raw.<source>_extras, keyed by
     (request_id, position). The table takes its shape from the first day loaded; a later day's new columns are
     added (earlier days read NULL) and its missing ones stored as NULL, and both are reported, not dropped."""
-    files = landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
+    files = checked_landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
     if not files:
         return ExtrasLoad()
     table = f"raw.{quote_identifier(f'{source}_extras')}"
-    scan = "SELECT *, CAST($partition_date AS DATE) AS partition_date FROM read_parquet($files, union_by_name = true)"
+    scan = ("SELECT *, CAST($partition_date AS DATE) AS partition_date "
+            "FROM read_parquet($files, union_by_name = true, hive_partitioning = false)")
     params = {"files": [str(f) for f in files], "partition_date": day.isoformat()}
     described = con.execute(f"DESCRIBE {scan}", params).fetchall()
     in_files = [row[0] for row in described]

@@ -32,8 +32,24 @@ SQL_ROOT = REPO_ROOT / "dbt_like_sql"
 EXTERNAL_DATA = REPO_ROOT / "data" / "external"
 
 
+# Characters a home path can't hold, and why (spaces, quotes, `#`, `;` and non-ASCII names work).
+UNUSABLE_IN_HOME = {
+    "?": "DuckDB opens its write-ahead log at the path with `.wal` inserted before the first `?`",
+    "%": "the MLflow store's sqlite URI is percent-decoded, so the store would land in another folder",
+}
+
+
+class HomePathError(ValueError):
+    """The home path holds a character the stores can't use; raised before anything is written."""
+
+
 def home() -> Path:
-    return Path(os.environ.get(HOME_ENV, "data")).resolve()
+    path = Path(os.environ.get(HOME_ENV, "data")).resolve()
+    bad = [c for c in UNUSABLE_IN_HOME if c in str(path)]
+    if bad:
+        raise HomePathError(f"the home {path} contains {bad[0]!r}, which it can't: {UNUSABLE_IN_HOME[bad[0]]}; "
+                            f"choose a path without {' or '.join(repr(c) for c in UNUSABLE_IN_HOME)}")
+    return path
 
 
 def landing_dir() -> Path:

@@ -41,6 +41,7 @@ import pandas as pd
 
 from fair_pipeline.audit.outputs import PRODUCTION
 from fair_pipeline.reporting import audit_sections, figures, pairwise, selection, trend
+from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
     ci_text,
     p_phrase,
@@ -399,6 +400,7 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("position_bias", "Position-bias curve", "position_bias", position_bias),
     SectionSpec("eo_transform", "Per-group CDF transforms", "eo_transform", eo_transform),
     SectionSpec("exposure_merit", "Exposure and merit, before and after", "eo_transform", exposure_merit),
+    SectionSpec("logged_exposure", "Exposure parity of the logged ranking (from the logs)", "audit", logged_exposure),
     SectionSpec("roc", "ROC curves and partial AUC by group", "audit", audit_sections.roc_audit),
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
     SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise.pairwise_accuracy),

@@ -10,7 +10,6 @@ one transaction each (`fair_pipeline.training.store`).
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dataclasses
 import json
-import re
 import time
 
 import dagster as dg
@@ -28,6 +27,7 @@ from fair_pipeline.platform.tracking import (
     figure_link_markdown,
 )
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL, pipeline_asset
+from fair_pipeline.platform.metric_keys import LABEL_TABLE, group_key, label_table, metric_name
 from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import (
     daily_partitions,
@@ -76,21 +76,23 @@ def _check_grid(lambdas: list[float], scores: list[str]) -> None:
         raise dg.Failure(f"penalty scores {scores} must be a non-empty subset of {list(SCORES)}")
 
 
-def _metric_name(*parts) -> str:
-    return "/".join(re.sub(r"[^\w\-. ]", "_", str(p)) for p in parts)
-
-
 def _audit_metrics(audit: pd.DataFrame) -> dict[str, float]:
-    """[<label source>/]pauc/<group>/<cutoff> with its SE, and gap/<a - b>/<cutoff> with its p-value, for MLflow."""
+    """[<label source>/]pauc/<group key>/<cutoff> with its SE, and gap/<key of 'a - b'>/<cutoff> with its p-value, for
+    MLflow; `_audit_labels` maps the keys back to the labels."""
     metrics = {}
     for r in audit.itertuples():
         head = [r.label_source] if "label_source" in audit.columns else []
         kind = "pauc" if r.row_type == "group" else "gap"
-        metrics[_metric_name(*head, kind, r.group, f"{r.cutoff:g}")] = r.auc
-        metrics[_metric_name(*head, kind + "_se", r.group, f"{r.cutoff:g}")] = r.se
+        key, cutoff = group_key(r.group), f"{r.cutoff:g}"
+        metrics[metric_name(*head, kind, key, cutoff)] = r.auc
+        metrics[metric_name(*head, kind + "_se", key, cutoff)] = r.se
         if r.row_type == "gap":
-            metrics[_metric_name(*head, "gap_p_value", r.group, f"{r.cutoff:g}")] = r.p_value
+            metrics[metric_name(*head, "gap_p_value", key, cutoff)] = r.p_value
     return metrics
+
+
+def _audit_labels(audit: pd.DataFrame) -> pd.DataFrame:
+    return label_table(audit["group"] if len(audit) else [])
 
 
 def _plot_frame(audit: pd.DataFrame) -> pd.DataFrame:
@@ -356,10 +358,10 @@ def log_ranker_candidates(mlflow: MLflowTracking, context, path: RankerPath, con
                     "position_bias_method": curve.attrs.get("method"), "n_items_train": data.rows.n_items,
                     "impressions_train": data.impressions},
             metrics={"mi_proxy_train": point.mi_proxy, "fit_seconds": point.fit_seconds, "n_iter": point.n_iter,
-                     **{_metric_name(source, "auc"): s["auc"] for source, s in candidate.heldout.items()},
-                     **{_metric_name(source, "auc_se"): s["auc_se"] for source, s in candidate.heldout.items()},
+                     **{metric_name(source, "auc"): s["auc"] for source, s in candidate.heldout.items()},
+                     **{metric_name(source, "auc_se"): s["auc_se"] for source, s in candidate.heldout.items()},
                      **(_audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
-            model=point.model, tables={"audit": candidate.audit},
+            model=point.model, tables={"audit": candidate.audit, LABEL_TABLE: _audit_labels(candidate.audit)},
             tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
         )
         run_ids.append(run_id)

@@ -256,3 +256,21 @@ def test_a_quiet_summary_names_a_few_missing_sections_and_counts_many():
     quiet = summary_lines(_findings(0, 0, many))
     assert f"  {MISSING_SHOWN + 1} sections not in the report (stages without output); run with --verbose for why" in quiet
     assert sum(line.startswith("  not in the report:") for line in summary_lines(_findings(0, 0, many), verbose=True)) == 5
+
+
+def test_a_report_older_than_the_command_is_never_shown_as_its_result(tmp_path, monkeypatch, capsys):
+    import time
+
+    from fair_pipeline.reporting.build import FINDINGS_NAME
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    settings.reports_dir().mkdir(parents=True)
+    findings = settings.reports_dir() / FINDINGS_NAME
+    findings.write_text(json.dumps(_findings(2, 1, [])))
+    os.utime(findings, (time.time() - 3600, time.time() - 3600))  # yesterday's successful run
+    results.print_where(False, since=time.time())
+    out = capsys.readouterr().out
+    assert "fairness report:    NOT updated by this command" in out and "from an earlier run" in out
+    assert "[GAP > δ]" not in out and "fairness findings" not in out
+    results.print_where(True, since=time.time() - 7200)  # built by this command: shown with its findings
+    assert "[GAP > δ]" in capsys.readouterr().out

@@ -1,6 +1,6 @@
 """The UI as a person sees it: `fair-pipeline ui` on a small materialized home, driven by headless Chromium.
 
-One UI process serves the whole module (dagster dev takes a while to start) and is stopped when the module ends;
+One UI process serves the whole module (the Dagster webserver takes a while to start) and is stopped when the module ends;
 the Ctrl-C test starts and stops its own. Screenshots go to test-artifacts/.
 """
 import os
@@ -86,6 +86,41 @@ def test_ui_serves_both_on_the_requested_ports(ui):
         assert b"dagster_webserver_version" in response.read()
     with urllib.request.urlopen(f"{urls['MLflow']}/health", timeout=10) as response:
         assert response.status == 200
+
+
+def _request(url: str, method: str = "GET", body: bytes | None = None, headers: dict | None = None):
+    import http.client
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    connection.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=body, headers=headers or {})
+    response = connection.getresponse()
+    return response.status, response.read()
+
+
+def test_the_guard_refuses_forged_mutations_and_the_run_survives(ui, home):
+    """The requests a foreign page can make a browser send: a GET mutation (an <img> tag), a POST under a rebound
+    Host name and one from a foreign Origin. Each is refused and the run they target still exists."""
+    import json
+    import urllib.parse
+
+    dagster = ui.urls()["Dagster"]
+    runs = json.dumps({"query": "{runsOrError{... on Runs{results{runId}}}}"}).encode()
+    status, body = _request(f"{dagster}/graphql", "POST", runs, {"Content-Type": "application/json"})
+    assert status == 200, body
+    run_ids = [r["runId"] for r in json.loads(body)["data"]["runsOrError"]["results"]]
+    assert run_ids
+    delete = f'mutation{{deletePipelineRun(runId:"{run_ids[0]}"){{__typename}}}}'
+    status, body = _request(f"{dagster}/graphql?query={urllib.parse.quote(delete)}")
+    assert status == 405 and b"mutation refused over GET" in body
+    port = urllib.parse.urlsplit(dagster).port
+    forged = json.dumps({"query": delete}).encode()
+    for headers in ({"Host": f"rebound.example:{port}"}, {"Origin": "http://evil.example"}):
+        status, body = _request(f"{dagster}/graphql", "POST", forged, {"Content-Type": "application/json", **headers})
+        assert status == 403, (headers, body)
+    status, body = _request(f"{dagster}/graphql", "POST", runs, {"Content-Type": "application/json"})
+    assert [r["runId"] for r in json.loads(body)["data"]["runsOrError"]["results"]] == run_ids
 
 
 @pytest.mark.browser

@@ -61,6 +61,7 @@ SMALLER = {
     "python benchmarks/bench_penalized.py --repeats 5 --parts objective,fits,path": "--repeats 1",
     "python benchmarks/penalized_reproduction.py": "",
     "python benchmarks/postprocessing_comparison.py": "--tables A",
+    "python benchmarks/landing_fuzz.py --days 500": "--days 20",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

@@ -51,3 +51,4 @@ def test_report_names_every_group(home):
     report = (home / "reports" / "latest" / "fairness_report.html").read_text()
     for label in LABELS:
         assert html.escape(label) in report or label in report, label
+    assert "Exposure parity of the logged ranking (from the logs)" in report

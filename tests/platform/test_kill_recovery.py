@@ -151,10 +151,13 @@ def test_run_waiting_for_a_live_runs_slot_obeys_sigterm(fp_home):
             assert time.monotonic() < deadline, "the new run never queued for the pool"
             time.sleep(0.5)
         time.sleep(3)  # it is waiting now; before the fix it ignored SIGTERM and SIGINT here
+        # The slot is never freed, so a run that ignored SIGTERM would wait forever; the bound only has to tell that
+        # from an exit, and it scales with the machine's load (15 s idle; a run's teardown took 20 s at load 30).
+        bound = 15 * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
         sent = time.monotonic()
         waiting.send_signal(signal.SIGTERM)
-        out, _ = waiting.communicate(timeout=60)
-        assert time.monotonic() - sent < 15, out[-4000:]
+        out, _ = waiting.communicate(timeout=max(60.0, 2 * bound))
+        assert time.monotonic() - sent < bound, out[-4000:]
         # The waiting run fails, and the command starts none of the runs that would have followed it.
         assert waiting.returncode == 130, out[-4000:]
         assert "interrupted (SIGINT/SIGTERM): not starting another run" in out, out[-4000:]

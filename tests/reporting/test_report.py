@@ -89,8 +89,8 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     assert by_partition.loc["2024-01-02", "observational: position out of range"] == 0
     # Later stages have never run: each is listed as missing, nothing fails.
     missing = {s.spec.key for s in report.missing}
-    assert missing == {"position_bias", "eo_transform", "exposure_merit", "roc", "xauc", "pairwise", "audit_trend",
-                       "lambda_frontier", "model_selection"}
+    assert missing == {"position_bias", "eo_transform", "exposure_merit", "logged_exposure", "roc", "xauc", "pairwise",
+                       "audit_trend", "lambda_frontier", "model_selection"}
     summary = "\n".join(summary_lines(report))
     assert summary.index("**Missing sections**") < summary.index(
         "- Model selection: stage 'selection': marts.model_ranking holds no results yet")
@@ -100,11 +100,11 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
 def test_report_without_any_stage_lists_everything_as_missing(tmp_path):
     inputs = ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb")
     report = build_report(inputs)
-    assert not report.available and len(report.missing) == 11
+    assert not report.available and len(report.missing) == 12
     assert "ingestion has never run" in report.missing[0].missing
     files = write_report(report, tmp_path / "reports")
     html = files.html.read_text()
-    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 11
+    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 12
     assert not (tmp_path / "none.duckdb").exists()  # reading never creates a warehouse
 
 
@@ -157,6 +157,22 @@ def _serve(monkeypatch, tables: dict[str, pd.DataFrame]) -> None:
 home_restored_after_each_test = restore_home_after_each_test("tracked", root_of=lambda tracked: tracked[0])
 
 
+def _exposure_tables() -> dict:
+    """The audit's exposure tables of a small two-group log (the logged-exposure section reads them)."""
+    import numpy as np
+
+    from fair_pipeline.audit import exposure_parity
+
+    rng = np.random.default_rng(0)
+    w = 1.0 / np.log2(1.0 + np.arange(1, 4))
+    position, group = rng.integers(1, 4, 2000), rng.choice(["0", "1"], 2000)
+    result = exposure_parity(position, (rng.random(2000) < 0.2 * w[position - 1]).astype(int), group, w)
+    common = {"scored_output": "production", "ranking": "production (logged ranking)", "examination": "fixed",
+              "variance_estimand": result.variance_estimand}
+    return {"fairness_audit_exposure_groups": result.per_group.assign(**common),
+            "fairness_audit_exposure_pairs": result.pairs.assign(**common)}
+
+
 def _audit_partitions(warehouse) -> pd.DataFrame:
     """Two audited partitions of production's group gap (cutoffs 0.1 and 1; the trend reads the smallest)."""
     import datetime as dt
@@ -170,7 +186,7 @@ def _audit_partitions(warehouse) -> pd.DataFrame:
         for day, part in rows.groupby("day"):
             pairs = part.drop(columns="day").assign(scored_output="production", group_a="1", group_b="0", estimable=True)
             date = dt.date.fromisoformat(day)
-            write_audit(con, "relevance", date, date, {"fairness_audit_pairs": pairs}, partition=date)
+            write_audit(con, "relevance", date, date, {"fairness_audit_pairs": pairs, **_exposure_tables()}, partition=date)
     return rows[rows["cutoff"] == 0.1]
 
 
@@ -238,7 +254,7 @@ def test_a_stage_owner_can_replace_or_add_a_section(tmp_path, monkeypatch):
                                  lambda inputs: SectionContent(blocks=[Text("custom")])))
     register_section(SectionSpec("elicitation", "Elicited metric", "elicitation", lambda inputs: SectionContent()), after="pairwise")
     keys = [s.key for s in sections.SECTIONS]
-    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 12
+    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 13
     report = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"), sections.SECTIONS)
     assert next(s for s in report.sections if s.spec.key == "position_bias").available
     with pytest.raises(ValueError, match="no report section 'nope'"):

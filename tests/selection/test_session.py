@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
 
 import duckdb
 import numpy as np
@@ -160,3 +161,30 @@ def test_the_default_database_works_for_list_sessions_and_the_recorded_oracle(fp
     assert listing.getvalue().startswith("s1\tcompleted\t")
     result = elicit_recorded(settings.default_elicitation_db(), "s1")  # what `oracle: recorded` selection reads
     assert result.metric.lam == pytest.approx(json.loads(_answers(fp_home / "elicitation.duckdb")[2])["lam"])
+
+
+@pytest.mark.parametrize("option, value, message", [("--radius", "0.9", "radius must be in (0, 1/n_classes]"),
+                                                    ("--radius", "-1", "radius must be in"),
+                                                    ("--tolerance", "0", "tolerance must be a finite number > 0"),
+                                                    ("--tolerance", "nan", "tolerance must be a finite number > 0"),
+                                                    ("--inner-radius", "0.5", "need 0 < inner_radius < radius")])
+def test_bad_search_settings_are_refused_before_the_session_is_stored(tmp_path, option, value, message):
+    db = tmp_path / "e.duckdb"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        run_elicit(parse(["--db", str(db), "--session", "s1", option, value]), stdin=io.StringIO(""), stdout=io.StringIO())
+    screen = io.StringIO()
+    assert run_elicit(parse(["--db", str(db), "--list"]), stdout=screen) == EXIT_OK
+    assert "no elicitation sessions" in screen.getvalue()
+
+
+def test_a_folder_or_a_foreign_file_as_db_is_one_clear_line(tmp_path):
+    from fair_pipeline.commands.elicit import EXIT_ERROR
+
+    screen = io.StringIO()
+    assert run_elicit(parse(["--db", str(tmp_path), "--list"]), stdout=screen) == EXIT_ERROR
+    assert screen.getvalue().splitlines() == [f"--db {tmp_path} is a folder; give a DuckDB file "
+                                              f"(e.g. {tmp_path / 'elicitation.duckdb'})"]
+    (tmp_path / "notes.txt").write_text("not a database")
+    screen = io.StringIO()
+    assert run_elicit(parse(["--db", str(tmp_path / "notes.txt"), "--list"]), stdout=screen) == EXIT_ERROR
+    assert screen.getvalue().startswith(f"cannot open the elicitation store {tmp_path / 'notes.txt'}:")

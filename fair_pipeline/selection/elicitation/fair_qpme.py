@@ -22,7 +22,7 @@ from fair_pipeline.selection.elicitation.defaults import DEFAULT_RADIUS
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric, group_pairs
 from fair_pipeline.selection.elicitation._qpme import qpme, solve_runs
 from fair_pipeline.selection.elicitation.query_log import InconsistentOracleError, Oracle, QueryLog
-from fair_pipeline.selection.elicitation.validation import check_dimensions, check_group_weights
+from fair_pipeline.selection.elicitation.validation import check_dimensions, check_group_weights, check_search
 
 
 
@@ -96,8 +96,7 @@ def elicit_fair_quadratic_metric(
     """
     check_dimensions(n_groups, n_classes)
     tau = check_group_weights(group_weights, n_groups, n_classes)
-    if not 0 < radius <= 1.0 / n_classes:
-        raise ValueError(f"radius must be in (0, 1/n_classes] = (0, {1.0 / n_classes:.3g}] so queries stay in [0, 1], got {radius!r}")
+    check_search(n_classes, radius, tolerance, inner_radius)
     inner = default_inner_radius(radius) if inner_radius is None else inner_radius
     o = np.full(n_classes, 1.0 / n_classes)
     if vote_scope not in ("all", "coarse"):

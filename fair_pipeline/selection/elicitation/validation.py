@@ -74,3 +74,15 @@ def check_dimensions(n_groups: int, n_classes: int) -> None:
         raise ValueError(f"n_groups must be an integer >= 2, got {n_groups!r}")
     if int(n_classes) != n_classes or n_classes < 2:
         raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+
+
+def check_search(n_classes: int, radius: float, tolerance: float, inner_radius: float | None = None) -> None:
+    """The search settings of an elicitation (fair_qpme): 0 < radius <= 1/n_classes so queries stay in [0, 1],
+    a finite tolerance > 0, and 0 < inner_radius < radius when given."""
+    if not 0 < radius <= 1.0 / n_classes:
+        raise ValueError(f"radius must be in (0, 1/n_classes] = (0, {1.0 / n_classes:.3g}] so queries stay in [0, 1], "
+                         f"got {radius!r}")
+    if not (tolerance > 0 and np.isfinite(tolerance)):
+        raise ValueError(f"tolerance must be a finite number > 0, got {tolerance!r}")
+    if inner_radius is not None and not 0 < inner_radius < radius:
+        raise ValueError(f"need 0 < inner_radius < radius, got inner_radius={inner_radius!r}, radius={radius!r}")

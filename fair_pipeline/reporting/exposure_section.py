@@ -1,0 +1,59 @@
+"""Report section: exposure per unit of merit of each group under the logged ranking, measured from the logs.
+
+Reads the audit's warehouse tables `marts.fairness_audit_exposure_groups` / `_pairs` of the report's partition
+(newest when none). It sits beside the EO stage's "Exposure and merit, before and after", which is a SIMULATION
+(held-out requests re-simulated); these numbers come from the logged impressions and clicks.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, NOT_ESTIMABLE, WITHIN, verdict_kind
+from fair_pipeline.reporting.model import Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+
+GROUPS = ("marts", "fairness_audit_exposure_groups")
+PAIRS = ("marts", "fairness_audit_exposure_pairs")
+_STATUS = {LARGER: "gap larger than δ", WITHIN: "within ±δ", EQUIVALENT: "equivalent", NOT_ESTIMABLE: "not estimable"}
+
+
+def _ci(value, low, high) -> str:
+    return "not estimable" if pd.isna(value) else f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _partition_rows(inputs: ReportInputs, table: tuple[str, str]) -> pd.DataFrame:
+    where = "partition_date = $p" if inputs.partition is not None else \
+        f"partition_date = (SELECT max(partition_date) FROM {'.'.join(table)})"
+    params = {"p": inputs.partition} if inputs.partition is not None else None
+    return inputs.sql(f"SELECT * FROM {'.'.join(table)} WHERE {where}", [table], params)
+
+
+def logged_exposure(inputs: ReportInputs) -> SectionContent:
+    groups, pairs = _partition_rows(inputs, GROUPS), _partition_rows(inputs, PAIRS)
+    if groups.empty:
+        raise StageMissing("the audit stored no exposure parity for this partition (see the audit asset's log)")
+    groups = groups.sort_values("group", key=lambda s: s.astype(str))
+    first = groups.iloc[0]
+    table = pd.DataFrame({
+        "group": groups["group"], "impressions": groups["n"], "clicks": groups["clicks"], "items": groups["items"],
+        "exposure": groups["exposure"].round(4), "merit": groups["merit"].round(4),
+        "exposure / merit [95% CI]": [_ci(v, lo, hi) for v, lo, hi in
+                                      zip(groups["exposure_over_merit"], groups["ci_low"], groups["ci_high"])],
+        "note": groups["note"].fillna("")})
+    ratios = pd.DataFrame({
+        "group / reference": [f"{g} / {r}" for g, r in zip(pairs["group"], pairs["reference"])],
+        "ratio [95% CI]": [_ci(v, lo, hi) for v, lo, hi in zip(pairs["ratio"], pairs["ci_low"], pairs["ci_high"])],
+        "p (Holm)": pairs["p_holm"].map(lambda p: "n/a" if pd.isna(p) else f"{p:.2g}"),
+        "verdict": pairs["verdict"]})
+    findings = []
+    for row in pairs.itertuples():
+        kind = verdict_kind(row.verdict)
+        findings.append(Finding(
+            f"logged ranking, from the logs: exposure per unit of merit of group {row.group} / group {row.reference} = "
+            f"{_ci(row.ratio, row.ci_low, row.ci_high)} (1 = exposure proportional to merit): {row.verdict}",
+            _STATUS.get(kind, "inconclusive"), verdict=row.verdict))
+    text = (f"From the logs (not a simulation): {first['ranking']} on partition {pd.Timestamp(first['partition_date']).date()}; "
+            f"exposure = mean examination weight of the group's slots, merit = clicks / examination weight; "
+            f"examination: {first['examination']}; CIs {first['variance_estimand']}. Verdicts on the log ratio against "
+            f"δ = {pairs['margin'].iloc[0]:.3f} (ratios within [{1 / 1.25:.2f}, 1.25] too small to matter) with Holm.")
+    return SectionContent(blocks=[Text(text), Table(table, "per group"), Table(ratios, "each group vs the largest")],
+                          findings=findings, source=f"{'.'.join(GROUPS)}, {'.'.join(PAIRS)}")

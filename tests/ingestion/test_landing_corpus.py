@@ -1,0 +1,34 @@
+"""The generated landing corpus (fair_pipeline.ingestion.landing_corpus): every day is handled, none silent, lost or
+unclear; and the oracle can fail (a validation rule weakened on purpose makes days silent)."""
+from __future__ import annotations
+
+import collections
+import os
+
+from fair_pipeline.ingestion import landing_corpus, loads
+
+DAYS = int(os.environ.get("FUZZ_DAYS", "500"))
+
+
+def test_the_corpus_covers_every_kind_of_defect_and_writer():
+    days = landing_corpus.generate(DAYS)
+    kinds = collections.Counter(day.kind for day in days)
+    assert set(landing_corpus.FILE_DEFECTS) <= set(kinds) and kinds["rows"] >= DAYS // 3
+    assert sum(len(day.files) for day in days) >= DAYS
+    reasons = collections.Counter(reason for day in days for _, _, reason in day.rows)
+    for reason in ("missing item_id", "group_id is NaN", "missing or unparsable ts", "position outside 1..K",
+                   "duplicate (request_id, position)"):
+        assert reasons[reason] >= 10, reasons
+
+
+def test_every_generated_day_is_handled(tmp_path):
+    counts, problems = landing_corpus.run_corpus(tmp_path, DAYS)
+    assert problems == []
+    assert counts == {"handled": DAYS}
+
+
+def test_a_weakened_rule_makes_days_silent(tmp_path, monkeypatch):
+    monkeypatch.setattr(loads, "BLANK_ID", r"^[ \t]*$")  # Unicode blanks pass as ids again
+    counts, problems = landing_corpus.run_corpus(tmp_path, 120)
+    assert counts["silent"] >= 3, counts
+    assert all(outcome == "silent" for _, outcome, _ in problems)
