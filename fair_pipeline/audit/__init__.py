@@ -20,6 +20,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     VERDICTS,
     AuditInputError,
     AuditReport,
+    ClusterInterval,
     ExposureParity,
     GroupComparison,
     PairwiseResult,
@@ -28,6 +29,7 @@ from fair_pipeline.audit.stats import (  # noqa: F401
     audit_aggregates,
     audit_grid,
     classify_gaps,
+    cluster_robust_interval,
     compare_groups,
     exposure_parity,
     exposure_parity_by_attributes,
@@ -38,8 +40,8 @@ from fair_pipeline.audit.stats import (  # noqa: F401
 )
 
 __all__ = [
-    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "ExposureParity", "GroupComparison",
-    "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
-    "compare_groups", "exposure_parity", "exposure_parity_by_attributes", "holm",
+    "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "VERDICTS", "AuditInputError", "AuditReport", "ClusterInterval", "ExposureParity",
+    "GroupComparison", "PairwiseResult", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "classify_gaps",
+    "cluster_robust_interval", "compare_groups", "exposure_parity", "exposure_parity_by_attributes", "holm",
     "pairwise_accuracies", "truncated_auc", "xauc",
 ]

@@ -15,7 +15,7 @@ import pandas as pd
 from fair_pipeline.audit import AuditInputError, AuditReport, PairwiseResult, audit_aggregates
 from fair_pipeline.audit.outputs import ScoredOutput
 from fair_pipeline.audit.streamed import SpilledRows, audit_spilled
-from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, add_query_counts
+from fair_pipeline.audit.stats.pairwise import pairwise_from_counts
 from fair_pipeline.audit.stats.roc_band import roc_band
 
 
@@ -103,15 +103,14 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
     else:
         frame = rows
     scores = np.asarray(output.score(frame), dtype=np.float64)
-    acc = PairwiseAccumulator(np.asarray(groups, dtype=object))
-    add_query_counts(acc, rows["query_id"], rows["group"], scores, rows["n_pos"], rows["n_neg"])
     n_queries = int(rows["query_id"].nunique())
-    try:
-        matrix, marginals, parity, overall = acc.tables(confidence)
+    try:  # two-way clustered by item and query: the CI is for new items and new queries
+        result = pairwise_from_counts(rows["query_id"], rows["group"], scores, rows["n_pos"], rows["n_neg"], groups,
+                                      item_ids=rows["item_id"], confidence=confidence, margins=margins)
     except AuditInputError as error:
         return None, f"not estimable: {error}", n_queries
     note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
-    return PairwiseResult(matrix, marginals, parity, overall, None, acc.gaps(confidence, margins)), note, n_queries
+    return result, note, n_queries
 
 
 def _item_features(data: EvaluationData, output: ScoredOutput) -> pd.DataFrame:

@@ -334,6 +334,14 @@ def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day
     files = checked_landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
     if not files:
         return ExtrasLoad()
+    for path in files:  # the table's own partition column, and the keys rows are joined on
+        names = pq.read_schema(path).names
+        reserved = [n for n in names if n.lower() == "partition_date"]
+        missing = [k for k in ("request_id", "position") if k not in names]
+        if reserved or missing:
+            raise LandingFileError(f"extras file {path}: " + (f"has reserved columns {reserved} (the table's partition "
+                                   "column)" if reserved else f"lacks key columns {missing}")
+                                   + "; the partition was left unchanged")
     table = f"raw.{quote_identifier(f'{source}_extras')}"
     scan = ("SELECT *, CAST($partition_date AS DATE) AS partition_date "
             "FROM read_parquet($files, union_by_name = true, hive_partitioning = false)")

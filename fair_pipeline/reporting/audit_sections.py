@@ -31,10 +31,11 @@ PAUC_COLUMNS = ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_n
 XAUC_COLUMNS = ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
 VERDICT_NOTE = (
     "Each gap is judged against a practical margin δ (default 0.02 on the 0..1 scale, set per metric in the audit's "
-    "`margins`): **gap larger than δ (significant)** when p < 0.05 (Holm p where it applies) and |gap| > δ; **gap "
-    "significant but within ±δ** when p < 0.05 and |gap| <= δ (real but too small to matter); **equivalent within ±δ "
-    "(TOST)** when not significant and both one-sided tests reject a gap of δ (the 90% CI lies inside ±δ); "
-    "**inconclusive** otherwise.")
+    "`margins`): **gap larger than δ (significant)** when the 95% CI lies entirely beyond +δ or −δ (and the Holm "
+    "p < 0.05 where it applies); **gap significant but within ±δ** when p < 0.05 and the 90% CI lies inside ±δ (real "
+    "but too small to matter); **equivalent within ±δ (TOST)** when not significant and the 90% CI lies inside ±δ; "
+    "**inconclusive** otherwise (the interval reaches across ±δ). Clustered CIs use Student t with the effective "
+    "number of clusters.")
 # The cutoff a headline quotes when a model differs at several: the low-FPR region the papers focus on.
 PRIMARY_CUTOFF = 0.1
 # A within-group AUC that moves less than this under a per-group monotone transform is reported as unchanged.
@@ -149,8 +150,8 @@ def comparison_headline(rows: pd.DataFrame) -> Finding:
     elif verdict == EQUIVALENT:
         text = f"partial AUC of group {group} and group {ref} equivalent within ±{delta} (TOST) at {cutoffs}"
     else:
-        text = (f"partial AUC of group {group} vs group {ref} inconclusive at {cutoffs}: the data cannot tell a gap "
-                f"larger than {delta} from none")
+        text = (f"partial AUC of group {group} vs group {ref} inconclusive at {cutoffs}: the data cannot tell "
+                f"whether the gap exceeds {delta}")
     spread = rows[rows["cutoff"] == quoted["cutoff"]]["diff"]
     across = f"; over these models the {quoted['cutoff']} difference ranges {spread.min():+.3f} … {spread.max():+.3f}" if len(models) > 1 else ""
     return Finding(f"{who}: {text} ({p_bound(rows['p_decisive'], p_status(verdict))}). {models[0]}, "

@@ -40,7 +40,7 @@ _STATUS_HEADINGS = {
     "not significant": "Not significant (no evidence of a difference)",
     "within ±δ": "Significant but within ±δ (real, too small to matter)",
     "equivalent": "Equivalent within ±δ (TOST)",
-    "inconclusive": "Inconclusive (the data cannot tell a gap larger than δ from none)",
+    "inconclusive": "Inconclusive (the data cannot tell whether the gap exceeds δ)",
     "not estimable": "Not estimable (too little data to say)",
     "info": "Facts",
 }

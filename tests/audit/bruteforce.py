@@ -93,3 +93,25 @@ def clustered_variance(infl, clusters):
     sums = np.bincount(codes, weights=infl)
     C = sums.size
     return C / (C - 1) * np.sum(sums**2)
+
+
+def cr2_variance(parts, clusters):
+    """CR2 by its definition, cluster by cluster: ``parts`` is a list of (influence values, members), each part's
+    values nonzero only on its members (e.g. a column's positives); a cluster's part is scaled by
+    1 / sqrt(1 - its share of the part's members), then the parts are added and the sums squared."""
+    ids = np.unique(clusters)
+    total = 0.0
+    for k in ids:
+        here = clusters == k
+        u = 0.0
+        for infl, members in parts:
+            h = np.count_nonzero(members & here) / np.count_nonzero(members)
+            u += np.sum(infl[here]) / np.sqrt(1.0 - h)
+        total += u * u
+    return total
+
+
+def split_by_class(infl, labels, members):
+    """A column's (positives' part, negatives' part) for `cr2_variance`."""
+    pos, neg = members & (labels == 1), members & (labels == 0)
+    return [(np.where(pos, infl, 0.0), pos), (np.where(neg, infl, 0.0), neg)]

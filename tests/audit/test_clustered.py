@@ -74,7 +74,9 @@ def test_row_influence_is_the_derivative_of_the_linear_roc_partial_auc():
         assert np.allclose(u, infl, atol=1e-13)
 
 
-def test_one_row_per_cluster_reproduces_lemma3_up_to_the_small_sample_factor():
+def test_one_row_per_cluster_reproduces_lemma3_exactly():
+    """CR2 scales a lone positive's total by 1 / sqrt(1 - 1/m) (a negative's by 1 / sqrt(1 - 1/n)): Lemma 3's
+    Bessel correction per class, so clusters of one give Lemma 3 itself."""
     rng = np.random.default_rng(2)
     N = 600
     y = (rng.random(N) < 0.35).astype(int)
@@ -83,9 +85,7 @@ def test_one_row_per_cluster_reproduces_lemma3_up_to_the_small_sample_factor():
     one = truncated_auc(s, y, CUTS, clusters=np.arange(N))
     assert (one["variance_estimand"] == "clustered").all() and (iid["variance_estimand"] == "conditional").all()
     m, n = y.sum(), N - y.sum()
-    # Lemma 3 divides each class by (size - 1); the sandwich multiplies the total by N / (N - 1)
-    ratio = one["variance"] / iid["variance"]
-    assert np.all(np.abs(ratio - 1) < 2.0 / min(m, n))
+    assert np.allclose(one["variance"], iid["variance"], rtol=1e-9)
     assert np.allclose(one["auc"], iid["auc"], atol=0)
 
 
@@ -121,23 +121,42 @@ def _clustered_data(rng, n_clusters=60, size=8, groups_span=False):
 
 @pytest.mark.parametrize("groups_span", [False, True])
 def test_clustered_variances_and_covariances_match_brute_force(groups_span):
+    """CR2: each cluster's positives' and negatives' parts scaled by 1 / sqrt(1 - its share of the column's class)."""
     rng = np.random.default_rng(4)
     s, y, g, c = _clustered_data(rng, groups_span=groups_span)
-    res = compare_groups(s, y, g, CUTS, clusters=c, min_count=2)
-    infl = {}
+    cuts = CUTS[2:]  # 28-29 clusters per class: fewer than 5 negative clusters below FPR 0.1 (not estimable)
+    res = compare_groups(s, y, g, cuts, clusters=c, min_count=2, min_clusters=2)
+    parts = {}
     for name in ("a", "b"):
-        for a in CUTS:
+        for a in cuts:
             sel = g == name
             _, _, u = bf.influence_values(s[sel], y[sel], a)
             full = np.zeros(s.size)
             full[sel] = u
-            infl[name, a] = full
+            parts[name, a] = bf.split_by_class(full, y, sel)
             got = res.groups[(res.groups["group"] == name) & (res.groups["cutoff"] == a)]["variance"].iloc[0]
-            assert got == pytest.approx(bf.clustered_variance(full, c), rel=1e-9)
-    for a in CUTS:
-        want = bf.clustered_variance(infl["a", a] - infl["b", a], c)
+            assert got == pytest.approx(bf.cr2_variance(parts[name, a], c), rel=1e-9)
+    for a in cuts:
+        minus_b = [(-u, members) for u, members in parts["b", a]]
         got = res.pairs[res.pairs["cutoff"] == a]["se"].iloc[0] ** 2
-        assert got == pytest.approx(want, rel=1e-9)
+        assert got == pytest.approx(bf.cr2_variance(parts["a", a] + minus_b, c), rel=1e-9)
+
+
+def test_cr1_covariance_is_still_the_liang_zeger_sandwich():
+    """The unadjusted pass (kept for comparison) is C/(C-1) sum of squared per-cluster influence sums."""
+    from fair_pipeline.audit.stats.clustered import row_clusters
+    from fair_pipeline.audit.stats.grid_audit import run_grid_audit
+
+    rng = np.random.default_rng(4)
+    s, y, g, c = _clustered_data(rng, groups_span=True)
+    codes = (g == "b").astype(np.intp)
+    res = run_grid_audit(build_grid(s, y, codes, np.array(["a", "b"], dtype=object)), CUTS, xauc=False,
+                         clusters=row_clusters(c, s, y, codes))
+    for k, a in enumerate(res["cov_alphas"]):
+        _, _, u = bf.influence_values(s[g == "a"], y[g == "a"], a)
+        full = np.zeros(s.size)
+        full[g == "a"] = u
+        assert res["cov_cr1"][k, 0, 0] == pytest.approx(bf.clustered_variance(full, c), rel=1e-9)
 
 
 def test_xauc_delta_covariance_with_click_labels_matches_brute_force():
@@ -146,17 +165,17 @@ def test_xauc_delta_covariance_with_click_labels_matches_brute_force():
     s, y, g, c = _clustered_data(rng, n_clusters=80)
     res = xauc(s, y, g, clusters=c)
 
-    def delong_influence(pos_sel, neg_sel):
+    def delong_parts(pos_sel, neg_sel, sign):
         pos, neg = s[pos_sel], s[neg_sel]
         k = bf.h(pos, neg)
-        u = np.zeros(s.size)
-        u[pos_sel] = (k.mean(axis=1) - k.mean()) / pos.size
-        u[neg_sel] = (k.mean(axis=0) - k.mean()) / neg.size
-        return u
+        up, un = np.zeros(s.size), np.zeros(s.size)
+        up[pos_sel] = sign * (k.mean(axis=1) - k.mean()) / pos.size
+        un[neg_sel] = sign * (k.mean(axis=0) - k.mean()) / neg.size
+        return [(up, pos_sel), (un, neg_sel)]
 
     pa, na, pb, nb = (g == "a") & (y == 1), (g == "a") & (y == 0), (g == "b") & (y == 1), (g == "b") & (y == 0)
-    u = delong_influence(pa, nb) - delong_influence(pb, na)
-    assert res.deltas["se"].iloc[0] ** 2 == pytest.approx(bf.clustered_variance(u, c), rel=1e-9)
+    parts = delong_parts(pa, nb, 1.0) + delong_parts(pb, na, -1.0)
+    assert res.deltas["se"].iloc[0] ** 2 == pytest.approx(bf.cr2_variance(parts, c), rel=1e-9)
 
 
 def test_two_way_clustering_is_item_plus_query_minus_intersection():
@@ -165,10 +184,12 @@ def test_two_way_clustering_is_item_plus_query_minus_intersection():
     queries = rng.integers(0, 40, s.size)
     both = truncated_auc(s, y, CUTS, clusters=(items, queries))
     assert (both["variance_estimand"] == "two_way").all()
+    everyone = np.ones(s.size, dtype=bool)
     for a in CUTS:
         _, _, u = bf.influence_values(s, y, a)
+        parts = bf.split_by_class(u, y, everyone)
         cells = items * 1000 + queries
-        want = bf.clustered_variance(u, items) + bf.clustered_variance(u, queries) - bf.clustered_variance(u, cells)
+        want = bf.cr2_variance(parts, items) + bf.cr2_variance(parts, queries) - bf.cr2_variance(parts, cells)
         assert both.set_index("cutoff").at[a, "variance"] == pytest.approx(max(want, 0.0), rel=1e-9)
 
 
@@ -196,9 +217,9 @@ def test_aggregates_with_cluster_column_equal_row_level_input():
     agg["n_neg"] = agg["n"] - agg["n_pos"]
     from_agg = audit_aggregates(agg, CUTS, cluster_cols=["item"], min_count=2)
     direct = compare_groups(s, y, g, CUTS, clusters=c, min_count=2)
-    assert np.allclose(from_agg.groups["variance"], direct.groups["variance"], rtol=1e-12)
-    assert np.allclose(from_agg.pairs["se"], direct.pairs["se"], rtol=1e-12)
-    assert np.allclose(from_agg.xauc.deltas["se"], xauc(s, y, g, clusters=c).deltas["se"], rtol=1e-12)
+    assert np.allclose(from_agg.groups["variance"], direct.groups["variance"], rtol=1e-12, equal_nan=True)
+    assert np.allclose(from_agg.pairs["se"], direct.pairs["se"], rtol=1e-12, equal_nan=True)
+    assert np.allclose(from_agg.xauc.deltas["se"], xauc(s, y, g, clusters=c).deltas["se"], rtol=1e-12, equal_nan=True)
 
 
 def test_bad_clusters_are_named():
@@ -235,9 +256,9 @@ def test_file_audit_streams_the_cluster_pass_like_in_memory(tmp_path, two_way, d
     cols, clusters = (["item", "q"], (item, q)) if two_way else (["item"], item)
     got = audit_file(path, "score", "y", "grp", clusters=cols, batch_rows=97).report
     want = compare_groups(s, y, g, clusters=clusters)
-    assert np.allclose(got.groups["variance"], want.groups["variance"], rtol=1e-10)
-    assert np.allclose(got.pairs["se"], want.pairs["se"], rtol=1e-10)
-    assert np.allclose(got.xauc.deltas["se"], xauc(s, y, g, clusters=clusters).deltas["se"], rtol=1e-10)
+    assert np.allclose(got.groups["variance"], want.groups["variance"], rtol=1e-10, equal_nan=True)
+    assert np.allclose(got.pairs["se"], want.pairs["se"], rtol=1e-10, equal_nan=True)
+    assert np.allclose(got.xauc.deltas["se"], xauc(s, y, g, clusters=clusters).deltas["se"], rtol=1e-10, equal_nan=True)
     assert (got.groups["variance_estimand"] == ("two_way" if two_way else "clustered")).all()
 
 

@@ -66,28 +66,42 @@ def test_tost_p_matches_two_scipy_one_sided_normal_tests():
         assert p == pytest.approx(max(lower, upper), rel=1e-9, abs=1e-300)
 
 
-def test_equivalence_is_the_90_percent_ci_inside_the_margin():
+def test_verdicts_are_where_the_intervals_lie():
     rng = np.random.default_rng(11)
     est = rng.normal(0, 0.02, 2000)
     se = rng.uniform(0.0005, 0.02, 2000)
     verdict, _ = classify_gaps(est, se, 0.02)
-    z90 = stats.norm.ppf(0.95)
+    z90, z95 = stats.norm.ppf(0.95), stats.norm.ppf(0.975)
     inside = (est - z90 * se > -0.02) & (est + z90 * se < 0.02)
+    beyond = (est - z95 * se > 0.02) | (est + z95 * se < -0.02)
     significant = 2 * stats.norm.sf(np.abs(est / se)) < 0.05
     np.testing.assert_array_equal(verdict == EQUIVALENT, inside & ~significant)
-    np.testing.assert_array_equal(verdict == WITHIN, significant & (np.abs(est) <= 0.02))
-    np.testing.assert_array_equal(verdict == LARGER, significant & (np.abs(est) > 0.02))
-    np.testing.assert_array_equal(verdict == INCONCLUSIVE, ~significant & ~inside)
+    np.testing.assert_array_equal(verdict == WITHIN, significant & inside)
+    np.testing.assert_array_equal(verdict == LARGER, beyond)
+    np.testing.assert_array_equal(verdict == INCONCLUSIVE, ~inside & ~beyond)
+    assert 50 < np.count_nonzero(significant & ~inside & ~beyond)  # significant, size unclear: inconclusive
+
+
+def test_verdicts_use_student_t_with_the_degrees_of_freedom():
+    t5 = stats.t.ppf(0.975, 5)
+    se = 0.01
+    at_t = 0.02 + t5 * se
+    assert one(at_t + 1e-9, se)[0] == LARGER  # normal theory: larger either way
+    assert classify_gaps([at_t + 1e-9], [se], 0.02, df=5)[0][0] == LARGER
+    assert classify_gaps([at_t - 1e-9], [se], 0.02, df=5)[0][0] == INCONCLUSIVE
+    t5_90 = stats.t.ppf(0.95, 5)
+    assert classify_gaps([0.02 - t5_90 * 0.004 - 1e-9], [0.004], 0.02, df=5)[0][0] == WITHIN
+    assert classify_gaps([0.02 - t5_90 * 0.004 + 1e-9], [0.004], 0.02, df=5)[0][0] == INCONCLUSIVE
+    assert classify_gaps([0.01], [0.004], 0.02, df=np.nan)[0][0] == NOT_ESTIMABLE
 
 
 def test_boundaries():
-    # |estimate| == δ exactly and significant: within (the rule is |estimate| <= δ)
-    assert one(0.02, 0.001)[0] == WITHIN
-    assert one(0.0200001, 0.001)[0] == LARGER
-    # p just below / above 0.05: z = 1.959964 is the two-sided 5% critical value
+    # the 95% CI's lower end exactly at δ is not beyond it
     zc = stats.norm.ppf(0.975)
-    assert one(0.03 * (zc + 1e-6) / zc, 0.03 / zc, margin=0.01)[0] == LARGER
-    assert one(0.03 * (zc - 1e-6) / zc, 0.03 / zc, margin=0.01)[0] == INCONCLUSIVE
+    assert one(0.02 + zc * 0.001, 0.001)[0] == INCONCLUSIVE
+    assert one(0.02 + zc * 0.001 + 1e-9, 0.001)[0] == LARGER
+    # significant with a point estimate beyond δ but an interval reaching inside: inconclusive, not "larger"
+    assert one(0.03, 0.03 / zc * 0.99, margin=0.01)[0] == INCONCLUSIVE
     # TOST at its boundary: the 90% CI upper end at exactly δ is not strictly inside
     z90 = stats.norm.ppf(0.95)
     se = 0.008  # z = 0.86: not significant

@@ -57,7 +57,8 @@ def test_prefix_sums_equal_brute_force_cluster_variances(monkeypatch, dense_shar
     res, sums = _feed(s, y, g, c, batch_rows)
     alphas = variance_alphas(CUTS)
     sel = np.searchsorted(res["alphas"], alphas)
-    cov, clusters = sums.covariance(res["auc"][:, sel], res["tpr_interp"][:, sel])
+    finished = sums.covariance(res["auc"][:, sel], res["tpr_interp"][:, sel])
+    cov, clusters = finished.cr1_covariance(), finished.clusters  # the sums' raw sandwich (CR2 scales it per cluster)
     assert clusters == np.unique(c).size
     G = len(GROUPS)
     member = [g == v for v in range(G)] + [np.ones(s.size, dtype=bool)]

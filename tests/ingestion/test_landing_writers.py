@@ -132,3 +132,21 @@ def test_a_file_with_damaged_pages_is_named(small_landing):
             _load(small_landing)
             before = _stored()
     assert named >= 6
+
+
+def test_extras_with_a_partition_date_column_or_without_keys_are_refused_by_name(small_landing):
+    from fair_pipeline.ingestion import contract
+
+    _load(small_landing)
+    before = _stored()
+    keys = pq.read_table(_folder(small_landing) / "part-0.parquet", columns=["request_id", "position"]).slice(0, 20)
+    extras = small_landing / contract.EXTRAS_DIR / "observational" / f"date={DAY}" / "part-0.parquet"
+    extras.parent.mkdir(parents=True)
+    pq.write_table(keys.append_column("Partition_Date", pa.array(["2020-01-01"] * 20)), extras)
+    with pytest.raises(LandingFileError, match=r"extras/observational/date=2026-01-01/part-0\.parquet: has reserved "
+                                               r"columns \['Partition_Date'\]"):
+        _load(small_landing)
+    pq.write_table(keys.drop_columns(["position"]).append_column("propensity", pa.array([0.5] * 20)), extras)
+    with pytest.raises(LandingFileError, match=r"lacks key columns \['position'\]"):
+        _load(small_landing)
+    assert _stored() == before

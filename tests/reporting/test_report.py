@@ -305,7 +305,7 @@ def test_partial_auc_and_xauc_findings_name_model_cutoff_ci_and_p():
     assert [(f.status, f.text.split(":")[0]) for f in headlines] == [("gap larger than δ", "2 models (prod, eo)"),
                                                                      ("inconclusive", "2 models (prod, eo)")]
     assert "partial AUC of group b below group a by more than δ = 0.02 at I(0.1) (largest p = 0.001)" in headlines[0].text
-    assert ("partial AUC of group b vs group a inconclusive at I(1): the data cannot tell a gap larger than 0.02 from none "
+    assert ("partial AUC of group b vs group a inconclusive at I(1): the data cannot tell whether the gap exceeds 0.02 "
             "(smallest p = 0.400)") in headlines[1].text
     table = pauc_table(tables["partial_auc"], comparisons).set_index(["model", "FPR cutoff"])
     assert table.loc[("prod", "I(0.1)"), "b − a [95% CI]"] == "-0.100 [-0.157, -0.043]"

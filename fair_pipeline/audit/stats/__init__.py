@@ -10,12 +10,14 @@ from fair_pipeline.audit.stats.exposure_intersections import exposure_parity_by_
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, VERDICTS, classify_gaps
 from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.pairwise import PairwiseResult, pairwise_accuracies
+from fair_pipeline.audit.stats.small_sample import ClusterInterval, cluster_robust_interval
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, truncated_auc
 from fair_pipeline.audit.stats.validation import AuditInputError
 from fair_pipeline.audit.stats.xauc import XAUCResult, xauc
 
 __all__ = [
-    "AuditInputError", "AuditReport", "ExposureParity", "exposure_parity", "exposure_parity_by_attributes", "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "GroupComparison", "PairwiseResult", "VERDICTS",
+    "AuditInputError", "AuditReport", "ClusterInterval", "ExposureParity", "exposure_parity",
+    "exposure_parity_by_attributes", "DEFAULT_CUTOFFS", "DEFAULT_MARGINS", "GroupComparison", "PairwiseResult", "VERDICTS",
     "ScoreGrid", "StreamingAudit", "XAUCResult", "audit_aggregates", "audit_grid", "build_grid",
-    "classify_gaps", "compare_groups", "grid_from_counts", "holm", "pairwise_accuracies", "truncated_auc", "xauc",
+    "classify_gaps", "cluster_robust_interval", "compare_groups", "grid_from_counts", "holm", "pairwise_accuracies", "truncated_auc", "xauc",
 ]

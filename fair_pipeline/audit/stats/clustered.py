@@ -250,11 +250,11 @@ class BoundaryTracker:
 
 
 def row_influence(table, i: int, j: int, alpha: float, auc: float, roc: float,
-                  rows, group: np.ndarray, n_pos: np.ndarray, n_neg: np.ndarray) -> np.ndarray:
+                  rows, group: np.ndarray, n_pos: np.ndarray, n_neg: np.ndarray, parts: bool = False):
     """Each row's summed influence on column (positives of vector i, negatives of vector j) at cutoff alpha.
 
     ``auc`` = I(alpha) and ``roc`` = ROC(alpha) of that column (from the sweep); ``rows``: the rows' blocks
-    (`TableRows` or `CountRows`).
+    (`TableRows` or `CountRows`); ``parts``: return the negatives' and the positives' parts separately.
     """
     G = table.n_groups
     m, n = table.m[i], table.n[j]
@@ -275,124 +275,7 @@ def row_influence(table, i: int, j: int, alpha: float, auc: float, roc: float,
     in_i = np.ones(group.size, dtype=bool) if i == G else group == i
     neg_part = np.where(in_j, n_neg * (phi - auc - roc * (1 - alpha)) / n, 0.0)
     pos_part = np.where(in_i, -n_pos * (w - (alpha - auc)) / m, 0.0)
-    return neg_part + pos_part
-
-
-class ClusterAccumulator:
-    """Sums of cross-products of per-cluster influence sums, for every column pair and cutoff.
-
-    ``pairs``: (positive vector, negative vector) of each column; ``alphas``: the cutoffs that need a
-    variance; ``auc`` / ``roc``: (S, K) I(alpha) and ROC(alpha) from the sweep at those cutoffs.
-    """
-
-    def __init__(self, table: BlockTable, pairs, alphas, auc, roc):
-        self.table = table
-        self.pairs = [(int(i), int(j)) for i, j in pairs]
-        self.alphas = np.asarray(alphas, dtype=np.float64)
-        self.auc = np.asarray(auc, dtype=np.float64)
-        self.roc = np.asarray(roc, dtype=np.float64)
-        S, K = len(self.pairs), self.alphas.size
-        # per negative vector and cutoff: the block holding the cutoff (the first whose negatives pass it)
-        self.boundary = {j: table.boundary(j, self.alphas * table.n[j]) for j in {j for _, j in self.pairs}}
-        self.cross = np.zeros((K, S, S))
-        self.clusters = 0
-        self.rows = 0
-        self._carry_key = None
-        self._carry = None  # (K, S) influence sums of the last cluster of the previous batch
-
-    def _cluster_sums(self, codes, n_codes, rows, group, n_pos, n_neg) -> np.ndarray:
-        """(K, clusters, S) sums of the rows' influence values.
-
-        A row's influence depends on the cutoff only through whether its block is inside, outside or
-        the boundary block of the cutoff. So per column the rows are binned by "band" (how many of the
-        K boundary blocks lie above the row's block), four sums per (cluster, band) are taken, and
-        cumulative sums over bands give every cutoff at once; rows in a boundary block itself (few)
-        take the exact path (`row_influence`).
-        """
-        tab, K, blocks = self.table, self.alphas.size, rows.blocks
-        U = np.zeros((K, n_codes, len(self.pairs)))
-        bands, at_boundary, members, roc_of, fpr_of = {}, {}, {}, {}, {}
-        for j in {j for _, j in self.pairs}:  # per negative vector: band of every row
-            J = self.boundary[j]
-            t = np.searchsorted(J, blocks, side="right")
-            at_boundary[j] = (t > 0) & (J[np.maximum(t - 1, 0)] == blocks)
-            bands[j] = t * n_codes + codes  # band-major: the cumulative sums below run over contiguous rows
-            fpr_of[j] = rows.mid_fpr(j)
-        for v in {v for pair in self.pairs for v in pair}:
-            members[v] = None if v == tab.n_groups else group == v
-            roc_of[v] = rows.mid_roc(v)
-        size = n_codes * (K + 1)
-        for s, (i, j) in enumerate(self.pairs):
-            keep = ~at_boundary[j]
-            neg = n_neg * keep if members[j] is None else n_neg * (keep & members[j])
-            pos = n_pos * keep if members[i] is None else n_pos * (keep & members[i])
-            inside = np.stack([np.bincount(bands[j], weights=w, minlength=size).reshape(K + 1, n_codes)
-                               for w in (neg * roc_of[i], neg, pos * fpr_of[j], pos)])
-            for k in range(1, K + 1):  # cumulative over bands: row k = bands <= k, i.e. inside cutoff k
-                inside[:, k] += inside[:, k - 1]
-            total = inside[:, K]
-            inside = inside[:, :K]
-            a, auc, roc = self.alphas[:, None], self.auc[s][:, None], self.roc[s][:, None]
-            neg_part = inside[0] + roc * (total[1] - inside[1]) - (auc + roc * (1 - a)) * total[1]
-            pos_part = inside[2] + a * (total[3] - inside[3]) - (a - auc) * total[3]
-            U[:, :, s] = neg_part / tab.n[j] - pos_part / tab.m[i]
-            edge = np.flatnonzero(at_boundary[j])
-            edge_rows = rows.take(edge) if edge.size else None
-            for k, alpha in enumerate(self.alphas):
-                if edge.size:
-                    u = row_influence(tab, i, j, alpha, self.auc[s, k], self.roc[s, k], edge_rows,
-                                      group[edge], n_pos[edge], n_neg[edge])
-                    U[k, :, s] += np.bincount(codes[edge], weights=u, minlength=n_codes)
-        return U
-
-    def add(self, keys, scores, group, n_pos, n_neg) -> None:
-        """Rows (cluster key, score, group code, n_pos, n_neg); instead of the scores, the rows' blocks
-        (`CountRows`) when the table is `BlockTotals`. Within a call rows may come in any order;
-        across calls the rows of one cluster must be contiguous (a stream ``ORDER BY cluster``): only the
-        last cluster of a batch may continue in the next one."""
-        keys = np.asarray(keys)
-        if keys.size == 0:
-            return
-        if keys.dtype.kind in "iu" and keys[-1] - keys[0] == np.count_nonzero(np.diff(keys)) and \
-                np.all(keys[1:] >= keys[:-1]):  # running codes of a sorted stream: no sort needed
-            codes = (keys - keys[0]).astype(np.intp)
-            uniq = np.arange(keys[0], keys[-1] + 1)
-        else:
-            uniq, codes = np.unique(keys, return_inverse=True)
-            codes = codes.ravel()
-        U = self._cluster_sums(codes, uniq.size, self.table.rows(scores), np.asarray(group, dtype=np.intp),
-                               np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64))
-        self.rows += keys.size
-        if self._carry is not None:
-            if keys[0] == self._carry_key:
-                U[:, codes[0], :] += self._carry
-            else:
-                self._flush(self._carry[:, None, :])
-        last = codes[-1]
-        self._flush(np.delete(U, last, axis=1))
-        self._carry, self._carry_key = U[:, last, :].copy(), keys[-1]
-
-    def _flush(self, U: np.ndarray) -> None:
-        self.cross += np.einsum("kcs,kct->kst", U, U)
-        self.clusters += U.shape[1]
-
-    def covariance(self) -> np.ndarray:
-        """(K, S, S) cluster-robust covariance matrices C/(C-1) sum_c U_c U_c'."""
-        if self._carry is not None:
-            self._flush(self._carry[:, None, :])
-            self._carry = None
-        C = self.clusters
-        if C < 2:
-            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
-        return self.cross * (C / (C - 1))
-
-
-def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches) -> tuple[np.ndarray, int]:
-    """Feed batches of (keys, scores, group codes, n_pos, n_neg); returns ((K, S, S) covariance, clusters)."""
-    acc = ClusterAccumulator(table, pairs, alphas, auc, roc)
-    for batch in batches:
-        acc.add(*batch)
-    return acc.covariance(), acc.clusters
+    return (neg_part, pos_part) if parts else neg_part + pos_part
 
 
 def two_way_keys(first, second) -> np.ndarray:

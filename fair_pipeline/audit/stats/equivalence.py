@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtr, ndtri  # scipy.stats.norm's own functions, without its import cost
+
+from fair_pipeline.audit.stats.small_sample import critical_value, upper_tail
 
 DEFAULT_MARGINS: dict[str, float] = {
     "partial_auc_normalized": 0.02,
@@ -73,24 +74,31 @@ def _confidence(confidence: float) -> float:
     return float(confidence)
 
 
-def classify_gaps(estimate, se, margin, *, p_adjusted=None, confidence: float = 0.95):
+def classify_gaps(estimate, se, margin, *, p_adjusted=None, confidence: float = 0.95, df=np.inf):
     """One verdict per gap, and its TOST p-value. Vectorized over rows (arrays broadcast).
 
     ``estimate``: the effect (a group difference, 0 = no gap); ``se``: its standard error; ``margin``: δ > 0,
-    the smallest gap that matters (scalar or per row); ``p_adjusted``: multiplicity-adjusted p-values (Holm), used
-    instead of the Wald p where given (rows where it is NaN fall back to the Wald p). With α = 1 - confidence:
+    the smallest gap that matters (scalar or per row); ``df``: degrees of freedom of the t reference (clustered
+    SEs, `small_sample`; infinite = normal); ``p_adjusted``: multiplicity-adjusted p-values of "no gap" (Holm),
+    used instead of the t test's p where given (NaN rows fall back to it). With α = 1 - confidence and the
+    (1 - α) CI = estimate ± t_{1-α/2, df} se, the verdict is decided by where the interval lies:
 
     * **not estimable** when the estimate or the SE is NaN (or the SE is negative);
-    * **significant** when p < α, p = ``p_adjusted`` if given else the two-sided Wald p = 2 Φ(-|estimate| / se);
-    * significant and |estimate| > δ -> ``"gap larger than δ (significant)"``;
-    * significant and |estimate| <= δ -> ``"gap significant but within ±δ"``;
-    * not significant and TOST-equivalent -> ``"equivalent within ±δ (TOST, 95%)"`` (the confidence in the text):
-      both one-sided tests reject at level α, i.e. p_tost = max(Φ(-(estimate + δ) / se), Φ((estimate - δ) / se))
-      < α, i.e. the (1 - 2α) CI lies strictly inside [-δ, δ];
-    * otherwise -> ``"inconclusive"`` (the data cannot tell a gap larger than δ from none).
+    * ``"gap larger than δ (significant)"`` when the (1 - α) CI lies entirely beyond +δ or -δ (a minimum-effect
+      test of |θ| <= δ at level α/2 per side; also p < α when ``p_adjusted`` is given);
+    * ``"gap significant but within ±δ"`` when p < α and the gap is TOST-equivalent (below): real, too small to
+      matter;
+    * ``"equivalent within ±δ (TOST, 95%)"`` when both one-sided tests of |θ| >= δ reject at level α:
+      p_tost = max(P(T > (estimate + δ) / se), P(T < (estimate - δ) / se)) < α, i.e. the (1 - 2α) CI lies strictly
+      inside (-δ, δ);
+    * otherwise ``"inconclusive"`` (the interval reaches across ±δ: the data cannot tell a gap larger than δ from
+      a smaller one).
 
+    Error rates: at a true gap of exactly δ, "equivalent" has probability <= α and "larger than δ" <= α/2 (+ the
+    far side's, negligible); at a true gap of 0, "larger than δ" has probability <= α (α/2 per side) (Monte Carlo
+    in docs/audit_inference.md).
     Returns ``(verdicts, p_tost)``: object array of verdict strings, float array (NaN where not estimable).
-    An SE of 0 is a gap known exactly: significant unless the estimate is 0, equivalent when |estimate| < δ.
+    An SE of 0 is a gap known exactly: larger when |estimate| > δ, equivalent when |estimate| < δ.
     """
     alpha = 1.0 - _confidence(confidence)
     est = np.asarray(estimate, dtype=np.float64)
@@ -98,48 +106,53 @@ def classify_gaps(estimate, se, margin, *, p_adjusted=None, confidence: float = 
     delta = np.asarray(margin, dtype=np.float64)
     if np.any(~np.isfinite(delta)) or np.any(delta <= 0):
         raise ValueError(f"margin must be positive and finite, got {margin!r}")
-    est, s, delta = np.broadcast_arrays(est, s, delta)
-    bad = np.isnan(est) | np.isnan(s) | (s < 0)
+    est, s, delta, df = np.broadcast_arrays(est, s, delta, np.asarray(df, dtype=np.float64))
+    bad = np.isnan(est) | np.isnan(s) | (s < 0) | np.isnan(df)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(est == 0, 0.0, est / s)
         z_low = (est + delta) / s  # H0: θ <= -δ
         z_high = (est - delta) / s  # H0: θ >= +δ
-    p_wald = 2 * ndtr(-np.abs(z))
+    p_test = 2 * upper_tail(np.abs(z), df)
     if p_adjusted is not None:
         p_adj = np.broadcast_to(np.asarray(p_adjusted, dtype=np.float64), est.shape)
-        p = np.where(np.isnan(p_adj), p_wald, p_adj)
+        p = np.where(np.isnan(p_adj), p_test, p_adj)
     else:
-        p = p_wald
-    p_tost = np.maximum(ndtr(-z_low), ndtr(z_high))
+        p = p_test
+    p_tost = np.maximum(upper_tail(z_low, df), upper_tail(-z_high, df))
+    crit = critical_value(confidence, np.where(np.isnan(df), np.inf, df))
+    with np.errstate(invalid="ignore"):
+        beyond = (est - crit * s > delta) | (est + crit * s < -delta)
     significant = p < alpha
-    large = np.abs(est) > delta
+    equivalent = p_tost < alpha
     verdict = np.full(est.shape, INCONCLUSIVE, dtype=object)
-    verdict[~significant & (p_tost < alpha)] = equivalent_label(confidence)
-    verdict[significant & ~large] = WITHIN
-    verdict[significant & large] = LARGER
+    verdict[~significant & equivalent] = equivalent_label(confidence)
+    verdict[significant & equivalent] = WITHIN
+    verdict[beyond & (significant if p_adjusted is not None else True)] = LARGER
     verdict[bad] = NOT_ESTIMABLE
     p_tost = np.where(bad, np.nan, p_tost)
     return verdict, p_tost
 
 
-def equivalence_columns(estimate, se, margin: float, *, p_adjusted=None, confidence: float = 0.95) -> dict:
-    """The columns every comparison table gains: effect, its two-sided CI at `confidence`, δ, p_tost, verdict."""
+def equivalence_columns(estimate, se, margin: float, *, p_adjusted=None, confidence: float = 0.95,
+                        df=np.inf) -> dict:
+    """The columns every comparison table gains: effect, its two-sided CI at `confidence` (t with ``df``), δ, p_tost,
+    verdict."""
     est = np.asarray(estimate, dtype=np.float64)
     s = np.asarray(se, dtype=np.float64)
-    verdict, p_tost = classify_gaps(est, s, margin, p_adjusted=p_adjusted, confidence=confidence)
-    zc = ndtri(0.5 + confidence / 2)
-    return {"effect": est, "effect_ci_low": est - zc * s, "effect_ci_high": est + zc * s,
+    verdict, p_tost = classify_gaps(est, s, margin, p_adjusted=p_adjusted, confidence=confidence, df=df)
+    crit = critical_value(confidence, np.broadcast_to(np.asarray(df, dtype=np.float64), est.shape))
+    return {"effect": est, "effect_ci_low": est - crit * s, "effect_ci_high": est + crit * s,
             "margin": np.full(est.shape, float(margin)), "p_tost": p_tost, "verdict": verdict}
 
 
 def add_equivalence(frame: pd.DataFrame, metric: str, estimate, se, *, margins: Mapping[str, float] | None = None,
                     confidence: float = 0.95, p_adjusted: str | None = "p_holm",
-                    estimable: str | None = "estimable") -> pd.DataFrame:
+                    estimable: str | None = "estimable", df: str | None = "df") -> pd.DataFrame:
     """`frame` with EQUIVALENCE_COLUMNS appended (a new frame; existing columns untouched).
 
     ``estimate`` / ``se``: column names or arrays aligned with the rows; ``metric``: a key of DEFAULT_MARGINS;
     ``p_adjusted``: the column of adjusted p-values, used when present; rows whose ``estimable`` column is False
-    are not estimable whatever their numbers.
+    are not estimable whatever their numbers; ``df``: the column of degrees of freedom (absent: normal theory).
     """
     delta = resolve_margins(margins)[metric]
     out = frame.copy()
@@ -153,7 +166,9 @@ def add_equivalence(frame: pd.DataFrame, metric: str, estimate, se, *, margins: 
         ok = out[estimable].fillna(False).astype(bool).to_numpy()
         est[~ok], s[~ok] = np.nan, np.nan
     p_adj = out[p_adjusted].to_numpy(dtype=np.float64) if p_adjusted and p_adjusted in out.columns else None
-    for column, values in equivalence_columns(est, s, delta, p_adjusted=p_adj, confidence=confidence).items():
+    dof = out[df].to_numpy(dtype=np.float64) if df and df in out.columns else np.inf
+    for column, values in equivalence_columns(est, s, delta, p_adjusted=p_adj, confidence=confidence,
+                                              df=dof).items():
         out[column] = values
     return out
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
-from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, cluster_covariance, two_way_keys
+from fair_pipeline.audit.stats.cluster_pass import cluster_covariance, contrast_df
+from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, two_way_keys
 from fair_pipeline.audit.stats.sweep import RocSweep, products
 
 CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays stay in cache (1 << 16 took twice the CPU)
@@ -155,7 +156,7 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals | None, cuto
     sel = np.searchsorted(res["alphas"], var_alphas)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
     if prefix is not None:
-        parts = [(sign, *sums.covariance(auc, roc)) for sign, sums in prefix]
+        parts = [(sign, sums.covariance(auc, roc)) for sign, sums in prefix]
         return _store_covariance(res, var_alphas, sel, parts)
     table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     if streams is None:
@@ -166,7 +167,7 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals | None, cuto
             streams = [(1, batch(first)), (1, batch(second)), (-1, batch(two_way_keys(first, second)))]
         else:
             streams = [(1, batch(rows.keys))]
-    parts = [(sign, *cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches))
+    parts = [(sign, cluster_covariance(table, res["pairs"], var_alphas, auc, roc, batches, keep_totals=sign > 0))
              for sign, batches in streams]
     return _store_covariance(res, var_alphas, sel, parts)
 
@@ -177,9 +178,15 @@ def variance_alphas(cutoffs) -> np.ndarray:
 
 
 def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
-    """Sum the signed (sign, covariance, clusters) parts into ``res``: variances, ``cov``, ``clusters``."""
-    cov = sum(sign * part for sign, part, _ in parts)
-    counts = [clusters for sign, _, clusters in parts if sign > 0]
+    """Sum the signed (sign, finished cluster pass) parts into ``res``: variances and ``cov`` (CR2), ``cov_cr1``,
+    ``clusters``, the one-way streams' adjusted ``cluster_totals`` (for df) and ``clusters_with``."""
+    cov = sum(sign * acc.covariance() for sign, acc in parts)
+    res["cov_cr1"] = sum(sign * acc.cr1_covariance() for sign, acc in parts)
+    counts = [acc.clusters for sign, acc in parts if sign > 0]
+    res["cluster_totals"] = [acc.totals() for sign, acc in parts if sign > 0]
+    # per vector (groups, then pooled): clusters holding its positives / negatives, the smaller over two-way streams
+    smallest = np.minimum.reduce([acc.clusters_with for sign, acc in parts if sign > 0])
+    res["clusters_with"] = {"pos": smallest[0], "neg": smallest[1]}
     diag = np.einsum("kss->sk", cov).copy()
     res["variance"] = res["variance"].copy()
     res["variance"][:, sel] = np.maximum(diag, 0.0)
@@ -190,6 +197,19 @@ def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
             idx = [i for i, c in enumerate(res["columns"]) if c[0] == kind]
             res["balanced_cov"][kind] = cov[k1][np.ix_(idx, idx)]
     return res
+
+
+def column_df(res: dict, alpha_values, weights) -> np.ndarray:
+    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the Satterthwaite effective
+    number of clusters of its adjusted totals (`small_sample`); infinite (normal theory) without clustering."""
+    alpha_values = np.asarray(alpha_values, dtype=np.float64)
+    if "cluster_totals" not in res:
+        return np.full(alpha_values.size, np.inf)
+    k = np.searchsorted(res["cov_alphas"], alpha_values)
+    w = np.zeros(len(res["pairs"]))
+    for column, coefficient in weights.items():
+        w[column] += coefficient
+    return contrast_df(res["cluster_totals"], w)[k]
 
 
 def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:

@@ -23,8 +23,9 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.stats.equivalence import add_equivalence
+from fair_pipeline.audit.stats.equivalence import EQUIVALENCE_COLUMNS, add_equivalence
 from fair_pipeline.audit.stats.inference import holm, wald
+from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
 
@@ -278,6 +279,44 @@ def add_query_counts(acc: PairwiseAccumulator, query_ids, groups, scores, n_pos,
         acc.update(np.r_[qcode, qcode][keep], np.r_[s, s][keep], np.r_[codes, codes][keep], y[keep], weights=w[keep])
 
 
+def pairwise_from_counts(query_ids, groups, scores, n_pos, n_neg, levels, *, item_ids=None, confidence: float = 0.95,
+                         margins=None) -> PairwiseResult:
+    """`pairwise_accuracies` from rows of an aggregate (query, group[, item], score -> n_pos, n_neg), e.g. a SQL
+    ``GROUP BY``. With ``item_ids`` the SEs are two-way clustered by item and query (new items and new queries),
+    else query-clustered (these items in new queries)."""
+    acc = PairwiseAccumulator(np.asarray(levels, dtype=object))
+    add_query_counts(acc, query_ids, groups, scores, n_pos, n_neg)
+    matrix, marginals, parity, overall = acc.tables(confidence)
+    gaps = acc.gaps(confidence, margins)
+    parity["variance_estimand"] = "query_clustered"
+    if item_ids is None:
+        for frame in (matrix, marginals, overall):
+            frame["variance_estimand"] = "query_clustered"
+        gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
+        return PairwiseResult(matrix, marginals, parity, overall, None, gaps)
+    code_of = {g: i for i, g in enumerate(acc.levels)}
+    codes = np.array([code_of[g] for g in np.asarray(groups, dtype=object)], dtype=np.intp)
+    qcode = pd.factorize(np.asarray(query_ids, dtype=object))[0]
+    item = pd.factorize(np.asarray(item_ids, dtype=object))[0]
+    w = np.r_[np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)]
+    keep = w > 0
+    twice = [np.r_[a, a][keep] for a in (qcode, np.asarray(scores, dtype=np.float64), codes, item)]
+    y = np.r_[np.ones(len(qcode), bool), np.zeros(len(qcode), bool)][keep]
+    pc = PairwiseClusters((twice[3], twice[0]), twice[0], twice[1], twice[2], y, acc.levels.size, weights=w[keep])
+    return _clustered_result(pc, acc.levels, matrix, marginals, parity, overall, None, gaps, "two_way", confidence,
+                             margins)
+
+
+def _clustered_result(pc, levels, matrix, marginals, parity, overall, continuous, gaps, estimand, confidence,
+                      margins) -> PairwiseResult:
+    clustered_tables(pc, levels, matrix, marginals, overall, gaps, estimand, confidence)
+    if levels.size > 2 and len(gaps):
+        gaps["p_holm"] = holm(gaps["p_value"].to_numpy())
+    gaps = add_equivalence(gaps.drop(columns=EQUIVALENCE_COLUMNS), "pairwise_accuracy", "gap", "se",
+                           margins=margins, confidence=confidence)
+    return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
+
+
 def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFrame:
     """A_> and A_< for a continuous protected attribute z, and their difference (same queries)."""
     Cg, Tg = _dominance_counts(qcode, z, s, ~y, y, right_scores_higher=True)  # z_better > z_worse
@@ -298,13 +337,19 @@ def continuous_accuracies(qcode, s, y, z, confidence: float = 0.95) -> pd.DataFr
 
 
 def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, continuous_feature=None,
-                        confidence: float = 0.95, margins=None) -> PairwiseResult:
+                        confidence: float = 0.95, margins=None, clusters=None) -> PairwiseResult:
     """Within-query pairwise accuracies by group (and for a continuous attribute), with SEs.
 
     ``labels``: 1 = better, 0 = worse (pairs are formed between the two, inside each query);
     ``sensitive_features``: group of each item; ``query_ids``: query of each item;
     ``continuous_feature``: optional numeric protected attribute z for A_> and A_<; ``margins``: practical
     margins δ (key ``pairwise_accuracy``) behind the verdicts of the cross-group gaps (``gaps``).
+
+    ``clusters``: per-row ids whose rows are dependent, e.g. item ids, or a tuple of two arrays (items, queries)
+    for two-way clustering (`pairwise_clustered`): the matrix, marginals, overall and gaps then carry CR2 SEs and
+    t intervals for new items (and new queries), with ``df``, ``n_clusters`` and ``variance_estimand``. Without it
+    queries are the independent units (estimand: these items in new queries; ``query_clustered``); the parity and
+    continuous-attribute tables are always query-clustered.
     """
     s = as_scores(scores)
     y = as_labels(labels, s.size)
@@ -320,4 +365,13 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
             raise AuditInputError(f"continuous_feature must have length {s.size}, got shape {z.shape}")
         z = as_scores(z, name="continuous_feature")
         continuous = continuous_accuracies(qcode, s, y, z, confidence)
-    return PairwiseResult(matrix, marginals, parity, overall, continuous, acc.gaps(confidence, margins))
+    gaps = acc.gaps(confidence, margins)
+    parity["variance_estimand"] = "query_clustered"
+    if clusters is None:
+        for frame in (matrix, marginals, overall):
+            frame["variance_estimand"] = "query_clustered"
+        gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
+        return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
+    pc = PairwiseClusters(clusters, qcode, s, codes, y, levels.size)
+    return _clustered_result(pc, levels, matrix, marginals, parity, overall, continuous, gaps,
+                             "two_way" if isinstance(clusters, tuple) else "clustered", confidence, margins)

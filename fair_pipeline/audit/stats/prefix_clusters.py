@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
+from fair_pipeline.audit.stats.cluster_pass import ClusterTotals
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.validation import AuditInputError
 
@@ -226,7 +227,7 @@ class PrefixClusterSums:
         rows = _PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
         ge, pe, ne = group[rows_e], n_pos[rows_e], n_neg[rows_e]
         uniq, inv = np.unique(codes[rows_e], return_inverse=True)
-        a_vals = np.empty((len(self.pairs), K, rows_e.size))
+        a_vals = np.empty((2, len(self.pairs), K, rows_e.size))  # negatives' and positives' parts
         nc_vals = np.empty((G + 1, K, rows_e.size))
         no_pos = np.zeros(pe.size)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -237,7 +238,7 @@ class PrefixClusterSums:
                     roc1 = row_influence(table, j, j, alpha, 0.0, 1.0, rows, ge, no_pos, ne)
                     nc_vals[j, k] = alpha * ne * in_j - self.n[j] * (roc1 - roc0)
                 for s, (i, j) in enumerate(self.pairs):
-                    a_vals[s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, rows, ge, pe, ne)
+                    a_vals[:, s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, rows, ge, pe, ne, parts=True)
         nc_vals[:, 1:] -= nc_vals[:, :-1].copy()  # slot k: + value at k, - value at k - 1
         members = sparse.csr_matrix((np.ones(inv.size), (np.arange(inv.size), inv.ravel())),
                                     shape=(inv.size, uniq.size))  # row -> its cluster
@@ -245,13 +246,13 @@ class PrefixClusterSums:
             flat = vals.reshape(-1, inv.size)
             return np.asarray(members.T @ flat.T).T.reshape(vals.shape[:-1] + (uniq.size,))
 
-        self.edges.append((uniq, per_cluster(a_vals)))
+        self.edges.append((uniq, per_cluster(a_vals[0]), per_cluster(a_vals[1])))
         self.NC[:, :, uniq] += per_cluster(nc_vals)
         self.N[:, uniq] += per_cluster(np.stack([ne * (ge == g) for g in range(G)]))
         self.P[:, uniq] += per_cluster(np.stack([pe * (ge == g) for g in range(G)]))
 
-    def covariance(self, auc, roc) -> tuple[np.ndarray, int]:
-        """(K, S, S) cluster-robust covariance C/(C-1) sum_c U_c U_c' and C, given the sweep's I(alpha)
+    def covariance(self, auc, roc) -> ClusterTotals:
+        """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
         and ROC(alpha) of every column at every cutoff ((S, K) each)."""
         G, K, S = self.G, self.alphas.size, len(self.pairs)
         C = int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
@@ -262,26 +263,27 @@ class PrefixClusterSums:
             for banded in (self.NR, self.NC, self.PF, self.PC):
                 _inside(banded)
             self._finished = True
-        cross = np.zeros((K, S, S))
+        out = ClusterTotals(self.pairs, K, S, self.G + 1)
         for lo in range(0, self.C, CROSS_CHUNK):
             c = slice(lo, lo + CROSS_CHUNK)
             NR, NC, PF, PC = (x[..., c] for x in (self.NR, self.NC, self.PF, self.PC))
             N = np.vstack([self.N[:, c], self.N[:, c].sum(axis=0, keepdims=True)])
             P = np.vstack([self.P[:, c], self.P[:, c].sum(axis=0, keepdims=True)])
-            U = np.empty((K, N.shape[1], S))
+            Uneg, Upos = np.empty((K, N.shape[1], S)), np.empty((K, N.shape[1], S))
             for s, (i, j) in enumerate(self.pairs):
                 a = self.alphas[:, None]
                 pf = PF[:, j].sum(axis=0) if i == G else PF[i, j]
                 pc = PC[:, j].sum(axis=0) if i == G else PC[i, j]
-                A = NR[j, i] / self.n[j] - pf / self.m[i]
                 B = (a * N[j] - NC[j]) / self.n[j]
-                U[:, :, s] = (A + a * pc / self.m[i] + roc[s][:, None] * B
-                              - auc[s][:, None] * (N[j] / self.n[j] + P[i] / self.m[i]))
-            for codes, sums in self.edges:
+                Uneg[:, :, s] = NR[j, i] / self.n[j] + roc[s][:, None] * B - auc[s][:, None] * N[j] / self.n[j]
+                Upos[:, :, s] = (a * pc - pf - auc[s][:, None] * P[i]) / self.m[i]
+            for codes, neg_sums, pos_sums in self.edges:
                 mine = (codes >= lo) & (codes < lo + CROSS_CHUNK)
-                U[:, codes[mine] - lo, :] += sums[:, :, mine].transpose(1, 2, 0)
-            cross += np.matmul(U.transpose(0, 2, 1), U)
-        return cross * (C / (C - 1)), C
+                Uneg[:, codes[mine] - lo, :] += neg_sums[:, :, mine].transpose(1, 2, 0)
+                Upos[:, codes[mine] - lo, :] += pos_sums[:, :, mine].transpose(1, 2, 0)
+            held = (self.N[:, c].sum(axis=0) + self.P[:, c].sum(axis=0)) > 0  # codes may be unused
+            out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
+        return out
 
 
 class SortedRowBlocks:

@@ -10,8 +10,8 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid, build_grid, grid_from_counts, positive_positions
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
-from fair_pipeline.audit.stats.grid_audit import run_grid_audit
-from fair_pipeline.audit.stats.inference import wald
+from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit
+from fair_pipeline.audit.stats.small_sample import t_wald
 from fair_pipeline.audit.stats.sweep import RocSweep, sweep_no_cross_ties
 from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs, as_labels, as_scores, require_both_classes
 
@@ -19,17 +19,19 @@ DEFAULT_CUTOFFS = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def roc_table(res: dict, col: int, m: float, n: float, alphas: np.ndarray,
-              confidence: float = 0.95) -> pd.DataFrame:
+              confidence: float = 0.95, df=np.inf) -> pd.DataFrame:
     """One column of a sweep result as the public per-cutoff table."""
-    return pd.DataFrame(roc_columns(res, col, m, n, alphas, confidence))
+    return pd.DataFrame(roc_columns(res, col, m, n, alphas, confidence, df))
 
 
 def roc_columns(res: dict, col: int, m: float, n: float, alphas: np.ndarray,
-                confidence: float = 0.95) -> dict[str, np.ndarray]:
-    """The columns of `roc_table`, as arrays (callers assembling many tables build one frame from them)."""
+                confidence: float = 0.95, df=np.inf) -> dict[str, np.ndarray]:
+    """The columns of `roc_table`, as arrays (callers assembling many tables build one frame from them).
+
+    ``df``: degrees of freedom of the t critical value per cutoff (infinite: normal theory, rows independent)."""
     auc = res["auc"][col]
     var = res["variance"][col]
-    w = wald(auc, var, confidence)
+    w = t_wald(auc, var, np.broadcast_to(np.asarray(df, dtype=np.float64), auc.shape), confidence)
     mc_scale = 0.5 / (alphas - alphas**2 / 2)  # McClish: 0.5 (1 + (I - a^2/2) / (a - a^2/2))
     mcclish = 0.5 + (auc - alphas**2 / 2) * mc_scale
     return {
@@ -49,6 +51,7 @@ def roc_columns(res: dict, col: int, m: float, n: float, alphas: np.ndarray,
         "mcclish_ci_high": 0.5 + (w["ci_high"] - alphas**2 / 2) * mc_scale,
         "roc_at_cutoff": res["roc_at_cutoff"][col],
         "neg_below_cutoff": alphas * n,
+        "df": w["df"],
     }
 
 
@@ -133,7 +136,9 @@ def _clustered_table(s, y, alphas, clusters, confidence) -> pd.DataFrame:
     codes = np.zeros(s.size, dtype=np.intp)
     grid = build_grid(s, y)
     res = run_grid_audit(grid, alphas, xauc=False, clusters=row_clusters(clusters, s, y, codes))
-    table = roc_table(res, 0, float(grid.n_pos[0]), float(grid.n_neg[0]), alphas, confidence)
+    table = roc_table(res, 0, float(grid.n_pos[0]), float(grid.n_neg[0]), alphas, confidence,
+                      column_df(res, alphas, {0: 1.0}))
     table["variance_estimand"] = estimand_name(clusters)
     table["clusters"] = res["clusters"]
+    table["clusters_pos"], table["clusters_neg"] = res["clusters_with"]["pos"][0], res["clusters_with"]["neg"][0]
     return table

@@ -20,11 +20,12 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import build_grid
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import add_equivalence
-from fair_pipeline.audit.stats.grid_audit import CURVE_GRID, column_cov, run_grid_audit
-from fair_pipeline.audit.stats.inference import holm, wald
+from fair_pipeline.audit.stats.grid_audit import CURVE_GRID, column_cov, column_df, run_grid_audit
+from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.records import records
+from fair_pipeline.audit.stats.small_sample import t_wald
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
 
 
@@ -51,7 +52,8 @@ def _holm_if_many(df: pd.DataFrame, n_groups: int) -> pd.DataFrame:
     return df
 
 
-def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None) -> XAUCResult:
+def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None,
+                min_clusters: int = DEFAULT_MIN_CLUSTERS) -> XAUCResult:
     """Shape a run_grid_audit(..., xauc=True, curves=True) result into the xAUC tables; the delta tables end
     with effect, CI, margin, p_tost and verdict (`audit.stats.equivalence`)."""
     groups = res["groups"]
@@ -61,6 +63,9 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
     col = {name: i for i, name in enumerate(res["columns"])}
     ok_pos = n_pos_g >= min_count
     ok_neg = n_neg_g >= min_count
+    if "clusters_with" in res:  # clustered: the sampling unit is the cluster (`compare.estimability`)
+        ok_pos &= res["clusters_with"]["pos"][:G] >= min_clusters
+        ok_neg &= res["clusters_with"]["neg"][:G] >= min_clusters
 
     def stat(i):
         return res["auc"][i, k1], res["variance"][i, k1]
@@ -73,7 +78,8 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
     a_idx, b_idx = np.nonzero(~np.eye(G, dtype=bool))  # ordered pairs, a-major
     est, var = res["auc"][xcol[a_idx, b_idx], k1], res["variance"][xcol[a_idx, b_idx], k1]
     ok = ok_pos[a_idx] & ok_neg[b_idx]
-    w = wald(est, var, confidence, null=0.5)
+    df = np.array([column_df(res, [1.0], {int(c): 1.0})[0] for c in xcol[a_idx, b_idx]], dtype=np.float64)
+    w = t_wald(est, var, df, confidence, null=0.5)
     pairs = pd.DataFrame({"group_a": levels[a_idx], "group_b": levels[b_idx],
                           "xauc": np.where(ok, est, np.nan), "variance": np.where(ok, var, np.nan),
                           **{k: np.where(ok, w[k], np.nan) for k in ("se", "ci_low", "ci_high")},
@@ -86,7 +92,9 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
     ok = ok_pos[a_idx] & ok_neg[a_idx] & ok_pos[b_idx] & ok_neg[b_idx]
     # disjoint rows, but one cluster (an item with clicks and skips) can feed both directions
     c12 = np.array([column_cov(res, [1.0], s, t)[0] for s, t in zip(s_ab, s_ba)], dtype=np.float64)
-    w = wald(e1 - e2, v1 + v2 - 2 * c12, confidence)
+    df = np.array([column_df(res, [1.0], {int(s): 1.0, int(t): -1.0})[0] for s, t in zip(s_ab, s_ba)],
+                  dtype=np.float64)
+    w = t_wald(e1 - e2, v1 + v2 - 2 * c12, df, confidence)
     rows = {"group_a": levels[a_idx], "group_b": levels[b_idx], "xauc_ab": e1, "xauc_ba": e2, "delta": e1 - e2,
             **{k: np.asarray(v, dtype=float) for k, v in w.items()}, "estimable": ok.astype(bool)}
     deltas = pd.DataFrame(rows)
@@ -99,13 +107,14 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
     for g in range(G):
         e0, v0 = stat(col[("xauc0", g, None)])
         e1, v1 = stat(col[("xauc1", g, None)])
-        w0, w1 = wald(e0, v0, confidence), wald(e1, v1, confidence)
+        w0 = t_wald(e0, v0, column_df(res, [1.0], {col[("xauc0", g, None)]: 1.0})[0], confidence)
+        w1 = t_wald(e1, v1, column_df(res, [1.0], {col[("xauc1", g, None)]: 1.0})[0], confidence)
         rows.append({"group": groups[g], "xauc0": e0, "se0": float(w0["se"]),
                      "ci0_low": float(w0["ci_low"]), "ci0_high": float(w0["ci_high"]),
-                     "n_neg": int(n_neg_g[g]), "estimable0": bool(ok_neg[g]),
+                     "df0": float(w0["df"]), "n_neg": int(n_neg_g[g]), "estimable0": bool(ok_neg[g]),
                      "xauc1": e1, "se1": float(w1["se"]),
                      "ci1_low": float(w1["ci_low"]), "ci1_high": float(w1["ci_high"]),
-                     "n_pos": int(n_pos_g[g]), "estimable1": bool(ok_pos[g])})
+                     "df1": float(w1["df"]), "n_pos": int(n_pos_g[g]), "estimable1": bool(ok_pos[g])})
     balanced = pd.DataFrame(rows)
     for s in ("0", "1"):
         bad = ~balanced[f"estimable{s}"]
@@ -116,7 +125,10 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
         C = cov[f"xauc{s}"]
         e = np.array([stat(col[(f"xauc{s}", g, None)])[0] for g in range(G)])
         ok = okv[a_idx] & okv[b_idx]
-        w = wald(e[a_idx] - e[b_idx], C[a_idx, a_idx] + C[b_idx, b_idx] - 2 * C[a_idx, b_idx], confidence)
+        cols = [col[(f"xauc{s}", g, None)] for g in range(G)]
+        df = np.array([column_df(res, [1.0], {cols[a]: 1.0, cols[b]: -1.0})[0] for a, b in zip(a_idx, b_idx)],
+                      dtype=np.float64)
+        w = t_wald(e[a_idx] - e[b_idx], C[a_idx, a_idx] + C[b_idx, b_idx] - 2 * C[a_idx, b_idx], df, confidence)
         parts.append({"kind": np.full(a_idx.size, f"xauc{s}", dtype=object), "group_a": levels[a_idx],
                       "group_b": levels[b_idx], "delta": np.where(ok, e[a_idx] - e[b_idx], np.nan),
                       **{k: np.where(ok, np.asarray(v, dtype=float), np.nan) for k, v in w.items()},
@@ -157,7 +169,7 @@ def curve_table(res: dict) -> pd.DataFrame:
 
 
 def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
-         confidence: float = 0.95, margins=None) -> XAUCResult:
+         confidence: float = 0.95, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS) -> XAUCResult:
     """xAUC(a, b), Delta xAUC, balanced xAUC_0 / xAUC_1 and xROC curves, with DeLong variances.
 
     Convention as in Kallus & Zhou: label 1 is the positive (beneficial) outcome and higher scores
@@ -175,4 +187,4 @@ def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = 
     grid = build_grid(s, y, codes, levels)
     res = run_grid_audit(grid, [1.0], xauc=True, curves=True, clusters=row_clusters(clusters, s, y, codes))
     res["estimand"] = estimand_name(clusters)
-    return xauc_tables(res, min_count, confidence, margins)
+    return xauc_tables(res, min_count, confidence, margins, min_clusters)

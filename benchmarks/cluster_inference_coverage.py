@@ -1,0 +1,256 @@
+"""Monte Carlo coverage of the audit's clustered 95% CIs under heavy-tailed popularity, minorities and query effects.
+
+Every replication draws FRESH items (the simulator's item generator: group, relevance, merit) and fresh queries,
+then impressions whose number per item is heavy-tailed: ``ceil(2 (1 + Lomax(a)))`` (Pareto tail index a; a = 1.1
+puts a few items at thousands of impressions) or light-tailed ``1 + Poisson(9)``. Scores are the item's merit
+(fixed per item), plus the query's effect N(0, 0.2) in the query rows; labels are the item's relevance. The truth is
+in closed form (`audit_coverage.true_values`: given group and relevance the merit is normal plus a uniform in group
+"0"; with the query effect, the marginal score is merit + N(0, 0.2)); the within-query pairwise accuracy
+A_{a>b} = P(s_i > s_j | i relevant in a, j irrelevant in b) equals xAUC(a, b) of the merits (the query effect
+cancels inside a query).
+
+Rows (configurations) x statistics, each with four intervals from the same per-cluster influence totals:
+``cr1_z`` (Liang-Zeger C/(C-1), normal critical value: what the audit reported before), ``cr2_z`` (leverage-adjusted
+totals, normal), ``cr1_t`` and ``cr2_t`` (Student t with the Satterthwaite effective number of clusters; cr2_t is
+what the audit reports). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
+
+    python benchmarks/cluster_inference_coverage.py                 # every row, 500 replications, 2 processes
+    python benchmarks/cluster_inference_coverage.py --reps 100 --rows pareto1.3,minority45   # pilot
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import time
+from multiprocessing import get_context
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from fair_pipeline.audit.stats.blocks import build_grid  # noqa: E402
+from fair_pipeline.audit.stats.clustered import row_clusters  # noqa: E402
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  # noqa: E402
+from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
+from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
+from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
+from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("audit_coverage", Path(__file__).with_name("audit_coverage.py"))
+ac = importlib.util.module_from_spec(_spec)  # the sibling benchmark: closed-form truths of the simulator's items
+_spec.loader.exec_module(ac)
+
+CUTOFFS = (0.1, 1.0)
+QUERY_SD = 0.2
+METHODS = ("cr1_z", "cr2_z", "cr1_t", "cr2_t")
+# name: (tail index or None for 1 + Poisson(9), items, minority items in group "0" or None, queries or 0, kind)
+CONFIGS = {
+    "pareto1.1": (1.1, 500, None, 0, "auc"),
+    "pareto1.3": (1.3, 500, None, 0, "auc"),
+    "pareto1.5": (1.5, 500, None, 0, "auc"),
+    "pareto2.5": (2.5, 500, None, 0, "auc"),
+    "minority30": (None, 500, 30, 0, "auc"),
+    "minority45": (None, 500, 45, 0, "auc"),
+    "minority60": (None, 500, 60, 0, "auc"),
+    "minority45_pareto1.3": (1.3, 500, 45, 0, "auc"),
+    "query_pareto1.3": (1.3, 500, None, 50, "auc"),
+    "pairwise_fresh": (1.5, 400, None, 150, "pairwise"),
+}
+
+
+def draw(config: str, seed: int) -> dict:
+    tail, n_items, minority, n_queries, _ = CONFIGS[config]
+    rng = np.random.default_rng(seed)
+    pool = simulate_items(SimulationConfig(n_items=4 * n_items, seed=int(rng.integers(2**31))))
+    g = pool["group_id"].to_numpy()
+    if minority is None:
+        pick = rng.choice(len(pool), n_items, replace=False)
+    else:  # conditional distributions given the group are untouched, so the truth is too
+        zero, one = np.flatnonzero(g == "0"), np.flatnonzero(g == "1")
+        pick = np.r_[rng.choice(zero, minority, replace=False), rng.choice(one, n_items - minority, replace=False)]
+    items = pool.iloc[pick]
+    if tail is None:
+        shows = 1 + rng.poisson(9.0, n_items)
+    else:
+        shows = np.ceil(2.0 * (1.0 + rng.pareto(tail, n_items))).astype(np.int64)
+    item = np.repeat(np.arange(n_items), shows)
+    out = {"item": item, "group": items["group_id"].to_numpy().astype(str)[item],
+           "label": items["relevance"].to_numpy().astype(bool)[item], "score": items["merit_score"].to_numpy()[item]}
+    if n_queries:
+        query = rng.integers(0, n_queries, item.size)
+        out["query"] = query
+        if CONFIGS[config][4] == "auc":
+            out["score"] = out["score"] + QUERY_SD * rng.standard_normal(n_queries)[query]
+    return out
+
+
+def truths(config: str) -> dict:
+    tail, _, _, n_queries, kind = CONFIGS[config]
+    variant = "per_impression" if n_queries and kind == "auc" else "fixed"
+    v = ac.true_values(variant, "relevance")  # I_0(0.1), I_0(1), I_0-I_1(0.1), I_0-I_1(1)
+    out = {"I0-I1(0.1)": v[2], "I0-I1(1)": v[3]}
+    cfg = SimulationConfig()
+    comp = {}
+    for c in (0, 1):
+        comp[c] = (ac._Component(cfg.relevance_effect + cfg.group_effect * c, cfg.relevance_sd, 2.0 * (1 - c)),
+                   ac._Component(cfg.group_effect * c, cfg.relevance_sd, 1.0 * (1 - c)))
+    x01 = ac._partial_auc(comp[0][0], comp[1][1], 1.0)  # positives of 0 above negatives of 1
+    x10 = ac._partial_auc(comp[1][0], comp[0][1], 1.0)
+    if kind == "pairwise":
+        return {"A0>1-A1>0": x01 - x10, "A0>1-A1>0 queries only": x01 - x10}
+    if not n_queries:
+        out["dxAUC"] = x01 - x10
+    return out
+
+
+def _intervals(est, var_cr1, var_cr2, df) -> dict:
+    z = critical_value(0.95)
+    t = critical_value(0.95, df)
+    return {"cr1_z": z * np.sqrt(var_cr1), "cr2_z": z * np.sqrt(var_cr2),
+            "cr1_t": t * np.sqrt(var_cr1), "cr2_t": t * np.sqrt(var_cr2)}
+
+
+def auc_statistics(d: dict) -> list[dict]:
+    s, y, g = d["score"], d["label"], d["group"]
+    codes, levels = np.unique(g, return_inverse=True)[1], np.unique(g)
+    clusters = (d["item"], d["query"]) if "query" in d else d["item"]
+    grid = build_grid(s, y, codes, levels)
+    res = run_grid_audit(grid, list(CUTOFFS), xauc="query" not in d, clusters=row_clusters(clusters, s, y, codes))
+    col = {name: i for i, name in enumerate(res["columns"])}
+    c0, c1 = col[("group", 0, 0)], col[("group", 1, 1)]
+    ok = {}  # the audit's estimability rule per group and cutoff (clusters of positives / negatives)
+    for g in (0, 1):
+        c_pos, c_neg = res["clusters_with"]["pos"][g], res["clusters_with"]["neg"][g]
+        ok[g] = dict(zip(CUTOFFS, estimability(grid.n_pos[g], grid.n_neg[g], np.array(CUTOFFS), DEFAULT_MIN_COUNT,
+                                               c_pos, c_neg)[0]))
+    contrasts = {f"I0-I1({a:g})": (a, {c0: 1.0, c1: -1.0}) for a in CUTOFFS}
+    if "query" not in d:
+        contrasts["dxAUC"] = (1.0, {col[("xauc", 0, 1)]: 1.0, col[("xauc", 1, 0)]: -1.0})
+    rows = []
+    for name, (a, w) in contrasts.items():
+        k = int(np.searchsorted(res["cov_alphas"], a))
+        ka = int(np.searchsorted(res["alphas"], a))
+        vec = np.zeros(len(res["pairs"]))
+        for c, coef in w.items():
+            vec[c] = coef
+        est = float(vec @ res["auc"][:, ka])
+        v1, v2 = float(vec @ res["cov_cr1"][k] @ vec), float(vec @ res["cov"][k] @ vec)
+        df = float(column_df(res, [a], w)[0])
+        rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, v1, v2, df),
+                     "clusters": int(res["clusters"]), "estimable": bool(ok[0][a] and ok[1][a]), "margin": 0.02 * a})
+    return rows
+
+
+def pairwise_statistics(d: dict) -> list[dict]:
+    from fair_pipeline.audit.stats.pairwise import pairwise_accuracies
+    rows = []
+    for name, clusters in (("items+queries", (d["item"], d["query"])),):
+        r = pairwise_accuracies(d["score"], d["label"], d["group"], d["query"], clusters=clusters)
+        gap = r.gaps.iloc[0]
+        sign = 1.0 if gap["group_a"] == "0" else -1.0
+        est = sign * float(gap["gap"])
+        v1, v2, df = (float(gap[c]) for c in ("variance_cr1", "variance", "df"))
+        rows.append({"statistic": "A0>1-A1>0", "estimate": est, "df": df, **_intervals(est, v1, v2, df),
+                     "clusters": int(gap["n_clusters"]), "estimable": bool(gap["estimable"]), "margin": 0.02})
+    old = pairwise_accuracies(d["score"], d["label"], d["group"], d["query"]).gaps.iloc[0]  # queries only
+    half = critical_value(0.95) * float(old["se"])
+    rows.append({"statistic": "A0>1-A1>0 queries only", "estimate": est, "df": np.inf,
+                 **{m: half for m in METHODS}, "clusters": int(old["n_queries"]), "estimable": bool(old["estimable"]),
+                 "margin": 0.02})
+    return rows
+
+
+def one_replication(args) -> list[dict]:
+    config, rep, seed = args
+    d = draw(config, [seed, rep, list(CONFIGS).index(config)])
+    stats_of = pairwise_statistics if CONFIGS[config][4] == "pairwise" else auc_statistics
+    return [{"config": config, "rep": rep, **row} for row in stats_of(d)]
+
+
+def coverage(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration x statistic: coverage of each interval over the replications the audit's rule calls
+    estimable (``not_estimable``: the share it does not), with its binomial Monte Carlo SE."""
+    rows = []
+    for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
+        truth = truths(config)[name]
+        est_ok = g["estimable"].astype(bool)
+        g = g[est_ok & g[list(METHODS)].notna().all(axis=1)]
+        err = g["estimate"] - truth
+        row = {"config": config, "statistic": name, "truth": truth, "reps": len(g),
+               "not_estimable": float(1 - est_ok.mean()), "bias/sd": err.mean() / g["estimate"].std(ddof=1),
+               "median_df": g["df"].median()}
+        for m in METHODS:
+            row[m] = float((np.abs(err) <= g[m]).mean())
+        row["cov_se"] = float(np.sqrt(row["cr2_t"] * (1 - row["cr2_t"]) / max(row["reps"], 1)))
+        row["se/sd_cr2"] = float((g["cr2_z"] / critical_value(0.95)).mean() / g["estimate"].std(ddof=1))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
+    """Verdict error rates of the audit's rule (`classify_gaps` with the CR2 SE and df) at a true gap of 0 and of
+    ±δ, by shifting each replication's error to that truth (the same draws, relabelled: the estimate's error does not
+    depend on where the gap lies). δ = 3 x the row's median SE, so that both "equivalent" and "larger than δ" can
+    happen (with the default δ = 0.02 and these small samples no CI fits inside ±δ): P(larger than δ | 0),
+    P(equivalent or within | ±δ), P(larger than δ | ±δ)."""
+    rows = []
+    for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
+        g = g[g["estimable"].astype(bool) & g["cr2_z"].notna()]
+        if name.endswith("queries only") or g.empty:
+            continue
+        err = g["estimate"].to_numpy() - truths(config)[name]
+        se = g["cr2_z"].to_numpy() / critical_value(0.95)
+        delta = np.full(len(g), 3.0 * float(np.median(se)))
+        out = {"config": config, "statistic": name, "reps": len(g), "δ": delta[0]}
+        for label, theta in (("0", 0.0), ("δ", delta), ("-δ", -delta)):
+            verdict, _ = classify_gaps(theta + err, se, delta, df=g["df"].to_numpy())
+            if label == "0":
+                out["larger|gap=0"] = float(np.mean(verdict == LARGER))
+            else:
+                out[f"equivalent|gap={label}"] = float(np.mean((verdict == EQUIVALENT) | (verdict == WITHIN)))
+                out[f"larger|gap={label}"] = float(np.mean(verdict == LARGER))
+        rows.append(out)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=500)
+    ap.add_argument("--rows", default=",".join(CONFIGS), help="comma-separated configurations")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--json", default=None, help="write the table and raw rows here")
+    a = ap.parse_args(argv)
+    names = a.rows.split(",")
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown:
+        ap.error(f"unknown rows {unknown}; known: {list(CONFIGS)}")
+    tasks = [(c, r, a.seed) for c in names for r in range(a.reps)]
+    t0, c0 = time.time(), time.process_time()
+    if a.jobs > 1:
+        with get_context("fork").Pool(a.jobs) as pool:
+            chunks = pool.map(one_replication, tasks, chunksize=max(1, len(tasks) // (16 * a.jobs)))
+    else:
+        chunks = [one_replication(t) for t in tasks]
+    raw = pd.DataFrame([row for chunk in chunks for row in chunk])
+    table, errors = coverage(raw), verdict_errors(raw)
+    with pd.option_context("display.width", 220, "display.max_columns", 30):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        print()
+        print(errors.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"{len(tasks)} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
+          f"{time.process_time() - c0:.0f} s)")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump({"table": table.to_dict(orient="records"), "verdict_errors": errors.to_dict(orient="records"),
+                       "raw": raw.to_dict(orient="records")}, fh)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""The cluster pass: per-cluster influence totals of every column and cutoff, their CR2 covariance and df.
+
+Rows arrive in batches, whole clusters contiguous (a stream ``ORDER BY cluster``). Per cluster and column the
+influence values of the negatives and of the positives are summed separately, with the cluster's count of
+each column's positives and negatives: CR2 scales each part by 1 / sqrt(1 - the cluster's share of that
+class) (`small_sample`), which for a group's column is the group's own finite-cluster factor. The pass keeps
+the (cutoffs, clusters, columns) adjusted totals for one-way streams, so the degrees of freedom of any
+contrast of columns (a group difference, ΔxAUC) can be computed afterwards.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fair_pipeline.audit.stats.clustered import BlockTable, row_influence
+from fair_pipeline.audit.stats.small_sample import adjusted_totals, satterthwaite_df
+from fair_pipeline.audit.stats.validation import AuditInputError
+
+
+def column_shares(pos_counts, neg_counts, pairs, m, n) -> tuple[np.ndarray, np.ndarray]:
+    """(clusters, columns) shares of each column's positives and negatives held by each cluster.
+
+    ``pos_counts`` / ``neg_counts``: (clusters, vectors) counts; ``m`` / ``n``: per-vector class totals."""
+    i = np.array([p for p, _ in pairs], dtype=np.intp)
+    j = np.array([q for _, q in pairs], dtype=np.intp)
+    m, n = np.asarray(m, dtype=np.float64), np.asarray(n, dtype=np.float64)
+    return pos_counts[:, i] / m[i], neg_counts[:, j] / n[j]
+
+
+def cr2_totals(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
+    """(K, clusters, columns) CR2-adjusted influence totals from the parts (K, clusters, columns) and counts
+    (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df."""
+    h_pos, h_neg = column_shares(pos_counts, neg_counts, pairs, m, n)
+    return adjusted_totals(np.stack([neg_part, pos_part]), np.stack([h_neg, h_pos])[:, None])
+
+
+class ClusterAccumulator:
+    """Per-cluster influence totals for every column and cutoff, and their cross-products.
+
+    ``pairs``: (positive vector, negative vector) of each column; ``alphas``: the cutoffs that need a
+    variance; ``auc`` / ``roc``: (S, K) I(alpha) and ROC(alpha) from the sweep at those cutoffs;
+    ``keep_totals``: keep the adjusted totals (for degrees of freedom; not needed for the intersection
+    stream of two-way clustering, whose clusters are many and tiny).
+    """
+
+    def __init__(self, table: BlockTable, pairs, alphas, auc, roc, keep_totals: bool = True):
+        self.table = table
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.auc = np.asarray(auc, dtype=np.float64)
+        self.roc = np.asarray(roc, dtype=np.float64)
+        S, K = len(self.pairs), self.alphas.size
+        V = table.n_groups + 1
+        # per negative vector and cutoff: the block holding the cutoff (the first whose negatives pass it)
+        self.boundary = {j: table.boundary(j, self.alphas * table.n[j]) for j in {j for _, j in self.pairs}}
+        self.cross = np.zeros((K, S, S))  # CR0: sum_c U_c U_c'
+        self.cross_cr2 = np.zeros((K, S, S))
+        self.keep_totals = keep_totals
+        self._totals: list[np.ndarray] = []
+        self.clusters = 0
+        self.clusters_with = np.zeros((2, V), dtype=np.int64)  # clusters holding positives / negatives per vector
+        self.rows = 0
+        self._carry_key = None
+        self._carry = None  # (neg part, pos part, pos counts, neg counts) of the last cluster of the previous batch
+
+    def _cluster_sums(self, codes, n_codes, rows, group, n_pos, n_neg):
+        """(K, clusters, S) sums of the rows' influence values: negatives' part and positives' part.
+
+        A row's influence depends on the cutoff only through whether its block is inside, outside or
+        the boundary block of the cutoff. So per column the rows are binned by "band" (how many of the
+        K boundary blocks lie above the row's block), four sums per (cluster, band) are taken, and
+        cumulative sums over bands give every cutoff at once; rows in a boundary block itself (few)
+        take the exact path (`row_influence`).
+        """
+        tab, K, blocks = self.table, self.alphas.size, rows.blocks
+        Uneg = np.zeros((K, n_codes, len(self.pairs)))
+        Upos = np.zeros((K, n_codes, len(self.pairs)))
+        bands, at_boundary, members, roc_of, fpr_of = {}, {}, {}, {}, {}
+        for j in {j for _, j in self.pairs}:  # per negative vector: band of every row
+            J = self.boundary[j]
+            t = np.searchsorted(J, blocks, side="right")
+            at_boundary[j] = (t > 0) & (J[np.maximum(t - 1, 0)] == blocks)
+            bands[j] = t * n_codes + codes  # band-major: the cumulative sums below run over contiguous rows
+            fpr_of[j] = rows.mid_fpr(j)
+        for v in {v for pair in self.pairs for v in pair}:
+            members[v] = None if v == tab.n_groups else group == v
+            roc_of[v] = rows.mid_roc(v)
+        size = n_codes * (K + 1)
+        for s, (i, j) in enumerate(self.pairs):
+            keep = ~at_boundary[j]
+            neg = n_neg * keep if members[j] is None else n_neg * (keep & members[j])
+            pos = n_pos * keep if members[i] is None else n_pos * (keep & members[i])
+            inside = np.stack([np.bincount(bands[j], weights=w, minlength=size).reshape(K + 1, n_codes)
+                               for w in (neg * roc_of[i], neg, pos * fpr_of[j], pos)])
+            for k in range(1, K + 1):  # cumulative over bands: row k = bands <= k, i.e. inside cutoff k
+                inside[:, k] += inside[:, k - 1]
+            total = inside[:, K]
+            inside = inside[:, :K]
+            a, auc, roc = self.alphas[:, None], self.auc[s][:, None], self.roc[s][:, None]
+            neg_part = inside[0] + roc * (total[1] - inside[1]) - (auc + roc * (1 - a)) * total[1]
+            pos_part = inside[2] + a * (total[3] - inside[3]) - (a - auc) * total[3]
+            Uneg[:, :, s] = neg_part / tab.n[j]
+            Upos[:, :, s] = -pos_part / tab.m[i]
+            edge = np.flatnonzero(at_boundary[j])
+            edge_rows = rows.take(edge) if edge.size else None
+            for k, alpha in enumerate(self.alphas):
+                if edge.size:
+                    un, up = row_influence(tab, i, j, alpha, self.auc[s, k], self.roc[s, k], edge_rows,
+                                           group[edge], n_pos[edge], n_neg[edge], parts=True)
+                    Uneg[k, :, s] += np.bincount(codes[edge], weights=un, minlength=n_codes)
+                    Upos[k, :, s] += np.bincount(codes[edge], weights=up, minlength=n_codes)
+        return Uneg, Upos
+
+    def _counts(self, codes, n_codes, group, n_pos, n_neg) -> tuple[np.ndarray, np.ndarray]:
+        """(clusters, vectors) positives and negatives per cluster: the groups, then pooled."""
+        G = self.table.n_groups
+        key = codes * G + group
+        out = []
+        for w in (n_pos, n_neg):
+            c = np.bincount(key, weights=w, minlength=n_codes * G).reshape(n_codes, G)
+            out.append(np.hstack([c, c.sum(axis=1, keepdims=True)]))
+        return out[0], out[1]
+
+    def add(self, keys, scores, group, n_pos, n_neg) -> None:
+        """Rows (cluster key, score, group code, n_pos, n_neg); instead of the scores, the rows' blocks
+        (`CountRows`) when the table is `BlockTotals`. Within a call rows may come in any order;
+        across calls the rows of one cluster must be contiguous (a stream ``ORDER BY cluster``): only the
+        last cluster of a batch may continue in the next one."""
+        keys = np.asarray(keys)
+        if keys.size == 0:
+            return
+        if keys.dtype.kind in "iu" and keys[-1] - keys[0] == np.count_nonzero(np.diff(keys)) and \
+                np.all(keys[1:] >= keys[:-1]):  # running codes of a sorted stream: no sort needed
+            codes = (keys - keys[0]).astype(np.intp)
+            uniq = np.arange(keys[0], keys[-1] + 1)
+        else:
+            uniq, codes = np.unique(keys, return_inverse=True)
+            codes = codes.ravel()
+        group = np.asarray(group, dtype=np.intp)
+        n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
+        parts = [*self._cluster_sums(codes, uniq.size, self.table.rows(scores), group, n_pos, n_neg),
+                 *self._counts(codes, uniq.size, group, n_pos, n_neg)]
+        self.rows += keys.size
+        if self._carry is not None:
+            if keys[0] == self._carry_key:
+                for part, carried in zip(parts, self._carry):
+                    part[..., codes[0], :] += carried
+            else:
+                self._flush(*(c[..., None, :] for c in self._carry))
+        last = codes[-1]
+        self._flush(*(np.delete(p, last, axis=p.ndim - 2) for p in parts))
+        self._carry, self._carry_key = [p[..., last, :].copy() for p in parts], keys[-1]
+
+    def _flush(self, Uneg, Upos, pos_counts, neg_counts) -> None:
+        U = Uneg + Upos
+        self.cross += np.einsum("kcs,kct->kst", U, U)
+        adj = cr2_totals(Uneg, Upos, pos_counts, neg_counts, self.pairs, self.table.m, self.table.n)
+        self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
+        if self.keep_totals:
+            self._totals.append(adj)
+        self.clusters += U.shape[1]
+        self.clusters_with += np.stack([(pos_counts > 0).sum(axis=0), (neg_counts > 0).sum(axis=0)])
+
+    def _finish(self) -> None:
+        if self._carry is not None:
+            self._flush(*(c[..., None, :] for c in self._carry))
+            self._carry = None
+        if self.clusters < 2:
+            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {self.clusters}")
+
+    def covariance(self) -> np.ndarray:
+        """(K, S, S) CR2 covariance matrices sum_c U~_c U~_c' (U~: leverage-adjusted totals)."""
+        self._finish()
+        return self.cross_cr2.copy()
+
+    def cr1_covariance(self) -> np.ndarray:
+        """(K, S, S) Liang-Zeger covariance C/(C-1) sum_c U_c U_c' (all clusters' factor; for comparison)."""
+        self._finish()
+        return self.cross * (self.clusters / (self.clusters - 1))
+
+    def totals(self) -> np.ndarray:
+        """(K, clusters, S) adjusted per-cluster totals (``keep_totals`` streams only)."""
+        self._finish()
+        if not self.keep_totals:
+            raise ValueError("this stream did not keep its totals")
+        K, S = self.alphas.size, len(self.pairs)
+        return np.concatenate(self._totals, axis=1) if self._totals else np.zeros((K, 0, S))
+
+
+class ClusterTotals:
+    """Finished per-cluster parts fed in chunks of clusters (`prefix_clusters`): the same covariances, totals and
+    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes)."""
+
+    def __init__(self, pairs, K: int, S: int, V: int):
+        self.pairs = pairs
+        self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
+        self._totals: list[np.ndarray] = []
+        self.clusters = 0
+        self.clusters_with = np.zeros((2, V), dtype=np.int64)
+
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> None:
+        U = Uneg + Upos
+        self.cross += np.einsum("kcs,kct->kst", U, U)
+        adj = cr2_totals(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
+        self._totals.append(adj)
+        self.clusters += U.shape[1]
+        self.clusters_with += np.stack([(pos_counts > 0).sum(axis=0), (neg_counts > 0).sum(axis=0)])
+
+    def covariance(self) -> np.ndarray:
+        return self.cross_cr2.copy()
+
+    def cr1_covariance(self) -> np.ndarray:
+        return self.cross * (self.clusters / (self.clusters - 1))
+
+    def totals(self) -> np.ndarray:
+        return np.concatenate(self._totals, axis=1)
+
+
+def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches, keep_totals: bool = True):
+    """Feed batches of (keys, scores, group codes, n_pos, n_neg); returns the finished `ClusterAccumulator`."""
+    acc = ClusterAccumulator(table, pairs, alphas, auc, roc, keep_totals)
+    for batch in batches:
+        acc.add(*batch)
+    acc.covariance()
+    return acc
+
+
+def contrast_df(totals_by_stream, weights) -> np.ndarray:
+    """Satterthwaite df per cutoff of the contrast sum_s weights[s] * column s, from each one-way stream's
+    (K, clusters, S) adjusted totals; two-way clustering takes the smaller of the streams' (conservative)."""
+    w = np.asarray(weights, dtype=np.float64)
+    dfs = [satterthwaite_df(np.tensordot(t, w, axes=([2], [0])), axis=1) for t in totals_by_stream]
+    return np.minimum.reduce(dfs) if len(dfs) > 1 else dfs[0]
