@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.loads import load_items, load_partition
+from fair_pipeline.ingestion.catalogue import load_items
+from fair_pipeline.ingestion.loads import load_partition
 from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform import warehouse

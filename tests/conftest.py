@@ -28,13 +28,14 @@ START = dt.date(2026, 1, 1)
 # figure only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
 LONG_MODULES = {
     "tests/platform/test_kill_recovery.py": 1095, "tests/e2e/test_docs_commands.py": 873, "tests/e2e/test_readme.py": 805,
-    "tests/e2e/test_main_job.py": 470, "tests/platform/spark/test_engine_run.py": 440,
+    "tests/e2e/test_main_job.py": 470, "tests/platform/spark/test_engine_run.py": 600,
     "tests/platform/test_disk_full.py": 309, "tests/platform/test_concurrent_runs.py": 253,
     "tests/e2e/test_browser.py": 238, "tests/e2e/test_group_labels.py": 470, "tests/reporting/test_assets.py": 235, "tests/audit/test_assets.py": 220,
     "tests/e2e/test_partitions.py": 194, "tests/audit/test_coverage.py": 167, "tests/selection/test_assets.py": 131,
     "tests/training/test_assets.py": 123, "tests/position_bias/test_assets.py": 115, "tests/platform/spark/test_parity.py": 98,
     "tests/platform/spark/test_spark_engine.py": 92, "tests/app/test_concurrency.py": 90,
-    "tests/platform/spark/test_bench_engines.py": 31,
+    "tests/platform/spark/test_bench_engines.py": 31, "tests/platform/spark/test_connect.py": 240,
+    "tests/platform/spark/test_ingestion_parity.py": 200,
 }
 
 # Directories whose modules are one work unit (one worker runs all of them): the Spark tests share the session's

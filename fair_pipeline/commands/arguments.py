@@ -80,22 +80,41 @@ def simulation_config(args: argparse.Namespace):
     return SimulationConfig(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SimulationConfig)})
 
 
+def _spark_setting(text: str) -> str:
+    try:
+        settings.parse_spark_conf([text])
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+    return text
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=list(settings.ENGINES), default=None,
-                        help="where the SQL models run and the later stages read marts (ingestion and the small result "
-                             f"stores stay in DuckDB; docs/spark.md) (default: ${settings.ENGINE_ENV}, else "
-                             f"{settings.DEFAULT_ENGINE})")
+                        help="where ingestion and the SQL models run and the later stages read raw, staging and marts "
+                             "tables (the small result stores stay in DuckDB; docs/spark.md) (default: "
+                             f"${settings.ENGINE_ENV}, else {settings.DEFAULT_ENGINE})")
     parser.add_argument("--spark-master", metavar="URL", default=None,
-                        help=f"Spark master URL with --engine spark (default: ${settings.SPARK_MASTER_ENV}, else "
+                        help="Spark master with --engine spark: local[N], spark://host:port, yarn, k8s://..., or a Spark "
+                             f"Connect server sc://host:port (default: ${settings.SPARK_MASTER_ENV}, else "
                              f"{settings.DEFAULT_SPARK_MASTER})")
+    parser.add_argument("--spark-driver-memory", metavar="SIZE", default=None,
+                        help="the Spark driver's JVM heap, e.g. 2g (not with sc://: the Connect server owns its driver) "
+                             f"(default: ${settings.SPARK_DRIVER_MEMORY_ENV}, else {settings.DEFAULT_SPARK_DRIVER_MEMORY})")
+    parser.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=None, type=_spark_setting,
+                        help="a Spark setting for the session, e.g. spark.executor.memory=4g; repeatable (default: "
+                             f"${settings.SPARK_CONF_ENV}, KEY=VALUE lines)")
 
 
 def apply_engine(args: argparse.Namespace) -> None:
-    """--engine / --spark-master for this command's runs (main restores the variables); checked before any run."""
+    """--engine and the Spark flags for this command's runs (main restores the variables); checked before any run."""
     from fair_pipeline.platform.engines.select import require_engine
 
     if args.engine:
         os.environ[settings.ENGINE_ENV] = args.engine
     if args.spark_master:
         os.environ[settings.SPARK_MASTER_ENV] = args.spark_master
+    if args.spark_driver_memory:
+        os.environ[settings.SPARK_DRIVER_MEMORY_ENV] = args.spark_driver_memory
+    if args.spark_conf:
+        os.environ[settings.SPARK_CONF_ENV] = "\n".join(f"{k}={v}" for k, v in settings.parse_spark_conf(args.spark_conf).items())
     require_engine(settings.engine())

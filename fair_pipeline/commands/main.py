@@ -15,7 +15,8 @@ from fair_pipeline.platform import settings
 # What a command sets for itself and the processes it starts; restored when it returns, so a command run
 # in-process (tests, notebooks) leaves no --home, DAGSTER_HOME or quiet MLflow logging behind for later ones.
 COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL", settings.ENGINE_ENV,
-                       settings.SPARK_MASTER_ENV)
+                       settings.SPARK_MASTER_ENV,
+                       settings.SPARK_DRIVER_MEMORY_ENV, settings.SPARK_CONF_ENV)
 COMMAND_LOGGERS = ("mlflow", "alembic")
 
 

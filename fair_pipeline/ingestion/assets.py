@@ -1,20 +1,21 @@
 """Ingestion assets: landing Parquet -> validated raw tables (+ quarantine), one day per partition.
 
-Ingestion always validates in DuckDB (reader options, quarantine and raw rows in one transaction); with the spark
-engine, each asset then copies the days it loaded (its raw table and raw.quarantine) to Spark, where the SQL
-models read them."""
+On the duckdb engine a day loads in one DuckDB transaction (`loads`); on the spark engine the executors read and
+validate the files and Spark writes the raw partition and its quarantine rows (`spark_loads`), with the same
+contract SQL (`rules`). The item catalogue is validated in DuckDB on either engine and, on Spark, copied there
+(catalogue-sized)."""
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion import contract, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
-from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition, raw_table
+from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
-from fair_pipeline.platform.engines.transfer import QUARANTINE, copy_partitions, copy_table
+from fair_pipeline.platform.engines.transfer import copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
@@ -94,20 +95,20 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         # Check every day's files before writing anything, so a missing day fails the run up front.
         for key_ in keys:
             partition_files(landing.resolved_path, source, key_)
-        loads = []
         with warehouse.connect() as con:
+            engine = warehouse.engine_for(con)
+            loads = []
             for key_ in keys:
-                load = load_partition(con, landing.resolved_path, source, key_, config.max_position, config.allow_empty)
-                context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected")
+                if engine.name == "duckdb":
+                    load = load_partition(con, landing.resolved_path, source, key_, config.max_position, config.allow_empty)
+                else:  # the executors read and validate the files; no row passes through this process or DuckDB
+                    load = spark_loads.load_partition(engine, landing.resolved_path, source, key_, config.max_position,
+                                                      config.allow_empty)
+                context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected on {engine.name}")
                 if _extras_change(load):
                     context.log.warning(f"{source} {key_}: extras schema changed: {_extras_change(load)}")
                 loads.append(load)
-            table_rows = con.execute(f"SELECT count(*) FROM {raw_table(source)}").fetchone()[0]
-            engine = warehouse.engine_for(con)
-            if engine.name != "duckdb":  # validated in DuckDB above; the SQL models read the engine's copy
-                for table in (("raw", f"{source}_impressions"), QUARANTINE):
-                    copy_partitions(DuckDBEngine(con), engine, table, keys)
-                context.log.info(f"copied raw.{source}_impressions and raw.quarantine of {len(keys)} days to {engine.name}")
+            table_rows = engine.row_count(("raw", f"{source}_impressions"))
         worst = max(loads, key=lambda load: load.rejected_share)
         passed = worst.rejected_share <= config.max_rejected_share
         accepted = sum(load.accepted for load in loads)

@@ -15,9 +15,14 @@ DUCKDB_MEMORY_LIMIT_ENV = "FAIR_PIPELINE_DUCKDB_MEMORY_LIMIT"
 DUCKDB_TEMP_DIR_ENV = "FAIR_PIPELINE_DUCKDB_TEMP_DIR"
 ENGINE_ENV = "FAIR_PIPELINE_ENGINE"  # duckdb | spark: where the SQL models run and the later stages read marts
 SPARK_MASTER_ENV = "FAIR_PIPELINE_SPARK_MASTER"
+SPARK_DRIVER_MEMORY_ENV = "FAIR_PIPELINE_SPARK_DRIVER_MEMORY"
+SPARK_CONF_ENV = "FAIR_PIPELINE_SPARK_CONF"  # KEY=VALUE lines, one Spark setting a line
 ENGINES = ("duckdb", "spark")
 DEFAULT_ENGINE = "duckdb"
 DEFAULT_SPARK_MASTER = "local[*]"
+# The driver holds plans, task results (aggregates) and catalogue-sized tables, never a day's rows: 1g is enough at
+# every day size measured (docs/spark.md).
+DEFAULT_SPARK_DRIVER_MEMORY = "1g"
 # DuckDB's own default is 80% of the machine's RAM; a fixed cap makes the pipeline's peak memory independent of
 # the day's size (joins, aggregates and sorts above it spill to the temp directory instead). 384MB: at 250k
 # requests/day the audit and model-selection steps peaked at 1.39 GiB with 512MB, too close to 1.5 GB once the
@@ -142,6 +147,31 @@ def engine(configured: str = "") -> str:
 def spark_master(configured: str = "") -> str:
     """The Spark master URL: `configured`, else $FAIR_PIPELINE_SPARK_MASTER, else local[*]."""
     return configured or os.environ.get(SPARK_MASTER_ENV) or DEFAULT_SPARK_MASTER
+
+
+def spark_driver_memory(configured: str = "") -> str:
+    """The Spark driver's JVM heap: `configured`, else $FAIR_PIPELINE_SPARK_DRIVER_MEMORY, else 1g."""
+    return configured or os.environ.get(SPARK_DRIVER_MEMORY_ENV) or DEFAULT_SPARK_DRIVER_MEMORY
+
+
+def parse_spark_conf(lines: str | list[str] | tuple[str, ...]) -> dict[str, str]:
+    """Spark settings from KEY=VALUE entries (a list, or text with one a line; blank lines ignored); the value is
+    everything after the first '='. Raises ValueError naming an entry without a key."""
+    entries = lines.splitlines() if isinstance(lines, str) else list(lines)
+    conf = {}
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        key, separator, value = entry.partition("=")
+        if not separator or not key.strip():
+            raise ValueError(f"Spark setting {entry!r} is not KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
+
+
+def spark_conf(configured: str = "") -> dict[str, str]:
+    """Extra Spark settings: `configured` (KEY=VALUE lines), else $FAIR_PIPELINE_SPARK_CONF."""
+    return parse_spark_conf(configured or os.environ.get(SPARK_CONF_ENV, ""))
 
 
 @contextlib.contextmanager

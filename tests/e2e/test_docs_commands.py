@@ -78,9 +78,12 @@ ELSEWHERE = {
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
     "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
-    # Both engines from the same landing files, in the Spark tests' one SparkSession (local[2]).
+    # Both engines from the same landing files; the Spark run with the same options on a standalone cluster's master.
     "fair-pipeline run --engine spark --spark-master local[2] --no-simulate":
-        "tests/platform/spark/test_engine_run.py::test_a_spark_run_on_a_duckdb_runs_landing_files_gives_the_same_findings",
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings",
+    # At two small sizes on the same test module's standalone cluster (one cluster start for both tests).
+    "python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7":
+        "tests/platform/spark/test_engine_run.py::test_the_cluster_benchmark_runs_small_on_the_same_cluster",
     # At a smaller size with the shared session's master only (a second master would stop the shared session).
     "python benchmarks/bench_engines.py --impressions 1e7 --repeats 3 --masters local[1],local[2] --driver-memory 4g":
         "tests/platform/spark/test_bench_engines.py::test_the_engine_benchmark_runs_small_in_the_shared_session",

@@ -43,6 +43,9 @@ RENDERED_MODULES = {
 # beyond identifiers and bound partitions.
 ENGINE_MODULES = {
     "fair_pipeline/platform/engines/base.py": "fetch_rows: the caller's query through Warehouse.query_arrow",
+    "fair_pipeline/ingestion/spark_loads.py": "the contract's rules (ingestion/rules.py) on the Spark engine: rendered "
+        "below (test_the_ingestion_contract_renders_for_spark) and run against DuckDB's loader by "
+        "tests/platform/spark/test_ingestion_parity.py",
     "fair_pipeline/platform/engines/transfer.py": "SELECT * of a raw table (per partition, bound) between engines; "
         "tests/platform/spark/test_parity.py runs it on Spark",
 }
@@ -55,10 +58,11 @@ CAPTURED_MODULES = {
 # Modules that run SQL and stay on DuckDB (for now or for good), with the reason. A new module that runs SQL
 # must be added to one of the two lists (test_every_module_running_sql_is_accounted_for).
 STAYS_ON_DUCKDB = {
-    "fair_pipeline/ingestion/loads.py": "validates landing files with DuckDB's reader options (filename, "
-        "file_row_number, union_by_name), temp tables and one transaction over raw + quarantine; ingestion on "
-        "Spark is not built yet (the Spark engine takes the raw layer from DuckDB)",
-    "fair_pipeline/ingestion/assets.py": "row counts of the raw tables the ingestion just wrote (DuckDB, above)",
+    "fair_pipeline/ingestion/loads.py": "the DuckDB loader: DuckDB's reader (read_parquet with filename, "
+        "file_row_number), temp tables and one transaction over raw + quarantine (the Spark loader runs "
+        "ingestion/rules.py, rendered below)",
+    "fair_pipeline/ingestion/catalogue.py": "the item catalogue's validation (catalogue-sized; on the spark engine "
+        "raw.items is then copied to Spark)",
     "fair_pipeline/audit/files.py": "`fair-pipeline audit FILE` reads one user file on the local machine",
     "fair_pipeline/audit/streamed.py": "the sweep and cluster passes run on a local DuckDB over the Parquet file "
         "spilled to the local temp directory; its engine input (spill_rows) is audit/sql.py's score_counts / "
@@ -157,6 +161,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
         call(windows, "window_before", tables, 1, last)
         call(windows, "newest_partition", tables)
         call(windows, "is_newest_partition", last, tables)
+        call(windows, "calendar_window", tables, first, last, min_days=1)
     for module in RENDERED_MODULES.values():
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__ or name.startswith("_"):
@@ -251,3 +256,20 @@ def test_renders_are_cached_per_sql_text_and_renderer_version():
     assert spark_sql.render(sql) is spark_sql.render(sql)
     assert spark_sql.cache_key(sql)[1] == spark_sql.RENDERER_VERSION
     assert spark_sql.cache_key(sql) != spark_sql.cache_key(sql + " ")
+
+
+def test_the_ingestion_contract_renders_for_spark():
+    """The landing contract's statements, as the Spark loader sends them (every file type the rules may cast)."""
+    from fair_pipeline.ingestion import rules, spark_loads
+
+    for file_type in ("VARCHAR", "DOUBLE", "BIGINT"):
+        typed = rules.typed_sql({c: file_type for c in rules.TARGET_TYPES}, spark_loads.ROWS_VIEW, "filename",
+                                "stored_file")
+        statements = [rules.rejected_sql(typed, spark_loads._DUPLICATE_KEY),
+                      rules.accepted_sql(typed, spark_loads.REJECTED_VIEW),
+                      f"{spark_loads._OTHER_SOURCES_QUARANTINE} UNION ALL {rules.quarantine_sql(typed, spark_loads.REJECTED_VIEW)}",
+                      rules.rejected_by_file_sql(spark_loads.REJECTED_VIEW), spark_loads._REASON_COUNTS]
+        for sql in statements:
+            rendered = spark_sql.render(sql)
+            _parses_as_spark(rendered)
+            assert "MATERIALIZED" not in rendered.sql.upper()

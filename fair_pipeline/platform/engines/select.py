@@ -39,4 +39,5 @@ def open_engine(name: str, con: duckdb.DuckDBPyConnection, spark_master: str = "
     require_engine("spark")
     from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
 
-    return SparkEngine(spark_session(master=settings.spark_master(spark_master)))
+    return SparkEngine(spark_session(master=settings.spark_master(spark_master),
+                                     driver_memory=settings.spark_driver_memory(), config=settings.spark_conf()))

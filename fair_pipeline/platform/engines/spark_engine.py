@@ -15,6 +15,7 @@ One SparkSession per process (`spark_session`): starting the JVM costs 25-45 s h
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import uuid
@@ -45,13 +46,27 @@ DEFAULT_SESSION_CONFIG = {
 }
 
 
+def is_connect_url(master: str) -> bool:
+    """A Spark Connect server (sc://host:port): the session is a thin client and only DataFrame and SQL APIs exist."""
+    return master.startswith("sc://")
+
+
 def spark_session(master: str = "local[*]", driver_memory: str = "1g", shuffle_partitions: int = 8,
                   config: Mapping[str, str] | None = None) -> SparkSession:
-    """The process's SparkSession (created once; later calls return it with its original settings)."""
-    builder = (SparkSession.builder.appName("fair_pipeline").master(master)
-               .config("spark.driver.memory", driver_memory)
-               .config("spark.sql.shuffle.partitions", str(shuffle_partitions)))
-    for key, value in {**DEFAULT_SESSION_CONFIG, **(config or {})}.items():
+    """The process's SparkSession (created once; later calls return it with its original settings).
+
+    `master` is any master URL (local[N], spark://host:port, yarn, k8s://...) or a Spark Connect server (sc://...).
+    Over Connect the server owns the driver, so its memory and static settings are the server's; the runtime SQL
+    settings here are set on the session."""
+    settings_ = {**DEFAULT_SESSION_CONFIG, "spark.sql.shuffle.partitions": str(shuffle_partitions), **(config or {})}
+    if is_connect_url(master):
+        session = SparkSession.builder.remote(master).getOrCreate()
+        for key, value in settings_.items():
+            if session.conf.isModifiable(key):
+                session.conf.set(key, value)
+        return session
+    builder = SparkSession.builder.appName("fair_pipeline").master(master).config("spark.driver.memory", driver_memory)
+    for key, value in settings_.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -258,6 +273,19 @@ class SparkEngine:
 
     def unregister_frame(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
+
+    def register_files(self, name: str, files: Mapping[str, str], columns: list[str]) -> None:
+        """Make Parquet files queryable as the unqualified table `name`, read by the executors: `columns` (by name;
+        other columns of the files are never read), `filename` (the file as `files` names it), `file_row_number`
+        (the row's place in its file) and `stored_file` (the value `files` maps the file to). Each file is its own
+        scan, so files whose other columns differ need no merged schema; only names pass through the driver."""
+        frames = [
+            self.spark.read.parquet(path).select(
+                *[functions.col(f"`{c}`") for c in columns], functions.lit(path).alias("filename"),
+                functions.col("_metadata.row_index").alias("file_row_number"), functions.lit(stored).alias("stored_file"))
+            for path, stored in files.items()
+        ]
+        functools.reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView(name)
 
 
 def _iso_date(partition: str) -> str:

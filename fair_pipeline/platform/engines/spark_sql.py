@@ -8,6 +8,7 @@ Fixed explicitly (sqlglot alone gets these wrong, silently):
   read_parquet($p)    sqlglot writes parquet.`p` (a file literally named after the parameter); here it becomes
                       the unqualified table `__file_p`, listed in `file_inputs`, which the engine registers from
                       the path bound to $p (bound, never formatted into SQL)
+  AS [NOT] MATERIALIZED  dropped: no Spark syntax, and Spark inlines every CTE
   isfinite / isinf    no such Spark functions: rewritten to NULL-preserving CASE expressions on isnan/abs
   schema.table        `schema__table`: the Spark engine keeps each warehouse table as a session view of that name
   $name, ?            Spark's :name / ? markers, bound by `spark.sql(sql, args=...)`
@@ -30,7 +31,7 @@ import sqlglot
 from sqlglot import exp
 
 # Bump when a rule below changes: part of `cache_key`, so a persisted render of older rules is not reused.
-RENDERER_VERSION = "1"
+RENDERER_VERSION = "2"
 FILE_INPUT_PREFIX = "__file_"
 VIEW_SEPARATOR = "__"
 
@@ -82,6 +83,7 @@ def _render(key: tuple[str, str, str]) -> SparkStatement:
     _check_statement(tree, sql)
     file_inputs = _replace_file_reads(tree, sql)
     _replace_float_checks(tree)
+    _drop_materialization_hints(tree)
     _check_functions(tree, sql)
     _rename_tables(tree)
     placeholders = list(tree.find_all(exp.Placeholder))
@@ -168,6 +170,13 @@ def _replace_float_checks(tree: exp.Expression) -> None:
             if column.name == "__x":
                 column.replace(arguments[0].copy())
         node.replace(exp.Paren(this=template))
+
+
+def _drop_materialization_hints(tree: exp.Expression) -> None:
+    """`AS [NOT] MATERIALIZED` is DuckDB's (and Postgres') hint; Spark's grammar has none and never materializes
+    a CTE, which is what NOT MATERIALIZED asks for."""
+    for cte in tree.find_all(exp.CTE):
+        cte.set("materialized", None)
 
 
 def _check_functions(tree: exp.Expression, sql: str) -> None:

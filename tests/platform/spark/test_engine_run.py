@@ -1,15 +1,22 @@
-"""The issue's done-when: `fair-pipeline run --engine spark --no-simulate` on the landing files a DuckDB run wrote
-gives the same findings.json (every metric to 1e-9, the same finding texts and verdicts).
+"""The main job on a standalone Spark cluster gives DuckDB's findings.
 
-Two homes: the DuckDB run simulates two small days (the smallest main job that passes its checks, as
-tests/e2e/test_main_job.py) and builds everything; the Spark run gets a copy of its landing files only, so every
-mart, staging view and raw table it reads was built on Spark (a fresh DuckDB file holds only what ingestion and the
-result stores write). Both runs share the test session's SparkSession (local[2], 1 GB driver): one JVM start."""
+A master and a worker started from the pyspark wheel (`tests/platform/spark/cluster.py`: separate processes on
+127.0.0.1, the worker in its own working directory, away from the driver's). The DuckDB run simulates two small days
+(the smallest main job that passes its checks, as tests/e2e/test_main_job.py) and builds everything; the Spark run
+gets a copy of its landing files only and runs as `fair-pipeline run --engine spark --spark-master spark://...
+--no-simulate` in its own process (this one holds the local SparkSession the other Spark tests share, and a process
+has one SparkContext): the executors ingest the landing files, every mart and staging view is built on Spark, and the
+findings must equal DuckDB's (every metric to 1e-9, the same texts and verdicts)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -18,47 +25,81 @@ from fair_pipeline.commands import main
 from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
+from tests.platform.spark.cluster import standalone_cluster
 
 SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"]
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_spark_cluster.py"
+CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", settings.ENGINE_ENV, settings.SPARK_MASTER_ENV,
+           settings.SPARK_CONF_ENV, settings.SPARK_DRIVER_MEMORY_ENV)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if shutil.which("java") is None:
+        message = "the cluster test needs Java 17 (`apt-get install openjdk-17-jre-headless`; .ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g") as started:
+        yield started
 
 
 def _findings(home) -> dict:
     return json.loads((latest_report_dir(home / "reports") / FINDINGS_NAME).read_text())
 
 
-@pytest.fixture
-def homes(tmp_path, monkeypatch):
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)  # each home its own Dagster instance
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv(settings.ENGINE_ENV, raising=False)
-    return tmp_path / "duckdb_home", tmp_path / "spark_home"
+def assert_same_findings(expected: dict, actual: dict) -> None:
+    assert expected["metrics"] and set(actual["metrics"]) == set(expected["metrics"])
+    differing = {k: (v, actual["metrics"][k]) for k, v in expected["metrics"].items()
+                 if not (math.isclose(v, actual["metrics"][k], rel_tol=1e-9, abs_tol=1e-9)
+                         or (math.isnan(v) and math.isnan(actual["metrics"][k])))}
+    assert not differing, differing
+    assert actual["findings"] == expected["findings"]
+    assert actual["missing"] == expected["missing"] and actual["verdict_counts"] == expected["verdict_counts"]
 
 
-def test_a_spark_run_on_a_duckdb_runs_landing_files_gives_the_same_findings(spark, homes, capsys):
-    duck_home, spark_home = homes
+@pytest.mark.timeout(2400)
+def test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings(cluster, tmp_path, monkeypatch, capsys):
+    for name in CLEARED:
+        monkeypatch.delenv(name, raising=False)
+    duck_home, spark_home, driver_cwd = tmp_path / "duckdb_home", tmp_path / "spark_home", tmp_path / "driver"
     assert main(["--home", str(duck_home), "run", *SIMULATION]) == 0, capsys.readouterr().out
     shutil.copytree(duck_home / "landing", spark_home / "landing")
-    code = main(["--home", str(spark_home), "run", "--engine", "spark", "--spark-master", "local[2]", "--no-simulate"])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    driver_cwd.mkdir()
+    run = subprocess.run(
+        [sys.executable, "-m", "fair_pipeline.commands", "--home", str(spark_home), "run", "--engine", "spark",
+         "--spark-master", cluster.master_url, "--spark-driver-memory", "1g",
+         "--spark-conf", "spark.eventLog.enabled=true", "--spark-conf", f"spark.eventLog.dir={cluster.event_log_dir.as_uri()}",
+         "--spark-conf", "spark.executor.memory=1g", "--no-simulate"],
+        cwd=driver_cwd, env=dict(os.environ), capture_output=True, text=True, timeout=2000)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    # The executors ran under the worker (its own directory) and the driver's settings reached the session.
+    assert any((cluster.worker_dir / "work").iterdir()) and any(cluster.event_log_dir.iterdir())
     tables = spark_home / "spark_warehouse"
     models = sql_models.discover_models()
     views = json.loads((tables / "_views.json").read_text())
     for model in models.values():  # every model was built on Spark: a view definition or a table directory
         assert (".".join(model.key) in views) if model.is_view else (tables / model.key[0] / model.key[1]).is_dir()
     assert (tables / "raw" / "randomized_impressions" / "partition_date=2026-01-01").is_dir()
-    # The run's DuckDB file holds the ingestion's raw layer and the result stores, and no SQL model: every stage
-    # read the marts and staging views from Spark.
+    assert (tables / "raw" / "quarantine").is_dir()
+    # The run's DuckDB file holds the result stores, no raw day and no SQL model: the executors ingested the landing
+    # files and every stage read the raw tables, marts and staging views from Spark.
     with duckdb.connect(str(spark_home / "warehouse.duckdb"), read_only=True) as con:
         local = {tuple(row) for row in con.execute("SELECT table_schema, table_name FROM information_schema.tables").fetchall()}
-    assert ("raw", "observational_impressions") in local and ("marts", "fairness_audit_groups") in local
+        raw_rows = [con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in (
+            "raw.observational_impressions", "raw.randomized_impressions", "raw.quarantine WHERE partition_date IS NOT NULL")]
+    assert ("marts", "fairness_audit_groups") in local and raw_rows == [0, 0, 0], raw_rows
     assert not local & {model.key for model in models.values()}, local & {model.key for model in models.values()}
+    assert_same_findings(_findings(duck_home), _findings(spark_home))
 
-    duck, spark_findings = _findings(duck_home), _findings(spark_home)
-    assert duck["metrics"] and set(spark_findings["metrics"]) == set(duck["metrics"])
-    differing = {k: (v, spark_findings["metrics"][k]) for k, v in duck["metrics"].items()
-                 if not (math.isclose(v, spark_findings["metrics"][k], rel_tol=1e-9, abs_tol=1e-9)
-                         or (math.isnan(v) and math.isnan(spark_findings["metrics"][k])))}
-    assert not differing, differing
-    assert spark_findings["findings"] == duck["findings"]
-    assert spark_findings["missing"] == duck["missing"] and spark_findings["verdict_counts"] == duck["verdict_counts"]
+
+def test_the_cluster_benchmark_runs_small_on_the_same_cluster(cluster, tmp_path, capsys):
+    """benchmarks/bench_spark_cluster.py (documented in docs/spark.md), at two small sizes on this module's cluster."""
+    spec = importlib.util.spec_from_file_location("bench_spark_cluster", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(["--impressions", "2e4,4e4", "--master", cluster.master_url, "--work-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    for step in bench.STEPS:
+        assert f"| 20,000 | {step} |" in out and f"| 40,000 | {step} |" in out, out
+    assert "growth 2e+04 -> 4e+04 (x2 impressions)" in out and "result_bytes" in out, out
