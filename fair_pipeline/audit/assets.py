@@ -79,9 +79,9 @@ class FairnessAuditConfig(dg.Config):
         "every impression independent, i.e. for these exact items under new traffic (too narrow for the population).")
 
 
-def resolve_label_source(name: str, landing) -> str:
+def resolve_label_source(name: str, landing, day=None) -> str:
     if name == "auto":
-        return "relevance" if aw.truth_path(landing).exists() else "randomized_clicks"
+        return "relevance" if aw.truth_path(landing, day).exists() else "randomized_clicks"
     return name
 
 
@@ -262,7 +262,8 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         metrics; the fairness report reads the tables: `marts.fairness_audit_outputs`, `_groups`, `_pairs`,
         `_xauc`, `_xauc_deltas`, `_pairwise`, `_curves`, `_exposure_groups`, `_exposure_pairs`. Groups with too few positives or negatives are
         reported as not estimable, never as fair."""
-        label = resolve_label_source(config.label_source, landing.resolved_path)
+        day = partition_day(context)
+        label = resolve_label_source(config.label_source, landing.resolved_path, day)
         try:
             margins = resolve_margins(config.margins)
         except ValueError as error:
@@ -271,7 +272,7 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
             marts = warehouse.engine_for(con)  # held-out rows on the engine; outputs and results in the DuckDB store
             try:
                 run = compute_fairness_audit(con, marts, scratch, config, label, landing.resolved_path,
-                                             partition_day(context), margins, context.run_id, context.log)
+                                             day, margins, context.run_id, context.log)
             except AuditInputError as error:
                 raise dg.Failure(description=str(error)) from error
         audits, window = list(run.audits.values()), run.window

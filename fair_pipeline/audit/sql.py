@@ -3,7 +3,7 @@
 Every function takes a `Warehouse` (DuckDB or Spark; a DuckDB connection is wrapped).
 
 Label sources (`LABEL_SOURCES`):
-  relevance          SIMULATION ONLY: the simulator's true Y(1) of each item (`landing/_truth/items.parquet`,
+  relevance          SIMULATION ONLY: the simulator's true Y(1) of each item (`landing/_truth/date=D/items.parquet`,
                      joined on item_id) on the production (observational) impressions. Real logs have no truth.
   randomized_relevance  SIMULATION ONLY: the same true Y(1), on the randomized requests of the policies given
                      (default `shuffle`). No ranker or transform is fitted on randomized traffic, so these rows are
@@ -31,6 +31,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats import AuditInputError
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.landing import truth_dir
 from fair_pipeline.platform.engines import Warehouse, as_warehouse, fetch_rows
 from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import (
@@ -70,15 +71,16 @@ class LabelSource:
         return ".".join(quote_identifier(part) for part in self.view)
 
 
-def truth_path(landing: Path) -> Path:
-    return Path(landing) / contract.TRUTH_DIR / "items.parquet"
+def truth_path(landing: Path, day: dt.date | str | None = None) -> Path:
+    """The simulator's item truth of partition `day` (`ingestion.landing.truth_dir`)."""
+    return truth_dir(landing, day) / "items.parquet"
 
 
 def label_source(name: str, landing: Path, window: EvaluationWindow, policies: list[str]) -> LabelSource:
     """The evaluation rows of `window` for a label source (see the module docstring)."""
     dates = {"start": window.first, "end": window.last, "unknown_group": UNKNOWN_GROUP}
     if name in ("relevance", "randomized_relevance"):
-        truth = truth_path(landing)
+        truth = truth_path(landing, window.last)
         if not truth.exists():
             raise AuditDataError(
                 f"label_source={name!r} needs the simulator's truth file {truth} (SIMULATION only); "

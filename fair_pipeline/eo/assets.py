@@ -34,6 +34,7 @@ from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_co
 from fair_pipeline.eo.window import eo_partition_window
 from fair_pipeline.ingestion import contract
 from fair_pipeline.platform.asset_defaults import pipeline_asset
+from fair_pipeline.ingestion.landing import truth_dir
 from fair_pipeline.platform.metric_keys import LABEL_TABLE, group_key, label_table, metric_name
 from fair_pipeline.platform.partitions import (
     daily_partitions,
@@ -211,7 +212,7 @@ def log_eo_transform(mlflow: MLflowTracking, context, fit: TransformFit, config:
     `candidate` only for the newest partition). Returns metadata for Dagster."""
     window, curve, weighted = fit.window, fit.curve, fit.fitted["weighted"]
     figure = transforms_figure(fit.fitted, title=f"EO transforms, {window.label}; weights 1/ŵ from {curve.attrs.get('method')}")
-    truth, problems = load_simulation_truth(landing), stored_problems(fit)
+    truth, problems = load_simulation_truth(landing, fit.day), stored_problems(fit)
     with mlflow.start_run(context, "eo_transform", window=(str(window.first), str(window.last)),
                           tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
@@ -293,10 +294,10 @@ def _skipped_evaluation(context, warehouse: DuckDBWarehouse, day: dt.date, messa
     return dg.MaterializeResult(metadata={"status": message, "evaluated": False})
 
 
-def why_not_evaluated(truth, stored: dict, landing) -> str | None:
+def why_not_evaluated(truth, stored: dict, landing, day) -> str | None:
     """Why partition D cannot be evaluated (no simulator truth, or no estimable transform), or None."""
     if truth is None:
-        return (f"skipped: not a simulation: no ground truth under {landing / contract.TRUTH_DIR} "
+        return (f"skipped: not a simulation: no ground truth for {day} under {truth_dir(landing, day)} "
                 "(config.json, items.parquet); re-ranking needs the simulator to draw new clicks")
     not_estimable = {v: s.reason for v, s in stored.items() if not s.estimable}
     if not_estimable:
@@ -385,13 +386,14 @@ def eo_evaluation(
     Y(1)=1 items, the KS distance between groups' clicked-score distributions and CTR, with figures 1 and 3 of Nandy
     et al. Tables `marts.eo_evaluation` and `marts.eo_evaluation_summary`. Skipped, with the reason in metadata and
     the store, when the logs are not simulated or no transform was estimable."""
-    truth, day = load_simulation_truth(landing.resolved_path), partition_day(context)
+    day = partition_day(context)
+    truth = load_simulation_truth(landing.resolved_path, day)
     with warehouse.connect(read_only=True) as con:
         try:
             stored = eo_store.load_latest_transforms(con, day) if truth is not None else {}
         except EOInputError as error:
             raise dg.Failure(description=str(error)) from error
-    reason = why_not_evaluated(truth, stored, landing.resolved_path)
+    reason = why_not_evaluated(truth, stored, landing.resolved_path, day)
     if reason is not None:
         return _skipped_evaluation(context, warehouse, day, reason)
     report, held_out, n_requests = compute_eo_evaluation(truth, stored, config)

@@ -3,6 +3,7 @@ maps, the simulator's ground truth for the evaluation (no estimator reads it).""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from fair_pipeline.charts import Panel, render
 from fair_pipeline.charts.colours import CYCLE
 from fair_pipeline.charts.panel import STYLES
 from fair_pipeline.eo.transform import WeightedCDFTransformer
-from fair_pipeline.ingestion.contract import TRUTH_DIR
+from fair_pipeline.ingestion.landing import truth_dir
 from fair_pipeline.ingestion.simulator import SimulationConfig
 
 
@@ -172,11 +173,12 @@ class SimulationTruth:
     items: pd.DataFrame  # item_id, group_id, relevance, merit_score, in the simulator's item order
 
 
-def load_simulation_truth(landing: Path) -> SimulationTruth | None:
-    """The simulator's config and item truth from `landing/_truth/`, or None (not a simulation).
+def load_simulation_truth(landing: Path, day: dt.date | str | None = None) -> SimulationTruth | None:
+    """The simulator's config and item truth of partition `day` (`ingestion.landing.truth_dir`), or None (not a
+    simulation).
 
     For the EVALUATION only: the held-out requests are re-simulated from them; no estimator reads them."""
-    truth = Path(landing) / TRUTH_DIR
+    truth = truth_dir(landing, day)
     config_path, items_path = truth / "config.json", truth / "items.parquet"
     if not (config_path.exists() and items_path.exists()):
         return None

@@ -108,6 +108,15 @@ def missing_sources(landing: Path, day: dt.date | str) -> list[str]:
     return [source for source in SOURCES if not landing_files(partition_dir(landing, source, day))]
 
 
+def truth_dir(landing: Path, day: dt.date | str | None = None) -> Path:
+    """The simulator's ground truth of partition `day` (evaluation only): `landing/_truth/date=D/`, written per
+    simulated day so that a later simulation never changes an earlier day's truth; else `landing/_truth/` (homes
+    simulated before truth was dated keep their one truth for the days that have none of their own)."""
+    root = Path(landing) / contract.TRUTH_DIR
+    dated = root / f"date={day}"
+    return dated if day is not None and dated.is_dir() else root
+
+
 def write_parquet_atomic(table: pa.Table, path: Path) -> None:
     """Write via a temp file + rename so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)

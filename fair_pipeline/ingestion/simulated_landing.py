@@ -83,18 +83,27 @@ def simulate_day_tables(config: SimulationConfig, items: pd.DataFrame, day: dt.d
     return {source: simulate_source_table(config, items, day, source) for source in contract.SOURCES}
 
 
-def write_items_and_truth(config: SimulationConfig, landing: Path, items: pd.DataFrame) -> None:
-    """`items/` (what a ranker may see) and `_truth/` (evaluation only; no estimator reads it)."""
+def write_items_and_truth(config: SimulationConfig, landing: Path, items: pd.DataFrame,
+                          days: list[dt.date]) -> None:
+    """`items/` (what a ranker may see) and each day's `_truth/date=D/` (evaluation only; no estimator reads it):
+    a later simulation of other days never changes the truth an earlier day is evaluated against."""
     features = ["item_id", "group_id"] + [c for c in items.columns if c.startswith(ITEM_FEATURE_PREFIX)]
     write_parquet_atomic(pa.Table.from_pandas(items[features], preserve_index=False), landing / contract.ITEMS_DIR / "items.parquet")
-    truth = landing / contract.TRUTH_DIR
+    for day in days:
+        _write_truth(config, landing / contract.TRUTH_DIR / f"date={day}", items)
+
+
+def _write_truth(config: SimulationConfig, truth: Path, items: pd.DataFrame) -> None:
     write_parquet_atomic(
         pa.Table.from_pandas(items[["item_id", "group_id", "relevance", "merit_score"]], preserve_index=False),
         truth / "items.parquet",
     )
     curve = pd.DataFrame({"position": np.arange(1, config.slots + 1, dtype=np.int32), "weight": bias_curve(config)})
     write_parquet_atomic(pa.Table.from_pandas(curve, preserve_index=False), truth / "bias_curve.parquet")
-    (truth / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True) + "\n")
+    text = json.dumps(dataclasses.asdict(config), indent=2, sort_keys=True) + "\n"
+    temporary = truth / ".tmp-config.json"
+    temporary.write_text(text)
+    temporary.replace(truth / "config.json")  # a reader never sees half a config
 
 
 def simulate_to_landing(
@@ -109,7 +118,7 @@ def simulate_to_landing(
         raise ValueError(f"days={days} must be >= 1")
     landing = Path(landing)
     items = simulate_items(config)
-    write_items_and_truth(config, landing, items)
+    write_items_and_truth(config, landing, items, [start + dt.timedelta(days=k) for k in range(days)])
     written = {source: 0 for source in contract.SOURCES}
     for offset in range(days):
         day = start + dt.timedelta(days=offset)

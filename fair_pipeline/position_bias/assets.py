@@ -271,7 +271,7 @@ def position_bias(
         for method, estimate in ((m, e) for m, e in estimates.items() if not e.estimable):
             context.log.warning(f"{method}: not estimable: {estimate.reason}")
         rows = write_estimates(con, window, estimates, config.chosen_method, partition=day)
-    truth = load_truth_curve(landing.resolved_path)  # reporting only
+    truth = load_truth_curve(landing.resolved_path, day)  # reporting only
     context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")
     try:
         figure_url, run_id, run_url = log_curves(mlflow, context, window, estimates, config, truth)

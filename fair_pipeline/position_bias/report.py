@@ -62,13 +62,14 @@ def curve_figure(curves: dict[str, pd.DataFrame] | pd.DataFrame, truth: np.ndarr
     return render([panel], panel_size=(560.0, 300.0))
 
 
-def load_truth_curve(landing) -> np.ndarray | None:
-    """The simulator's true w_j (index 0 = position 1) from `landing/_truth/bias_curve.parquet`, or None.
+def load_truth_curve(landing, day=None) -> np.ndarray | None:
+    """The simulator's true w_j (index 0 = position 1) of partition `day` (`bias_curve.parquet` under
+    `ingestion.landing.truth_dir`), or None.
 
     For REPORTING only (error vs truth, the dashed line of the figure): no estimator may read it."""
-    from fair_pipeline.ingestion.contract import TRUTH_DIR
+    from fair_pipeline.ingestion.landing import truth_dir
 
-    path = Path(landing) / TRUTH_DIR / "bias_curve.parquet"
+    path = truth_dir(landing, day) / "bias_curve.parquet"
     if not path.exists():
         return None
     truth = pd.read_parquet(path).sort_values("position")

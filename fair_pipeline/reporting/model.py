@@ -158,8 +158,11 @@ class ReportInputs:
         return frame
 
     def truth(self, name: str) -> pd.DataFrame | None:
-        """Simulator ground truth (`landing/_truth/<name>.parquet`), for comparison only; None for real logs."""
-        path = self.home / "landing" / "_truth" / f"{name}.parquet"
+        """Simulator ground truth (`<name>.parquet` of the partition's truth, `ingestion.landing.truth_dir`), for
+        comparison only; None for real logs."""
+        from fair_pipeline.ingestion.landing import truth_dir
+
+        path = truth_dir(self.home / "landing", self.partition) / f"{name}.parquet"
         return pd.read_parquet(path) if path.exists() else None
 
     def close(self) -> None:

@@ -36,9 +36,9 @@ INTERVALS_NOTE = (
     "cost SE clustered by item. Compare candidates with the paired difference.")
 
 
-def selection_label_source(name: str, landing) -> str:
+def selection_label_source(name: str, landing, day=None) -> str:
     if name == "auto":
-        return "randomized_relevance" if aw.truth_path(landing).exists() else "randomized_clicks"
+        return "randomized_relevance" if aw.truth_path(landing, day).exists() else "randomized_clicks"
     return name
 
 
@@ -53,7 +53,7 @@ def evaluation_inputs(con, config, landing, day, marts=None):
     # The re-fits copy the stored transform's settings; the defaults when it was not estimable (each re-fit
     # then decides for itself whether its groups have enough clicks).
     template = stored.transform if stored.estimable else WeightedCDFTransformer()
-    label = selection_label_source(config.label_source, landing)
+    label = selection_label_source(config.label_source, landing, day)
     window = aw.partition_evaluation_window(marts, label, config.window_days, day)
     source = aw.label_source(label, landing, window, config.randomized_policies)
     items = aw.item_counts(marts, source, sorted({f for r in rankers for f in r.features}))
@@ -137,7 +137,7 @@ def compute_model_selection(con, marts, config, landing, day) -> Selection:
     started = time.process_time()
     families = family_data.build_family_candidates(
         marts, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
-        label=selection_label_source(config.label_source, landing), landing=landing,
+        label=selection_label_source(config.label_source, landing, day), landing=landing,
         policies=config.randomized_policies, position_curve=load_chosen_position_bias(con, day),
         selection_rate=config.selection_rate, families=config.families)
     families_cpu = time.process_time() - started

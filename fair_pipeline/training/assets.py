@@ -328,7 +328,7 @@ def ranker_inputs(con, marts, config: RankerCandidatesConfig, landing, day, span
     features = rt.feature_columns(marts, config.feature_columns)
     data = rt.training_data(marts, window, curve, features)
     clicks = rt.heldout_click_aggregates(marts, window, features)
-    truth = rt.truth_items(marts, landing, features)  # evaluation only
+    truth = rt.truth_items(marts, landing, features, day)  # evaluation only
     return RankerPath(window, curve, features, data, clicks, truth, [])
 
 

@@ -14,7 +14,7 @@ requests, another policy) and their positions are random, so a click is unconfou
 production ranking; aggregated per item (score is constant per item) into the audit's
 (score, n_pos, n_neg) grid. The impressions of one item share its relevance, so the Lemma 3 SEs,
 which treat impressions as independent, are optimistic for this label. When the simulator's truth
-exists (`landing/_truth/items.parquet`), every catalogue item is also audited against its true
+exists (`landing/_truth/date=D/items.parquet`), every catalogue item is also audited against its true
 relevance Y(1): evaluation only, never read for training.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
-from fair_pipeline.ingestion.contract import TRUTH_DIR
+from fair_pipeline.ingestion.landing import truth_dir
 import pyarrow as pa
 
 from fair_pipeline.platform.engines import as_warehouse, fetch_rows
@@ -192,9 +192,10 @@ def heldout_click_aggregates(con, window: PartitionWindow, features: list[str]) 
     )
 
 
-def truth_items(con, landing: Path, features: list[str]) -> pd.DataFrame | None:
-    """Catalogue items with the simulator's true relevance, or None without `landing/_truth` (evaluation only)."""
-    path = Path(landing) / TRUTH_DIR / "items.parquet"
+def truth_items(con, landing: Path, features: list[str], day: dt.date | str | None = None) -> pd.DataFrame | None:
+    """Catalogue items with the simulator's true relevance of partition `day`, or None without simulator truth
+    (evaluation only)."""
+    path = truth_dir(landing, day) / "items.parquet"
     if not path.exists():
         return None
     truth = pd.read_parquet(path, columns=["item_id", "relevance"])

@@ -77,7 +77,7 @@ def _landing_rows(home: Path, source: str, day: str) -> pd.DataFrame:
 
 
 def _truth_rows(home: Path, day: str) -> pd.DataFrame:
-    truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet")[["item_id", "relevance"]]
+    truth = pd.read_parquet(home / "landing" / "_truth" / f"date={DAYS[-1]}" / "items.parquet")[["item_id", "relevance"]]
     return _landing_rows(home, "observational", day).merge(truth, on="item_id", how="left")
 
 
@@ -408,10 +408,9 @@ def test_a_partition_without_traffic_fails_naming_it_and_writes_nothing(home):
         result = _materialize(home, raise_on_error=False, partition=partition)
         assert not result.success
         failure = next(e for e in result.all_events if e.is_step_failure).step_failure_data.error.message
-        if newest:
-            assert f"partition {partition} has no relevance traffic to evaluate (newest before it: {newest}); ingest day {partition}" in failure
-        else:
-            assert "no partitions on or before 2025-12-31" in failure
+        # neither day was simulated, so it has no truth of its own: "auto" audits randomized clicks
+        assert (f"partition {partition} has no randomized_clicks traffic to evaluate (newest before it: {newest}); "
+                f"ingest day {partition} first") in failure
     pd.testing.assert_frame_equal(_query(home, "SELECT * FROM marts.fairness_audit_groups ORDER BY ALL"), before)
 
 

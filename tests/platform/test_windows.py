@@ -125,3 +125,17 @@ def test_is_newest_partition_looks_for_any_later_day_with_data(con):
     assert is_newest_partition(con, D(2026, 1, 10), ["marts.a"])  # later than any data: nothing newer
     assert not is_newest_partition(con, "2026-01-07", ["marts.a", "marts.b"])
     assert is_newest_partition(con, "2026-01-07", ["marts.b"])
+
+
+def test_run_and_backfill_train_only_days_whose_calendar_window_holds_enough_days(monkeypatch):
+    from fair_pipeline import runner
+
+    landed = ["2026-01-01", "2026-01-02", "2026-01-03", "2026-11-20", "2026-11-21"]
+    # 2026-11-20's window (11-13..11-19) is empty: it is only ingested, however much January data there is
+    assert runner.trainable(landed, landed) == (["2026-01-02", "2026-01-03", "2026-11-21"],
+                                                ["2026-01-01", "2026-11-20"])
+    monkeypatch.setenv("FAIR_PIPELINE_MIN_WINDOW_DAYS", "2")
+    assert runner.trainable(landed, landed) == (["2026-01-03"], ["2026-01-01", "2026-01-02", "2026-11-20", "2026-11-21"])
+    monkeypatch.setenv("FAIR_PIPELINE_MIN_WINDOW_DAYS", "two")
+    with pytest.raises(ValueError, match="FAIR_PIPELINE_MIN_WINDOW_DAYS='two' must be a positive integer"):
+        runner.trainable(landed, landed)

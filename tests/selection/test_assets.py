@@ -200,7 +200,7 @@ def _heldout_rows(home: Path) -> pd.DataFrame:
     rows = pd.read_parquet(home / "landing" / "randomized" / f"date={DAYS[-1]}")
     rows = rows[rows["policy"] == "shuffle"]
     items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
-    truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet")[["item_id", "relevance"]]
+    truth = pd.read_parquet(home / "landing" / "_truth" / f"date={DAYS[-1]}" / "items.parquet")[["item_id", "relevance"]]
     return rows[["item_id"]].merge(items, on="item_id").merge(truth, on="item_id")
 
 

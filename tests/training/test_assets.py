@@ -202,7 +202,7 @@ def test_heldout_audits_match_brute_force_aucs(home):
     shuffle = _query(home, "SELECT r.click, r.group_id, i.* EXCLUDE (group_id) FROM staging.stg_randomized_impressions r "
                            "JOIN staging.stg_items i USING (item_id) WHERE r.policy = 'shuffle' AND r.partition_date < $held_out",
                      {"held_out": DAYS[-1]})  # the shuffle traffic of the training window
-    truth = pd.read_parquet(home / "landing" / "_truth" / "items.parquet").merge(
+    truth = pd.read_parquet(home / "landing" / "_truth" / f"date={DAYS[-1]}" / "items.parquet").merge(
         _query(home, "SELECT * EXCLUDE (group_id) FROM staging.stg_items"), on="item_id")
     for row in candidates.iloc[[0, 3]].itertuples():
         mine = audits[audits["candidate_id"] == row.candidate_id]
