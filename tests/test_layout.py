@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "fair_pipeline"
 STAGES = ["platform", "ingestion", "datasets", "position_bias", "eo", "training", "postprocessing", "audit", "selection", "reporting",
           "reproductions"]
-CONTRACTS = 3
+CONTRACTS = 4
 
 
 def _lint_imports(cwd: Path, extra_path: Path | None = None) -> subprocess.CompletedProcess:
@@ -65,6 +65,58 @@ def test_documented_public_api_imports():
     from fair_pipeline.position_bias import estimate_position_bias  # noqa: F401
     from fair_pipeline.selection import elicit_fair_quadratic_metric  # noqa: F401
     from fair_pipeline.training import MIPenalizedLogisticRegression  # noqa: F401
+
+
+MAX_MODULE_LINES = 450
+MAX_ASSET_BODY_LINES = 40
+# Modules still over the limit, each being split by the work that owns it (the ingestion loads, which the Spark
+# ingestion work is reshaping). Nothing may join this list.
+LONG_MODULES = {"fair_pipeline/ingestion/loads.py"}
+# Asset bodies not yet split into compute / log / metadata / checks functions (the static benchmark fits; the
+# ingestion loads, which the Spark ingestion work is reshaping). Nothing may join this list.
+LONG_ASSETS = {"fair_pipeline/training/assets.py:benchmark_models", "fair_pipeline/ingestion/assets.py:_asset"}
+_ASSET_DECORATORS = {"asset", "multi_asset", "graph_asset", "asset_check", "multi_asset_check", "pipeline_asset"}
+
+
+def _module_lines() -> dict[str, int]:
+    return {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+
+
+def asset_body_lines(source: str) -> dict[str, int]:
+    """{function name: lines of its body, docstring excluded} of every function decorated as a Dagster asset."""
+    import ast
+
+    def decorator_name(node) -> str:
+        func = node.func if isinstance(node, ast.Call) else node
+        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+    out = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                decorator_name(d) in _ASSET_DECORATORS for d in node.decorator_list):
+            body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+            out[node.name] = body[-1].end_lineno - body[0].lineno + 1 if body else 0
+    return out
+
+
+def test_no_module_is_longer_than_450_lines():
+    long = {path: n for path, n in _module_lines().items() if n > MAX_MODULE_LINES}
+    assert set(long) <= LONG_MODULES, {p: n for p, n in long.items() if p not in LONG_MODULES}
+
+
+def test_every_asset_body_is_at_most_40_lines():
+    long = {}
+    for path in PACKAGE.rglob("*.py"):
+        for name, lines in asset_body_lines(path.read_text()).items():
+            if lines > MAX_ASSET_BODY_LINES:
+                long[f"{path.relative_to(REPO)}:{name}"] = lines
+    assert set(long) <= LONG_ASSETS, {k: n for k, n in long.items() if k not in LONG_ASSETS}
+
+
+def test_the_asset_body_count_can_fail():
+    body = "\n".join(f"    x{k} = {k}" for k in range(41))
+    source = f'import dagster as dg\n\n@dg.asset(key="a")\ndef a():\n    """Doc."""\n{body}\n'
+    assert asset_body_lines(source) == {"a": 41}
 
 
 def _package_trees():

@@ -8,6 +8,8 @@ are a registry (`fair_pipeline.audit.outputs.SCORED_OUTPUT_LOADERS`); an output 
 anything yet is listed as unavailable with the reason, never silently skipped.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import dataclasses
+
 import dagster as dg
 import pandas as pd
 from pydantic import Field
@@ -30,15 +32,15 @@ from fair_pipeline.audit.report import (
 from fair_pipeline.audit.stats.clustered import ESTIMANDS
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
-from fair_pipeline.audit.store import TABLES, write_audit
+from fair_pipeline.audit.store import write_audit
 from fair_pipeline.audit.streamed import scratch_dir, spill_rows
 from fair_pipeline.audit.tracking import log_audit
+from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
 from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
 
-OWNERS = ["team:fairness"]
 FAIRNESS_AUDIT_KEY = dg.AssetKey(["marts", "fairness_audit"])
 UPSTREAM = [
     dg.AssetKey(["staging", "stg_observational_impressions"]),
@@ -109,7 +111,7 @@ def outputs_frame(entries, audits: dict, summary: dict, source: aw.LabelSource, 
             row.update(status="audited", description=e.description, basis=e.basis, held_out=a.held_out,
                        trained_from=e.trained_from, trained_through=e.trained_through, n_pos=int(g["n_pos"].sum()),
                        n_neg=int(g["n_neg"].sum()), groups=len(g), pairwise_queries=a.pairwise_queries,
-                       reason=in_sample_reason(a))
+                       reason=in_sample_reason(a), training_window=a.output.training_window)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -157,20 +159,78 @@ def _outputs_markdown(frame: pd.DataFrame) -> str:
     return view.astype(object).where(view.notna(), "").to_markdown(index=False)
 
 
+@dataclasses.dataclass
+class AuditRun:
+    """What `compute_fairness_audit` audited for partition D and wrote to the warehouse."""
+
+    window: object
+    source: object
+    summary: dict
+    entries: list
+    audits: dict[str, OutputAudit]
+    outputs: pd.DataFrame
+    exposure: dict[str, pd.DataFrame]  # the logged ranking's exposure parity tables (empty when not computed)
+    exposure_note: str  # why exposure parity was not computed, or ""
+    written: dict[str, int]
+
+
+def _evaluation_data(marts, source, features, config: FairnessAuditConfig, scratch) -> EvaluationData:
+    """The held-out rows of the window: the day-sized rows (one per impression when logged scores are continuous)
+    go to a file in DuckDB's spill directory and every output is audited from it in batches (audit.streamed)."""
+    cluster_cols = aw.check_variance(config.variance)
+    base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
+    data = EvaluationData(score_counts=None, item_counts=aw.item_counts(marts, source, features) if features else None,
+                          query_rows=None, variance=config.variance, cluster_cols=cluster_cols,
+                          spilled=spill_rows(marts, *base, cluster_cols, scratch, "held_out_rows"))
+    data.query_rows, data.queries_in_window = aw.query_rows(marts, source, config.pairwise_max_queries)
+    return data
+
+
+def compute_fairness_audit(con, marts, scratch, config: FairnessAuditConfig, label: str, landing, day, margins,
+                           run_id: str, log=None) -> AuditRun:
+    """Audit every selected scored output of partition `day` on the held-out labelled rows of its window and write
+    the results (one transaction); AuditInputError names bad input, an output that cannot be audited is listed as
+    unavailable with the reason."""
+    window = aw.partition_evaluation_window(marts, label, config.window_days, day)
+    source = aw.label_source(label, landing, window, config.randomized_policies)
+    summary = aw.row_summary(marts, source)
+    entries = _selected(scored_outputs(con, partition=day), config.outputs)
+    available = [e for e in entries if isinstance(e, ScoredOutput)]
+    data = _evaluation_data(marts, source, sorted({f for e in available for f in e.features}), config, scratch)
+    if not summary["labelled_rows"]:  # no rows in score_counts / cluster_counts
+        raise AuditInputError(f"{source.name}: no labelled rows in {window.label}")
+    audits: dict[str, OutputAudit] = {}
+    for entry in available:
+        try:
+            audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs, min_count=config.min_count,
+                                              confidence=config.confidence, margins=margins, con=con)
+        except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
+            if log is not None:
+                log.warning(f"{entry.name}: not audited: {error}")
+            entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]
+    if not audits:
+        raise AuditInputError("no scored output could be audited: " + "; ".join(
+            f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
+    outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, run_id)
+    exposure, exposure_note = logged_exposure_tables(con, marts, window, day)
+    if exposure_note and log is not None:
+        log.warning(exposure_note)
+    tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure}
+    written = write_audit(con, source.name, window.first, window.last, tables, partition=day)
+    return AuditRun(window, source, summary, entries, audits, outputs, exposure, exposure_note, written)
+
+
 def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
     """The asset, depending on the staging views and on those scored-output tables (EO transforms, ranker
     candidates) that `defined_keys` (the other assets of the Definitions) produce."""
     defined = {dg.AssetKey(list(k)) if not isinstance(k, dg.AssetKey) else k for k in defined_keys}
     outputs_deps = [dg.AssetKey(list(t)) for t in SCORED_OUTPUT_TABLES if dg.AssetKey(list(t)) in defined]
 
-    @dg.asset(
+    @pipeline_asset(
         key=FAIRNESS_AUDIT_KEY,
         deps=[*UPSTREAM, *outputs_deps],
         partitions_def=daily_partitions,
-        pool="duckdb",
         group_name="audit",
-        kinds={"python", "duckdb", "mlflow"},
-        owners=OWNERS,
         code_version="1",
         check_specs=[
             dg.AssetCheckSpec(
@@ -182,27 +242,26 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
                 description="No audited output was fitted on a partition of the evaluation window (warns and names "
                 "the in-sample outputs, e.g. after holdout_days=0 or a wider audit window_days)."),
         ],
-        description=(
-            "Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker "
-            "candidates of partition D, as their stages produce them) on the same labelled rows of day D, which the "
-            "trained stages of partition D never saw. Labels: the simulator's true relevance "
-            "(SIMULATION only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR "
-            "cutoff, group differences with z, p and Holm, and each gap's effect size against "
-            "a practical margin δ (config `margins`; verdict: larger than δ, significant but within ±δ, equivalent by "
-            "TOST, inconclusive), xAUC; SEs are item-clustered by default (config `variance`: the population "
-            "estimand; `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise "
-            "accuracies on a bounded query sample; exposure per unit of merit of each group under the logged "
-            "ranking (observational impressions of day D, the chosen position-bias curve, item x request clustered CIs); ROC "
-            "(95% band) and xROC curves. SQL does the row-level work (group x score counts). One MLflow run per "
-            "audit (experiment fair_pipeline/audit) logs the tables and figures the fairness report reads. Tables: "
-            + ", ".join(f"`{t}`" for t in TABLES) + ". Groups with too few positives or negatives are reported as not "
-            "estimable, never as fair."
-        ),
     )
     def fairness_audit(
         context: dg.AssetExecutionContext, config: FairnessAuditConfig, warehouse: DuckDBWarehouse,
         landing: LandingZone, mlflow: MLflowTracking,
     ) -> dg.MaterializeResult:
+        """Fairness audit of every scored output (production scores; EO-transformed scores; retrained ranker
+        candidates of partition D, as their stages produce them) on the same labelled rows of day D, which
+        the trained stages of partition D never saw. Labels: the simulator's true relevance (SIMULATION
+        only) or clicks on randomized traffic. Per output: truncated AUCs I(a) per group at every FPR
+        cutoff, group differences with z, p and Holm, and each gap's effect size against a practical margin
+        δ (config `margins`; verdict: larger than δ, significant but within ±δ, equivalent by TOST,
+        inconclusive), xAUC; SEs are item-clustered by default (config `variance`: the population estimand;
+        `conditional` = Lemma 3 / DeLong with impressions independent), within-query pairwise accuracies on
+        a bounded query sample; exposure per unit of merit of each group under the logged ranking
+        (observational impressions of day D, the chosen position-bias curve, item x request clustered CIs); ROC
+        (95% band) and xROC curves. SQL does the row-level work (group x score
+        counts). One MLflow run per audit (experiment fair_pipeline/audit) logs its figures and headline
+        metrics; the fairness report reads the tables: `marts.fairness_audit_outputs`, `_groups`, `_pairs`,
+        `_xauc`, `_xauc_deltas`, `_pairwise`, `_curves`, `_exposure_groups`, `_exposure_pairs`. Groups with too few positives or negatives are
+        reported as not estimable, never as fair."""
         day = partition_day(context)
         label = resolve_label_source(config.label_source, landing.resolved_path, day)
         try:
@@ -212,65 +271,32 @@ def build_fairness_audit(defined_keys=()) -> dg.AssetsDefinition:
         with warehouse.connect() as con, scratch_dir(con) as scratch:
             marts = warehouse.engine_for(con)  # held-out rows on the engine; outputs and results in the DuckDB store
             try:
-                window = aw.partition_evaluation_window(marts, label, config.window_days, day)
-                source = aw.label_source(label, landing.resolved_path, window, config.randomized_policies)
-                summary = aw.row_summary(marts, source)
-                entries = _selected(scored_outputs(con, partition=day), config.outputs)
-                available = [e for e in entries if isinstance(e, ScoredOutput)]
-                features = sorted({f for e in available for f in e.features})
-                cluster_cols = aw.check_variance(config.variance)
-                # the day-sized rows (one per impression when logged scores are continuous) go to a file in
-                # DuckDB's spill directory and every output is audited from it in batches (audit.streamed)
-                base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
-                data = EvaluationData(
-                    score_counts=None,
-                    item_counts=aw.item_counts(marts, source, features) if features else None,
-                    query_rows=None,
-                    variance=config.variance,
-                    cluster_cols=cluster_cols,
-                    spilled=spill_rows(marts, *base, cluster_cols, scratch, "held_out_rows"),
-                )
-                data.query_rows, data.queries_in_window = aw.query_rows(marts, source, config.pairwise_max_queries)
+                run = compute_fairness_audit(con, marts, scratch, config, label, landing.resolved_path,
+                                             day, margins, context.run_id, context.log)
             except AuditInputError as error:
                 raise dg.Failure(description=str(error)) from error
-            if not summary["labelled_rows"]:  # no rows in score_counts / cluster_counts
-                raise dg.Failure(description=f"{source.name}: no labelled rows in {window.label}")
-            context.log.info(f"auditing {[e.name for e in available]} on {source.name} labels, {window.label}")
-            audits: dict[str, OutputAudit] = {}
-            for entry in available:
-                try:
-                    audits[entry.name] = audit_output(entry, data, window.first, config.cutoffs,
-                                                      min_count=config.min_count, confidence=config.confidence,
-                                                      margins=margins, con=con)
-                except AuditInputError as error:  # e.g. an EO transform that never saw a group: named, not fatal
-                    context.log.warning(f"{entry.name}: not audited: {error}")
-                    entries = [Unavailable(entry.name, f"not audited: {error}") if e is entry else e for e in entries]
-            if not audits:
-                raise dg.Failure(description="no scored output could be audited: " + "; ".join(
-                    f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
-            outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, context.run_id)
-            exposure, exposure_note = logged_exposure_tables(con, marts, window, day)
-            if exposure_note:
-                context.log.warning(exposure_note)
-            tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure}
-            written = write_audit(con, source.name, window.first, window.last, tables, partition=day)
-        params = {"label_source": source.name, "window_start": window.first, "window_end": window.last,
-                  "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
-                  "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(audits),
-                  "variance": config.variance, "margins": margins}
-        try:
-            run_id, run_url, figure_urls = log_audit(mlflow, context, list(audits.values()), tables, params,
-                                        (str(window.first), str(window.last)), f"{source.name} labels, {window.label}")
-        except TrackingUnavailableError as error:  # the warehouse rows are written; logging again is idempotent
+        audits, window = list(run.audits.values()), run.window
+        try:  # the warehouse rows are written; logging again is idempotent
+            run_id, run_url, figure_urls = log_audit(mlflow, context, audits, audit_params(run, config, margins),
+                                                     (str(window.first), str(window.last)),
+                                                     f"{run.source.name} labels, {window.label}")
+        except TrackingUnavailableError as error:
             context.log.error(str(error))
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
-        metadata = _metadata(source, window, summary, outputs, audits, written, figure_urls)
-        metadata["exposure_parity"] = dg.MetadataValue.md(exposure_markdown(exposure, exposure_note))
+        metadata = _metadata(run.source, window, run.summary, run.outputs, run.audits, run.written, figure_urls)
+        metadata["exposure_parity"] = dg.MetadataValue.md(exposure_markdown(run.exposure, run.exposure_note))
         metadata.update(mlflow_run_id=run_id, mlflow_run=dg.MetadataValue.url(run_url))
         return dg.MaterializeResult(metadata=metadata,
-                                    check_results=[estimable_check(audits), held_out_check(audits, window)])
+                                    check_results=[estimable_check(run.audits), held_out_check(run.audits, window)])
 
     return fairness_audit
+
+
+def audit_params(run: AuditRun, config: FairnessAuditConfig, margins) -> dict:
+    return {"label_source": run.source.name, "window_start": run.window.first, "window_end": run.window.last,
+            "cutoffs": list(config.cutoffs), "min_count": config.min_count, "confidence": config.confidence,
+            "pairwise_max_queries": config.pairwise_max_queries, "outputs": sorted(run.audits),
+            "variance": config.variance, "margins": margins}
 
 
 def _metadata(source, window, summary, outputs, audits: dict[str, OutputAudit], written, figure_urls: dict) -> dict:

@@ -1,13 +1,16 @@
-"""Presenting the fairness audit: warehouse rows, report-contract artifacts, markdown tables and figures."""
+"""Presenting the fairness audit: its warehouse rows, the fairness report's tables read from them, markdown tables
+and figures."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.evaluation import OutputAudit
 from fair_pipeline.audit.outputs import PRODUCTION
+from fair_pipeline.audit.store import SCHEMAS, conform
 from fair_pipeline.charts import Panel, render
 
 OVERALL = "(all)"
@@ -48,98 +51,141 @@ def pairwise_rows(a: OutputAudit) -> pd.DataFrame:
     p = a.pairwise
     matrix = p.matrix.rename(columns={"group_better": "group_a", "group_worse": "group_b"})
     matrix["metric"] = "A_{" + matrix["group_a"].astype(str) + ">" + matrix["group_b"].astype(str) + "}"
+    matrix["kind"] = "matrix"
     marginals = p.marginals.assign(
         group_a=np.where(p.marginals["role"] == "better", p.marginals["group"], None),
-        group_b=np.where(p.marginals["role"] == "worse", p.marginals["group"], None))
+        group_b=np.where(p.marginals["role"] == "worse", p.marginals["group"], None), kind="marginal")
     parity = p.parity.rename(columns={"group_i": "group_a", "group_j": "group_b", "p_i_above_j": "accuracy"})
     parity["metric"] = "parity P(s_a > s_b)"
-    frames = [matrix, marginals, p.overall, parity]
+    parity["kind"] = "parity"
+    frames = [matrix, marginals, p.overall.assign(kind="overall"), parity]
     if p.gaps is not None and len(p.gaps):
         gaps = p.gaps.rename(columns={"gap": "accuracy"}).assign(n_pairs=p.gaps["n_pairs_ab"] + p.gaps["n_pairs_ba"])
         gaps["metric"] = "A_{" + gaps["group_a"].astype(str) + ">" + gaps["group_b"].astype(str) + "} - A_{" \
             + gaps["group_b"].astype(str) + ">" + gaps["group_a"].astype(str) + "}"
+        gaps["kind"] = "gap"
         frames.append(gaps)
     return pd.concat(frames, ignore_index=True)
 
 
-# ----------------------------------------------------------------------------- report-contract artifacts
+# ----------------------------------------------------------------------------- the report's tables
 def _verdict(row) -> tuple:
     """(margin, p_tost, verdict) of a comparison row (NaN / None for rows of an audit without verdicts)."""
     return getattr(row, "margin", np.nan), getattr(row, "p_tost", np.nan), getattr(row, "verdict", None)
 
 
-def artifact_tables(audits: list[OutputAudit]) -> dict[str, pd.DataFrame]:
-    """The tables the fairness report reads from MLflow (partial_auc, roc_curves, xauc, xroc_curves,
-    pairwise_accuracy, pairwise_gaps; see fair_pipeline.reporting.sections), `model` = the scored output (partial_auc also
-    says what it was trained on: `training_window`, `held_out`). Not-estimable
-    figures are NaN; partial AUCs are normalized (I(a)/a) and their p-value tests the difference from the
-    `reference` (first) group (`diff` = group − reference, normalized, with its 95% CI and Holm p); xAUC rows carry
-    `delta` = xAUC(a, b) − xAUC(b, a) with its 95% CI, which their p-value tests. Every comparison also carries
-    the practical margin δ (`margin`), the TOST p-value (`p_tost`) and the verdict (`audit.stats.equivalence`);
-    the sign of a difference does not change them."""
-    pauc, roc, xauc, xroc, pairwise, gaps = [], [], [], [], [], []
-    for a in audits:
-        model = a.output.name
-        g = a.report.groups
-        ref = g["group"].iloc[0]
-        vs_ref = {}  # (group, cutoff) -> that group minus the reference: p, Holm p, normalized difference and CI
-        for row in a.report.pairs.itertuples():
-            if ref in (row.group_a, row.group_b) and row.estimable:
-                other, sign = (row.group_b, -1.0) if row.group_a == ref else (row.group_a, 1.0)
-                bounds = sorted((sign * row.ci_low / row.cutoff, sign * row.ci_high / row.cutoff))
-                vs_ref[(other, row.cutoff)] = (row.p_value, getattr(row, "p_holm", np.nan),
-                                               sign * row.diff_normalized, *bounds, *_verdict(row))
-        tests = pd.DataFrame([vs_ref.get((grp, c), (np.nan,) * 7 + (None,)) for grp, c in zip(g["group"], g["cutoff"])],
-                             columns=["p_value", "p_holm", "diff", "diff_ci_low", "diff_ci_high", "margin", "p_tost",
-                                      "verdict"], index=g.index)
-        pauc.append(pd.DataFrame({
-            "model": model, "group": g["group"], "estimate": g["auc_normalized"],
-            "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"],
-            "n_pos": g["n_pos"], "n_neg": g["n_neg"], "p_value": tests["p_value"],
-            "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"], "reference": ref,
-            "diff": tests["diff"], "diff_ci_low": tests["diff_ci_low"], "diff_ci_high": tests["diff_ci_high"],
-            "p_holm": tests["p_holm"], "margin": tests["margin"], "p_tost": tests["p_tost"], "verdict": tests["verdict"],
-            "training_window": a.output.training_window, "held_out": a.held_out,
-            "variance_estimand": g["variance_estimand"]}))
-        if not a.roc_curves.empty:
-            roc.append(a.roc_curves[["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
-        x = a.report.xauc
-        if x is not None:
-            delta = {}  # (a, b) -> p, ΔxAUC = xAUC(a, b) - xAUC(b, a) and its CI, for both orders of the pair
-            for row in x.deltas.itertuples():
-                more = (getattr(row, "p_holm", np.nan), *_verdict(row))
-                delta[(row.group_a, row.group_b)] = (row.p_value, row.delta, row.ci_low, row.ci_high, *more)
-                delta[(row.group_b, row.group_a)] = (row.p_value, -row.delta, -row.ci_high, -row.ci_low, *more)
-            tests = [delta.get((ga, gb), (np.nan,) * 7 + (None,)) for ga, gb in zip(x.pairs["group_a"], x.pairs["group_b"])]
-            xauc.append(pd.DataFrame({
-                "model": model, "direction": x.pairs["group_a"].astype(str) + ">" + x.pairs["group_b"].astype(str),
-                "estimate": x.pairs["xauc"], "ci_low": x.pairs["ci_low"], "ci_high": x.pairs["ci_high"],
-                "n_pos": x.pairs["n_pos_a"], "n_neg": x.pairs["n_neg_b"], "p_value": [t[0] for t in tests],
-                "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests],
-                "p_holm": [t[4] for t in tests], "margin": [t[5] for t in tests], "p_tost": [t[6] for t in tests],
-                "verdict": [t[7] for t in tests], "variance_estimand": x.pairs["variance_estimand"]}))
-            c = x.curves[x.curves["kind"] == "xroc"]
-            xroc.append(pd.DataFrame({"model": model, "direction": c["group_a"].astype(str) + ">" + c["group_b"].astype(str),
-                                      "fpr": c["fpr"], "tpr": c["tpr"]}))
-        if a.pairwise is not None:
-            m = a.pairwise.matrix
-            pairwise.append(pd.DataFrame({"model": model, "group_a": m["group_better"], "group_b": m["group_worse"],
-                                          "estimate": m["accuracy"], "ci_low": m["ci_low"], "ci_high": m["ci_high"],
-                                          "n_pairs": m["n_pairs"], "n_queries": m["n_queries"]}))
-            g = a.pairwise.gaps
-            if g is not None and len(g):
-                gaps.append(pd.DataFrame({
-                    "model": model, "group_a": g["group_a"], "group_b": g["group_b"], "estimate": g["gap"],
-                    "ci_low": g["ci_low"], "ci_high": g["ci_high"], "p_value": g["p_value"],
-                    "p_holm": g["p_holm"] if "p_holm" in g else np.nan, "margin": g["margin"], "p_tost": g["p_tost"],
-                    "verdict": g["verdict"].where(g["estimable"], "not estimable"), "n_pairs_ab": g["n_pairs_ab"],
-                    "n_pairs_ba": g["n_pairs_ba"], "n_queries": g["n_queries"]}))
+def _of(stored: Mapping[str, pd.DataFrame], name: str, model: str, **where) -> pd.DataFrame:
+    frame = stored.get(name, pd.DataFrame())
+    if frame.empty:
+        return frame
+    keep = frame["scored_output"] == model
+    for column, value in where.items():
+        keep &= frame[column] == value
+    return frame[keep]
 
-    def cat(frames):
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
-    return {"partial_auc": cat(pauc), "roc_curves": cat(roc), "xauc": cat(xauc), "xroc_curves": cat(xroc),
-            "pairwise_accuracy": cat(pairwise), "pairwise_gaps": cat(gaps)}
+def _outputs_in_order(stored: Mapping[str, pd.DataFrame]) -> list[str]:
+    outputs = stored.get("fairness_audit_outputs", pd.DataFrame())
+    audited = outputs[outputs["status"] == "audited"]["scored_output"].tolist() if len(outputs) else []
+    groups = stored.get("fairness_audit_groups", pd.DataFrame())
+    return list(dict.fromkeys([*audited, *(groups["scored_output"].tolist() if len(groups) else [])]))
+
+
+def _partial_auc(model: str, g: pd.DataFrame, pairs: pd.DataFrame, output: pd.Series | None) -> pd.DataFrame:
+    ref = g["group"].iloc[0]
+    vs_ref = {}  # (group, cutoff) -> that group minus the reference: p, Holm p, normalized difference and CI
+    for row in pairs.itertuples():
+        if ref in (row.group_a, row.group_b) and row.estimable:
+            other, sign = (row.group_b, -1.0) if row.group_a == ref else (row.group_a, 1.0)
+            bounds = sorted((sign * row.ci_low / row.cutoff, sign * row.ci_high / row.cutoff))
+            vs_ref[(other, row.cutoff)] = (row.p_value, getattr(row, "p_holm", np.nan),
+                                           sign * row.diff_normalized, *bounds, *_verdict(row))
+    tests = pd.DataFrame([vs_ref.get((grp, c), (np.nan,) * 7 + (None,)) for grp, c in zip(g["group"], g["cutoff"])],
+                         columns=["p_value", "p_holm", "diff", "diff_ci_low", "diff_ci_high", "margin", "p_tost",
+                                  "verdict"], index=g.index)
+    return pd.DataFrame({
+        "model": model, "group": g["group"], "estimate": g["auc_normalized"],
+        "ci_low": g["ci_low"] / g["cutoff"], "ci_high": g["ci_high"] / g["cutoff"],
+        "n_pos": g["n_pos"], "n_neg": g["n_neg"], "p_value": tests["p_value"],
+        "fpr_low": 0.0, "fpr_high": g["cutoff"], "estimable": g["estimable"], "reference": ref,
+        "diff": tests["diff"], "diff_ci_low": tests["diff_ci_low"], "diff_ci_high": tests["diff_ci_high"],
+        "p_holm": tests["p_holm"], "margin": tests["margin"], "p_tost": tests["p_tost"], "verdict": tests["verdict"],
+        "training_window": None if output is None else output.get("training_window"),
+        "held_out": None if output is None else output.get("held_out"),
+        "variance_estimand": g["variance_estimand"]})
+
+
+def _xauc(model: str, pairs: pd.DataFrame, deltas: pd.DataFrame) -> pd.DataFrame:
+    delta = {}  # (a, b) -> p, ΔxAUC = xAUC(a, b) - xAUC(b, a) and its CI, for both orders of the pair
+    for row in deltas.itertuples():
+        more = (getattr(row, "p_holm", np.nan), *_verdict(row))
+        delta[(row.group_a, row.group_b)] = (row.p_value, row.delta, row.ci_low, row.ci_high, *more)
+        delta[(row.group_b, row.group_a)] = (row.p_value, -row.delta, -row.ci_high, -row.ci_low, *more)
+    tests = [delta.get((ga, gb), (np.nan,) * 7 + (None,)) for ga, gb in zip(pairs["group_a"], pairs["group_b"])]
+    return pd.DataFrame({
+        "model": model, "direction": pairs["group_a"].astype(str) + ">" + pairs["group_b"].astype(str),
+        "estimate": pairs["xauc"], "ci_low": pairs["ci_low"], "ci_high": pairs["ci_high"],
+        "n_pos": pairs["n_pos_a"], "n_neg": pairs["n_neg_b"], "p_value": [t[0] for t in tests],
+        "delta": [t[1] for t in tests], "delta_ci_low": [t[2] for t in tests], "delta_ci_high": [t[3] for t in tests],
+        "p_holm": [t[4] for t in tests], "margin": [t[5] for t in tests], "p_tost": [t[6] for t in tests],
+        "verdict": [t[7] for t in tests], "variance_estimand": pairs["variance_estimand"]})
+
+
+def _pairwise(model: str, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    m = rows[rows["kind"] == "matrix"].sort_values(["group_a", "group_b"])
+    matrix = pd.DataFrame({"model": model, "group_a": m["group_a"], "group_b": m["group_b"], "estimate": m["accuracy"],
+                           "ci_low": m["ci_low"], "ci_high": m["ci_high"], "n_pairs": m["n_pairs"],
+                           "n_queries": m["n_queries"]})
+    g = rows[rows["kind"] == "gap"].sort_values(["group_a", "group_b"])
+    gaps = pd.DataFrame({
+        "model": model, "group_a": g["group_a"], "group_b": g["group_b"], "estimate": g["accuracy"],
+        "ci_low": g["ci_low"], "ci_high": g["ci_high"], "p_value": g["p_value"], "p_holm": g["p_holm"],
+        "margin": g["margin"], "p_tost": g["p_tost"],
+        "verdict": g["verdict"].where(g["estimable"].astype(bool), "not estimable"), "n_pairs": g["n_pairs"],
+        "n_queries": g["n_queries"]})
+    return matrix, gaps
+
+
+def report_tables(stored: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The fairness report's audit tables (partial_auc, roc_curves, xauc, xroc_curves, pairwise_accuracy,
+    pairwise_gaps; see fair_pipeline.reporting.sections) from one partition's audit tables ({table name: rows},
+    as `warehouse_tables` makes and `audit.store.load_audit` reads them). `model` = the scored output (partial_auc
+    also says what it was trained on: `training_window`, `held_out`). Not-estimable figures are NaN; partial AUCs
+    are normalized (I(a)/a) and their p-value tests the difference from the `reference` (first) group (`diff` =
+    group − reference, normalized, with its 95% CI and Holm p); xAUC rows carry `delta` = xAUC(a, b) − xAUC(b, a)
+    with its 95% CI, which their p-value tests. Every comparison also carries the practical margin δ (`margin`),
+    the TOST p-value (`p_tost`) and the verdict (`audit.stats.equivalence`); the sign of a difference does not
+    change them."""
+    stored = {name: conform(name, frame) for name, frame in stored.items() if name in SCHEMAS}  # every column
+    out: dict[str, list[pd.DataFrame]] = {k: [] for k in ("partial_auc", "roc_curves", "xauc", "xroc_curves",
+                                                           "pairwise_accuracy", "pairwise_gaps")}
+    outputs = stored.get("fairness_audit_outputs", pd.DataFrame())
+    for model in _outputs_in_order(stored):
+        g = _of(stored, "fairness_audit_groups", model, is_overall=False).sort_values(["group", "cutoff"])
+        if g.empty:
+            continue
+        g = g.reset_index(drop=True)
+        described = outputs[outputs["scored_output"] == model] if len(outputs) else outputs
+        output = described.iloc[0] if len(described) else None
+        out["partial_auc"].append(_partial_auc(model, g, _of(stored, "fairness_audit_pairs", model), output))
+        roc = _of(stored, "fairness_audit_curves", model, kind="roc").sort_values(["group_a", "fpr", "tpr"])
+        if len(roc):
+            out["roc_curves"].append(roc.rename(columns={"group_a": "group"})[
+                ["group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"]].assign(model=model))
+        pairs = _of(stored, "fairness_audit_xauc", model).sort_values(["group_a", "group_b"])
+        if len(pairs):
+            out["xauc"].append(_xauc(model, pairs, _of(stored, "fairness_audit_xauc_deltas", model, kind="xauc")))
+            c = _of(stored, "fairness_audit_curves", model, kind="xroc").sort_values(["group_a", "group_b", "fpr", "tpr"])
+            out["xroc_curves"].append(pd.DataFrame({
+                "model": model, "direction": c["group_a"].astype(str) + ">" + c["group_b"].astype(str),
+                "fpr": c["fpr"], "tpr": c["tpr"]}))
+        pairwise = _of(stored, "fairness_audit_pairwise", model)
+        if len(pairwise):
+            matrix, gaps = _pairwise(model, pairwise)
+            out["pairwise_accuracy"].append(matrix)
+            if len(gaps):
+                out["pairwise_gaps"].append(gaps)
+    return {k: pd.concat(v, ignore_index=True) if v else pd.DataFrame() for k, v in out.items()}
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -260,11 +306,9 @@ def audit_figure(a: OutputAudit, title: str) -> bytes:
     return render([roc, xroc], 2, panel_size=(330.0, 260.0), title=title)
 
 
-def audit_artifacts(audits: list[OutputAudit], title: str = "") -> tuple[dict[str, pd.DataFrame], dict[str, object]]:
-    """What one MLflow run per audit logs: the report-contract tables ({name: DataFrame}, see
-    `artifact_tables`) and one figure per scored output ({`curves_<output>`: SVG bytes}, ROC with band + xROC)."""
-    figures = {f"curves_{a.output.name}": audit_figure(a, f"{a.output.name}{', ' + title if title else ''}") for a in audits}
-    return artifact_tables(audits), figures
+def audit_figures(audits: list[OutputAudit], title: str = "") -> dict[str, bytes]:
+    """One figure per scored output ({`curves_<output>`: SVG bytes}: ROC with its band, xROC)."""
+    return {f"curves_{a.output.name}": audit_figure(a, f"{a.output.name}{', ' + title if title else ''}") for a in audits}
 
 
 def _cell(label) -> str:

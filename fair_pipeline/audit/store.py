@@ -11,8 +11,8 @@ transaction across all tables.
   marts.fairness_audit_xauc      per output x ordered pair: xAUC(a, b) = P(R_1^a > R_0^b), SE, CI, counts
   marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps,
                                  each with effect, CI, margin δ, p_tost, verdict
-  marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (matrix, marginals, overall, parity)
-                                 and cross-group gaps A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
+  marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (`kind` matrix, marginal, overall,
+                                 parity) and cross-group gaps (`kind` gap) A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
   marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
   marts.fairness_audit_exposure_groups  per ranking x group: exposure, merit, exposure/merit with CI (log scale SE),
                                  impressions, clicks, items, requests, estimable + note (audit.stats.exposure)
@@ -26,6 +26,7 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.platform.partition_store import load_partition, resolve_partition, stored_partitions
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, transaction
 
 KEY = [("partition_date", "DATE"), ("label_source", "VARCHAR"), ("window_start", "DATE"), ("window_end", "DATE")]
@@ -41,7 +42,7 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("status", V), ("reason", V), ("description", V), ("basis", V), ("simulation_labels", B),
         ("held_out", B), ("trained_from", "DATE"), ("trained_through", "DATE"), ("rows", I), ("labelled_rows", I), ("unlabelled_rows", I),
         ("n_pos", I), ("n_neg", I), ("groups", I), ("pairwise_queries", I), ("queries_in_window", I),
-        ("audited_at", "TIMESTAMP"), ("dagster_run_id", V)],
+        ("audited_at", "TIMESTAMP"), ("dagster_run_id", V), ("training_window", V)],
     "fairness_audit_groups": KEY + OUT + [
         ("group", V), ("is_overall", B), ("cutoff", D), ("n_pos", I), ("n_neg", I), ("auc", D), ("variance", D),
         ("se", D), ("ci_low", D), ("ci_high", D), ("auc_normalized", D), ("se_normalized", D), ("mcclish", D),
@@ -59,7 +60,7 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("ci_low", D), ("ci_high", D), ("z", D), ("p_value", D), ("p_holm", D), ("estimable", B),
         ("variance_estimand", V), ("clusters", I)] + EQUIVALENCE,
     "fairness_audit_pairwise": KEY + OUT + [
-        ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
+        ("kind", V), ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
         ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B), ("p_value", D), ("p_holm", D)]
         + EQUIVALENCE,
     "fairness_audit_exposure_groups": KEY + OUT + [
@@ -128,3 +129,12 @@ def write_audit(con, label_source: str, window_start: dt.date, window_end: dt.da
             finally:
                 con.unregister("_audit_rows")
     return written
+
+
+
+def load_audit(con, partition: dt.date | None = None, error: type[Exception] = LookupError) -> dict[str, pd.DataFrame]:
+    """{table name: rows} of partition `partition` (default: the newest audited) of every audit table (a table
+    without rows for it, e.g. xAUC of a one-group audit, is empty)."""
+    day = resolve_partition(con, TABLES[0], partition, error, "materialize the fairness_audit asset for that partition")
+    return {name: load_partition(con, f"marts.{name}", day) if day in stored_partitions(con, f"marts.{name}")
+            else pd.DataFrame() for name in SCHEMAS}

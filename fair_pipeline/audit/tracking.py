@@ -1,5 +1,5 @@
-"""One MLflow run per fairness audit (stage `audit`): the warehouse tables, the report-contract tables
-(`partial_auc`, `roc_curves`, `xauc`, `xroc_curves`, `pairwise_accuracy`) and one figure per scored output.
+"""One MLflow run per fairness audit (stage `audit`), for people browsing experiments: parameters, headline
+metrics and one figure per scored output. The results themselves are the warehouse tables (`audit.store`).
 
 `tracking` is the `MLflowTracking` resource (fair_pipeline.platform.tracking); only its documented run API is used.
 """
@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
 from fair_pipeline.audit.evaluation import OutputAudit
-from fair_pipeline.audit.report import audit_artifacts
+from fair_pipeline.audit.report import audit_figures
 from fair_pipeline.platform.tracking import TAG_EVALUATION_WINDOW, TAG_TRAINING_WINDOWS
 
 
@@ -32,11 +30,11 @@ def headline_metrics(audits: list[OutputAudit]) -> dict[str, float]:
     return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
 
-def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: dict[str, pd.DataFrame],
-              params: dict, window: tuple[str, str], title: str = "") -> tuple[str, str, dict[str, str]]:
+def log_audit(tracking, context, audits: list[OutputAudit], params: dict, window: tuple[str, str],
+              title: str = "") -> tuple[str, str, dict[str, str]]:
     """Log the audit as one run; returns the MLflow run id, its UI address and the address of each output's figure
     ({output name: URL}, for the Dagster metadata to link to)."""
-    tables, figures = audit_artifacts(audits, title)
+    figures = audit_figures(audits, title)
     span = f"{window[0]}..{window[1]}"
     tags = {"fair_pipeline.label_source": params.get("label_source", ""),
             "fair_pipeline.variance": params.get("variance", "conditional"), TAG_EVALUATION_WINDOW: span,
@@ -45,9 +43,6 @@ def log_audit(tracking, context, audits: list[OutputAudit], warehouse_tables: di
     with tracking.start_run(context, "audit", run_name=run_name, window=window, tags=tags) as run:
         run.log_params(params)
         run.log_metrics(headline_metrics(audits))
-        for name, frame in {**warehouse_tables, **tables}.items():
-            if len(frame):
-                run.log_table(frame, name)
         urls = {a.output.name: run.log_figure(figures[f"curves_{a.output.name}"], f"curves_{a.output.name}")
                 for a in audits}
         return run.run_id, run.url, urls

@@ -7,6 +7,9 @@
 
 Rows are keyed by the asset partition D that fitted them (`partition_date`; trained on days before D);
 re-fitting D replaces exactly D's rows. Readers ask for a partition (default: the newest stored).
+
+    marts.eo_evaluation           SIMULATION study of partition D: per (ranking method, group) exposure, merit, ...
+    marts.eo_evaluation_summary   per ranking method: exposure-over-merit ratio and its SE, KS distance, CTR
 """
 from __future__ import annotations
 
@@ -17,10 +20,11 @@ import pandas as pd
 
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.transform import WeightedCDFTransformer
-from fair_pipeline.platform.partition_store import load_partition, replace_partition
+from fair_pipeline.platform.partition_store import load_partition, record_skip, replace_partition, resolve_partition
 
 TRANSFORMS_TABLE = "marts.eo_transforms"
 VARIANTS = ("weighted", "unweighted")
+
 
 @dataclasses.dataclass(frozen=True)
 class StoredTransform:
@@ -96,16 +100,33 @@ def load_latest_transforms(con, partition: dt.date | str | None = None) -> dict[
 
 
 EVALUATION_TABLE = "marts.eo_evaluation"
+EVALUATION_SUMMARY_TABLE = "marts.eo_evaluation_summary"
+EVALUATION_TABLES = [EVALUATION_TABLE, EVALUATION_SUMMARY_TABLE]
 
 
 def write_evaluation(
-    con, per_group: pd.DataFrame, window_start: dt.date, window_end: dt.date, held_out_day: dt.date, run_id: str | None,
-    partition: dt.date | None = None,
+    con, per_group: pd.DataFrame, summary: pd.DataFrame, window_start: dt.date, window_end: dt.date,
+    held_out_day: dt.date, run_id: str | None, partition: dt.date | None = None,
 ) -> int:
-    """Replace partition `partition`'s rows (default: the held-out day) of marts.eo_evaluation with the per-method x
-    group table of a SIMULATION study."""
-    frame = per_group.assign(
-        simulation=True, window_start=window_start, window_end=window_end, held_out_day=held_out_day, dagster_run_id=run_id
-    )
-    replace_partition(con, {EVALUATION_TABLE: frame}, partition or held_out_day)
-    return len(frame)
+    """Replace partition `partition`'s rows (default: the held-out day) of marts.eo_evaluation (per method x group)
+    and marts.eo_evaluation_summary (per method) of a SIMULATION study, in one transaction; returns the per-group
+    rows written."""
+    key = dict(simulation=True, window_start=window_start, window_end=window_end, held_out_day=held_out_day,
+               dagster_run_id=run_id)
+    written = replace_partition(con, {EVALUATION_TABLE: per_group.assign(**key),
+                                      EVALUATION_SUMMARY_TABLE: summary.assign(**key)}, partition or held_out_day)
+    return written[EVALUATION_TABLE]
+
+
+def skip_evaluation(con, partition: dt.date, reason: str) -> None:
+    """Partition `partition` of the evaluation ran and evaluated nothing (e.g. real logs: no simulator), and why."""
+    record_skip(con, EVALUATION_TABLES, partition, reason)
+
+
+def load_evaluation(con, partition: dt.date | str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per method x group, per method) rows of partition `partition` (default: the newest stored); raises
+    EOInputError naming the partition, or why that partition evaluated nothing."""
+    hint = "materialize the eo_evaluation asset for that partition first"
+    day = resolve_partition(con, EVALUATION_TABLE, partition, error=EOInputError, hint=hint)
+    return (load_partition(con, EVALUATION_TABLE, day),
+            load_partition(con, EVALUATION_SUMMARY_TABLE, day, error=EOInputError, hint=hint))

@@ -13,12 +13,12 @@ from fair_pipeline.ingestion import contract, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
+from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
 from fair_pipeline.platform.engines.transfer import copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
-OWNERS = ["team:fairness"]
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
 
 
@@ -69,7 +69,7 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         key=key,
         partitions_def=daily_partitions,
         backfill_policy=single_run,
-        pool="duckdb",
+        pool=POOL,
         group_name="ingestion",
         kinds={"python", "duckdb", "parquet"},
         owners=OWNERS,
@@ -153,7 +153,7 @@ randomized_impressions = _build_impressions_asset("randomized")
 
 @dg.asset(
     key=["raw", "items"],
-    pool="duckdb",
+    pool=POOL,
     group_name="ingestion",
     kinds={"python", "duckdb", "parquet"},
     owners=OWNERS,

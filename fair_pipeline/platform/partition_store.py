@@ -5,6 +5,10 @@ re-materializing D replaces exactly those rows (all tables of one write in one t
 older days adds their own rows and never overwrites the newest day's results. Readers ask for a partition, or
 for the newest one stored (`partition=None`).
 
+A stage that ran for D and had nothing to store (e.g. not estimable) says so with `record_skip`: D's rows go and
+the reason is kept in `marts.skipped_partitions`, so a reader of D is told "ran, stored nothing: <reason>"
+instead of "never ran". A later write of D's rows supersedes the skip.
+
 A table written by a version that kept one result set per table (no `partition_date` column) holds results
 that can be recomputed, not data: it is dropped and rebuilt on the first partitioned write.
 """
@@ -18,6 +22,7 @@ import pandas as pd
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists, transaction
 
 PARTITION_COLUMN = "partition_date"
+SKIPS_TABLE = "marts.skipped_partitions"
 
 
 def qualified(table: str) -> str:
@@ -81,7 +86,46 @@ def replace_partition(con, frames: Mapping[str, pd.DataFrame], partition: dt.dat
             finally:
                 con.unregister(view)
             written[table] = len(frame)
+        _forget_skips(con, list(frames), day)
     return written
+
+
+def _forget_skips(con, tables: list[str], day: dt.date) -> None:
+    if table_exists(con, *SKIPS_TABLE.split(".")):
+        con.execute(f"DELETE FROM {qualified(SKIPS_TABLE)} WHERE {PARTITION_COLUMN} = $day AND table_name IN "
+                    "(SELECT unnest($tables))", {"day": day, "tables": tables})
+
+
+def record_skip(con, tables: list[str], partition: dt.date | str, reason: str) -> None:
+    """Partition `partition` of `tables` ran and had nothing to store: their rows of it are removed and `reason`
+    is kept (one transaction), so readers can tell "ran, stored nothing: <reason>" from "never ran"."""
+    day = as_date(partition)
+    with transaction(con):
+        con.execute("CREATE SCHEMA IF NOT EXISTS marts")
+        con.execute(f"CREATE TABLE IF NOT EXISTS {qualified(SKIPS_TABLE)} (table_name VARCHAR, "
+                    f"{PARTITION_COLUMN} DATE, reason VARCHAR, recorded_at TIMESTAMP)")
+        for table in tables:
+            schema, name = table.split(".")
+            if table_exists(con, schema, name) and PARTITION_COLUMN in table_columns(con, schema, name):
+                con.execute(f"DELETE FROM {qualified(table)} WHERE {PARTITION_COLUMN} = $day", {"day": day})
+        _forget_skips(con, tables, day)
+        con.execute(f"INSERT INTO {qualified(SKIPS_TABLE)} SELECT unnest($tables), $day, $reason, "
+                    "now()::TIMESTAMP", {"tables": tables, "day": day, "reason": reason})
+
+
+def skip_reason(con, table: str, partition: dt.date | str | None) -> str | None:
+    """Why partition `partition` of `table` stored nothing (`record_skip`), or None; with `partition` None, the
+    newest skip when it is newer than every stored partition."""
+    if not table_exists(con, *SKIPS_TABLE.split(".")):
+        return None
+    if partition is None:
+        stored = stored_partitions(con, table)
+        row = con.execute(f"SELECT {PARTITION_COLUMN}, reason FROM {qualified(SKIPS_TABLE)} WHERE table_name = $table "
+                          f"ORDER BY {PARTITION_COLUMN} DESC LIMIT 1", {"table": table}).fetchone()
+        return None if row is None or (stored and stored[-1] >= row[0]) else f"{row[1]} (partition {row[0]})"
+    row = con.execute(f"SELECT reason FROM {qualified(SKIPS_TABLE)} WHERE table_name = $table AND "
+                      f"{PARTITION_COLUMN} = $day", {"table": table, "day": as_date(partition)}).fetchone()
+    return None if row is None else row[0]
 
 
 def stored_partitions(con, table: str) -> list[dt.date]:
@@ -100,6 +144,10 @@ def resolve_partition(con, table: str, partition: dt.date | str | None, error: t
     raises `error` naming the table (and the partition) when there is none."""
     stored = stored_partitions(con, table)
     suffix = f"; {hint}" if hint else ""
+    skipped = skip_reason(con, table, partition)
+    if skipped is not None:
+        where = "" if partition is None else f" for partition {as_date(partition)}"
+        raise error(f"{table}: the asset ran{where} and stored nothing: {skipped}")
     if partition is None:
         if not stored:
             raise error(f"{table} holds no results yet{suffix}")
@@ -117,5 +165,5 @@ def load_partition(con, table: str, partition: dt.date | str | None = None, *, e
     return con.execute(f"SELECT * FROM {qualified(table)} WHERE {PARTITION_COLUMN} = $day", {"day": day}).df()
 
 
-__all__ = ["PARTITION_COLUMN", "as_date", "load_partition", "replace_partition", "resolve_partition",
-           "stored_partitions"]
+__all__ = ["PARTITION_COLUMN", "SKIPS_TABLE", "as_date", "load_partition", "record_skip", "replace_partition",
+           "resolve_partition", "skip_reason", "stored_partitions"]

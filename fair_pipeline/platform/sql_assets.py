@@ -6,12 +6,12 @@ import dagster as dg
 import duckdb
 
 from fair_pipeline.platform import sql_models
+from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine, build_model
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.sql_schemas import ModelSchema, load_schema
 
-OWNERS = ["team:fairness"]
 
 
 def build_partition(con: duckdb.DuckDBPyConnection, model: sql_models.SqlModel, sql: str, partition: str) -> int:
@@ -41,7 +41,7 @@ def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.Sql
         deps=[dg.AssetKey(list(dep)) for dep in deps],
         partitions_def=daily_partitions if partitioned else None,
         backfill_policy=single_run if partitioned else None,
-        pool="duckdb",
+        pool=POOL,
         group_name=model.group,
         kinds={"duckdb", "sql", "view" if model.is_view else "table"},
         owners=OWNERS,

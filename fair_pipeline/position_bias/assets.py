@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import (
     daily_partitions,
     days_through,
@@ -25,7 +26,7 @@ from fair_pipeline.position_bias import PositionBiasInputError, compare_estimate
 from fair_pipeline.position_bias.estimators import METHOD_POLICY, METHODS, position_ranges
 from fair_pipeline.position_bias.report import (
     curve_markdown,
-    curves_artifacts,
+    curves_plot,
     errors_vs_truth,
     load_truth_curve,
 )
@@ -37,7 +38,6 @@ from fair_pipeline.position_bias.window import (
     partition_window,
 )
 
-OWNERS = ["team:fairness"]
 POSITION_BIAS_KEY = dg.AssetKey(["marts", "position_bias_curves"])
 MART_KEYS = [dg.AssetKey(["marts", "position_score_bins"]), dg.AssetKey(["marts", "position_swap_cells"])]
 CHOSEN_CHECK = "chosen_curve_is_valid"
@@ -200,40 +200,26 @@ def _metadata(window: TrainingWindow, estimates: dict[str, MethodEstimate], chos
 
 def log_curves(mlflow: MLflowTracking, context, window: TrainingWindow, estimates: dict[str, MethodEstimate],
                config: PositionBiasConfig, truth) -> tuple[str, str, str]:
-    """One MLflow run (stage position_bias): every estimable curve as table `position_bias_curve` (the fairness
-    report's section), the per-method summary, the figure. Returns the figure's address, the run id and the run's."""
+    """One MLflow run (stage position_bias): parameters, the chosen curve's weights as metrics, the figure. Returns
+    the figure's address, the run id and the run's."""
     curves = {m: e.curve for m, e in estimates.items() if e.estimable}
-    table, figure = curves_artifacts(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
+    figure = curves_plot(curves, truth=truth, chosen=config.chosen_method, title=f"Position bias, {window.label}")
     with mlflow.start_run(context, "position_bias", window=(str(window.first), str(window.last))) as run:
         run.log_params({"window_start": window.first, "window_end": window.last, "partitions": len(window.dates),
                         "chosen_method": config.chosen_method, "truncate": config.truncate,
                         "bin_width": config.bin_width or "auto", "level": config.level})
         chosen = estimates[config.chosen_method].curve
         run.log_metrics({f"w_pos{int(r.position)}": r.weight for r in chosen.itertuples() if np.isfinite(r.weight)})
-        run.log_table(table, "position_bias_curve")
-        run.log_table(methods_frame(window, estimates, config.chosen_method), "position_bias_methods")
         return run.log_figure(figure, "position_bias_curves"), run.run_id, run.url
 
 
 # ----------------------------------------------------------------------------- the asset
-@dg.asset(
+@pipeline_asset(
     key=POSITION_BIAS_KEY,
     deps=[dg.AssetDep(key, partition_mapping=days_through()) for key in MART_KEYS],
     partitions_def=daily_partitions,
-    pool="duckdb",
     group_name="position_bias",
-    kinds={"duckdb", "python", "mlflow"},
-    owners=OWNERS,
     code_version="3",
-    description=(
-        "Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap, "
-        "adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the calendar days of the partition "
-        f"mapping (D-k+1..D, k = $FAIR_PIPELINE_WINDOW_DAYS) of the position-bias marts; days without data are named. Tables `{CURVES_TABLE}` (one row per method x position; `chosen` marks the "
-        f"curve later stages read via `load_chosen_position_bias`) and `{METHODS_TABLE}` (per method: estimable or "
-        "why not, sample counts). Methods whose traffic is missing are reported as not estimable; the asset fails "
-        "only when the chosen method cannot be estimated. Logged to MLflow (experiment fair_pipeline/position_bias, "
-        "table `position_bias_curve` for the fairness report)."
-    ),
     check_specs=[
         dg.AssetCheckSpec(
             CHOSEN_CHECK,
@@ -255,6 +241,13 @@ def position_bias(
     landing: LandingZone,
     mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
+    """Position-bias curves w_j = P(Y(j)=1 | Y(1)=1) from every estimator (randomized, adjacent_swap,
+    adjacent_pairwise, direct_is, naive) with 95% delta-method CIs, over the calendar days of the partition mapping
+    (D-k+1..D, k = $FAIR_PIPELINE_WINDOW_DAYS) of the position-bias marts; days without data are named. Tables
+    `marts.position_bias_curves` (one row per method x position; `chosen` marks the curve later stages read via `load_chosen_position_bias`) and
+    `marts.position_bias_methods` (per method: estimable or why not, sample counts). Methods whose traffic is
+    missing are reported as not estimable; the asset fails only when the chosen method cannot be estimated.
+    Logged to MLflow (experiment fair_pipeline/position_bias: the figure and the chosen weights)."""
     _validate(config)
     day = partition_day(context)
     with warehouse.connect() as con:
@@ -275,9 +268,8 @@ def position_bias(
                 f"{chosen.reason}",
                 metadata={"not_estimable_methods": dg.MetadataValue.json({m: e.reason for m, e in estimates.items() if not e.estimable})},
             )
-        for method, estimate in estimates.items():
-            if not estimate.estimable:
-                context.log.warning(f"{method}: not estimable: {estimate.reason}")
+        for method, estimate in ((m, e) for m, e in estimates.items() if not e.estimable):
+            context.log.warning(f"{method}: not estimable: {estimate.reason}")
         rows = write_estimates(con, window, estimates, config.chosen_method, partition=day)
     truth = load_truth_curve(landing.resolved_path, day)  # reporting only
     context.log.info(f"wrote {rows} curve rows to {CURVES_TABLE}")

@@ -100,31 +100,31 @@ def errors_vs_truth(curves: dict[str, pd.DataFrame], truth: np.ndarray) -> pd.Da
     return pd.DataFrame(rows, columns=["method", "max_abs_error", "at_position", "positions_compared", "ci_covers_truth"])
 
 
-def curves_artifacts(
+REPORT_COLUMNS = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks",
+                  "truncated"]
+
+
+def curve_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Stored curves (`marts.position_bias_curves` rows: method, chosen, position, weight, ..., impressions) in the
+    fairness report's `position_bias_curve` shape (position, estimate, ci_low, ci_high, method, n_impressions, se,
+    clicks, chosen, truncated: positions beyond T, where a chained estimator assumes w_j = w_T)."""
+    renamed = curves.rename(columns={"weight": "estimate", "impressions": "n_impressions"})
+    return renamed.reindex(columns=REPORT_COLUMNS).sort_values(["method", "position"], kind="stable").reset_index(drop=True)
+
+
+def curves_plot(
     curves: dict[str, pd.DataFrame],
     truth: np.ndarray | None = None,
     chosen: str | None = None,
     title: str = "",
     plot_methods: tuple[str, ...] | None = None,
-):
-    """What a tracking backend logs for a position-bias run: (table, figure).
-
-    The table follows the report's `position_bias_curve` contract (position, estimate, ci_low, ci_high,
-    method, n_impressions) plus se, clicks, a `chosen` flag and `truncated` (positions beyond T, where a chained
-    estimator assumes w_j = w_T), for every curve. The figure draws
-    `plot_methods` (default: the chosen one, randomized and naive, the reference and the cautionary tale) with
-    CI bands, the true curve when given, and a y-axis showing the bands up to twice the largest weight, so
-    that one very wide interval does not flatten the rest."""
-    frames = [
-        curve.assign(method=method, chosen=method == chosen)
-        .rename(columns={"weight": "estimate", "impressions": "n_impressions"})
-        for method, curve in curves.items()
-    ]
-    columns = ["method", "chosen", "position", "estimate", "ci_low", "ci_high", "se", "n_impressions", "clicks", "truncated"]
-    table = pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+) -> bytes:
+    """The figure of a position-bias run: `plot_methods` (default: the chosen one, randomized and naive, the
+    reference and the cautionary tale) with CI bands, the true curve when given, and a y-axis showing the bands up
+    to twice the largest weight, so that one very wide interval does not flatten the rest."""
     wanted = plot_methods if plot_methods is not None else tuple(dict.fromkeys(m for m in (chosen, "randomized", "naive") if m))
     shown = {m: curves[m] for m in wanted if m in curves}
     finite = lambda column: [v for c in shown.values() for v in c[column].to_numpy(dtype=float) if math.isfinite(v)]  # noqa: E731
     top_weight = max([1.0, *finite("weight")])
     y_top = 1.05 * min(max([top_weight, *finite("ci_high")]), 2 * top_weight)
-    return table, curve_figure(shown, truth=truth, title=title, y_top=y_top)
+    return curve_figure(shown, truth=truth, title=title, y_top=y_top)

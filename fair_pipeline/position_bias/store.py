@@ -89,6 +89,13 @@ def write_estimates(con, window: TrainingWindow, estimates: dict[str, MethodEsti
 _HINT = "materialize the position_bias asset for that partition first"
 
 
+def load_curves(con, partition=None) -> pd.DataFrame:
+    """Every curve (all methods) of one partition (default: the newest), ordered by method and position (the
+    fairness report's position-bias section)."""
+    frame = load_partition(con, CURVES_TABLE, partition, error=PositionBiasInputError, hint=_HINT)
+    return frame.sort_values(["method", "position"]).reset_index(drop=True)
+
+
 def load_chosen_position_bias(con, partition=None) -> pd.DataFrame:
     """The chosen curve of partition `partition` (default: the newest stored): `position, weight, ci_low, ci_high, se` (position 1..K, weight finite and > 0).
 

@@ -1,9 +1,10 @@
 """Reporting: the fairness report, built from every stage's output and rendered to offline HTML + Markdown.
 
-`model` declares sections, findings, tables and figures and reads stage outputs (warehouse tables, MLflow
-tables); `sections` and `audit_sections` build each section, `formatting` and `proportions` (pure: Wilson
-intervals, two-proportion tests) format estimates with their uncertainty, `figures` draws, `build` renders and
-writes `reports/fairness_report.{html,md}`, `assets` is the Dagster glue.
+`model` declares sections, findings, tables and figures and reads stage outputs from the warehouse only (the
+marts, and each stage's store tables as the report tables `stored` makes); `sections`, `audit_sections`, `pairwise`,
+`selection` and `trend` build the sections, `formatting` and `proportions` (pure: Wilson intervals, two-proportion
+tests) format estimates with their uncertainty, `figures` draws, `build` renders and writes
+`reports/fairness_report.{html,md}`, `assets` is the Dagster glue (and logs the finished report to MLflow).
 Inputs: every stage's stored results. Outputs: the report files and an MLflow run. Tests: tests/reporting/.
 """
 from fair_pipeline.reporting.build import (

@@ -7,14 +7,14 @@ import dagster as dg
 
 from fair_pipeline import charts
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
-from fair_pipeline.reporting import ReportInputs, build_report, summary_lines, write_report
+from fair_pipeline.reporting import Report, ReportFiles, ReportInputs, build_report, summary_lines, write_report
 from fair_pipeline.reporting.build import metrics_table
 from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
 
-OWNERS = ["team:fairness"]
 REPORT_KEY = dg.AssetKey(["reporting", "fairness_report"])
 # Figures linked from the Dagster metadata (loaded from the MLflow UI; the rest are in the HTML report and MLflow).
 KEY_FIGURES = ("position_bias", "ctr_by_position", "lambda_frontier")
@@ -30,48 +30,70 @@ def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
     return sorted(keys - upstream - {REPORT_KEY}, key=lambda k: k.to_user_string())
 
 
+def compute_report(warehouse: DuckDBWarehouse, day) -> tuple[Report, ReportFiles]:
+    """Build partition `day`'s report from the warehouse and write it under reports/<day>/."""
+    marts = None if warehouse.resolved_engine == "duckdb" else warehouse.engine_for(None)
+    inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, partition=day, marts=marts)
+    try:
+        report = build_report(inputs)
+    finally:
+        inputs.close()
+    return report, write_report(report, partition_report_dir(settings.reports_dir(), day))
+
+
+def log_report(mlflow: MLflowTracking, context, report: Report, files: ReportFiles):
+    """One MLflow run (stage reporting) with the report's files and key figures, for people; returns the run."""
+    with mlflow.start_run(context, "reporting", run_name="fairness_report") as run:
+        for path in (files.html, files.markdown, files.findings):
+            run.log_artifact(path, "report")
+        for path in files.figures:
+            run.log_artifact(path, "report/figures")
+        run.log_metrics(report.metrics())
+        run.set_tags({"sections_available": len(report.available), "sections_missing": len(report.missing)})
+    return run
+
+
+def report_metadata(report: Report, files: ReportFiles, latest, run) -> dict:
+    figures = {figure.name: figure for figure in report.figures()}
+    metadata = {
+        "report_html": dg.MetadataValue.path(str(files.html)),
+        "latest": f"reports/latest -> {latest}",
+        "summary_markdown": dg.MetadataValue.path(str(files.markdown)),
+        "mlflow_run_id": run.run_id,
+        "mlflow_run": dg.MetadataValue.url(run.url),
+        "sections_available": len(report.available),
+        "sections_missing": dg.MetadataValue.json([s.spec.title for s in report.missing]),
+        "summary": dg.MetadataValue.md("\n".join(summary_lines(report))),
+        "verdict_counts": dg.MetadataValue.json(report.verdict_counts()),
+        "key_figures": dg.MetadataValue.md(metrics_table(report)),
+    }
+    for name in KEY_FIGURES:
+        if name in figures:
+            metadata[f"figure_{name}"] = dg.MetadataValue.md(figure_link_markdown(
+                run.artifact_url(f"report/figures/{name}{charts.SUFFIX}"), figures[name].caption))
+    return metadata
+
+
 def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.AssetsDefinition:
     """The report runs after every other asset, so it is rebuilt from the latest materializations."""
 
-    @dg.asset(
-        key=REPORT_KEY,
-        deps=leaf_keys(upstream),
-        partitions_def=daily_partitions,
-        group_name="reporting",
-        kinds={"python", "mlflow", "html"},
-        owners=OWNERS,
-        code_version="2",
-        pool="duckdb",  # reads the warehouse; DuckDB cannot open it read-only while another process writes
-        description=(
-            "Fairness report of partition D, built from every stage's output for D: data volume and quarantine, CTR by "
-            "position, position bias, per-group CDF transforms, exposure/merit, ROC/partial AUC, xAUC, pairwise "
-            "accuracies, the λ frontier and model selection, with a plain-language summary that leads with the group "
-            "gaps larger than their practical margin δ and counts every comparison's verdict, and the audit's trend "
-            "over the newest partitions (each gap per day with its CI). Written to "
-            "$FAIR_PIPELINE_HOME/reports/<D>/ (self-contained HTML + Markdown; `reports/latest` points at the newest "
-            "partition's) and logged to MLflow "
-            "(experiment fair_pipeline/reporting). Stages that never ran are listed as missing."
-        ),
-    )
+    # reads the warehouse (pool duckdb: DuckDB cannot open it read-only while another process writes)
+    @pipeline_asset(key=REPORT_KEY, deps=leaf_keys(upstream), partitions_def=daily_partitions, group_name="reporting",
+                    kinds={"python", "mlflow", "html"}, code_version="2")
     def fairness_report(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
+        """Fairness report of partition D, built from every stage's stored results for D (the warehouse only): data
+        volume and quarantine, CTR by position, position bias, per-group CDF transforms, exposure/merit, ROC/partial
+        AUC, xAUC, pairwise accuracies, the λ frontier and model selection, with a plain-language summary that leads
+        with the group gaps larger than their practical margin δ and counts every comparison's verdict, and the
+        audit's trend over the newest partitions (each gap per day with its CI). Written to
+        $FAIR_PIPELINE_HOME/reports/<D>/ (self-contained HTML + Markdown; `reports/latest` points at the newest
+        partition's) and logged to MLflow (experiment fair_pipeline/reporting). Stages without results for D are
+        listed as missing, with the reason."""
         day = partition_day(context)
+        report, files = compute_report(warehouse, day)
+        latest = point_latest_at(settings.reports_dir(), day)
         try:
-            marts = None if warehouse.resolved_engine == "duckdb" else warehouse.engine_for(None)
-            inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, tracking=mlflow,
-                                  partition=day, marts=marts)
-            try:
-                report = build_report(inputs)
-            finally:
-                inputs.close()
-            files = write_report(report, partition_report_dir(settings.reports_dir(), day))
-            latest = point_latest_at(settings.reports_dir(), day)
-            with mlflow.start_run(context, "reporting", run_name="fairness_report") as run:
-                for path in (files.html, files.markdown, files.findings):
-                    run.log_artifact(path, "report")
-                for path in files.figures:
-                    run.log_artifact(path, "report/figures")
-                run.log_metrics(report.metrics())
-                run.set_tags({"sections_available": len(report.available), "sections_missing": len(report.missing)})
+            run = log_report(mlflow, context, report, files)
         except TrackingUnavailableError as error:
             # Building the report is idempotent, so a locked or unreachable store is worth another try.
             context.log.error(str(error))
@@ -79,23 +101,6 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         # One line, not one per finding: `fair-pipeline run --verbose` prints Dagster's log and then every finding,
         # which printed each finding twice; the findings are in the report, findings.json and the summary metadata.
         context.log.info(f"{len(report.findings())} findings in {len(report.available)} sections: {files.findings}")
-        figures = {figure.name: figure for figure in report.figures()}
-        metadata = {
-            "report_html": dg.MetadataValue.path(str(files.html)),
-            "latest": f"reports/latest -> {latest}",
-            "summary_markdown": dg.MetadataValue.path(str(files.markdown)),
-            "mlflow_run_id": run.run_id,
-            "mlflow_run": dg.MetadataValue.url(run.url),
-            "sections_available": len(report.available),
-            "sections_missing": dg.MetadataValue.json([s.spec.title for s in report.missing]),
-            "summary": dg.MetadataValue.md("\n".join(summary_lines(report))),
-            "verdict_counts": dg.MetadataValue.json(report.verdict_counts()),
-            "key_figures": dg.MetadataValue.md(metrics_table(report)),
-        }
-        for name in KEY_FIGURES:
-            if name in figures:
-                metadata[f"figure_{name}"] = dg.MetadataValue.md(figure_link_markdown(
-                    run.artifact_url(f"report/figures/{name}{charts.SUFFIX}"), figures[name].caption))
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata=report_metadata(report, files, latest, run))
 
     return fairness_report

@@ -1,7 +1,7 @@
-"""The fairness audit's report sections: ROC / partial AUC, xROC / xAUC, pairwise accuracies, and the
+"""The fairness audit's report sections: ROC / partial AUC, xROC / xAUC (pairwise accuracies: `pairwise`), and the
 production-vs-transform comparison the CDF-transform section shows.
 
-They read the audit's MLflow tables (contracts in `fair_pipeline.reporting.sections`). A model is one scored
+They read the report tables made from the audit's store tables (contracts in `fair_pipeline.reporting.sections`). A model is one scored
 output (production scores, an EO transform, a ranker candidate); partial AUCs are normalized, I(α)/α.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, NOT_ESTIMA
 from fair_pipeline.reporting import figures
 from fair_pipeline.reporting.formatting import (
     ci_text,
+    count_text,
     model_list,
     model_order,
     p_bound,
     p_phrase,
     p_text,
-    significance_findings,
     sort_by_model,
     verdict_status,
     with_ci,
@@ -76,7 +76,7 @@ def group_comparisons(pauc: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _margin_detail(row: pd.Series) -> str:
+def margin_detail(row: pd.Series) -> str:
     """', δ = 0.02, TOST p = 0.83'."""
     return f", δ = {row['margin']:g}, TOST {p_phrase(row['p_tost'])}" if pd.notna(row.get("margin")) else ""
 
@@ -96,11 +96,11 @@ def contrast_text(row: pd.Series, first: tuple[str, str], second: tuple[str, str
     """'<label> = est [CI] vs <label> = est [CI], <label> ±est [CI], <p> (<counts>)'; each pair is (label,
     column prefix) and the row holds `<prefix>`, `<prefix>_ci_low`, `<prefix>_ci_high` (see `_estimate`)."""
     (a, a_col), (b, b_col), (d, d_col) = first, second, difference
-    return (f"{a} = {_estimate(row, a_col)} vs {b} = {_estimate(row, b_col)}, {d} {_estimate(row, d_col, signed=True)}, "
+    return (f"{a} = {estimate_text(row, a_col)} vs {b} = {estimate_text(row, b_col)}, {d} {estimate_text(row, d_col, signed=True)}, "
             f"{p} ({counts})")
 
 
-def _estimate(row: pd.Series, column: str, signed: bool = False) -> str:
+def estimate_text(row: pd.Series, column: str, signed: bool = False) -> str:
     """The estimate in `column` with its CI: columns ci_low/ci_high for `estimate`, `<x>_ci_low`/`<x>_ci_high` for
     `<x>`, and `ci_low<s>`/`ci_high<s>` for `estimate<s>` (a suffixed copy from a merge, e.g. `estimate_ref`)."""
     if column.startswith("estimate"):
@@ -114,16 +114,16 @@ def comparison_text(row: pd.Series) -> str:
     if row["status"] == "not estimable":
         return f"{row['cutoff']}: group {row['group']} vs group {row['reference']} not estimable ({_counts(row)})"
     return f"{row['cutoff']}: " + contrast_text(row, (f"group {row['group']}", "estimate"), (f"group {row['reference']}", "estimate_ref"),
-                                                ("difference", "diff"), _p_detail(row) + _margin_detail(row),
+                                                ("difference", "diff"), _p_detail(row) + margin_detail(row),
                                                 _counts(row)) + f": {row['verdict']}"
 
 
-def _p_status(verdict: str) -> str:
+def p_status(verdict: str) -> str:
     """How p_bound summarises the p-values of one verdict: the largest p where the gaps are significant."""
     return "significant" if verdict in (LARGER, WITHIN) else "not significant"
 
 
-def _delta_text(rows: pd.DataFrame) -> str:
+def delta_text(rows: pd.DataFrame) -> str:
     margins = rows["margin"].dropna().unique()
     return f"{margins[0]:g}" if len(margins) == 1 else "δ"
 
@@ -140,7 +140,7 @@ def comparison_headline(rows: pd.DataFrame) -> Finding:
     if verdict == NOT_ESTIMABLE:
         return Finding(f"{who}: partial AUC of group {group} vs group {ref} not estimable at {cutoffs} ({_counts(quoted)})",
                        status, verdict=verdict)
-    delta = _delta_text(rows)
+    delta = delta_text(rows)
     if verdict == LARGER:
         direction = "above" if quoted["diff"] > 0 else "below"
         text = f"partial AUC of group {group} {direction} group {ref} by more than δ = {delta} at {cutoffs}"
@@ -154,7 +154,7 @@ def comparison_headline(rows: pd.DataFrame) -> Finding:
                 f"whether the gap exceeds {delta}")
     spread = rows[rows["cutoff"] == quoted["cutoff"]]["diff"]
     across = f"; over these models the {quoted['cutoff']} difference ranges {spread.min():+.3f} … {spread.max():+.3f}" if len(models) > 1 else ""
-    return Finding(f"{who}: {text} ({p_bound(rows['p_decisive'], _p_status(verdict))}). {models[0]}, "
+    return Finding(f"{who}: {text} ({p_bound(rows['p_decisive'], p_status(verdict))}). {models[0]}, "
                    f"{comparison_text(quoted)}{across}", status, verdict=verdict)
 
 
@@ -202,7 +202,7 @@ def estimand_note(frame: pd.DataFrame) -> str:
 
 
 def roc_audit(inputs: ReportInputs) -> SectionContent:
-    pauc = inputs.stage_table("partial_auc", "audit", PAUC_COLUMNS)
+    pauc = inputs.stored_table("partial_auc", PAUC_COLUMNS)
     blocks = [Text(
         "Per protected group, the ROC curve of each scored output with a pointwise 95% band, and the normalized "
         "truncated AUC I(α)/α = the area under the ROC over false-positive rates 0..α divided by α (Nandy et al., "
@@ -210,7 +210,7 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
         "the reference group at each cutoff separately (p-values are not corrected across cutoffs; Holm p where the "
         "audit corrects across groups). " + VERDICT_NOTE)]
     try:
-        curves = inputs.stage_table("roc_curves", "audit", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
+        curves = inputs.stored_table("roc_curves", ["model", "group", "fpr", "tpr", "tpr_ci_low", "tpr_ci_high"])
         blocks.append(Figure("roc", figures.panels(
             curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", "tpr_ci_low", "tpr_ci_high",
                                                                      "group", diagonal=True),
@@ -257,7 +257,7 @@ def xauc_text(row: pd.Series) -> str:
         return f"xAUC between groups {a} and {b} not estimable ({counts})"
     holm = "" if pd.isna(row["p_holm"]) else f", Holm {p_phrase(row['p_holm'])}"
     return contrast_text(row, (f"xAUC({a}>{b})", "estimate"), (f"xAUC({b}>{a})", "estimate_back"), ("ΔxAUC =", "delta"),
-                         p_phrase(row["p_value"]) + holm + _margin_detail(row), counts) + f": {row['verdict']}"
+                         p_phrase(row["p_value"]) + holm + margin_detail(row), counts) + f": {row['verdict']}"
 
 
 def gap_verdict_text(verdict: str, a, b, a_lower: bool, delta: str, *, larger, within: str, balanced: str,
@@ -279,7 +279,7 @@ def xauc_headline(rows: pd.DataFrame) -> Finding:
     a, b, status, verdict = first["a"], first["b"], first["status"], first["verdict"]
     if verdict == NOT_ESTIMABLE:
         return Finding(f"{who}: {xauc_text(first)}", status, verdict=verdict)
-    delta = _delta_text(rows)
+    delta = delta_text(rows)
     text = gap_verdict_text(
         verdict, a, b, first["delta"] < 0, delta,
         larger=lambda lower, higher: (f"cross-group ranking unbalanced against group {lower} by more than δ = {delta} "
@@ -288,7 +288,7 @@ def xauc_headline(rows: pd.DataFrame) -> Finding:
         within=f"ΔxAUC between groups {a} and {b} significant but within ±{delta} (not a practically relevant imbalance)",
         balanced="xAUC balanced", inconclusive=f"xAUC balance between groups {a} and {b}", symbol="ΔxAUC")
     across = f"; over these models ΔxAUC ranges {rows['delta'].min():+.3f} … {rows['delta'].max():+.3f}" if len(models) > 1 else ""
-    return Finding(f"{who}: {text}; {p_bound(rows['p_decisive'], _p_status(verdict))}. {models[0]}: {xauc_text(first)}{across}",
+    return Finding(f"{who}: {text}; {p_bound(rows['p_decisive'], p_status(verdict))}. {models[0]}: {xauc_text(first)}{across}",
                    status, verdict=verdict)
 
 
@@ -302,14 +302,14 @@ def xauc_findings(pairs: pd.DataFrame) -> list[Finding]:
 
 
 def xauc_audit(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("xauc", "audit", XAUC_COLUMNS)
+    frame = inputs.stored_table("xauc", XAUC_COLUMNS)
     blocks = [Text(
         "xAUC(a>b) = P(a relevant item of group a is scored above an irrelevant item of group b) (Kallus & Zhou). "
         "If xAUC(a>b) is far below xAUC(b>a), group a's relevant items are ranked under group b's irrelevant ones "
         "more often than the reverse; ΔxAUC = xAUC(a>b) − xAUC(b>a) is tested against 0. " + estimand_note(frame)
         + VERDICT_NOTE)]
     try:
-        curves = inputs.stage_table("xroc_curves", "audit", ["model", "direction", "fpr", "tpr"])
+        curves = inputs.stored_table("xroc_curves", ["model", "direction", "fpr", "tpr"])
         blocks.append(Figure("xroc", figures.panels(
             curves, "model", lambda panel, part: figures.draw_curves(panel, part, "fpr", "tpr", None, None, "direction", diagonal=True),
             "FPR (negatives of the second group)", "TPR (positives of the first group)", legend_title="direction"),
@@ -335,109 +335,8 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
                           source=inputs.sources.get("xauc", ""), verdicts=pairs["verdict"].tolist())
 
 
-def _count(value) -> str:
-    """A count as an integer with thousands separators ('25,000', never '25000.0'); 'n/a' if missing."""
-    return "n/a" if pd.isna(value) else f"{int(round(float(value))):,}"
-
-
 def _count_pair(first: pd.Series, second: pd.Series) -> pd.Series:
-    return first.map(_count) + " / " + second.map(_count)
-
-
-# ---------------------------------------------------------------- pairwise accuracy
-def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("pairwise_accuracy", "audit",
-                               ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"])
-    frame = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
-
-    def draw(panel, part: pd.DataFrame) -> None:
-        figures.draw_heatmap(panel, part.pivot(index="group_a", columns="group_b", values="estimate"))
-
-    cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + frame["n_pairs"].map(lambda n: f" (pairs = {_count(n)})"))
-    table = cells.pivot_table(index=["model", "group_a"], columns="group_b", values="cell", aggfunc="first", sort=False)
-    table.columns = [f"worse item in group {g}" for g in table.columns]
-    table = table.reset_index().rename(columns={"group_a": "better item in group"})
-    findings = []
-    if "p_value" in frame.columns:
-        findings = significance_findings(frame, lambda r: f"model {r['model']}: pairwise accuracy {r['group_a']}>{r['group_b']}",
-                                         "vs parity")
-    blocks = [Text("Within-query pairwise accuracy A(a>b) = the share of pairs (more relevant item of group a, less "
-                   "relevant item of group b) in the same query that the model orders correctly (Narasimhan et al.), "
-                   "with query-clustered 95% CIs. Off-diagonal cells far apart mean one group's better items lose to "
-                   "the other group's worse items more often; the cross-group gap A(a>b) − A(b>a) is judged against "
-                   "its margin δ."),
-              Figure("pairwise", figures.panels(frame, "model", draw, "worse item's group", "better item's group",
-                                                colorbar_label="pairwise accuracy A(a>b)"),
-                     "Pairwise accuracy matrices, one panel per model"),
-              Table(table, "Pairwise accuracy [95% CI] (pairs)")]
-    verdicts = []
-    try:
-        gaps = pairwise_gap_rows(inputs.stage_table("pairwise_gaps", "audit", ["model", "group_a", "group_b", "estimate",
-                                                                              "ci_low", "ci_high", "p_value"]))
-        blocks.append(Table(pairwise_gap_table(gaps), "Cross-group pairwise gaps A(a>b) − A(b>a) and their verdict against δ"))
-        findings += pairwise_gap_findings(gaps)
-        verdicts = gaps["verdict"].tolist()
-    except StageMissing:
-        pass  # an audit logged before the gaps existed: the matrices above still stand
-    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("pairwise_accuracy", ""),
-                          verdicts=verdicts)
-
-
-def pairwise_gap_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """The logged cross-group gaps with the decisive p, verdict (as logged, else from the CI) and status."""
-    rows = sort_by_model(frame.assign(group_a=frame["group_a"].astype(str), group_b=frame["group_b"].astype(str)))
-    rows["p_holm"] = rows["p_holm"] if "p_holm" in rows.columns else float("nan")
-    rows["p_decisive"] = rows["p_holm"].fillna(rows["p_value"]).where(rows["estimate"].notna())
-    rows = with_verdicts(rows, "pairwise_accuracy", "estimate", "ci_low", "ci_high", "p_decisive")
-    rows.loc[rows["estimate"].isna(), "verdict"] = NOT_ESTIMABLE
-    rows["verdict"] = rows["verdict"].map(verdict_kind)
-    rows["status"] = rows["verdict"].map(verdict_status)
-    return rows
-
-
-def pairwise_gap_table(rows: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({
-        "model": rows["model"], "groups (a, b)": rows["group_a"] + ", " + rows["group_b"],
-        "A(a>b) − A(b>a) [95% CI]": rows.apply(lambda r: ci_text(r["estimate"], r["ci_low"], r["ci_high"], signed=True), axis=1),
-        "p": rows["p_value"].map(p_text),
-        **({"Holm p": rows["p_holm"].map(p_text)} if rows["p_holm"].notna().any() else {}),
-        "δ": rows["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"), "TOST p": rows["p_tost"].map(p_text),
-        "verdict": rows["verdict"]})
-
-
-def _pairwise_gap_text(row: pd.Series) -> str:
-    a, b = row["group_a"], row["group_b"]
-    if row["verdict"] == NOT_ESTIMABLE:
-        return f"pairwise accuracy gap between groups {a} and {b} not estimable"
-    holm = "" if pd.isna(row["p_holm"]) else f", Holm {p_phrase(row['p_holm'])}"
-    queries = f" ({_count(row['n_queries'])} queries)" if "n_queries" in row and pd.notna(row["n_queries"]) else ""
-    return (f"A({a}>{b}) − A({b}>{a}) = {_estimate(row, 'estimate', signed=True)}, {p_phrase(row['p_value'])}{holm}"
-            f"{_margin_detail(row)}{queries}: {row['verdict']}")
-
-
-def pairwise_gap_findings(rows: pd.DataFrame) -> list[Finding]:
-    """Every gap as a detailed finding, and one headline per group pair, verdict (and direction for gaps beyond δ)."""
-    findings = [Finding(f"model {r['model']}: {_pairwise_gap_text(r)}", r["status"], headline=False, verdict=r["verdict"])
-                for _, r in rows.iterrows()]
-    sign = np.sign(rows["estimate"]).where(rows["verdict"] == LARGER, 0)
-    for _, part in rows.groupby(["group_a", "group_b", rows["verdict"], sign], sort=False):
-        first, models = part.iloc[0], list(dict.fromkeys(part["model"]))
-        who = f"model {models[0]}" if len(models) == 1 else f"{len(models)} models ({model_list(models)})"
-        a, b, verdict, delta = first["group_a"], first["group_b"], first["verdict"], _delta_text(part)
-        if verdict == NOT_ESTIMABLE:
-            findings.append(Finding(f"{who}: {_pairwise_gap_text(first)}", first["status"], verdict=verdict))
-            continue
-        text = gap_verdict_text(
-            verdict, a, b, first["estimate"] < 0, delta,
-            larger=lambda lower, higher: (f"pairwise ranking unbalanced against group {lower} by more than δ = {delta} "
-                                          f"(its better items lose to group {higher}'s worse items more often than "
-                                          "the reverse)"),
-            within=f"pairwise accuracy gap between groups {a} and {b} significant but within ±{delta}",
-            balanced="pairwise accuracy balanced", inconclusive=f"pairwise accuracy gap between groups {a} and {b}",
-            symbol="gap")
-        findings.append(Finding(f"{who}: {text}; {p_bound(part['p_decisive'], _p_status(verdict))}. {models[0]}: "
-                                f"{_pairwise_gap_text(first)}", first["status"], verdict=verdict))
-    return findings
+    return first.map(count_text) + " / " + second.map(count_text)
 
 
 # ---------------------------------------------------------------- what a per-group CDF transform changes
@@ -466,7 +365,7 @@ def transform_findings(pauc: pd.DataFrame, xauc: pd.DataFrame, baseline: str, tr
         # Exactly equal up to rounding for a strictly increasing map; ties where the map is flat can move it a little.
         within = (f"within-group AUCs unchanged (largest change {change:.2g})" if change < UNCHANGED else
                   f"within-group AUCs changed by up to {change:.3g} (ties where the transform is flat)")
-        moves = [f"xAUC({d}) {_estimate(x.loc[(baseline, d)], 'estimate')} → {_estimate(x.loc[(model, d)], 'estimate')}"
+        moves = [f"xAUC({d}) {estimate_text(x.loc[(baseline, d)], 'estimate')} → {estimate_text(x.loc[(model, d)], 'estimate')}"
                  for (m, d) in x.index if m == baseline and (model, d) in x.index]
         findings.append(Finding(f"{model} vs {baseline}: {within}; " + "; ".join(moves), "info"))
     return findings

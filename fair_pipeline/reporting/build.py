@@ -153,7 +153,7 @@ def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
     for column in out.columns:
         if not _COUNT_COLUMN.match(str(column)) or pd.api.types.is_integer_dtype(out[column]):
             continue
-        # A table read back from MLflow may hold numbers as objects (None for missing): compare them as floats.
+        # A table may hold numbers as objects (None for missing): compare them as floats.
         values = pd.to_numeric(out[column], errors="coerce")
         if values.isna().sum() > out[column].isna().sum():
             continue  # text in a count column (e.g. 'winner'): leave it as it is

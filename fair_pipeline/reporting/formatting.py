@@ -168,3 +168,8 @@ def sort_by_model(frame: pd.DataFrame, column: str = "model") -> pd.DataFrame:
         return frame
     rank = {m: i for i, m in enumerate(model_order(frame[column]))}
     return frame.iloc[np.argsort(frame[column].astype(str).map(rank).to_numpy(), kind="stable")]
+
+
+def count_text(value) -> str:
+    """A count as an integer with thousands separators ('25,000', never '25000.0'); 'n/a' if missing."""
+    return "n/a" if pd.isna(value) else f"{int(round(float(value))):,}"

@@ -1,22 +1,21 @@
 """What a report is made of: sections of text, tables, figures and plain-language findings.
 
 A section builder is `build(inputs: ReportInputs) -> SectionContent`. It reads its stage's output
-through `inputs` and raises `StageMissing` (directly, or via `inputs.sql` / `inputs.stage_table`)
-when that stage has never run, which the report shows as a missing section instead of failing.
+through `inputs` (the warehouse only) and raises `StageMissing` (directly, or via `inputs.sql` /
+`inputs.stored_table`) when that stage has no output for the report's partition, which the report shows as a
+missing section, with the reason, instead of failing.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pandas as pd
 
 from fair_pipeline.platform import warehouse
-
-if TYPE_CHECKING:
-    from fair_pipeline.platform.tracking import MLflowTracking
+from fair_pipeline.reporting import stored
 
 # significant / not significant: a test without a practical margin; the next four: a group gap judged against
 # its margin δ (`audit.stats.equivalence`: larger than δ, significant but within ±δ, equivalent by TOST,
@@ -24,10 +23,6 @@ if TYPE_CHECKING:
 FindingStatus = Literal["significant", "not significant", "gap larger than δ", "within ±δ", "equivalent",
                         "inconclusive", "not estimable", "info"]
 ALPHA = 0.05
-
-
-# Stages whose MLflow runs belong to no partition (their tables are read from the newest run of any).
-UNPARTITIONED_STAGES = ("benchmarks",)
 
 
 class StageMissing(Exception):
@@ -75,7 +70,7 @@ class SectionContent:
     blocks: list[Block] = dataclasses.field(default_factory=list)
     findings: list[Finding] = dataclasses.field(default_factory=list)
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
-    source: str = ""  # where the data came from (table name, MLflow run), shown under the title
+    source: str = ""  # where the data came from (warehouse tables and partition), shown under the title
     verdicts: list[str] = dataclasses.field(default_factory=list)  # one per group comparison, counted in the summary
 
 
@@ -100,13 +95,14 @@ class Section:
 
 @dataclasses.dataclass
 class ReportInputs:
-    """Read access for section builders: the warehouse (read-only), MLflow stage tables, simulator truth."""
+    """Read access for section builders: the warehouse (read-only: marts and every stage's store tables),
+    simulator truth."""
 
     home: Path
     warehouse_path: Path
-    tracking: MLflowTracking | None = None
     partition: Any = None  # the asset partition (a date) the report is for; None: each stage's newest output
     _con: Any = dataclasses.field(default=None, repr=False)
+    _read: dict = dataclasses.field(default_factory=dict, repr=False)  # source name -> its tables, or StageMissing
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     marts: Any = None  # the warehouse engine of the logs' marts (a `Warehouse`); None: the DuckDB file
 
@@ -123,40 +119,42 @@ class ReportInputs:
 
     def sql(self, query: str, tables: Sequence[tuple[str, str]], params: dict | None = None) -> pd.DataFrame:
         """Run a read-only query over the warehouse; StageMissing if any of `tables` (schema, name) is absent."""
+        con = self._connection()
+        for schema, name in tables:
+            if not warehouse.table_exists(con, schema, name):
+                raise StageMissing(f"table {schema}.{name} does not exist yet (its asset has never been materialized)")
+        return con.execute(query, params or {}).df()
+
+    def _connection(self):
         if not self.warehouse_path.exists():
             raise StageMissing(f"no warehouse at {self.warehouse_path}: ingestion has never run")
         if self._con is None:
             self._con = warehouse.connect(self.warehouse_path, read_only=True)
-        for schema, name in tables:
-            if not warehouse.table_exists(self._con, schema, name):
-                raise StageMissing(f"table {schema}.{name} does not exist yet (its asset has never been materialized)")
-        return self._con.execute(query, params or {}).df()
+        return self._con
 
-    def stage_table(self, name: str, stage: str, required: Sequence[str]) -> pd.DataFrame:
-        """The newest table `name` logged by a finished MLflow run (`TrackedRun.log_table`) of the report's
-        partition (unpartitioned stages' runs carry none: then the newest run of any)."""
-        if self.tracking is None:
-            raise StageMissing(f"no MLflow tracking configured, so table {name!r} of stage {stage} cannot be read")
-        found = None if self.partition is None else self.tracking.latest_table(name, partition=self.partition)
-        if found is None:
-            found = self.tracking.latest_table(name) if self.partition is None or stage in UNPARTITIONED_STAGES else None
-        if found is None:
-            where = "" if self.partition is None else f" for partition {self.partition}"
-            partition = None if stage in UNPARTITIONED_STAGES else self.partition
-            skipped = self.tracking.latest_skip(name, partition=partition)
-            if skipped is not None:  # the stage ran; its output was not estimable (a finding, not a missing stage)
-                from fair_pipeline.platform.tracking import TAG_SKIPPED
-
-                raise StageMissing(f"stage {stage!r} ran{where} (MLflow run {skipped.info.run_id}) but logged no table "
-                                   f"{name!r}: {skipped.data.tags.get(TAG_SKIPPED, 'no reason given')}")
-            raise StageMissing(f"stage {stage!r} has never logged table {name!r} to MLflow{where}")
-        frame, run = found
+    def stored_table(self, name: str, required: Sequence[str]) -> pd.DataFrame:
+        """Report table `name` (contracts: `fair_pipeline.reporting.sections`) made from its stage's store tables of
+        the report's partition (`reporting.stored`); StageMissing saying what is missing or why the stage stored
+        nothing, or which required columns the table lacks."""
+        key = stored.TABLES[name]
+        source = stored.SOURCES[key]
+        if key not in self._read:
+            try:
+                self._read[key] = source.read(self._connection(), self.partition)
+            except stored.MISSING as error:
+                self._read[key] = StageMissing(f"stage {source.stage!r}: {error}")
+        found = self._read[key]
+        if isinstance(found, StageMissing):
+            raise found
+        frame = found.get(name, pd.DataFrame())
+        where = "the newest partition" if self.partition is None else f"partition {self.partition}"
+        if frame.empty:
+            raise StageMissing(f"stage {source.stage!r} stored no rows for table {name!r} in {where}")
         absent = [column for column in required if column not in frame.columns]
         if absent:
-            raise StageMissing(
-                f"table {name!r} from MLflow run {run.info.run_id} lacks columns {absent} (has {list(frame.columns)})"
-            )
-        self.sources[name] = f"MLflow run {run.info.run_id} ({run.info.run_name})"
+            raise StageMissing(f"table {name!r} from {', '.join(source.tables)} lacks columns {absent} "
+                               f"(has {list(frame.columns)})")
+        self.sources[name] = f"warehouse {', '.join(source.tables)}, {where}"
         return frame
 
     def truth(self, name: str) -> pd.DataFrame | None:

@@ -1,7 +1,7 @@
 """The report's sections. Each reads one stage's output and turns it into tables, figures and findings.
 
-Sections for stages that write DuckDB marts query the warehouse; later stages log their tables to
-MLflow with `TrackedRun.log_table(frame, name)` and the section reads the newest finished run's copy.
+Every section reads the warehouse: the marts by SQL, and each stage's store tables of the report's partition
+as the report tables below (`ReportInputs.stored_table`; `reporting.stored` says which store tables make which).
 The table contracts (name: required columns; optional columns in brackets) are:
 
     position_bias_curve: position, estimate, ci_low, ci_high [method, n_impressions, chosen, truncated]
@@ -25,7 +25,8 @@ its verdict from diff / delta, their CI and p with the default δ.)
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
                          diff_ci_high, diff_p, paired_clusters, paired_rows: the paired difference vs the winner;
-                         tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version, reason;
+                         tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version (of
+                         registered_model), reason;
                          other columns without cost]
     elicited_metric:     oracle, parameter, elicited [truth, n_queries]   (optional companion of model_ranking)
 
@@ -39,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.outputs import PRODUCTION
-from fair_pipeline.reporting import audit_sections, figures, trend
+from fair_pipeline.reporting import audit_sections, figures, pairwise, selection, trend
 from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
     ci_text,
@@ -78,20 +79,6 @@ def group_note(labels: dict[str, str]) -> Text:
         return Text(GROUP_COLUMN_NOTE)
     named = "; ".join(f"`{value}` = {label}" for value, label in labels.items())
     return Text(f"Groups (column `group_id` of the items landing file): {named}.")
-
-
-def champion_text(name: str | None, version: str | int | None, candidate: str | None = None) -> str:
-    """'Champion model: fair-ranker version 3 (models:/fair-ranker@champion), candidate ...' or why there is none."""
-    if not name or version is None or str(version) in ("", "None", "nan"):
-        return "No champion model: model selection has not registered one yet."
-    chosen = f", the candidate {candidate}" if candidate else ""
-    return f"Champion model: **{name} version {version}** (`models:/{name}@champion`{chosen})."
-
-
-def champion_blocks(name: str | None, version: str | int | None, candidate: str | None = None) -> tuple[Text, Finding]:
-    """The champion as a paragraph for a section and as a headline fact for the summary."""
-    text = champion_text(name, version, candidate)
-    return Text(text), Finding(text.replace("**", "").replace("`", ""), "info")
 
 
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
@@ -191,7 +178,7 @@ def ctr_by_position(inputs: ReportInputs) -> SectionContent:
     )
 
 
-# ---------------------------------------------------------------- stages logging to MLflow (hooks)
+# ---------------------------------------------------------------- stages with store tables
 def truth_comparison(curve: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     """Per method, over the estimable positions it does not truncate: CI coverage of the simulated w_j and the
     largest error (beyond the truncation T a chained estimator assumes w_j = w_T: a model choice, not an error)."""
@@ -207,7 +194,7 @@ def truth_comparison(curve: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
 
 
 # Positions whose chosen weight is a key figure (Dagster metadata, the report's MLflow run), with the last one;
-# the full curve is in the position-bias stage's own run.
+# the full curve is in the section's table.
 KEY_POSITIONS = (1, 2, 5, 10, 20)
 
 
@@ -218,7 +205,7 @@ def chosen_method(curve: pd.DataFrame) -> str:
 
 
 def position_bias(inputs: ReportInputs) -> SectionContent:
-    curve = inputs.stage_table("position_bias_curve", "position_bias", ["position", "estimate", "ci_low", "ci_high"])
+    curve = inputs.stored_table("position_bias_curve", ["position", "estimate", "ci_low", "ci_high"])
     if "method" not in curve.columns:
         curve = curve.assign(method="estimate")
     chosen = chosen_method(curve)
@@ -293,7 +280,7 @@ TRANSFORM_NOTE = (
 
 
 def eo_transform(inputs: ReportInputs) -> SectionContent:
-    cdf = inputs.stage_table("eo_transform_cdf", "eo_transform", ["group", "score", "cdf"])
+    cdf = inputs.stored_table("eo_transform_cdf", ["group", "score", "cdf"])
     has_ci = {"cdf_ci_low", "cdf_ci_high"} <= set(cdf.columns)
     blocks = [
         Text("Per-group weighted CDFs of the production score among clicked items (weights 1/ŵ undo position bias): "
@@ -306,8 +293,8 @@ def eo_transform(inputs: ReportInputs) -> SectionContent:
     ]
     findings = []
     try:
-        pauc = inputs.stage_table("partial_auc", "audit", audit_sections.PAUC_COLUMNS)
-        xauc = inputs.stage_table("xauc", "audit", audit_sections.XAUC_COLUMNS)
+        pauc = inputs.stored_table("partial_auc", audit_sections.PAUC_COLUMNS)
+        xauc = inputs.stored_table("xauc", audit_sections.XAUC_COLUMNS)
         transformed = [m for m in pauc["model"].unique() if str(m).startswith("eo_")]
         if PRODUCTION in set(pauc["model"]) and transformed:
             blocks += [Text(TRANSFORM_NOTE),
@@ -355,7 +342,7 @@ def exposure_ratio_findings(summary: pd.DataFrame) -> list[Finding]:
 
 def exposure_merit(inputs: ReportInputs) -> SectionContent:
     required = ["ranking", "group", "exposure", "exposure_ci_low", "exposure_ci_high", "merit", "merit_ci_low", "merit_ci_high", "n"]
-    frame = inputs.stage_table("exposure_merit", "eo_transform", required)
+    frame = inputs.stored_table("exposure_merit", required)
     table = frame[["ranking", "group", "n"]].copy()
     table["exposure [95% CI]"] = with_ci(frame, "exposure", "exposure_ci_low", "exposure_ci_high")
     table["merit [95% CI]"] = with_ci(frame, "merit", "merit_ci_low", "merit_ci_high")
@@ -371,8 +358,7 @@ def exposure_merit(inputs: ReportInputs) -> SectionContent:
         )
     summary = None
     try:
-        summary = inputs.stage_table(
-            "eo_evaluation_summary", "eo_transform", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
+        summary = inputs.stored_table("eo_evaluation_summary", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
         findings += exposure_ratio_findings(summary)
     except StageMissing:
         pass  # the per-group table above still stands
@@ -408,146 +394,6 @@ def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure
     return Figure("exposure_merit", svg, "Exposure per group before and after the transform (95% CI)")
 
 
-def lambda_frontier(inputs: ReportInputs) -> SectionContent:
-    cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stage_table("lambda_frontier", "training", cols)
-    # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
-    frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
-    table = frame[["lambda"]].copy()
-    table["lambda"] = frame["lambda"].map(lambda v: "n/a" if pd.isna(v) else f"{v:g}")
-    table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
-    table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
-    if "unfairness_p_value" in frame.columns:
-        table["p (gap = 0)"] = frame["unfairness_p_value"].map(p_text)
-    cutoff = f"I({frame['cutoff'].iloc[0]:g})" if "cutoff" in frame.columns else "the partial AUC"
-    labels = f" on {frame['label_source'].iloc[0]} labels" if "label_source" in frame.columns else ""
-    first, last = frame.iloc[0], frame.iloc[-1]
-    findings = [Finding(
-        f"λ = {first['lambda']:g} → {last['lambda']:g}: utility {ci_text(first['utility'], first['utility_ci_low'], first['utility_ci_high'])} → "
-        f"{ci_text(last['utility'], last['utility_ci_low'], last['utility_ci_high'])}; unfairness "
-        f"{ci_text(first['unfairness'], first['unfairness_ci_low'], first['unfairness_ci_high'])} → "
-        f"{ci_text(last['unfairness'], last['unfairness_ci_low'], last['unfairness_ci_high'])}"
-        + ("; the CIs overlap" if last["unfairness_ci_high"] >= first["unfairness_ci_low"] and last["unfairness_ci_low"] <= first["unfairness_ci_high"]
-           else ""), "info")]
-    return SectionContent(
-        blocks=[
-            Text(f"Rankers retrained with the fairness penalty λ. Utility = held-out AUC; unfairness = |gap| between the "
-                 f"groups' normalized partial AUC {cutoff}{labels} (the largest over group pairs), each with its 95% CI."),
-            Figure("lambda_frontier", figures.frontier(frame, "unfairness", "utility", "unfairness_ci_low", "unfairness_ci_high",
-                                                       "utility_ci_low", "utility_ci_high", "lambda", "unfairness", "utility"),
-                   "Utility / unfairness trade-off over the penalty weight λ (95% CI)"),
-            Table(table, "λ trade-off frontier"),
-        ],
-        findings=findings,
-        source=inputs.sources.get("lambda_frontier", ""),
-    )
-
-
-SELECTION_NOTE = (
-    "Candidates are ranked by the elicited fair metric (Hiranandani et al., Definition 4): cost = (1 − λ)⟨a, 1 − r⟩ "
-    "+ λ/2 Σ_{u<v} (r^u − r^v)ᵀ B^{uv} (r^u − r^v) of each group's TPR and TNR at the candidate's operating "
-    "threshold on held-out rows; lower is better. The cost's interval is the candidate's own (marginal) delta-method "
-    "95% CI from the group-wise counts; to compare candidates, use the paired difference vs the winner: cost(candidate) "
-    "− cost(winner) on the same held-out rows with a 95% CI clustered by item (each item counts once however often it "
-    "was shown) and a two-sided p-value. A candidate with too few positives or negatives in a group is not estimable "
-    "and ranked last.")
-
-
-def _elicited_metric_blocks(inputs: ReportInputs) -> list:
-    """The metric the ranking used (logged next to it by model_selection): oracle label, parameters."""
-    try:
-        metric = inputs.stage_table("elicited_metric", "selection", ["oracle", "parameter", "elicited"])
-    except StageMissing as missing:
-        return [Text(f"The elicited metric is not available: {missing}")]
-    table = metric.drop(columns=["oracle"]).round(4)
-    if "truth" in table.columns and table["truth"].isna().all():
-        table = table.drop(columns=["truth"])
-    return [Text(f"**Metric: {metric['oracle'].iloc[0]}.**"), Table(table, "Elicited metric (λ, a, B)")]
-
-
-def model_selection(inputs: ReportInputs) -> SectionContent:
-    frame = inputs.stage_table("model_ranking", "selection", ["rank", "model"]).sort_values("rank", na_position="last")
-    blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
-    findings = []
-    if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
-        table = frame[["rank", "model"] + (["family"] if "family" in frame.columns else [])].copy()
-        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
-        if {"diff_vs_winner", "diff_ci_low", "diff_ci_high"} <= set(frame.columns):
-            table["Δ cost vs winner [95% CI, paired by item]"] = frame.apply(_paired_text, axis=1)
-            if "diff_p" in frame.columns:
-                table["p (Δ = 0)"] = frame["diff_p"].map(p_text)
-        extra = [c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
-                 ("error_part", "violation_part", "min_group_count", "champion_version", "reason")]
-        table = pd.concat([table, frame[extra].round(4)], axis=1)
-        blocks.append(Table(table, "Model-selection ranking"))
-        findings = _selection_findings(frame)
-        champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
-        if len(champion):
-            from fair_pipeline.platform.tracking import FAIR_RANKER
-
-            text, finding = champion_blocks(FAIR_RANKER, champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
-            blocks.insert(0, text)
-            findings.append(finding)
-    else:
-        blocks.append(Table(frame, "Model-selection ranking"))
-        if len(frame):
-            findings = [Finding(f"model selection ranks {frame.iloc[0]['model']} first", "info")]
-    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
-
-
-def _paired_text(row: pd.Series) -> str:
-    if pd.isna(row["diff_vs_winner"]):
-        return "not estimable"
-    if row["diff_vs_winner"] == 0 and pd.isna(row["diff_ci_low"]):
-        return "winner (reference)"
-    return ci_text(row["diff_vs_winner"], row["diff_ci_low"], row["diff_ci_high"], digits=4, signed=True)
-
-
-def _selection_findings(frame: pd.DataFrame) -> list[Finding]:
-    ranked = frame[frame["cost"].notna()]
-    if ranked.empty:
-        return [Finding("model selection: no candidate is estimable on the held-out rows", "not estimable")]
-    return _candidate_findings(ranked) + _family_findings(frame, ranked)
-
-
-def _family_findings(frame: pd.DataFrame, ranked: pd.DataFrame) -> list[Finding]:
-    """Which family of candidates won, and each other family's best member's paired difference to the winner."""
-    if "family" not in frame.columns:
-        return []
-    win = ranked.iloc[0]
-    others = []
-    for family, part in ranked[ranked["family"] != win["family"]].groupby("family", sort=True):
-        best = part.iloc[0]
-        others.append(f"{family} best {best['model']} costs " + (
-            f"{_paired_text(best)} more" if "diff_ci_low" in part.columns and pd.notna(best["diff_ci_low"])
-            else f"{best['cost']:.4f}"))
-    absent = sorted(set(frame["family"].dropna()) - set(ranked["family"]))
-    text = (f"model selection: the winning family is {win['family']} ({win['model']})"
-            + (f"; other families' best vs the winner (paired, clustered by item): {'; '.join(others)}" if others else "")
-            + (f"; no estimable candidate in {', '.join(absent)}" if absent else ""))
-    return [Finding(text, "info")]
-
-
-def _candidate_findings(ranked: pd.DataFrame) -> list[Finding]:
-    win = ranked.iloc[0]
-    text = f"model selection: {win['model']} has the lowest cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}]"
-    if len(ranked) < 2:
-        return [Finding(text, "info")]
-    runner = ranked.iloc[1]
-    if {"diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p"} <= set(ranked.columns) and pd.notna(runner["diff_ci_low"]):
-        items = (f": {runner['paired_clusters']:,.0f} items, {runner['paired_rows']:,.0f} rows;"
-                 if pd.notna(runner.get("paired_clusters", np.nan)) and pd.notna(runner.get("paired_rows", np.nan)) else "")
-        separated = runner["diff_ci_low"] > 0
-        versus = (f"; runner-up {runner['model']} costs {_paired_text(runner)} more (paired difference clustered by "
-                  f"item{items or ','} {p_phrase(runner['diff_p'])})")
-        return [Finding(text + versus + ("" if separated else ": within sampling noise"),
-                        "significant" if separated else "not significant")]
-    versus = f" vs runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"
-    separated = win["ci_high"] < runner["ci_low"]
-    return [Finding(text + versus + ("" if separated else " (intervals overlap)"),
-                    "significant" if separated else "not significant")]
-
-
 SECTIONS: list[SectionSpec] = [
     SectionSpec("data_volume", "Data volume and quarantine", "ingestion", data_volume),
     SectionSpec("ctr_by_position", "Click-through rate by position", "staging", ctr_by_position),
@@ -557,10 +403,10 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("logged_exposure", "Exposure parity of the logged ranking (from the logs)", "audit", logged_exposure),
     SectionSpec("roc", "ROC curves and partial AUC by group", "audit", audit_sections.roc_audit),
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
-    SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", audit_sections.pairwise_accuracy),
+    SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise.pairwise_accuracy),
     SectionSpec("audit_trend", "Audit trend over daily partitions", "audit", trend.audit_trend),
-    SectionSpec("lambda_frontier", "λ trade-off frontier", "training", lambda_frontier),
-    SectionSpec("model_selection", "Model selection", "selection", model_selection),
+    SectionSpec("lambda_frontier", "λ trade-off frontier", "training", selection.lambda_frontier),
+    SectionSpec("model_selection", "Model selection", "selection", selection.model_selection),
 ]
 
 

@@ -8,7 +8,6 @@ them by the metric and registers the winner as `fair-ranker` @champion.
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import json
-import time
 
 import dagster as dg
 import numpy as np
@@ -17,48 +16,46 @@ from pydantic import Field
 
 from fair_pipeline.audit import sql as aw
 from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY
-from fair_pipeline.eo import store as eo_store
 from fair_pipeline.eo.aggregate import EOInputError
 from fair_pipeline.eo.assets import EO_TRANSFORM_KEY
 from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS
 from fair_pipeline.eo.serving import log_fair_ranker
-from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.engines import DuckDBEngine
+from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
-from fair_pipeline.platform.sql_models import SQL_PARAMETERS
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, TrackingUnavailableError
 from fair_pipeline.platform.windows import is_newest_partition
 from fair_pipeline.position_bias.aggregates import PositionBiasInputError
-from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.selection import candidates as sc
 from fair_pipeline.selection import families as fam
-from fair_pipeline.selection import family_data
 from fair_pipeline.selection import metric_oracle as mo
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
-    group_pairs,
-    metric_from_dict,
     metric_to_dict,
-    rank_candidates,
+)
+from fair_pipeline.selection.evaluation import INTERVALS_NOTE, Selection, compute_model_selection
+from fair_pipeline.selection.report import (
+    RECORDED_LABEL,
+    SIMULATED_LABEL,
+    markdown,
+    metric_table,
+    oracle_label,
+    ranking_markdown,
 )
 from fair_pipeline.selection.store import (
     ELICITED_METRICS,
     MODEL_RANKING,
-    load_latest_metric,
+    metric_row,
     now_utc,
     replace_ranking,
     write_elicited_metric,
 )
 from fair_pipeline.training.assets import RANKER_CANDIDATES_KEY
 
-OWNERS = ["team:fairness"]
 GROUP = "selection"
 ELICITED_METRIC_KEY = dg.AssetKey(["marts", "elicited_metric"])
 ITEMS_KEY = dg.AssetKey(["staging", "stg_items"])
-SIMULATED_LABEL = "SIMULATED oracle: answers come from the ground-truth metric in the run config, not from a person"
-RECORDED_LABEL = "recorded oracle: a person's answers from `fair-pipeline elicit`, replayed"
 
 
 class ElicitedMetricConfig(dg.Config):
@@ -118,72 +115,8 @@ def relabelled(result: mo.ElicitationResult, labels: tuple[str, ...]) -> mo.Elic
     return mo.dataclasses.replace(result, group_labels=labels)
 
 
-def metric_row(result: mo.ElicitationResult, run_id: str) -> dict:
-    """The marts.elicited_metrics row of an elicitation."""
-    metric, errors = result.metric, result.errors()
-    truth = None
-    if result.truth is not None:
-        truth = json.dumps(metric_to_dict(result.truth))
-    return {
-        "elicited_at": now_utc(), "dagster_run_id": run_id, "oracle_kind": result.oracle_kind,
-        "simulated": result.simulated, "session_id": result.session_id, "group_labels": list(result.group_labels),
-        "n_groups": metric.n_groups, "n_classes": metric.n_classes, "a": metric.a.tolist(), "lam": metric.lam,
-        "n_queries": metric.n_queries, "tolerance": result.tolerance, "radius": result.radius,
-        "n_inconsistencies": result.n_inconsistencies, "metric_json": json.dumps(metric_to_dict(metric)),
-        "truth_json": truth, "error_a": errors and errors["a"], "error_B": errors and errors["B"],
-        "error_lam": errors and errors["lam"], "n_flipped": result.n_flipped if result.simulated else None,
-    }
-
-
-def oracle_label(simulated: bool, session_id: str | None) -> str:
-    return SIMULATED_LABEL if simulated else f"{RECORDED_LABEL} (session {session_id})"
-
-
-def metric_table(metric, truth, labels, oracle: str, n_queries: int) -> pd.DataFrame:
-    """Elicited (and, when simulated, true) lam, a and B as one row per parameter: the report's metric table
-    (`elicited_metric`: oracle, parameter, elicited, truth, n_queries)."""
-    rows = [("lam", metric.lam, None if truth is None else truth.lam)]
-    for i, value in enumerate(metric.a):
-        rows.append((f"a[{i + 1}]", value, None if truth is None else truth.a[i]))
-    for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
-        for i, j in np.ndindex(*b.shape):
-            if i <= j:
-                rows.append((f"B[{labels[u]} vs {labels[v]}][{i + 1},{j + 1}]", b[i, j],
-                             None if truth is None else truth.B[u, v][i, j]))
-    frame = pd.DataFrame(rows, columns=["parameter", "elicited", "truth"])
-    return frame.assign(oracle=oracle, n_queries=int(n_queries))[["oracle", "parameter", "elicited", "truth", "n_queries"]]
-
-
-def markdown(frame: pd.DataFrame) -> str:
-    """A markdown table with blanks (not 'nan') where a value does not apply."""
-    return frame.astype(object).where(frame.notna(), "").to_markdown(index=False)
-
-
-@dg.asset(
-    key=ELICITED_METRIC_KEY,
-    deps=[ITEMS_KEY],
-    pool="duckdb",
-    group_name=GROUP,
-    kinds={"python", "duckdb", "mlflow"},
-    owners=OWNERS,
-    code_version="1",
-    description=(
-        "The fair quadratic metric (Hiranandani et al., Definition 4: cost (1-lam)<a, 1-r> + lam/2 sum_{u<v} "
-        "(r^u-r^v)^T B^{uv} (r^u-r^v) of group-wise TPR/TNR) elicited from pairwise comparisons by fair QPME. "
-        "Oracle `simulated` (default; a SIMULATION: answers from the ground truth in the run config, optionally "
-        "flipped; the elicitation error against that truth is reported) or `recorded` (a person's answers from "
-        "`fair-pipeline elicit`, replayed; inconsistent or incomplete sessions are refused). Appended to "
-        "`marts.elicited_metrics` and logged to MLflow (experiment fair_pipeline/selection)."
-    ),
-)
-def elicited_metric(
-    context: dg.AssetExecutionContext, config: ElicitedMetricConfig, warehouse: DuckDBWarehouse, mlflow: MLflowTracking,
-) -> dg.MaterializeResult:
-    result = elicit(config, warehouse)
+def elicited_metric_metadata(result: mo.ElicitationResult, label: str) -> dict:
     metric = result.metric
-    label = SIMULATED_LABEL if result.simulated else RECORDED_LABEL
-    context.log.info(f"{label}: lam={metric.lam:.3f} after {metric.n_queries} queries")
-    row = metric_row(result, context.run_id)
     table = metric_table(metric, result.truth, result.group_labels, oracle_label(result.simulated, result.session_id),
                          metric.n_queries)
     metadata = {
@@ -197,14 +130,17 @@ def elicited_metric(
     band = metric.diagnostics.get("tolerance_band", {})
     if band.get("n_draws"):
         metadata["lam_95_band_from_tolerance"] = dg.MetadataValue.json([round(x, 4) for x in band["lam_interval"]])
-    if result.simulated:
-        metadata["elicitation_errors"] = dg.MetadataValue.json({k: round(v, 5) for k, v in result.errors().items()})
-        metadata["n_flipped_answers"] = result.n_flipped
-        metadata["truth_satisfies_assumption4"] = mo.truth_is_regular(result)
-        if not metadata["truth_satisfies_assumption4"]:
-            context.log.warning("the simulated truth violates Assumption 4: elicitation is not guaranteed to recover it")
-    else:
-        metadata["session_id"] = result.session_id
+    if not result.simulated:
+        return metadata | {"session_id": result.session_id}
+    return metadata | {"elicitation_errors": dg.MetadataValue.json({k: round(v, 5) for k, v in result.errors().items()}),
+                       "n_flipped_answers": result.n_flipped, "truth_satisfies_assumption4": mo.truth_is_regular(result)}
+
+
+def log_elicited_metric(mlflow: MLflowTracking, context, result: mo.ElicitationResult, config: ElicitedMetricConfig,
+                        label: str) -> dict:
+    """One MLflow run (stage selection): the oracle's settings, lam and the elicitation errors, the metric (and the
+    simulated truth) as JSON; returns metadata linking it."""
+    metric = result.metric
     tags = {"fair_pipeline.simulation": str(result.simulated).lower(), "fair_pipeline.oracle": result.oracle_kind}
     with mlflow.start_run(context, "selection", tags=tags) as run:
         run.log_params({"oracle": result.oracle_kind, "n_groups": metric.n_groups, "tolerance": result.tolerance,
@@ -217,14 +153,29 @@ def elicited_metric(
         if result.truth is not None:
             run.log_dict(metric_to_dict(result.truth) | {"flip_fraction": config.flip_fraction, "seed": config.seed},
                          "simulated_truth.json")
-        run.log_table(table, "elicited_metric")  # the fairness report's model-selection section
-        metadata["mlflow_run_id"] = run.run_id
-        metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
+    return {"mlflow_run_id": run.run_id, "mlflow_run": dg.MetadataValue.url(run.url)}
+
+
+@pipeline_asset(key=ELICITED_METRIC_KEY, deps=[ITEMS_KEY], group_name=GROUP, code_version="1")
+def elicited_metric(
+    context: dg.AssetExecutionContext, config: ElicitedMetricConfig, warehouse: DuckDBWarehouse, mlflow: MLflowTracking,
+) -> dg.MaterializeResult:
+    """The fair quadratic metric (Hiranandani et al., Definition 4: cost (1-lam)<a, 1-r> + lam/2 sum_{u<v}
+    (r^u-r^v)^T B^{uv} (r^u-r^v) of group-wise TPR/TNR) elicited from pairwise comparisons by fair QPME. Oracle
+    `simulated` (default; a SIMULATION: answers from the ground truth in the run config, optionally flipped; the
+    elicitation error against that truth is reported) or `recorded` (a person's answers from `fair-pipeline elicit`,
+    replayed; inconsistent or incomplete sessions are refused). Appended to `marts.elicited_metrics` and logged to
+    MLflow (experiment fair_pipeline/selection)."""
+    result = elicit(config, warehouse)
+    label = SIMULATED_LABEL if result.simulated else RECORDED_LABEL
+    context.log.info(f"{label}: lam={result.metric.lam:.3f} after {result.metric.n_queries} queries")
+    metadata = elicited_metric_metadata(result, label)
+    if result.simulated and not metadata["truth_satisfies_assumption4"]:
+        context.log.warning("the simulated truth violates Assumption 4: elicitation is not guaranteed to recover it")
+    metadata |= log_elicited_metric(mlflow, context, result, config, label)
     with warehouse.connect() as con:
-        write_elicited_metric(con, row)
+        write_elicited_metric(con, metric_row(result, context.run_id))
     return dg.MaterializeResult(metadata=metadata)
-
-
 
 
 # ----------------------------------------------------------------------------------------------- model selection
@@ -234,15 +185,6 @@ SEPARATED_CHECK = "winner_beats_runner_up_paired"
 SEPARATED_CHECK_DESCRIPTION = (
     "The paired difference cost(runner-up) - cost(winner) on the same held-out rows, clustered by item, has a CI "
     "that excludes 0 (warns when the choice is within sampling noise).")
-RANKING_COLUMNS = ["rank", "model", "family", "setting", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
-                   "diff_ci_low", "diff_ci_high", "diff_p", "cost_se_clustered", "error_part", "violation_part",
-                   "threshold", "min_group_count", "paired_clusters", "paired_rows", "held_out", "estimable", "reason"]
-INTERVALS_NOTE = (
-    "cost_se / ci_low / ci_high: the candidate's own cost, marginal delta-method CI from binomial group counts "
-    "(every impression independent). diff_vs_winner / diff_se / diff_ci_low / diff_ci_high / diff_p: paired "
-    "difference cost(candidate) - cost(winner) on the same held-out rows, clustered by item (influence-function "
-    "SE incl. the selection-rate threshold; p two-sided for equal cost); cost_se_clustered: the candidate's own "
-    "cost SE clustered by item. Compare candidates with the paired difference.")
 
 
 class ModelSelectionConfig(dg.Config):
@@ -266,67 +208,6 @@ class ModelSelectionConfig(dg.Config):
                                 "(fair_pipeline.selection.families; fitted on the training window, never on the evaluated day).")
     register_champion: bool = Field(True, description="Register the winner as a fair-ranker version tagged with the "
                                     "partition; @champion moves to it only for the newest partition with data.")
-
-
-def selection_label_source(name: str, landing, day=None) -> str:
-    if name == "auto":
-        return "randomized_relevance" if aw.truth_path(landing, day).exists() else "randomized_clicks"
-    return name
-
-
-def evaluation_inputs(con, config: ModelSelectionConfig, landing, day, marts=None):
-    """(metric row, metric, candidates, held-out item counts, window, label source) of asset partition `day`: its
-    rankers and transform, evaluated on day `day`; errors name what is missing. The logs are read from `marts` (the
-    warehouse engine; default: DuckDB over `con`), the stored results from `con`."""
-    marts = marts if marts is not None else DuckDBEngine(con)
-    metric, metric_info = load_latest_metric(con)
-    rankers = sc.load_rankers(con, day)
-    stored = eo_store.load_latest_transforms(con, day)["weighted"]
-    # The re-fits copy the stored transform's settings; the defaults when it was not estimable (each re-fit
-    # then decides for itself whether its groups have enough clicks).
-    template = stored.transform if stored.estimable else WeightedCDFTransformer()
-    label = selection_label_source(config.label_source, landing, day)
-    window = aw.partition_evaluation_window(marts, label, config.window_days, day)
-    source = aw.label_source(label, landing, window, config.randomized_policies)
-    items = aw.item_counts(marts, source, sorted({f for r in rankers for f in r.features}))
-    if items.empty:
-        raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
-    candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con, day), template,
-                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives, marts)
-    return metric, metric_info, candidates, items, window, source
-
-
-def rank(rates: pd.DataFrame, metric, labels: list[str], config: ModelSelectionConfig, source, window,
-         items: pd.DataFrame | None = None, scores: dict | None = None, decisions: dict | None = None) -> pd.DataFrame:
-    """rank_candidates on the long rates, keeping each candidate's own reason and adding per-group columns;
-    with the held-out item rows and every candidate's scores on them, the paired differences to the winner
-    clustered by item (columns paired_clusters / paired_rows: items and rows behind them)."""
-    unknown = sorted(set(rates["group"]) - set(labels))  # a metric group absent from the data: not estimable
-    if unknown:
-        raise dg.Failure(description=f"the held-out data has groups {unknown} that the elicited metric (groups "
-                         f"{labels}) does not weigh; re-elicit with matching group_labels")
-    ranking = rank_candidates(rates.drop(columns=["selected_share"]), metric, groups=labels, min_count=config.min_count,
-                              confidence=config.confidence, held_out=items, scores=scores,
-                              selection_rate=config.selection_rate, cluster_col="item_id", decisions=decisions)
-    ranking["paired_clusters"] = ranking.attrs.get("n_clusters", np.nan)
-    ranking["paired_rows"] = ranking.attrs.get("n_rows", np.nan)
-    own = ranking["candidate_reason"].astype(str)
-    ranking["reason"] = np.where(own != "", own, ranking["reason"])
-    wide = rates.pivot(index="candidate", columns="group", values=["tpr", "tnr", "n_pos", "n_neg"])
-    wide.columns = [f"{stat}[{group}]" for stat, group in wide.columns]
-    ranking = ranking.merge(wide, left_on="candidate", right_index=True, how="left")
-    by_source = source.view == aw.RANDOMIZED_VIEW  # day D's randomized requests: every fit is on earlier days
-    ranking["held_out"] = by_source or ranking["trained_through"].map(lambda d: str(d) < str(window.first))
-    ranking = ranking.rename(columns={"candidate": "model"}).drop(columns=["candidate_reason"])
-    first = [c for c in RANKING_COLUMNS if c in ranking.columns]
-    return ranking[first + [c for c in ranking.columns if c not in first]]
-
-
-def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
-    view = ranking[["rank", "model", "family", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
-                    "error_part", "violation_part", "min_group_count", "reason"]]
-    more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
-    return markdown(view.head(rows).round(4)) + more
 
 
 def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
@@ -377,143 +258,130 @@ def register_winner(mlflow: MLflowTracking, run, winner: sc.Candidate, items: pd
     return mlflow.register_model(info.model_uri, FAIR_RANKER, run=run, alias=alias, tags=tags), info.model_uri
 
 
-@dg.asset(
+def selection_metadata(sel: Selection, config: ModelSelectionConfig) -> dict:
+    oracle = oracle_label(bool(sel.info["simulated"]), sel.info["session_id"])
+    winner = sel.winner
+    return {
+        "oracle": oracle, "metric_lam": float(sel.metric.lam), "metric_a": dg.MetadataValue.json(sel.metric.a.round(4).tolist()),
+        "label_source": sel.source.name, "simulation_labels": sel.source.simulation,
+        "evaluation_window": sel.window.label, "selection_rate": config.selection_rate,
+        "candidates": len(sel.ranking), "estimable_candidates": len(sel.estimable),
+        "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={sel.metric.lam:.3f}\n\n" + ranking_markdown(sel.ranking)
+                                       + f"\n\n{INTERVALS_NOTE}"),
+        "intervals": INTERVALS_NOTE,
+        "paired_clusters_items": _count(sel.ranking["paired_clusters"].max()) or 0,
+        "paired_rows": _count(sel.ranking["paired_rows"].max()) or 0,
+        "winner": sel.best or "none (no estimable candidate)",
+        "winner_family": fam.winning_family(sel.ranking) or "none",
+        "families_cpu_seconds": round(sel.families_cpu, 3),
+        "registered_candidate": winner.name if winner else "none (no estimable ranker + EO candidate)",
+    }
+
+
+def log_model_selection(mlflow: MLflowTracking, context, sel: Selection, config: ModelSelectionConfig, day,
+                        newest: bool) -> tuple[dict, object]:
+    """One MLflow run (stage selection): settings, the metric, the group-wise rates and the winner's cost; the
+    winner registered as a `fair-ranker` version tagged with the partition, @champion when `newest`. Returns
+    (metadata, the registered version or None)."""
+    estimable, winner, champion = sel.estimable, sel.winner, None
+    tags = {"fair_pipeline.simulation": str(bool(sel.info["simulated"]) or sel.source.simulation).lower(),
+            "fair_pipeline.oracle": sel.info["oracle_kind"]}
+    with mlflow.start_run(context, "selection", window=(str(sel.window.first), str(sel.window.last)), tags=tags) as run:
+        run.log_params({"label_source": sel.source.name, "window_start": sel.window.first, "window_end": sel.window.last,
+                        "families": list(config.families), "alphas": list(config.alphas),
+                        "selection_rate": config.selection_rate, "min_count": config.min_count,
+                        "confidence": config.confidence, "oracle": sel.info["oracle_kind"]})
+        run.log_dict(json.loads(sel.info["metric_json"]) | {"group_labels": list(sel.info["group_labels"]),
+                     "oracle": oracle_label(bool(sel.info["simulated"]), sel.info["session_id"])}, "elicited_metric.json")
+        run.log_table(sel.rates, "model_selection_rates")
+        if not estimable.empty:
+            runner_up = estimable.iloc[1] if len(estimable) >= 2 and np.isfinite(estimable.iloc[1]["diff_se"]) else None
+            run.log_metrics({"winner_cost": estimable.iloc[0]["cost"], "winner_cost_se": estimable.iloc[0]["cost_se"],
+                             "estimable_candidates": len(estimable)}
+                            | ({} if runner_up is None else {"runner_up_diff": runner_up["diff_vs_winner"],
+                                                             "runner_up_diff_se": runner_up["diff_se"],
+                                                             "runner_up_diff_p": runner_up["diff_p"]}))
+        metadata = {"mlflow_run_id": run.run_id, "mlflow_run": dg.MetadataValue.url(run.url)}
+        if winner is not None and config.register_champion:
+            champion, metadata["champion_model_uri"] = register_winner(
+                mlflow, run, winner, sel.items, {"candidate": winner.name, "selection_run": run.run_id,
+                                                 TAG_MODEL_PARTITION: str(day)}, promote=newest)
+    return metadata, champion
+
+
+def champion_metadata(champion, day, newest: bool) -> dict:
+    return {"promoted": bool(champion is not None and newest), "champion_version": (
+        "unchanged (nothing registered)" if champion is None else f"{FAIR_RANKER} v{champion.version} @{CHAMPION}"
+        if newest else f"{FAIR_RANKER} v{champion.version} registered; @{CHAMPION} unchanged ({day} is not the newest "
+        f"partition with data; `fair-pipeline promote --partition {day}` moves it)")}
+
+
+def stored_ranking(sel: Selection, champion, run_id: str) -> pd.DataFrame:
+    """The ranking as `marts.model_ranking` keeps it: the registered version on the winner's row, the registered
+    model's name and the elicitation it was ranked by."""
+    winner = sel.winner
+    return sel.ranking.assign(
+        champion_version=np.where(sel.ranking["model"] == (winner.name if winner else None),
+                                  str(champion.version) if champion else None, None),
+        registered_model=FAIR_RANKER, metric_elicited_at=sel.info["elicited_at"], selected_at=now_utc(),
+        dagster_run_id=run_id)
+
+
+@pipeline_asset(
     key=MODEL_SELECTION_KEY,
     deps=[ELICITED_METRIC_KEY, RANKER_CANDIDATES_KEY, EO_TRANSFORM_KEY, FAIRNESS_AUDIT_KEY],
     partitions_def=daily_partitions,
-    pool="duckdb",
     group_name=GROUP,
-    kinds={"python", "duckdb", "mlflow"},
-    owners=OWNERS,
     code_version="4",
     check_specs=[
         dg.AssetCheckSpec(ESTIMABLE_CHECK, asset=MODEL_SELECTION_KEY,
                           description="At least one candidate has enough held-out positives and negatives in every group."),
         dg.AssetCheckSpec(SEPARATED_CHECK, asset=MODEL_SELECTION_KEY, description=SEPARATED_CHECK_DESCRIPTION),
     ],
-    description=(
-        "Model selection by the elicited fair metric, per daily partition D. Candidates: every retrained ranker of "
-        "partition D (marts.ranker_candidates, the penalized lambda grid) x every EO relaxation alpha, the weighted-CDF transform re-fitted on that "
-        "ranker's own scores over its training window (fair_pipeline.selection.candidates), and the `families` of "
-        "fair_pipeline.selection.families fitted on that window (Hardt's derived predictor and Kamiran's reject option on "
-        "the least penalized ranker, Narasimhan's pairwise-fair ranker; `family` column). Each is evaluated on "
-        "held-out labelled rows (default: day D's randomized requests, which no fit uses; labels = SIMULATION truth, "
-        "or clicks on real logs) at its own threshold selecting the top `selection_rate` share: group-wise TPR/TNR "
-        "with n_pos/n_neg, cost under the metric with a delta-method SE and CI (the candidate's own figure, marginal); "
-        "and, for comparing, every candidate's paired difference vs the winner on the same rows, clustered by item "
-        "(diff_vs_winner with SE, CI, two-sided p; the check compares the runner-up with this paired interval); "
-        "not-estimable candidates last with the reason. The ranking goes to `marts.model_ranking` and MLflow "
-        "(table model_ranking); the winner is registered as a `fair-ranker` version tagged with its partition, and the "
-        "alias `champion` moves to it only when D is the newest partition with data (a backfill of older days never "
-        "moves it; `fair-pipeline promote --partition D` does, explicitly)."
-    ),
 )
 def model_selection(
     context: dg.AssetExecutionContext, config: ModelSelectionConfig, warehouse: DuckDBWarehouse,
     landing: LandingZone, mlflow: MLflowTracking,
 ) -> dg.MaterializeResult:
-    if not 0.0 < config.selection_rate <= 1.0:
-        raise dg.Failure(description=f"selection_rate={config.selection_rate!r} must be in (0, 1]")
-    unknown = sorted(set(config.families) - set(fam.NEW_FAMILIES))
-    if unknown:
-        raise dg.Failure(description=f"families {unknown} are not among {list(fam.NEW_FAMILIES)}")
+    """Model selection by the elicited fair metric, per daily partition D. Candidates: every retrained ranker of
+    partition D (marts.ranker_candidates, the penalized lambda grid) x every EO relaxation alpha, the
+    weighted-CDF transform re-fitted on that ranker's own scores over its training window
+    (fair_pipeline.selection.candidates), and the `families` of fair_pipeline.selection.families fitted on that
+    window (Hardt's derived predictor and Kamiran's reject option on the least penalized ranker, Narasimhan's
+    pairwise-fair ranker; `family` column). Each is evaluated on held-out labelled rows (default: day D's
+    randomized requests, which no fit uses; labels = SIMULATION truth, or clicks on real logs) at its own
+    threshold selecting the top `selection_rate` share: group-wise TPR/TNR with n_pos/n_neg, cost under the
+    metric with a delta-method SE and CI (the candidate's own figure, marginal); and, for comparing, every
+    candidate's paired difference vs the winner on the same rows, clustered by item (diff_vs_winner with SE, CI,
+    two-sided p; the check compares the runner-up with this paired interval); not-estimable candidates last with
+    the reason. The ranking goes to `marts.model_ranking` (with the elicitation it was ranked by,
+    `metric_elicited_at`); the winner is registered as a `fair-ranker` version tagged with its partition, and
+    the alias `champion` moves to it only when D is the newest partition with data (a backfill of older days
+    never moves it; `fair-pipeline promote --partition D` does, explicitly)."""
     day = partition_day(context)
     with warehouse.connect(read_only=True) as con:
         marts = warehouse.engine_for(con)  # the logs on the engine; metric, rankers, transforms in the DuckDB store
         newest = is_newest_partition(marts, day)
         try:
-            metric, info, candidates, items, window, source = evaluation_inputs(con, config, landing.resolved_path, day,
-                                                                                marts)
-            started = time.process_time()
-            families = family_data.build_family_candidates(
-                marts, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
-                label=selection_label_source(config.label_source, landing.resolved_path, day), landing=landing.resolved_path,
-                policies=config.randomized_policies, position_curve=load_chosen_position_bias(con, day),
-                selection_rate=config.selection_rate, families=config.families)
-            families_cpu = time.process_time() - started
+            sel = compute_model_selection(con, marts, config, landing.resolved_path, day)
         except (LookupError, sc.SelectionInputError, aw.AuditDataError, EOInputError, PositionBiasInputError) as error:
             raise dg.Failure(description=f"model_selection: {error}") from error
-    context.log.info(f"{len(candidates)} ranker candidates and {len(families)} of families {config.families} on "
-                     f"{source.name} labels, {window.label}")
-    rates = sc.candidate_rates(candidates, items, config.selection_rate)
-    scores = sc.candidate_scores(candidates, items, rates.loc[rates["candidate_reason"] == "", "candidate"].unique())
-    started = time.process_time()
-    rates, scores, decisions = fam.add_families(rates, scores, families, items, config.selection_rate)
-    families_cpu += time.process_time() - started  # fits + rates of the new families (the benchmark times the rest)
-    ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores, decisions)
-    by_name = {c.name: c for c in candidates}
-    estimable = ranking[ranking["estimable"].astype(bool)]
-    best_name = estimable.iloc[0]["model"] if not estimable.empty else None
-    # fair-ranker is a registry of ranking models: a post-processor or the pairwise-fair ranker may rank first, but
-    # the version registered (and promoted) is the best candidate that is a ranker + EO transform pyfunc.
-    registrable = [name for name in estimable["model"] if name in by_name]
-    winner = by_name[registrable[0]] if registrable else None
-    oracle = oracle_label(bool(info["simulated"]), info["session_id"])
-    truth = metric_from_dict(json.loads(info["truth_json"])) if isinstance(info["truth_json"], str) else None
-    metadata = {
-        "oracle": oracle, "metric_lam": float(metric.lam), "metric_a": dg.MetadataValue.json(metric.a.round(4).tolist()),
-        "label_source": source.name, "simulation_labels": source.simulation,
-        "evaluation_window": window.label, "selection_rate": config.selection_rate,
-        "candidates": len(ranking), "estimable_candidates": len(estimable),
-        "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={metric.lam:.3f}\n\n" + ranking_markdown(ranking)
-                                       + f"\n\n{INTERVALS_NOTE}"),
-        "intervals": INTERVALS_NOTE,
-        "paired_clusters_items": _count(ranking["paired_clusters"].max()) or 0,
-        "paired_rows": _count(ranking["paired_rows"].max()) or 0,
-        "winner": best_name or "none (no estimable candidate)",
-        "winner_family": fam.winning_family(ranking) or "none",
-        "families_cpu_seconds": round(families_cpu, 3),
-    }
-    metadata["registered_candidate"] = winner.name if winner else "none (no estimable ranker + EO candidate)"
-    if best_name is not None and (winner is None or winner.name != best_name):
-        context.log.warning(
-            f"the best candidate {best_name} (family {metadata['winner_family']}) is not a ranking model, so the "
-            + (f"best ranker candidate {winner.name} is registered as {FAIR_RANKER}" if winner else "nothing is registered"))
-    tags = {"fair_pipeline.simulation": str(bool(info["simulated"]) or source.simulation).lower(),
-            "fair_pipeline.oracle": info["oracle_kind"]}
-    champion = None
+    context.log.info(f"{len(sel.candidates)} ranker candidates and the families {config.families} on "
+                     f"{sel.source.name} labels, {sel.window.label}")
+    metadata = selection_metadata(sel, config)
+    if sel.best is not None and (sel.winner is None or sel.winner.name != sel.best):
+        context.log.warning(f"the best candidate {sel.best} (family {metadata['winner_family']}) is not a ranking model, "
+                            "so " + (f"the best ranker candidate {sel.winner.name} is registered as {FAIR_RANKER}"
+                                     if sel.winner else "nothing is registered"))
     try:
-        with mlflow.start_run(context, "selection", window=(str(window.first), str(window.last)), tags=tags) as run:
-            run.log_params({"label_source": source.name, "window_start": window.first, "window_end": window.last,
-                            "families": list(config.families),
-                            "alphas": list(config.alphas), "selection_rate": config.selection_rate,
-                            "min_count": config.min_count, "confidence": config.confidence, "oracle": info["oracle_kind"]})
-            run.log_dict(json.loads(info["metric_json"]) | {"group_labels": list(info["group_labels"]), "oracle": oracle},
-                         "elicited_metric.json")
-            # the fairness report's model-selection section: the ranking and the metric it was ranked by
-            run.log_table(ranking, "model_ranking")
-            run.log_table(metric_table(metric, truth, list(info["group_labels"]), oracle, int(info["n_queries"])),
-                          "elicited_metric")
-            run.log_table(rates, "model_selection_rates")
-            if not estimable.empty:
-                best = estimable.iloc[0]
-                run.log_metrics({"winner_cost": best["cost"], "winner_cost_se": best["cost_se"],
-                                 "estimable_candidates": len(estimable)}
-                                | ({"runner_up_diff": estimable.iloc[1]["diff_vs_winner"],
-                                    "runner_up_diff_se": estimable.iloc[1]["diff_se"],
-                                    "runner_up_diff_p": estimable.iloc[1]["diff_p"]}
-                                   if len(estimable) >= 2 and np.isfinite(estimable.iloc[1]["diff_se"]) else {}))
-            if winner is not None and config.register_champion:
-                champion, uri = register_winner(mlflow, run, winner, items,
-                                                {"candidate": winner.name, "selection_run": run.run_id,
-                                                 TAG_MODEL_PARTITION: str(day)}, promote=newest)
-                metadata["champion_model_uri"] = uri
-            metadata["mlflow_run_id"] = run.run_id
-            metadata["mlflow_run"] = dg.MetadataValue.url(run.url)
+        logged, champion = log_model_selection(mlflow, context, sel, config, day, newest)
     except TrackingUnavailableError as error:  # nothing written to the warehouse yet; a retry starts over
         context.log.error(str(error))
         raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
-    metadata["champion_version"] = (
-        "unchanged (nothing registered)" if champion is None else f"{FAIR_RANKER} v{champion.version} @{CHAMPION}"
-        if newest else f"{FAIR_RANKER} v{champion.version} registered; @{CHAMPION} unchanged ({day} is not the newest "
-        f"partition with data; `fair-pipeline promote --partition {day}` moves it)")
-    metadata["promoted"] = bool(champion is not None and newest)
-    ranking = ranking.assign(champion_version=np.where(ranking["model"] == (winner.name if winner else None),
-                                                       str(champion.version) if champion else None, None),
-                             selected_at=now_utc(), dagster_run_id=context.run_id)
+    ranking = stored_ranking(sel, champion, context.run_id)
     with warehouse.connect() as con:
-        metadata["dagster/row_count"] = replace_ranking(con, ranking, day)
-    metadata["table"] = MODEL_RANKING
+        rows = replace_ranking(con, ranking, day)
+    metadata |= logged | champion_metadata(champion, day, newest) | {"dagster/row_count": rows, "table": MODEL_RANKING}
     return dg.MaterializeResult(metadata=metadata, check_results=selection_checks(ranking))
 
 

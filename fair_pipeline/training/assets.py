@@ -8,6 +8,7 @@ weights from the chosen position-bias curve. Both log one MLflow run per fit and
 one transaction each (`fair_pipeline.training.store`).
 """
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
+import dataclasses
 import json
 import time
 
@@ -25,6 +26,7 @@ from fair_pipeline.platform.tracking import (
     benchmark_model_name,
     figure_link_markdown,
 )
+from fair_pipeline.platform.asset_defaults import OWNERS, POOL, pipeline_asset
 from fair_pipeline.platform.metric_keys import LABEL_TABLE, group_key, label_table, metric_name
 from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import (
@@ -51,9 +53,9 @@ from fair_pipeline.training.store import (
     RANKER_CANDIDATES,
     replace_tables,
 )
-from fair_pipeline.training.tracking import lambda_frontier, log_fit_model
+from fair_pipeline.training.report import cell_text, gap_cell
+from fair_pipeline.training.tracking import log_fit_model
 
-OWNERS = ["team:fairness"]
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
 RANKER_CANDIDATES_KEY = dg.AssetKey(["marts", "ranker_candidates"])
 OBSERVATIONAL_STAGING_KEY = dg.AssetKey(["staging", "stg_observational_impressions"])
@@ -93,18 +95,6 @@ def _audit_labels(audit: pd.DataFrame) -> pd.DataFrame:
     return label_table(audit["group"] if len(audit) else [])
 
 
-def _cell(estimate, se) -> str:
-    return "n/a" if not np.isfinite(estimate) else f"{estimate:.3f} ± {1.96 * se:.3f}"
-
-
-def _gap_cell(audit: pd.DataFrame, cutoff: float) -> str:
-    gap = audit[(audit["row_type"] == "gap") & np.isclose(audit["cutoff"], cutoff)]
-    if gap.empty or not gap["estimable"].iloc[0]:
-        return "not estimable"
-    r = gap.iloc[0]
-    return f"{r.auc:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}] p={r.p_value:.3g}"
-
-
 def _plot_frame(audit: pd.DataFrame) -> pd.DataFrame:
     return audit[audit["row_type"] == "group"].rename(columns={"auc": "pauc"})
 
@@ -121,9 +111,9 @@ class BenchmarkModelsConfig(dg.Config):
 def _benchmark_summary(fits: list) -> str:
     rows = [{
         "model": f"{f.model_kind} ({f.penalty_score})" if f.model_kind == "penalized" else "vanilla",
-        "λ": f"{f.lam:g}", "held-out AUC (95% CI)": _cell(f.summary["auc"], f.summary["auc_se"]),
+        "λ": f"{f.lam:g}", "held-out AUC (95% CI)": cell_text(f.summary["auc"], f.summary["auc_se"]),
         "AUC drop": f"{f.summary['auc_drop']:.4f}", "Î (train)": f"{f.point.mi_proxy:.2e}",
-        "gap @0.1": _gap_cell(f.audit, 0.1), "gap @1": _gap_cell(f.audit, 1.0),
+        "gap @0.1": gap_cell(f.audit, 0.1), "gap @1": gap_cell(f.audit, 1.0),
     } for f in fits]
     fit = fits[0]
     head = (f"n_train={fit.summary['n_train']}, held out: {fit.summary['n_pos_test']} positives, "
@@ -154,7 +144,7 @@ def _log_benchmark_figures(mlflow: MLflowTracking, context, name: str, fits: lis
 
 @dg.asset(
     key=BENCHMARK_MODELS_KEY,
-    pool="duckdb",
+    pool=POOL,
     group_name="benchmarks",
     kinds={"python", "mlflow", "duckdb"},
     owners=OWNERS,
@@ -279,7 +269,7 @@ def _register_benchmarks(context, batch: "br.RegistryBatch", fits: list, logged_
         label = "vanilla" if fit.model_kind == "vanilla" else f"penalized ({fit.penalty_score}) λ={fit.lam:g}"
         context.log.info(f"{name}@{CHAMPION} -> v{versions[k]} ({label}): {choice.reason}")
         metadata[f"{dataset}_champion"] = dg.MetadataValue.md(
-            f"**{name}@{CHAMPION} = v{versions[k]}**: {label}, held-out AUC {_cell(fit.summary['auc'], fit.summary['auc_se'])}"
+            f"**{name}@{CHAMPION} = v{versions[k]}**: {label}, held-out AUC {cell_text(fit.summary['auc'], fit.summary['auc_se'])}"
             f" (was {'v' + previous if previous else 'unset'}).\n\nWhy: {choice.reason}.\n\nRule: {br.CHAMPION_RULE}.\n\n"
             + _rule_table(choice, mine, [versions[i] for i in index]))
         metadata[f"{dataset}_champion_version"] = int(versions[k])
@@ -301,9 +291,9 @@ def _candidates_summary(frame: pd.DataFrame, candidates: list) -> str:
         clicks = candidate.audit[candidate.audit["label_source"] == rt.HELDOUT_CLICKS] if not candidate.audit.empty else candidate.audit
         rows.append({
             "λ": f"{row.lam:g}", "Î (train)": f"{row.mi_proxy_train:.2e}",
-            "held-out AUC, shuffle clicks (95% CI)": _cell(row.heldout_auc, row.heldout_auc_se),
-            "gap @0.1": _gap_cell(clicks, 0.1) if len(clicks) else "not audited",
-            "truth AUC (95% CI)": _cell(row.truth_auc, row.truth_auc_se) if np.isfinite(row.truth_auc) else "no truth",
+            "held-out AUC, shuffle clicks (95% CI)": cell_text(row.heldout_auc, row.heldout_auc_se),
+            "gap @0.1": gap_cell(clicks, 0.1) if len(clicks) else "not audited",
+            "truth AUC (95% CI)": cell_text(row.truth_auc, row.truth_auc_se) if np.isfinite(row.truth_auc) else "no truth",
             "coefficients": ", ".join(f"{k}={v:+.3f}" for k, v in json.loads(row.coefficients).items()),
         })
     return pd.DataFrame(rows).to_markdown(index=False)
@@ -316,91 +306,86 @@ def _candidate_audits(candidates: list, ids) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-@dg.asset(
-    key=RANKER_CANDIDATES_KEY,
-    deps=RANKER_INPUTS,
-    partitions_def=daily_partitions,
-    pool="duckdb",
-    group_name="training",
-    kinds={"python", "mlflow", "duckdb"},
-    owners=OWNERS,
-    code_version="1",
-    description=(
-        "Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS) "
-        "for partition D on the observational clicks of the calendar days D-k..D-1 (k = $FAIR_PIPELINE_WINDOW_DAYS, the "
-        "partition mapping's window; days without data are named; day D is left to "
-        "the fairness audit of partition D), with inverse-propensity weights "
-        "1/ŵ_position from the chosen position-bias curve; the log is aggregated in SQL to one row per item. "
-        "Each candidate is audited on held-out labels: clicks of the window's shuffle requests (never trained on), "
-        "and the simulator's true relevance when landing/_truth exists (evaluation only). "
-        f"Tables `{RANKER_CANDIDATES}` (coefficients JSON, Î, held-out AUC and per-group partial AUCs, MLflow run id) "
-        f"and `{RANKER_AUDITS}` (long audit rows); one MLflow run per candidate (experiment fair_pipeline/training) and "
-        "one per path with the `lambda_frontier` table of the fairness report (held-out AUC vs |partial-AUC gap| at 0.1)."
-    ),
-)
-def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
-                      warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
-    _check_grid(config.lambdas, [config.penalty_score])
-    day = partition_day(context)
-    with warehouse.connect() as con:
-        marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
-        try:
-            window = rt.partition_window(marts, *mapped_span(context, OBSERVATIONAL_STAGING_KEY, day), day,
-                                         min_window_days())
-            curve = load_chosen_position_bias(con, day)
-            features = rt.feature_columns(marts, config.feature_columns)
-            data = rt.training_data(marts, window, curve, features)
-            clicks = rt.heldout_click_aggregates(marts, window, features)
-            truth = rt.truth_items(marts, landing.resolved_path, features, day)  # evaluation only
-        except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
-            raise dg.Failure(description=str(error)) from error
-    log_missing_days(context, window, "ranker training")
-    context.log.info(
-        f"ranker training over {window.label}: {data.impressions} impressions, {data.clicks} clicks, "
-        f"{data.rows.n_items} items, features {features}; IPW curve {curve.attrs.get('method')}"
-    )
+@dataclasses.dataclass
+class RankerPath:
+    """What `compute_ranker_candidates` fitted for partition D: the window, the IPW curve, the features, the
+    training data, the held-out click aggregates, the simulator truth (evaluation only) and the fitted candidates."""
+
+    window: object
+    curve: pd.DataFrame
+    features: list[str]
+    data: object
+    clicks: pd.DataFrame
+    truth: object
+    candidates: list
+
+
+def ranker_inputs(con, marts, config: RankerCandidatesConfig, landing, day, span) -> RankerPath:
+    """What partition `day` trains on, over the partition mapping's `span` of days (read from the warehouse; the
+    candidates are fitted afterwards, with the connection closed)."""
+    window = rt.partition_window(marts, *span, day, min_window_days())
+    curve = load_chosen_position_bias(con, day)
+    features = rt.feature_columns(marts, config.feature_columns)
+    data = rt.training_data(marts, window, curve, features)
+    clicks = rt.heldout_click_aggregates(marts, window, features)
+    truth = rt.truth_items(marts, landing, features, day)  # evaluation only
+    return RankerPath(window, curve, features, data, clicks, truth, [])
+
+
+def compute_ranker_candidates(path: RankerPath, config: RankerCandidatesConfig) -> RankerPath:
+    """Fit the λ path and audit every candidate on held-out labels; a fit's ValueError (e.g. a (group, label) cell
+    too small for the penalty) becomes a RankerTrainingError naming the window."""
     try:
-        candidates = rt.fit_candidates(data, features, config.lambdas, config.penalty_score, clicks, truth)
-    except ValueError as error:  # e.g. a (group, label) cell too small for the penalty
-        raise dg.Failure(description=f"ranker fit over {window.label} failed: {error}") from error
+        candidates = rt.fit_candidates(path.data, path.features, config.lambdas, config.penalty_score, path.clicks,
+                                       path.truth)
+    except ValueError as error:
+        raise rt.RankerTrainingError(f"ranker fit over {path.window.label} failed: {error}") from error
+    return dataclasses.replace(path, candidates=candidates)
+
+
+def log_ranker_candidates(mlflow: MLflowTracking, context, path: RankerPath, config: RankerCandidatesConfig):
+    """One MLflow run per candidate (its model, params, held-out metrics and audit table) and one for the path with
+    the partial-AUC-vs-λ figure; returns (the candidates' rows, their audit rows, metadata)."""
+    window, data, curve = path.window, path.data, path.curve
     run_ids = []
-    for candidate in candidates:
+    for candidate in path.candidates:
         point = candidate.point
         run_id, _ = log_fit_model(
             mlflow, context, stage="training",
             run_name=f"ranker {window.first}..{window.last} lam={point.lam:g}",
             params={"lam": point.lam, "penalty_score": config.penalty_score, "solver": "lbfgs",
-                    "window": f"{window.first}..{window.last}", "features": ",".join(features),
+                    "window": f"{window.first}..{window.last}", "features": ",".join(path.features),
                     "position_bias_method": curve.attrs.get("method"), "n_items_train": data.rows.n_items,
                     "impressions_train": data.impressions},
             metrics={"mi_proxy_train": point.mi_proxy, "fit_seconds": point.fit_seconds, "n_iter": point.n_iter,
                      **{metric_name(source, "auc"): s["auc"] for source, s in candidate.heldout.items()},
                      **{metric_name(source, "auc_se"): s["auc_se"] for source, s in candidate.heldout.items()},
                      **(_audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
-            model=point.model,
-            tables={"audit": candidate.audit, LABEL_TABLE: _audit_labels(candidate.audit)},
+            model=point.model, tables={"audit": candidate.audit, LABEL_TABLE: _audit_labels(candidate.audit)},
             tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
         )
         run_ids.append(run_id)
-    frame = rt.candidates_frame(candidates, window, features, config.penalty_score, data,
+    frame = rt.candidates_frame(path.candidates, window, path.features, config.penalty_score, data,
                                 str(curve.attrs.get("method")), run_ids)
-    audits = _candidate_audits(candidates, frame["candidate_id"])
-    frontier = lambda_frontier(frame, audits, rt.HELDOUT_CLICKS)
+    audits = _candidate_audits(path.candidates, frame["candidate_id"])
     with mlflow.start_run(context, "training", run_name=f"ranker path {window.first}..{window.last}",
                           window=(str(window.first), str(window.last)), tags={TAG_HELD_OUT: window.held_out_text}) as run:
         run.log_params({"lambdas": sorted(config.lambdas), "penalty_score": config.penalty_score,
-                        "features": ",".join(features)})
-        run.log_table(frontier, "lambda_frontier")  # the fairness report's λ trade-off section
+                        "features": ",".join(path.features)})
         run.log_table(frame, "ranker_candidates")
-        path_run = run.run_id
         source_rows = audits[audits["label_source"] == rt.HELDOUT_CLICKS] if len(audits) else audits
-        figure_url = None
+        metadata = {"mlflow_run_ids": dg.MetadataValue.json(run_ids), "mlflow_path_run": dg.MetadataValue.url(run.url),
+                    "mlflow_path_run_id": run.run_id}
         if len(source_rows):
             figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
-            figure_url = run.log_figure(figure, "partial_auc_vs_lambda")
-    with warehouse.connect() as con:
-        counts = replace_partition(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits}, day)
-    metadata = {
+            metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_link_markdown(
+                run.log_figure(figure, "partial_auc_vs_lambda"), "ranker figure 2b"))
+    return frame, audits, metadata
+
+
+def ranker_metadata(path: RankerPath, frame: pd.DataFrame, counts: dict) -> dict:
+    window, data, clicks = path.window, path.data, path.clicks
+    return {
         "dagster/row_count": counts[RANKER_CANDIDATES],
         "audit_rows": counts[RANKER_AUDITS],
         "window_start": str(window.first),
@@ -413,17 +398,48 @@ def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidate
         "clipped_weight": float(data.rows.clipped_weight),
         "unknown_item_impressions": data.unknown_item_impressions,
         "heldout_shuffle_impressions": int(clicks["n_pos"].sum() + clicks["n_neg"].sum()) if len(clicks) else 0,
-        "position_bias_method": str(curve.attrs.get("method")),
-        "truth_available": truth is not None,
-        "features": dg.MetadataValue.json(features),
-        "candidates": dg.MetadataValue.md(_candidates_summary(frame, candidates)),
-        "mlflow_run_ids": dg.MetadataValue.json(run_ids),
-        "mlflow_path_run": dg.MetadataValue.url(run.url),
-        "mlflow_path_run_id": path_run,
+        "position_bias_method": str(path.curve.attrs.get("method")),
+        "truth_available": path.truth is not None,
+        "features": dg.MetadataValue.json(path.features),
+        "candidates": dg.MetadataValue.md(_candidates_summary(frame, path.candidates)),
     }
-    if figure_url is not None:
-        metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_link_markdown(figure_url, "ranker figure 2b"))
-    return dg.MaterializeResult(metadata=metadata)
+
+
+@pipeline_asset(key=RANKER_CANDIDATES_KEY, deps=RANKER_INPUTS, partitions_def=daily_partitions, group_name="training",
+                code_version="1")
+def ranker_candidates(context: dg.AssetExecutionContext, config: RankerCandidatesConfig,
+                      warehouse: DuckDBWarehouse, landing: LandingZone, mlflow: MLflowTracking) -> dg.MaterializeResult:
+    """Retrains the ranker (logistic regression on item features, MI-penalized over a λ grid, warm-started L-BFGS)
+    for partition D on the observational clicks of the calendar days D-k..D-1 (k = $FAIR_PIPELINE_WINDOW_DAYS,
+    the partition mapping's window; days without data are named; day D is left to the fairness audit of partition D), with inverse-propensity weights 1/ŵ_position from the chosen
+    position-bias curve; the log is aggregated in SQL to one row per item. Each candidate is audited on held-out
+    labels: clicks of the window's shuffle requests (never trained on), and the simulator's true relevance when
+    landing/_truth exists (evaluation only). Tables `marts.ranker_candidates` (coefficients JSON, Î, held-out
+    AUC and per-group partial AUCs, MLflow run id) and `marts.ranker_candidate_audits` (long audit rows); one
+    MLflow run per candidate (experiment fair_pipeline/training) and one per path (the fairness report draws the
+    λ frontier from the tables: held-out AUC vs |partial-AUC gap| at 0.1)."""
+    _check_grid(config.lambdas, [config.penalty_score])
+    day = partition_day(context)
+    with warehouse.connect() as con:
+        marts = warehouse.engine_for(con)  # staging rows on the engine; the curve from the DuckDB store
+        try:
+            path = ranker_inputs(con, marts, config, landing.resolved_path, day,
+                                 mapped_span(context, OBSERVATIONAL_STAGING_KEY, day))
+        except (rt.RankerTrainingError, PositionBiasInputError, ClickTrainingError) as error:
+            raise dg.Failure(description=str(error)) from error
+    log_missing_days(context, path.window, "ranker training")
+    data = path.data
+    context.log.info(
+        f"ranker training over {path.window.label}: {data.impressions} impressions, {data.clicks} clicks, "
+        f"{data.rows.n_items} items, features {path.features}; IPW curve {path.curve.attrs.get('method')}")
+    try:
+        path = compute_ranker_candidates(path, config)
+    except rt.RankerTrainingError as error:
+        raise dg.Failure(description=str(error)) from error
+    frame, audits, logged = log_ranker_candidates(mlflow, context, path, config)
+    with warehouse.connect() as con:
+        counts = replace_partition(con, {RANKER_CANDIDATES: frame, RANKER_AUDITS: audits}, day)
+    return dg.MaterializeResult(metadata=ranker_metadata(path, frame, counts) | logged)
 
 
 training_assets = [benchmark_models, ranker_candidates]

@@ -1,7 +1,7 @@
 """MLflow logging of the training assets through the shared `MLflowTracking` resource.
 
 One run per fit (params, metrics, the model with explicit pip requirements, the audit table) and one
-summary run per λ path with the `lambda_frontier` table the fairness report reads.
+summary run per λ path, for people browsing experiments; the results are the warehouse tables (`training.store`).
 """
 from __future__ import annotations
 
@@ -60,24 +60,4 @@ def log_fit_model(
         return run.run_id, model_uri
 
 
-def lambda_frontier(candidates: pd.DataFrame, audits: pd.DataFrame, label_source: str, cutoff: float = 0.1) -> pd.DataFrame:
-    """The report's `lambda_frontier` table: utility = held-out AUC (95% CI), unfairness = |partial-AUC gap|
-    at `cutoff` (the largest over group pairs) with the image of the gap's 95% CI under |.|."""
-    rows = []
-    for c in candidates.itertuples():
-        gaps = audits[(audits["candidate_id"] == c.candidate_id) & (audits["label_source"] == label_source)
-                      & (audits["row_type"] == "gap") & np.isclose(audits["cutoff"], cutoff)] if len(audits) else audits
-        gap = gaps.loc[gaps["auc"].abs().idxmax()] if len(gaps) and gaps["auc"].notna().any() else None
-        low, high = (np.nan, np.nan) if gap is None else (abs(gap["ci_low"]), abs(gap["ci_high"]))
-        straddles = gap is not None and gap["ci_low"] <= 0 <= gap["ci_high"]
-        rows.append({
-            "lambda": c.lam, "utility": c.heldout_auc,
-            "utility_ci_low": c.heldout_auc - 1.96 * c.heldout_auc_se, "utility_ci_high": c.heldout_auc + 1.96 * c.heldout_auc_se,
-            "unfairness": np.nan if gap is None else abs(gap["auc"]),
-            "unfairness_ci_low": 0.0 if straddles else min(low, high), "unfairness_ci_high": max(low, high),
-            "unfairness_p_value": np.nan if gap is None else gap["p_value"], "cutoff": cutoff, "label_source": label_source,
-        })
-    return pd.DataFrame(rows)
-
-
-__all__ = ["TAG_FITTED_CLASS", "finite_metrics", "lambda_frontier", "log_fit_model", "portable_model"]
+__all__ = ["TAG_FITTED_CLASS", "finite_metrics", "log_fit_model", "portable_model"]

@@ -175,28 +175,47 @@ def test_daily_job_audit_is_held_out_and_says_on_which_windows(home):
     windows = metadata["training_windows"].value
     assert windows["production"] == "not fitted on the logs" and windows["eo_weighted"] == f"{DAYS[0]}..{DAYS[0]}"
     assert any(name.startswith("ranker_") and w == f"{DAYS[0]}..{DAYS[0]}" for name, w in windows.items())
-    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
-    _, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
+    run = _newest_audit_run(home)
     assert run.data.tags["fair_pipeline.evaluation_window"] == f"{DAYS[-1]}..{DAYS[-1]}"
     assert f"eo_weighted: {DAYS[0]}..{DAYS[0]}" in run.data.tags["fair_pipeline.training_windows"]
     assert run.info.run_name.endswith(f"evaluated on {DAYS[-1]}..{DAYS[-1]}")
-    pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
+    pauc = _report_table(home, "partial_auc")
     assert set(pauc.loc[pauc["model"] == "eo_weighted", "training_window"]) == {f"{DAYS[0]}..{DAYS[0]}"}
+    assert set(pauc.loc[pauc["model"] == "production", "training_window"]) == {"not fitted on the logs"}
 
 
-def test_daily_job_logged_one_mlflow_run_with_the_stored_tables(home):
+def _newest_audit_run(home: Path):
     tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
-    logged, run = tracking.latest_table("fairness_audit_groups", stages=("audit",))
+    return tracking.client().search_runs([tracking.experiment_id("audit")], "attributes.status = 'FINISHED'",
+                                         order_by=["attributes.start_time DESC"], max_results=1)[0]
+
+
+def _report_table(home: Path, name: str) -> pd.DataFrame:
+    """Report table `name` as the fairness report makes it from the audit's store tables of the newest partition."""
+    from fair_pipeline.reporting import ReportInputs
+
+    inputs = ReportInputs(home, home / "warehouse.duckdb", partition=DAYS[-1])
+    try:
+        return inputs.stored_table(name, ["model"])
+    finally:
+        inputs.close()
+
+
+def test_daily_job_logged_one_mlflow_run_with_figures_and_the_report_reads_the_stored_tables(home):
+    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
+    run = _newest_audit_run(home)
     assert run.data.tags["fair_pipeline.stage"] == "audit" and run.data.params["label_source"] == "relevance"
-    stored = _stored(home, "fairness_audit_groups", "production", "relevance").sort_values(["group", "cutoff"])
-    assert {"production", "eo_weighted"} <= set(logged["scored_output"])
-    logged = logged[logged["scored_output"] == "production"].sort_values(["group", "cutoff"])
-    np.testing.assert_allclose(logged["auc"].to_numpy(float), stored["auc"].to_numpy(float), rtol=1e-12)
-    pauc, _ = tracking.latest_table("partial_auc", stages=("audit",))
     audited = _outputs(home, "status = 'audited'")
+    artifacts = {f.path for f in tracking.client().list_artifacts(run.info.run_id)}
+    assert "tables" not in artifacts  # the results are written once, to the warehouse
+    figures = {f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")}
+    assert figures == {f"figures/curves_{name}.svg" for name in audited["scored_output"]}
+    pauc = _report_table(home, "partial_auc")
     assert set(pauc["model"]) == set(audited["scored_output"]) and len(pauc) == 2 * 5 * len(audited)
-    artifacts = {f.path for f in tracking.client().list_artifacts(run.info.run_id, "figures")}
-    assert artifacts == {f"figures/curves_{name}.svg" for name in audited["scored_output"]}
+    stored = _stored(home, "fairness_audit_groups", "production", "relevance")
+    stored = stored[~stored["is_overall"]].sort_values(["group", "cutoff"])
+    production = pauc[pauc["model"] == "production"].sort_values(["group", "fpr_high"])
+    np.testing.assert_allclose(production["estimate"].to_numpy(float), stored["auc_normalized"].to_numpy(float), rtol=1e-12)
 
 
 def test_pairwise_accuracies_and_curves_match_in_memory(home):
@@ -426,11 +445,11 @@ class _RecordingTracking:
         return contextlib.nullcontext(self.run)
 
 
-def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
+def test_one_tracked_run_logs_figures_and_the_report_tables_come_from_the_stored_rows(home):
     from fair_pipeline.audit import sql as aw
     from fair_pipeline.audit.evaluation import EvaluationData, audit_output
     from fair_pipeline.audit.outputs import production_scores
-    from fair_pipeline.audit.report import warehouse_tables
+    from fair_pipeline.audit.report import report_tables, warehouse_tables
     from fair_pipeline.audit.tracking import log_audit
 
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
@@ -439,8 +458,11 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
         data = EvaluationData(aw.score_counts(con, source), None, *aw.query_rows(con, source, 50))
     audits = [audit_output(production_scores(None)[0], data, window.first, [0.1, 1.0], min_count=10, confidence=0.95)]
     tracking = _RecordingTracking()
-    run_id, _, figure_urls = log_audit(tracking, None, audits, warehouse_tables(audits), {"label_source": "relevance"},
+    run_id, _, figure_urls = log_audit(tracking, None, audits, {"label_source": "relevance"},
                                        (str(window.first), str(window.last)))
+    assert tracking.run.tables == {}  # the results are the warehouse rows, written once
+    rows = warehouse_tables(audits)
+    tables = report_tables(rows)
     assert run_id == "run-1" and tracking.stages == [("audit", (DAYS[-1], DAYS[-1]))]
     assert figure_urls == {"production": "http://x/curves_production.svg"}  # linked from the Dagster metadata
     contract = {  # fair_pipeline.reporting.sections: name -> required columns
@@ -451,8 +473,8 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
         "pairwise_accuracy": ["model", "group_a", "group_b", "estimate", "ci_low", "ci_high", "n_pairs"],
     }
     for name, columns in contract.items():
-        assert set(columns) <= set(tracking.run.tables[name].columns), name
-    pauc = tracking.run.tables["partial_auc"].set_index(["group", "fpr_high"])
+        assert set(columns) <= set(tables[name].columns), name
+    pauc = tables["partial_auc"].set_index(["group", "fpr_high"])
     groups = audits[0].report.groups.set_index(["group", "cutoff"])
     np.testing.assert_allclose(pauc["estimate"], groups["auc"] / groups.index.get_level_values(1))
     assert np.isnan(pauc.loc[("0", 1.0), "p_value"])  # the reference group: no test
@@ -465,19 +487,19 @@ def test_one_tracked_run_logs_report_contract_tables_and_figures(home):
     # ... and the verdict of each comparison against δ (the sign of the difference does not change it)
     assert one["verdict"] == audits[0].report.pairs.set_index("cutoff").at[1.0, "verdict"] and one["margin"] == 0.02
     assert ref["verdict"] is None or pd.isna(ref["verdict"])
-    xauc = tracking.run.tables["xauc"].set_index("direction")
+    xauc = tables["xauc"].set_index("direction")
     assert xauc.at["0>1", "verdict"] == xauc.at["1>0", "verdict"] == audits[0].report.xauc.deltas["verdict"].iloc[0]
-    # the cross-group pairwise gap A(0>1) - A(1>0) with its clustered SE and verdict, in MLflow and in the warehouse rows
-    gaps = tracking.run.tables["pairwise_gaps"].iloc[0]
+    # the cross-group pairwise gap A(0>1) - A(1>0) with its clustered SE and verdict, from the warehouse rows
+    gaps = tables["pairwise_gaps"].iloc[0]
     matrix = audits[0].pairwise.matrix.set_index(["group_better", "group_worse"])["accuracy"]
     assert gaps["estimate"] == pytest.approx(matrix[("0", "1")] - matrix[("1", "0")], abs=1e-12)
     assert gaps["ci_low"] < gaps["estimate"] < gaps["ci_high"] and gaps["verdict"] in VERDICTS and gaps["margin"] == 0.02
-    stored = tracking.run.tables["fairness_audit_pairwise"]
-    assert stored.loc[stored["metric"] == "A_{0>1} - A_{1>0}", "verdict"].tolist() == [gaps["verdict"]]
+    stored = rows["fairness_audit_pairwise"]
+    assert stored.loc[stored["kind"] == "gap", "verdict"].tolist() == [gaps["verdict"]]
+    assert stored.loc[stored["kind"] == "gap", "metric"].tolist() == ["A_{0>1} - A_{1>0}"]
     assert xauc.at["0>1", "delta"] == pytest.approx(xauc.at["0>1", "estimate"] - xauc.at["1>0", "estimate"], abs=1e-12)
     assert xauc.at["1>0", "delta"] == -xauc.at["0>1", "delta"] and xauc.at["1>0", "delta_ci_high"] == -xauc.at["0>1", "delta_ci_low"]
     assert xauc.at["0>1", "delta_ci_low"] < xauc.at["0>1", "delta"] < xauc.at["0>1", "delta_ci_high"]
-    assert {"fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc"} <= set(tracking.run.tables)
     assert tracking.run.figures == ["curves_production"]
     assert "production.delta_xauc" in tracking.run.metrics and "production.auc_gap_se" in tracking.run.metrics
 

@@ -32,8 +32,7 @@ from fair_pipeline.platform import settings
 from fair_pipeline.platform.resources import LandingZone, default_resources
 from fair_pipeline.platform.sql_assets import build_sql_assets
 from fair_pipeline.platform.tracking import (TAG_ASSET, TAG_DAGSTER_RUN, TAG_HELD_OUT, TAG_MODEL_PARTITION,
-                                           TAG_PARTITION, TAG_WINDOW, MLflowTracking,
-                                           point_fluent_api_at)
+                                           TAG_PARTITION, TAG_WINDOW, point_fluent_api_at)
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from tests.figure_links import linked_figure
@@ -193,18 +192,24 @@ def test_evaluation_is_labelled_simulation_with_tables_and_figures(home):
     assert set(table["method"]) >= {"raw", "unweighted", "weighted", "weighted_alpha=0", "weighted_alpha=1"}
 
 
-def test_report_tables_are_logged_with_their_contract_columns(home):
-    """The fairness report reads `eo_transform_cdf` and `exposure_merit` from the newest MLflow runs."""
-    tracking = MLflowTracking()
-    cdf, _ = tracking.latest_table("eo_transform_cdf")
+def test_report_tables_are_made_from_the_stored_results_with_their_contract_columns(home):
+    """The fairness report makes `eo_transform_cdf` and `exposure_merit` from the newest partition's store tables."""
+    from fair_pipeline.reporting import ReportInputs
+
+    inputs = ReportInputs(home["root"], settings.warehouse_path())
+    try:
+        cdf = inputs.stored_table("eo_transform_cdf", ["group", "score", "cdf"])
+        merit = inputs.stored_table("exposure_merit", ["ranking", "group", "exposure", "merit"])
+        summary = inputs.stored_table("eo_evaluation_summary", ["method", "exposure_over_merit_ratio"])
+    finally:
+        inputs.close()
     assert set(cdf["group"].astype(str)) == {"0", "1"} and len(cdf) == 2 * 1001
     for _, part in cdf.groupby("group"):
         assert np.all(np.diff(part["score"]) >= 0) and np.all(np.diff(part["cdf"]) > 0)
         assert (part["cdf_ci_low"] <= part["cdf"]).all() and (part["cdf"] <= part["cdf_ci_high"]).all()
-    merit, run = tracking.latest_table("exposure_merit")
-    assert run.data.tags["fair_pipeline.simulation"] == "true"
     assert sorted(merit["ranking"].unique()) == ["after", "before", "unweighted"] and merit["simulation"].all()
-    merit["group"] = merit["group"].astype(str)  # the JSON copy may read "0"/"1" back as integers
+    assert {"raw", "unweighted", "weighted"} <= set(summary["method"])
+    merit["group"] = merit["group"].astype(str)
     before = merit[merit["ranking"] == "before"].set_index("group")
     after = merit[merit["ranking"] == "after"].set_index("group")
     # Same held-out requests: merit is the same before and after; only exposure moves (toward group 0).
@@ -220,6 +225,16 @@ def test_evaluation_is_skipped_without_ground_truth(home, tmp_path):
     assert result.success
     meta = _metadata(instance, EO_EVALUATION_KEY)
     assert meta["evaluated"] is False and "not a simulation: no ground truth" in meta["status"]
+    # the report of that partition says the evaluation ran and why it stored nothing, not that it never ran
+    from fair_pipeline.reporting import ReportInputs, StageMissing
+
+    inputs = ReportInputs(home["root"], settings.warehouse_path(), partition=DAYS[-1])
+    try:
+        with pytest.raises(StageMissing, match=f"ran for partition {DAYS[-1]} and stored nothing: skipped: not a "
+                                               "simulation: no ground truth"):
+            inputs.stored_table("exposure_merit", ["ranking"])
+    finally:
+        inputs.close()
 
 
 def _failure(result) -> str:

@@ -9,8 +9,10 @@ import pytest
 
 from fair_pipeline.platform.partition_store import (
     load_partition,
+    record_skip,
     replace_partition,
     resolve_partition,
+    skip_reason,
     stored_partitions,
 )
 
@@ -69,3 +71,22 @@ def test_missing_table_or_partition_is_named(con):
         load_partition(con, "marts.x", "2026-01-05", error=StageError)
     with pytest.raises(ValueError, match="partition 'yesterday' is not a date"):
         replace_partition(con, {"marts.x": pd.DataFrame({"k": [1]})}, "yesterday")
+
+
+def test_a_partition_that_ran_and_stored_nothing_says_why_until_it_is_written(con):
+    replace_partition(con, {"marts.x": pd.DataFrame({"k": [1]}), "marts.y": pd.DataFrame({"k": [2]})}, "2026-01-02")
+    record_skip(con, ["marts.x", "marts.y"], "2026-01-02", "skipped: not a simulation")
+    record_skip(con, ["marts.x_2"], "2026-01-02", "unrelated")  # a table whose name starts like ours
+    assert stored_partitions(con, "marts.x") == [] and stored_partitions(con, "marts.y") == []  # D's rows removed
+    with pytest.raises(LookupError) as missing:
+        load_partition(con, "marts.x", "2026-01-02")
+    assert str(missing.value) == "marts.x: the asset ran for partition 2026-01-02 and stored nothing: skipped: not a simulation"
+    with pytest.raises(LookupError, match="ran and stored nothing: skipped: not a simulation .partition 2026-01-02."):
+        load_partition(con, "marts.y")  # the newest partition
+    assert skip_reason(con, "marts.x", "2026-01-03") is None
+    # A later write of the partition supersedes the skip, for the tables written only.
+    replace_partition(con, {"marts.x": pd.DataFrame({"k": [3]})}, "2026-01-02")
+    assert load_partition(con, "marts.x", "2026-01-02")["k"].tolist() == [3]
+    assert skip_reason(con, "marts.x", "2026-01-02") is None
+    assert skip_reason(con, "marts.y", "2026-01-02") == "skipped: not a simulation"
+    assert skip_reason(con, "marts.x_2", "2026-01-02") == "unrelated"

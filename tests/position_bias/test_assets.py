@@ -170,15 +170,20 @@ def test_metadata_reports_table_plot_counts_and_errors_vs_truth(home):
     assert metadata["max_abs_error/naive"].value > 2 * metadata["max_abs_error/adjacent_pairwise"].value
 
 
-def test_every_curve_is_logged_to_mlflow_for_the_report(home):
-    """The daily job's run logged table `position_bias_curve` (the report's contract): every method and position,
-    the chosen curve marked, the same numbers as the warehouse."""
-    logged, run = _tracking(home).latest_table("position_bias_curve", stages=("position_bias",))
+def test_the_report_reads_every_curve_from_the_warehouse(home):
+    """The report's `position_bias_curve` table, made from the stored curves of the partition: every method and
+    position, the chosen curve marked, the same numbers as the warehouse."""
+    from fair_pipeline.reporting import ReportInputs
+
+    inputs = ReportInputs(home, home / "warehouse.duckdb", partition=DAYS[-1])
+    try:
+        logged = inputs.stored_table("position_bias_curve", ["position", "estimate", "ci_low", "ci_high"])
+    finally:
+        inputs.close()
     stored = _curves(home / "warehouse.duckdb")
-    assert run.data.tags["dagster.asset_key"] == "marts/position_bias_curves"
-    assert run.data.tags["dagster.partition"] == DAYS[-1]
+    assert inputs.sources["position_bias_curve"] == f"warehouse marts.position_bias_curves, partition {DAYS[-1]}"
     assert {"method", "n_impressions", "chosen", "ci_low", "ci_high", "truncated"} <= set(logged.columns)
-    assert set(logged.loc[logged["chosen"], "method"]) == {"adjacent_pairwise"}
+    assert set(logged.loc[logged["chosen"].astype(bool), "method"]) == {"adjacent_pairwise"}
     merged = logged.merge(stored, on=["method", "position"], suffixes=("", "_stored"))
     assert len(merged) == len(logged) == len(stored) == len(METHODS) * 20
     np.testing.assert_allclose(merged["estimate"], merged["weight"], rtol=1e-12)

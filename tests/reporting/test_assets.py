@@ -135,6 +135,26 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     assert {"report/fairness_report.html", "report/fairness_summary.md", "report/findings.json"} <= artifacts
 
 
+def test_the_report_reads_only_the_warehouse_so_an_empty_mlflow_store_changes_nothing(home, main_job_output, tmp_path):
+    """MLflow is for people: a report made against a fresh, empty tracking store has every section, with the same
+    findings as the main job's report of that partition."""
+    from fair_pipeline.definitions import fairness_report
+    from fair_pipeline.platform.resources import DuckDBWarehouse
+
+    newest = _days(home)[-1]
+    findings = home / "reports" / newest / "findings.json"
+    before = json.loads(findings.read_text())
+    empty = MLflowTracking(tracking_uri=f"sqlite:///{tmp_path / 'empty.db'}", artifact_root=str(tmp_path / "artifacts"))
+    result = dg.materialize([fairness_report], resources={"warehouse": DuckDBWarehouse(), "mlflow": empty},
+                            partition_key=newest)
+    assert result.success
+    metadata = result.asset_materializations_for_node("reporting__fairness_report")[0].metadata
+    assert metadata["sections_available"].value == 12 and metadata["sections_missing"].value == []
+    after = json.loads(findings.read_text())
+    assert [f["text"] for f in after["findings"]] == [f["text"] for f in before["findings"]]
+    assert after["verdict_counts"] == before["verdict_counts"]
+
+
 def test_unreachable_mlflow_fails_the_report_with_a_clear_message(home, main_job_output):
     from fair_pipeline.definitions import fairness_report
     from fair_pipeline.platform.resources import DuckDBWarehouse
@@ -223,11 +243,10 @@ def _cells(frame: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
-    """If a stage stopped logging a table, or a section lost its numbers, this fails: every section is
-    rebuilt from the run's warehouse and MLflow store and checked against them and the simulator's truth."""
+    """If a stage stopped storing a table, or a section lost its numbers, this fails: every section is
+    rebuilt from the run's warehouse and checked against it and the simulator's truth."""
     days = _days(home)
-    inputs = ReportInputs(home=home, warehouse_path=home / "warehouse.duckdb", tracking=MLflowTracking(),
-                          partition=dt.date.fromisoformat(days[-1]))
+    inputs = ReportInputs(home=home, warehouse_path=home / "warehouse.duckdb", partition=dt.date.fromisoformat(days[-1]))
     try:
         report = build_report(inputs)
     finally:

@@ -11,7 +11,7 @@ import pytest
 from fair_pipeline import charts
 from fair_pipeline.charts import Panel, render
 from fair_pipeline.platform import settings
-from fair_pipeline.reporting import build, figures, sections
+from fair_pipeline.reporting import build, figures, sections, selection
 from fair_pipeline.reporting.model import Table
 from tests.charts.svg_reading import SVG, legend_labels, marks, panels, parse, texts
 
@@ -94,12 +94,12 @@ def test_the_exposure_figure_shows_the_ratio_the_findings_test():
 
 
 def test_the_champion_is_named_with_its_version():
-    text, finding = sections.champion_blocks("fair-ranker", 3, "2026-01-01/probability/lam=0.1/alpha=0")
+    text, finding = selection.champion_blocks("fair-ranker", 3, "2026-01-01/probability/lam=0.1/alpha=0")
     assert text.markdown == ("Champion model: **fair-ranker version 3** (`models:/fair-ranker@champion`, the candidate "
                              "2026-01-01/probability/lam=0.1/alpha=0).")
     assert finding.text == ("Champion model: fair-ranker version 3 (models:/fair-ranker@champion, the candidate "
                             "2026-01-01/probability/lam=0.1/alpha=0).") and finding.status == "info"
-    assert sections.champion_text("fair-ranker", None) == "No champion model: model selection has not registered one yet."
+    assert selection.champion_text("fair-ranker", None) == "No champion model: model selection has not registered one yet."
 
 
 def test_groups_are_explained_with_configured_labels_or_by_their_column(monkeypatch):

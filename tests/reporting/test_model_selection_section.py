@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import sections
+from fair_pipeline.reporting import selection
 from fair_pipeline.reporting.model import StageMissing, Table
 
 
@@ -15,7 +15,7 @@ class _Inputs:
     def __init__(self, tables: dict[str, pd.DataFrame]):
         self.tables, self.sources = tables, {}
 
-    def stage_table(self, name, stage, required):
+    def stored_table(self, name, required):
         if name not in self.tables:
             raise StageMissing(f"no table {name!r}")
         return self.tables[name]
@@ -33,7 +33,7 @@ def _ranking(runner_low: float) -> pd.DataFrame:
 
 
 def _section(frame: pd.DataFrame):
-    content = sections.model_selection(_Inputs({"model_ranking": frame}))
+    content = selection.model_selection(_Inputs({"model_ranking": frame}))
     table = next(b.frame for b in content.blocks if isinstance(b, Table) and b.caption == "Model-selection ranking")
     return content, table
 

@@ -1,4 +1,5 @@
-"""The fairness report: numbers from hand-made marts, hooks fed through MLflow, missing stages, offline HTML."""
+"""The fairness report: numbers from hand-made marts, sections fed hand-made report tables, missing stages, offline
+HTML. (The report made from real store tables: tests/reporting/test_assets.py.)"""
 import re
 
 import duckdb
@@ -6,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.reporting import ReportInputs, build_report, render_html, summary_lines, write_report
+from fair_pipeline.reporting import stored
 from fair_pipeline.reporting.build import findings_json
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
 from tests.charts.svg_reading import parse
@@ -66,7 +67,7 @@ def _offline(html: str) -> bool:
 
 
 def test_mart_sections_report_real_numbers(tmp_path, warehouse):
-    inputs = ReportInputs(home=tmp_path, warehouse_path=warehouse, tracking=None)
+    inputs = ReportInputs(home=tmp_path, warehouse_path=warehouse)
     report = build_report(inputs)
     inputs.close()
     sections = {s.spec.key: s for s in report.sections}
@@ -91,12 +92,13 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     assert missing == {"position_bias", "eo_transform", "exposure_merit", "logged_exposure", "roc", "xauc", "pairwise",
                        "audit_trend", "lambda_frontier", "model_selection"}
     summary = "\n".join(summary_lines(report))
-    assert summary.index("**Missing sections**") < summary.index("- Model selection: no MLflow tracking configured")
+    assert summary.index("**Missing sections**") < summary.index(
+        "- Model selection: stage 'selection': marts.model_ranking holds no results yet")
     assert any("Missing sections" in line for line in summary_lines(report))
 
 
 def test_report_without_any_stage_lists_everything_as_missing(tmp_path):
-    inputs = ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb", tracking=None)
+    inputs = ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb")
     report = build_report(inputs)
     assert not report.available and len(report.missing) == 12
     assert "ingestion has never run" in report.missing[0].missing
@@ -108,8 +110,8 @@ def test_report_without_any_stage_lists_everything_as_missing(tmp_path):
 
 @pytest.fixture(scope="module")
 def tracked(tmp_path_factory):
+    """A home with the simulator's truth curve, and every report table made by hand."""
     home = tmp_path_factory.mktemp("report_home")
-    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
     positions = np.arange(1, 6)
     w = 1 / np.log2(positions + 1)
     fpr = np.linspace(0, 1, 11)
@@ -137,13 +139,18 @@ def tracked(tmp_path_factory):
                                          "unfairness_ci_low": [0.08, 0.03, 0.0], "unfairness_ci_high": [0.12, 0.07, 0.03]}),
         "model_ranking": pd.DataFrame({"rank": [2, 1], "model": ["baseline", "fair λ=1"], "score": [0.7, 0.75]}),
     }
-    with tracking.start_run(None, "audit", run_name="synthetic") as run:
-        for name, frame in tables.items():
-            run.log_table(frame, name)
     truth_dir = home / "landing" / "_truth"
     truth_dir.mkdir(parents=True)
     pd.DataFrame({"position": positions.astype(np.int32), "weight": w}).to_parquet(truth_dir / "bias_curve.parquet")
-    return home, tracking
+    return home, tables
+
+
+def _serve(monkeypatch, tables: dict[str, pd.DataFrame]) -> None:
+    """Every stage's reader hands out the given report tables (as if made from its store tables)."""
+    for key, source in list(stored.SOURCES.items()):
+        mine = {name: frame for name, frame in tables.items() if stored.TABLES[name] == key}
+        monkeypatch.setitem(stored.SOURCES, key, stored.Source(source.stage, source.tables,
+                                                               lambda con, partition, mine=mine: dict(mine)))
 
 
 # Tests here change the shared home (other partitions, configs, registry versions): each gets it as built.
@@ -183,10 +190,11 @@ def _audit_partitions(warehouse) -> pd.DataFrame:
     return rows[rows["cutoff"] == 0.1]
 
 
-def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
-    home, tracking = tracked
+def test_every_section_renders_from_its_report_tables(tracked, warehouse, monkeypatch):
+    home, tables = tracked
+    _serve(monkeypatch, tables)
     trend_rows = _audit_partitions(warehouse)
-    inputs = ReportInputs(home=home, warehouse_path=warehouse, tracking=tracking)
+    inputs = ReportInputs(home=home, warehouse_path=warehouse)
     report = build_report(inputs)
     inputs.close()
     assert not report.missing, [(s.spec.key, s.missing) for s in report.missing]
@@ -228,11 +236,10 @@ def test_every_hook_section_renders_from_mlflow_tables(tracked, warehouse):
     assert all(f"figures/{f.name}.svg" in markdown for f in report.figures())
 
 
-def test_a_table_with_missing_columns_is_reported_not_raised(tracked, warehouse):
-    home, tracking = tracked
-    with tracking.start_run(None, "selection", run_name="broken") as run:
-        run.log_table(pd.DataFrame({"model": ["a"]}), "model_ranking")
-    inputs = ReportInputs(home=home, warehouse_path=warehouse, tracking=tracking)
+def test_a_table_with_missing_columns_is_reported_not_raised(tracked, warehouse, monkeypatch):
+    home, tables = tracked
+    _serve(monkeypatch, {**tables, "model_ranking": pd.DataFrame({"model": ["a"]})})
+    inputs = ReportInputs(home=home, warehouse_path=warehouse)
     report = build_report(inputs)
     inputs.close()
     section = next(s for s in report.sections if s.spec.key == "model_selection")
@@ -366,7 +373,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
     class Inputs:
         sources: dict = {}
 
-        def stage_table(self, name, stage, required):
+        def stored_table(self, name, required):
             if name not in tables:
                 raise StageMissing(f"no {name}")
             return tables[name]
@@ -400,7 +407,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
 def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
     from fair_pipeline.reporting.build import display_frame
     from fair_pipeline.reporting.formatting import model_order
-    from fair_pipeline.reporting.sections import lambda_frontier
+    from fair_pipeline.reporting.selection import lambda_frontier
 
     names = ["production", "eo_weighted", "ranker_2026-01-07_auc_lam_0.1", "ranker_2026-01-07_auc_lam_10",
              "ranker_2026-01-07_auc_lam_2", "eo_unweighted", "ranker_2026-01-07_auc_lam_1"]
@@ -413,7 +420,7 @@ def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
     class Inputs:
         sources: dict = {}
 
-        def stage_table(self, name, stage, required):
+        def stored_table(self, name, required):
             return frontier
 
     content = lambda_frontier(Inputs())
@@ -427,7 +434,7 @@ def test_lambdas_sort_as_numbers_and_counts_render_as_integers():
 
 
 def test_pairwise_section_judges_cross_group_gaps_against_delta():
-    from fair_pipeline.reporting.audit_sections import pairwise_accuracy
+    from fair_pipeline.reporting.pairwise import pairwise_accuracy
 
     tables = {
         "pairwise_accuracy": pd.DataFrame({"model": "m", "group_a": ["0", "0", "1", "1"], "group_b": ["0", "1", "0", "1"],
@@ -443,7 +450,7 @@ def test_pairwise_section_judges_cross_group_gaps_against_delta():
     class Inputs:
         sources: dict = {}
 
-        def stage_table(self, name, stage, required):
+        def stored_table(self, name, required):
             return tables[name]
 
     content = pairwise_accuracy(Inputs())

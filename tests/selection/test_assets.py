@@ -268,12 +268,18 @@ def test_rerun_moves_the_champion_to_the_new_version_of_the_same_winner(home):
     assert [meta["diff_ci_low"], meta["diff_ci_high"]] == pytest.approx([runner["diff_ci_low"], runner["diff_ci_high"]])
     assert meta["n_clusters_items"] == runner["paired_clusters"] > 100 and meta["n_rows"] == runner["paired_rows"]
     assert "clustered by item" in meta["interval"] and "clustered by item" in check.description
-    # the MLflow copy (the report's source) carries the same paired columns
-    logged, _ = _resources(home)["mlflow"].latest_table("model_ranking")
-    logged = logged.set_index("model").loc[after["model"]]
+    # the report reads the stored ranking of the partition, with the metric it was ranked by
+    from fair_pipeline.reporting import ReportInputs
+
+    inputs = ReportInputs(home, home / "warehouse.duckdb", partition=DAYS[-1])
+    try:
+        shown = inputs.stored_table("model_ranking", ["rank", "model"]).set_index("model").loc[after["model"]]
+        metric = inputs.stored_table("elicited_metric", ["oracle", "parameter", "elicited"])
+    finally:
+        inputs.close()
     for column in ("diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "paired_clusters"):
-        np.testing.assert_allclose(logged[column].astype(float), after[column].astype(float), rtol=1e-9, atol=1e-14,
-                                   equal_nan=True)  # JSON keeps 15 decimals
+        np.testing.assert_allclose(shown[column].astype(float), after[column].astype(float), rtol=0, equal_nan=True)
+    assert metric["oracle"].iloc[0] == SIMULATED_LABEL and "lam" in set(metric["parameter"])
 
 
 def test_failed_alias_rolls_back_the_new_version(home, monkeypatch):

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fair_pipeline.reporting.sections import _selection_findings
+from fair_pipeline.reporting.selection import selection_findings
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection.assets import model_selection
 from tests.simulated_home import materialize_simulated_home
@@ -66,7 +66,7 @@ def test_every_family_is_ranked_with_estimable_rows_and_the_right_family(home):
     assert new.loc[new["estimable"].astype(bool) & (new["rank"] > 1), "diff_se"].gt(0).all()
     assert ranking["held_out"].all()
     # the report names the winning family
-    findings = [f.text for f in _selection_findings(ranking)]
+    findings = [f.text for f in selection_findings(ranking)]
     assert any(f"the winning family is {ranking.iloc[0]['family']} ({ranking.iloc[0]['model']})" in t for t in findings)
 
 

@@ -137,9 +137,14 @@ def test_mlflow_run_per_fit_with_model_and_audit_table(home):
 
 
 def test_lambda_frontier_table_for_the_report(home):
-    tracking = MLflowTracking(tracking_uri=f"sqlite:///{home / 'mlflow.db'}", artifact_root=str(home / "mlartifacts"))
-    frontier, run = tracking.latest_table("lambda_frontier", partition=dt.date.fromisoformat(DAYS[-1]))
-    assert run.data.tags["dagster.partition"] == DAYS[-1]
+    from fair_pipeline.reporting import ReportInputs
+
+    inputs = ReportInputs(home, home / "warehouse.duckdb", partition=dt.date.fromisoformat(DAYS[-1]))
+    try:
+        frontier = inputs.stored_table("lambda_frontier", ["lambda", "utility", "unfairness"])
+    finally:
+        inputs.close()
+    assert inputs.sources["lambda_frontier"].endswith(f"partition {DAYS[-1]}")
     candidates = _candidates(home)
     gaps = _query(home, "SELECT candidate_id, auc, ci_low, ci_high FROM marts.ranker_candidate_audits "
                         "WHERE label_source = 'click_shuffle' AND row_type = 'gap' AND cutoff = 0.1 AND partition_date = $day",

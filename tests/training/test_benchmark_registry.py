@@ -18,6 +18,7 @@ from fair_pipeline.training.reference import fits as bm
 from fair_pipeline.training.assets import benchmark_models
 from fair_pipeline.training.reference.registry import choose_champion
 from fair_pipeline.platform.tracking import point_fluent_api_at
+from tests.platform.mlflow_reading import logged_table
 from tests.shared_home import restore_home_after_each_test
 
 DATASETS = ("adult", "compas")
@@ -93,7 +94,7 @@ def test_one_version_per_fit_tagged_with_its_audit(home, tracking, dataset):
         assert float(v.tags["fair_pipeline.lambda"]) == pytest.approx(row.lam)
         assert v.tags["fair_pipeline.model"] == row.model and v.tags["fair_pipeline.penalty_score"] == row.penalty_score
         assert float(v.tags["fair_pipeline.heldout_auc"]) == pytest.approx(run.data.metrics["auc"], abs=1e-6)
-        audit = tracking.load_table(row.mlflow_run_id, "audit")
+        audit = logged_table(tracking.client(), row.mlflow_run_id, "audit")
         for gap in audit[audit["row_type"] == "gap"].itertuples():
             assert float(v.tags[f"fair_pipeline.gap/{gap.cutoff:g}"]) == pytest.approx(gap.auc, abs=1e-6)
             assert float(v.tags[f"fair_pipeline.gap_p_value/{gap.cutoff:g}"]) == pytest.approx(gap.p_value, rel=1e-5)
@@ -108,7 +109,7 @@ def test_champion_is_the_rule_recomputed_from_the_logged_audits(home, tracking, 
     rows = _models(home).query("dataset == @dataset").reset_index(drop=True)
     client = tracking.client()
     fits = [{"lam": r.lam, "auc": client.get_run(r.mlflow_run_id).data.metrics["auc"],
-             "audit": tracking.load_table(r.mlflow_run_id, "audit")} for r in rows.itertuples()]
+             "audit": logged_table(client, r.mlflow_run_id, "audit")} for r in rows.itertuples()]
     chosen = _rule(fits)
     assert chosen is not None
     champion = tracking.champion(name)

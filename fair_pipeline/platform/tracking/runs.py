@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
-import json
 import logging
 import tempfile
 import uuid
@@ -31,19 +29,14 @@ from pydantic import PrivateAttr
 
 from fair_pipeline import charts
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.partition_store import as_date
 from fair_pipeline.platform.tracking import registry
 from fair_pipeline.platform.tracking.store import (
     CLASSIC_VIEW,
-    STAGES,
     TAG_ASSET,
     TAG_CODE_VERSION,
     TAG_DAGSTER_RUN,
     TAG_PARTITION,
-    TAG_SKIPPED,
-    TAG_SKIPPED_TABLES,
     TAG_STAGE,
-    TAG_TABLE_PREFIX,
     TAG_WINDOW,
     TOKEN_TAG,
     Store,
@@ -159,8 +152,8 @@ class TrackedRun:
         self._retry(lambda: mlflow.log_text(text, name), f"log text {name}")
 
     def log_table(self, frame: pd.DataFrame, name: str) -> None:
-        """Log a DataFrame as `tables/<name>.json` (viewable in the MLflow UI) and tag the run so the
-        report finds the newest run that logged this table (`latest_table`)."""
+        """Log a DataFrame as `tables/<name>.json`, for people browsing the MLflow UI (stages read results from
+        the warehouse, never from here)."""
         checked_name(name, "table name")
         artifact = f"tables/{name}.json"
         serializable = frame.copy()
@@ -176,7 +169,6 @@ class TrackedRun:
                 self.tracking.client().log_artifact(self.run_id, str(path), "tables")
 
         self._retry(write, f"log table {artifact}")
-        self.set_tags({TAG_TABLE_PREFIX + name: "1"})
 
     def log_figure(self, svg: bytes, name: str) -> str:
         """An SVG figure (`fair_pipeline.charts.render`) saved as `figures/<name>.svg`; returns the address the
@@ -210,15 +202,6 @@ class TrackedRun:
         if metrics:
             self.log_metrics(metrics, model_id=info.model_id)
         return info.model_uri
-
-
-def _numeric_where_possible(frame: pd.DataFrame) -> pd.DataFrame:
-    """JSON null is None: a numeric column with nulls (or only nulls) becomes float with NaN, as tables were logged."""
-    for column in frame.columns[frame.dtypes == object]:
-        values = frame[column].dropna()
-        if values.map(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)).all():
-            frame[column] = pd.to_numeric(frame[column]).astype(float)
-    return frame
 
 
 class MLflowTracking(dg.ConfigurableResource):
@@ -327,57 +310,6 @@ class MLflowTracking(dg.ConfigurableResource):
             return client.create_run(experiment_id, run_name=run_name, tags={**tags, TOKEN_TAG: token}).info.run_id
 
         return self.retry(created_once(create, find), f"create a run in experiment {experiment_id}")
-
-    # ---- reading back
-    def _newest_finished_run(self, condition: str, stages: tuple[str, ...], what: str, partition: dt.date | None = None):
-        ids = [self.experiment_id(stage) for stage in stages]
-        # MLflow filter strings take no parameters: the partition goes in only as a validated ISO date.
-        where = "" if partition is None else f" and tags.`{TAG_PARTITION}` = '{as_date(partition).isoformat()}'"
-        runs = self.retry(
-            lambda: self.client().search_runs(
-                ids, filter_string=f"{condition} and attributes.status = 'FINISHED'{where}",
-                order_by=["attributes.start_time DESC"], max_results=1,
-            ),
-            f"find the newest run {what}",
-        )
-        return runs[0] if runs else None
-
-    def latest_run_with_table(self, name: str, stages: tuple[str, ...] = STAGES, partition: dt.date | None = None):
-        """The newest FINISHED run (over the given stages' experiments) that logged table `name`, or None; with
-        `partition`, only runs of that asset partition."""
-        checked_name(name, "table name")
-        return self._newest_finished_run(f"tags.`{TAG_TABLE_PREFIX}{name}` = '1'", stages, f"with table {name}", partition)
-
-    def record_skip(self, context: Any, stage: str, reason: str, tables: tuple[str, ...]) -> str:
-        """A finished run saying that a step ran and had nothing to log (e.g. nothing was estimable), so readers of
-        `tables` can tell "ran, not estimable: <reason>" from "never ran". Returns the run id."""
-        for name in tables:
-            checked_name(name, "table name")
-        with self.start_run(context, stage, tags={TAG_SKIPPED: reason[:5000],
-                                                  TAG_SKIPPED_TABLES: "," + ",".join(tables) + ","}) as run:
-            return run.run_id
-
-    def latest_skip(self, name: str, stages: tuple[str, ...] = STAGES, partition: dt.date | None = None):
-        """The newest finished run that recorded skipping table `name` (`record_skip`), or None; with `partition`,
-        only runs of that asset partition."""
-        checked_name(name, "table name")
-        return self._newest_finished_run(f"tags.`{TAG_SKIPPED_TABLES}` LIKE '%,{name},%'", stages,
-                                         f"that skipped table {name}", partition)
-
-    def load_table(self, run_id: str, name: str) -> pd.DataFrame:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = self.retry(
-                lambda: self.client().download_artifacts(run_id, f"tables/{name}.json", tmp), f"download table {name}"
-            )
-            # Python's json parser, not pandas': pandas' (ujson) refuses subnormal doubles such as a p-value of 1e-308.
-            split = json.loads(Path(path).read_text())
-        return _numeric_where_possible(pd.DataFrame(split["data"], columns=split["columns"]))
-
-    def latest_table(self, name: str, stages: tuple[str, ...] = STAGES,
-                     partition: dt.date | None = None) -> tuple[pd.DataFrame, Any] | None:
-        """(table, run) from the newest finished run (of `partition`, when given) that logged it, or None."""
-        run = self.latest_run_with_table(name, stages, partition)
-        return None if run is None else (self.load_table(run.info.run_id, name), run)
 
     # ---- registry
     def register_model(

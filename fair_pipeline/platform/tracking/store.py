@@ -53,9 +53,6 @@ TAG_EVALUATION_WINDOW = "fair_pipeline.evaluation_window"
 TAG_TRAINING_WINDOWS = "fair_pipeline.training_windows"  # per audited output
 TAG_CODE_VERSION = "dagster.code_version"
 TAG_MODEL_PARTITION = "fair_pipeline.partition"  # on a registered model version: the asset partition it won
-TAG_TABLE_PREFIX = "fair_pipeline.table."
-TAG_SKIPPED = "fair_pipeline.skipped"  # why a step that ran logged none of its tables
-TAG_SKIPPED_TABLES = "fair_pipeline.skipped_tables"  # ",name,name," (the tables it would have logged)
 TOKEN_TAG = "fair_pipeline.idempotency_token"  # a unique tag that finds what an earlier attempt wrote
 
 _TRANSIENT_MARKERS = (

@@ -1,0 +1,165 @@
+"""The report's sections on the trained rankers and model selection: the λ trade-off frontier, and the ranking of
+candidates by the elicited fair metric with each one's paired difference vs the winner and the champion model
+(tables `lambda_frontier`, `model_ranking`, `elicited_metric`; contracts in `fair_pipeline.reporting.sections`)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.reporting import figures
+from fair_pipeline.reporting.formatting import ci_text, p_phrase, p_text, with_ci
+from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+
+
+def champion_text(name: str | None, version: str | int | None, candidate: str | None = None) -> str:
+    """'Champion model: fair-ranker version 3 (models:/fair-ranker@champion), candidate ...' or why there is none."""
+    if not name or version is None or str(version) in ("", "None", "nan"):
+        return "No champion model: model selection has not registered one yet."
+    chosen = f", the candidate {candidate}" if candidate else ""
+    return f"Champion model: **{name} version {version}** (`models:/{name}@champion`{chosen})."
+
+
+def champion_blocks(name: str | None, version: str | int | None, candidate: str | None = None) -> tuple[Text, Finding]:
+    """The champion as a paragraph for a section and as a headline fact for the summary."""
+    text = champion_text(name, version, candidate)
+    return Text(text), Finding(text.replace("**", "").replace("`", ""), "info")
+
+
+def lambda_frontier(inputs: ReportInputs) -> SectionContent:
+    cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
+    frame = inputs.stored_table("lambda_frontier", cols)
+    # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
+    frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
+    table = frame[["lambda"]].copy()
+    table["lambda"] = frame["lambda"].map(lambda v: "n/a" if pd.isna(v) else f"{v:g}")
+    table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
+    table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
+    if "unfairness_p_value" in frame.columns:
+        table["p (gap = 0)"] = frame["unfairness_p_value"].map(p_text)
+    cutoff = f"I({frame['cutoff'].iloc[0]:g})" if "cutoff" in frame.columns else "the partial AUC"
+    labels = f" on {frame['label_source'].iloc[0]} labels" if "label_source" in frame.columns else ""
+    first, last = frame.iloc[0], frame.iloc[-1]
+    findings = [Finding(
+        f"λ = {first['lambda']:g} → {last['lambda']:g}: utility {ci_text(first['utility'], first['utility_ci_low'], first['utility_ci_high'])} → "
+        f"{ci_text(last['utility'], last['utility_ci_low'], last['utility_ci_high'])}; unfairness "
+        f"{ci_text(first['unfairness'], first['unfairness_ci_low'], first['unfairness_ci_high'])} → "
+        f"{ci_text(last['unfairness'], last['unfairness_ci_low'], last['unfairness_ci_high'])}"
+        + ("; the CIs overlap" if last["unfairness_ci_high"] >= first["unfairness_ci_low"] and last["unfairness_ci_low"] <= first["unfairness_ci_high"]
+           else ""), "info")]
+    return SectionContent(
+        blocks=[
+            Text(f"Rankers retrained with the fairness penalty λ. Utility = held-out AUC; unfairness = |gap| between the "
+                 f"groups' normalized partial AUC {cutoff}{labels} (the largest over group pairs), each with its 95% CI."),
+            Figure("lambda_frontier", figures.frontier(frame, "unfairness", "utility", "unfairness_ci_low", "unfairness_ci_high",
+                                                       "utility_ci_low", "utility_ci_high", "lambda", "unfairness", "utility"),
+                   "Utility / unfairness trade-off over the penalty weight λ (95% CI)"),
+            Table(table, "λ trade-off frontier"),
+        ],
+        findings=findings,
+        source=inputs.sources.get("lambda_frontier", ""),
+    )
+
+
+SELECTION_NOTE = (
+    "Candidates are ranked by the elicited fair metric (Hiranandani et al., Definition 4): cost = (1 − λ)⟨a, 1 − r⟩ "
+    "+ λ/2 Σ_{u<v} (r^u − r^v)ᵀ B^{uv} (r^u − r^v) of each group's TPR and TNR at the candidate's operating "
+    "threshold on held-out rows; lower is better. The cost's interval is the candidate's own (marginal) delta-method "
+    "95% CI from the group-wise counts; to compare candidates, use the paired difference vs the winner: cost(candidate) "
+    "− cost(winner) on the same held-out rows with a 95% CI clustered by item (each item counts once however often it "
+    "was shown) and a two-sided p-value. A candidate with too few positives or negatives in a group is not estimable "
+    "and ranked last.")
+
+
+def _elicited_metric_blocks(inputs: ReportInputs) -> list:
+    """The metric the ranking used (logged next to it by model_selection): oracle label, parameters."""
+    try:
+        metric = inputs.stored_table("elicited_metric", ["oracle", "parameter", "elicited"])
+    except StageMissing as missing:
+        return [Text(f"The elicited metric is not available: {missing}")]
+    table = metric.drop(columns=["oracle"]).round(4)
+    if "truth" in table.columns and table["truth"].isna().all():
+        table = table.drop(columns=["truth"])
+    return [Text(f"**Metric: {metric['oracle'].iloc[0]}.**"), Table(table, "Elicited metric (λ, a, B)")]
+
+
+def model_selection(inputs: ReportInputs) -> SectionContent:
+    frame = inputs.stored_table("model_ranking", ["rank", "model"]).sort_values("rank", na_position="last")
+    blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
+    findings = []
+    if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
+        table = frame[["rank", "model"] + (["family"] if "family" in frame.columns else [])].copy()
+        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        if {"diff_vs_winner", "diff_ci_low", "diff_ci_high"} <= set(frame.columns):
+            table["Δ cost vs winner [95% CI, paired by item]"] = frame.apply(_paired_text, axis=1)
+            if "diff_p" in frame.columns:
+                table["p (Δ = 0)"] = frame["diff_p"].map(p_text)
+        extra = [c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
+                 ("error_part", "violation_part", "min_group_count", "champion_version", "reason")]
+        table = pd.concat([table, frame[extra].round(4)], axis=1)
+        blocks.append(Table(table, "Model-selection ranking"))
+        findings = selection_findings(frame)
+        champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
+        if len(champion):
+            registered = champion.iloc[0].get("registered_model")
+            text, finding = champion_blocks(registered if isinstance(registered, str) else "the registered model",
+                                            champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
+            blocks.insert(0, text)
+            findings.append(finding)
+    else:
+        blocks.append(Table(frame, "Model-selection ranking"))
+        if len(frame):
+            findings = [Finding(f"model selection ranks {frame.iloc[0]['model']} first", "info")]
+    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
+
+
+def _paired_text(row: pd.Series) -> str:
+    if pd.isna(row["diff_vs_winner"]):
+        return "not estimable"
+    if row["diff_vs_winner"] == 0 and pd.isna(row["diff_ci_low"]):
+        return "winner (reference)"
+    return ci_text(row["diff_vs_winner"], row["diff_ci_low"], row["diff_ci_high"], digits=4, signed=True)
+
+
+def selection_findings(frame: pd.DataFrame) -> list[Finding]:
+    ranked = frame[frame["cost"].notna()]
+    if ranked.empty:
+        return [Finding("model selection: no candidate is estimable on the held-out rows", "not estimable")]
+    return _candidate_findings(ranked) + _family_findings(frame, ranked)
+
+
+def _family_findings(frame: pd.DataFrame, ranked: pd.DataFrame) -> list[Finding]:
+    """Which family of candidates won, and each other family's best member's paired difference to the winner."""
+    if "family" not in frame.columns:
+        return []
+    win = ranked.iloc[0]
+    others = []
+    for family, part in ranked[ranked["family"] != win["family"]].groupby("family", sort=True):
+        best = part.iloc[0]
+        others.append(f"{family} best {best['model']} costs " + (
+            f"{_paired_text(best)} more" if "diff_ci_low" in part.columns and pd.notna(best["diff_ci_low"])
+            else f"{best['cost']:.4f}"))
+    absent = sorted(set(frame["family"].dropna()) - set(ranked["family"]))
+    text = (f"model selection: the winning family is {win['family']} ({win['model']})"
+            + (f"; other families' best vs the winner (paired, clustered by item): {'; '.join(others)}" if others else "")
+            + (f"; no estimable candidate in {', '.join(absent)}" if absent else ""))
+    return [Finding(text, "info")]
+
+
+def _candidate_findings(ranked: pd.DataFrame) -> list[Finding]:
+    win = ranked.iloc[0]
+    text = f"model selection: {win['model']} has the lowest cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}]"
+    if len(ranked) < 2:
+        return [Finding(text, "info")]
+    runner = ranked.iloc[1]
+    if {"diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p"} <= set(ranked.columns) and pd.notna(runner["diff_ci_low"]):
+        items = (f": {runner['paired_clusters']:,.0f} items, {runner['paired_rows']:,.0f} rows;"
+                 if pd.notna(runner.get("paired_clusters", np.nan)) and pd.notna(runner.get("paired_rows", np.nan)) else "")
+        separated = runner["diff_ci_low"] > 0
+        versus = (f"; runner-up {runner['model']} costs {_paired_text(runner)} more (paired difference clustered by "
+                  f"item{items or ','} {p_phrase(runner['diff_p'])})")
+        return [Finding(text + versus + ("" if separated else ": within sampling noise"),
+                        "significant" if separated else "not significant")]
+    versus = f" vs runner-up {runner['model']} {runner['cost']:.4f} [{runner['ci_low']:.4f}, {runner['ci_high']:.4f}]"
+    separated = win["ci_high"] < runner["ci_low"]
+    return [Finding(text + versus + ("" if separated else " (intervals overlap)"),
+                    "significant" if separated else "not significant")]
