@@ -202,16 +202,17 @@ def test_every_section_renders_from_its_report_tables(tracked, warehouse, monkey
     by_text = {f["text"]: f["status"] for f in findings}
     # Without FPR bounds, logged differences or verdicts (a table logged by an older audit) the comparison still
     # names both groups, the CI, p and n, and gets its verdict from the difference and p with the default δ = 0.02:
-    # |-0.019| <= 0.02 with p = 0.002 is significant but within ±δ (SE from p: 0.019 / 3.09; TOST p = 0.435).
+    # p = 0.002 but the interval (SE from p: 0.019 / 3.09, so -0.019 ± 0.012) reaches across -δ and TOST p = 0.435,
+    # so the data cannot tell a gap within ±δ from a larger one: inconclusive, not "within ±δ".
     assert by_text["model m1, partial AUC: group 1 = 0.062 [0.055, 0.069] vs group 0 = 0.081 [0.075, 0.087], "
                    "difference -0.019 [CI n/a], p = 0.002, δ = 0.02, TOST p = 0.435 (n_pos = 380 / 400, n_neg = 620 / 600): "
-                   "gap significant but within ±δ"] == "within ±δ"
+                   "inconclusive"] == "inconclusive"
     assert by_text["model m1, partial AUC: group 2 vs group 0 not estimable (n_pos = 2 / 400, n_neg = 3 / 600)"] == "not estimable"
     # ΔxAUC = 0.03 with p = 0.31 (SE 0.0296): neither significant nor provably within ±0.02
     assert sum(s == "inconclusive" and "xAUC" in t for t, s in by_text.items()) == 2  # the pair, detailed and headline
     assert findings_json(report)["verdict_counts"] == {
-        "gap larger than δ (significant)": 0, "gap significant but within ±δ": 1, "equivalent within ±δ (TOST, 95%)": 0,
-        "inconclusive": 1, "not estimable": 1}
+        "gap larger than δ (significant)": 0, "gap significant but within ±δ": 0, "equivalent within ±δ (TOST, 95%)": 0,
+        "inconclusive": 2, "not estimable": 1}
     assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 positions; max |ŵ − w| = 0.0100")
                for t in by_text)
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
