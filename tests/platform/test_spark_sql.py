@@ -162,6 +162,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
         call(windows, "newest_partition", tables)
         call(windows, "is_newest_partition", last, tables)
         call(windows, "calendar_window", tables, first, last, min_days=1)
+        call(windows, "window_through", tables, 1, last)
     for module in RENDERED_MODULES.values():
         for name, function in inspect.getmembers(module, inspect.isfunction):
             if function.__module__ != module.__name__ or name.startswith("_"):
