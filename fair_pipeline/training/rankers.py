@@ -41,7 +41,6 @@ from fair_pipeline.platform.windows import (
     PartitionWindow,
     calendar_window,
     holdout_window,
-    window_before,
 )
 from fair_pipeline.training import PathPoint, lambda_path
 from fair_pipeline.training.click_training import RelevanceRows, audit_rows, relevance_rows
@@ -78,13 +77,6 @@ def partition_window(con, first: dt.date, last: dt.date, day: dt.date, min_days:
     return calendar_window(con, OBSERVATIONAL, first, last, min_days=min_days, held_out=(day,),
                            error=RankerTrainingError,
                            hint="ingest (or backfill) earlier days first")
-
-
-def window_for_partition(con, window_days: int, day: str | dt.date) -> PartitionWindow:
-    """Asset partition `day`'s training window: the calendar days `day`-`window_days`..`day`-1 of observational
-    impressions (day D is what the audit of partition D evaluates)."""
-    return window_before(con, OBSERVATIONAL, window_days, day, error=RankerTrainingError,
-                         hint="ingest (or backfill) earlier days first")
 
 
 def feature_columns(con, requested: list[str] | None = None) -> list[str]:

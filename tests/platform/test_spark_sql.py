@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 import sqlglot
 
+from fair_pipeline.audit import exposure_sql
 from fair_pipeline.audit import sql as audit_sql
 from fair_pipeline.eo import sql as eo_sql
-from fair_pipeline.platform import sql_models, warehouse, windows
+from fair_pipeline.platform import sql_models, sql_schemas, warehouse, windows
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, spark_sql
 from fair_pipeline.position_bias import sql as position_bias_sql
 from fair_pipeline.reporting import sections as report_sections
@@ -32,12 +33,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fair_pipeline"
 # Modules whose SQL is captured below and must render for Spark.
 RENDERED_MODULES = {
     "fair_pipeline/audit/sql.py": audit_sql,
+    "fair_pipeline/audit/exposure_sql.py": exposure_sql,
     "fair_pipeline/eo/sql.py": eo_sql,
     "fair_pipeline/position_bias/sql.py": position_bias_sql,
     "fair_pipeline/platform/windows.py": windows,
     "fair_pipeline/training/rankers.py": rankers,
     "fair_pipeline/selection/candidates.py": selection_candidates,
     "fair_pipeline/selection/family_data.py": family_data,
+    "fair_pipeline/platform/sql_schemas.py": sql_schemas,
 }
 # The engine interface itself: it runs its callers' SQL (rendered for Spark by the Spark engine), none of its own
 # beyond identifiers and bound partitions.
@@ -78,6 +81,13 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/reporting/model.py": "ReportInputs.sql reads the result stores (local); its mart_sql hands "
         "reporting/sections.py's mart queries to the engine (captured below)",
     "fair_pipeline/reporting/trend.py": "reads the audit's result store (marts.fairness_audit_*, local by design)",
+    "fair_pipeline/reporting/exposure_section.py": "ReportInputs.sql over the audit's result store "
+        "(marts.fairness_audit_exposure_*, written by write_audit to the local DuckDB; its engine reads are "
+        "audit/exposure_sql.py's, rendered above)",
+    "fair_pipeline/ingestion/file_checks.py": "the DuckDB loader's UTF-8 check of BINARY text columns "
+        "(read_parquet of one local landing file); the Spark loader uses only check_files (Parquet footers, no SQL)",
+    "fair_pipeline/ingestion/landing_corpus.py": "the landing fuzz corpus: loads generated days into a local "
+        "DuckDB warehouse through the DuckDB loader and compares its tables (a test/benchmark harness)",
 }
 
 # Statements of the rendered modules that are engine metadata: the Spark engine answers them itself
@@ -134,11 +144,14 @@ def stage_statements(tmp_path_factory) -> list[str]:
         call(position_bias_sql, "estimate_position_bias_sql", "adjacent_swap", first, last)
         features = call(rankers, "feature_columns")
         curve = pd.DataFrame({"position": np.arange(1, small_warehouse.CONFIG.slots + 1), "weight": 1.0})
-        training = call(rankers, "window_for_partition", 1, last)
+        previous = dt.date.fromisoformat(small_warehouse.PARTITIONS[-2])
+        training = call(rankers, "partition_window", first, previous, last)
         call(rankers, "training_window", 1, last, 1)
         call(rankers, "training_data", training, curve, features)
         call(rankers, "heldout_click_aggregates", training, features)
         call(rankers, "truth_items", landing, features)
+        # both clusterings: the item, request and item x request passes
+        call(exposure_sql, "logged_exposure_parity", training, 1 / np.log2(1 + curve["position"].to_numpy()))
         ranker = selection_candidates.Ranker("r0", 0.0, tuple(features[:2]), np.array([1.0, -0.5]), 0.1, first,
                                              first, None)
         with pytest.raises(selection_candidates.SelectionInputError):  # no ranker table in this warehouse
@@ -154,6 +167,9 @@ def stage_statements(tmp_path_factory) -> list[str]:
         inputs = ReportInputs(home=home, warehouse_path=path, marts=DuckDBEngine(recorder))
         report_sections.data_volume(inputs)
         report_sections.ctr_by_position(inputs)
+        models = sql_models.discover_models()
+        for model in models.values():
+            sql_schemas.schema_violations(DuckDBEngine(recorder), model)  # the dbt-like tests, run on either engine
         tables = ["staging.stg_observational_impressions"]
         call(windows, "partition_dates", tables, last)
         call(windows, "newest_partitions", tables, 1, last)

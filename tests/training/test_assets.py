@@ -27,7 +27,7 @@ from fair_pipeline.platform.tracking import MLflowTracking
 from fair_pipeline.position_bias.assets import position_bias
 from fair_pipeline.position_bias.store import load_chosen_position_bias
 from fair_pipeline.training.assets import ranker_candidates
-from fair_pipeline.training.rankers import feature_columns, training_data, window_for_partition
+from fair_pipeline.training.rankers import feature_columns, partition_window, training_data
 from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.simulated_home import materialize_simulated_home
 from tests.shared_home import restore_home_after_each_test
@@ -177,7 +177,8 @@ def test_ranker_candidates_table_and_mi_proxy_path(home):
 
 def test_ipw_training_aggregates_match_the_impression_rows(home):
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        window = window_for_partition(con, 7, DAYS[-1])
+        day = dt.date.fromisoformat(DAYS[-1])  # the span of the asset's partition mapping: D-7..D-1
+        window = partition_window(con, day - dt.timedelta(days=7), day - dt.timedelta(days=1), day)
         assert [str(d) for d in window.dates] == DAYS[:-1] and [str(d) for d in window.held_out] == DAYS[-1:]
         curve = load_chosen_position_bias(con, DAYS[-1])
         data = training_data(con, window, curve, feature_columns(con))
