@@ -222,7 +222,9 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     result = _materialize(home, {"pairwise_max_queries": 100_000})
     assert result.success
     rows = _truth_rows(home, DAYS[-1])
-    expected = pairwise_accuracies(rows["score"], rows["relevance"], rows["group_id"], rows["query_id"])
+    # the pipeline's estimand: two-way clustered by item and query (new items and new queries)
+    expected = pairwise_accuracies(rows["score"], rows["relevance"], rows["group_id"], rows["query_id"],
+                                   clusters=(rows["item_id"], rows["query_id"]))
     stored = _stored(home, "fairness_audit_pairwise", "production", "relevance")
     matrix = stored[stored["metric"].str.fullmatch(r"A_\{\d>\d\}")].sort_values(["group_a", "group_b"])
     want = expected.matrix.sort_values(["group_better", "group_worse"])
@@ -375,7 +377,9 @@ def test_linear_ranker_candidate_is_audited_from_item_features(home):
         score = rows["f0"] + rows["f1"] + 0.5
         expected = compare_groups(score, rows["relevance"], rows["group_id"], clusters=rows["item_id"])
         _assert_groups_equal(_stored(home, "fairness_audit_groups", "ranker_d_merit_lam_0", "relevance"), expected.groups)
-        pw = pairwise_accuracies(score, rows["relevance"], rows["group_id"], rows["query_id"]).overall
+        pw = pairwise_accuracies(score, rows["relevance"], rows["group_id"], rows["query_id"],
+                                 clusters=(rows["item_id"], rows["query_id"])).overall
+        assert (pw["variance_estimand"] == "two_way").all()
         stored = _stored(home, "fairness_audit_pairwise", "ranker_d_merit_lam_0", "relevance")
         overall = stored[stored["metric"].str.startswith("pairwise accuracy")]
         np.testing.assert_allclose(overall[["accuracy", "se"]].to_numpy(float), pw[["accuracy", "se"]].to_numpy(float), rtol=1e-12)

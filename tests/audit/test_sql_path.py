@@ -2,7 +2,10 @@
 
 `data/ties_groups_expected.json` holds `audit_file(...).to_dict(curves=True)` of `data/ties_groups.csv` (4 groups,
 one small, ties within and across groups, a stretch of distinct scores) computed by the code before the sweep
-was vectorized and before rows were streamed sorted (commit 0d0b576), iid and item-clustered.
+was vectorized and before rows were streamed sorted (commit 0d0b576), iid and item-clustered. The iid outputs
+must still equal it; their normal intervals add ``df`` = inf. Item-clustered variances now carry the CR2
+small-sample correction (new SEs, t intervals with ``df``, cluster counts), so those runs are compared with the
+in-memory aggregate path (`audit_aggregates`) instead, and their cluster counts with a count from the rows.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pandas as pd
 import pytest
 
 import fair_pipeline.audit.files as files
-from fair_pipeline.audit import AuditInputError
+from fair_pipeline.audit import AuditInputError, audit_aggregates
 from fair_pipeline.audit.files import audit_file
 from fair_pipeline.commands import main
 from fair_pipeline.audit.stats import grid_audit, sweep
@@ -56,11 +59,67 @@ def test_optimized_path_equals_the_landed_code(monkeypatch, variance, sort_rows_
     monkeypatch.setattr(sweep, "DENSE_ROWS", 0 if batch_rows == 97 else 8)  # the sparse products too
     if batch_rows == files.BATCH_ROWS:  # one batch of ~900 blocks swept in chunks of 13 (the chunking of update_columns)
         monkeypatch.setattr(grid_audit, "CHUNK_BLOCKS", 13)
-    got = audit_file(DATA / "ties_groups.csv", "score", "label", "grp", batch_rows=batch_rows,
-                     **VARIANCES[variance]).to_dict(curves=True)
+    audit = audit_file(DATA / "ties_groups.csv", "score", "label", "grp", batch_rows=batch_rows, **VARIANCES[variance])
+    got = audit.to_dict(curves=True)
     got["file"] = "ties_groups.csv"
     got = json.loads(json.dumps(got, default=float))
-    assert _worst_difference(got, EXPECTED[variance]) <= 1e-12
+    if variance == "iid":
+        new_keys = _keys_missing_from(EXPECTED[variance], got)
+        assert new_keys == {"/groups[]/df", "/overall[]/df", "/pairs[]/df", "/xauc/deltas[]/df",
+                            "/xauc/balanced_deltas[]/df", "/xauc/balanced[]/df0", "/xauc/balanced[]/df1"}
+        assert all(v is None for v in _values_at(got, new_keys))  # JSON writes the non-finite df as null ...
+        report = audit.report  # ... which is +inf: normal intervals, no clusters
+        for table, columns in [(report.groups, ["df"]), (report.overall, ["df"]), (report.pairs, ["df"]),
+                               (report.xauc.deltas, ["df"]), (report.xauc.balanced_deltas, ["df"]),
+                               (report.xauc.balanced, ["df0", "df1"])]:
+            assert np.isposinf(table[columns].to_numpy(float)).all()
+        assert _worst_difference(_without(got, new_keys), EXPECTED[variance]) <= 1e-12
+        return
+    frame = pd.read_csv(DATA / "ties_groups.csv")
+    rows = pd.DataFrame({"score": frame["score"], "n_pos": frame["label"], "n_neg": 1 - frame["label"],
+                         "group": frame["grp"], "item": frame["item"]})
+    want = audit_aggregates(rows, cluster_cols="item", estimand="clustered").to_dict(curves=True)
+    want = json.loads(json.dumps(want, default=float))
+    got_report = {k: got[k] for k in want}
+    assert {"/groups[]/df", "/groups[]/clusters_pos", "/groups[]/clusters_neg"} <= _keys_missing_from({}, got_report)
+    assert _worst_difference(got_report, want) <= 1e-12
+    holding = {g: (d.loc[d["label"] == 1, "item"].nunique(), d.loc[d["label"] == 0, "item"].nunique())
+               for g, d in frame.groupby("grp")}
+    for row in got["groups"]:
+        assert (row["clusters_pos"], row["clusters_neg"]) == holding[row["group"]]
+        assert row["se"] is None or 1 <= row["df"] < min(holding[row["group"]]), row  # t below its clusters
+    for row in got["overall"]:
+        assert (row["clusters_pos"], row["clusters_neg"]) == (frame.loc[frame["label"] == 1, "item"].nunique(),
+                                                              frame.loc[frame["label"] == 0, "item"].nunique())
+
+
+def _paths(tree, where=""):
+    """Every key path of a JSON tree, list positions written as []."""
+    if isinstance(tree, dict):
+        return {p for k, v in tree.items() for p in {f"{where}/{k}"} | _paths(v, f"{where}/{k}")}
+    if isinstance(tree, list):
+        return {p for v in tree for p in _paths(v, f"{where}[]")}
+    return set()
+
+
+def _keys_missing_from(reference, got) -> set:
+    return _paths(got) - _paths(reference)
+
+
+def _values_at(tree, paths, where=""):
+    if isinstance(tree, dict):
+        return [x for k, v in tree.items() for x in ([v] if f"{where}/{k}" in paths else _values_at(v, paths, f"{where}/{k}"))]
+    if isinstance(tree, list):
+        return [x for v in tree for x in _values_at(v, paths, f"{where}[]")]
+    return []
+
+
+def _without(tree, paths, where=""):
+    if isinstance(tree, dict):
+        return {k: _without(v, paths, f"{where}/{k}") for k, v in tree.items() if f"{where}/{k}" not in paths}
+    if isinstance(tree, list):
+        return [_without(v, paths, f"{where}[]") for v in tree]
+    return tree
 
 
 def test_optimized_path_equals_brute_force_per_group_and_xauc(monkeypatch):
