@@ -309,7 +309,7 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
         stored = con.execute("SELECT CAST(partition_date AS VARCHAR) AS partition, diff, ci_low, ci_high FROM "
                              "marts.fairness_audit_pairs WHERE scored_output = 'production' AND estimable AND cutoff = $c "
                              "ORDER BY 1", {"c": cutoff}).df()
-    text = next(b.text for b in sections["audit_trend"].content.blocks if isinstance(b, Text))
+    text = next(b.markdown for b in sections["audit_trend"].content.blocks if isinstance(b, Text))
     assert f"Partial-AUC gaps are at FPR {cutoff:g}, the smallest audited cutoff estimable" in text
     smaller = sorted(c for c in skipped or [] if c < cutoff)
     assert (f"smaller cutoffs ({', '.join(f'{c:g}' for c in smaller)}) are estimable in none" in text) == bool(smaller)
