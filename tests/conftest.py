@@ -27,15 +27,17 @@ START = dt.date(2026, 1, 1)
 # `--no-loadscope-reorder`, xdist >= 3.8 sorts the units by their number of tests, which put these last.) A stale
 # figure only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
 LONG_MODULES = {
-    "tests/platform/test_kill_recovery.py": 1095, "tests/e2e/test_docs_commands.py": 873, "tests/e2e/test_readme.py": 805,
-    "tests/e2e/test_main_job.py": 470, "tests/platform/spark/test_engine_run.py": 600,
-    "tests/platform/test_disk_full.py": 309, "tests/platform/test_concurrent_runs.py": 253,
-    "tests/e2e/test_browser.py": 238, "tests/e2e/test_group_labels.py": 470, "tests/reporting/test_assets.py": 235, "tests/audit/test_assets.py": 220,
-    "tests/e2e/test_partitions.py": 194, "tests/audit/test_coverage.py": 167, "tests/selection/test_assets.py": 131,
-    "tests/training/test_assets.py": 123, "tests/position_bias/test_assets.py": 115, "tests/platform/spark/test_parity.py": 98,
-    "tests/platform/spark/test_spark_engine.py": 92, "tests/app/test_concurrency.py": 90,
-    "tests/platform/spark/test_bench_engines.py": 31, "tests/platform/spark/test_connect.py": 240,
-    "tests/platform/spark/test_ingestion_parity.py": 200,
+    "tests/platform/test_kill_recovery.py": 880, "tests/e2e/test_docs_commands.py": 420, "tests/e2e/test_readme.py": 390,
+    "tests/e2e/test_main_job.py": 470, "tests/platform/spark/test_engine_run.py": 530,
+    "tests/platform/test_disk_full.py": 309, "tests/e2e/test_browser.py": 240, "tests/e2e/test_partitions.py": 200,
+    "tests/audit/test_assets.py": 220, "tests/reporting/test_assets.py": 235, "tests/platform/spark/test_ingestion_parity.py": 200,
+    "tests/e2e/test_group_labels.py": 150, "tests/e2e/test_three_groups.py": 150, "tests/audit/test_coverage.py": 167,
+    "tests/audit/test_cluster_inference_coverage.py": 150, "tests/audit/test_exposure_coverage.py": 120,
+    "tests/selection/test_assets.py": 131, "tests/training/test_assets.py": 123, "tests/position_bias/test_assets.py": 115,
+    "tests/platform/test_concurrent_runs.py": 110, "tests/platform/spark/test_parity.py": 98,
+    "tests/platform/spark/test_spark_engine.py": 92, "tests/platform/spark/test_connect.py": 90,
+    "tests/app/test_concurrency.py": 80, "tests/ingestion/test_landing_corpus.py": 55,
+    "tests/platform/spark/test_bench_engines.py": 31,
 }
 
 # Directories whose modules are one work unit (one worker runs all of them): the Spark tests share the session's

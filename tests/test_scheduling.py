@@ -64,8 +64,14 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
     scheduler.schedule()
 
     sent = [{collection[i] for i in worker.batches[0]} for worker in workers]
-    # The longest unit (the README's 4 tests) first, then every Spark module together, on the other worker; the
-    # rest waits in LONG_MODULES order: xdist's own reordering by number of tests would hand out the 10 short
-    # tests first and the single long one last.
-    assert sent == [set(readme), set(spark)]
-    assert list(scheduler.workqueue) == ["tests/platform/test_concurrent_runs.py", "tests/training/test_penalized.py"]
+    # Longest unit first (LONG_MODULES summed by unit), the next one to the other worker, every Spark module
+    # together as one unit; the rest waits in the same order: xdist's own reordering by number of tests would hand
+    # out the 10 short tests first and the single long one last.
+    units = {"tests/platform/spark/": set(spark), "tests/e2e/test_readme.py": set(readme),
+             "tests/platform/test_concurrent_runs.py": set(one_long), "tests/training/test_penalized.py": set(many_short)}
+    seconds = conftest.unit_seconds()
+    longest_first = sorted(units, key=lambda unit: -seconds.get(unit, 0))
+    assert len({seconds.get(unit, 0) for unit in units}) == len(units), "ties would make the expected order moot"
+    assert longest_first[-1] == "tests/training/test_penalized.py"  # not in LONG_MODULES: last, despite 10 tests
+    assert sent == [units[longest_first[0]], units[longest_first[1]]]
+    assert list(scheduler.workqueue) == longest_first[2:]

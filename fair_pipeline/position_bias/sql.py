@@ -23,12 +23,14 @@ _WINDOW_SQL = {
         FROM marts.position_score_bins
         WHERE partition_date BETWEEN ? AND ? AND policy = ?
         GROUP BY policy, position, score_bin
+        ORDER BY policy, position, score_bin
     """,
     SWAP_CELLS_TABLE: """
         SELECT policy, position, original_position, sum(impressions) AS impressions, sum(clicks) AS clicks
         FROM marts.position_swap_cells
         WHERE partition_date BETWEEN ? AND ? AND policy = ?
         GROUP BY policy, position, original_position
+        ORDER BY policy, position, original_position
     """,
 }
 

@@ -27,19 +27,37 @@ def _day_clause(inputs: ReportInputs) -> tuple[str, dict]:
     return " AND partition_date <= $day", {"day": inputs.partition}
 
 
+def _newest(inputs: ReportInputs) -> tuple[str, dict]:
+    day, params = _day_clause(inputs)
+    return ("partition_date IN (SELECT DISTINCT partition_date FROM marts.fairness_audit_pairs WHERE "
+            f"partition_date IS NOT NULL{day} ORDER BY partition_date DESC LIMIT $limit)"), {**params, "limit": TREND_PARTITIONS}
+
+
+def trend_cutoff(inputs: ReportInputs) -> tuple[float | None, list[float]]:
+    """(the smallest audited FPR cutoff with an estimable partial-AUC gap in the trend's partitions, or None;
+    the smaller audited cutoffs, estimable on none of them). A small cutoff needs many negative clusters
+    (alpha x negative clusters), so on small days the smallest audited cutoff may be estimable nowhere."""
+    newest, params = _newest(inputs)
+    cutoffs = inputs.sql(f"SELECT cutoff, bool_or(estimable) AS estimable FROM marts.fairness_audit_pairs "
+                         f"WHERE {newest} GROUP BY cutoff ORDER BY cutoff", [PAIRS], params)
+    usable = cutoffs.loc[cutoffs["estimable"].astype(bool), "cutoff"]
+    if usable.empty:
+        return None, [float(c) for c in cutoffs["cutoff"]]
+    chosen = float(usable.iloc[0])
+    return chosen, [float(c) for c in cutoffs["cutoff"] if c < chosen]
+
+
 def trend_rows(inputs: ReportInputs) -> pd.DataFrame:
     """Long rows (partition_date, scored_output, metric, pair, gap, ci_low, ci_high, verdict) of the newest
-    partitions: the partial-AUC gap at the smallest audited FPR cutoff and the xAUC gap of every group pair."""
-    day, params = _day_clause(inputs)
-    params = {**params, "limit": TREND_PARTITIONS}
-    newest = ("partition_date IN (SELECT DISTINCT partition_date FROM marts.fairness_audit_pairs WHERE "
-              f"partition_date IS NOT NULL{day} ORDER BY partition_date DESC LIMIT $limit)")
+    partitions: the partial-AUC gap at the smallest FPR cutoff estimable in them (`trend_cutoff`) and the xAUC
+    gap of every group pair."""
+    newest, params = _newest(inputs)
+    cutoff, _ = trend_cutoff(inputs)
     pauc = inputs.sql(
         "SELECT partition_date, scored_output, 'partial AUC gap at FPR ' || cutoff AS metric, "
         "group_a || ' - ' || group_b AS pair, diff AS gap, ci_low, ci_high, verdict "
-        f"FROM marts.fairness_audit_pairs WHERE estimable AND {newest} AND cutoff = "
-        "(SELECT min(cutoff) FROM marts.fairness_audit_pairs WHERE partition_date IS NOT NULL)",
-        [PAIRS], params)
+        f"FROM marts.fairness_audit_pairs WHERE estimable AND {newest} AND cutoff = $cutoff",
+        [PAIRS], {**params, "cutoff": cutoff})
     try:
         xauc = inputs.sql(
             "SELECT partition_date, scored_output, 'xAUC gap' AS metric, group_a || ' - ' || group_b AS pair, "
@@ -50,6 +68,17 @@ def trend_rows(inputs: ReportInputs) -> pd.DataFrame:
     frame = pd.concat([pauc, xauc], ignore_index=True)
     frame["partition_date"] = pd.to_datetime(frame["partition_date"])
     return frame.sort_values(["metric", "scored_output", "pair", "partition_date"]).reset_index(drop=True)
+
+
+def _cutoff_text(cutoff: float | None, smaller: list[float]) -> str:
+    listed = ", ".join(f"{c:g}" for c in smaller)
+    if cutoff is None:
+        return (f" No partial-AUC gap is shown: no audited FPR cutoff ({listed}) is estimable in these partitions "
+                "(too few positive or negative clusters per group).")
+    text = f" Partial-AUC gaps are at FPR {cutoff:g}, the smallest audited cutoff estimable in these partitions"
+    if smaller:
+        text += f"; smaller cutoffs ({listed}) are estimable in none of them (too few negative or positive clusters)"
+    return text + "."
 
 
 def _findings(frame: pd.DataFrame) -> list[Finding]:
@@ -82,7 +111,8 @@ def audit_trend(inputs: ReportInputs) -> SectionContent:
     blocks: list = [Text(
         f"Group gaps of each audited daily partition ({len(days)}: {days[0]}..{days[-1]}; at most "
         f"{TREND_PARTITIONS}), each with its own 95% CI. Partition D evaluates day D with the models trained "
-        "before D. Days share items, so neighbouring points are correlated; read the bands, not a slope.")]
+        "before D. Days share items, so neighbouring points are correlated; read the bands, not a slope."
+        + _cutoff_text(*trend_cutoff(inputs)))]
     if len(days) < 2:
         blocks.append(Text("Only one partition is audited so far: backfill earlier days "
                            "(`fair-pipeline backfill --start ... --end ...`) to see a trend."))

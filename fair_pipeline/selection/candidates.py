@@ -219,7 +219,7 @@ def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
                 "CAST(sum(clicks) AS BIGINT) AS clicks, "
                 "CAST(coalesce(sum(weighted_clicks), 0) AS DOUBLE) AS weighted_clicks, "
                 "CAST(coalesce(sum(weighted_click_squares), 0) AS DOUBLE) AS weighted_click_squares "
-                f"FROM {_ITEM_CELLS} GROUP BY ALL"
+                f"FROM {_ITEM_CELLS} GROUP BY ALL ORDER BY group_id, score_value"
             ).df(), problem
     finally:
         con.unregister(_ITEM_CELLS)

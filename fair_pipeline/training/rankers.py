@@ -121,7 +121,9 @@ class TrainingData:
 
 
 def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: list[str]) -> TrainingData:
-    """Per-item IPW aggregates of the window's production impressions (SQL on the engine), and the training rows."""
+    """Per-item IPW aggregates of the window's production impressions (SQL on the engine), and the training rows.
+    The weighted clicks are summed as DECIMAL: a double sum's last bits depend on the order threads add the
+    cells, which moves with whatever else the log table holds, and the fit would carry that into the model."""
     engine = as_warehouse(con)
     positions = fetch_rows(engine,
         f"SELECT DISTINCT position FROM {OBSERVATIONAL} WHERE partition_date BETWEEN $first AND $last "
@@ -143,7 +145,7 @@ def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: l
                 GROUP BY item_id, position
             ), per_item AS (
                 SELECT c.item_id, sum(c.impressions) AS impressions, sum(c.clicks) AS clicks,
-                       sum(c.clicks / w.weight) AS relevant_weight
+                       CAST(sum(CAST(c.clicks / w.weight AS DECIMAL(38, 18))) AS DOUBLE) AS relevant_weight
                 FROM cells c JOIN _ipw_curve w ON c.position = w.position
                 GROUP BY c.item_id
             )
@@ -191,7 +193,8 @@ def truth_items(con, landing: Path, features: list[str], day: dt.date | str | No
     if not path.exists():
         return None
     truth = pd.read_parquet(path, columns=["item_id", "relevance"])
-    items = as_warehouse(con).query_df(f'SELECT i.item_id, i.group_label AS "group", {_select_features(features)} FROM {ITEMS} i')
+    items = as_warehouse(con).query_df(f'SELECT i.item_id, i.group_label AS "group", {_select_features(features)} FROM {ITEMS} i '
+                                        'ORDER BY i.item_id')
     return items.merge(truth, on="item_id", how="inner")
 
 

@@ -13,7 +13,9 @@ import pytest
 from benchmarks import kill_harness
 from fair_pipeline.platform import disk_space
 
-DISK_MB = 64  # a clean run of kill_harness.Sizes() writes about 31 MB
+DISK_MB = 64
+# A clean run of kill_harness.Sizes() writes about 18 MB: under 1 MB by the end of ingestion, about 4 MB until
+# training, the rest in the later stages. 3 MB free fills while ingesting, 10 MB in the later stages.
 RUN_TIMEOUT_S = 1200
 
 
@@ -72,7 +74,7 @@ def _run(home: Path) -> tuple[int, list[str]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3 * RUN_TIMEOUT_S)
-@pytest.mark.parametrize("free_mb", [3, 20], ids=["full_while_ingesting", "full_later_in_the_run"])
+@pytest.mark.parametrize("free_mb", [3, 10], ids=["full_while_ingesting", "full_later_in_the_run"])
 def test_full_disk_ends_with_one_clear_line_and_the_next_run_recovers(small_disk, landing, free_mb):
     home = kill_harness.fresh_home(small_disk / "home", landing)
     ballast = small_disk / "ballast"

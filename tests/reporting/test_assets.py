@@ -22,7 +22,7 @@ from fair_pipeline.platform.tracking import (
     MLflowTracking,
     TrackingUnavailableError,
 )
-from fair_pipeline.reporting import ReportInputs, Table, build_report
+from fair_pipeline.reporting import ReportInputs, Table, Text, build_report
 from tests.figure_links import linked_figure
 from tests.shared_home import restore_home_after_each_test
 
@@ -302,10 +302,18 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     trend = _table(sections["audit_trend"], "Every audited output's gaps per partition")
     assert sorted(trend["partition"].unique()) == days[1:]
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        # the smallest audited cutoff with an estimable gap on some audited day (smaller ones need more clusters)
+        cutoff, skipped = con.execute(
+            "SELECT min(cutoff) FILTER (WHERE estimable), list(DISTINCT cutoff) FILTER (WHERE NOT estimable) "
+            "FROM marts.fairness_audit_pairs").fetchone()
         stored = con.execute("SELECT CAST(partition_date AS VARCHAR) AS partition, diff, ci_low, ci_high FROM "
-                             "marts.fairness_audit_pairs WHERE scored_output = 'production' AND estimable AND cutoff = "
-                             "(SELECT min(cutoff) FROM marts.fairness_audit_pairs) ORDER BY 1").df()
-    production = trend[(trend["scored_output"] == "production") & trend["metric"].str.startswith("partial AUC gap")]
+                             "marts.fairness_audit_pairs WHERE scored_output = 'production' AND estimable AND cutoff = $c "
+                             "ORDER BY 1", {"c": cutoff}).df()
+    text = next(b.markdown for b in sections["audit_trend"].content.blocks if isinstance(b, Text))
+    assert f"Partial-AUC gaps are at FPR {cutoff:g}, the smallest audited cutoff estimable" in text
+    smaller = sorted(c for c in skipped or [] if c < cutoff)
+    assert (f"smaller cutoffs ({', '.join(f'{c:g}' for c in smaller)}) are estimable in none" in text) == bool(smaller)
+    production = trend[(trend["scored_output"] == "production") & (trend["metric"] == f"partial AUC gap at FPR {cutoff:g}")]
     production = production.sort_values("partition")
     assert production["partition"].tolist() == stored["partition"].tolist() == days[1:]
     np.testing.assert_allclose(_cells(production, "gap (95% CI)"), stored[["diff", "ci_low", "ci_high"]].to_numpy(float),
