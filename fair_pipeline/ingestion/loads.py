@@ -17,6 +17,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.rules import BLANK_CHARACTERS, TARGET_TYPES
 from fair_pipeline.ingestion.file_checks import check_files, errors_named, refuse_invalid_utf8_bytes
 from fair_pipeline.ingestion.landing import LandingFileError, checked_landing_files, partition_dir, partition_files
 from fair_pipeline.platform.warehouse import (
@@ -26,25 +27,8 @@ from fair_pipeline.platform.warehouse import (
     transaction,
 )
 
-# Contract columns and the types they are validated and stored as. Columns whose file type already
-# matches are used as they are (the common case, and much faster); others go through TRY_CAST.
-TARGET_TYPES = {
-    "ts": "TIMESTAMP WITH TIME ZONE",
-    "request_id": "VARCHAR",
-    "query_id": "VARCHAR",
-    "policy": "VARCHAR",
-    "position": "INTEGER",
-    "original_position": "INTEGER",
-    "item_id": "VARCHAR",
-    "group_id": "VARCHAR",
-    "score": "DOUBLE",
-    "click": "INTEGER",
-}
-
-# Characters an id may not consist of only: an id of spaces or tabs is as missing as an empty one. Each sorts
-# before "!", so `id < '!'` (a cheap prefix compare, true for '' and ids starting with one of them) guards the
-# trim(), which would otherwise cost twice the rest of the validation. (Items use this; impressions use BLANK_ID.)
-BLANK_CHARACTERS = " \t\n\r\f\v"
+# The contract's column types and the blank characters of an id are the Spark loader's (`rules`): one definition
+# for both engines.
 
 # An id made only of Unicode blanks (separators such as U+00A0 and U+3000, control characters, and the invisible
 # U+200B..U+200D, U+2060, U+FEFF, U+180E) is missing too. Such an id starts below "!" or outside ASCII, so
