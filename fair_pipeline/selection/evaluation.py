@@ -60,7 +60,7 @@ def evaluation_inputs(con, config, landing, day, marts=None):
     if items.empty:
         raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
     candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con, day), template,
-                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives, marts)
+                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives, marts, day)
     return metric, metric_info, candidates, items, window, source
 
 

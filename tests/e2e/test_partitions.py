@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fair_pipeline.commands import main
+from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.platform.tracking import store_client
 from fair_pipeline.ingestion.simulator import SimulationConfig
 
@@ -171,7 +172,8 @@ def _findings(home: Path, day: dt.date) -> dict[str, pd.DataFrame]:
 @pytest.mark.timeout(2400)
 def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home: Path):
     """The README's sequence: train the newest day, simulate and backfill days months older with another
-    simulation config, re-run the newest day: its window, its truth and every finding stay the same (1e-12)."""
+    simulation config (another seed: another catalogue), deliver a changed catalogue for one of those older days,
+    re-run the newest day: its window, its catalogue, its truth and every finding stay the same (1e-12)."""
     from fair_pipeline import runner
     from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 
@@ -183,8 +185,12 @@ def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home
     before = _findings(fp_home, NOVEMBER[-1])
     assert len(before) >= 5 and all(len(frame) for frame in before.values()), {k: len(v) for k, v in before.items()}
 
-    older = dataclasses.replace(CONFIG, requests_per_day=200)
+    older = dataclasses.replace(CONFIG, requests_per_day=200, seed=4)
     simulate_to_landing(older, fp_home / "landing", DAYS[0], 2)
+    march = delivery_on(fp_home / "landing", DAYS[0]).files[0]
+    changed = pd.read_parquet(march).assign(group_id=lambda f: f["group_id"].iloc[::-1].to_numpy(), f0=lambda f: -f["f0"])
+    (fp_home / "landing" / "items" / f"date={DAYS[1]}").mkdir()
+    changed.to_parquet(fp_home / "landing" / "items" / f"date={DAYS[1]}" / "items.parquet", index=False)
     assert main(["backfill", "--start", str(DAYS[0]), "--end", str(DAYS[1])]) == 0
     again = runner.train_and_audit(str(NOVEMBER[-1]))
     assert again.success, runner.failure_summary(again)
@@ -192,5 +198,8 @@ def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home
     assert after.keys() == before.keys()
     for table, frame in before.items():
         pd.testing.assert_frame_equal(after[table], frame, check_exact=False, rtol=0, atol=1e-12, obj=table)
+    with duckdb.connect(str(fp_home / "warehouse.duckdb"), read_only=True) as con:
+        deliveries = con.execute("SELECT DISTINCT catalogue_date FROM raw.items ORDER BY 1").fetchall()
+    assert [str(d) for (d,) in deliveries] == [str(DAYS[0]), str(DAYS[1]), str(NOVEMBER[0])]
     window = after["eo_transforms"][["window_start", "window_end"]].drop_duplicates()
     assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [str(NOVEMBER[0]), str(NOVEMBER[-2])]
