@@ -64,7 +64,9 @@ def add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
 
     defaults = SimulationConfig()
     parser.add_argument("--start", type=date, help="first day (default: `--days` days before today, UTC)")
-    parser.add_argument("--days", type=int, default=7, help="number of days")
+    # The newest day trains on the window_days() days before it: one more day simulated completes its window.
+    parser.add_argument("--days", type=int, default=settings.window_days() + 1,
+                        help="number of days (the newest day and its training window, $FAIR_PIPELINE_WINDOW_DAYS)")
     for field in dataclasses.fields(SimulationConfig):
         flag = "--items" if field.name == "n_items" else "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
