@@ -63,11 +63,12 @@ from fair_pipeline.reporting.model import (
     Text,
 )
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
+from fair_pipeline.reporting.window_days import window_days_section, window_filter
 
 
 # ---------------------------------------------------------------- report-level notes (the lead wires them in)
 GROUP_COLUMN_NOTE = (
-    "Groups are the values of the protected-attribute column `group_id` of the items landing file (`items/items.parquet`; in simulated "
+    "Groups are the values of the protected-attribute column `group_id` of the item catalogue (`landing/items/date=D/*.parquet`, the delivery that holds on the report's day; in simulated "
     "logs the simulator's C, with P(C = 1) = p_group; for Open Bandit a binarized item feature). Name them with "
     "$FAIR_PIPELINE_GROUP_LABELS, e.g. `0=group A,1=group B`.")
 
@@ -83,17 +84,18 @@ def group_note(labels: dict[str, str]) -> Text:
 
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
 def data_volume(inputs: ReportInputs) -> SectionContent:
+    where, days = window_filter(inputs)  # the days this partition's stages read
     volume = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, accepted_rows, clicks, rejected_rows "
-        "FROM marts.daily_volume ORDER BY partition_date, source",
-        [("marts", "daily_volume")],
+        f"FROM marts.daily_volume{where} ORDER BY partition_date, source",
+        [("marts", "daily_volume")], days,
     )
     if volume.empty:
         raise StageMissing("marts.daily_volume is empty: no partition has been ingested")
     by_partition = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows "
-        "FROM staging.stg_quarantine GROUP BY ALL ORDER BY partition, source, reason",
-        [("staging", "stg_quarantine")],
+        f"FROM staging.stg_quarantine{where} GROUP BY ALL ORDER BY partition, source, reason",
+        [("staging", "stg_quarantine")], days,
     )
     reasons = (by_partition.groupby(["source", "reason"], as_index=False)
                .agg(rejected_rows=("rejected_rows", "sum"), partitions=("partition", "nunique"))
@@ -125,7 +127,8 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
         per_reason = by_partition.pivot_table(index="partition", columns=["source", "reason"], values="rejected_rows",
                                               aggfunc="sum", fill_value=0)
         per_reason.columns = [f"{source}: {reason}" for source, reason in per_reason.columns]
-        blocks += [Table(reasons, "Quarantine reasons (all partitions)"),
+        span = f"partitions {days['first']}..{days['last']}" if days else "all partitions"
+        blocks += [Table(reasons, f"Quarantine reasons ({span})"),
                    Table(per_reason.reset_index(), "Quarantined rows by partition and reason (partitions with none are left out)")]
     else:
         blocks.append(Text("No row has been quarantined."))
@@ -133,15 +136,17 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
         blocks=blocks,
         findings=findings,
         metrics={"accepted_rows": accepted, "rejected_rows": rejected, "rejected_share": share},
-        source="marts.daily_volume, staging.stg_quarantine",
+        source="marts.daily_volume, staging.stg_quarantine" + (
+            f", partitions {days['first']}..{days['last']} (the days this partition read)" if days else ""),
     )
 
 
 def ctr_by_position(inputs: ReportInputs) -> SectionContent:
+    where, days = window_filter(inputs)
     frame = inputs.mart_sql(
         "SELECT policy, position, CAST(sum(impressions) AS BIGINT) AS impressions, CAST(sum(clicks) AS BIGINT) AS clicks "
-        "FROM marts.daily_ctr_by_position GROUP BY ALL ORDER BY policy, position",
-        [("marts", "daily_ctr_by_position")],
+        f"FROM marts.daily_ctr_by_position{where} GROUP BY ALL ORDER BY policy, position",
+        [("marts", "daily_ctr_by_position")], days,
     )
     if frame.empty:
         raise StageMissing("marts.daily_ctr_by_position is empty")
@@ -395,6 +400,7 @@ def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure
 
 
 SECTIONS: list[SectionSpec] = [
+    SectionSpec("window_days", "Days this partition read", "ingestion", window_days_section),
     SectionSpec("data_volume", "Data volume and quarantine", "ingestion", data_volume),
     SectionSpec("ctr_by_position", "Click-through rate by position", "staging", ctr_by_position),
     SectionSpec("position_bias", "Position-bias curve", "position_bias", position_bias),
