@@ -168,9 +168,18 @@ def _findings(home: Path, day: dt.date) -> dict[str, pd.DataFrame]:
     return found
 
 
+def _report(home: Path, day: dt.date) -> dict:
+    """The day's findings.json without the trend section (it covers every audited day <= D, so it may grow)."""
+    import json
+
+    data = json.loads((home / "reports" / str(day) / "findings.json").read_text())
+    return {"findings": [f for f in data["findings"] if not f["section"].startswith("Audit trend")],
+            "metrics": {k: v for k, v in data["metrics"].items() if not k.startswith("audit_trend.")}}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
-def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home: Path):
+def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home: Path, capsys, monkeypatch):
     """The README's sequence: train the newest day, simulate and backfill days months older with another
     simulation config (another seed: another catalogue), deliver a changed catalogue for one of those older days,
     re-run the newest day: its window, its catalogue, its truth and every finding stay the same (1e-12)."""
@@ -182,7 +191,7 @@ def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home
     assert runner.ingest_range(str(NOVEMBER[0]), str(NOVEMBER[-1])).success
     first = runner.train_and_audit(str(NOVEMBER[-1]))
     assert first.success, runner.failure_summary(first)
-    before = _findings(fp_home, NOVEMBER[-1])
+    before, report_before = _findings(fp_home, NOVEMBER[-1]), _report(fp_home, NOVEMBER[-1])
     assert len(before) >= 5 and all(len(frame) for frame in before.values()), {k: len(v) for k, v in before.items()}
 
     older = dataclasses.replace(CONFIG, requests_per_day=200, seed=4)
@@ -203,3 +212,39 @@ def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home
     assert [str(d) for (d,) in deliveries] == [str(DAYS[0]), str(DAYS[1]), str(NOVEMBER[0])]
     window = after["eo_transforms"][["window_start", "window_end"]].drop_duplicates()
     assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [str(NOVEMBER[0]), str(NOVEMBER[-2])]
+    # Every section of the day's report but the trend (which covers every audited day <= D) says the same.
+    report_after = _report(fp_home, NOVEMBER[-1])
+    assert report_after["findings"] == report_before["findings"]
+    assert report_after["metrics"].keys() == report_before["metrics"].keys()
+    for key, value in report_before["metrics"].items():
+        assert report_after["metrics"][key] == pytest.approx(value, rel=0, abs=1e-12, nan_ok=True), key
+
+    # A run with nothing new materializes nothing and says so in one line (benchmark models are not this test's).
+    from fair_pipeline.ingestion.assets import FINGERPRINTS
+    from fair_pipeline.ingestion.fingerprints import source_day_fingerprint
+
+    monkeypatch.setattr(runner, "benchmarks_outdated", lambda instance=None: False)
+    instance = runner.current_instance()
+    runs = len(instance.get_run_records())
+    capsys.readouterr()
+    assert main(["run", "--no-simulate"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(said) == 1 and said[0].startswith("[fair-pipeline] nothing new:"), said
+    assert len(instance.get_run_records()) == runs
+    # The ingestion recorded each day's landing fingerprint as Dagster's data version; a rewritten day is the one
+    # to ingest again, and once it is, the newest day (whose window holds it) is no longer up to date.
+    changed = NOVEMBER[1]
+    key = dg.AssetKey(["raw", "observational_impressions"])
+    record = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[str(changed)]),
+                                             limit=1).records[0].asset_materialization
+    assert record.tags["dagster/data_version"] == record.metadata[FINGERPRINTS].value[str(changed)]
+    path = next((fp_home / "landing" / "observational" / f"date={changed}").glob("*.parquet"))
+    rows = pd.read_parquet(path)
+    rows.loc[0, "click"] = 1 - rows.loc[0, "click"]
+    rows.to_parquet(path, index=False)
+    assert source_day_fingerprint(fp_home / "landing", "observational", changed) != record.tags["dagster/data_version"]
+    assert runner.landing_changes([str(d) for d in NOVEMBER]) == ([str(changed)], False)
+    assert runner.up_to_date(str(NOVEMBER[-1]))
+    assert runner.ingest_range(str(changed), str(changed)).success
+    assert runner.landing_changes([str(d) for d in NOVEMBER]) == ([], False)
+    assert not runner.up_to_date(str(NOVEMBER[-1]))
