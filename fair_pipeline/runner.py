@@ -174,11 +174,25 @@ def _job_assets(job_name: str, partitioned: bool) -> tuple[dg.AssetKey, ...]:
                          and (graph.get(k).partitions_def is not None) == partitioned), key=lambda k: k.to_user_string()))
 
 
+@functools.cache
+def _code_versions(job_name: str) -> dict[dg.AssetKey, str | None]:
+    from fair_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = _job_assets(job_name, partitioned=True) + _job_assets(job_name, partitioned=False)
+    return {key: graph.get(key).code_version for key in keys}
+
+
+def _built_by_this_code(record, key: dg.AssetKey, job_name: str) -> bool:
+    return record.asset_materialization.tags.get("dagster/code_version") == _code_versions(job_name)[key]
+
+
 def landing_changes(days: list[str], landing: Path | None = None,
                     instance: dg.DagsterInstance | None = None) -> tuple[list[str], bool]:
     """(the `days` to ingest, whether the item catalogues changed): a day is ingested again when a source's landing
-    fingerprint (`ingestion.fingerprints`) differs from the one its last ingestion recorded, or when an asset of the
-    ingestion job has no materialization of that day since then (a run that failed half-way)."""
+    fingerprint (`ingestion.fingerprints`) differs from the one its last ingestion recorded, when that ingestion ran
+    another code version, or when an asset of the ingestion job has no materialization of that day since then (a
+    run that failed half-way)."""
     from fair_pipeline.ingestion.assets import FINGERPRINTS
     from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, source_day_fingerprint
 
@@ -189,9 +203,11 @@ def landing_changes(days: list[str], landing: Path | None = None,
     for day in days:
         newest = 0
         for source in contract.SOURCES:
-            record = _latest_record(instance, dg.AssetKey(["raw", f"{source}_impressions"]), day)
+            key = dg.AssetKey(["raw", f"{source}_impressions"])
+            record = _latest_record(instance, key, day)
             recorded = record.asset_materialization.metadata.get(FINGERPRINTS) if record else None
-            if recorded is None or recorded.value.get(day) != source_day_fingerprint(landing, source, day):
+            if (recorded is None or recorded.value.get(day) != source_day_fingerprint(landing, source, day)
+                    or not _built_by_this_code(record, key, "ingest_logs")):
                 newest = None
                 break
             newest = max(newest, record.storage_id)
@@ -200,15 +216,17 @@ def landing_changes(days: list[str], landing: Path | None = None,
             for key in partitioned)
         if not built:
             changed.append(day)
-    items = _latest_record(instance, dg.AssetKey(["raw", "items"]))
+    key = dg.AssetKey(["raw", "items"])
+    items = _latest_record(instance, key)
     recorded = items.asset_materialization.metadata.get(FINGERPRINTS) if items else None
-    return changed, recorded is None or recorded.value.get("items") != catalogue_fingerprint(landing)
+    return changed, (recorded is None or recorded.value.get("items") != catalogue_fingerprint(landing)
+                     or not _built_by_this_code(items, key, "ingest_logs"))
 
 
 def up_to_date(day: str, instance: dg.DagsterInstance | None = None) -> bool:
-    """True when every asset of `train_and_audit` has a materialization of partition `day` newer than the newest
-    ingestion of the days its window reads (D-k..D) and of the item catalogues: re-running it would read the same
-    inputs (the same run `run` would skip)."""
+    """True when every asset of `train_and_audit` has a materialization of partition `day`, made by its current
+    code version (Dagster's `code_version`), newer than the newest ingestion of the days its window reads (D-k..D)
+    and of the item catalogues: re-running it would read the same inputs with the same code."""
     instance = instance or current_instance()
     first = dt.date.fromisoformat(day) - dt.timedelta(days=WINDOW_DAYS)
     window = [str(first + dt.timedelta(days=i)) for i in range(WINDOW_DAYS + 1)]
@@ -218,4 +236,5 @@ def up_to_date(day: str, instance: dg.DagsterInstance | None = None) -> bool:
                if (record := _latest_record(instance, key)) is not None]
     newest_input = max(inputs, default=0)
     return all((record := _latest_record(instance, key, day)) is not None and record.storage_id > newest_input
+               and _built_by_this_code(record, key, "train_and_audit")
                for key in _job_assets("train_and_audit", partitioned=True))

@@ -63,6 +63,7 @@ SMALLER = {
     "python benchmarks/postprocessing_comparison.py": "--tables A",
     "python benchmarks/landing_fuzz.py --days 500": "--days 20",
     "python benchmarks/cluster_inference_coverage.py": "--reps 2 --jobs 1 --rows pareto1.3,pairwise_fresh",
+    "python benchmarks/bench_noop_run.py": "--requests-per-day 100",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
