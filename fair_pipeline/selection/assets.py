@@ -368,6 +368,8 @@ def model_selection(
             raise dg.Failure(description=f"model_selection: {error}") from error
     context.log.info(f"{len(sel.candidates)} ranker candidates and the families {config.families} on "
                      f"{sel.source.name} labels, {sel.window.label}")
+    if sel.exposure_note:
+        context.log.warning(sel.exposure_note)
     metadata = selection_metadata(sel, config)
     if sel.best is not None and (sel.winner is None or sel.winner.name != sel.best):
         context.log.warning(f"the best candidate {sel.best} (family {metadata['winner_family']}) is not a ranking model, "
