@@ -25,7 +25,16 @@ from fair_pipeline.reporting.formatting import (
     with_ci,
     with_verdicts,
 )
-from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+from fair_pipeline.reporting.model import (
+    Figure,
+    Finding,
+    ReportInputs,
+    SectionContent,
+    StageMissing,
+    Table,
+    Text,
+    gap_rows,
+)
 
 PAUC_COLUMNS = ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
 XAUC_COLUMNS = ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
@@ -228,8 +237,11 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
                    columns={"training_window": "trained on"}),
                    "Sample sizes (positives and negatives per group) and each model's training window (the evaluation "
                    "window is in the source line)")]
+    gaps = gap_rows(comparisons["model"], comparisons["cutoff"] + ", group " + comparisons["group"].astype(str) + " − "
+                    + comparisons["reference"].astype(str), comparisons["diff"], comparisons["diff_ci_low"],
+                    comparisons["diff_ci_high"], comparisons["margin"], comparisons["verdict"])
     return SectionContent(blocks=blocks, findings=pauc_findings(comparisons), source=inputs.sources.get("partial_auc", ""),
-                          verdicts=comparisons["verdict"].tolist())
+                          verdicts=comparisons["verdict"].tolist(), gaps=gaps)
 
 
 # ---------------------------------------------------------------- xAUC
@@ -336,8 +348,10 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
         "negatives b / a": _count_pair(pairs["n_neg"], pairs["n_neg_back"]),
     })
     blocks.append(Table(table, "Cross-group AUC (xAUC) both ways, their difference and its verdict against δ"))
-    return SectionContent(blocks=blocks, findings=xauc_findings(pairs),
-                          source=inputs.sources.get("xauc", ""), verdicts=pairs["verdict"].tolist())
+    gaps = gap_rows(pairs["model"], "ΔxAUC(" + pairs["a"] + ", " + pairs["b"] + ")", pairs["delta"], pairs["delta_ci_low"],
+                    pairs["delta_ci_high"], pairs["margin"], pairs["verdict"])
+    return SectionContent(blocks=blocks, findings=xauc_findings(pairs), source=inputs.sources.get("xauc", ""),
+                          verdicts=pairs["verdict"].tolist(), gaps=gaps)
 
 
 def _count_pair(first: pd.Series, second: pd.Series) -> pd.Series:

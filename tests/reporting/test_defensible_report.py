@@ -179,3 +179,61 @@ def test_terminal_headlines_are_wrapped_never_cut():
     lines = summary_lines(data)
     assert all(len(line) <= 160 for line in lines) and not any(line.rstrip().endswith("…") for line in lines)
     assert " ".join(part.strip() for part in lines[1:]).endswith("[-0.208, -0.001]: inconclusive")
+
+
+def _ranking(day: dt.date) -> pd.DataFrame:
+    return pd.DataFrame({
+        "partition_date": pd.Timestamp(day), "rank": [1, 2, 3, 4], "cost": [0.1729, 0.18, 0.181, 0.19],
+        "model": ["reject_option/lam=0/bound=0.1", "pairwise_fair/slack=0.1", "threshold_postprocessor/eo",
+                  "2026-01-01/probability/lam=0/alpha=1"],
+        "family": ["reject_option", "pairwise_fair", "threshold_postprocessor", "eo_transform"],
+        "champion_version": [None, None, None, "7"], "registered_model": "fair-ranker"})
+
+
+def test_the_first_screen_says_what_is_deployed_and_that_the_winner_is_not_a_ranking_model(tmp_path):
+    from fair_pipeline.reporting.stored import deployed_model
+    from fair_pipeline.selection.store import MODEL_RANKING
+
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE SCHEMA marts")
+        frame = pd.concat([_ranking(DAYS[0]), _ranking(DAYS[1]).assign(champion_version=None)])  # day 2 registered none
+        con.register("ranking", frame)
+        con.execute(f"CREATE TABLE {MODEL_RANKING} AS SELECT * FROM ranking")
+        deployed = deployed_model(con, DAYS[1])
+    from fair_pipeline.reporting.decision import deployed_text
+
+    text = deployed_text(_ranking(DAYS[0]), deployed, DAYS[0])
+    assert text.startswith("**Deployed: `fair-ranker@champion` = version 7**, the candidate "
+                           "`2026-01-01/probability/lam=0/alpha=1` (family eo_transform), ranked 4 of 4")
+    assert "**Selection's winner is not deployed:** `reject_option/lam=0/bound=0.1` (family reject_option, cost 0.1729)" in text
+    later = deployed_text(_ranking(DAYS[1]).assign(champion_version=None), deployed, DAYS[1])
+    assert "This partition's selection registered no model, so the alias still points at 2026-01-01's" in later
+    assert deployed_text(None, pd.DataFrame(), DAYS[0]).startswith("**Deployed: nothing yet.**")
+
+
+def test_the_first_screen_draws_the_gaps_beyond_delta_with_the_band_and_explains_every_verdict(tmp_path):
+    from fair_pipeline.audit.stats.equivalence import VERDICTS
+    from fair_pipeline.reporting import build
+    from fair_pipeline.reporting.decision import decision
+    from fair_pipeline.reporting.model import Figure, Section, SectionContent, SectionSpec, gap_rows
+    from tests.charts.svg_reading import parse
+
+    gaps = gap_rows(pd.Series(["production", "production", "m"]), pd.Series(["I(0.1), group 1 − 0", "ΔxAUC(0, 1)", "x"]),
+                    pd.Series([-0.38, -0.01, 0.3]), pd.Series([-0.61, -0.03, 0.25]), pd.Series([-0.15, 0.01, 0.35]),
+                    pd.Series([0.02, 0.02, 0.02]), pd.Series(["gap larger than δ (significant)", "inconclusive",
+                                                              "gap larger than δ (significant)"]))
+    first = decision(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"), gaps)
+    (figure,) = [b for b in first.blocks if isinstance(b, Figure)]
+    assert parse(figure.svg) is not None and "δ" in figure.caption
+    drawn = next(b.frame for b in first.blocks if isinstance(b, Table))
+    assert drawn["gap [95% CI]"].tolist() == ["-0.380 [-0.610, -0.150]", "+0.300 [+0.250, +0.350]"]  # production first
+    legend = first.blocks[-1].markdown
+    assert all(f"**{verdict}**" in legend for verdict in VERDICTS)
+    section = Section(SectionSpec("roc", "ROC", "audit", lambda i: None), content=SectionContent(
+        blocks=[Figure("roc", figure.svg, "ROC")], findings=[sections.Finding(f"finding {i}", "info") for i in range(50)]))
+    page = build.render_html(build.Report("now", [section], decision=first))
+    assert page.index("Decision first") < page.index("id='summary'") < page.index("id='roc'")
+    # the 50 findings are collapsed under a count, after the section's figure
+    roc = page[page.index("<h2 id='roc'>"):]
+    assert roc.index("<img") < roc.index("<details class='findings'><summary>Findings (50)</summary>")

@@ -374,11 +374,15 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
 
     class Inputs:
         sources: dict = {}
+        partition = None
 
         def stored_table(self, name, required):
             if name not in tables:
                 raise StageMissing(f"no {name}")
             return tables[name]
+
+        def sql(self, query, tables, params=None):
+            raise StageMissing("no warehouse")
 
     specs = [SectionSpec("roc", "ROC curves and partial AUC by group", "audit", roc_audit),
              SectionSpec("xauc", "xROC / xAUC", "audit", xauc_audit)]
