@@ -2,7 +2,7 @@
 declare them (k = $FAIR_PIPELINE_WINDOW_DAYS), with the days without data among them named in the report body (a
 gap is never filled from older days, so the report says which days are absent instead).
 
-`window_filter` restricts the descriptive sections (data volume, click-through rate) to the same days, so every
+`days_read` restricts the descriptive sections (data volume, click-through rate) to the same days, so every
 section of D's report describes D's window and day, whatever other days were ingested since.
 """
 from __future__ import annotations
@@ -27,14 +27,16 @@ def report_day(inputs: ReportInputs) -> dt.date:
     return pd.Timestamp(newest).date()
 
 
-def window_filter(inputs: ReportInputs) -> tuple[str, dict]:
-    """(' WHERE partition_date BETWEEN $first AND $last', params): the days partition D's stages read (D-k..D);
-    ('', {}) for a report that is not for a partition."""
+def days_read(inputs: ReportInputs) -> tuple[str, dict, str]:
+    """(a WHERE clause keeping the days partition D's stages read, D-k..D, its parameters, how captions say it);
+    ('', {}, 'all partitions') for a report that is not for a partition. Days ingested later, older or newer than
+    the window, never change D's report."""
     if inputs.partition is None:
-        return "", {}
+        return "", {}, "all partitions"
     day = report_day(inputs)
-    return " WHERE partition_date BETWEEN $first AND $last", {"first": day - dt.timedelta(days=window_days()),
-                                                              "last": day}
+    first = day - dt.timedelta(days=window_days())
+    return (" WHERE partition_date BETWEEN $first AND $last", {"first": first, "last": day},
+            f"partitions {first}..{day}, the days this partition read")
 
 
 def _calendar(first: dt.date, last: dt.date) -> list[dt.date]:
