@@ -196,9 +196,9 @@ def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> p
     return as_warehouse(con).query_df(*cluster_counts_query(source, cluster_cols))
 
 
-def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
+def item_counts(con, source: LabelSource, features: list[str], catalogue_day=None) -> pd.DataFrame:
     """group, item_id, n_pos, n_neg and the item's feature columns (validated against staging.stg_items; the
-    catalogue that holds on the window's last day)."""
+    catalogue that holds on `catalogue_day`, default the window's last day)."""
     engine = as_warehouse(con)
     if not engine.table_exists(ITEMS_VIEW):
         raise AuditDataError(f"{'.'.join(ITEMS_VIEW)} does not exist; materialize raw.items and the staging models")
@@ -207,7 +207,7 @@ def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
     if missing:
         raise AuditDataError(f"feature columns {missing} are not in {'.'.join(ITEMS_VIEW)} (columns: {available})")
     cols = ", ".join(f"i.{quote_identifier(f)}" for f in features)
-    items, as_of = items_as_of(engine, source.params.get("end"))  # the catalogue of the evaluated day
+    items, as_of = items_as_of(engine, catalogue_day or source.params.get("end"))  # the evaluated day's catalogue
     frame = engine.query_df(
         f"SELECT r.grp AS \"group\", r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
         "  SELECT grp, item_id, CAST(sum(label) AS BIGINT) AS n_pos, CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
