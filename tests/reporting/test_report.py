@@ -340,7 +340,7 @@ def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(t
 
 
 def _small_gaps_tables() -> dict[str, pd.DataFrame]:
-    """Issue 13's situation: with ~1M rows every gap is significant. One model has a partial-AUC gap of -0.08
+    """With ~1M rows every gap is significant. One model has a partial-AUC gap of -0.08
     (beyond δ = 0.02); every other gap is tiny: ΔxAUC = +0.004 [+0.003, +0.005] (p < 0.001), partial-AUC gaps of
     0.003 at two cutoffs (one significant, one not and inside ±δ), as the audit logs them (verdict columns)."""
     from fair_pipeline.audit.stats.equivalence import classify_gaps
