@@ -39,11 +39,6 @@ def cost_features(rates: np.ndarray, group_weights: np.ndarray) -> np.ndarray:
     return np.concatenate(parts, axis=1)
 
 
-def metric_weights(metric: FairQuadraticMetric) -> np.ndarray:
-    """The w of ``cost_features`` for a metric."""
-    return np.concatenate([(1.0 - metric.lam) * metric.a] + [metric.lam * b.ravel() for b in metric.pair_matrices()])
-
-
 def answer_probabilities(rel: np.ndarray, resolution: float, error_rate: float) -> np.ndarray:
     """P(answer) for signed relative differences ``rel`` (any shape): (..., 3) for (r1, r2, same)."""
     seen = 1.0 / (1.0 + np.exp(-(np.abs(rel) - resolution) / (0.25 * resolution)))
