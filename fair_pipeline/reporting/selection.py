@@ -1,14 +1,13 @@
-"""The report's sections on the trained rankers and model selection: the λ trade-off frontier, and the ranking of
-candidates by the elicited fair metric with each one's paired difference vs the winner and the champion model
-(tables `lambda_frontier`, `model_ranking`, `elicited_metric`; contracts in `fair_pipeline.reporting.sections`)."""
+"""The report's model-selection section: the ranking of candidates by the elicited fair metric with each one's
+paired difference vs the winner and the champion model (tables `model_ranking`, `elicited_metric`; contracts in
+`fair_pipeline.reporting.sections`; the λ frontier is `reporting.frontier`)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import figures
 from fair_pipeline.reporting.formatting import ci_text, p_phrase, p_text, with_ci
-from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+from fair_pipeline.reporting.model import Finding, ReportInputs, SectionContent, StageMissing, Table, Text
 
 
 def champion_text(name: str | None, version: str | int | None, candidate: str | None = None) -> str:
@@ -23,41 +22,6 @@ def champion_blocks(name: str | None, version: str | int | None, candidate: str 
     """The champion as a paragraph for a section and as a headline fact for the summary."""
     text = champion_text(name, version, candidate)
     return Text(text), Finding(text.replace("**", "").replace("`", ""), "info")
-
-
-def lambda_frontier(inputs: ReportInputs) -> SectionContent:
-    cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stored_table("lambda_frontier", cols)
-    # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
-    frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
-    table = frame[["lambda"]].copy()
-    table["lambda"] = frame["lambda"].map(lambda v: "n/a" if pd.isna(v) else f"{v:g}")
-    table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
-    table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
-    if "unfairness_p_value" in frame.columns:
-        table["p (gap = 0)"] = frame["unfairness_p_value"].map(p_text)
-    cutoff = f"I({frame['cutoff'].iloc[0]:g})" if "cutoff" in frame.columns else "the partial AUC"
-    labels = f" on {frame['label_source'].iloc[0]} labels" if "label_source" in frame.columns else ""
-    first, last = frame.iloc[0], frame.iloc[-1]
-    findings = [Finding(
-        f"λ = {first['lambda']:g} → {last['lambda']:g}: utility {ci_text(first['utility'], first['utility_ci_low'], first['utility_ci_high'])} → "
-        f"{ci_text(last['utility'], last['utility_ci_low'], last['utility_ci_high'])}; unfairness "
-        f"{ci_text(first['unfairness'], first['unfairness_ci_low'], first['unfairness_ci_high'])} → "
-        f"{ci_text(last['unfairness'], last['unfairness_ci_low'], last['unfairness_ci_high'])}"
-        + ("; the CIs overlap" if last["unfairness_ci_high"] >= first["unfairness_ci_low"] and last["unfairness_ci_low"] <= first["unfairness_ci_high"]
-           else ""), "info")]
-    return SectionContent(
-        blocks=[
-            Text(f"Rankers retrained with the fairness penalty λ. Utility = held-out AUC; unfairness = |gap| between the "
-                 f"groups' normalized partial AUC {cutoff}{labels} (the largest over group pairs), each with its 95% CI."),
-            Figure("lambda_frontier", figures.frontier(frame, "unfairness", "utility", "unfairness_ci_low", "unfairness_ci_high",
-                                                       "utility_ci_low", "utility_ci_high", "lambda", "unfairness", "utility"),
-                   "Utility / unfairness trade-off over the penalty weight λ (95% CI)"),
-            Table(table, "λ trade-off frontier"),
-        ],
-        findings=findings,
-        source=inputs.sources.get("lambda_frontier", ""),
-    )
 
 
 SELECTION_NOTE = (
