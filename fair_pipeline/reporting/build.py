@@ -150,7 +150,8 @@ def _inline(text: str) -> str:
 
 
 _COUNT_COLUMN = re.compile(r"^(n|n_\w+|\w*_count|count\w*|rank|rows|\w+_rows|pairs|queries|impressions.*|partitions|"
-                           r"positions compared|CI covers truth|groups|\w*version|paired_\w+)$", re.IGNORECASE)
+                           r"positions compared|CI covers truth|groups|\w*version|paired_\w+|.+ (accepted|rejected)|clicks|items|"
+                           r"requests|candidates)$", re.IGNORECASE)
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:

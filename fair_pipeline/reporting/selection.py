@@ -51,14 +51,16 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
-        table = frame[["rank", "model"] + (["family"] if "family" in frame.columns else [])].copy()
-        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        # the decision columns first (rank, the paired difference and its p), the candidate's details after
+        table = frame[["rank", "model"]].copy()
         if {"diff_vs_winner", "diff_ci_low", "diff_ci_high"} <= set(frame.columns):
             table["Δ cost vs winner [95% CI, paired by item]"] = frame.apply(_paired_text, axis=1)
             if "diff_p" in frame.columns:
                 table["p (Δ = 0)"] = frame["diff_p"].map(p_text)
-        extra = [c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
-                 ("error_part", "violation_part", "min_group_count", "champion_version", "reason")]
+        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        extra = [c for c in frame.columns if c in ("family", "champion_version")] + [
+            c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
+            ("error_part", "violation_part", "min_group_count", "reason")]
         table = pd.concat([table, frame[extra].round(4)], axis=1)
         blocks.append(Table(table, "Model-selection ranking"))
         findings = selection_findings(frame)

@@ -13,7 +13,6 @@ import pytest
 from fair_pipeline.audit.store import write_audit
 from fair_pipeline.reporting import ReportInputs, sections, selection, trend
 from fair_pipeline.reporting.audit_sections import group_comparisons, pauc_table
-from fair_pipeline.reporting.eo_sections import exposure_ratio_findings
 from fair_pipeline.reporting.model import Table
 from fair_pipeline.reporting.summary import summary_lines
 
@@ -142,6 +141,8 @@ def test_extrapolated_positions_are_marked_and_never_headlined():
 
 
 def test_the_exposure_ratio_is_judged_against_a_margin_on_the_log_scale():
+    from fair_pipeline.reporting.eo_sections import exposure_ratio_findings
+
     # 0.986 [0.977, 0.995]: significantly different from 1, but the whole interval lies inside [0.8, 1.25]
     summary = pd.DataFrame({"method": ["raw"], "exposure_over_merit_ratio": [0.986],
                             "exposure_over_merit_ratio_se": [0.009 / 1.96]})
@@ -291,3 +292,22 @@ def test_the_frontier_plots_the_penalty_target_and_the_audited_gaps_and_says_whi
     still.tables["lambda_frontier"]["penalty_target"] = 0.1
     (finding,) = lambda_frontier(still).findings
     assert "the mitigation moves none of the metrics shown" in finding.text
+
+
+def test_volume_counts_render_as_counts():
+    from fair_pipeline.reporting.build import display_frame
+
+    per_day = pd.DataFrame({"partition": ["2026-01-01"], "observational accepted": [1250000.0],
+                            "observational rejected": [0.0], "clicks": [25000.0], "items": [300.0]})
+    shown = display_frame(per_day).iloc[0]
+    assert (shown["observational accepted"], shown["observational rejected"]) == ("1,250,000", "0")
+    assert (shown["clicks"], shown["items"]) == ("25,000", "300")
+
+
+def test_the_report_docs_show_the_first_screen_screenshot():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    page = (docs / "tracking_and_report.md").read_text()
+    assert "](images/fairness_report_first_screen.png)" in page and "decision-first screen" in page
+    assert (docs / "images" / "fairness_report_first_screen.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
