@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.reporting.decision import deployed_text
 from fair_pipeline.reporting.formatting import ci_text, p_phrase, p_text, with_ci
 from fair_pipeline.reporting.model import Finding, ReportInputs, SectionContent, StageMissing, Table, Text
 
@@ -65,7 +66,15 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
         blocks.append(Table(table, "Model-selection ranking"))
         findings = selection_findings(frame)
         champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
-        if len(champion):
+        try:  # what @champion points at after this day's selection, as the first screen says it
+            deployed = inputs.stored_table("deployed_model", ["model", "champion_version", "partition_date"])
+        except StageMissing:
+            deployed = None
+        if deployed is not None:
+            text = deployed_text(frame, deployed, inputs.partition)
+            blocks.insert(0, Text(text))
+            findings.append(Finding(text.replace("**", "").replace("`", ""), "info"))
+        elif len(champion):
             registered = champion.iloc[0].get("registered_model")
             text, finding = champion_blocks(registered if isinstance(registered, str) else "the registered model",
                                             champion.iloc[0]["champion_version"], champion.iloc[0]["model"])
