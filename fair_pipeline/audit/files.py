@@ -20,12 +20,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
-from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
-from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
 READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv",
@@ -35,7 +34,6 @@ BATCH_ROWS = 1 << 18
 DEFAULT_MAX_GROUPS = 50  # the pairwise tables (differences, xAUC) hold groups^2 rows and columns
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
-CLUSTER_FEED_ROWS = 1 << 20  # rows per update of the cluster sums (each update also costs O(clusters))
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
 
 
@@ -181,69 +179,21 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
     feed(blocks.finish())
 
 
-def _cluster_codes(con, src: str, params: list, n_cluster_cols: int) -> tuple[str, list[int]]:
-    """Temp tables numbering the distinct cluster keys densely (0..C-1): per column, and the (c0, c1) pairs
-    for two-way clustering; returns the joins that add codes k0[, k1, k01] to the rows and each C."""
-    key_sets = [["c0"]] if n_cluster_cols == 1 else [["c0"], ["c1"], ["c0", "c1"]]
-    joins, sizes = [], []
-    for n, keys in enumerate(key_sets):
-        name = f"__cluster_codes_{n}"
-        cols = ", ".join(keys)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, CAST(row_number() OVER () - 1 AS BIGINT) "
-                    f"AS code FROM (SELECT DISTINCT {cols} FROM ({src}))", params)
-        sizes.append(int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]))
-        joins.append(f"JOIN {name} k{n} USING ({cols})")
-    return " ".join(joins), sizes
-
-
-def _columns(batches: list) -> list:
-    """The columns of Arrow record batches as numpy arrays, concatenated."""
-    return [np.concatenate([b.column(j).to_numpy(zero_copy_only=False) for b in batches])
-            for j in range(batches[0].num_columns)]
-
-
 def _stream_clustered(con, src: str, params: list, groups: list, stream: StreamingAudit, n_cluster_cols: int,
                       batch_rows: int, sort_rows: bool) -> list:
-    """The sweep and the cluster-robust sums in one pass in descending score order: each row carries its
-    cluster code(s), so its place on every ROC curve is a running prefix sum (`PrefixClusterSums`) and
-    nothing is sorted a second time by cluster. Returns the signed sums for `StreamingAudit.report`."""
-    joins, sizes = _cluster_codes(con, src, params, n_cluster_cols)
+    """The sweep and the cluster-robust sums in one pass in descending score order (`audit.prefix_stream`);
+    returns the signed sums for `StreamingAudit.report`."""
+    joins, sizes = cluster_codes(con, src, params, n_cluster_cols)
     k = len(params)
     cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
-    code_cols = ", ".join(f"k{n}.code" for n in range(len(sizes)))
+    codes = code_columns(sizes)
     if sort_rows:
-        sql = f"SELECT s, {cell} AS cell, 1 AS n, {code_cols} FROM ({src}) r {joins} ORDER BY s DESC"
+        sql = f"SELECT s, {cell} AS cell, 1 AS n, {codes} FROM ({src}) r {joins} ORDER BY s DESC"
     else:
-        sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {code_cols} FROM ({src}) r {joins} "
-               f"GROUP BY s, cell, {code_cols} ORDER BY s DESC")
-    G = len(groups)
-    alphas = variance_alphas(stream.cutoffs)
-    pairs = [pair for _, pair in build_columns(G, G > 1)]
-    sums = [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
-    blocks = SortedRowBlocks(2 * G)
-
-    def feed(done) -> None:
-        if done is None:
-            return
-        scores, table, row_block, cells, counts, *codes = done
-        pos, neg = table[1::2], table[0::2]
-        stream.update_columns(scores, pos, neg)
-        label = cells & 1
-        for acc, code in zip(sums, codes):
-            acc.update(pos, neg, row_block, cells >> 1, counts * label, counts * (1 - label), code)
-
+        sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
+               f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
-    pending, rows = [], 0
-    for batch in rel.to_arrow_reader(batch_rows):
-        pending.append(batch)
-        rows += batch.num_rows
-        if rows >= CLUSTER_FEED_ROWS:  # fewer, larger updates: each one also adds cluster-sized sums
-            feed(blocks.push(*_columns(pending)))
-            pending, rows = [], 0
-    if pending:
-        feed(blocks.push(*_columns(pending)))
-    feed(blocks.finish())
-    return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]
+    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes)
 
 
 def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,

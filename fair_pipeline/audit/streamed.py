@@ -5,11 +5,11 @@ when logged scores are continuous) are written once to a Parquet file in DuckDB'
 (`spill_rows`). Per output (`audit_spilled`):
 
 1. its scores are computed batch by batch and written with the rows' group, cluster keys and counts;
-2. DuckDB groups them into distinct-score blocks (``GROUP BY score ORDER BY score DESC``, one count column per
-   group and class), which stream into the sweep (`StreamingAudit`); the same pass adds the blocks' running
-   index and cumulative counts, written to a second file, and tracks the cutoffs' boundary blocks;
-3. for a cluster-robust variance, DuckDB joins every row to its block and streams the rows in cluster order
-   into the cluster pass (`CountRows`: the block values the in-memory `BlockTable` would look up).
+2. without clustering, DuckDB groups them into distinct-score blocks (``GROUP BY score ORDER BY score DESC``,
+   one count column per group and class), which stream into the sweep (`StreamingAudit`);
+3. for a cluster-robust variance, the same pass instead streams the rows themselves in descending score order,
+   each with dense codes of its cluster key(s) (`audit.prefix_stream`): the sweep and the per-cluster
+   influence sums are fed together, so nothing is sorted a second time by cluster or joined back to its block.
 
 DuckDB runs under the warehouse's `memory_limit` and spills its hash tables and sorts. The results equal the
 in-memory `audit_aggregates` of the same table (tests/audit/test_streamed.py): counts exactly, estimates to
@@ -28,8 +28,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from fair_pipeline.audit.prefix_stream import cluster_codes, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import AuditInputError, AuditReport, StreamingAudit
-from fair_pipeline.audit.stats.clustered import BoundaryTracker, CountRows
 from fair_pipeline.audit.stats.grid_audit import CLUSTER_BATCH_ROWS
 from fair_pipeline.audit.stats.validation import as_cutoffs, as_scores
 
@@ -121,65 +121,34 @@ def _group_totals(con, scored: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return groups, totals.iloc[:, 0].to_numpy(np.float64), totals.iloc[:, 1].to_numpy(np.float64)
 
 
-def _sweep(con, scored: Path, blocks_path: Path, groups, stream: StreamingAudit, tracker: BoundaryTracker | None,
-           batch_rows: int) -> None:
-    """Distinct-score blocks in descending order into the sweep; with a tracker (cluster pass to come) also
-    into the blocks file: score, block index, per group its positives / negatives and their running sums."""
+def _sweep(con, scored: Path, groups, stream: StreamingAudit, batch_rows: int) -> None:
+    """Distinct-score blocks in descending order into the sweep."""
     G = len(groups)
     # column names are generated from the group's index; the group values themselves are bound parameters
     counts = [f"sum({c}) FILTER (WHERE grp = $g{k})" for c in ("n_pos", "n_neg") for k in range(G)]
     rel = con.sql(f"SELECT s, {', '.join(counts)} FROM read_parquet($rows) GROUP BY s ORDER BY s DESC",
                   params={"rows": str(scored), **_group_params(groups)})
-    writer, offset = None, 0
-    running = np.zeros((2, G))
-    try:
-        for batch in rel.to_arrow_reader(batch_rows):
-            scores = batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
-            table = np.vstack([np.nan_to_num(batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64))
-                               for c in range(1, 2 * G + 1)])
-            pos, neg = table[:G], table[G:]
-            stream.update_columns(scores, pos, neg)
-            if tracker is None:
-                continue
-            tracker.update(neg)
-            incl = np.cumsum(table.reshape(2, G, -1), axis=2) + running[:, :, None]
-            running = incl[:, :, -1]
-            out = pa.table({"s": scores, "b": np.arange(offset, offset + scores.size, dtype=np.int64),
-                            **{f"p{k}": pos[k] for k in range(G)}, **{f"q{k}": neg[k] for k in range(G)},
-                            **{f"pc{k}": incl[0, k] for k in range(G)}, **{f"qc{k}": incl[1, k] for k in range(G)}})
-            offset += scores.size
-            if writer is None:
-                writer = pq.ParquetWriter(str(blocks_path), out.schema)
-            writer.write(out)
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-def _cluster_stream(con, scored: Path, blocks_path: Path, groups, keys: list[str], totals, batch_rows: int):
-    """Rows joined to their block, in cluster-key order, as (running cluster codes, CountRows, group codes,
-    n_pos, n_neg) batches; a cluster may continue into the next batch (the accumulator carries it)."""
-    G = len(groups)
-    block_cols = ", ".join(f"b.{c}{k}" for c in ("p", "q", "pc", "qc") for k in range(G))
-    order = ", ".join(f"r.{k}" for k in keys)
-    rel = con.sql(
-        f"SELECT {order}, list_position($groups, r.grp) - 1 AS gi, r.n_pos, r.n_neg, b.b, {block_cols} "
-        f"FROM read_parquet($rows) r JOIN read_parquet($blocks) b ON b.s = r.s ORDER BY {order}",
-        params={"rows": str(scored), "blocks": str(blocks_path), "groups": list(groups)})
-    previous, offset = None, 0
     for batch in rel.to_arrow_reader(batch_rows):
-        cols = [batch.column(c).to_numpy(zero_copy_only=False) for c in range(batch.num_columns)]
-        key_arrays, (gi, n_pos, n_neg, b), counts = cols[:len(keys)], cols[len(keys):len(keys) + 4], cols[len(keys) + 4:]
-        change = np.zeros(len(gi), dtype=bool)  # a new cluster wherever any key changes, across batches too
-        change[0] = previous is None or any(key[0] != last for key, last in zip(key_arrays, previous))
-        for key in key_arrays:
-            change[1:] |= key[1:] != key[:-1]
-        per_group = [np.vstack(counts[q * G:(q + 1) * G]) for q in range(4)]
-        rows = CountRows(b, *per_group, totals.m, totals.n)
-        yield (offset + np.cumsum(change), rows, gi.astype(np.intp), n_pos.astype(np.float64),
-               n_neg.astype(np.float64))
-        offset += int(change.sum())
-        previous = [key[-1] for key in key_arrays]
+        scores = batch.column(0).to_numpy(zero_copy_only=False).astype(np.float64)
+        table = np.vstack([np.nan_to_num(batch.column(c).to_numpy(zero_copy_only=False).astype(np.float64))
+                           for c in range(1, 2 * G + 1)])
+        stream.update_columns(scores, table[:G], table[G:])
+
+
+def _clustered_sweep(con, scored: Path, groups, stream: StreamingAudit, n_cluster_cols: int, batch_rows: int) -> list:
+    """The sweep and the cluster-robust sums in one pass over the rows in descending score order, a row per
+    (row, class) with its count and cluster codes (`audit.prefix_stream`); returns the signed sums."""
+    keys = ", ".join(f"c{k}" for k in range(n_cluster_cols))
+    src = f"SELECT grp, {keys}, s, n_pos, n_neg FROM read_parquet($1)"
+    joins, sizes = cluster_codes(con, src, [str(scored)], n_cluster_cols)
+    codes = ", ".join(f"k{n}.code AS k{n}" for n in range(len(sizes)))
+    coded = ", ".join(f"k{n}" for n in range(len(sizes)))
+    sql = (f"WITH coded AS (SELECT r.s, CAST(list_position($2, r.grp) - 1 AS INTEGER) AS gi, r.n_pos, r.n_neg, {codes} "
+           f"FROM ({src}) r {joins}) "
+           f"SELECT s, gi * 2 + 1 AS cell, n_pos AS n, {coded} FROM coded WHERE n_pos > 0 UNION ALL "
+           f"SELECT s, gi * 2 AS cell, n_neg AS n, {coded} FROM coded WHERE n_neg > 0 ORDER BY s DESC")
+    rel = con.sql(sql, params=[str(scored), list(groups)])
+    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes)
 
 
 def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
@@ -193,21 +162,14 @@ def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.nda
     clustered = bool(rows.cluster_cols)
     with tempfile.TemporaryDirectory(prefix=f"{rows.path.stem}_", dir=rows.path.parent) as tmp, \
             con.cursor() as con:  # its own connection: a result left open on `con` does not block the streams
-        scored, blocks_path = Path(tmp) / "scored.parquet", Path(tmp) / "blocks.parquet"
+        scored = Path(tmp) / "scored.parquet"
         if not _write_batches(scored, _scored_batches(rows, score, name, prepare, batch_rows)):
             raise AuditInputError("no rows to audit (the input holds a header at most)")
         groups, n_pos, n_neg = _group_totals(con, scored)
         stream = StreamingAudit(groups, n_pos, n_neg, cutoffs, min_count=min_count, confidence=confidence,
                                 margins=margins)
-        var_alphas = np.unique(np.r_[cutoffs, 1.0])  # the cutoffs the cluster pass gives variances at
-        tracker = BoundaryTracker(n_pos, n_neg, var_alphas) if clustered else None
-        _sweep(con, scored, blocks_path, groups, stream, tracker, batch_rows)
         if not clustered:
+            _sweep(con, scored, groups, stream, batch_rows)
             return stream.report(estimand=estimand)
-        totals = tracker.totals()
-        keys = [f"c{k}" for k in range(len(rows.cluster_cols))]
-
-        def by(cols):
-            return _cluster_stream(con, scored, blocks_path, groups, cols, totals, batch_rows)
-        streams = [(1, by(keys))] if len(keys) == 1 else [(1, by(keys[:1])), (1, by(keys[1:])), (-1, by(keys))]
-        return stream.report(grid=totals, estimand=estimand, streams=streams)
+        prefix = _clustered_sweep(con, scored, groups, stream, len(rows.cluster_cols), batch_rows)
+        return stream.report(prefix=prefix, estimand=estimand)

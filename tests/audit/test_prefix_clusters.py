@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 import fair_pipeline.audit.files as files
+import fair_pipeline.audit.prefix_stream as prefix_stream
 import fair_pipeline.audit.stats.prefix_clusters as prefix
 from fair_pipeline.audit import audit_aggregates
 from fair_pipeline.audit.stats.blocks import build_grid
@@ -83,7 +84,7 @@ def test_file_audit_equals_the_sort_by_cluster_accumulator(tmp_path, monkeypatch
     """`audit_file` (one pass in score order, small feeds so ties and clusters straddle updates) against the
     in-memory audit whose variances sort rows by cluster: every float of every table to 1e-12 (1e-11 relative
     for derived figures such as z)."""
-    monkeypatch.setattr(files, "CLUSTER_FEED_ROWS", 101)
+    monkeypatch.setattr(prefix_stream, "CLUSTER_FEED_ROWS", 101)
     rng = np.random.default_rng(12)
     s, y, g, c = _rows(rng, n=2500, clusters=180, ties=ties or 1)
     if not ties:

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import fair_pipeline.audit.prefix_stream as prefix_stream
 from fair_pipeline.audit import AuditInputError, audit_aggregates
 from fair_pipeline.audit.stats.clustered import BlockTable, BoundaryTracker, CountRows
 from fair_pipeline.audit.stats.blocks import build_grid
@@ -33,7 +34,8 @@ def _equal(got, want) -> None:
 @pytest.mark.parametrize("variance, cols", [("conditional", ()), ("item_clustered", ("item_id",)),
                                             ("two_way", ("item_id", "query_id"))])
 @pytest.mark.parametrize("ties", [False, True])
-def test_streamed_audit_equals_in_memory_with_many_small_batches(tmp_path, variance, cols, ties):
+def test_streamed_audit_equals_in_memory_with_many_small_batches(tmp_path, monkeypatch, variance, cols, ties):
+    monkeypatch.setattr(prefix_stream, "CLUSTER_FEED_ROWS", 101)  # blocks and clusters straddle the feeds too
     rng = np.random.default_rng(11)
     df = _rows(rng, 6_000, ties)
     assert (df["score"].nunique() < 100) == ties

@@ -1,0 +1,78 @@
+"""The sweep and the cluster-robust sums of an audit in one DuckDB pass in descending score order.
+
+Every row carries dense codes of its cluster key(s), so its place on every ROC curve is a running prefix sum
+(`stats.prefix_clusters.PrefixClusterSums`) and nothing is sorted a second time by cluster or joined back to
+its block. Used by `audit_file` (rows of any file) and by the fairness_audit asset's streamed path
+(`audit.streamed`: the rescored held-out rows).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fair_pipeline.audit.stats import StreamingAudit
+from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
+from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
+
+CLUSTER_FEED_ROWS = 1 << 20  # rows per update of the cluster sums (each update also costs O(clusters))
+
+
+def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
+    """The keys of each clustering stream: one-way [c0]; two-way [c0], [c1] and the pairs (c0, c1)."""
+    return [["c0"]] if n_cluster_cols == 1 else [["c0"], ["c1"], ["c0", "c1"]]
+
+
+def cluster_codes(con, src: str, params: list, n_cluster_cols: int) -> tuple[str, list[int]]:
+    """Temp tables numbering the distinct cluster keys of ``src`` (columns c0[, c1]) densely (0..C-1); returns
+    the joins that add the codes k0[, k1, k2] to rows aliased ``r`` and each C."""
+    joins, sizes = [], []
+    for n, keys in enumerate(cluster_key_sets(n_cluster_cols)):
+        name = f"__cluster_codes_{n}"
+        cols = ", ".join(keys)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, CAST(row_number() OVER () - 1 AS BIGINT) "
+                    f"AS code FROM (SELECT DISTINCT {cols} FROM ({src}))", params)
+        sizes.append(int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]))
+        joins.append(f"JOIN {name} k{n} USING ({cols})")
+    return " ".join(joins), sizes
+
+
+def code_columns(sizes: list[int]) -> str:
+    return ", ".join(f"k{n}.code" for n in range(len(sizes)))
+
+
+def _columns(batches: list) -> list:
+    """The columns of Arrow record batches as numpy arrays, concatenated."""
+    return [np.concatenate([b.column(j).to_numpy(zero_copy_only=False) for b in batches])
+            for j in range(batches[0].num_columns)]
+
+
+def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int]) -> list:
+    """Feed Arrow batches of rows (score, cell = group code * 2 + label, count, cluster codes per stream) in
+    descending score order into the sweep ``stream`` and into one `PrefixClusterSums` per clustering stream;
+    returns the signed sums for ``stream.report(prefix=...)``."""
+    G = len(stream.groups)
+    alphas = variance_alphas(stream.cutoffs)
+    pairs = [pair for _, pair in build_columns(G, G > 1)]
+    sums = [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
+    blocks = SortedRowBlocks(2 * G)
+
+    def feed(done) -> None:
+        if done is None:
+            return
+        scores, table, row_block, cells, counts, *codes = done
+        pos, neg = table[1::2], table[0::2]
+        stream.update_columns(scores, pos, neg)
+        label = cells & 1
+        for acc, code in zip(sums, codes):
+            acc.update(pos, neg, row_block, cells >> 1, counts * label, counts * (1 - label), code)
+
+    pending, rows = [], 0
+    for batch in batches:
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= CLUSTER_FEED_ROWS:  # fewer, larger updates: each one also adds cluster-sized sums
+            feed(blocks.push(*_columns(pending)))
+            pending, rows = [], 0
+    if pending:
+        feed(blocks.push(*_columns(pending)))
+    feed(blocks.finish())
+    return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]
