@@ -84,6 +84,10 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/reporting/exposure_section.py": "ReportInputs.sql over the audit's result store "
         "(marts.fairness_audit_exposure_*, written by write_audit to the local DuckDB; its engine reads are "
         "audit/exposure_sql.py's, rendered above)",
+    "fair_pipeline/ingestion/extras.py": "source-specific extras (landing/_extras) are loaded by the DuckDB loader "
+        "only; the Spark loader refuses a day with extras, naming the file",
+    "fair_pipeline/ingestion/extras_corpus.py": "the extras corpus: loads generated days into a local DuckDB "
+        "warehouse through the DuckDB loader (a test/benchmark harness)",
     "fair_pipeline/ingestion/landing_corpus.py": "the landing fuzz corpus: loads generated days into a local "
         "DuckDB warehouse through the DuckDB loader and compares its tables (a test/benchmark harness)",
 }
