@@ -14,16 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.extras import ExtrasLoad, load_extras
 from fair_pipeline.ingestion.rules import BLANK_CHARACTERS, TARGET_TYPES
 from fair_pipeline.ingestion.file_checks import check_files, errors_named, refuse_invalid_utf8_bytes
-from fair_pipeline.ingestion.landing import LandingFileError, checked_landing_files, partition_dir, partition_files
+from fair_pipeline.ingestion.landing import LandingFileError, partition_files
 from fair_pipeline.platform.warehouse import (
     quote_identifier,
-    table_columns,
-    table_exists,
     transaction,
 )
 
@@ -198,17 +196,6 @@ GROUP BY reason ORDER BY reason
 
 
 @dataclasses.dataclass(frozen=True)
-class ExtrasLoad:
-    """What a day's source-specific columns did to raw.<source>_extras: rows stored, and the schema change
-    against the table (columns new in this day's files, added to the table; table columns this day's files
-    lack, stored as NULL for the day)."""
-
-    rows: int = 0
-    added_columns: tuple[str, ...] = ()
-    missing_columns: tuple[str, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
 class PartitionLoad:
     source: str
     partition_date: str
@@ -297,7 +284,7 @@ def load_partition(
                                {**stored, **params}).fetchone()[0]
         con.execute(QUARANTINE_INSERT.format(typed=typed, stored_file=stored_file), {"source": source, **stored, **params})
         counts = dict(con.execute(_REASON_COUNTS, {"source": source, **params}).fetchall())
-        extras = _load_extras(con, landing, source, day)
+        extras = load_extras(con, landing, source, day, lambda path: stored_paths(landing, [path])[0])
         con.execute("DROP TABLE _rejected")
     rejected = sum(counts.values())
     return PartitionLoad(
@@ -309,44 +296,3 @@ def load_partition(
         rejected_by_reason=counts,
         extras=extras,
     )
-
-
-def _load_extras(con: duckdb.DuckDBPyConnection, landing: Path, source: str, day: dt.date) -> ExtrasLoad:
-    """Source-specific columns (e.g. Open Bandit's propensities) go to raw.<source>_extras, keyed by
-    (request_id, position). The table takes its shape from the first day loaded; a later day's new columns are
-    added (earlier days read NULL) and its missing ones stored as NULL, and both are reported, not dropped."""
-    files = checked_landing_files(partition_dir(Path(landing) / contract.EXTRAS_DIR, source, day))
-    if not files:
-        return ExtrasLoad()
-    for path in files:  # the table's own partition column, and the keys rows are joined on
-        names = pq.read_schema(path).names
-        reserved = [n for n in names if n.lower() == "partition_date"]
-        missing = [k for k in ("request_id", "position") if k not in names]
-        if reserved or missing:
-            raise LandingFileError(f"extras file {path}: " + (f"has reserved columns {reserved} (the table's partition "
-                                   "column)" if reserved else f"lacks key columns {missing}")
-                                   + "; the partition was left unchanged")
-    table = f"raw.{quote_identifier(f'{source}_extras')}"
-    scan = ("SELECT *, CAST($partition_date AS DATE) AS partition_date "
-            "FROM read_parquet($files, union_by_name = true, hive_partitioning = false)")
-    params = {"files": [str(f) for f in files], "partition_date": day.isoformat()}
-    described = con.execute(f"DESCRIBE {scan}", params).fetchall()
-    in_files = [row[0] for row in described]
-    added: list[str] = []
-    if not table_exists(con, "raw", f"{source}_extras"):
-        con.execute(f"CREATE TABLE {table} AS {scan} LIMIT 0", params)
-    else:
-        stored = set(table_columns(con, "raw", f"{source}_extras"))
-        for name, column_type, *_ in described:
-            if name not in stored:
-                # The type is DuckDB's own name for the file column's type (from DESCRIBE), not user text.
-                con.execute(f"ALTER TABLE {table} ADD COLUMN {quote_identifier(name)} {column_type}")
-                added.append(name)
-    columns = table_columns(con, "raw", f"{source}_extras")
-    missing = tuple(c for c in columns if c not in in_files)
-    con.execute(f"DELETE FROM {table} WHERE partition_date = $partition_date", {"partition_date": day.isoformat()})
-    listed = ", ".join(quote_identifier(c) for c in columns if c in in_files)
-    con.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM ({scan})", params)
-    rows = con.execute(f"SELECT count(*) FROM {table} WHERE partition_date = $partition_date",
-                       {"partition_date": day.isoformat()}).fetchone()[0]
-    return ExtrasLoad(rows, tuple(added), missing)

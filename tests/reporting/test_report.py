@@ -406,7 +406,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
     counts = findings_json(report)["verdict_counts"]
     assert counts["gap larger than δ (significant)"] == 1 and counts["gap significant but within ±δ"] == 2
     assert sum(counts.values()) == 4
-    # the not-significant 0.003 [-0.001, +0.007] at I(1): 90% CI inside ±0.02, so equivalent (TOST)
+    # the not-significant 0.003 [-0.001, +0.007] at I(1): 95% CI inside ±0.02, so equivalent (TOST)
     assert counts["equivalent within ±δ (TOST, 95%)"] == 1
 
 
