@@ -63,6 +63,11 @@ SMALLER = {
     "python benchmarks/postprocessing_comparison.py": "--tables A",
     "python benchmarks/landing_fuzz.py --days 500": "--days 20",
     "python benchmarks/cluster_inference_coverage.py": "--reps 2 --jobs 1 --rows pareto1.3,pairwise_fresh",
+    "python benchmarks/cluster_inference_coverage.py --reps 200 --rows pareto1.1,minority45_pareto1.3,minority45 --jobs 1":
+        "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
+        "--reps 1",
+    "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 100": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
