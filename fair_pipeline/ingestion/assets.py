@@ -44,7 +44,13 @@ def _extras_change(load: PartitionLoad) -> str:
         parts.append(f"new columns {list(load.extras.added_columns)} added (earlier days NULL)")
     if load.extras.missing_columns:
         parts.append(f"columns {list(load.extras.missing_columns)} missing (NULL for this day)")
+    if load.extras.widened_columns:
+        parts.append(f"columns widened {list(load.extras.widened_columns)}")
     return "; ".join(parts)
+
+
+def _extras_quarantined(load: PartitionLoad) -> str:
+    return ", ".join(f"{reason}: {n}" for reason, n in load.extras.quarantined_by_reason.items())
 
 
 def _load_table(loads: list[PartitionLoad]) -> str:
@@ -58,6 +64,7 @@ def _load_table(loads: list[PartitionLoad]) -> str:
                 "reasons": ", ".join(f"{reason}: {n}" for reason, n in load.rejected_by_reason.items()) or "-",
                 "extras rows": load.extras.rows,
                 "extras schema change": _extras_change(load) or "-",
+                "extras quarantined": _extras_quarantined(load) or "-",
             }
             for load in loads
         ]
@@ -113,6 +120,9 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
                 context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected on {engine.name}")
                 if _extras_change(load):
                     context.log.warning(f"{source} {key_}: extras schema changed: {_extras_change(load)}")
+                if load.extras.quarantined:
+                    context.log.warning(f"{source} {key_}: {load.extras.quarantined} extras rows quarantined to "
+                                        f"raw.extras_quarantine ({_extras_quarantined(load)})")
                 loads.append(load)
             table_rows = engine.row_count(("raw", f"{source}_impressions"))
         return dg.MaterializeResult(data_version=dg.DataVersion(combined(fingerprints)),
@@ -124,7 +134,7 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
 
 
 def _ingestion_metadata(loads: list, table_rows: int) -> dict:
-    """Row counts, per-day loads, source files and extras schema changes of one materialization."""
+    """Row counts, per-day loads, source files, extras schema changes and quarantined extras of one materialization."""
     return {
         "dagster/row_count": sum(load.accepted for load in loads),
         "rejected_rows": sum(load.rejected for load in loads),
@@ -133,8 +143,11 @@ def _ingestion_metadata(loads: list, table_rows: int) -> dict:
         "source_files": dg.MetadataValue.json([f for load in loads for f in load.files]),
         "extras_schema_changes": dg.MetadataValue.json(
             {load.partition_date: {"added": list(load.extras.added_columns),
-                                   "missing": list(load.extras.missing_columns)}
+                                   "missing": list(load.extras.missing_columns),
+                                   "widened": list(load.extras.widened_columns)}
              for load in loads if _extras_change(load)}),
+        "extras_quarantined": dg.MetadataValue.json(
+            {load.partition_date: load.extras.quarantined_by_reason for load in loads if load.extras.quarantined}),
     }
 
 
