@@ -198,7 +198,8 @@ def landing_changes(days: list[str], landing: Path | None = None,
 
     landing = landing or settings.landing_dir()
     instance = instance or current_instance()
-    partitioned = _job_assets("ingest_logs", partitioned=True)
+    loads = {dg.AssetKey(["raw", f"{source}_impressions"]) for source in contract.SOURCES}
+    built_from_loads = [key for key in _job_assets("ingest_logs", partitioned=True) if key not in loads]
     changed = []
     for day in days:
         newest = 0
@@ -213,7 +214,7 @@ def landing_changes(days: list[str], landing: Path | None = None,
             newest = max(newest, record.storage_id)
         built = newest is not None and all(
             (record := _latest_record(instance, key, day)) is not None and record.storage_id >= newest
-            for key in partitioned)
+            for key in built_from_loads)
         if not built:
             changed.append(day)
     key = dg.AssetKey(["raw", "items"])
