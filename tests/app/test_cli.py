@@ -167,6 +167,18 @@ def test_an_unexpected_error_ends_with_one_line_naming_the_cause(monkeypatch, ca
     assert "Traceback" in captured.err
 
 
+def test_ctrl_c_ends_with_one_line_and_no_traceback(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate_command, "run", interrupted)
+    assert main(["simulate", "--days", "1"]) == 130
+    captured = capsys.readouterr()
+    assert captured.out.strip().splitlines() == ["[fair-pipeline] interrupted (Ctrl-C); run the same command again "
+                                                 "to continue"]
+    assert "Traceback" not in captured.err
+
+
 def _findings(n_gaps: int, n_facts: int, missing: list[dict]) -> dict:
     findings = [{"section": "xAUC", "status": "gap larger than δ", "text": f"model m{i}: gap " + "x" * 300,
                  "headline": True, "verdict": "gap larger than δ"} for i in range(n_gaps)]
