@@ -147,6 +147,17 @@ def test_no_simulate_outside_the_landed_dates_names_what_is_landed(tmp_path, mon
     assert f"no landing files under {tmp_path / 'landing'} and --no-simulate given" in capsys.readouterr().out
 
 
+def test_simulator_flags_are_refused_when_logs_already_landed(tmp_path, monkeypatch, capsys):
+    from fair_pipeline import runner
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    monkeypatch.setattr(runner, "landed_partitions", lambda: ["2026-01-01", "2026-01-02"])
+    monkeypatch.setattr(run_command, "simulate", lambda args: pytest.fail("must not simulate"))
+    assert main(["run", "--requests-per-day", "500"]) == 2
+    out = capsys.readouterr().out
+    assert "error: --requests-per-day given, but logs already landed under" in out and "Pass --start" in out
+
+
 def test_run_no_simulate_with_nothing_landed_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
     assert main(["run", "--no-simulate", "--start", "2019-11-24", "--days", "3"]) == 2
