@@ -80,6 +80,10 @@ ELSEWHERE = {
     "fair-pipeline run --no-simulate": "tests/e2e/test_main_job.py::test_open_bandit_sample_is_ingested_into_seven_partitions",
     "fair-pipeline import-open-bandit && fair-pipeline run --no-simulate":
         "tests/e2e/test_main_job.py::test_open_bandit_sample_is_ingested_into_seven_partitions",
+    "fair-pipeline import-open-bandit --campaign every && fair-pipeline run --no-simulate":
+        "tests/e2e/test_open_bandit_campaigns.py::test_every_campaign_runs_end_to_end",
+    "python -m fair_pipeline.reproductions.open_bandit_exposure":
+        "tests/datasets/test_open_bandit_campaigns.py::test_the_documented_exposure_study_reproduces",
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
