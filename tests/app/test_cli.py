@@ -208,9 +208,8 @@ def test_quiet_summary_fits_on_one_screen_and_verbose_shows_everything(tmp_path,
     (settings.reports_dir() / FINDINGS_NAME).write_text(json.dumps(_findings(30, 40, [])))
     results.print_where(True)
     quiet = capsys.readouterr().out.splitlines()
-    assert len(quiet) <= 30, quiet  # six headlines of 330 characters, each wrapped over three lines, never cut
+    assert len(quiet) <= 20, quiet
     assert sum("[GAP > δ]" in line for line in quiet) == 6
-    assert "".join(line.strip() for line in quiet).count("x" * 300) == 6
     assert "  … 64 more headline(s) in the report (or run with --verbose)" in quiet  # 30 + 40 - 6
     assert sum("x" * 300 in line for line in quiet) == 6 and not any(line.endswith("…") for line in quiet)  # never cut
     assert any("fairness_report.html" in line for line in quiet) and any("fair-pipeline --home" in line for line in quiet)
