@@ -17,7 +17,7 @@ from fair_pipeline.platform import settings
 COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL", settings.ENGINE_ENV,
                        settings.SPARK_MASTER_ENV,
                        settings.SPARK_DRIVER_MEMORY_ENV, settings.SPARK_CONF_ENV)
-COMMAND_LOGGERS = ("mlflow", "alembic")
+COMMAND_LOGGERS = ("mlflow", "alembic", "mlflow.store.db.utils")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

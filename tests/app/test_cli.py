@@ -107,12 +107,13 @@ def test_a_command_run_in_process_leaves_no_environment_behind(tmp_path, monkeyp
 
     for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV):
         monkeypatch.delenv(name, raising=False)
-    level = logging.getLogger("mlflow").level
+    loggers = ("mlflow", "mlflow.store.db.utils")
+    levels = [logging.getLogger(name).level for name in loggers]
     assert main(["--home", str(tmp_path), "elicit", "--list"]) == 0
     assert main(["--home", str(tmp_path), "promote", "--partition", "2026-01-01"]) != 0
     assert {name: os.environ.get(name) for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV)} == {
         "MLFLOW_LOGGING_LEVEL": None, "DAGSTER_HOME": None, settings.HOME_ENV: None}
-    assert logging.getLogger("mlflow").level == level
+    assert [logging.getLogger(name).level for name in loggers] == levels
 
 
 def test_elicit_list_on_the_default_database_says_there_is_nothing(tmp_path, monkeypatch, capsys):
