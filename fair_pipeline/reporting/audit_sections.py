@@ -41,8 +41,8 @@ XAUC_COLUMNS = ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", 
 VERDICT_NOTE = (
     "Each gap is judged against a practical margin δ (default 0.02 on the 0..1 scale, set per metric in the audit's "
     "`margins`): **gap larger than δ (significant)** when the 95% CI lies entirely beyond +δ or −δ (and the Holm "
-    "p < 0.05 where it applies); **gap significant but within ±δ** when p < 0.05 and the 90% CI lies inside ±δ (real "
-    "but too small to matter); **equivalent within ±δ (TOST)** when not significant and the 90% CI lies inside ±δ; "
+    "p < 0.05 where it applies); **gap significant but within ±δ** when p < 0.05 and the 95% CI lies inside ±δ (real "
+    "but too small to matter); **equivalent within ±δ (TOST)** when not significant and the 95% CI lies inside ±δ; "
     "**inconclusive** otherwise (the interval reaches across ±δ). Clustered CIs use Student t with the effective "
     "number of clusters.")
 # The cutoff a headline quotes when a model differs at several: the low-FPR region the papers focus on.

@@ -22,7 +22,7 @@ its verdict from diff / delta, their CI and p with the default δ.)
     pairwise_gaps:       model, group_a, group_b, estimate (A(a>b) − A(b>a)), ci_low, ci_high, p_value
                          [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
-                         unfairness_ci_high [unfairness_p_value, cutoff, label_source]
+                         unfairness_ci_high [unfairness_p_value, cutoff, label_source, penalty_target]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
                          diff_ci_high, diff_p, paired_clusters, paired_rows: the paired difference vs the winner;
                          tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version (of
@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import audit_sections, figures, pairwise, selection, trend
+from fair_pipeline.reporting import audit_sections, figures, frontier, pairwise, selection, trend
 from fair_pipeline.reporting.eo_sections import eo_transform, exposure_merit
 from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
@@ -298,7 +298,7 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
     SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise.pairwise_accuracy),
     SectionSpec("audit_trend", "Audit trend over daily partitions", "audit", trend.audit_trend),
-    SectionSpec("lambda_frontier", "λ trade-off frontier", "training", selection.lambda_frontier),
+    SectionSpec("lambda_frontier", "λ trade-off frontier", "training", frontier.lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", selection.model_selection),
 ]
 
