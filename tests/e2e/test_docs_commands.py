@@ -67,7 +67,7 @@ SMALLER = {
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
         "--reps 1",
-    "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 100": "--swap-reps 2",
+    "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
