@@ -55,6 +55,9 @@ def _run_command(args) -> int:
     except (ValueError, FileNotFoundError) as error:
         say(f"error: {error}")
         return 2
+    except KeyboardInterrupt:  # Ctrl-C is the user's choice, not a failure: one line, no traceback
+        say("interrupted (Ctrl-C); run the same command again to continue")
+        return 130
     except Exception as error:  # noqa: BLE001 - the traceback first, then one line naming the cause
         import traceback
 

@@ -148,6 +148,17 @@ def test_no_simulate_outside_the_landed_dates_names_what_is_landed(tmp_path, mon
     assert f"no landing files under {tmp_path / 'landing'} and --no-simulate given" in capsys.readouterr().out
 
 
+def test_simulator_flags_are_refused_when_logs_already_landed(tmp_path, monkeypatch, capsys):
+    from fair_pipeline import runner
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    monkeypatch.setattr(runner, "landed_partitions", lambda: ["2026-01-01", "2026-01-02"])
+    monkeypatch.setattr(run_command, "simulate", lambda args: pytest.fail("must not simulate"))
+    assert main(["run", "--requests-per-day", "500"]) == 2
+    out = capsys.readouterr().out
+    assert "error: --requests-per-day given, but logs already landed under" in out and "Pass --start" in out
+
+
 def test_run_no_simulate_with_nothing_landed_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
     assert main(["run", "--no-simulate", "--start", "2019-11-24", "--days", "3"]) == 2
@@ -168,6 +179,18 @@ def test_an_unexpected_error_ends_with_one_line_naming_the_cause(monkeypatch, ca
     assert "Traceback" in captured.err
 
 
+def test_ctrl_c_ends_with_one_line_and_no_traceback(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate_command, "run", interrupted)
+    assert main(["simulate", "--days", "1"]) == 130
+    captured = capsys.readouterr()
+    assert captured.out.strip().splitlines() == ["[fair-pipeline] interrupted (Ctrl-C); run the same command again "
+                                                 "to continue"]
+    assert "Traceback" not in captured.err
+
+
 def _findings(n_gaps: int, n_facts: int, missing: list[dict]) -> dict:
     findings = [{"section": "xAUC", "status": "gap larger than δ", "text": f"model m{i}: gap " + "x" * 300,
                  "headline": True, "verdict": "gap larger than δ"} for i in range(n_gaps)]
@@ -186,10 +209,11 @@ def test_quiet_summary_fits_on_one_screen_and_verbose_shows_everything(tmp_path,
     (settings.reports_dir() / FINDINGS_NAME).write_text(json.dumps(_findings(30, 40, [])))
     results.print_where(True)
     quiet = capsys.readouterr().out.splitlines()
-    assert len(quiet) <= 20, quiet
+    assert len(quiet) <= 30, quiet  # six headlines of 330 characters, each wrapped over three lines, never cut
     assert sum("[GAP > δ]" in line for line in quiet) == 6
+    assert "".join(line.strip() for line in quiet).count("x" * 300) == 6
     assert "  … 64 more headline(s) in the report (or run with --verbose)" in quiet  # 30 + 40 - 6
-    assert all(len(line) <= 200 for line in quiet)
+    assert sum("x" * 300 in line for line in quiet) == 6 and not any(line.endswith("…") for line in quiet)  # never cut
     assert any("fairness_report.html" in line for line in quiet) and any("fair-pipeline --home" in line for line in quiet)
     results.print_where(True, verbose=True)
     verbose = capsys.readouterr().out
