@@ -22,8 +22,8 @@ _LOUD = ("gap larger than δ", "significant")
 
 def wrapped(line: str, width: int = LINE_WIDTH) -> list[str]:
     """`line` over as many lines of at most `width` characters as it needs, continuation lines indented; every
-    word kept."""
-    return textwrap.wrap(line, width, subsequent_indent="      ", break_long_words=False, break_on_hyphens=False) or [line]
+    character kept (a word longer than a line continues on the next)."""
+    return textwrap.wrap(line, width, subsequent_indent="      ", break_on_hyphens=False) or [line]
 
 
 def _ordered_headlines(findings: list[dict]) -> list[dict]:
@@ -44,7 +44,8 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
         lines.append(f"  {data['verdict_summary']} (δ = practical margin per metric)")
     shown = headlines if verbose else [item for item in headlines if item["status"] in _LOUD][:QUIET_HEADLINES]
     for item in shown:
-        lines += wrapped(f"  [{LABELS[item['status']]}] {item['section']}: {item['text']}")
+        line = f"  [{LABELS[item['status']]}] {item['section']}: {item['text']}"
+        lines += [line] if verbose else wrapped(line)  # verbose: one line per headline, for grep
     if len(shown) < len(headlines):
         lines.append(f"  … {len(headlines) - len(shown)} more headline(s) in the report (or run with --verbose)")
     tests = [item for item in data["findings"] if item["status"] in ("significant", "not significant")]
@@ -54,7 +55,7 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
                      f"{len(tests) - significant} not significant")
     missing = _missing_lines(data.get("missing", []))
     if verbose or len(missing) <= MISSING_SHOWN:
-        lines += [part for line in missing for part in wrapped(line)]
+        lines += missing if verbose else [part for line in missing for part in wrapped(line)]
     else:
         lines.append(f"  {len(missing)} sections not in the report (stages without output); run with --verbose for why")
     return lines
