@@ -107,12 +107,13 @@ def test_a_command_run_in_process_leaves_no_environment_behind(tmp_path, monkeyp
 
     for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV):
         monkeypatch.delenv(name, raising=False)
-    level = logging.getLogger("mlflow").level
+    loggers = ("mlflow", "mlflow.store.db.utils")
+    levels = [logging.getLogger(name).level for name in loggers]
     assert main(["--home", str(tmp_path), "elicit", "--list"]) == 0
     assert main(["--home", str(tmp_path), "promote", "--partition", "2026-01-01"]) != 0
     assert {name: os.environ.get(name) for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV)} == {
         "MLFLOW_LOGGING_LEVEL": None, "DAGSTER_HOME": None, settings.HOME_ENV: None}
-    assert logging.getLogger("mlflow").level == level
+    assert [logging.getLogger(name).level for name in loggers] == levels
 
 
 def test_elicit_list_on_the_default_database_says_there_is_nothing(tmp_path, monkeypatch, capsys):
@@ -235,7 +236,8 @@ def test_progress_prints_one_line_per_step_with_its_elapsed_time():
     from fair_pipeline.platform.progress import progress_logger, with_progress
 
     @dg.asset
-    def first():
+    def first(context):
+        context.log.warning("extras schema changed\nsecond line")
         return 1
 
     @dg.asset
@@ -245,12 +247,14 @@ def test_progress_prints_one_line_per_step_with_its_elapsed_time():
     job = dg.Definitions(assets=[first, second]).resolve_implicit_global_asset_job_def()
     ticks = iter(range(100))
     stream = io.StringIO()
-    job, run_config = with_progress(job, {}, progress_logger(stream, clock=lambda: float(next(ticks))), verbose=False)
-    assert run_config["loggers"]["console"] == {"config": {"log_level": "WARNING"}}
+    job, run_config = with_progress(job, {}, progress_logger(stream, clock=lambda: float(next(ticks)), warnings=True),
+                                    verbose=False)
+    assert run_config["loggers"]["console"] == {"config": {"log_level": "CRITICAL"}}
     result = job.execute_in_process(run_config=run_config, raise_on_error=False, instance=dg.DagsterInstance.ephemeral())
     assert not result.success
-    # clock: 0 at start, 1/2 first's start/success, 3/4 second's start/failure
+    # clock: 0 at start, 1/2 first's start/success, 3/4 second's start/failure; the warning in one line, no trace
     assert stream.getvalue().splitlines() == [
+        "     warning: extras schema changed",
         f"[ 1] {'first':<40} {'done':<6} {1.0:6.1f}s  (total 2s)",
         f"[ 2] {'second':<40} {'FAILED':<6} {1.0:6.1f}s  (total 4s)",
         "     cause: ValueError: column 'score' is missing",
