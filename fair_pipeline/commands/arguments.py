@@ -75,6 +75,15 @@ def add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
                             **kwargs)
 
 
+def changed_simulation_flags(args: argparse.Namespace) -> list[str]:
+    """The simulation flags whose value differs from its default (given on the command line)."""
+    from fair_pipeline.ingestion.simulation_config import SimulationConfig
+
+    defaults = SimulationConfig()
+    return ["--items" if f.name == "n_items" else "--" + f.name.replace("_", "-")
+            for f in dataclasses.fields(SimulationConfig) if getattr(args, f.name) != getattr(defaults, f.name)]
+
+
 def simulation_config(args: argparse.Namespace):
     """The SimulationConfig of the parsed simulation flags."""
     from fair_pipeline.ingestion.simulation_config import SimulationConfig

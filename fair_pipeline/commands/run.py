@@ -7,7 +7,7 @@ import argparse
 import datetime as dt
 
 from fair_pipeline.commands.arguments import (add_engine_arguments, add_simulation_arguments, add_verbose_flag,
-                                             apply_engine)
+                                             apply_engine, changed_simulation_flags)
 from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
 from fair_pipeline.commands.results import print_where
@@ -86,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
         if dates is None:
             return 2
     else:
+        ignored = changed_simulation_flags(args) if runner.landed_partitions() and not args.start else []
+        if ignored:  # the landed logs would be used as they are, and the flags would change nothing
+            say(f"error: {', '.join(ignored)} given, but logs already landed under {settings.landing_dir()} and no "
+                "--start: nothing would be simulated. Pass --start to simulate new days with these settings, or "
+                "drop the flags (or use --no-simulate) to run on the landed logs")
+            return 2
         if not runner.landed_partitions() or args.start:
             simulate(args)
         dates = runner.landed_partitions()
