@@ -125,6 +125,8 @@ def auc_statistics(d: dict) -> list[dict]:
     col = {name: i for i, name in enumerate(res["columns"])}
     c0, c1 = col[("group", 0, 0)], col[("group", 1, 1)]
     ok = {}  # the audit's estimability rule per group and cutoff (clusters of positives / negatives)
+    fewest = {"min_clusters_pos": int(min(res["clusters_with"]["pos"])),
+              "min_clusters_neg": int(min(res["clusters_with"]["neg"]))}
     for g in (0, 1):
         c_pos, c_neg = res["clusters_with"]["pos"][g], res["clusters_with"]["neg"][g]
         ok[g] = dict(zip(CUTOFFS, estimability(grid.n_pos[g], grid.n_neg[g], np.array(CUTOFFS), DEFAULT_MIN_COUNT,
@@ -143,7 +145,7 @@ def auc_statistics(d: dict) -> list[dict]:
         v1, v2 = float(vec @ res["cov_cr1"][k] @ vec), float(vec @ res["cov"][k] @ vec)
         df = float(column_df(res, [a], w)[0])
         rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, v1, v2, df),
-                     "clusters": int(res["clusters"]), "estimable": bool(ok[0][a] and ok[1][a]), "margin": 0.02 * a})
+                     "clusters": int(res["clusters"]), "estimable": bool(ok[0][a] and ok[1][a]), "margin": 0.02 * a, **fewest})
     return rows
 
 
@@ -198,7 +200,9 @@ def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
     ±δ, by shifting each replication's error to that truth (the same draws, relabelled: the estimate's error does not
     depend on where the gap lies). δ = 3 x the row's median SE, so that both "equivalent" and "larger than δ" can
     happen (with the default δ = 0.02 and these small samples no CI fits inside ±δ): P(larger than δ | 0),
-    P(equivalent or within | ±δ), P(larger than δ | ±δ)."""
+    P(equivalent or within | ±δ), P(larger than δ | ±δ); ``max_err`` the largest of them with its binomial MC SE
+    ``err_se``. ``tost90_eq|±δ``: "equivalent" at ±δ under the textbook TOST at 5% per side (the 90% CI inside ±δ),
+    the rule the audit does not use because its one-sided errors exceed 5% when the t ratio is skewed."""
     rows = []
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         g = g[g["estimable"].astype(bool) & g["cr2_z"].notna()]
@@ -206,15 +210,21 @@ def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
             continue
         err = g["estimate"].to_numpy() - truths(config)[name]
         se = g["cr2_z"].to_numpy() / critical_value(0.95)
+        df = g["df"].to_numpy()
         delta = np.full(len(g), 3.0 * float(np.median(se)))
         out = {"config": config, "statistic": name, "reps": len(g), "δ": delta[0]}
         for label, theta in (("0", 0.0), ("δ", delta), ("-δ", -delta)):
-            verdict, _ = classify_gaps(theta + err, se, delta, df=g["df"].to_numpy())
+            verdict, _ = classify_gaps(theta + err, se, delta, df=df)
             if label == "0":
                 out["larger|gap=0"] = float(np.mean(verdict == LARGER))
             else:
                 out[f"equivalent|gap={label}"] = float(np.mean((verdict == EQUIVALENT) | (verdict == WITHIN)))
                 out[f"larger|gap={label}"] = float(np.mean(verdict == LARGER))
+        worst = max(v for k, v in out.items() if "|gap=" in k)
+        out["max_err"], out["err_se"] = worst, float(np.sqrt(max(worst, 1e-9) * (1 - worst) / len(g)))
+        for label, theta in (("δ", delta), ("-δ", -delta)):
+            textbook = np.abs(theta + err) + critical_value(0.90, df) * se < delta
+            out[f"tost90_eq|{label}"] = float(np.mean(textbook))
         rows.append(out)
     return pd.DataFrame(rows)
 

@@ -17,7 +17,7 @@ from pydantic import Field
 from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
 from fair_pipeline.audit import sql as aw
 from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, audit_output
-from fair_pipeline.audit.exposure_sql import logged_exposure_tables
+from fair_pipeline.audit.exposure_sql import exposure_tables
 from fair_pipeline.audit.outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
 from fair_pipeline.audit.report import (
     TRANSFORM_NOTE,
@@ -216,7 +216,7 @@ def compute_fairness_audit(con, marts, scratch, config: FairnessAuditConfig, lab
         raise AuditInputError("no scored output could be audited: " + "; ".join(
             f"{e.name}: {e.reason}" for e in entries if isinstance(e, Unavailable)))
     outputs = outputs_frame(entries, audits, summary, source, data.queries_in_window, run_id)
-    exposure, exposure_note = logged_exposure_tables(con, marts, window, day)
+    exposure, exposure_note = exposure_tables(con, marts, window, day, [e for e in available if e.name in audits])
     if exposure_note and log is not None:
         log.warning(exposure_note)
     tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import OBSERVATIONAL_VIEW, UNKNOWN_GROUP, AuditDataError
 from fair_pipeline.audit.stats.exposure import (
     ClusterSums,
@@ -109,10 +110,19 @@ def logged_exposure_parity(con, window: PartitionWindow, examination, *, cluster
 LOGGED = "production (logged ranking)"
 
 
-def logged_exposure_tables(store, engine, window: PartitionWindow, partition) -> tuple[dict[str, pd.DataFrame], str]:
-    """The audit store's exposure tables for the logged ranking of `window`, two-way clustered (items and
-    requests), with partition `partition`'s chosen position-bias curve (its SEs enter by the delta-method bound);
-    ({}, why) when that cannot be computed (no curve, no observational rows), so the audit still stands."""
+def _examination_label(curve) -> str:
+    return (f"{curve.attrs.get('method', '?')} curve of {curve.attrs.get('window_start', '?')}.."
+            f"{curve.attrs.get('window_end', '?')}")
+
+
+def exposure_tables(store, engine, window: PartitionWindow, partition, outputs=(),
+                           max_requests: int = offpolicy.DEFAULT_MAX_REQUESTS) -> tuple[dict[str, pd.DataFrame], str]:
+    """The audit store's exposure tables of `window`: the logged ranking over every observational impression, and,
+    off-policy, each of `outputs` (`audit.outputs.ScoredOutput`s other than production) re-ranking a bounded sample
+    of the logged requests; two-way clustered (items and requests), with partition `partition`'s chosen
+    position-bias curve (its SEs enter by the delta-method bound). ({}, why) when the logged ranking's parity
+    cannot be computed (no curve, no observational rows), so the audit still stands; an output whose re-ranking
+    fails is named in the returned note and left out of the tables."""
     from fair_pipeline.position_bias.aggregates import PositionBiasInputError
     from fair_pipeline.position_bias.store import load_chosen_position_bias
 
@@ -121,9 +131,22 @@ def logged_exposure_tables(store, engine, window: PartitionWindow, partition) ->
         result = logged_exposure_parity(engine, window, curve)
     except (PositionBiasInputError, AuditDataError) as error:
         return {}, f"exposure parity not computed: {error}"
-    common = {"scored_output": "production", "ranking": LOGGED, "variance_estimand": result.variance_estimand,
-              "examination": f"{curve.attrs.get('method', '?')} curve of {curve.attrs.get('window_start', '?')}.."
-                             f"{curve.attrs.get('window_end', '?')}"}
-    groups = result.per_group.rename(columns={"n_clusters": "items", "n_clusters_2": "requests"}).assign(**common)
-    pairs = result.pairs.assign(**common)
-    return {"fairness_audit_exposure_groups": groups, "fairness_audit_exposure_pairs": pairs}, ""
+    results, labels = {"production": result}, {"production": LOGGED}
+    notes = []
+    candidates = [o for o in outputs if o.name != "production"]
+    if candidates:
+        try:
+            rows, total = offpolicy.sampled_requests(engine, window, sorted({f for o in candidates for f in o.features}),
+                                                     max_requests)
+        except AuditDataError as error:
+            rows, total = None, 0
+            notes.append(f"off-policy exposure not computed: {error}")
+        if rows is not None and not rows.empty:
+            found = offpolicy.offpolicy_exposure(rows, {o.name: o.score for o in candidates}, curve)
+            n_sampled = rows["request_id"].nunique()
+            for name, value in found.items():
+                if isinstance(value, str):
+                    notes.append(value)
+                else:
+                    results[name], labels[name] = value, offpolicy.ranking_label(name, n_sampled, total)
+    return offpolicy.as_tables(results, labels, {"examination": _examination_label(curve)}), "; ".join(notes)

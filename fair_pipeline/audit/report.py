@@ -316,18 +316,23 @@ def _cell(label) -> str:
 
 
 def exposure_markdown(tables: dict, note: str = "") -> str:
-    """Per group exposure / merit of the logged ranking, and each group's ratio to the reference with its verdict."""
+    """Per ranking (the logged one, then each candidate re-ranking the logged requests): exposure / merit per group
+    and each group's ratio to the reference with its verdict; `note` names what was not computed."""
     groups, pairs = tables.get("fairness_audit_exposure_groups"), tables.get("fairness_audit_exposure_pairs")
     if groups is None or groups.empty:
         return note or "exposure parity not computed"
-    lines = [f"{groups['ranking'].iloc[0]}; {groups['variance_estimand'].iloc[0]}; examination: "
-             f"{groups['examination'].iloc[0]}", "",
-             "| group | impressions | clicks | items | exposure | merit | exposure / merit [95% CI] | note |", "|---|---|---|---|---|---|---|---|"]
-    for r in groups.itertuples():
-        lines.append(f"| {_cell(r.group)} | {r.n} | {r.clicks} | {getattr(r, 'items', '')} | {r.exposure:.4f} | "
-                     f"{r.merit:.4f} | {_ci(r.exposure_over_merit, r.ci_low, r.ci_high)} | {_cell(r.note)} |")
-    lines += ["", "| group / reference | ratio [95% CI] | p | Holm p | δ (log) | verdict |", "|---|---|---|---|---|---|"]
-    for r in pairs.itertuples():
-        lines.append(f"| {_cell(r.group)} / {_cell(r.reference)} | {_ci(r.ratio, r.ci_low, r.ci_high)} | {_p(r.p_value)} | "
-                     f"{_p(r.p_holm)} | {r.margin:.3f} | {r.verdict} |")
-    return "\n".join(lines)
+    lines = []
+    for ranking, rows in groups.groupby("ranking", sort=False):
+        lines += [f"**{rows['ranking'].iloc[0]}**; {rows['variance_estimand'].iloc[0]}; examination: "
+                  f"{rows['examination'].iloc[0]}", "",
+                  "| group | impressions | clicks | items | exposure | merit | exposure / merit [95% CI] | note |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in rows.itertuples():
+            lines.append(f"| {_cell(r.group)} | {r.n} | {r.clicks} | {getattr(r, 'items', '')} | {r.exposure:.4f} | "
+                         f"{r.merit:.4f} | {_ci(r.exposure_over_merit, r.ci_low, r.ci_high)} | {_cell(r.note)} |")
+        lines += ["", "| group / reference | ratio [95% CI] | p | Holm p | δ (log) | verdict |", "|---|---|---|---|---|---|"]
+        for r in pairs[pairs["ranking"] == ranking].itertuples():
+            lines.append(f"| {_cell(r.group)} / {_cell(r.reference)} | {_ci(r.ratio, r.ci_low, r.ci_high)} | "
+                         f"{_p(r.p_value)} | {_p(r.p_holm)} | {r.margin:.3f} | {r.verdict} |")
+        lines.append("")
+    return "\n".join(lines + ([note] if note else []))

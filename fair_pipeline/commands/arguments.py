@@ -60,7 +60,7 @@ SIMULATION_HELP = {
 
 def add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
     """--start/--days and one flag per SimulationConfig knob (dest = the field name), defaults from the config."""
-    from fair_pipeline.ingestion.simulator import SimulationConfig
+    from fair_pipeline.ingestion.simulation_config import SimulationConfig
 
     defaults = SimulationConfig()
     parser.add_argument("--start", type=date, help="first day (default: `--days` days before today, UTC)")
@@ -75,7 +75,7 @@ def add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
 
 def simulation_config(args: argparse.Namespace):
     """The SimulationConfig of the parsed simulation flags."""
-    from fair_pipeline.ingestion.simulator import SimulationConfig
+    from fair_pipeline.ingestion.simulation_config import SimulationConfig
 
     return SimulationConfig(**{field.name: getattr(args, field.name) for field in dataclasses.fields(SimulationConfig)})
 

@@ -1,4 +1,10 @@
-"""Open Bandit Dataset (ZOZOTOWN, campaign "all") → landing files of the data contract.
+"""Open Bandit Dataset (ZOZOTOWN, campaigns "all", "men", "women") → landing files of the data contract.
+
+Each campaign is one recommendation surface of its own (``query_id`` ``obd-<campaign>``) with its own items; a
+landing can hold one campaign or every one (``write_open_bandit_landing(..., campaign="every")``). Campaign "all"
+numbers its 80 items "0".."79"; "men" (34 items) and "women" (46 items) number theirs from 0 too, so their item ids
+carry the campaign ("men:0" … "men:33", "women:0" … "women:45"). What follows describes "all"; the other two
+campaigns have the same layout (their user-item affinity columns run to 33 resp. 45).
 
 The shipped sample (data/external/open_bandit/, see its PROVENANCE.md) holds two logs of
 10,000 rows each, 24–30 November 2019 (UTC), one row per displayed item:
@@ -68,11 +74,12 @@ from fair_pipeline.platform import settings
 
 DATASET_DIR = "open_bandit"
 CAMPAIGN = "all"
-QUERY_ID = "obd-all"
+CAMPAIGNS = ("all", "men", "women")
+EVERY = "every"
 # OBD behaviour policy → (landing source, contract policy).
 LOGS = {"random": ("randomized", "shuffle"), "bts": ("observational", "production")}
 N_SLOTS = 3
-N_ITEMS = 80
+ITEMS_PER_CAMPAIGN = {"all": 80, "men": 34, "women": 46}
 CATEGORICAL_ITEM_FEATURES = ("item_feature_1", "item_feature_2", "item_feature_3")
 GROUP_FEATURE = "item_feature_0"
 PART_FILE = "part-0.parquet"
@@ -102,17 +109,35 @@ class LandingSummary:
     sources: dict[str, SourceSummary]  # keyed by landing source
     n_items: int
     files: tuple[Path, ...]
+    campaigns: tuple[str, ...] = (CAMPAIGN,)
 
 
-def log_path(log: str, root: Path | str | None = None) -> Path:
-    return verified_path(external_root(root) / DATASET_DIR, f"{log}/{CAMPAIGN}/{CAMPAIGN}.csv")
+def campaigns_of(campaign: str) -> tuple[str, ...]:
+    """The campaigns `campaign` names: one of CAMPAIGNS, or every one of them."""
+    if campaign == EVERY:
+        return CAMPAIGNS
+    if campaign not in CAMPAIGNS:
+        raise ValueError(f"campaign must be one of {[*CAMPAIGNS, EVERY]}, got {campaign!r}")
+    return (campaign,)
 
 
-def read_log(log: str, root: Path | str | None = None) -> pd.DataFrame:
-    """The raw OBD log (checksum-verified), CSV row index as column ``obd_row``."""
+def item_key(campaign: str, item_id) -> pd.Series:
+    """The landing item_id of a campaign's OBD item number(s) (module docstring)."""
+    ids = pd.Series(item_id).astype(str)
+    return ids if campaign == CAMPAIGN else f"{campaign}:" + ids
+
+
+def log_path(log: str, root: Path | str | None = None, campaign: str = CAMPAIGN) -> Path:
+    return verified_path(external_root(root) / DATASET_DIR, f"{log}/{campaign}/{campaign}.csv")
+
+
+def read_log(log: str, root: Path | str | None = None, campaign: str = CAMPAIGN) -> pd.DataFrame:
+    """The raw OBD log of a campaign (checksum-verified), CSV row index as column ``obd_row``."""
     if log not in LOGS:
         raise ValueError(f"log must be one of {sorted(LOGS)}, got {log!r}")
-    path = log_path(log, root)
+    if campaign not in CAMPAIGNS:
+        raise ValueError(f"campaign must be one of {list(CAMPAIGNS)}, got {campaign!r}")
+    path = log_path(log, root, campaign)
     frame = pd.read_csv(path, index_col=0)
     frame.index.name = "obd_row"
     frame = frame.reset_index()
@@ -125,18 +150,22 @@ def read_log(log: str, root: Path | str | None = None) -> pd.DataFrame:
     return frame
 
 
-def items_table(root: Path | str | None = None) -> pd.DataFrame:
-    """One row per item: item_id, group_id, item features (see module docstring)."""
+def items_table(root: Path | str | None = None, campaign: str = CAMPAIGN) -> pd.DataFrame:
+    """One row per item of a campaign: item_id, group_id, item features (see module docstring); the group is the
+    campaign's own median split of item_feature_0."""
     folder = external_root(root) / DATASET_DIR
+    if campaign not in CAMPAIGNS:
+        raise ValueError(f"campaign must be one of {list(CAMPAIGNS)}, got {campaign!r}")
+    n_items = ITEMS_PER_CAMPAIGN[campaign]
     contexts = {
-        log: pd.read_csv(verified_path(folder, f"{log}/{CAMPAIGN}/item_context.csv"), index_col=0)
+        log: pd.read_csv(verified_path(folder, f"{log}/{campaign}/item_context.csv"), index_col=0)
         .sort_values("item_id")
         .reset_index(drop=True)
         for log in LOGS
     }
     random, bts = contexts["random"], contexts["bts"]
-    if not (random["item_id"].tolist() == bts["item_id"].tolist() == list(range(N_ITEMS))):
-        raise DatasetFileError(f"{folder}: item_context.csv files must both list item_id 0..{N_ITEMS - 1}")
+    if not (random["item_id"].tolist() == bts["item_id"].tolist() == list(range(n_items))):
+        raise DatasetFileError(f"{folder}: {campaign} item_context.csv files must both list item_id 0..{n_items - 1}")
     if not np.array_equal(random[GROUP_FEATURE].to_numpy(), bts[GROUP_FEATURE].to_numpy()):
         raise DatasetFileError(f"{folder}: {GROUP_FEATURE} differs between random and bts item_context.csv")
     for column in CATEGORICAL_ITEM_FEATURES:
@@ -145,7 +174,7 @@ def items_table(root: Path | str | None = None) -> pd.DataFrame:
             raise DatasetFileError(
                 f"{folder}: {column} does not encode the same item partition in random and bts item_context.csv"
             )
-    items = pd.DataFrame({"item_id": random["item_id"].astype(str)})
+    items = pd.DataFrame({"item_id": item_key(campaign, random["item_id"]).to_numpy()})
     high = random[GROUP_FEATURE] > random[GROUP_FEATURE].median()
     items["group_id"] = np.where(high, f"{GROUP_FEATURE}:high", f"{GROUP_FEATURE}:low")
     items[GROUP_FEATURE] = random[GROUP_FEATURE].astype("float64")
@@ -156,34 +185,34 @@ def items_table(root: Path | str | None = None) -> pd.DataFrame:
     return items
 
 
-def request_ids(log: str, frame: pd.DataFrame) -> pd.Series:
+def request_ids(log: str, frame: pd.DataFrame, campaign: str = CAMPAIGN) -> pd.Series:
     """Group rows into served lists: same timestamp and user features (module docstring)."""
     key = ["timestamp", *sorted(c for c in frame.columns if c.startswith("user_feature_"))]
     first_row = frame.groupby(key, sort=False)["obd_row"].transform("min")
     # A position repeated inside a group cannot be one list: split the repeats off.
     repeat = frame.groupby([*key, "position"], sort=False).cumcount()
-    ids = f"obd-{CAMPAIGN}-{log}-" + first_row.map("{:05d}".format)
+    ids = f"obd-{campaign}-{log}-" + first_row.map("{:05d}".format)
     return ids.where(repeat.eq(0), ids + "-" + repeat.astype(str))
 
 
 def impressions_and_extras(
-    log: str, items: pd.DataFrame, root: Path | str | None = None
+    log: str, items: pd.DataFrame, root: Path | str | None = None, campaign: str = CAMPAIGN
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Contract rows and extras rows for one OBD log, in the same order (sorted by ts, request, position)."""
     source, policy = LOGS[log]
-    raw = read_log(log, root)
-    ids = request_ids(log, raw)
+    raw = read_log(log, root, campaign)
+    ids = request_ids(log, raw, campaign)
     position = raw["position"].astype("int32")
     group_of = items.set_index("item_id")["group_id"]
-    item_id = raw["item_id"].astype(str)
+    item_id = item_key(campaign, raw["item_id"])
     unknown = ~item_id.isin(group_of.index)
     if unknown.any():
-        raise DatasetFileError(f"{log} log: item_id {item_id[unknown].iloc[0]!r} is not in item_context.csv")
+        raise DatasetFileError(f"{campaign} {log} log: item_id {item_id[unknown].iloc[0]!r} is not in item_context.csv")
     impressions = pd.DataFrame(
         {
             "ts": pd.to_datetime(raw["timestamp"], format="ISO8601", utc=True),
             "request_id": ids,
-            "query_id": QUERY_ID,
+            "query_id": f"obd-{campaign}",
             "policy": policy,
             "position": position,
             "original_position": position if policy == "production" else pd.array([None] * len(raw), "Int32"),
@@ -198,7 +227,7 @@ def impressions_and_extras(
     extras.insert(0, "request_id", ids)
     extras.insert(1, "position", position)
     extras.insert(2, "obd_log", log)
-    extras.insert(3, "campaign", CAMPAIGN)
+    extras.insert(3, "campaign", campaign)
     order = impressions.sort_values(["ts", "request_id", "position"], kind="stable").index
     return (
         impressions.loc[order].reset_index(drop=True),
@@ -206,23 +235,32 @@ def impressions_and_extras(
     )
 
 
-def write_open_bandit_landing(landing_dir: Path | str, root: Path | str | None = None) -> LandingSummary:
-    """Write the OBD sample as landing files under ``landing_dir`` (module docstring).
+def write_open_bandit_landing(landing_dir: Path | str, root: Path | str | None = None,
+                              campaign: str = CAMPAIGN) -> LandingSummary:
+    """Write the OBD sample of `campaign` ("all", "men", "women" or "every") as landing files under ``landing_dir``
+    (module docstring).
 
     Writes, for each UTC date 2019-11-24 … 2019-11-30 (7 dates):
     ``<landing>/{observational,randomized}/date=YYYY-MM-DD/part-0.parquet`` (exactly
     IMPRESSION_SCHEMA) and ``<landing>/_extras/{observational,randomized}/date=.../part-0.parquet``
     (one row per impression, keyed by (request_id, position)); plus
-    ``<landing>/items/items.parquet``. 10,000 impression rows per log, 80 items. Each file
-    is written to a temporary name and renamed, so a crash never leaves a half-written file;
-    re-running overwrites the same files with identical content.
+    ``<landing>/items/items.parquet``. 10,000 impression rows per log and campaign; 80, 34 and 46 items; with
+    "every", the three campaigns share each date's files as three surfaces (``query_id``) and the extras hold the
+    union of their columns (a campaign's missing user-item affinities are NULL). Each file is written to a
+    temporary name and renamed, so a crash never leaves a half-written file; re-running overwrites the same files
+    with identical content.
     """
     landing_dir = Path(landing_dir)
-    items = items_table(root)
+    chosen = campaigns_of(campaign)
+    items = pd.concat([items_table(root, c) for c in chosen], ignore_index=True)
     written: list[Path] = []
     sources: dict[str, SourceSummary] = {}
     for log, (source, policy) in LOGS.items():
-        impressions, extras = impressions_and_extras(log, items, root)
+        parts = [impressions_and_extras(log, items, root, c) for c in chosen]
+        impressions = pd.concat([p[0] for p in parts], ignore_index=True)
+        extras = pd.concat([p[1] for p in parts], ignore_index=True)
+        order = impressions.sort_values(["ts", "request_id", "position"], kind="stable").index
+        impressions, extras = impressions.loc[order].reset_index(drop=True), extras.loc[order].reset_index(drop=True)
         dates = impressions["ts"].dt.strftime("%Y-%m-%d")
         rows_per_date: dict[str, int] = {}
         for date, index in impressions.groupby(dates, sort=True).groups.items():
@@ -249,7 +287,8 @@ def write_open_bandit_landing(landing_dir: Path | str, root: Path | str | None =
     written.append(
         _write(pa.Table.from_pandas(items, preserve_index=False), landing_dir / ITEMS_DIR / "items.parquet")
     )
-    return LandingSummary(landing_dir=landing_dir, sources=sources, n_items=len(items), files=tuple(written))
+    return LandingSummary(landing_dir=landing_dir, sources=sources, n_items=len(items), files=tuple(written),
+                          campaigns=chosen)
 
 
 def _impression_table(rows: pd.DataFrame) -> pa.Table:
@@ -274,10 +313,11 @@ def _write(table: pa.Table, path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fair_pipeline.datasets.open_bandit [LANDING_DIR]`` (default: settings.landing_dir())."""
+    """``python -m fair_pipeline.datasets.open_bandit [LANDING_DIR [CAMPAIGN]]`` (default: settings.landing_dir(),
+    campaign "all")."""
     args = sys.argv[1:] if argv is None else argv
     landing = Path(args[0]) if args else settings.landing_dir()
-    summary = write_open_bandit_landing(landing)
+    summary = write_open_bandit_landing(landing, campaign=args[1] if len(args) > 1 else CAMPAIGN)
     for source, s in summary.sources.items():
         print(f"{source}: {s.rows} rows, {s.requests} requests, {s.clicks} clicks, "
               f"dates {s.dates[0]}..{s.dates[-1]} ({len(s.dates)}), policy {s.policy} (OBD {s.log})")

@@ -14,7 +14,7 @@ import pandas as pd
 from fair_pipeline.eo.figures import SIMULATION_LABEL, figure_1, figure_3
 from fair_pipeline.eo.reranking import evaluate_methods, held_out_chunks
 from fair_pipeline.eo.transform import WeightedCDFTransformer, with_alpha
-from fair_pipeline.ingestion.simulator import SimulationConfig
+from fair_pipeline.ingestion.simulation_config import SimulationConfig
 
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 ALPHA_PREFIX = "weighted_alpha="

@@ -15,7 +15,7 @@ from fair_pipeline.charts.colours import CYCLE
 from fair_pipeline.charts.panel import STYLES
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.ingestion.landing import truth_dir
-from fair_pipeline.ingestion.simulator import SimulationConfig
+from fair_pipeline.ingestion.simulation_config import SimulationConfig
 
 
 def knots_summary(transforms: dict[str, WeightedCDFTransformer], level: float = 0.95) -> pd.DataFrame:

@@ -21,7 +21,8 @@ import sklearn
 
 from fair_pipeline.eo.fair_ranker import FairRanker, LinearRanker
 from fair_pipeline.eo.transform import WeightedCDFTransformer
-from fair_pipeline.ingestion.simulator import SimulationConfig, production_coefficients
+from fair_pipeline.ingestion.simulation_config import SimulationConfig
+from fair_pipeline.ingestion.simulator import production_coefficients
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the whole fair_pipeline package, bundled with each model
 MODEL_CODE = Path(__file__).with_name("fair_ranker_pyfunc.py")

@@ -11,13 +11,14 @@ Inputs: `$FAIR_PIPELINE_HOME/landing/{observational,randomized}/date=YYYY-MM-DD/
 Outputs: `raw.observational_impressions`, `raw.randomized_impressions`, `raw.items`, `raw.quarantine`.
 Tests: tests/ingestion/.
 """
-from fair_pipeline.ingestion.contract import IMPRESSION_COLUMNS, IMPRESSION_SCHEMA, POLICIES, SOURCES
-from fair_pipeline.ingestion.catalogue import CatalogueLoad, load_items
-from fair_pipeline.ingestion.loads import PartitionLoad, load_partition
-from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
-from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_items, simulate_requests
+from fair_pipeline.lazy_exports import lazy_exports
 
-__all__ = [
-    "CatalogueLoad", "IMPRESSION_COLUMNS", "IMPRESSION_SCHEMA", "POLICIES", "PartitionLoad", "SOURCES", "SimulationConfig", "bias_curve",
-    "load_items", "load_partition", "simulate_items", "simulate_requests", "simulate_to_landing",
-]
+# Imported on first use: the commands' `--help` reads the simulator's defaults without loading DuckDB or Arrow.
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "contract": ("IMPRESSION_COLUMNS", "IMPRESSION_SCHEMA", "POLICIES", "SOURCES"),
+    "catalogue": ("CatalogueLoad", "load_items"),
+    "loads": ("PartitionLoad", "load_partition"),
+    "simulated_landing": ("simulate_to_landing",),
+    "simulation_config": ("SimulationConfig",),
+    "simulator": ("bias_curve", "simulate_items", "simulate_requests"),
+})

@@ -40,7 +40,13 @@ def _extras_change(load: PartitionLoad) -> str:
         parts.append(f"new columns {list(load.extras.added_columns)} added (earlier days NULL)")
     if load.extras.missing_columns:
         parts.append(f"columns {list(load.extras.missing_columns)} missing (NULL for this day)")
+    if load.extras.widened_columns:
+        parts.append(f"columns widened {list(load.extras.widened_columns)}")
     return "; ".join(parts)
+
+
+def _extras_quarantined(load: PartitionLoad) -> str:
+    return ", ".join(f"{reason}: {n}" for reason, n in load.extras.quarantined_by_reason.items())
 
 
 def _load_table(loads: list[PartitionLoad]) -> str:
@@ -54,6 +60,7 @@ def _load_table(loads: list[PartitionLoad]) -> str:
                 "reasons": ", ".join(f"{reason}: {n}" for reason, n in load.rejected_by_reason.items()) or "-",
                 "extras rows": load.extras.rows,
                 "extras schema change": _extras_change(load) or "-",
+                "extras quarantined": _extras_quarantined(load) or "-",
             }
             for load in loads
         ]
@@ -107,44 +114,51 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
                 context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected on {engine.name}")
                 if _extras_change(load):
                     context.log.warning(f"{source} {key_}: extras schema changed: {_extras_change(load)}")
+                if load.extras.quarantined:
+                    context.log.warning(f"{source} {key_}: {load.extras.quarantined} extras rows quarantined to "
+                                        f"raw.extras_quarantine ({_extras_quarantined(load)})")
                 loads.append(load)
             table_rows = engine.row_count(("raw", f"{source}_impressions"))
-        worst = max(loads, key=lambda load: load.rejected_share)
-        passed = worst.rejected_share <= config.max_rejected_share
-        accepted = sum(load.accepted for load in loads)
-        rejected = sum(load.rejected for load in loads)
-        return dg.MaterializeResult(
-            metadata={
-                "dagster/row_count": accepted,
-                "rejected_rows": rejected,
-                "table_rows_all_partitions": table_rows,
-                "partitions": dg.MetadataValue.md(_load_table(loads)),
-                "source_files": dg.MetadataValue.json([f for load in loads for f in load.files]),
-                "extras_schema_changes": dg.MetadataValue.json(
-                    {load.partition_date: {"added": list(load.extras.added_columns),
-                                           "missing": list(load.extras.missing_columns)}
-                     for load in loads if _extras_change(load)}),
-            },
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name=REJECTED_SHARE_CHECK,
-                    passed=passed,
-                    severity=dg.AssetCheckSeverity.ERROR,
-                    metadata={
-                        "worst_partition": worst.partition_date,
-                        "worst_rejected_share": float(worst.rejected_share),
-                        "threshold": float(config.max_rejected_share),
-                        "rejected_rows": rejected,
-                    },
-                    description=(
-                        f"worst partition {worst.partition_date}: {worst.rejected_share:.4%} rejected "
-                        f"(threshold {config.max_rejected_share:.2%})"
-                    ),
-                )
-            ],
-        )
+        return dg.MaterializeResult(metadata=_ingestion_metadata(loads, table_rows),
+                                    check_results=[_rejected_share_check(loads, config.max_rejected_share)])
 
     return _asset
+
+
+def _ingestion_metadata(loads: list, table_rows: int) -> dict:
+    """Row counts, per-day loads, source files, extras schema changes and quarantined extras of one materialization."""
+    return {
+        "dagster/row_count": sum(load.accepted for load in loads),
+        "rejected_rows": sum(load.rejected for load in loads),
+        "table_rows_all_partitions": table_rows,
+        "partitions": dg.MetadataValue.md(_load_table(loads)),
+        "source_files": dg.MetadataValue.json([f for load in loads for f in load.files]),
+        "extras_schema_changes": dg.MetadataValue.json(
+            {load.partition_date: {"added": list(load.extras.added_columns),
+                                   "missing": list(load.extras.missing_columns),
+                                   "widened": list(load.extras.widened_columns)}
+             for load in loads if _extras_change(load)}),
+        "extras_quarantined": dg.MetadataValue.json(
+            {load.partition_date: load.extras.quarantined_by_reason for load in loads if load.extras.quarantined}),
+    }
+
+
+def _rejected_share_check(loads: list, max_rejected_share: float) -> dg.AssetCheckResult:
+    """The blocking check: fails when the worst day rejects more than `max_rejected_share` of its rows."""
+    worst = max(loads, key=lambda load: load.rejected_share)
+    return dg.AssetCheckResult(
+        check_name=REJECTED_SHARE_CHECK,
+        passed=bool(worst.rejected_share <= max_rejected_share),
+        severity=dg.AssetCheckSeverity.ERROR,
+        metadata={
+            "worst_partition": worst.partition_date,
+            "worst_rejected_share": float(worst.rejected_share),
+            "threshold": float(max_rejected_share),
+            "rejected_rows": sum(load.rejected for load in loads),
+        },
+        description=(f"worst partition {worst.partition_date}: {worst.rejected_share:.4%} rejected "
+                     f"(threshold {max_rejected_share:.2%})"),
+    )
 
 
 observational_impressions = _build_impressions_asset("observational")

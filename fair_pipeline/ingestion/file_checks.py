@@ -14,9 +14,6 @@ import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import LandingFileError
-from fair_pipeline.platform.warehouse import quote_identifier
-
-TEXT_COLUMNS = tuple(f.name for f in contract.IMPRESSION_SCHEMA if pa.types.is_string(f.type))
 
 
 def check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
@@ -100,33 +97,38 @@ def errors_named(files: list[Path]) -> Iterator[None]:
         yield
     except duckdb.InvalidInputException as error:
         if "Invalid string encoding" not in str(error):
-            _raise_naming_the_damaged_file(files, error)
+            raise_naming_the_damaged_file(files, error)
             raise
         raise LandingFileError(f"{error} (a text column of the contract; the partition was left unchanged)") from error
     except duckdb.Error as error:
-        _raise_naming_the_damaged_file(files, error)
+        raise_naming_the_damaged_file(files, error)
         raise
 
 
-def _raise_naming_the_damaged_file(files: list[Path], error: Exception) -> None:
+def raise_naming_the_damaged_file(files: list[Path], error: Exception, engine: str = "DuckDB") -> None:
+    """If one of `files` cannot be read whole, a LandingFileError naming it (with `engine`'s own error)."""
     for path in files:
         try:
             pq.read_table(path, columns=list(contract.IMPRESSION_COLUMNS))
         except Exception as damage:  # noqa: BLE001 - any reader failure means a damaged file
-            raise LandingFileError(f"unreadable landing file {path}: {damage} (DuckDB: {error}); the partition was "
+            raise LandingFileError(f"unreadable landing file {path}: {damage} ({engine}: {error}); the partition was "
                                    "left unchanged") from error
 
 
-def refuse_invalid_utf8_bytes(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
+def refuse_invalid_utf8(bad_rows: list[tuple[str, str, int]]) -> None:
     """A contract text column stored as bytes (Parquet BINARY without the UTF-8 annotation) is read as text only
-    if every value is valid UTF-8; otherwise the file is refused naming the column (as for a text column)."""
-    for path in files:
-        schema = pq.read_schema(path)
-        for column in TEXT_COLUMNS:
-            if pa.types.is_binary(schema.field(column).type) or pa.types.is_large_binary(schema.field(column).type):
-                bad = con.execute(
-                    f"SELECT count(*) FROM read_parquet($file) WHERE {quote_identifier(column)} IS NOT NULL "
-                    f"AND TRY(decode({quote_identifier(column)})) IS NULL", {"file": str(path)}).fetchone()[0]
-                if bad:
-                    raise LandingFileError(f"landing file {path}: column {column!r} holds bytes that are not UTF-8 "
-                                           f"text in {bad} rows; the partition was left unchanged")
+    if every value is valid UTF-8; otherwise the file is refused naming the column (as for a text column).
+    `bad_rows`: (file, column, rows not UTF-8) from `rules.invalid_utf8_sql`, run by either engine."""
+    for path, column, bad in sorted(bad_rows):
+        if bad:
+            raise LandingFileError(f"landing file {path}: column {column!r} holds bytes that are not UTF-8 "
+                                   f"text in {bad} rows; the partition was left unchanged")
+
+
+def refuse_fully_rejected_files(rejected_by_file: list[tuple[str, int, str]], rows_by_file: dict[str, int]) -> None:
+    """A file none of whose rows pass is a broken file, not bad rows: fail before the partition is replaced.
+    `rejected_by_file`: (file, rejected rows, most common reason) from `rules.rejected_by_file_sql`."""
+    for path, rejected, reason in sorted(rejected_by_file):
+        if rejected == rows_by_file[path]:
+            raise LandingFileError(f"landing file {path}: all {rejected} rows rejected (most common reason: "
+                                   f"{reason}); the partition was left unchanged")

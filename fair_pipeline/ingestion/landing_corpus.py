@@ -244,7 +244,11 @@ def _apply_file_defect(rng: random.Random, defect: str, files: dict, target: str
     return FILE_DEFECT_MESSAGES[defect]
 
 
-def _write(folder: Path, files: dict) -> None:
+def write_day(folder: Path, files: dict) -> None:
+    """Replace the contents of `folder` with a generated day's files."""
+    for path in sorted(folder.rglob("*"), reverse=True) if folder.exists() else []:
+        path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,10 +317,7 @@ def run_corpus(root: Path, n: int, seed: int = 0) -> tuple[collections.Counter, 
     folder = partition_dir(landing, "observational", DAY)
     with warehouse.session(Path(root) / "warehouse.duckdb") as con:
         for day in generate(n, seed):
-            for path in sorted(folder.rglob("*"), reverse=True) if folder.exists() else []:
-                path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
-            folder.mkdir(parents=True, exist_ok=True)
-            _write(folder, day.files)
+            write_day(folder, day.files)
             outcome, detail = judge(con, landing, day)
             counts[outcome] += 1
             if outcome != "handled":

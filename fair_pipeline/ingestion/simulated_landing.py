@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import conform, partition_dir, write_parquet_atomic
-from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_items, simulate_requests
+from fair_pipeline.ingestion.simulation_config import SimulationConfig
+from fair_pipeline.ingestion.simulator import bias_curve, simulate_items, simulate_requests
 
 ITEM_FEATURE_PREFIX = "f"
 _POLICY_STREAMS = {"production": 1, "shuffle": 2, "adjacent_swap": 3}

@@ -16,12 +16,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fair_pipeline.ingestion import contract, rules
-from fair_pipeline.ingestion.file_checks import check_files
+from fair_pipeline.ingestion.file_checks import (
+    check_files,
+    raise_naming_the_damaged_file,
+    refuse_fully_rejected_files,
+    refuse_invalid_utf8,
+)
 from fair_pipeline.ingestion.landing import LandingFileError, landing_files, partition_dir, partition_files
 from fair_pipeline.ingestion.loads import ExtrasLoad, PartitionLoad, stored_paths
 from fair_pipeline.platform.engines.base import fetch_rows
 
 ROWS_VIEW = "__landing_rows"
+# Parquet's TIMESTAMP(NANOS) (pandas' writer) is read as its number: Spark has no nanosecond type and refuses the
+# file otherwise; `SparkEngine.register_files` makes it an instant.
+NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
 REJECTED_VIEW = "__landing_rejected"
 QUARANTINE = ("raw", "quarantine")
 # One text key: DuckDB's hash() has no Spark equivalent with the same values (the renderer refuses it); a collision
@@ -37,30 +45,77 @@ SELECT * FROM raw.quarantine WHERE partition_date = $partition_date AND (source 
 """
 
 
-def sql_type(arrow_type: pa.DataType) -> str:
-    """A file column's type in DuckDB's names (`rules.TARGET_TYPES`' vocabulary), as DuckDB would read it: the
-    rules use a column as it is only when this equals its target type."""
-    if pa.types.is_dictionary(arrow_type):
-        arrow_type = arrow_type.value_type
-    if pa.types.is_timestamp(arrow_type):
-        return "TIMESTAMP WITH TIME ZONE" if arrow_type.tz is not None else "TIMESTAMP"
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return "VARCHAR"
-    names = {pa.int32(): "INTEGER", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.float32(): "FLOAT"}
-    return names.get(arrow_type, str(arrow_type).upper())
+# Spark's types of the files' columns in DuckDB's names (`rules.TARGET_TYPES`' vocabulary): the rules use a column
+# as it is only when its type is the target's, and read bytes and floats as DuckDB's loader does.
+_SPARK_TYPES = {"StringType": "VARCHAR", "IntegerType": "INTEGER", "LongType": "BIGINT", "ShortType": "SMALLINT",
+                "ByteType": "TINYINT", "DoubleType": "DOUBLE", "FloatType": "FLOAT", "BinaryType": "BLOB",
+                "TimestampType": "TIMESTAMP WITH TIME ZONE", "TimestampNTZType": "TIMESTAMP", "NullType": "NULL",
+                "BooleanType": "BOOLEAN", "DateType": "DATE"}
+
+
+def sql_type(spark_type) -> str:
+    """A Spark column type in DuckDB's names (a type not listed keeps Spark's name: never a target type)."""
+    name = type(spark_type).__name__
+    return _SPARK_TYPES.get(name, spark_type.simpleString().upper())
 
 
 @contextlib.contextmanager
-def _case_sensitive(engine) -> Iterator[None]:
-    """Column names are matched exactly while a day loads: a file may hold `Score` beside `score` (ignored, as
-    DuckDB's loader ignores it), which Spark's default case-insensitive resolution would call ambiguous."""
-    key = "spark.sql.caseSensitive"
-    previous = engine.spark.conf.get(key, "false")
-    engine.spark.conf.set(key, "true")
+def _damaged_files_named(files: list[Path]) -> Iterator[None]:
+    """A file whose footer reads but whose pages are damaged fails a Spark job with an error about a task; the
+    file is found by reading each one and named, as DuckDB's loader names it."""
+    try:
+        yield
+    except LandingFileError:
+        raise
+    except Exception as error:  # noqa: BLE001 - Spark's errors have no common class over Py4J and Connect
+        raise_naming_the_damaged_file(files, error, "Spark")
+        raise
+
+
+@contextlib.contextmanager
+def _reading_settings(engine) -> Iterator[None]:
+    """While a day loads: column names are matched exactly (a file may hold `Score` beside `score`, ignored as
+    DuckDB's loader ignores it, which Spark's default case-insensitive resolution would call ambiguous), and a
+    nanosecond timestamp is read as its number (`SparkEngine.register_files` makes it an instant)."""
+    wanted = {"spark.sql.caseSensitive": "true", NANOS_AS_LONG: "true"}
+    previous = {key: engine.spark.conf.get(key, "false") for key in wanted}
+    for key, value in wanted.items():
+        engine.spark.conf.set(key, value)
     try:
         yield
     finally:
-        engine.spark.conf.set(key, previous)
+        for key, value in previous.items():
+            engine.spark.conf.set(key, value)
+
+
+def spark_column_types(files: list[Path]) -> dict[str, str]:
+    """The Spark SQL type each contract column is read as over all of a day's files (whose types agree by family,
+    `file_checks.check_files`), the widest as DuckDB's union of the files reads it: text, bytes, 32-bit integers
+    when every file has them (else 64-bit), floats (double unless every file has float), timestamps (an instant
+    if any file's has a zone). A file's all-NULL column takes the others' type."""
+    by_column: dict[str, list[pa.DataType]] = {c: [] for c in contract.IMPRESSION_COLUMNS}
+    for path in files:
+        schema = pq.read_schema(path)
+        for column in by_column:
+            arrow_type = schema.field(column).type
+            arrow_type = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+            if not pa.types.is_null(arrow_type):
+                by_column[column].append(arrow_type)
+    return {column: _widest(types) for column, types in by_column.items()}
+
+
+def _widest(types: list[pa.DataType]) -> str:
+    if not types:
+        return "string"  # every value NULL: any type reads them alike
+    if all(pa.types.is_binary(t) or pa.types.is_large_binary(t) for t in types):
+        return "binary"
+    if all(pa.types.is_timestamp(t) for t in types):
+        return "timestamp" if any(t.tz is not None for t in types) else "timestamp_ntz"
+    if all(pa.types.is_floating(t) or pa.types.is_integer(t) for t in types):
+        if any(pa.types.is_floating(t) for t in types):
+            return "float" if all(t == pa.float32() for t in types) else "double"
+        return "int" if all(t == pa.int32() for t in types) else "bigint"
+    return "string"
 
 
 def load_partition(engine, landing: Path, source: str, partition_date: str, max_position: int = 50,
@@ -77,18 +132,22 @@ def load_partition(engine, landing: Path, source: str, partition_date: str, max_
         raise LandingFileError(f"{extras[0]}: source-specific extras are loaded by the duckdb engine only; "
                                "ingest this day with --engine duckdb")
     rows_by_file, _ = check_files(files, allow_empty)
-    schema = pq.read_schema(files[0])
-    file_types = {c: sql_type(schema.field(c).type) for c in contract.IMPRESSION_COLUMNS}
     stored = dict(zip((str(f) for f in files), stored_paths(landing, files)))
-    params = {"partition_date": partition_date, "source": source}
-    with _case_sensitive(engine):
-        engine.register_files(ROWS_VIEW, stored, list(contract.IMPRESSION_COLUMNS))
+    params = {**rules.rule_parameters(source, day, max_position), "partition_date": partition_date, "source": source}
+    with _damaged_files_named(files), _reading_settings(engine):
+        engine.register_files(ROWS_VIEW, stored, spark_column_types(files))
+        # The type of each column over all files (Spark widens as DuckDB's union does); schema only, no rows.
+        schema = engine.spark.table(ROWS_VIEW).schema
+        file_types = {c: sql_type(schema[c].dataType) for c in contract.IMPRESSION_COLUMNS}
+        utf8 = rules.invalid_utf8_sql(file_types, ROWS_VIEW, "filename")
+        if utf8:
+            refuse_invalid_utf8(fetch_rows(engine, utf8))
         typed = rules.typed_sql(file_types, ROWS_VIEW, "filename", "stored_file")
-        rejected = engine.frame(rules.rejected_sql(typed, _DUPLICATE_KEY), rules.rule_parameters(source, day, max_position))
+        rejected = engine.frame(rules.rejected_sql(typed, _DUPLICATE_KEY), params)
         rejected = rejected.persist()
         try:
             rejected.createOrReplaceTempView(REJECTED_VIEW)
-            _refuse_fully_rejected_files(engine, rows_by_file)
+            refuse_fully_rejected_files(fetch_rows(engine, rules.rejected_by_file_sql(REJECTED_VIEW)), rows_by_file)
             accepted = engine.replace_partition(("raw", f"{source}_impressions"),
                                                 rules.accepted_sql(typed, REJECTED_VIEW), params, partition_date)
             quarantine = rules.quarantine_sql(typed, REJECTED_VIEW)
@@ -103,11 +162,3 @@ def load_partition(engine, landing: Path, source: str, partition_date: str, max_
     return PartitionLoad(source=source, partition_date=partition_date, files=tuple(str(f) for f in files),
                          accepted=accepted, rejected=sum(counts.values()), rejected_by_reason=counts,
                          extras=ExtrasLoad())
-
-
-def _refuse_fully_rejected_files(engine, rows_by_file: dict[str, int]) -> None:
-    """As DuckDB's loader: a file none of whose rows pass is a broken file; fail before anything is replaced."""
-    for path, rejected, reason in fetch_rows(engine, rules.rejected_by_file_sql(REJECTED_VIEW)):
-        if rejected == rows_by_file[path]:
-            raise LandingFileError(f"landing file {path}: all {rejected} rows rejected (most common reason: {reason}); "
-                                   "the partition was left unchanged")

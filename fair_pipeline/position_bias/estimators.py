@@ -25,7 +25,6 @@ Truncation (j > T) is a modelling assumption (η_j = 1): the CI there is the CI 
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -38,6 +37,17 @@ from fair_pipeline.position_bias.aggregates import (
     normalize_bins,
     normalize_swaps,
 )
+from fair_pipeline.position_bias.chain import (  # noqa: F401  (PositionBiasWarning, position_ranges: public here)
+    PositionBiasWarning,
+    chain_weights,
+    check_positions,
+    policy_rows,
+    position_ranges,
+    positions_text,
+    report_chain_break,
+    warn_note,
+)
+from fair_pipeline.position_bias.swap import adjacent_swap
 
 METHODS = ("randomized", "adjacent_swap", "adjacent_pairwise", "direct_is", "naive")
 METHOD_POLICY = {
@@ -55,10 +65,6 @@ AUTO_MIN_CELL = 10  # widen while occupied (position, bin) cells average fewer i
 RESULT_COLUMNS = ["position", "weight", "ci_low", "ci_high", "se", "impressions", "clicks", "truncated"]
 
 
-class PositionBiasWarning(UserWarning):
-    """A position whose weight is not estimable (NaN) or a questionable setting; the message says which."""
-
-
 @dataclasses.dataclass
 class _Grid:
     """Impressions N and clicks C per position (rows, position = row + 1) x score bin (columns)."""
@@ -72,52 +78,14 @@ class _Grid:
         return self.n.shape[0]
 
 
-def _warn(notes: list[str], message: str) -> None:
-    notes.append(message)
-    warnings.warn(message, PositionBiasWarning, stacklevel=3)
-
-
-def _policy_rows(frame: pd.DataFrame, policy: str, what: str) -> pd.DataFrame:
-    rows = frame[frame["policy"] == policy]
-    if rows.empty or rows["impressions"].sum() == 0:
-        present = sorted(frame.loc[frame["impressions"] > 0, "policy"].unique().tolist())
-        raise PositionBiasInputError(
-            f"no {policy!r} impressions in the {what}; this estimator needs {policy} traffic "
-            f"(policies present: {present or 'none'})"
-        )
-    return rows
-
-
-def _check_positions(rows: pd.DataFrame, policy: str) -> int:
-    by_position = rows.groupby("position")[["impressions", "clicks"]].sum()
-    by_position = by_position[by_position["impressions"] > 0]
-    if len(by_position) < 2:
-        raise PositionBiasInputError(
-            f"{policy} traffic shows only position(s) {by_position.index.tolist()}; position bias needs at least two"
-        )
-    if by_position["clicks"].sum() == 0:
-        raise PositionBiasInputError(
-            f"{policy} traffic has 0 clicks in {int(by_position['impressions'].sum())} impressions at every position;"
-            " no weight is estimable"
-        )
-    if 1 not in by_position.index:
-        raise PositionBiasInputError(f"{policy} traffic has no impressions at position 1, the reference of every weight")
-    if by_position.loc[1, "clicks"] == 0:
-        raise PositionBiasInputError(
-            f"{policy} traffic has 0 clicks at position 1 (the reference; {int(by_position.loc[1, 'impressions'])}"
-            " impressions); no weight is estimable"
-        )
-    return int(by_position.index.max())
-
-
 def _grid(bins: pd.DataFrame, policy: str, binned: bool, notes: list[str]) -> _Grid:
-    rows = _policy_rows(bins, policy, "score-bin aggregates")
-    k = _check_positions(rows, policy)
+    rows = policy_rows(bins, policy, "score-bin aggregates")
+    k = check_positions(rows, policy)
     rows = rows[rows["impressions"] > 0]
     if binned:
         missing_score = rows["score_bin"].isna()
         if missing_score.any():
-            _warn(notes, f"{policy}: {int(rows.loc[missing_score, 'impressions'].sum())} impressions without a score"
+            warn_note(notes, f"{policy}: {int(rows.loc[missing_score, 'impressions'].sum())} impressions without a score"
                          " are left out of the score-binned estimate")
             rows = rows[~missing_score]
             if rows["impressions"].sum() == 0:
@@ -148,21 +116,6 @@ def _stratified_ratio(grid: _Grid, target: np.ndarray, reference: np.ndarray):
     return log_ratio, np.where(ok[:, None], grad_target, 0.0), np.where(ok[:, None], grad_reference, 0.0), support
 
 
-def position_ranges(positions: list[int]) -> str:
-    """[2, 3, 4, 7] -> '2-4, 7' so that one warning can name many positions."""
-    spans: list[list[int]] = []
-    for p in positions:
-        if spans and p == spans[-1][1] + 1:
-            spans[-1][1] = p
-        else:
-            spans.append([p, p])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
-
-
-def _positions(positions: list[int]) -> str:
-    return ("positions " if len(positions) > 1 else "position ") + position_ranges(positions)
-
-
 def _warn_not_estimable(grid: _Grid, rows: np.ndarray, support: np.ndarray, reference: str, notes: list[str], what: str):
     """One warning per reason, naming the policy and the positions (rows are 0-based target rows)."""
     by_reason: dict[str, list[int]] = {}
@@ -177,7 +130,7 @@ def _warn_not_estimable(grid: _Grid, rows: np.ndarray, support: np.ndarray, refe
             reason = f"no clicks in the score bins shared with {reference} (or none there)"
         by_reason.setdefault(reason.split(" (impressions")[0], []).append(int(row) + 1)
     for reason, positions in by_reason.items():
-        _warn(notes, f"{grid.policy}: {_positions(positions)}: {reason}; {what}")
+        warn_note(notes, f"{grid.policy}: {positions_text(positions)}: {reason}; {what}")
 
 
 def _cell_variance(grid: _Grid, log_w: np.ndarray) -> np.ndarray:
@@ -206,22 +159,6 @@ def _direct(grid: _Grid, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return log_w, np.where(np.isnan(log_w), np.nan, var)
 
 
-def _chain(log_eta: np.ndarray, final_var: np.ndarray, partial_var: np.ndarray, truncate: int | None):
-    """log ŵ_J = Σ_{j=2}^{min(J,T)} log η_j and its variance Σ_{i<J} final_i + partial_J (NaN after a gap)."""
-    k = len(log_eta)
-    t = k if truncate is None else min(truncate, k)
-    log_w = np.concatenate([[0.0], np.cumsum(log_eta[1:t])])  # NaN propagates down the chain
-    var = np.concatenate([[0.0], np.cumsum(final_var[: t - 1])]) + partial_var[:t]
-    log_w = np.concatenate([log_w, np.repeat(log_w[-1], k - t)])
-    var = np.concatenate([var, np.repeat(var[-1], k - t)])
-    return log_w, np.where(np.isnan(log_w), np.nan, var)
-
-
-def _report_chain_break(first_break: int | None, notes: list[str]) -> None:
-    if first_break is not None:
-        _warn(notes, f"weights from position {first_break} down are not estimable (NaN): the chain of ratios breaks there")
-
-
 def _adjacent_pairwise(grid: _Grid, truncate: int | None, notes: list[str]):
     k = grid.positions
     target = np.arange(1, k)
@@ -231,85 +168,15 @@ def _adjacent_pairwise(grid: _Grid, truncate: int | None, notes: list[str]):
     if len(bad):
         shared = support[bad].sum(axis=1)
         _warn_not_estimable(grid, target[bad], shared, "the position above", notes, "η_j not estimable")
-        _report_chain_break(int(target[bad[0]]) + 1, notes)
+        report_chain_break(int(target[bad[0]]) + 1, notes)
     # Rows of the click gradient of log ŵ_J: row i < J holds a_i - d_{i+1}, row J holds a_J.
     a = np.vstack([np.zeros((1, g_t.shape[1])), g_t])  # a_j at row j (pair j-1, j)
     d = np.vstack([g_r, np.zeros((1, g_r.shape[1]))])  # d_{i+1} at row i (reference row of pair i, i+1)
-    untruncated, _ = _chain(log_eta, np.zeros(k), np.zeros(k), None)
+    untruncated, _ = chain_weights(log_eta, np.zeros(k), np.zeros(k), None)
     v = _cell_variance(grid, untruncated)
     final = ((a - d) ** 2 * v).sum(axis=1)
     partial = (a**2 * v).sum(axis=1)
-    return _chain(log_eta, final, partial, truncate)
-
-
-def _swap_cells(swaps: pd.DataFrame):
-    rows = _policy_rows(swaps, "adjacent_swap", "swap-cell aggregates")
-    moved = (rows["original_position"] - rows["position"]).abs() > 1
-    if moved.any():
-        row = rows[moved].iloc[0]
-        raise PositionBiasInputError(
-            f"adjacent_swap traffic moved an item by more than one slot (position {row['position']}, original_position"
-            f" {row['original_position']}, {int(rows.loc[moved, 'impressions'].sum())} impressions)"
-        )
-    k = _check_positions(rows, "adjacent_swap")
-    cells = {shift: (np.zeros(k + 2), np.zeros(k + 2)) for shift in (-1, 0, 1)}
-    for shift, (n, c) in cells.items():
-        part = rows[rows["original_position"] - rows["position"] == shift]
-        np.add.at(n, part["position"].to_numpy(), part["impressions"].to_numpy(dtype=float))
-        np.add.at(c, part["position"].to_numpy(), part["clicks"].to_numpy(dtype=float))
-    return k, cells
-
-
-def _ctr(clicks: np.ndarray, impressions: np.ndarray) -> np.ndarray:
-    return np.where(impressions > 0, clicks / np.maximum(impressions, 1), np.nan)
-
-
-def _inverse(impressions: np.ndarray) -> np.ndarray:
-    return np.where(impressions > 0, 1.0 / np.maximum(impressions, 1), 0.0)
-
-
-def _binomial_var(clicks: np.ndarray, impressions: np.ndarray) -> np.ndarray:
-    """Plug-in Var of a click count, N p (1 - p) = C (1 - C/N); the swap cells are large, no pooling needed."""
-    return np.where(impressions > 0, clicks * (1 - clicks / np.maximum(impressions, 1)), 0.0)
-
-
-def _adjacent_swap(swaps: pd.DataFrame, truncate: int | None, notes: list[str]):
-    """η_j = (CTR[orig j-1 at j] + CTR[orig j at j]) / (CTR[orig j-1 at j-1] + CTR[orig j at j-1]).
-
-    Both sums weigh the same two items (production ranks j-1 and j), so the ratio is w_j / w_{j-1}."""
-    k, cells = _swap_cells(swaps)
-    (n_up, c_up), (n_stay, c_stay), (n_down, c_down) = cells[1], cells[0], cells[-1]  # indexed by position
-    j = np.arange(2, k + 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        num = _ctr(c_down[j], n_down[j]) + _ctr(c_stay[j], n_stay[j])
-        den = _ctr(c_stay[j - 1], n_stay[j - 1]) + _ctr(c_up[j - 1], n_up[j - 1])
-        ok = (num > 0) & (den > 0)
-        log_eta = np.concatenate([[0.0], np.where(ok, np.log(num) - np.log(den), np.nan)])
-        # Click gradients of log η_j per cell; stay[i] enters η_i (+, numerator) and η_{i+1} (-, denominator).
-        g_down, g_stay_num = _inverse(n_down[j]) / num, _inverse(n_stay[j]) / num
-        g_stay_den, g_up = _inverse(n_stay[j - 1]) / den, _inverse(n_up[j - 1]) / den
-    by_reason: dict[str, list[int]] = {}
-    for pos in j[~ok]:
-        swapped = min(n_down[pos], n_up[pos - 1]) > 0
-        reason = "no clicks on the items swapped into it" if swapped else "no impressions of items swapped with the slot above"
-        by_reason.setdefault(reason, []).append(int(pos))
-    for reason, positions in by_reason.items():
-        _warn(notes, f"adjacent_swap: {_positions(positions)}: {reason}; η_j not estimable")
-    _report_chain_break(int(j[~ok][0]) if (~ok).any() else None, notes)
-    zero = np.zeros(1)
-    # Gradients of a not-estimable η_j are infinite; zero them (every ŵ from that j down is NaN anyway).
-    g_down, g_up, g_stay_num, g_stay_den = (np.where(ok, g, 0.0) for g in (g_down, g_up, g_stay_num, g_stay_den))
-    swapped_var = g_down**2 * _binomial_var(c_down[j], n_down[j]) + g_up**2 * _binomial_var(c_up[j - 1], n_up[j - 1])
-    own = np.concatenate([zero, swapped_var])
-    a = np.concatenate([zero, g_stay_num])  # at stay[J], J = 1..k
-    d = np.concatenate([g_stay_den, zero])  # at stay[i] from η_{i+1}
-    v_stay = _binomial_var(c_stay[1 : k + 1], n_stay[1 : k + 1])
-    final = own + (a - d) ** 2 * v_stay  # row i < J: own terms of η_i, stay[i] in η_i and η_{i+1}
-    partial = own + a**2 * v_stay
-    # _chain adds final_i for i < J and partial_J; the own terms of η_J sit in partial_J, earlier ones in final.
-    log_w, var = _chain(log_eta, final, partial, truncate)
-    totals = (n_up + n_stay + n_down)[1 : k + 1], (c_up + c_stay + c_down)[1 : k + 1]
-    return log_w, var, totals
+    return chain_weights(log_eta, final, partial, truncate)
 
 
 def _result(log_w, var, impressions, clicks, truncate, level) -> pd.DataFrame:
@@ -373,10 +240,10 @@ def _check_bin_width(grid: _Grid, bin_width: float, notes: list[str]) -> None:
     occupied = (grid.n > 0).sum(axis=1)
     per_cell = grid.n.sum() / max((grid.n > 0).sum(), 1)
     if np.median(occupied) < 10:
-        _warn(notes, f"bin_width={bin_width} leaves a median of {np.median(occupied):.0f} score bins per position:"
+        warn_note(notes, f"bin_width={bin_width} leaves a median of {np.median(occupied):.0f} score bins per position:"
                      " too coarse to resolve the score densities (the density ratio will be biased)")
     if per_cell < AUTO_MIN_CELL / 2:
-        _warn(notes, f"bin_width={bin_width} leaves {per_cell:.1f} impressions per occupied (position, bin) cell on"
+        warn_note(notes, f"bin_width={bin_width} leaves {per_cell:.1f} impressions per occupied (position, bin) cell on"
                      " average: too fine (many bins are seen at one position only and are dropped)")
 
 
@@ -407,7 +274,7 @@ def estimate_from_aggregates(
     if method == "adjacent_swap":
         if swaps is None:
             raise PositionBiasInputError("adjacent_swap needs the swap-cell aggregates (swaps=...)")
-        log_w, var, (impressions, clicks) = _adjacent_swap(normalize_swaps(swaps), truncate, notes)
+        log_w, var, (impressions, clicks) = adjacent_swap(normalize_swaps(swaps), truncate, notes)
     else:
         if bins is None:
             raise PositionBiasInputError(f"{method} needs the score-bin aggregates (bins=...)")

@@ -9,7 +9,8 @@ import datetime as dt
 
 import pandas as pd
 
-from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items, simulate_requests
+from fair_pipeline.ingestion.simulation_config import SimulationConfig
+from fair_pipeline.ingestion.simulator import simulate_items, simulate_requests
 from fair_pipeline.position_bias.aggregates import aggregate_score_bins, aggregate_swap_cells
 
 START = dt.date(2024, 1, 1)

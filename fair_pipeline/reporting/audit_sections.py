@@ -25,15 +25,24 @@ from fair_pipeline.reporting.formatting import (
     with_ci,
     with_verdicts,
 )
-from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+from fair_pipeline.reporting.model import (
+    Figure,
+    Finding,
+    ReportInputs,
+    SectionContent,
+    StageMissing,
+    Table,
+    Text,
+    gap_rows,
+)
 
 PAUC_COLUMNS = ["model", "group", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
 XAUC_COLUMNS = ["model", "direction", "estimate", "ci_low", "ci_high", "n_pos", "n_neg", "p_value"]
 VERDICT_NOTE = (
     "Each gap is judged against a practical margin δ (default 0.02 on the 0..1 scale, set per metric in the audit's "
     "`margins`): **gap larger than δ (significant)** when the 95% CI lies entirely beyond +δ or −δ (and the Holm "
-    "p < 0.05 where it applies); **gap significant but within ±δ** when p < 0.05 and the 90% CI lies inside ±δ (real "
-    "but too small to matter); **equivalent within ±δ (TOST)** when not significant and the 90% CI lies inside ±δ; "
+    "p < 0.05 where it applies); **gap significant but within ±δ** when p < 0.05 and the 95% CI lies inside ±δ (real "
+    "but too small to matter); **equivalent within ±δ (TOST)** when not significant and the 95% CI lies inside ±δ; "
     "**inconclusive** otherwise (the interval reaches across ±δ). Clustered CIs use Student t with the effective "
     "number of clusters.")
 # The cutoff a headline quotes when a model differs at several: the low-FPR region the papers focus on.
@@ -187,6 +196,11 @@ def pauc_table(pauc: pd.DataFrame, comparisons: pd.DataFrame) -> pd.DataFrame:
         table[f"verdict ({group} vs {ref})"] = cells["verdict"]
     order = {m: i for i, m in enumerate(model_order(table.index.get_level_values("model")))}
     table = table.iloc[np.argsort([order[str(m)] for m in table.index.get_level_values("model")], kind="stable")]
+    # verdict and effect first: the columns a reader decides on before scrolling right
+    first = [c for c in table.columns if c.startswith("verdict (")]
+    first = [c for v in first for c in (v, *[d for d in table.columns if d.endswith(" [95% CI]")
+                                             and d.startswith(v[len("verdict ("):-1].split(" vs ")[0] + " − ")])]
+    table = table[first + [c for c in table.columns if c not in first]]
     return table.reset_index().rename(columns={"cutoff": "FPR cutoff"})
 
 
@@ -223,8 +237,11 @@ def roc_audit(inputs: ReportInputs) -> SectionContent:
                    columns={"training_window": "trained on"}),
                    "Sample sizes (positives and negatives per group) and each model's training window (the evaluation "
                    "window is in the source line)")]
+    gaps = gap_rows(comparisons["model"], comparisons["cutoff"] + ", group " + comparisons["group"].astype(str) + " − "
+                    + comparisons["reference"].astype(str), comparisons["diff"], comparisons["diff_ci_low"],
+                    comparisons["diff_ci_high"], comparisons["margin"], comparisons["verdict"])
     return SectionContent(blocks=blocks, findings=pauc_findings(comparisons), source=inputs.sources.get("partial_auc", ""),
-                          verdicts=comparisons["verdict"].tolist())
+                          verdicts=comparisons["verdict"].tolist(), gaps=gaps)
 
 
 # ---------------------------------------------------------------- xAUC
@@ -319,20 +336,22 @@ def xauc_audit(inputs: ReportInputs) -> SectionContent:
     pairs = xauc_pairs(frame)
     table = pd.DataFrame({
         "model": pairs["model"], "groups (a, b)": pairs["a"] + ", " + pairs["b"],
+        "verdict": pairs["verdict"],
+        "ΔxAUC [95% CI]": pairs.apply(lambda r: ci_text(r["delta"], r["delta_ci_low"], r["delta_ci_high"], signed=True), axis=1),
+        "δ": pairs["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"),
         "xAUC(a>b) [95% CI]": with_ci(pairs, "estimate", "ci_low", "ci_high"),
         "xAUC(b>a) [95% CI]": with_ci(pairs, "estimate_back", "ci_low_back", "ci_high_back"),
-        "ΔxAUC [95% CI]": pairs.apply(lambda r: ci_text(r["delta"], r["delta_ci_low"], r["delta_ci_high"], signed=True), axis=1),
         "p": pairs["p_value"].map(p_text),
         **({"Holm p": pairs["p_holm"].map(p_text)} if pairs["p_holm"].notna().any() else {}),
-        "δ": pairs["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"),
         "TOST p": pairs["p_tost"].map(p_text),
-        "verdict": pairs["verdict"],
         "positives a / b": _count_pair(pairs["n_pos"], pairs["n_pos_back"]),
         "negatives b / a": _count_pair(pairs["n_neg"], pairs["n_neg_back"]),
     })
     blocks.append(Table(table, "Cross-group AUC (xAUC) both ways, their difference and its verdict against δ"))
-    return SectionContent(blocks=blocks, findings=xauc_findings(pairs),
-                          source=inputs.sources.get("xauc", ""), verdicts=pairs["verdict"].tolist())
+    gaps = gap_rows(pairs["model"], "ΔxAUC(" + pairs["a"] + ", " + pairs["b"] + ")", pairs["delta"], pairs["delta_ci_low"],
+                    pairs["delta_ci_high"], pairs["margin"], pairs["verdict"])
+    return SectionContent(blocks=blocks, findings=xauc_findings(pairs), source=inputs.sources.get("xauc", ""),
+                          verdicts=pairs["verdict"].tolist(), gaps=gaps)
 
 
 def _count_pair(first: pd.Series, second: pd.Series) -> pd.Series:

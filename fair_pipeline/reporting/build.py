@@ -21,6 +21,7 @@ from fair_pipeline.reporting.model import (
     Finding,
     ReportInputs,
     Section,
+    SectionContent,
     SectionSpec,
     StageMissing,
     Table,
@@ -50,6 +51,7 @@ _STATUS_HEADINGS = {
 class Report:
     generated_at: str
     sections: list[Section]
+    decision: SectionContent | None = None  # the first screen (reporting.decision)
 
     @property
     def available(self) -> list[Section]:
@@ -73,7 +75,9 @@ class Report:
         return {f"{s.spec.key}.{k}": float(v) for s in self.available for k, v in s.content.metrics.items()}
 
     def figures(self) -> list[Figure]:
-        return [b for s in self.available for b in s.content.blocks if isinstance(b, Figure)]
+        first = self.decision.blocks if self.decision is not None else []
+        return [b for b in first if isinstance(b, Figure)] + [
+            b for s in self.available for b in s.content.blocks if isinstance(b, Figure)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +91,7 @@ class ReportFiles:
 def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = None) -> Report:
     """Every section that can be built; a stage that never ran becomes a 'missing' section."""
     from fair_pipeline.reporting import sections as registry
+    from fair_pipeline.reporting.decision import collect_gaps, decision
 
     sections = []
     for spec in registry.SECTIONS if specs is None else specs:
@@ -94,7 +99,9 @@ def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = Non
             sections.append(Section(spec, content=spec.build(inputs)))
         except StageMissing as missing:
             sections.append(Section(spec, missing=str(missing)))
-    return Report(generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), sections=sections)
+    first = decision(inputs, collect_gaps(s.content for s in sections))
+    return Report(generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), sections=sections,
+                  decision=first)
 
 
 def verdict_summary(counts: dict[str, int]) -> str:
@@ -201,6 +208,7 @@ table.data td{white-space:nowrap} .table-wrap{overflow-x:auto;max-width:100%}
 table.data th{background:#f3f3f3} .caption{font-weight:600;margin-bottom:0.2em} .source{color:#666;font-size:0.85em}
 .missing{background:#fff4e5;border-left:4px solid #f0a030;padding:0.5em 1em} figure{margin:1em 0} img{max-width:100%}
 nav li{margin:0.1em 0} code{background:#f3f3f3;padding:0 3px}
+#decision{background:#f7f9fc;border:1px solid #c9d4e5;padding:0 1em 0.5em} details{margin:0.5em 0} summary{cursor:pointer;font-weight:600}
 """
 
 
@@ -211,14 +219,42 @@ def _group_note() -> str:
     return group_note(settings.group_labels()).markdown
 
 
+# A table longer than this is collapsed under its caption (the figure above it shows the same numbers).
+LONG_TABLE = 12
+
+
+def _blocks_html(blocks) -> list[str]:
+    out = []
+    for block in blocks:
+        if isinstance(block, Text):
+            out.append(f"<p>{_inline(block.markdown)}</p>")
+        elif isinstance(block, Table) and len(block.frame) > LONG_TABLE:
+            out.append(f"<details><summary>{_inline(block.caption or 'table')} ({len(block.frame):,} rows)</summary>"
+                       f"{_table_html(dataclasses.replace(block, caption=''))}</details>")
+        elif isinstance(block, Table):
+            out.append(_table_html(block))
+        else:
+            out.append(_figure_html(block))
+    return out
+
+
+def _findings_html(findings: list[Finding]) -> str:
+    """Every finding of a section, collapsed under a count: the figure and tables come first."""
+    items = "".join(f"<li>[{html.escape(f.status)}] {_inline(f.text)}</li>" for f in findings)
+    return f"<details class='findings'><summary>Findings ({len(findings)})</summary><ul>{items}</ul></details>"
+
+
 def render_html(report: Report) -> str:
     nav = "".join(
         f"<li><a href='#{s.spec.key}'>{html.escape(s.spec.title)}</a>{'' if s.available else ' (missing)'}</li>"
         for s in report.sections
     )
-    body = [f"<h1>Fairness report</h1><p class='source'>Generated {report.generated_at}</p>",
-            f"<p>{_inline(_group_note())}</p>",
-            f"<nav><ul>{nav}</ul></nav>", "<h2 id='summary'>Summary</h2>", _summary_html(report)]
+    body = [f"<h1>Fairness report</h1><p class='source'>Generated {report.generated_at}</p>"]
+    if report.decision is not None:
+        body += ["<section id='decision'><h2>Decision first: what is deployed, what changed, the gaps beyond δ</h2>",
+                 *_blocks_html(report.decision.blocks), "</section>"]
+    body += [f"<p>{_inline(_group_note())}</p>", f"<nav><ul>{nav}</ul></nav>", "<h2 id='summary'>Summary</h2>",
+             _summary_html(report)]
     for section in report.sections:
         body.append(f"<h2 id='{section.spec.key}'>{html.escape(section.spec.title)}</h2>")
         if not section.available:
@@ -226,23 +262,19 @@ def render_html(report: Report) -> str:
             continue
         if section.content.source:
             body.append(f"<p class='source'>Source: {_inline(section.content.source)}</p>")
+        body += _blocks_html(section.content.blocks)
         if section.content.findings:
-            items = "".join(f"<li>[{html.escape(f.status)}] {_inline(f.text)}</li>" for f in section.content.findings)
-            body.append(f"<p class='caption'>Findings</p><ul class='findings'>{items}</ul>")
-        for block in section.content.blocks:
-            if isinstance(block, Text):
-                body.append(f"<p>{_inline(block.markdown)}</p>")
-            elif isinstance(block, Table):
-                body.append(_table_html(block))
-            else:
-                body.append(_figure_html(block))
+            body.append(_findings_html(section.content.findings))
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Fairness report</title>"
             f"<style>{_CSS}</style></head><body>{''.join(body)}</body></html>")
 
 
 def render_markdown(report: Report, figure_dir: str = "figures") -> str:
-    lines = ["# Fairness report", "", f"Generated {report.generated_at}", "", _group_note(), "", "## Summary", "",
-             *summary_lines(report), ""]
+    lines = ["# Fairness report", "", f"Generated {report.generated_at}", ""]
+    if report.decision is not None:
+        lines += ["## Decision first: what is deployed, what changed, the gaps beyond δ", ""]
+        lines += _blocks_markdown(report.decision.blocks, figure_dir)
+    lines += [_group_note(), "", "## Summary", "", *summary_lines(report), ""]
     for section in report.sections:
         lines += [f"## {section.spec.title}", ""]
         if not section.available:
@@ -250,16 +282,22 @@ def render_markdown(report: Report, figure_dir: str = "figures") -> str:
             continue
         if section.content.source:
             lines += [f"Source: {section.content.source}", ""]
+        lines += _blocks_markdown(section.content.blocks, figure_dir)
         if section.content.findings:
             lines += ["**Findings**", "", *(f"- [{f.status}] {f.text}" for f in section.content.findings), ""]
-        for block in section.content.blocks:
-            if isinstance(block, Text):
-                lines += [block.markdown, ""]
-            elif isinstance(block, Table):
-                lines += [f"**{block.caption}**", "", display_frame(block.frame).to_markdown(index=False), ""]
-            else:
-                lines += [f"![{block.caption}]({figure_dir}/{block.name}{charts.SUFFIX})", ""]
     return "\n".join(lines)
+
+
+def _blocks_markdown(blocks, figure_dir: str) -> list[str]:
+    lines = []
+    for block in blocks:
+        if isinstance(block, Text):
+            lines += [block.markdown, ""]
+        elif isinstance(block, Table):
+            lines += [f"**{block.caption}**", "", display_frame(block.frame).to_markdown(index=False), ""]
+        else:
+            lines += [f"![{block.caption}]({figure_dir}/{block.name}{charts.SUFFIX})", ""]
+    return lines
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

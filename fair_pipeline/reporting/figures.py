@@ -9,7 +9,7 @@ import pandas as pd
 
 from fair_pipeline.charts import Panel, dodge, render
 
-__all__ = ["curves_with_bands", "draw_curves", "draw_heatmap", "draw_stacked_bars", "frontier", "panels",
+__all__ = ["curves_with_bands", "draw_curves", "draw_heatmap", "draw_stacked_bars", "forest", "frontier", "panels",
            "points_with_errors", "stacked_bars"]
 
 SINGLE = (520.0, 290.0)  # plotting area of a one-panel figure, pixels
@@ -111,3 +111,22 @@ def frontier(frame: pd.DataFrame, x: str, y: str, xlow: str, xhigh: str, ylow: s
     for _, row in part.iterrows():
         panel.note(row[x], row[y], f"λ={row[label]:g}")
     return render([panel], panel_size=SINGLE)
+
+
+def forest(frame: pd.DataFrame, label: str, effect: str, low: str, high: str, margin: str, ylabel: str) -> bytes:
+    """A forest plot: one point with its 95% CI per row (labelled along x), the ±δ band shaded around 0 and the
+    zero line, one panel per distinct δ (each panel's band is its own margin)."""
+    drawn = []
+    for delta, part in frame.groupby(margin, sort=True):
+        part = part.reset_index(drop=True)
+        x = np.arange(len(part), dtype=float)
+        panel = Panel(f"δ = {delta:g}" if frame[margin].nunique() > 1 else "", ylabel=ylabel,
+                      x_labels=part[label].astype(str).tolist(), rotate_x_labels=True)
+        panel.band([-0.5, len(part) - 0.5], [-delta, -delta], [delta, delta], series=f"±δ (δ = {delta:g})",
+                   colour="#2ca02c")
+        panel.hline(0.0, colour="#808080", style="solid", width=0.8)
+        panel.points(x, part[effect], part[low], part[high], series="gap with 95% CI", colour="#d62728")
+        drawn.append(panel)
+    if not drawn:
+        raise ValueError("no gap to draw")
+    return render(drawn, 1, panel_size=(SINGLE[0], 220.0))

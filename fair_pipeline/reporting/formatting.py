@@ -173,3 +173,18 @@ def sort_by_model(frame: pd.DataFrame, column: str = "model") -> pd.DataFrame:
 def count_text(value) -> str:
     """A count as an integer with thousands separators ('25,000', never '25000.0'); 'n/a' if missing."""
     return "n/a" if pd.isna(value) else f"{int(round(float(value))):,}"
+
+
+# What each verdict means, one sentence each (the rule of `audit.stats.equivalence.classify_gaps`).
+VERDICT_LEGEND = {
+    LARGER: "the whole 95% interval lies beyond +δ or beyond −δ: a gap that matters, whatever the sampling noise.",
+    WITHIN: "the gap is real (p < 0.05) but its 90% interval lies inside ±δ: too small to matter.",
+    EQUIVALENT: "not significant and the 90% interval lies inside ±δ: any gap is too small to matter.",
+    INCONCLUSIVE: "the interval reaches across ±δ: the data cannot tell a gap that matters from one that does not.",
+    NOT_ESTIMABLE: "too few observations in a group to estimate the gap at all.",
+}
+
+
+def verdict_legend() -> list[str]:
+    """'**gap larger than δ (significant)**: the whole 95% interval ...', one line per verdict."""
+    return [f"**{verdict}**: {meaning}" for verdict, meaning in VERDICT_LEGEND.items()]

@@ -72,6 +72,18 @@ class SectionContent:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)
     source: str = ""  # where the data came from (warehouse tables and partition), shown under the title
     verdicts: list[str] = dataclasses.field(default_factory=list)  # one per group comparison, counted in the summary
+    # one row per group comparison as its section shows it (GAP_COLUMNS), for the report's first screen
+    gaps: pd.DataFrame | None = None
+
+
+# model (the scored output), comparison (what is compared, e.g. 'I(0.1), group 1 − 0'), the effect and its 95% CI,
+# the margin δ and the verdict.
+GAP_COLUMNS = ["model", "comparison", "effect", "low", "high", "margin", "verdict"]
+
+
+def gap_rows(model, comparison, effect, low, high, margin, verdict) -> pd.DataFrame:
+    """The GAP_COLUMNS frame of a section's comparisons (columns given as Series of one length)."""
+    return pd.DataFrame(dict(zip(GAP_COLUMNS, (model, comparison, effect, low, high, margin, verdict)))).reset_index(drop=True)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,16 @@ from fair_pipeline.reporting.formatting import (
     with_ci,
     with_verdicts,
 )
-from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+from fair_pipeline.reporting.model import (
+    Figure,
+    Finding,
+    ReportInputs,
+    SectionContent,
+    StageMissing,
+    Table,
+    Text,
+    gap_rows,
+)
 
 
 def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
@@ -49,17 +58,20 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
                                                 colorbar_label="pairwise accuracy A(a>b)"),
                      "Pairwise accuracy matrices, one panel per model"),
               Table(table, "Pairwise accuracy [95% CI] (pairs)")]
-    verdicts = []
+    verdicts, gap_frame = [], None
     try:
         gaps = pairwise_gap_rows(inputs.stored_table("pairwise_gaps", ["model", "group_a", "group_b", "estimate",
                                                                               "ci_low", "ci_high", "p_value"]))
         blocks.append(Table(pairwise_gap_table(gaps), "Cross-group pairwise gaps A(a>b) − A(b>a) and their verdict against δ"))
         findings += pairwise_gap_findings(gaps)
         verdicts = gaps["verdict"].tolist()
+        gap_frame = gap_rows(gaps["model"], "pairwise A(" + gaps["group_a"] + ">" + gaps["group_b"] + ") − A("
+                             + gaps["group_b"] + ">" + gaps["group_a"] + ")", gaps["estimate"], gaps["ci_low"],
+                             gaps["ci_high"], gaps["margin"], gaps["verdict"])
     except StageMissing:
         pass  # an audit logged before the gaps existed: the matrices above still stand
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("pairwise_accuracy", ""),
-                          verdicts=verdicts)
+                          verdicts=verdicts, gaps=gap_frame)
 
 
 def pairwise_gap_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -76,12 +88,12 @@ def pairwise_gap_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 def pairwise_gap_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
-        "model": rows["model"], "groups (a, b)": rows["group_a"] + ", " + rows["group_b"],
+        "model": rows["model"], "groups (a, b)": rows["group_a"] + ", " + rows["group_b"], "verdict": rows["verdict"],
         "A(a>b) − A(b>a) [95% CI]": rows.apply(lambda r: ci_text(r["estimate"], r["ci_low"], r["ci_high"], signed=True), axis=1),
+        "δ": rows["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"),
         "p": rows["p_value"].map(p_text),
         **({"Holm p": rows["p_holm"].map(p_text)} if rows["p_holm"].notna().any() else {}),
-        "δ": rows["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"), "TOST p": rows["p_tost"].map(p_text),
-        "verdict": rows["verdict"]})
+        "TOST p": rows["p_tost"].map(p_text)})
 
 
 def _pairwise_gap_text(row: pd.Series) -> str:

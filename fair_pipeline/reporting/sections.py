@@ -39,17 +39,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.outputs import PRODUCTION
 from fair_pipeline.reporting import audit_sections, figures, pairwise, selection, trend
+from fair_pipeline.reporting.eo_sections import eo_transform, exposure_merit
 from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
     ci_text,
+    count_text,
     p_phrase,
-    p_text,
-    significance_findings,
-    status_of,
     with_ci,
-    z_test_p,
 )
 from fair_pipeline.reporting.model import (
     ALPHA,
@@ -82,18 +79,27 @@ def group_note(labels: dict[str, str]) -> Text:
 
 
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
+def up_to_day(inputs: ReportInputs) -> tuple[str, dict, str]:
+    """(a WHERE clause keeping the partitions on or before the report's day, its parameters, how captions say it):
+    a day's report never counts later days."""
+    if inputs.partition is None:
+        return "", {}, "all partitions"
+    return " WHERE partition_date <= $day", {"day": inputs.partition}, f"partitions up to {inputs.partition}"
+
+
 def data_volume(inputs: ReportInputs) -> SectionContent:
+    where, params, window = up_to_day(inputs)
     volume = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, accepted_rows, clicks, rejected_rows "
-        "FROM marts.daily_volume ORDER BY partition_date, source",
-        [("marts", "daily_volume")],
+        f"FROM marts.daily_volume{where} ORDER BY partition_date, source",
+        [("marts", "daily_volume")], params,
     )
     if volume.empty:
-        raise StageMissing("marts.daily_volume is empty: no partition has been ingested")
+        raise StageMissing(f"marts.daily_volume has no rows for {window}: no partition has been ingested")
     by_partition = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, reason, CAST(sum(rejected_rows) AS BIGINT) AS rejected_rows "
-        "FROM staging.stg_quarantine GROUP BY ALL ORDER BY partition, source, reason",
-        [("staging", "stg_quarantine")],
+        f"FROM staging.stg_quarantine{where} GROUP BY ALL ORDER BY partition, source, reason",
+        [("staging", "stg_quarantine")], params,
     )
     reasons = (by_partition.groupby(["source", "reason"], as_index=False)
                .agg(rejected_rows=("rejected_rows", "sum"), partitions=("partition", "nunique"))
@@ -106,7 +112,7 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
     findings = [
         Finding(
             f"{accepted:,} impressions accepted over {volume['partition'].nunique()} partition(s); "
-            f"{rejected:,} rows ({share:.3%}) quarantined",
+            f"{rejected:,} rows ({share:.3%}) quarantined ({window})",
             "info",
         )
     ]
@@ -125,7 +131,7 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
         per_reason = by_partition.pivot_table(index="partition", columns=["source", "reason"], values="rejected_rows",
                                               aggfunc="sum", fill_value=0)
         per_reason.columns = [f"{source}: {reason}" for source, reason in per_reason.columns]
-        blocks += [Table(reasons, "Quarantine reasons (all partitions)"),
+        blocks += [Table(reasons, f"Quarantine reasons ({window})"),
                    Table(per_reason.reset_index(), "Quarantined rows by partition and reason (partitions with none are left out)")]
     else:
         blocks.append(Text("No row has been quarantined."))
@@ -138,10 +144,11 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
 
 
 def ctr_by_position(inputs: ReportInputs) -> SectionContent:
+    where, params, window = up_to_day(inputs)
     frame = inputs.mart_sql(
         "SELECT policy, position, CAST(sum(impressions) AS BIGINT) AS impressions, CAST(sum(clicks) AS BIGINT) AS clicks "
-        "FROM marts.daily_ctr_by_position GROUP BY ALL ORDER BY policy, position",
-        [("marts", "daily_ctr_by_position")],
+        f"FROM marts.daily_ctr_by_position{where} GROUP BY ALL ORDER BY policy, position",
+        [("marts", "daily_ctr_by_position")], params,
     )
     if frame.empty:
         raise StageMissing("marts.daily_ctr_by_position is empty")
@@ -170,7 +177,7 @@ def ctr_by_position(inputs: ReportInputs) -> SectionContent:
                  "position is randomized, so the CTR curve's shape reflects position bias alone."),
             Figure("ctr_by_position", figures.points_with_errors(frame, "position", "ctr", "ci_low", "ci_high", "policy",
                                                                   "position", "CTR"), "CTR by position and policy (95% CI)"),
-            Table(table, "CTR [95% CI] (impressions) by position and policy, all partitions"),
+            Table(table, f"CTR [95% CI] (impressions) by position and policy, {window}"),
         ],
         findings=findings,
         metrics={f"ctr_{r.policy}_pos{int(r.position)}": float(r.ctr) for r in frame.itertuples() if r.position == 1},
@@ -204,27 +211,43 @@ def chosen_method(curve: pd.DataFrame) -> str:
     return str(flagged.iloc[0] if len(flagged) else curve["method"].iloc[0])
 
 
+def extrapolated(curve: pd.DataFrame) -> pd.Series:
+    """Rows beyond the estimable range: positions past the truncation T, where a chained estimator carries w_T on
+    (an assumption, not an estimate)."""
+    if "truncated" not in curve.columns:
+        return pd.Series(False, index=curve.index)
+    return curve["truncated"].astype("boolean").fillna(False).astype(bool)
+
+
 def position_bias(inputs: ReportInputs) -> SectionContent:
     curve = inputs.stored_table("position_bias_curve", ["position", "estimate", "ci_low", "ci_high"])
     if "method" not in curve.columns:
         curve = curve.assign(method="estimate")
+    beyond = extrapolated(curve)
     chosen = chosen_method(curve)
-    chosen_curve = curve[curve["method"] == chosen].sort_values("position")
+    chosen_curve = curve[(curve["method"] == chosen) & ~beyond].sort_values("position")
     truth = inputs.truth("bias_curve")
-    shown = curve[curve["method"].isin([chosen, "randomized", "naive"])]
-    table = curve.assign(cell=with_ci(curve, "estimate", "ci_low", "ci_high")).pivot(index="position", columns="method", values="cell")
+    shown = curve[curve["method"].isin([chosen, "randomized", "naive"]) & ~beyond]
+    cells = with_ci(curve, "estimate", "ci_low", "ci_high").where(~beyond, "extrapolated (w_T carried on)")
+    table = curve.assign(cell=cells).pivot(index="position", columns="method", values="cell")
     table = table[[chosen, *[m for m in table.columns if m != chosen]]].rename(columns={chosen: f"{chosen} (chosen)"}).reset_index()
     table.columns.name = None
     if "n_impressions" in curve.columns:
-        table["impressions (chosen)"] = table["position"].map(chosen_curve.set_index("position")["n_impressions"]).map("{:,.0f}".format)
+        counts = curve[curve["method"] == chosen].set_index("position")["n_impressions"]
+        table["impressions (chosen)"] = table["position"].map(counts).map(count_text)
+    cut = curve.loc[beyond & (curve["method"] == chosen), "position"]
+    limit = (f" Beyond position {int(cut.min()) - 1} the `{chosen}` curve is not estimated (too few clicks to chain "
+             "further): those positions carry the last estimate on, are marked extrapolated in the table and are not "
+             "drawn." if len(cut) else "")
     blocks = [
         Text(f"Examination probability w_j = P(click at position j | relevant) relative to the top slot, with 95% CIs. "
              f"Later stages (EO transform weights 1/ŵ, ranker training) use the `{chosen}` curve; the others are shown "
-             "for comparison (`randomized` uses shuffled traffic; `naive` ignores that better items sit higher)."),
+             "for comparison (`randomized` uses shuffled traffic; `naive` ignores that better items sit higher)." + limit),
         Figure("position_bias", figures.curves_with_bands(shown, "position", "estimate", "ci_low", "ci_high", "method",
                                                           "position", "examination weight w",
                                                           truth.rename(columns={"weight": "estimate"}) if truth is not None else None),
-               "Position-bias curves with 95% CI" + (" and the simulator's truth (dashed)" if truth is not None else "")),
+               "Position-bias curves with 95% CI over the estimated positions"
+               + (" and the simulator's truth (dashed)" if truth is not None else "")),
     ]
     findings = []
     if truth is not None:
@@ -234,19 +257,15 @@ def position_bias(inputs: ReportInputs) -> SectionContent:
         for row in comparison.itertuples(index=False):
             findings.append(Finding(
                 f"{row.method}{' (chosen)' if row.method == chosen else ''}: simulated truth inside the 95% CI at "
-                f"{row[2]} of {row[1]} positions; max |ŵ − w| = {row[3]:.4f} at position {row[4]}",
+                f"{row[2]} of {row[1]} estimated positions; max |ŵ − w| = {row[3]:.4f} at position {row[4]}",
                 "info", headline=row.method in (chosen, "randomized")))
     blocks.append(Table(table, "ŵ_j [95% CI] by position and method"))
-    last = chosen_curve.iloc[-1]
-    where = f"position {int(last['position'])} ({chosen})"
-    if pd.isna(last["estimate"]):
-        findings.append(Finding(f"examination weight at {where}: not estimable", "not estimable"))
+    if chosen_curve.empty:
+        findings.append(Finding(f"examination weights of the {chosen} curve: not estimable at any position", "not estimable"))
+        last = None
     else:
-        counts = f"; n = {int(last['n_impressions']):,} impressions" if "n_impressions" in last else ""
-        status = "significant" if last["ci_high"] < 1 else "not significant"
-        findings.append(Finding(f"examination weight at {where} = {ci_text(last['estimate'], last['ci_low'], last['ci_high'])} "
-                                f"relative to the top slot ({'the CI excludes 1' if status == 'significant' else 'the CI includes 1'}{counts})",
-                                status))
+        last = chosen_curve.iloc[-1]
+        findings.append(last_position_finding(last, chosen))
     return SectionContent(
         blocks=blocks,
         findings=findings,
@@ -256,142 +275,16 @@ def position_bias(inputs: ReportInputs) -> SectionContent:
     )
 
 
-def cdf_summary(cdf: pd.DataFrame, levels: tuple[float, ...] = (0.1, 0.5, 0.9)) -> pd.DataFrame:
-    """Per group: sample sizes and the score at a few CDF levels, with the band's half-width at each."""
-    rows = []
-    for group, part in cdf.groupby("group", sort=True):
-        row = {"group": group}
-        for column in ("n_positives", "n_effective"):
-            if column in part.columns:
-                row[column] = f"{part[column].iloc[0]:,.0f}"
-        for level in levels:
-            at = part.iloc[(part["cdf"] - level).abs().argmin()]
-            band = (at["cdf_ci_high"] - at["cdf_ci_low"]) / 2 if {"cdf_ci_low", "cdf_ci_high"} <= set(part.columns) else float("nan")
-            row[f"score at F = {level:g}"] = f"{at['score']:.3f}" + ("" if pd.isna(band) else f" (F ± {band:.3f})")
-        rows.append(row)
-    return pd.DataFrame(rows)
-
-
-TRANSFORM_NOTE = (
-    "A per-group CDF transform is increasing within each group, so it keeps every group's own ranking: "
-    "**within-group AUCs are unchanged**. It moves one group's scores relative to the other's, so the cross-group "
-    "ranking **xAUC changes**. The audit of the same day shows both (production scores vs the transformed ones):"
-)
-
-
-def eo_transform(inputs: ReportInputs) -> SectionContent:
-    cdf = inputs.stored_table("eo_transform_cdf", ["group", "score", "cdf"])
-    has_ci = {"cdf_ci_low", "cdf_ci_high"} <= set(cdf.columns)
-    blocks = [
-        Text("Per-group weighted CDFs of the production score among clicked items (weights 1/ŵ undo position bias): "
-             "the EO transform maps each group's score through its own CDF so that equally relevant items get equal "
-             "transformed scores. Bands: simultaneous 95% DKW bands at the effective sample size."),
-        Figure("eo_cdf", figures.curves_with_bands(cdf, "score", "cdf", "cdf_ci_low" if has_ci else None,
-                                                   "cdf_ci_high" if has_ci else None, "group", "score", "weighted CDF", step=True),
-               "Per-group CDF transforms"),
-        Table(cdf_summary(cdf), "Per-group sample sizes and scores at CDF levels"),
-    ]
-    findings = []
-    try:
-        pauc = inputs.stored_table("partial_auc", audit_sections.PAUC_COLUMNS)
-        xauc = inputs.stored_table("xauc", audit_sections.XAUC_COLUMNS)
-        transformed = [m for m in pauc["model"].unique() if str(m).startswith("eo_")]
-        if PRODUCTION in set(pauc["model"]) and transformed:
-            blocks += [Text(TRANSFORM_NOTE),
-                       Table(audit_sections.transform_comparison(pauc, xauc, PRODUCTION, transformed),
-                             "Within-group AUC and xAUC [95% CI]: production vs the EO transforms")]
-            findings = audit_sections.transform_findings(pauc, xauc, PRODUCTION, transformed)
-        else:
-            blocks.append(Text("The audit has not scored both production and an EO transform yet, so the comparison of "
-                               "within-group AUC and xAUC is missing."))
-    except StageMissing as missing:
-        blocks.append(Text(f"The comparison with the audit is missing: {missing}"))
-    return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("eo_transform_cdf", ""))
-
-
-_RANKING_LABELS = {"raw": "before", "weighted": "after", "unweighted": "unweighted"}
-
-
-def exposure_ratios(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per ranking (before, unweighted, after, in that order): the group-0 / group-1 ratio of exposure per unit of
-    merit with its normal 95% CI (ratio ± 1.96 SE) and its position on the plot's x axis."""
-    rows = summary[summary["method"].isin(list(_RANKING_LABELS))].copy()
-    rows["ranking"] = rows["method"].map(_RANKING_LABELS)
-    rows["order"] = rows["ranking"].map({"before": 0, "unweighted": 1, "after": 2})
-    rows = rows.sort_values("order", kind="stable").reset_index(drop=True)
-    rows["x"] = np.arange(len(rows))
-    rows["ratio"] = rows["exposure_over_merit_ratio"]
-    rows["low"] = rows["ratio"] - 1.96 * rows["exposure_over_merit_ratio_se"]
-    rows["high"] = rows["ratio"] + 1.96 * rows["exposure_over_merit_ratio_se"]
-    return rows
-
-
-def exposure_ratio_findings(summary: pd.DataFrame) -> list[Finding]:
-    """Per ranking, the group-0 / group-1 ratio of exposure per unit of merit (Corollary 1: 1 = exposure
-    proportional to merit) with its 95% CI, tested against 1."""
-    findings = []
-    for row in exposure_ratios(summary).itertuples(index=False):
-        p = z_test_p(row.ratio, row.low, row.high, null=1.0)
-        status = status_of(p)
-        verdict = "differs significantly from" if status == "significant" else "is not significantly different from"
-        findings.append(Finding(
-            f"{row.ranking} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "
-            f"{ci_text(row.ratio, row.low, row.high)}, {verdict} 1 (proportional exposure; {p_phrase(p)})", status))
-    return findings
-
-
-def exposure_merit(inputs: ReportInputs) -> SectionContent:
-    required = ["ranking", "group", "exposure", "exposure_ci_low", "exposure_ci_high", "merit", "merit_ci_low", "merit_ci_high", "n"]
-    frame = inputs.stored_table("exposure_merit", required)
-    table = frame[["ranking", "group", "n"]].copy()
-    table["exposure [95% CI]"] = with_ci(frame, "exposure", "exposure_ci_low", "exposure_ci_high")
-    table["merit [95% CI]"] = with_ci(frame, "merit", "merit_ci_low", "merit_ci_high")
-    if {"exposure_over_merit", "exposure_over_merit_se"} <= set(frame.columns):
-        ratio = frame.assign(low=frame["exposure_over_merit"] - 1.96 * frame["exposure_over_merit_se"],
-                             high=frame["exposure_over_merit"] + 1.96 * frame["exposure_over_merit_se"])
-        table["exposure / merit [95% CI]"] = with_ci(ratio, "exposure_over_merit", "low", "high")
-    findings = []
-    if "p_value" in frame.columns:
-        table["p-value"] = frame["p_value"].map(p_text)
-        findings = significance_findings(
-            frame, lambda r: f"{r['ranking']} ranking: exposure of group {r['group']}", "vs its merit share", value="exposure"
-        )
-    summary = None
-    try:
-        summary = inputs.stored_table("eo_evaluation_summary", ["method", "exposure_over_merit_ratio", "exposure_over_merit_ratio_se"])
-        findings += exposure_ratio_findings(summary)
-    except StageMissing:
-        pass  # the per-group table above still stands
-    simulated = "simulation" in frame.columns and frame["simulation"].astype(bool).all()
-    return SectionContent(
-        blocks=[
-            Text(("**SIMULATION**: held-out simulated requests re-ranked by each score, clicks drawn from the simulator's "
-                  "ground truth. " if simulated else "")
-                 + "Exposure = expected examination a group's items receive; merit = their relevance. Before = production "
-                   "scores, after = the weighted (1/ŵ) EO transform. Fair exposure in the sense of Corollary 1 means "
-                   "equal exposure per unit of merit across groups (ratio 1)."),
-            exposure_figure(frame, summary),
-            Table(table, "Exposure and merit by group"),
-        ],
-        findings=findings,
-        source=inputs.sources.get("exposure_merit", ""),
-    )
-
-
-def exposure_figure(frame: pd.DataFrame, summary: pd.DataFrame | None) -> Figure:
-    """The ratio the findings test (group-0 / group-1 exposure per unit of merit, 1 = proportional), per ranking;
-    raw exposure per group only when no ranking's ratio was logged."""
-    ratios = exposure_ratios(summary) if summary is not None else pd.DataFrame()
-    if len(ratios):
-        svg = figures.points_with_errors(ratios, "x", "ratio", "low", "high", None, "ranking",
-                                         "exposure/merit, group 0 ÷ group 1", xticks=ratios["ranking"].tolist(),
-                                         reference=1.0, reference_label="1 = exposure proportional to merit")
-        return Figure("exposure_merit", svg, "Exposure per unit of merit, group-0 / group-1 ratio, by ranking (95% CI)")
-    order = list(dict.fromkeys(["before", "after", *frame["ranking"]]))
-    plot = frame.assign(x=frame["ranking"].map({name: i for i, name in enumerate(order)}))
-    svg = figures.points_with_errors(plot, "x", "exposure", "exposure_ci_low", "exposure_ci_high", "group", "ranking",
-                                     "exposure", xticks=[n for n in order if n in set(frame["ranking"])])
-    return Figure("exposure_merit", svg, "Exposure per group before and after the transform (95% CI)")
+def last_position_finding(last: pd.Series, chosen: str) -> Finding:
+    """The headline: the weight at the last position the curve estimates (never an extrapolated one)."""
+    where = f"position {int(last['position'])} ({chosen}, the last estimated position)"
+    if pd.isna(last["estimate"]):
+        return Finding(f"examination weight at {where}: not estimable", "not estimable")
+    counts = f"; n = {count_text(last['n_impressions'])} impressions" if "n_impressions" in last else ""
+    status = "significant" if last["ci_high"] < 1 else "not significant"
+    return Finding(f"examination weight at {where} = {ci_text(last['estimate'], last['ci_low'], last['ci_high'])} "
+                   f"relative to the top slot ({'the CI excludes 1' if status == 'significant' else 'the CI includes 1'}{counts})",
+                   status)
 
 
 SECTIONS: list[SectionSpec] = [

@@ -108,7 +108,7 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     else:
         blocks.append(Table(frame, "Model-selection ranking"))
         if len(frame):
-            findings = [Finding(f"model selection ranks {frame.iloc[0]['model']} first", "info")]
+            findings = [Finding(f"{frame.iloc[0]['model']} ranks first", "info")]
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
 
 
@@ -123,7 +123,7 @@ def _paired_text(row: pd.Series) -> str:
 def selection_findings(frame: pd.DataFrame) -> list[Finding]:
     ranked = frame[frame["cost"].notna()]
     if ranked.empty:
-        return [Finding("model selection: no candidate is estimable on the held-out rows", "not estimable")]
+        return [Finding("no candidate is estimable on the held-out rows", "not estimable")]
     return _candidate_findings(ranked) + _family_findings(frame, ranked)
 
 
@@ -139,7 +139,7 @@ def _family_findings(frame: pd.DataFrame, ranked: pd.DataFrame) -> list[Finding]
             f"{_paired_text(best)} more" if "diff_ci_low" in part.columns and pd.notna(best["diff_ci_low"])
             else f"{best['cost']:.4f}"))
     absent = sorted(set(frame["family"].dropna()) - set(ranked["family"]))
-    text = (f"model selection: the winning family is {win['family']} ({win['model']})"
+    text = (f"the winning family is {win['family']} ({win['model']})"
             + (f"; other families' best vs the winner (paired, clustered by item): {'; '.join(others)}" if others else "")
             + (f"; no estimable candidate in {', '.join(absent)}" if absent else ""))
     return [Finding(text, "info")]
@@ -147,7 +147,7 @@ def _family_findings(frame: pd.DataFrame, ranked: pd.DataFrame) -> list[Finding]
 
 def _candidate_findings(ranked: pd.DataFrame) -> list[Finding]:
     win = ranked.iloc[0]
-    text = f"model selection: {win['model']} has the lowest cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}]"
+    text = f"{win['model']} has the lowest cost {win['cost']:.4f} [{win['ci_low']:.4f}, {win['ci_high']:.4f}]"
     if len(ranked) < 2:
         return [Finding(text, "info")]
     runner = ranked.iloc[1]

@@ -72,7 +72,22 @@ def _training(con, partition) -> dict[str, pd.DataFrame]:
 def _selection(con, partition) -> dict[str, pd.DataFrame]:
     ranking = load_ranking(con, partition)
     elicited_at = ranking["metric_elicited_at"].iloc[0] if "metric_elicited_at" in ranking.columns and len(ranking) else None
-    return {"model_ranking": ranking, "elicited_metric": stored_metric_table(load_metric_row(con, elicited_at))}
+    return {"model_ranking": ranking, "elicited_metric": stored_metric_table(load_metric_row(con, elicited_at)),
+            "deployed_model": deployed_model(con, ranking["partition_date"].iloc[0] if len(ranking) else partition)}
+
+
+def deployed_model(con, day) -> pd.DataFrame:
+    """The registered row (candidate, family, rank, version) of the newest selection on or before `day` that
+    registered a model: model selection moves `@champion` to each newest partition's registered winner, so this is
+    what the alias pointed at after day `day`'s selection (`fair-pipeline promote` can move it later; the MLflow
+    registry is the authority on the present). Empty when none registered one."""
+    if day is None:
+        return pd.DataFrame()
+    return con.execute(
+        f"SELECT partition_date, model, family, rank, champion_version, registered_model, "
+        f"(SELECT count(*) FROM {MODEL_RANKING} r WHERE r.partition_date = m.partition_date) AS candidates "
+        f"FROM {MODEL_RANKING} m WHERE champion_version IS NOT NULL AND partition_date <= $day "
+        "ORDER BY partition_date DESC LIMIT 1", {"day": pd.Timestamp(day).date()}).df()
 
 
 SOURCES = {
@@ -92,5 +107,5 @@ TABLES = {
     "partial_auc": "audit", "roc_curves": "audit", "xauc": "audit", "xroc_curves": "audit",
     "pairwise_accuracy": "audit", "pairwise_gaps": "audit",
     "lambda_frontier": "training",
-    "model_ranking": "selection", "elicited_metric": "selection",
+    "model_ranking": "selection", "elicited_metric": "selection", "deployed_model": "selection",
 }

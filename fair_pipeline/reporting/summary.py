@@ -1,10 +1,13 @@
 """The end-of-run terminal summary of a report's findings.json (what `fair-pipeline run` prints last).
 
 Quiet (the default): the verdict counts, the group gaps larger than δ and the other significant headlines,
-at most `QUIET_HEADLINES` of them, each cut to one line, and why any section is missing. Verbose: every
+at most `QUIET_HEADLINES` of them, each in full (wrapped at `LINE_WIDTH`, never cut: a cut headline can lose its
+interval or its verdict), and why any section is missing. Verbose: every
 headline in full. The report itself lists every test; the summary only points at what to read first.
 """
 from __future__ import annotations
+
+import textwrap
 
 QUIET_HEADLINES = 6
 LINE_WIDTH = 160
@@ -17,8 +20,10 @@ LABELS = {"gap larger than δ": "GAP > δ", "significant": "SIGNIFICANT", "not s
 _LOUD = ("gap larger than δ", "significant")
 
 
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+def wrapped(line: str, width: int = LINE_WIDTH) -> list[str]:
+    """`line` over as many lines of at most `width` characters as it needs, continuation lines indented; every
+    word kept."""
+    return textwrap.wrap(line, width, subsequent_indent="      ", break_long_words=False, break_on_hyphens=False) or [line]
 
 
 def _ordered_headlines(findings: list[dict]) -> list[dict]:
@@ -39,8 +44,7 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
         lines.append(f"  {data['verdict_summary']} (δ = practical margin per metric)")
     shown = headlines if verbose else [item for item in headlines if item["status"] in _LOUD][:QUIET_HEADLINES]
     for item in shown:
-        line = f"  [{LABELS[item['status']]}] {item['section']}: {item['text']}"
-        lines.append(line if verbose else _shorten(line, LINE_WIDTH))
+        lines += wrapped(f"  [{LABELS[item['status']]}] {item['section']}: {item['text']}")
     if len(shown) < len(headlines):
         lines.append(f"  … {len(headlines) - len(shown)} more headline(s) in the report (or run with --verbose)")
     tests = [item for item in data["findings"] if item["status"] in ("significant", "not significant")]
@@ -48,9 +52,9 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
         significant = sum(item["status"] == "significant" for item in tests)
         lines.append(f"  {len(tests)} other tests in the report: {significant} significant at the 5% level, "
                      f"{len(tests) - significant} not significant")
-    missing = [_shorten(line, LINE_WIDTH) if not verbose else line for line in _missing_lines(data.get("missing", []))]
+    missing = _missing_lines(data.get("missing", []))
     if verbose or len(missing) <= MISSING_SHOWN:
-        lines += missing
+        lines += [part for line in missing for part in wrapped(line)]
     else:
         lines.append(f"  {len(missing)} sections not in the report (stages without output); run with --verbose for why")
     return lines

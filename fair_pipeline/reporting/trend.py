@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fair_pipeline.reporting import figures
-from fair_pipeline.reporting.formatting import ci_text
+from fair_pipeline.reporting.formatting import ci_text, sort_by_model
 from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
 
 TREND_PARTITIONS = 14
@@ -48,26 +48,46 @@ def trend_cutoff(inputs: ReportInputs) -> tuple[float | None, list[float]]:
 
 
 def trend_rows(inputs: ReportInputs) -> pd.DataFrame:
-    """Long rows (partition_date, scored_output, metric, pair, gap, ci_low, ci_high, verdict) of the newest
-    partitions: the partial-AUC gap at the smallest FPR cutoff estimable in them (`trend_cutoff`) and the xAUC
-    gap of every group pair."""
+    """Long rows (partition_date, scored_output, metric, pair, gap, ci_low, ci_high, margin, verdict) of the newest
+    partitions: the normalized partial-AUC gap I(α)/α at the smallest FPR cutoff estimable in them (`trend_cutoff`)
+    and ΔxAUC of every group pair, each with the sign and scale its own section shows (partial AUC: the later
+    group minus the first, as the ROC section's "group − reference"; ΔxAUC = xAUC(a>b) − xAUC(b>a) with a < b,
+    as the xAUC section), so a trend row and its section never disagree."""
     newest, params = _newest(inputs)
     cutoff, _ = trend_cutoff(inputs)
     pauc = inputs.sql(
-        "SELECT partition_date, scored_output, 'partial AUC gap at FPR ' || cutoff AS metric, "
-        "group_a || ' - ' || group_b AS pair, diff AS gap, ci_low, ci_high, verdict "
+        "SELECT partition_date, scored_output, 'partial AUC gap I(α)/α at α = ' || cutoff AS metric, group_a, group_b, "
+        "coalesce(effect, diff_normalized, diff / cutoff) AS gap, coalesce(effect_ci_low, ci_low / cutoff) AS ci_low, "
+        "coalesce(effect_ci_high, ci_high / cutoff) AS ci_high, margin, verdict "
         f"FROM marts.fairness_audit_pairs WHERE estimable AND {newest} AND cutoff = $cutoff",
         [PAIRS], {**params, "cutoff": cutoff})
     try:
         xauc = inputs.sql(
-            "SELECT partition_date, scored_output, 'xAUC gap' AS metric, group_a || ' - ' || group_b AS pair, "
-            f"delta AS gap, ci_low, ci_high, verdict FROM marts.fairness_audit_xauc_deltas WHERE kind = 'xauc' "
-            f"AND estimable AND {newest}", [PAIRS, XAUC_DELTAS], params)
+            "SELECT partition_date, scored_output, 'ΔxAUC' AS metric, group_a, group_b, coalesce(effect, delta) AS gap, "
+            "coalesce(effect_ci_low, ci_low) AS ci_low, coalesce(effect_ci_high, ci_high) AS ci_high, margin, verdict FROM marts.fairness_audit_xauc_deltas "
+            f"WHERE kind = 'xauc' AND estimable AND {newest}", [PAIRS, XAUC_DELTAS], params)
     except StageMissing:
         xauc = pauc.iloc[:0]
-    frame = pd.concat([pauc, xauc], ignore_index=True)
+    pauc = oriented(pauc, later_first=True)
+    xauc = oriented(xauc, later_first=False)
+    frame = pd.concat([pauc, xauc], ignore_index=True).drop(columns=["group_a", "group_b"])
     frame["partition_date"] = pd.to_datetime(frame["partition_date"])
-    return frame.sort_values(["metric", "scored_output", "pair", "partition_date"]).reset_index(drop=True)
+    frame = frame.sort_values(["metric", "pair", "partition_date"], kind="stable")
+    return sort_by_model(frame, "scored_output").reset_index(drop=True)
+
+
+def oriented(rows: pd.DataFrame, later_first: bool) -> pd.DataFrame:
+    """Each gap between the groups in label order (a < b): 'b − a' with the sign flipped where the audit stored
+    a − b (`later_first`, the partial-AUC sections' group − reference), else 'a, b' as stored for a > b swapped."""
+    rows = rows.copy()
+    a, b = rows["group_a"].astype(str), rows["group_b"].astype(str)
+    swap = (a < b) if later_first else (a > b)
+    low, high = rows["ci_low"].copy(), rows["ci_high"].copy()
+    rows.loc[swap, "gap"] = -rows.loc[swap, "gap"]
+    rows.loc[swap, "ci_low"], rows.loc[swap, "ci_high"] = -high[swap], -low[swap]
+    first, second = a.where(a < b, b), b.where(a < b, a)
+    rows["pair"] = (second + " − " + first) if later_first else (first + ", " + second)
+    return rows
 
 
 def _cutoff_text(cutoff: float | None, smaller: list[float]) -> str:
@@ -84,7 +104,7 @@ def _cutoff_text(cutoff: float | None, smaller: list[float]) -> str:
 def _findings(frame: pd.DataFrame) -> list[Finding]:
     """Per drawn output and metric: the newest day's gap against the range seen over the window."""
     out = []
-    for (metric, output, pair), part in frame.groupby(["metric", "scored_output", "pair"], sort=True):
+    for (metric, output, pair), part in frame.groupby(["metric", "scored_output", "pair"], sort=False):
         if output not in DRAWN_OUTPUTS or len(part) < 2:
             continue
         last, first = part.iloc[-1], part.iloc[0]
@@ -124,8 +144,10 @@ def audit_trend(inputs: ReportInputs) -> SectionContent:
         blocks.append(Figure("audit_trend", svg, "Group gaps per partition with 95% CI bands (production and EO)"))
     table = frame.assign(partition=frame["partition_date"].dt.date.astype(str),
                          gap_ci=[ci_text(g, lo, hi, signed=True) for g, lo, hi in
-                                 zip(frame["gap"], frame["ci_low"], frame["ci_high"])])
-    blocks.append(Table(table[["metric", "scored_output", "pair", "partition", "gap_ci", "verdict"]].rename(
-        columns={"gap_ci": "gap (95% CI)"}), "Every audited output's gaps per partition"))
+                                 zip(frame["gap"], frame["ci_low"], frame["ci_high"])],
+                         delta=frame["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"))
+    blocks.append(Table(table[["verdict", "gap_ci", "delta", "metric", "scored_output", "pair", "partition"]].rename(
+        columns={"gap_ci": "gap (95% CI)", "delta": "δ", "scored_output": "model"}),
+        "Every audited output's gaps per partition (the same effect, sign and verdict as its own section)"))
     return SectionContent(blocks=blocks, findings=_findings(frame), source="marts.fairness_audit_pairs / _xauc_deltas",
                           metrics={"trend_partitions": float(len(days))})

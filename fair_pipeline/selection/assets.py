@@ -35,6 +35,7 @@ from fair_pipeline.selection.elicitation import (
     metric_to_dict,
 )
 from fair_pipeline.selection.evaluation import INTERVALS_NOTE, Selection, compute_model_selection
+from fair_pipeline.selection.exposure import EXPOSURE_NOTE
 from fair_pipeline.selection.report import (
     RECORDED_LABEL,
     SIMULATED_LABEL,
@@ -269,6 +270,7 @@ def selection_metadata(sel: Selection, config: ModelSelectionConfig) -> dict:
         "ranking": dg.MetadataValue.md(f"Metric: {oracle}; lam={sel.metric.lam:.3f}\n\n" + ranking_markdown(sel.ranking)
                                        + f"\n\n{INTERVALS_NOTE}"),
         "intervals": INTERVALS_NOTE,
+        "exposure": EXPOSURE_NOTE + (f" Not computed: {sel.exposure_note}" if sel.exposure_note else ""),
         "paired_clusters_items": _count(sel.ranking["paired_clusters"].max()) or 0,
         "paired_rows": _count(sel.ranking["paired_rows"].max()) or 0,
         "winner": sel.best or "none (no estimable candidate)",
@@ -368,6 +370,8 @@ def model_selection(
             raise dg.Failure(description=f"model_selection: {error}") from error
     context.log.info(f"{len(sel.candidates)} ranker candidates and the families {config.families} on "
                      f"{sel.source.name} labels, {sel.window.label}")
+    if sel.exposure_note:
+        context.log.warning(sel.exposure_note)
     metadata = selection_metadata(sel, config)
     if sel.best is not None and (sel.winner is None or sel.winner.name != sel.best):
         context.log.warning(f"the best candidate {sel.best} (family {metadata['winner_family']}) is not a ranking model, "

@@ -23,6 +23,7 @@ from fair_pipeline.selection import candidates as sc
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection import family_data
 from fair_pipeline.selection.elicitation import rank_candidates
+from fair_pipeline.selection.exposure import candidate_exposure, with_exposure
 from fair_pipeline.selection.store import load_latest_metric
 
 RANKING_COLUMNS = ["rank", "model", "family", "setting", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
@@ -103,6 +104,7 @@ class Selection:
     rates: pd.DataFrame
     ranking: pd.DataFrame
     families_cpu: float  # CPU seconds of the families' fits and rates
+    exposure_note: str = ""  # which candidates' exposure parity on the logs could not be computed, or ""
 
     @property
     def estimable(self) -> pd.DataFrame:
@@ -147,4 +149,6 @@ def compute_model_selection(con, marts, config, landing, day) -> Selection:
     rates, scores, decisions = fam.add_families(rates, scores, families, items, config.selection_rate)
     families_cpu += time.process_time() - started  # fits + rates of the new families (the benchmark times the rest)
     ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores, decisions)
-    return Selection(metric, info, candidates, items, window, source, rates, ranking, families_cpu)
+    exposure, note = candidate_exposure(marts, window, load_chosen_position_bias(con, day), [*candidates, *families])
+    ranking = with_exposure(ranking, exposure)
+    return Selection(metric, info, candidates, items, window, source, rates, ranking, families_cpu, note)

@@ -17,17 +17,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
-from fair_pipeline.platform.tracking import (
-    CHAMPION,
-    TAG_HELD_OUT,
-    MLflowTracking,
-    TrackingUnavailableError,
-    benchmark_model_name,
-    figure_link_markdown,
-)
-from fair_pipeline.platform.asset_defaults import OWNERS, POOL, pipeline_asset
-from fair_pipeline.platform.metric_keys import LABEL_TABLE, group_key, label_table, metric_name
+from fair_pipeline.platform.asset_defaults import pipeline_asset
+from fair_pipeline.platform.metric_keys import LABEL_TABLE, metric_name
 from fair_pipeline.platform.partition_store import replace_partition
 from fair_pipeline.platform.partitions import (
     daily_partitions,
@@ -38,23 +29,26 @@ from fair_pipeline.platform.partitions import (
     partition_day,
     window_metadata,
 )
+from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.tracking import (
+    CHAMPION,
+    TAG_HELD_OUT,
+    MLflowTracking,
+    TrackingUnavailableError,
+    benchmark_model_name,
+    figure_link_markdown,
+)
 from fair_pipeline.position_bias import PositionBiasInputError, load_chosen_position_bias
 from fair_pipeline.position_bias.assets import POSITION_BIAS_KEY
-from fair_pipeline.training.reference import fits as bm
-from fair_pipeline.training.reference import registry as br
 from fair_pipeline.training import rankers as rt
 from fair_pipeline.training.click_training import ClickTrainingError
+from fair_pipeline.training.figures import group_paucs, plot_group_comparison, plot_partial_auc_path
 from fair_pipeline.training.penalized.objective import SCORES
-from fair_pipeline.training.figures import plot_group_comparison, plot_partial_auc_path
-from fair_pipeline.training.store import (
-    BENCHMARK_AUDITS,
-    BENCHMARK_MODELS,
-    RANKER_AUDITS,
-    RANKER_CANDIDATES,
-    replace_tables,
-)
+from fair_pipeline.training.reference import fits as bm
+from fair_pipeline.training.reference import registry as br
 from fair_pipeline.training.report import cell_text, gap_cell
-from fair_pipeline.training.tracking import log_fit_model
+from fair_pipeline.training.store import BENCHMARK_AUDITS, BENCHMARK_MODELS, RANKER_AUDITS, RANKER_CANDIDATES, replace_tables
+from fair_pipeline.training.tracking import audit_labels, audit_metrics, log_fit_model
 
 BENCHMARK_MODELS_KEY = dg.AssetKey(["marts", "benchmark_models"])
 RANKER_CANDIDATES_KEY = dg.AssetKey(["marts", "ranker_candidates"])
@@ -69,34 +63,12 @@ DEFAULT_LAMBDAS = list(bm.DEFAULT_LAMBDAS)
 
 
 def _check_grid(lambdas: list[float], scores: list[str]) -> None:
+    """Fails the run before any fit when the λ grid or the penalty scores are not usable."""
     if not lambdas or any(not np.isfinite(x) or x < 0 for x in lambdas) or len(set(lambdas)) != len(lambdas):
         raise dg.Failure(f"lambdas={lambdas} must be a non-empty list of distinct finite values >= 0")
     unknown = [s for s in scores if s not in SCORES]
     if unknown or not scores:
         raise dg.Failure(f"penalty scores {scores} must be a non-empty subset of {list(SCORES)}")
-
-
-def _audit_metrics(audit: pd.DataFrame) -> dict[str, float]:
-    """[<label source>/]pauc/<group key>/<cutoff> with its SE, and gap/<key of 'a - b'>/<cutoff> with its p-value, for
-    MLflow; `_audit_labels` maps the keys back to the labels."""
-    metrics = {}
-    for r in audit.itertuples():
-        head = [r.label_source] if "label_source" in audit.columns else []
-        kind = "pauc" if r.row_type == "group" else "gap"
-        key, cutoff = group_key(r.group), f"{r.cutoff:g}"
-        metrics[metric_name(*head, kind, key, cutoff)] = r.auc
-        metrics[metric_name(*head, kind + "_se", key, cutoff)] = r.se
-        if r.row_type == "gap":
-            metrics[metric_name(*head, "gap_p_value", key, cutoff)] = r.p_value
-    return metrics
-
-
-def _audit_labels(audit: pd.DataFrame) -> pd.DataFrame:
-    return label_table(audit["group"] if len(audit) else [])
-
-
-def _plot_frame(audit: pd.DataFrame) -> pd.DataFrame:
-    return audit[audit["row_type"] == "group"].rename(columns={"auc": "pauc"})
 
 
 # ----------------------------------------------------------------------------- benchmark_models
@@ -132,41 +104,53 @@ def _log_benchmark_figures(mlflow: MLflowTracking, context, name: str, fits: lis
     for score in penalty_scores:
         path = bm.audits_frame([f for f in fits if f.penalty_score == score])
         figures[f"{name}_figure_2b_{score}"] = (plot_partial_auc_path(
-            _plot_frame(path), title=f"{name}: partial AUC by group vs λ ({score})"), f"figure 2b {name} {score}")
+            group_paucs(path), title=f"{name}: partial AUC by group vs λ ({score})"), f"figure 2b {name} {score}")
     if name == "compas":
         vanilla = bm.audits_frame([f for f in fits if f.model_kind == "vanilla"])
         figures["compas_figure_2a"] = (plot_group_comparison(
-            _plot_frame(vanilla), title="COMPAS, unpenalized: partial AUC by race"), "figure 2a COMPAS")
+            group_paucs(vanilla), title="COMPAS, unpenalized: partial AUC by race"), "figure 2a COMPAS")
     with mlflow.start_run(context, "benchmarks", run_name=f"{name} figures", tags={"fair_pipeline.dataset": name}) as run:
         return {key: dg.MetadataValue.md(figure_link_markdown(run.log_figure(figure, key), caption))
                 for key, (figure, caption) in figures.items()}
 
 
-@dg.asset(
+def _log_benchmark_fit(mlflow: MLflowTracking, context, name: str, fit) -> tuple[str, str]:
+    """One MLflow run for one benchmark fit: its parameters, held-out metrics, model and audit table."""
+    return log_fit_model(
+        mlflow, context, stage="benchmarks",
+        run_name=f"{name} {fit.model_kind} {fit.penalty_score} lam={fit.lam:g}",
+        params={"dataset": name, "model": fit.model_kind, "penalty_score": fit.penalty_score, "lam": fit.lam,
+                "solver": "lbfgs" if fit.model_kind == "penalized" else "sklearn-lbfgs",
+                "n_features": len(fit.feature_names), "n_train": fit.summary["n_train"]},
+        metrics={"auc": fit.summary["auc"], "auc_se": fit.summary["auc_se"], "auc_drop": fit.summary["auc_drop"],
+                 "mi_proxy_train": fit.point.mi_proxy, "fit_seconds": fit.point.fit_seconds,
+                 "n_iter": fit.point.n_iter, **audit_metrics(fit.audit)},
+        model=fit.model,
+        tables={"audit": fit.audit},
+        tags={"fair_pipeline.dataset": name},
+    )
+
+
+@pipeline_asset(
     key=BENCHMARK_MODELS_KEY,
-    pool=POOL,
     group_name="benchmarks",
-    kinds={"python", "mlflow", "duckdb"},
-    owners=OWNERS,
     code_version=BENCHMARK_CODE_VERSION,
     # Static data: materialized when missing or when its code changes (the automation sensor), by its own job;
     # never by the daily job or a backfill.
     automation_condition=dg.AutomationCondition.on_missing() | dg.AutomationCondition.code_version_changed(),
-    description=(
-        "Nandy et al. section 4.1 on the shipped Adult (sex) and COMPAS (Black vs White) files: an unpenalized "
-        "logistic regression and a warm-started λ path of the MI-penalized one (L-BFGS), each audited on the "
-        "held-out split with per-group partial AUCs (95% CIs, counts) at cutoffs 0.1, 0.2, 0.5, 1 and the group gap "
-        f"with its p-value. Tables `{BENCHMARK_MODELS}` (one row per fit, with its registered version) and "
-        f"`{BENCHMARK_AUDITS}` (long audit rows); one MLflow run per fit (experiment fair_pipeline/benchmarks); "
-        "figures 2a and 2b logged to MLflow (one run per dataset) and linked in the metadata. Every fit is registered as a version of `fair-benchmark-<dataset>` "
-        "(tags: λ, penalty score, held-out AUC, gap and p-value per cutoff; `candidate` ends on the newest) and "
-        f"`champion` moves to the {br.CHAMPION_RULE}. Registration is all or nothing across datasets. Static: its own "
-        "job `benchmark_models`, run when missing or when its code version changes; a re-run with the same code and "
-        "config registers nothing (the versions carry a fingerprint of both)."
-    ),
 )
 def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsConfig,
                      warehouse: DuckDBWarehouse, mlflow: MLflowTracking) -> dg.MaterializeResult:
+    """Nandy et al. section 4.1 on the shipped Adult (sex) and COMPAS (Black vs White) files: an unpenalized logistic
+    regression and a warm-started λ path of the MI-penalized one (L-BFGS), each audited on the held-out split with
+    per-group partial AUCs (95% CIs, counts) at cutoffs 0.1, 0.2, 0.5, 1 and the group gap with its p-value.
+
+    Tables `marts.benchmark_models` (one row per fit, with its registered version) and `marts.benchmark_audits` (long
+    audit rows); one MLflow run per fit (experiment fair_pipeline/benchmarks) and figures 2a and 2b. Every fit is
+    registered as a version of `fair-benchmark-<dataset>` (`candidate` ends on the newest) and `champion` moves by the
+    registry's champion rule; registration is all or nothing across datasets. Its own job runs it when missing or
+    when its code version changes; a re-run with the same code and config registers nothing (the versions carry a
+    fingerprint of both)."""
     _check_grid(config.lambdas, config.penalty_scores)
     unknown = [d for d in config.datasets if d not in bm.BENCHMARKS]
     if unknown or not config.datasets:
@@ -181,20 +165,7 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
     all_fits, metadata, run_ids, logged_uris = [], {}, [], []
     for name in config.datasets:
         fits = bm.fit_benchmark(name, config.lambdas, config.penalty_scores)
-        for fit in fits:
-            run_id, logged_uri = log_fit_model(
-                mlflow, context, stage="benchmarks",
-                run_name=f"{name} {fit.model_kind} {fit.penalty_score} lam={fit.lam:g}",
-                params={"dataset": name, "model": fit.model_kind, "penalty_score": fit.penalty_score, "lam": fit.lam,
-                        "solver": "lbfgs" if fit.model_kind == "penalized" else "sklearn-lbfgs",
-                        "n_features": len(fit.feature_names), "n_train": fit.summary["n_train"]},
-                metrics={"auc": fit.summary["auc"], "auc_se": fit.summary["auc_se"], "auc_drop": fit.summary["auc_drop"],
-                         "mi_proxy_train": fit.point.mi_proxy, "fit_seconds": fit.point.fit_seconds,
-                         "n_iter": fit.point.n_iter, **_audit_metrics(fit.audit)},
-                model=fit.model,
-                tables={"audit": fit.audit},
-                tags={"fair_pipeline.dataset": name},
-            )
+        for run_id, logged_uri in (_log_benchmark_fit(mlflow, context, name, fit) for fit in fits):
             run_ids.append(run_id)
             logged_uris.append(logged_uri)
         context.log.info(f"{name}: {len(fits)} fits logged")
@@ -202,31 +173,33 @@ def benchmark_models(context: dg.AssetExecutionContext, config: BenchmarkModelsC
         metadata.update(_log_benchmark_figures(mlflow, context, name, fits, config.penalty_scores))
         all_fits.extend(fits)
     models = bm.models_frame(all_fits).assign(mlflow_run_id=run_ids, model_uri=[f"runs:/{r}/model" for r in run_ids])
-    audits = bm.audits_frame(all_fits)
-    batch = br.RegistryBatch(mlflow)
+    counts, seconds = _register_and_store(context, warehouse, br.RegistryBatch(mlflow), all_fits, logged_uris,
+                                          models, metadata, fp)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": counts[BENCHMARK_MODELS], "audit_rows": counts[BENCHMARK_AUDITS], "fingerprint": fp,
+        "lambdas": dg.MetadataValue.json(sorted(config.lambdas)), "mlflow_run_ids": dg.MetadataValue.json(run_ids),
+        "champion_rule": br.CHAMPION_RULE, "registration_seconds": round(seconds, 3), **metadata,
+    })
+
+
+def _register_and_store(context, warehouse: DuckDBWarehouse, batch: "br.RegistryBatch", fits: list,
+                        logged_uris: list[str], models: pd.DataFrame, metadata: dict, fp: str) -> tuple[dict, float]:
+    """Registers every fit and writes both tables, all or nothing: on any failure the batch's versions are
+    removed and the aliases put back; an unavailable tracking server asks Dagster for a retry."""
     started = time.perf_counter()
     try:
-        models = _register_benchmarks(context, batch, all_fits, logged_uris, models, metadata, fp)
-        registration_seconds = time.perf_counter() - started
+        models = _register_benchmarks(context, batch, fits, logged_uris, models, metadata, fp)
+        seconds = time.perf_counter() - started
         with warehouse.connect() as con:
-            counts = replace_tables(con, {BENCHMARK_MODELS: models, BENCHMARK_AUDITS: audits})
+            counts = replace_tables(con, {BENCHMARK_MODELS: models, BENCHMARK_AUDITS: bm.audits_frame(fits)})
     except BaseException as error:
         batch.rollback()  # no version of this run stays registered; candidate / champion back where they were
         if isinstance(error, TrackingUnavailableError):  # safe to retry: the registry is as it was
             context.log.error(str(error))
             raise dg.RetryRequested(max_retries=2, seconds_to_wait=5) from error
         raise
-    context.log.info(f"registered {len(batch.created)} benchmark model versions in {registration_seconds:.2f}s")
-    return dg.MaterializeResult(metadata={
-        "dagster/row_count": counts[BENCHMARK_MODELS],
-        "audit_rows": counts[BENCHMARK_AUDITS],
-        "fingerprint": fp,
-        "lambdas": dg.MetadataValue.json(sorted(config.lambdas)),
-        "mlflow_run_ids": dg.MetadataValue.json(run_ids),
-        "champion_rule": br.CHAMPION_RULE,
-        "registration_seconds": round(registration_seconds, 3),
-        **metadata,
-    })
+    context.log.info(f"registered {len(batch.created)} benchmark model versions in {seconds:.2f}s")
+    return counts, seconds
 
 
 def _rule_table(choice: "br.ChampionChoice", fits: list, versions: list) -> str:
@@ -360,8 +333,8 @@ def log_ranker_candidates(mlflow: MLflowTracking, context, path: RankerPath, con
             metrics={"mi_proxy_train": point.mi_proxy, "fit_seconds": point.fit_seconds, "n_iter": point.n_iter,
                      **{metric_name(source, "auc"): s["auc"] for source, s in candidate.heldout.items()},
                      **{metric_name(source, "auc_se"): s["auc_se"] for source, s in candidate.heldout.items()},
-                     **(_audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
-            model=point.model, tables={"audit": candidate.audit, LABEL_TABLE: _audit_labels(candidate.audit)},
+                     **(audit_metrics(candidate.audit) if not candidate.audit.empty else {})},
+            model=point.model, tables={"audit": candidate.audit, LABEL_TABLE: audit_labels(candidate.audit)},
             tags={"fair_pipeline.window": f"{window.first}..{window.last}", TAG_HELD_OUT: window.held_out_text},
         )
         run_ids.append(run_id)
@@ -377,7 +350,7 @@ def log_ranker_candidates(mlflow: MLflowTracking, context, path: RankerPath, con
         metadata = {"mlflow_run_ids": dg.MetadataValue.json(run_ids), "mlflow_path_run": dg.MetadataValue.url(run.url),
                     "mlflow_path_run_id": run.run_id}
         if len(source_rows):
-            figure = plot_partial_auc_path(_plot_frame(source_rows), title="Ranker: held-out partial AUC by group vs λ")
+            figure = plot_partial_auc_path(group_paucs(source_rows), title="Ranker: held-out partial AUC by group vs λ")
             metadata["partial_auc_vs_lambda"] = dg.MetadataValue.md(figure_link_markdown(
                 run.log_figure(figure, "partial_auc_vs_lambda"), "ranker figure 2b"))
     return frame, audits, metadata

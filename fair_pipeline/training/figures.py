@@ -42,3 +42,8 @@ def plot_partial_auc_path(per_group: pd.DataFrame, cutoffs=None, title: str = ""
                          series=str(group), connect=True)
         drawn.append(panel)
     return render(drawn, len(drawn), panel_size=(260.0, 220.0), title=title, legend_title="group")
+
+
+def group_paucs(audit: pd.DataFrame) -> pd.DataFrame:
+    """The per-group rows of an audit table, with the column name the figures read."""
+    return audit[audit["row_type"] == "group"].rename(columns={"auc": "pauc"})

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items, simulate_requests
+from fair_pipeline.ingestion.simulation_config import SimulationConfig
+from fair_pipeline.ingestion.simulator import simulate_items, simulate_requests
 from fair_pipeline.training.reference.data import adult_split
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
 
+from fair_pipeline.platform.metric_keys import group_key, label_table, metric_name
 from fair_pipeline.platform.tracking import PIP_REQUIREMENTS, MLflowTracking
 
 TAG_FITTED_CLASS = "fair_pipeline.fitted_class"
@@ -61,3 +62,23 @@ def log_fit_model(
 
 
 __all__ = ["TAG_FITTED_CLASS", "finite_metrics", "log_fit_model", "portable_model"]
+
+
+def audit_metrics(audit: pd.DataFrame) -> dict[str, float]:
+    """[<label source>/]pauc/<group key>/<cutoff> with its SE, and gap/<key of 'a - b'>/<cutoff> with its p-value, for
+    MLflow; `audit_labels` maps the keys back to the labels."""
+    metrics = {}
+    for r in audit.itertuples():
+        head = [r.label_source] if "label_source" in audit.columns else []
+        kind = "pauc" if r.row_type == "group" else "gap"
+        key, cutoff = group_key(r.group), f"{r.cutoff:g}"
+        metrics[metric_name(*head, kind, key, cutoff)] = r.auc
+        metrics[metric_name(*head, kind + "_se", key, cutoff)] = r.se
+        if r.row_type == "gap":
+            metrics[metric_name(*head, "gap_p_value", key, cutoff)] = r.p_value
+    return metrics
+
+
+def audit_labels(audit: pd.DataFrame) -> pd.DataFrame:
+    """The label table beside `audit_metrics`: each group key with its label."""
+    return label_table(audit["group"] if len(audit) else [])

@@ -20,7 +20,7 @@ from fair_pipeline.platform import settings
 
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("dagster", "mlflow", "duckdb", "pandas", "numpy", "sklearn", "scipy")
-SLOWEST = ("dagster", "mlflow", "sklearn")  # seconds each; a command's own help may load numpy/DuckDB
+SLOWEST = ("dagster", "mlflow", "sklearn")  # seconds each; a command's own help may load numpy
 # (scipy.stats, half a second, is kept out of the audit's imports: its normal functions come from scipy.special)
 
 
@@ -31,7 +31,8 @@ def _subcommands() -> dict[str, argparse.ArgumentParser]:
     return parsers
 
 
-@pytest.mark.parametrize("argv, forbidden", [(["--help"], HEAVY), (["--version"], HEAVY), (["run", "--help"], SLOWEST),
+@pytest.mark.parametrize("argv, forbidden", [(["--help"], HEAVY), (["--version"], HEAVY), (["run", "--help"], (*SLOWEST, "duckdb", "pandas", "pyarrow")),
+                                             (["simulate", "--help"], (*SLOWEST, "duckdb", "pandas", "pyarrow")),
                                              (["backfill", "--help"], HEAVY),
                                              (["audit", "--help"], (*SLOWEST, "scipy.stats")),
                                              (["elicit", "--help"], (*SLOWEST, "scipy", "pandas"))])

@@ -38,8 +38,10 @@ def test_each_branch_by_hand():
     # a ΔxAUC of +0.004 (a million-row audit) with a tiny SE: significant (z = 8) but well inside ±0.02
     verdict, p_tost = one(0.004, 0.0005)
     assert verdict == WITHIN and p_tost < 1e-10
-    # not significant (z = 0.5), 90% CI 0.002 ± 1.645 * 0.004 = [-0.0046, 0.0086] inside ±0.02: equivalent
+    # not significant (z = 0.5), 95% CI 0.002 ± 1.96 * 0.004 = [-0.0058, 0.0098] inside ±0.02: equivalent
     assert one(0.002, 0.004)[0] == EQUIVALENT
+    # 90% CI 0.0125 ± 1.645 * 0.004 = [0.0059, 0.0191] lies inside ±0.02, the 95% CI's upper end 0.0203 does not
+    assert one(0.0125, 0.004)[0] == INCONCLUSIVE
     # not significant (z = 0.5) but SE too large to exclude a gap of 0.02: inconclusive
     assert one(0.01, 0.02)[0] == INCONCLUSIVE
     # NaN estimate or SE: not estimable, p_tost NaN
@@ -71,8 +73,8 @@ def test_verdicts_are_where_the_intervals_lie():
     est = rng.normal(0, 0.02, 2000)
     se = rng.uniform(0.0005, 0.02, 2000)
     verdict, _ = classify_gaps(est, se, 0.02)
-    z90, z95 = stats.norm.ppf(0.95), stats.norm.ppf(0.975)
-    inside = (est - z90 * se > -0.02) & (est + z90 * se < 0.02)
+    z95 = stats.norm.ppf(0.975)
+    inside = (est - z95 * se > -0.02) & (est + z95 * se < 0.02)  # the same 95% CI decides every verdict
     beyond = (est - z95 * se > 0.02) | (est + z95 * se < -0.02)
     significant = 2 * stats.norm.sf(np.abs(est / se)) < 0.05
     np.testing.assert_array_equal(verdict == EQUIVALENT, inside & ~significant)
@@ -89,9 +91,8 @@ def test_verdicts_use_student_t_with_the_degrees_of_freedom():
     assert one(at_t + 1e-9, se)[0] == LARGER  # normal theory: larger either way
     assert classify_gaps([at_t + 1e-9], [se], 0.02, df=5)[0][0] == LARGER
     assert classify_gaps([at_t - 1e-9], [se], 0.02, df=5)[0][0] == INCONCLUSIVE
-    t5_90 = stats.t.ppf(0.95, 5)
-    assert classify_gaps([0.02 - t5_90 * 0.004 - 1e-9], [0.004], 0.02, df=5)[0][0] == WITHIN
-    assert classify_gaps([0.02 - t5_90 * 0.004 + 1e-9], [0.004], 0.02, df=5)[0][0] == INCONCLUSIVE
+    assert classify_gaps([0.02 - t5 * 0.002 - 1e-9], [0.002], 0.02, df=5)[0][0] == WITHIN
+    assert classify_gaps([0.02 - t5 * 0.002 + 1e-9], [0.002], 0.02, df=5)[0][0] == INCONCLUSIVE
     assert classify_gaps([0.01], [0.004], 0.02, df=np.nan)[0][0] == NOT_ESTIMABLE
 
 
@@ -102,11 +103,10 @@ def test_boundaries():
     assert one(0.02 + zc * 0.001 + 1e-9, 0.001)[0] == LARGER
     # significant with a point estimate beyond δ but an interval reaching inside: inconclusive, not "larger"
     assert one(0.03, 0.03 / zc * 0.99, margin=0.01)[0] == INCONCLUSIVE
-    # TOST at its boundary: the 90% CI upper end at exactly δ is not strictly inside
-    z90 = stats.norm.ppf(0.95)
-    se = 0.008  # z = 0.86: not significant
-    assert one(0.02 - z90 * se, se)[0] == INCONCLUSIVE
-    assert one(0.02 - z90 * se - 1e-9, se)[0] == EQUIVALENT
+    # equivalence at its boundary: the 95% CI's upper end at exactly δ is not strictly inside
+    se = 0.006  # z = 0.63: not significant
+    assert one(0.02 - zc * se, se)[0] == INCONCLUSIVE
+    assert one(0.02 - zc * se - 1e-9, se)[0] == EQUIVALENT
     # an exact gap (SE 0)
     assert one(0.0, 0.0)[0] == EQUIVALENT and one(0.01, 0.0)[0] == WITHIN and one(0.03, 0.0)[0] == LARGER
 

@@ -63,6 +63,11 @@ SMALLER = {
     "python benchmarks/postprocessing_comparison.py": "--tables A",
     "python benchmarks/landing_fuzz.py --days 500": "--days 20",
     "python benchmarks/cluster_inference_coverage.py": "--reps 2 --jobs 1 --rows pareto1.3,pairwise_fresh",
+    "python benchmarks/cluster_inference_coverage.py --reps 200 --rows pareto1.1,minority45_pareto1.3,minority45 --jobs 1":
+        "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
+        "--reps 1",
+    "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 100": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
@@ -75,6 +80,10 @@ ELSEWHERE = {
     "fair-pipeline run --no-simulate": "tests/e2e/test_main_job.py::test_open_bandit_sample_is_ingested_into_seven_partitions",
     "fair-pipeline import-open-bandit && fair-pipeline run --no-simulate":
         "tests/e2e/test_main_job.py::test_open_bandit_sample_is_ingested_into_seven_partitions",
+    "fair-pipeline import-open-bandit --campaign every && fair-pipeline run --no-simulate":
+        "tests/e2e/test_open_bandit_campaigns.py::test_every_campaign_runs_end_to_end",
+    "python -m fair_pipeline.reproductions.open_bandit_exposure":
+        "tests/datasets/test_open_bandit_campaigns.py::test_the_documented_exposure_study_reproduces",
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "pytest -m browser": "tests/e2e/test_browser.py",

@@ -107,30 +107,3 @@ def test_open_bandit_sample_is_ingested_into_seven_partitions(fp_home):
     metadata = event.metadata
     assert "| randomized" in metadata["all_curves"].value and metadata["window_partitions"].value[0] == "2019-11-24"
     assert list(metadata["not_estimable_methods"].value) == ["adjacent_swap"]
-
-
-def test_a_backfill_of_older_days_moves_no_alias_and_registers_no_benchmark(fp_home, capsys):
-    """A rollback scenario: run on recent days, then backfill older ones: @champion, @candidate, the
-    benchmark versions and reports/latest stay; the older days get their own audit and selection partitions."""
-    sim = ["--requests-per-day", "200", "--items", "2000"]
-    assert main(["run", "--start", "2026-01-03", "--days", "2", *sim]) == 0
-    tracking = MLflowTracking()
-    champion, candidate = tracking.champion(FAIR_RANKER), tracking.version_by_alias(FAIR_RANKER, "candidate")
-    benchmark_versions = _benchmark_versions()
-    assert champion.tags[TAG_MODEL_PARTITION] == "2026-01-04"
-    assert main(["simulate", "--start", "2026-01-01", "--days", "2", *sim]) == 0
-    capsys.readouterr()
-    assert main(["backfill", "--start", "2026-01-01", "--end", "2026-01-02"]) == 0
-    out = capsys.readouterr().out
-    assert "partition 2026-01-01: not enough data to train on in its window" in out and "registry aliases move only" in out
-    assert str(tracking.champion(FAIR_RANKER).version) == str(champion.version)
-    assert str(tracking.version_by_alias(FAIR_RANKER, "candidate").version) == str(candidate.version)
-    assert _benchmark_versions() == benchmark_versions
-    assert (settings.reports_dir() / "latest").resolve().name == "2026-01-04"
-    with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        for table in ("marts.fairness_audit_groups", "marts.model_ranking"):
-            days = con.execute(f"SELECT DISTINCT partition_date::VARCHAR FROM {table} ORDER BY 1").fetchall()
-            assert days == [("2026-01-02",), ("2026-01-04",)], table
-    backfilled = [v for v in tracking.client().search_model_versions(f"name = '{FAIR_RANKER}'")
-                  if v.tags.get(TAG_MODEL_PARTITION) == "2026-01-02" and "selection_run" in v.tags]
-    assert len(backfilled) == 1 and str(backfilled[0].version) != str(champion.version)

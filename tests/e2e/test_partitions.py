@@ -86,56 +86,6 @@ def _partitions(home: Path, table: str) -> list[str]:
         return [str(r[0]) for r in con.execute(f"SELECT DISTINCT partition_date FROM {table} ORDER BY 1").fetchall()]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)  # four Dagster runs of every stage; slow on a loaded 2-core machine
-def test_backfill_of_older_days_never_moves_an_alias_and_promotion_is_explicit(fp_home: Path, capsys):
-    from fair_pipeline import runner
-    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
-
-    simulate_to_landing(CONFIG, fp_home / "landing", DAYS[0], len(DAYS))
-    runner.ensure_dagster_home()
-    assert runner.ingest_range(str(DAYS[0]), str(DAYS[-1])).success
-    newest = runner.train_and_audit(str(DAYS[-1]))
-    assert newest.success, runner.failure_summary(newest)
-    champion = _champion(fp_home)
-    assert champion is not None and champion[1] == str(DAYS[-1])
-    candidate_before = store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
-        "fair-ranker", "candidate").version
-
-    # A backfill of the older days: their own partitions, no alias moves, no benchmark registered.
-    assert main(["backfill", "--start", str(DAYS[1]), "--end", str(DAYS[2])]) == 0
-    assert _champion(fp_home) == champion
-    assert store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
-        "fair-ranker", "candidate").version == candidate_before
-    assert _versions(fp_home, "fair-benchmark-adult") == [] and _versions(fp_home, "fair-benchmark-compas") == []
-    days = [str(d) for d in DAYS[1:]]
-    for table in ("marts.fairness_audit_outputs", "marts.model_ranking", "marts.ranker_candidates",
-                  "marts.eo_transforms", "marts.position_bias_curves"):
-        assert _partitions(fp_home, table) == days, table
-    tagged = {v.tags.get("fair_pipeline.partition") for v in _versions(fp_home, "fair-ranker") if "selection_run" in v.tags}
-    assert tagged == set(days)
-    assert (fp_home / "reports" / "latest").resolve().name == str(DAYS[-1])
-    assert sorted(p.name for p in (fp_home / "reports").iterdir() if p.name[0].isdigit()) == days
-
-    # Promotion: an older partition is refused without --force (champion unchanged), then rolled back with it.
-    capsys.readouterr()
-    assert main(["promote", "--partition", str(DAYS[1])]) == 2
-    assert "older than the newest partition with data" in capsys.readouterr().out
-    assert _champion(fp_home) == champion
-    assert main(["promote", "--partition", str(DAYS[1]), "--force"]) == 0
-    assert _champion(fp_home)[1] == str(DAYS[1])
-    assert main(["promote", "--partition", str(DAYS[-1])]) == 0
-    assert _champion(fp_home)[1] == str(DAYS[-1])
-
-    # A backfill of days without landing files stops before any run, with the cause in one line.
-    versions = len(_versions(fp_home, "fair-ranker"))
-    capsys.readouterr()
-    assert main(["backfill", "--start", "2026-02-01", "--end", "2026-02-02"]) == 2
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("[fair-pipeline] error: no landing files for partition 2026-02-01")
-    assert len(_versions(fp_home, "fair-ranker")) == versions
-
-
 def test_landing_sensor_warns_about_a_missing_day(fp_home: Path):
     from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
     from fair_pipeline.schedules import landing_files_sensor
@@ -167,25 +117,59 @@ def _findings(home: Path, day: dt.date) -> dict[str, pd.DataFrame]:
     return found
 
 
+def _benchmark_versions(home: Path) -> dict[str, list]:
+    return {name: sorted(v.version for v in _versions(home, name)) for name in ("fair-benchmark-adult", "fair-benchmark-compas")}
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(2400)
-def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home: Path):
-    """The README's sequence: train the newest day, simulate and backfill days months older with another
-    simulation config, re-run the newest day: its window, its truth and every finding stay the same (1e-12)."""
+@pytest.mark.timeout(2400)  # five Dagster runs of every stage; slow on a loaded 2-core machine
+def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has_identical_findings(fp_home: Path, capsys):
+    """The README's sequence on one home: train the newest day (the static benchmarks registered, as after every
+    first run); simulate and backfill days months older with another simulation config: they get their own
+    partitions, and no registry alias, benchmark version or reports/latest moves; re-run the newest day: its window,
+    its truth and every finding stay the same (1e-12). Then promotion of an older partition is explicit, and a
+    backfill of days without landing files stops before any run."""
     from fair_pipeline import runner
     from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
 
     simulate_to_landing(CONFIG, fp_home / "landing", NOVEMBER[0], len(NOVEMBER))
     runner.ensure_dagster_home()
+    benchmarks = runner.run_benchmarks()
+    assert benchmarks.success, runner.failure_summary(benchmarks)
     assert runner.ingest_range(str(NOVEMBER[0]), str(NOVEMBER[-1])).success
     first = runner.train_and_audit(str(NOVEMBER[-1]))
     assert first.success, runner.failure_summary(first)
     before = _findings(fp_home, NOVEMBER[-1])
     assert len(before) >= 5 and all(len(frame) for frame in before.values()), {k: len(v) for k, v in before.items()}
+    champion = _champion(fp_home)
+    assert champion is not None and champion[1] == str(NOVEMBER[-1])
+    candidate_before = store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
+        "fair-ranker", "candidate").version
+    benchmark_versions = _benchmark_versions(fp_home)
+    assert all(benchmark_versions.values()), benchmark_versions
 
+    # A backfill of older days: their own partitions (the first has no earlier day to train on), no alias moves,
+    # no benchmark registered, reports/latest stays.
     older = dataclasses.replace(CONFIG, requests_per_day=200)
     simulate_to_landing(older, fp_home / "landing", DAYS[0], 2)
+    capsys.readouterr()
     assert main(["backfill", "--start", str(DAYS[0]), "--end", str(DAYS[1])]) == 0
+    out = capsys.readouterr().out
+    assert f"partition {DAYS[0]}: not enough data to train on in its window" in out and "registry aliases move only" in out
+    assert _champion(fp_home) == champion
+    assert store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
+        "fair-ranker", "candidate").version == candidate_before
+    assert _benchmark_versions(fp_home) == benchmark_versions
+    days = [str(DAYS[1]), str(NOVEMBER[-1])]
+    for table in ("marts.fairness_audit_outputs", "marts.model_ranking", "marts.ranker_candidates",
+                  "marts.eo_transforms", "marts.position_bias_curves"):
+        assert _partitions(fp_home, table) == days, table
+    tagged = {v.tags.get("fair_pipeline.partition") for v in _versions(fp_home, "fair-ranker") if "selection_run" in v.tags}
+    assert tagged == set(days)
+    assert (fp_home / "reports" / "latest").resolve().name == str(NOVEMBER[-1])
+    assert sorted(p.name for p in (fp_home / "reports").iterdir() if p.name[0].isdigit()) == days
+
+    # The newest day again: the older days are outside its window, so nothing it found changes.
     again = runner.train_and_audit(str(NOVEMBER[-1]))
     assert again.success, runner.failure_summary(again)
     after = _findings(fp_home, NOVEMBER[-1])
@@ -194,3 +178,23 @@ def test_a_day_rerun_after_backfilling_older_days_has_identical_findings(fp_home
         pd.testing.assert_frame_equal(after[table], frame, check_exact=False, rtol=0, atol=1e-12, obj=table)
     window = after["eo_transforms"][["window_start", "window_end"]].drop_duplicates()
     assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [str(NOVEMBER[0]), str(NOVEMBER[-2])]
+
+    # Promotion: an older partition is refused without --force (champion unchanged), then rolled back with it.
+    champion = _champion(fp_home)
+    assert champion[1] == str(NOVEMBER[-1])
+    capsys.readouterr()
+    assert main(["promote", "--partition", str(DAYS[1])]) == 2
+    assert "older than the newest partition with data" in capsys.readouterr().out
+    assert _champion(fp_home) == champion
+    assert main(["promote", "--partition", str(DAYS[1]), "--force"]) == 0
+    assert _champion(fp_home)[1] == str(DAYS[1])
+    assert main(["promote", "--partition", str(NOVEMBER[-1])]) == 0
+    assert _champion(fp_home)[1] == str(NOVEMBER[-1])
+
+    # A backfill of days without landing files stops before any run, with the cause in one line.
+    versions = len(_versions(fp_home, "fair-ranker"))
+    capsys.readouterr()
+    assert main(["backfill", "--start", "2026-02-01", "--end", "2026-02-02"]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("[fair-pipeline] error: no landing files for partition 2026-02-01")
+    assert len(_versions(fp_home, "fair-ranker")) == versions

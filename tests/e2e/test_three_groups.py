@@ -42,9 +42,35 @@ def test_every_group_is_audited_with_every_pair(home):
 def test_exposure_parity_of_the_logged_ranking_has_every_group(home):
     assert _distinct(home, "fairness_audit_exposure_groups") == set(LABELS)
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
-        pairs = con.execute("SELECT * FROM marts.fairness_audit_exposure_pairs").df()
+        every = con.execute("SELECT * FROM marts.fairness_audit_exposure_pairs").df()
+    pairs = every[every["scored_output"] == "production"]
     assert len(pairs) == 2 and set(pairs["reference"]) == {"north"}  # the largest group
     assert pairs["verdict"].notna().all()
+
+
+def test_every_audited_candidate_has_its_offpolicy_exposure_with_every_group(home):
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        audited = {r[0] for r in con.execute("SELECT scored_output FROM marts.fairness_audit_groups").fetchall()}
+        groups = con.execute("SELECT scored_output, ranking, \"group\", exposure, merit, ci_low, ci_high "
+                             "FROM marts.fairness_audit_exposure_groups").df()
+    assert set(groups["scored_output"]) == audited  # production logged, every other output re-ranking the logs
+    for name, rows in groups.groupby("scored_output"):
+        assert set(rows["group"]) == set(LABELS), name
+        assert rows["ranking"].iloc[0].startswith("off-policy") == (name != "production")
+    candidates = groups[groups["scored_output"] != "production"]
+    # the same sampled requests for every candidate; merit comes from the logged clicks, whoever ranks
+    assert len(candidates) and candidates.groupby("group")["merit"].nunique().max() == 1
+
+
+def test_model_ranking_carries_each_candidates_exposure_ratio(home):
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        ranking = con.execute("SELECT * FROM marts.model_ranking").df()
+    for label in ("south", "east-west"):
+        assert f"exposure_ratio[{label}]" in ranking.columns
+    fitted = ranking[ranking["estimable"].astype(bool)]
+    assert fitted["exposure_ratio_worst"].notna().all()
+    assert (fitted["exposure_ratio_worst_ci_low"] <= fitted["exposure_ratio_worst"]).all()
+    assert set(fitted["exposure_reference"]) == {"north"}
 
 
 def test_report_names_every_group(home):
@@ -52,3 +78,4 @@ def test_report_names_every_group(home):
     for label in LABELS:
         assert html.escape(label) in report or label in report, label
     assert "Exposure parity of the logged ranking (from the logs)" in report
+    assert "each candidate ranking: group vs reference" in report and "SIMULATION study" in report

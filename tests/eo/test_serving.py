@@ -1,6 +1,6 @@
 """The fair-ranker pyfunc reproduces transform(base(X)) after logging, registering and loading; its files hold
-data and model code only (no pickle), so a version loads after the modules behind it are renamed and in a fresh
-interpreter that has only site-packages."""
+data and model code only (no pickle), so a version loads after the modules behind it are renamed, in a fresh
+interpreter that has only site-packages, and in a fresh virtualenv that has only the package and its dependencies."""
 from __future__ import annotations
 
 import json
@@ -136,14 +136,15 @@ print(json.dumps({"package": fair_pipeline.__file__, "modules": sorted(m for m i
 """
 
 
-def _load_in_subprocess(tracking: str, frame: pd.DataFrame, cwd: Path, *python_args: str, pythonpath: str | None = None):
+def _load_in_subprocess(tracking: str, frame: pd.DataFrame, cwd: Path, *python_args: str, pythonpath: str | None = None,
+                        python: str = sys.executable):
     frame_path = cwd / "frame.parquet"
     frame.to_parquet(frame_path)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MLFLOW_", "PYTHON"))}
     env["MLFLOW_TRACKING_URI"] = tracking
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    result = subprocess.run([sys.executable, *python_args, "-c", LOAD_AND_SCORE, str(frame_path)], cwd=cwd, env=env,
+    result = subprocess.run([python, *python_args, "-c", LOAD_AND_SCORE, str(frame_path)], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -188,3 +189,31 @@ def test_a_registered_version_loads_in_a_fresh_interpreter_with_only_site_packag
     # -I: no PYTHONPATH, no user site, not the current directory: the interpreter's site-packages only.
     loaded = _load_in_subprocess(tracking, frame, tmp_path, "-I")
     np.testing.assert_array_equal(loaded["scores"], refit.transform(margin[:200], frame["group_id"]))
+
+
+def _fresh_virtualenv_with_the_package(root: Path) -> Path:
+    """A new virtualenv holding a copy of the package's files (what installing its wheel puts in site-packages), its
+    dependencies reached through a .pth line: no source tree, no editable finder, nothing else of this checkout."""
+    import sysconfig
+    import venv
+
+    venv.EnvBuilder(with_pip=False).create(root)
+    python = root / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    # A directory named in a .pth file joins sys.path, but its own .pth files (the editable finder's) are not run.
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shutil.copytree(Path(__import__("fair_pipeline").__file__).parent, site / "fair_pipeline",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return python
+
+
+def test_a_registered_version_loads_in_a_fresh_virtualenv_that_has_only_the_package(tracking, fitted, tmp_path):
+    config, items, features, ranker, transform = fitted
+    frame = items[features + ["group_id"]].iloc[:200].reset_index(drop=True)
+    log_fair_ranker(transform, ranker, features)
+    python = _fresh_virtualenv_with_the_package(tmp_path / "venv")
+    loaded = _load_in_subprocess(tracking, frame, tmp_path, "-I", python=str(python))
+    assert loaded["package"].startswith(str(tmp_path / "venv"))  # the fresh environment's copy
+    np.testing.assert_array_equal(loaded["scores"], transform.transform(base_scores(ranker, frame[features]),
+                                                                        frame["group_id"]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import os
 
-from fair_pipeline.ingestion import landing_corpus, loads
+from fair_pipeline.ingestion import extras, extras_corpus, landing_corpus, rules
 
 DAYS = int(os.environ.get("FUZZ_DAYS", "500"))
 
@@ -28,7 +28,28 @@ def test_every_generated_day_is_handled(tmp_path):
 
 
 def test_a_weakened_rule_makes_days_silent(tmp_path, monkeypatch):
-    monkeypatch.setattr(loads, "BLANK_ID", r"^[ \t]*$")  # Unicode blanks pass as ids again
+    monkeypatch.setattr(rules, "BLANK_ID", r"^[ \t]*\z")  # Unicode blanks pass as ids again
     counts, problems = landing_corpus.run_corpus(tmp_path, 120)
     assert counts["silent"] >= 3, counts
     assert all(outcome == "silent" for _, outcome, _ in problems)
+
+
+EXTRAS_DAYS = max(DAYS // 5, 60)
+
+
+def test_every_generated_extras_day_is_handled(tmp_path):
+    days = extras_corpus.generate(EXTRAS_DAYS)
+    kinds = collections.Counter(day.kind for day in days)
+    assert set(kinds) == set(extras_corpus.KINDS) and min(kinds.values()) >= EXTRAS_DAYS // 10, kinds
+    reasons = collections.Counter(reason for day in days if day.kind == "extras_keys"
+                                  for reason in day.expected.values())
+    assert all(reasons[reason] >= 3 for reason in extras_corpus.REASONS.values()), reasons
+    counts, problems = extras_corpus.run_corpus(tmp_path, EXTRAS_DAYS)
+    assert problems == []
+    assert counts == {"handled": EXTRAS_DAYS}
+
+
+def test_unchecked_extras_keys_make_days_silent(tmp_path, monkeypatch):
+    monkeypatch.setattr(extras, "_CHECKED", extras._CHECKED.replace("WHEN NOT known", "WHEN false"))
+    counts, _ = extras_corpus.run_corpus(tmp_path, 60)
+    assert counts["silent"] >= 3, counts

@@ -302,7 +302,7 @@ def test_extras_schema_changes_are_kept_and_reported(small_landing):
     second = _materialize([observational_impressions], day_2)
     assert first.success and second.success
     metadata = second.asset_materializations_for_node("raw__observational_impressions")[0].metadata
-    assert metadata["extras_schema_changes"].data == {day_2: {"added": ["bid"], "missing": ["campaign"]}}
+    assert metadata["extras_schema_changes"].data == {day_2: {"added": ["bid"], "missing": ["campaign"], "widened": []}}
     assert first.asset_materializations_for_node("raw__observational_impressions")[0].metadata[
         "extras_schema_changes"].data == {}
     rows = _stored("SELECT CAST(partition_date AS VARCHAR), count(*), sum(propensity), count(campaign), count(bid), "

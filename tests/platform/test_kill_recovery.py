@@ -4,6 +4,7 @@ forever for the dead run's pool slot); more kill points through benchmarks/kill_
 benchmarks/kill_points.py runs it at 20); and a run waiting for a live run's slot must obey SIGTERM."""
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 import signal
@@ -22,9 +23,11 @@ from fair_pipeline.platform import run_recovery
 from tests.shared_home import restore
 
 REPO = Path(__file__).resolve().parents[2]
-# Two days: the backfill ingests both and trains the second, so every step that needs the pool's slot runs after
-# the recovery (a third day would add one more daily run of the same steps).
-DAYS = ["2026-01-01", "2026-01-02"]
+# The smallest simulation that runs every stage (the harness's): the kills and the recovery need no more rows. Two
+# days: the backfill ingests both and trains the second, so every step that needs the pool's slot runs after the
+# recovery (a third day would add one more daily run of the same steps).
+SIZES = kill_harness.Sizes()
+DAYS = [str(dt.date.fromisoformat(SIZES.start) + dt.timedelta(days=k)) for k in range(SIZES.days)]
 # A three-day backfill after the kill took 207-463 s on the shared, loaded 2-core machine; a wedged one never ends
 # (before the fix: killed by the timeout), so a generous limit tells the two apart without flaking.
 RUN_TIMEOUT_S = 1200
@@ -56,7 +59,7 @@ KILL_POINTS = [("ingestion", "observational 2026-01-01:"), ("mlflow_logging", "I
 @pytest.mark.timeout(3 * RUN_TIMEOUT_S)  # the kill, the backfill, and the checks; above the suite's 1200 s default
 @pytest.mark.parametrize(("point", "marker"), KILL_POINTS, ids=[p for p, _ in KILL_POINTS])
 def test_backfill_completes_after_run_killed_mid_step(fp_home, point, marker):
-    killed = _cli("run", "--verbose", "--start", DAYS[0], "--days", str(len(DAYS)), "--requests-per-day", "300")  # verbose: the markers are log lines
+    killed = _cli("run", "--verbose", *SIZES.simulate_args())  # verbose: the markers are log lines
     _wait_for_line(killed, marker, timeout_s=RUN_TIMEOUT_S)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
@@ -86,7 +89,7 @@ def test_backfill_completes_after_run_killed_mid_step(fp_home, point, marker):
     # The recovered partitions equal the landing files, row for row.
     landed = kill_harness.landed_partition_rows(fp_home, "observational")
     assert kill_harness.stored_partition_rows(fp_home, "observational") == landed
-    assert sorted(landed) == DAYS and set(landed.values()) == {15_000}
+    assert sorted(landed) == DAYS and set(landed.values()) == {SIZES.requests_per_day * SIZES.slots}
     assert kill_harness.running_mlflow_runs(fp_home) == 0
 
 

@@ -61,9 +61,9 @@ CAPTURED_MODULES = {
 # Modules that run SQL and stay on DuckDB (for now or for good), with the reason. A new module that runs SQL
 # must be added to one of the two lists (test_every_module_running_sql_is_accounted_for).
 STAYS_ON_DUCKDB = {
-    "fair_pipeline/ingestion/loads.py": "the DuckDB loader: DuckDB's reader (read_parquet with filename, "
-        "file_row_number), temp tables and one transaction over raw + quarantine (the Spark loader runs "
-        "ingestion/rules.py, rendered below)",
+    "fair_pipeline/ingestion/loads.py": "the DuckDB loader: the contract's rules (ingestion/rules.py, rendered "
+        "for Spark below) over DuckDB's reader (read_parquet with filename, file_row_number), a temp table and "
+        "one transaction over raw + quarantine",
     "fair_pipeline/ingestion/catalogue.py": "the item catalogue's validation (catalogue-sized; on the spark engine "
         "raw.items is then copied to Spark)",
     "fair_pipeline/audit/files.py": "`fair-pipeline audit FILE` reads one user file on the local machine",
@@ -84,8 +84,10 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/reporting/exposure_section.py": "ReportInputs.sql over the audit's result store "
         "(marts.fairness_audit_exposure_*, written by write_audit to the local DuckDB; its engine reads are "
         "audit/exposure_sql.py's, rendered above)",
-    "fair_pipeline/ingestion/file_checks.py": "the DuckDB loader's UTF-8 check of BINARY text columns "
-        "(read_parquet of one local landing file); the Spark loader uses only check_files (Parquet footers, no SQL)",
+    "fair_pipeline/ingestion/extras.py": "source-specific extras (landing/_extras) are loaded by the DuckDB loader "
+        "only; the Spark loader refuses a day with extras, naming the file",
+    "fair_pipeline/ingestion/extras_corpus.py": "the extras corpus: loads generated days into a local DuckDB "
+        "warehouse through the DuckDB loader (a test/benchmark harness)",
     "fair_pipeline/ingestion/landing_corpus.py": "the landing fuzz corpus: loads generated days into a local "
         "DuckDB warehouse through the DuckDB loader and compares its tables (a test/benchmark harness)",
 }
@@ -279,13 +281,15 @@ def test_the_ingestion_contract_renders_for_spark():
     """The landing contract's statements, as the Spark loader sends them (every file type the rules may cast)."""
     from fair_pipeline.ingestion import rules, spark_loads
 
-    for file_type in ("VARCHAR", "DOUBLE", "BIGINT"):
+    for file_type in ("VARCHAR", "DOUBLE", "BIGINT", "BLOB"):
         typed = rules.typed_sql({c: file_type for c in rules.TARGET_TYPES}, spark_loads.ROWS_VIEW, "filename",
                                 "stored_file")
         statements = [rules.rejected_sql(typed, spark_loads._DUPLICATE_KEY),
                       rules.accepted_sql(typed, spark_loads.REJECTED_VIEW),
                       f"{spark_loads._OTHER_SOURCES_QUARANTINE} UNION ALL {rules.quarantine_sql(typed, spark_loads.REJECTED_VIEW)}",
                       rules.rejected_by_file_sql(spark_loads.REJECTED_VIEW), spark_loads._REASON_COUNTS]
+        utf8 = rules.invalid_utf8_sql({c: file_type for c in rules.TARGET_TYPES}, spark_loads.ROWS_VIEW, "filename")
+        statements += [utf8] if utf8 else []
         for sql in statements:
             rendered = spark_sql.render(sql)
             _parses_as_spark(rendered)

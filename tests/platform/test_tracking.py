@@ -299,16 +299,6 @@ def test_every_experiment_has_a_description_also_in_an_older_store(home, tr):
     assert client.get_experiment(ids["audit"]).tags["mlflow.note.content"] == tracking.STAGE_DESCRIPTIONS["audit"]
 
 
-def test_the_cloudpickle_warning_of_our_pyfunc_models_is_dropped_and_other_warnings_kept(caplog):
-    import logging
-
-    logger = logging.getLogger("mlflow.pyfunc")
-    with caplog.at_level(logging.WARNING, logger="mlflow.pyfunc"):
-        logger.warning("Passing a Python object as `python_model` causes it to be serialized using CloudPickle, ...")
-        logger.warning("some other pyfunc warning")
-    assert [r.getMessage() for r in caplog.records if r.name == "mlflow.pyfunc"] == ["some other pyfunc warning"]
-
-
 def test_mlflow_links_follow_the_configured_ui_and_open_the_classic_view(monkeypatch):
     monkeypatch.delenv(tracking.UI_URL_ENV, raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

@@ -9,7 +9,7 @@ import pytest
 
 from fair_pipeline.position_bias import estimate_position_bias
 from fair_pipeline.position_bias.aggregates import FINE_BIN_WIDTH
-from fair_pipeline.position_bias.estimators import estimate_from_aggregates
+from fair_pipeline.position_bias.estimators import PositionBiasWarning, estimate_from_aggregates
 
 Z = 1.959963984540054
 
@@ -96,12 +96,39 @@ def test_adjacent_swap_hand_example():
     )
     result = estimate_from_aggregates("adjacent_swap", swaps=swaps)
     num, den = 15 / 50 + 50 / 200, 100 / 200 + 20 / 50
-    assert result["weight"].iloc[1] == pytest.approx(num / den)
-    var = (
-        (1 / num) ** 2 * (15 * (1 - 0.3) / 50**2 + 50 * 0.75 / 200**2)
-        + (1 / den) ** 2 * (100 * 0.5 / 200**2 + 20 * 0.6 / 50**2)
-    )
-    assert result["se"].iloc[1] == pytest.approx(num / den * np.sqrt(var))
+    w2 = num / den
+    assert result["weight"].iloc[1] == pytest.approx(w2)
+    # click variances from the pooled rates p = w_pos r_item, r pooled over the item's two cells
+    r1, r2 = (100 + 15) / (200 + w2 * 50), (20 + 50) / (50 + w2 * 200)
+
+    def v(n, p):
+        return n * p * (1 - p)
+
+    var = (1 / num) ** 2 * (v(50, w2 * r1) / 50**2 + v(200, w2 * r2) / 200**2) + (1 / den) ** 2 * (
+        v(200, r1) / 200**2 + v(50, r2) / 50**2)
+    assert result["se"].iloc[1] == pytest.approx(w2 * np.sqrt(var))
+
+
+def test_adjacent_swap_zero_click_cells_keep_their_variance_and_hopeless_positions_are_not_estimable():
+    from fair_pipeline.position_bias.swap import _swap_cells, pooled_rates
+    k = 6
+    cells = [(pos, orig) for pos in range(1, k + 1) for orig in (pos - 1, pos, pos + 1) if 1 <= orig <= k]
+    n = np.array([2000 if pos == orig else (1 if min(pos, orig) == 4 else 40) for pos, orig in cells])
+    clicks = np.array([200 if pos == orig else (0 if min(pos, orig) == 4 else 4) for pos, orig in cells])
+    # pair (4, 5) was swapped once each way: ~0.2 clicks expected there, too few to tell w_5 from w_4
+    frame = pd.DataFrame({"policy": "adjacent_swap", "position": [c[0] for c in cells],
+                          "original_position": [c[1] for c in cells], "impressions": n, "clicks": clicks})
+    frame.loc[(frame.position == 3) & (frame.original_position == 2), "clicks"] = 0  # a swapped cell without clicks
+    with pytest.warns(PositionBiasWarning, match="position 5: fewer than 1 clicks expected on the items swapped"):
+        res = estimate_from_aggregates("adjacent_swap", swaps=frame, truncate=None)
+    assert res["weight"].iloc[:4].notna().all() and res["weight"].iloc[4:].isna().all()
+    assert any("weights from position 5 down are not estimable" in note for note in res.attrs["warnings"])
+    # the zero-click cell (orig 2 at 3) gets the pooled rate ŵ_3 r_2, r_2 = clicks of rank 2 / Σ ŵ_pos N over its cells
+    _, grid = _swap_cells(frame)
+    w = res["weight"].to_numpy()
+    p = pooled_rates(grid, np.log(w))
+    r2 = (4 + 200 + 0) / (w[0] * 40 + w[1] * 2000 + w[2] * 40)
+    assert p[-1][3] == pytest.approx(w[2] * r2) and p[-1][3] > 0.04  # not its own 0 / 40
 
 
 def _bins_frame(n, c, policy="production"):

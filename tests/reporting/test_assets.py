@@ -306,18 +306,22 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
         cutoff, skipped = con.execute(
             "SELECT min(cutoff) FILTER (WHERE estimable), list(DISTINCT cutoff) FILTER (WHERE NOT estimable) "
             "FROM marts.fairness_audit_pairs").fetchone()
-        stored = con.execute("SELECT CAST(partition_date AS VARCHAR) AS partition, diff, ci_low, ci_high FROM "
-                             "marts.fairness_audit_pairs WHERE scored_output = 'production' AND estimable AND cutoff = $c "
-                             "ORDER BY 1", {"c": cutoff}).df()
+        stored = con.execute("SELECT CAST(partition_date AS VARCHAR) AS partition, -effect, -effect_ci_high, -effect_ci_low "
+                             "FROM marts.fairness_audit_pairs WHERE scored_output = 'production' AND estimable AND "
+                             "cutoff = $c AND group_a = '0' AND group_b = '1' ORDER BY 1", {"c": cutoff}).df()
     text = next(b.markdown for b in sections["audit_trend"].content.blocks if isinstance(b, Text))
     assert f"Partial-AUC gaps are at FPR {cutoff:g}, the smallest audited cutoff estimable" in text
     smaller = sorted(c for c in skipped or [] if c < cutoff)
     assert (f"smaller cutoffs ({', '.join(f'{c:g}' for c in smaller)}) are estimable in none" in text) == bool(smaller)
-    production = trend[(trend["scored_output"] == "production") & (trend["metric"] == f"partial AUC gap at FPR {cutoff:g}")]
-    production = production.sort_values("partition")
+    metric = f"partial AUC gap I(α)/α at α = {cutoff:g}"
+    production = trend[(trend["model"] == "production") & (trend["metric"] == metric)].sort_values("partition")
     assert production["partition"].tolist() == stored["partition"].tolist() == days[1:]
-    np.testing.assert_allclose(_cells(production, "gap (95% CI)"), stored[["diff", "ci_low", "ci_high"]].to_numpy(float),
-                               atol=5e-4)  # printed with 3 decimals
+    assert set(production["pair"]) == {"1 − 0"}
+    # the normalized effect, group 1 − group 0, printed with 3 decimals: the ROC section's number for the same day
+    np.testing.assert_allclose(_cells(production, "gap (95% CI)"), stored.iloc[:, 1:].to_numpy(float), atol=5e-4)
+    roc_today = pauc[(pauc["model"] == "production") & (pauc["FPR cutoff"] == f"I({cutoff:g})")]
+    assert production["gap (95% CI)"].iloc[-1] == roc_today["1 − 0 [95% CI]"].iloc[0]
+    assert production["verdict"].iloc[-1] == roc_today["verdict (1 vs 0)"].iloc[0]
     assert report.metrics()["audit_trend.trend_partitions"] == 2.0
     assert "audit_trend" in {f.name for f in report.figures()}
     frontier = _table(sections["lambda_frontier"], "λ trade-off frontier")

@@ -11,7 +11,7 @@ import pytest
 from fair_pipeline import charts
 from fair_pipeline.charts import Panel, render
 from fair_pipeline.platform import settings
-from fair_pipeline.reporting import build, figures, sections, selection
+from fair_pipeline.reporting import build, eo_sections, figures, sections, selection
 from fair_pipeline.reporting.model import Table
 from tests.charts.svg_reading import SVG, legend_labels, marks, panels, parse, texts
 
@@ -80,17 +80,18 @@ SUMMARY = pd.DataFrame({"method": ["weighted", "raw", "unweighted", "alpha=0.5"]
 
 
 def test_the_exposure_figure_shows_the_ratio_the_findings_test():
-    ratios = sections.exposure_ratios(SUMMARY)
+    ratios = eo_sections.exposure_ratios(SUMMARY)
     assert ratios["ranking"].tolist() == ["before", "unweighted", "after"]
     assert ratios["x"].tolist() == [0, 1, 2]
     assert ratios["low"].tolist() == pytest.approx([0.648 - 1.96 * 0.0571, 0.935 - 1.96 * 0.0633, 0.928 - 1.96 * 0.0633])
-    findings = sections.exposure_ratio_findings(SUMMARY)
+    findings = eo_sections.exposure_ratio_findings(SUMMARY)
     assert findings[0].text.startswith("before (raw scores): exposure per unit of merit, group-0 / group-1 ratio = "
-                                       "0.648 [0.536, 0.760], differs significantly from 1")
+                                       "0.648 [0.536, 0.760] (1 = proportional exposure; δ = log 1.25")
+    assert findings[0].verdict == "gap larger than δ (significant)"  # log 0.648 ± 1.96 * 0.0571 / 0.648 < -log 1.25
     per_group = pd.DataFrame({"ranking": ["before", "before"], "group": ["0", "1"], "exposure": [0.3, 0.5],
                               "exposure_ci_low": [0.2, 0.4], "exposure_ci_high": [0.4, 0.6]})
-    assert sections.exposure_figure(per_group, SUMMARY).caption.startswith("Exposure per unit of merit, group-0 / group-1 ratio")
-    assert sections.exposure_figure(per_group, None).caption.startswith("Exposure per group")  # no ratio logged
+    assert eo_sections.exposure_figure(per_group, SUMMARY).caption.startswith("Exposure per unit of merit, group-0 / group-1 ratio")
+    assert eo_sections.exposure_figure(per_group, None).caption.startswith("Exposure per group")  # no ratio logged
 
 
 def test_the_champion_is_named_with_its_version():

@@ -74,6 +74,6 @@ def test_finding_names_the_winning_family_and_each_other_familys_best():
     assert "family" in table.columns
     texts = [f.text for f in content.findings]
     family = [t for t in texts if "winning family" in t]
-    assert family == ["model selection: the winning family is pairwise_fair (w); other families' best vs the winner "
+    assert family == ["the winning family is pairwise_fair (w); other families' best vs the winner "
                       "(paired, clustered by item): eo_transform best r costs +0.0040 [+0.0010, +0.0070] more; "
                       "no estimable candidate in reject_option"]

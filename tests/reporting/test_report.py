@@ -213,7 +213,7 @@ def test_every_section_renders_from_its_report_tables(tracked, warehouse, monkey
     assert findings_json(report)["verdict_counts"] == {
         "gap larger than δ (significant)": 0, "gap significant but within ±δ": 0, "equivalent within ±δ (TOST, 95%)": 0,
         "inconclusive": 2, "not estimable": 1}
-    assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 positions; max |ŵ − w| = 0.0100")
+    assert any(t.startswith("estimate (chosen): simulated truth inside the 95% CI at 5 of 5 estimated positions; max |ŵ − w| = 0.0100")
                for t in by_text)
     assert report.metrics()["position_bias.w_pos1"] == pytest.approx(1.01)
     html = render_html(report)
@@ -222,11 +222,12 @@ def test_every_section_renders_from_its_report_tables(tracked, warehouse, monkey
     # the trend: one row per audited partition, each that day's stored gap and CI
     trend = next(s for s in report.sections if s.spec.key == "audit_trend")
     table = next(b.frame for b in trend.content.blocks if getattr(b, "caption", "").startswith("Every audited output"))
-    assert table["partition"].tolist() == trend_rows["day"].tolist() and set(table["pair"]) == {"1 - 0"}
-    assert table["gap (95% CI)"].tolist() == ["-0.012 [-0.030, +0.005]", "-0.035 [-0.051, -0.018]"]
+    assert table["partition"].tolist() == trend_rows["day"].tolist() and set(table["pair"]) == {"1 − 0"}
+    # normalized (I(α)/α: the stored difference over the cutoff 0.1), as the ROC section shows it
+    assert table["gap (95% CI)"].tolist() == ["-0.123 [-0.300, +0.054]", "-0.345 [-0.512, -0.178]"]
     assert table["verdict"].tolist() == trend_rows["verdict"].tolist()
     assert [f.text for f in trend.content.findings] == [
-        "production, partial AUC gap at FPR 0.1 (1 - 0): -0.035 [-0.051, -0.018] on 2024-01-02, -0.012 [-0.030, +0.005] "
+        "production, partial AUC gap I(α)/α at α = 0.1 (1 − 0): -0.345 [-0.512, -0.178] on 2024-01-02, -0.123 [-0.300, +0.054] "
         "on 2024-01-01 (2 audited partitions; each CI is that day's own)"]
     assert "0.062 [0.055, 0.069]" in html and "not estimable" in html
     files = write_report(report, home / "reports")
@@ -340,7 +341,7 @@ def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(t
 
 
 def _small_gaps_tables() -> dict[str, pd.DataFrame]:
-    """Issue 13's situation: with ~1M rows every gap is significant. One model has a partial-AUC gap of -0.08
+    """With ~1M rows every gap is significant. One model has a partial-AUC gap of -0.08
     (beyond δ = 0.02); every other gap is tiny: ΔxAUC = +0.004 [+0.003, +0.005] (p < 0.001), partial-AUC gaps of
     0.003 at two cutoffs (one significant, one not and inside ±δ), as the audit logs them (verdict columns)."""
     from fair_pipeline.audit.stats.equivalence import classify_gaps
@@ -373,11 +374,15 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
 
     class Inputs:
         sources: dict = {}
+        partition = None
 
         def stored_table(self, name, required):
             if name not in tables:
                 raise StageMissing(f"no {name}")
             return tables[name]
+
+        def sql(self, query, tables, params=None):
+            raise StageMissing("no warehouse")
 
     specs = [SectionSpec("roc", "ROC curves and partial AUC by group", "audit", roc_audit),
              SectionSpec("xauc", "xROC / xAUC", "audit", xauc_audit)]
@@ -401,7 +406,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
     counts = findings_json(report)["verdict_counts"]
     assert counts["gap larger than δ (significant)"] == 1 and counts["gap significant but within ±δ"] == 2
     assert sum(counts.values()) == 4
-    # the not-significant 0.003 [-0.001, +0.007] at I(1): 90% CI inside ±0.02, so equivalent (TOST)
+    # the not-significant 0.003 [-0.001, +0.007] at I(1): 95% CI inside ±0.02, so equivalent (TOST)
     assert counts["equivalent within ±δ (TOST, 95%)"] == 1
 
 

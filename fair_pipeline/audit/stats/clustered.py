@@ -58,23 +58,30 @@ class ClusterRows:
         return isinstance(self.keys, tuple)
 
 
-def row_clusters(clusters, s: np.ndarray, y: np.ndarray, codes: np.ndarray) -> ClusterRows | None:
-    """Validated per-row cluster ids (one array, or a tuple of two for two-way clustering)."""
-    if clusters is None:
-        return None
+def cluster_keys(clusters, n_rows: int) -> list[np.ndarray]:
+    """Dense 0..C-1 codes of each clustering dimension (one array, or a tuple of two for two-way clustering),
+    checked: one id per row, none missing."""
     parts = clusters if isinstance(clusters, tuple) else (clusters,)
     if len(parts) not in (1, 2):
         raise AuditInputError(f"clusters= takes one array or a tuple of two, got {len(parts)}")
     keys = []
     for k, part in enumerate(parts):
         arr = np.asarray(part)
-        if arr.ndim != 1 or arr.shape[0] != s.size:
-            raise AuditInputError(f"clusters[{k}] must be 1-dimensional of length {s.size}, got shape {arr.shape}")
+        if arr.ndim != 1 or arr.shape[0] != n_rows:
+            raise AuditInputError(f"clusters[{k}] must be 1-dimensional of length {n_rows}, got shape {arr.shape}")
         if arr.dtype == object and any(v is None or (isinstance(v, float) and v != v) for v in arr):
             raise AuditInputError(f"clusters[{k}] has missing values (None/NaN)")
         if arr.dtype.kind == "f" and np.isnan(arr).any():
             raise AuditInputError(f"clusters[{k}] has {int(np.isnan(arr).sum())} NaN values")
         keys.append(np.unique(arr, return_inverse=True)[1].ravel())
+    return keys
+
+
+def row_clusters(clusters, s: np.ndarray, y: np.ndarray, codes: np.ndarray) -> ClusterRows | None:
+    """Validated per-row cluster ids (one array, or a tuple of two for two-way clustering)."""
+    if clusters is None:
+        return None
+    keys = cluster_keys(clusters, s.size)
     yf = y.astype(np.float64)
     return ClusterRows(tuple(keys) if len(keys) == 2 else keys[0], codes, s, yf, 1.0 - yf)
 

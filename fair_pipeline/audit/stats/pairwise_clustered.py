@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.small_sample import adjusted_totals, satterthwaite_df
-from fair_pipeline.audit.stats.validation import AuditInputError
+from fair_pipeline.audit.stats.clustered import cluster_keys
+from fair_pipeline.audit.stats.small_sample import adjusted_totals, satterthwaite_df, t_wald
 
 
 def _blocks(qcode, s):
@@ -75,17 +75,7 @@ class PairwiseClusters:
     """Per-cluster totals of every cell's ratio, for one-way (items or queries) or two-way clustering."""
 
     def __init__(self, clusters, qcode, s, codes, y, n_groups: int, weights=None):
-        parts = clusters if isinstance(clusters, tuple) else (clusters,)
-        if len(parts) not in (1, 2):
-            raise AuditInputError(f"clusters= takes one array or a tuple of two, got {len(parts)}")
-        keys = []
-        for k, part in enumerate(parts):
-            arr = np.asarray(part)
-            if arr.ndim != 1 or arr.shape[0] != s.size:
-                raise AuditInputError(f"clusters[{k}] must be 1-dimensional of length {s.size}, got shape {arr.shape}")
-            if arr.dtype == object and any(v is None or (isinstance(v, float) and v != v) for v in arr):
-                raise AuditInputError(f"clusters[{k}] has missing values (None/NaN)")
-            keys.append(np.unique(arr, return_inverse=True)[1].ravel())
+        keys = cluster_keys(clusters, s.size)
         self.G = n_groups
         w = np.ones(s.size) if weights is None else np.asarray(weights, dtype=np.float64)
         t, c = row_pairs(qcode, s, codes, y, n_groups, w)
@@ -138,7 +128,6 @@ class PairwiseClusters:
 
 
 def _apply(frame, index, est, var, var_cr1, df, confidence, null):
-    from fair_pipeline.audit.stats.small_sample import t_wald
     w = t_wald(est, var, df, confidence, null)
     for name in ("se", "ci_low", "ci_high", "df"):
         frame.loc[index, name] = float(w[name])

@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, functions
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import StructType, TimestampType
+from pyspark.sql.types import LongType, StructType, TimestampType
 
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.engines import partition_dirs, spark_sql
@@ -278,18 +278,33 @@ class SparkEngine:
     def unregister_frame(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
 
-    def register_files(self, name: str, files: Mapping[str, str], columns: list[str]) -> None:
-        """Make Parquet files queryable as the unqualified table `name`, read by the executors: `columns` (by name;
-        other columns of the files are never read), `filename` (the file as `files` names it), `file_row_number`
-        (the row's place in its file) and `stored_file` (the value `files` maps the file to). Each file is its own
-        scan, so files whose other columns differ need no merged schema; only names pass through the driver."""
-        frames = [
-            self.spark.read.parquet(path).select(
-                *[functions.col(f"`{c}`") for c in columns], functions.lit(path).alias("filename"),
-                functions.col("_metadata.row_index").alias("file_row_number"), functions.lit(stored).alias("stored_file"))
-            for path, stored in files.items()
-        ]
+    def register_files(self, name: str, files: Mapping[str, str], columns: Mapping[str, str]) -> None:
+        """Make Parquet files queryable as the unqualified table `name`, read by the executors: `columns` (by name,
+        each cast to the Spark SQL type it maps to, so that files of other writers union alike; other columns of
+        the files are never read), `filename` (the file as `files` names it), `file_row_number` (the row's place in
+        its file) and `stored_file` (the value `files` maps the file to). Each file is its own scan, so files whose
+        other columns differ need no merged schema; only names pass through the driver. A timestamp column in
+        nanoseconds (pandas' writer; Spark reads no such type) is read as its number and made an instant of
+        microseconds, as DuckDB's reader makes it (with spark.sql.legacy.parquet.nanosAsLong set by the caller while
+        the files are read: Spark has no nanosecond type)."""
+        frames = []
+        for path, stored in files.items():
+            frame = self.spark.read.parquet(path)
+            read = {field.name: field.dataType for field in frame.schema.fields}
+            selected = [_typed_column(c, read[c], spark_type) for c, spark_type in columns.items()]
+            frames.append(frame.select(
+                *selected, functions.lit(path).alias("filename"),
+                functions.col("_metadata.row_index").alias("file_row_number"), functions.lit(stored).alias("stored_file")))
         functools.reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView(name)
+
+
+def _typed_column(name: str, read_type, spark_type: str):
+    column = functions.col(f"`{name}`")
+    if spark_type.startswith("timestamp") and isinstance(read_type, LongType):  # nanoseconds, read as a number
+        # Integer division toward zero, as DuckDB's cast of TIMESTAMP_NS (a double would lose microseconds).
+        instant = functions.timestamp_micros(functions.expr(f"`{name}` div 1000"))
+        return instant.cast(spark_type).alias(name)
+    return column.cast(spark_type).alias(name)
 
 
 def _iso_date(partition: str) -> str:

@@ -10,6 +10,8 @@ Fixed explicitly (sqlglot alone gets these wrong, silently):
                       the path bound to $p (bound, never formatted into SQL)
   AS [NOT] MATERIALIZED  dropped: no Spark syntax, and Spark inlines every CTE
   isfinite / isinf    no such Spark functions: rewritten to NULL-preserving CASE expressions on isnan/abs
+  TRY(decode(x))      DuckDB's NULL for bytes that are not UTF-8: Spark's try_validate_utf8(CAST(x AS STRING));
+                      decode(x) stays Spark's DECODE(x, 'utf-8'), which fails on such bytes, as DuckDB's does
   schema.table        `schema__table`: the Spark engine keeps each warehouse table as a session view of that name
   $name, ?            Spark's :name / ? markers, bound by `spark.sql(sql, args=...)`
 Refused (SparkSqlError names the construct and what to do instead):
@@ -17,6 +19,7 @@ Refused (SparkSqlError names the construct and what to do instead):
   CREATE TEMP TABLE   becomes a lazy TEMP VIEW on Spark (re-run at every use); use Warehouse.register_frame
   INSERT without a column list or BY NAME: positional, and Spark puts partition columns last
   DELETE / UPDATE / transactions / several statements: plain Parquet has none; use Warehouse.replace_partition
+  TRY(...) of anything else: Spark has only its try_* functions
   other table functions (read_csv, range, ...) and any function sqlglot does not know (it would pass it through
   unchanged and Spark would fail at run time, or worse, resolve it to something else)
 
@@ -31,7 +34,7 @@ import sqlglot
 from sqlglot import exp
 
 # Bump when a rule below changes: part of `cache_key`, so a persisted render of older rules is not reused.
-RENDERER_VERSION = "2"
+RENDERER_VERSION = "3"
 FILE_INPUT_PREFIX = "__file_"
 VIEW_SEPARATOR = "__"
 
@@ -85,6 +88,7 @@ def _render(key: tuple[str, str, str]) -> SparkStatement:
     _replace_float_checks(tree)
     _drop_materialization_hints(tree)
     _check_functions(tree, sql)
+    _replace_utf8_checks(tree, sql)
     _rename_tables(tree)
     placeholders = list(tree.find_all(exp.Placeholder))
     named = tuple(dict.fromkeys(p.name for p in placeholders if p.args.get("this")))
@@ -188,6 +192,17 @@ def _check_functions(tree: exp.Expression, sql: str) -> None:
         if name not in PORTABLE_UNKNOWN_FUNCTIONS:
             raise SparkSqlError(f"function {name}() is unknown to sqlglot's DuckDB dialect, so it would reach Spark "
                                 f"untranslated: {_excerpt(sql)}")
+
+
+def _replace_utf8_checks(tree: exp.Expression, sql: str) -> None:
+    for node in list(tree.find_all(exp.Try)):
+        decoded = node.this
+        charset = decoded.args.get("charset") if isinstance(decoded, exp.Decode) else None
+        if charset is None or charset.name.lower().replace("-", "") != "utf8":
+            raise SparkSqlError(f"TRY({node.this.sql('duckdb')}): Spark has no TRY(); only TRY(decode(x)) renders "
+                                f"(as try_validate_utf8): {_excerpt(sql)}")
+        text = exp.Cast(this=decoded.this.copy(), to=exp.DataType.build("STRING"))
+        node.replace(exp.Anonymous(this="try_validate_utf8", expressions=[text]))
 
 
 def _rename_tables(tree: exp.Expression) -> None:

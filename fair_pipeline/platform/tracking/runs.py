@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -53,18 +52,6 @@ from fair_pipeline.platform.tracking.store import (
 PIP_REQUIREMENTS = ["scikit-learn", "numpy", "pandas", "scipy"]
 
 T = TypeVar("T")
-
-
-class _PickledModelWarning(logging.Filter):
-    """Drops MLflow's warning that a python_model object is serialized with CloudPickle: our pyfunc models are
-    our own code, logged by the pipeline and loaded by it (every other MLflow warning passes)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "serialized using CloudPickle" not in record.getMessage()
-
-
-if not any(isinstance(f, _PickledModelWarning) for f in logging.getLogger("mlflow.pyfunc").filters):
-    logging.getLogger("mlflow.pyfunc").addFilter(_PickledModelWarning())
 
 
 def dagster_tags(context: Any, window: tuple[str, str] | None = None) -> dict[str, str]:

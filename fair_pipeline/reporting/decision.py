@@ -1,0 +1,133 @@
+"""The report's first screen, decision first: what is deployed and why, which gaps crossed δ since the previous
+audited partition, and the gaps larger than δ as a forest plot with the ±δ band, with what each verdict means.
+
+It reads nothing of its own beyond the selection's `deployed_model` table and the audit trend: the gaps are the
+rows the sections themselves show (`SectionContent.gaps`), so the first screen and the sections never disagree.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from fair_pipeline.audit.stats.equivalence import LARGER, verdict_kind
+from fair_pipeline.reporting import figures, trend
+from fair_pipeline.reporting.formatting import ci_text, count_text, sort_by_model, verdict_legend
+from fair_pipeline.reporting.model import GAP_COLUMNS, Figure, ReportInputs, SectionContent, StageMissing, Table, Text
+
+# The forest plot shows at most this many gaps: the serving model's and the EO transforms' first, then those whose
+# interval lies furthest beyond δ; the sections list every one.
+FOREST_GAPS = 12
+FIRST_MODELS = ("production", "eo_weighted", "eo_unweighted")
+
+
+def _name(value) -> str:
+    return "n/a" if value is None or pd.isna(value) else str(value)
+
+
+def deployed_text(ranking: pd.DataFrame | None, deployed: pd.DataFrame | None, partition) -> str:
+    """What `fair-ranker@champion` is after this partition's selection, and why it is that candidate: the
+    winner itself, or, when the winner is not a ranking model the registry holds, the best one that is."""
+    if deployed is None or deployed.empty:
+        return ("**Deployed: nothing yet.** No model selection up to this partition registered a `fair-ranker` "
+                "version, so `fair-ranker@champion` is not set by this pipeline.")
+    row = deployed.iloc[0]
+    name, day = _name(row.get("registered_model") or "fair-ranker"), pd.Timestamp(row["partition_date"]).date()
+    version = _name(row["champion_version"]).removesuffix(".0")
+    text = (f"**Deployed: `{name}@champion` = version {version}**, the candidate `{row['model']}` (family "
+            f"{_name(row.get('family'))}), ranked {count_text(row['rank'])} of {count_text(row['candidates'])} by the "
+            f"elicited metric in the model selection of {day}.")
+    if partition is not None and day < pd.Timestamp(partition).date():
+        text += f" This partition's selection registered no model, so the alias still points at {day}'s."
+    if ranking is not None and len(ranking):
+        best = ranking.sort_values("rank", kind="stable").iloc[0]
+        if best["model"] != row["model"] and day == pd.Timestamp(ranking["partition_date"].iloc[0]).date():
+            cost = f", cost {best['cost']:.4f}" if "cost" in best and pd.notna(best["cost"]) else ""
+            text += (f" **Selection's winner is not deployed:** `{best['model']}` (family {_name(best.get('family'))}"
+                     f"{cost}) is not a ranking model the registry can serve (`{name}` packages a ranker with its EO "
+                     "transform), so the best candidate that is one was registered and moved to @champion.")
+        elif best["model"] == row["model"]:
+            text += " It is selection's winner."
+    return text + (" (`fair-pipeline promote` can move the alias afterwards; the MLflow registry is the authority on "
+                   "what serves now.)")
+
+
+def crossings(rows: pd.DataFrame) -> tuple[pd.DataFrame, tuple | None]:
+    """The trend's gaps whose verdict crossed δ (to or from 'larger than δ') between the two newest audited
+    partitions, each with both days' gap [CI] and verdict; and the two days (None with fewer than two)."""
+    days = sorted(rows["partition_date"].unique())
+    if len(days) < 2:
+        return pd.DataFrame(), None
+    before, now = days[-2], days[-1]
+    keys = ["metric", "scored_output", "pair"]
+    a = rows[rows["partition_date"] == before].set_index(keys)
+    b = rows[rows["partition_date"] == now].set_index(keys)
+    both = a.join(b, how="inner", lsuffix="_before")
+    larger = lambda v: v.map(verdict_kind) == LARGER  # noqa: E731
+    crossed = both[larger(both["verdict_before"]) != larger(both["verdict"])].reset_index()
+    table = pd.DataFrame({
+        "now": crossed["verdict"], "gap now [95% CI]": [ci_text(g, lo, hi, signed=True) for g, lo, hi in
+                                                        zip(crossed["gap"], crossed["ci_low"], crossed["ci_high"])],
+        "δ": crossed["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"),
+        "before": crossed["verdict_before"],
+        "gap before [95% CI]": [ci_text(g, lo, hi, signed=True) for g, lo, hi in
+                                zip(crossed["gap_before"], crossed["ci_low_before"], crossed["ci_high_before"])],
+        "model": crossed["scored_output"], "gap": crossed["metric"] + " (" + crossed["pair"] + ")"})
+    return sort_by_model(table), (pd.Timestamp(before).date(), pd.Timestamp(now).date())
+
+
+def forest_rows(gaps: pd.DataFrame) -> pd.DataFrame:
+    """The gaps larger than δ to draw (at most FOREST_GAPS): the serving model's and the EO transforms' first, then
+    by how far the interval lies beyond δ."""
+    large = gaps[gaps["verdict"].map(verdict_kind) == LARGER].copy()
+    large["beyond"] = large[["low", "high"]].abs().min(axis=1) - large["margin"]
+    large["first"] = ~large["model"].isin(FIRST_MODELS)
+    return large.sort_values(["first", "beyond"], ascending=[True, False], kind="stable").head(FOREST_GAPS)
+
+
+def decision(inputs: ReportInputs, gaps: pd.DataFrame) -> SectionContent:
+    """The first screen's blocks, from the selection tables, the audit trend and the sections' `gaps`."""
+    try:
+        ranking = inputs.stored_table("model_ranking", ["rank", "model"])
+    except StageMissing:
+        ranking = None
+    try:
+        deployed = inputs.stored_table("deployed_model", ["model", "champion_version", "partition_date"])
+    except StageMissing:
+        deployed = None
+    blocks: list = [Text(deployed_text(ranking, deployed, inputs.partition))]
+    try:
+        changed, days = crossings(trend.trend_rows(inputs))
+    except StageMissing:
+        changed, days = pd.DataFrame(), None
+    if days is None:
+        blocks.append(Text("**Changed since the previous partition:** no earlier audited partition to compare with."))
+    elif changed.empty:
+        blocks.append(Text(f"**Changed since {days[0]}:** no gap crossed δ (every verdict on the trend's gaps is "
+                           f"the same on {days[1]})."))
+    else:
+        blocks += [Text(f"**Changed since {days[0]}:** {len(changed)} gap(s) crossed δ."),
+                   Table(changed, f"Gaps whose verdict crossed δ between {days[0]} and {days[1]} (each day's own CI)")]
+    large = forest_rows(gaps) if len(gaps) else gaps
+    total = int((gaps["verdict"].map(verdict_kind) == LARGER).sum()) if len(gaps) else 0
+    if large.empty:
+        blocks.append(Text(f"**No gap is larger than δ** among the {len(gaps)} audited comparisons."))
+    else:
+        large = large.assign(label=large["model"] + ": " + large["comparison"])
+        shown = f"{len(large)} of {total}" if total > len(large) else f"all {total}"
+        blocks += [
+            Text(f"**Gaps larger than δ** ({shown}; every comparison is in its section below):"),
+            Figure("decision_gaps", figures.forest(large, "label", "effect", "low", "high", "margin", "gap"),
+                   "Gaps larger than δ with their 95% CIs; the shaded band is ±δ (a gap matters when its whole "
+                   "interval lies outside it)"),
+            Table(pd.DataFrame({"verdict": large["verdict"],
+                                "gap [95% CI]": [ci_text(e, lo, hi, signed=True) for e, lo, hi in
+                                                 zip(large["effect"], large["low"], large["high"])],
+                                "δ": large["margin"].map(lambda d: f"{d:g}"), "model": large["model"],
+                                "comparison": large["comparison"]}), "The gaps drawn above")]
+    blocks.append(Text("**What the verdicts mean** (δ = the practical margin of each metric): "
+                       + " ".join(line + "" for line in verdict_legend())))
+    return SectionContent(blocks=blocks, source="warehouse marts.model_ranking, the audit tables and trend")
+
+
+def collect_gaps(contents) -> pd.DataFrame:
+    frames = [c.gaps for c in contents if c is not None and c.gaps is not None and len(c.gaps)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=GAP_COLUMNS)
