@@ -1,7 +1,7 @@
 """Accuracy of the position-bias estimators on the simulator (the figures quoted in the README).
 
     python benchmarks/position_bias_accuracy.py [--bin-reps 10] [--coverage-reps 20] [--swap-reps 0]
-    python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 1000   # 4. alone (docs/audit_inference.md)
+    python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500   # 4. alone (docs/position_bias.md)
 
 1. Default simulation (K=50, w_j = 1/log2(1+j), 7 days x 25,000 production + 5,000 shuffled + 5,000 swapped
    requests a day) and the power-law curve (1/j)^0.8 with K=20: max |ŵ_j - w_j| per estimator.

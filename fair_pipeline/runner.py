@@ -7,6 +7,7 @@ shares the process's one SparkSession. The engine ($FAIR_PIPELINE_ENGINE, $FAIR_
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 from pathlib import Path
 
@@ -154,3 +155,87 @@ def failure_summary(result: dg.ExecuteInProcessResult) -> str:
             error = event.step_failure_data.error
             lines.append(f"{event.step_key}: {root_cause(error) if error else 'failed'}")
     return "\n".join(lines) or "the run failed (see the Dagster UI for the event log)"
+
+
+def _latest_record(instance: dg.DagsterInstance, key: dg.AssetKey, partition: str | None = None):
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=(
+        [partition] if partition else None)), limit=1).records
+    return records[0] if records else None
+
+
+@functools.cache
+def _job_assets(job_name: str, partitioned: bool) -> tuple[dg.AssetKey, ...]:
+    """The materializable assets of a job, partitioned or not (the definitions do not change within a process)."""
+    from fair_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = defs.resolve_job_def(job_name).asset_layer.selected_asset_keys
+    return tuple(sorted((k for k in keys if graph.has(k) and graph.get(k).is_materializable
+                         and (graph.get(k).partitions_def is not None) == partitioned), key=lambda k: k.to_user_string()))
+
+
+@functools.cache
+def _code_versions(job_name: str) -> dict[dg.AssetKey, str | None]:
+    from fair_pipeline.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    keys = _job_assets(job_name, partitioned=True) + _job_assets(job_name, partitioned=False)
+    return {key: graph.get(key).code_version for key in keys}
+
+
+def _built_by_this_code(record, key: dg.AssetKey, job_name: str) -> bool:
+    return record.asset_materialization.tags.get("dagster/code_version") == _code_versions(job_name)[key]
+
+
+def landing_changes(days: list[str], landing: Path | None = None,
+                    instance: dg.DagsterInstance | None = None) -> tuple[list[str], bool]:
+    """(the `days` to ingest, whether the item catalogues changed): a day is ingested again when a source's landing
+    fingerprint (`ingestion.fingerprints`) differs from the one its last ingestion recorded, when that ingestion ran
+    another code version, or when an asset of the ingestion job has no materialization of that day since then (a
+    run that failed half-way)."""
+    from fair_pipeline.ingestion.assets import FINGERPRINTS
+    from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, source_day_fingerprint
+
+    landing = landing or settings.landing_dir()
+    instance = instance or current_instance()
+    loads = {dg.AssetKey(["raw", f"{source}_impressions"]) for source in contract.SOURCES}
+    built_from_loads = [key for key in _job_assets("ingest_logs", partitioned=True) if key not in loads]
+    changed = []
+    for day in days:
+        newest = 0
+        for source in contract.SOURCES:
+            key = dg.AssetKey(["raw", f"{source}_impressions"])
+            record = _latest_record(instance, key, day)
+            recorded = record.asset_materialization.metadata.get(FINGERPRINTS) if record else None
+            if (recorded is None or recorded.value.get(day) != source_day_fingerprint(landing, source, day)
+                    or not _built_by_this_code(record, key, "ingest_logs")):
+                newest = None
+                break
+            newest = max(newest, record.storage_id)
+        built = newest is not None and all(
+            (record := _latest_record(instance, key, day)) is not None and record.storage_id >= newest
+            for key in built_from_loads)
+        if not built:
+            changed.append(day)
+    key = dg.AssetKey(["raw", "items"])
+    items = _latest_record(instance, key)
+    recorded = items.asset_materialization.metadata.get(FINGERPRINTS) if items else None
+    return changed, (recorded is None or recorded.value.get("items") != catalogue_fingerprint(landing)
+                     or not _built_by_this_code(items, key, "ingest_logs"))
+
+
+def up_to_date(day: str, instance: dg.DagsterInstance | None = None) -> bool:
+    """True when every asset of `train_and_audit` has a materialization of partition `day`, made by its current
+    code version (Dagster's `code_version`), newer than the newest ingestion of the days its window reads (D-k..D)
+    and of the item catalogues: re-running it would read the same inputs with the same code."""
+    instance = instance or current_instance()
+    first = dt.date.fromisoformat(day) - dt.timedelta(days=WINDOW_DAYS)
+    window = [str(first + dt.timedelta(days=i)) for i in range(WINDOW_DAYS + 1)]
+    inputs = [record.storage_id for key in _job_assets("ingest_logs", partitioned=True) for d in window
+              if (record := _latest_record(instance, key, d)) is not None]
+    inputs += [record.storage_id for key in _job_assets("ingest_logs", partitioned=False)
+               if (record := _latest_record(instance, key)) is not None]
+    newest_input = max(inputs, default=0)
+    return all((record := _latest_record(instance, key, day)) is not None and record.storage_id > newest_input
+               and _built_by_this_code(record, key, "train_and_audit")
+               for key in _job_assets("train_and_audit", partitioned=True))

@@ -28,8 +28,8 @@ START = dt.date(2026, 1, 1)
 # figure only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
 LONG_MODULES = {
     "tests/platform/test_kill_recovery.py": 880, "tests/e2e/test_docs_commands.py": 420, "tests/e2e/test_readme.py": 390,
-    "tests/e2e/test_main_job.py": 470, "tests/platform/spark/test_engine_run.py": 530,
-    "tests/platform/test_disk_full.py": 309, "tests/e2e/test_browser.py": 240, "tests/e2e/test_partitions.py": 200,
+    "tests/e2e/test_main_job.py": 375, "tests/platform/spark/test_engine_run.py": 530,
+    "tests/platform/test_disk_full.py": 309, "tests/e2e/test_browser.py": 240, "tests/e2e/test_partitions.py": 130,
     "tests/audit/test_assets.py": 220, "tests/reporting/test_assets.py": 235, "tests/platform/spark/test_ingestion_parity.py": 200,
     "tests/e2e/test_group_labels.py": 150, "tests/e2e/test_three_groups.py": 150, "tests/audit/test_coverage.py": 167,
     "tests/audit/test_cluster_inference_coverage.py": 150, "tests/audit/test_exposure_coverage.py": 120,

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.ingestion.catalogue_dates import items_as_of
 from fair_pipeline.audit.sql import ITEMS_VIEW, OBSERVATIONAL_VIEW, UNKNOWN_GROUP, AuditDataError
 from fair_pipeline.audit.stats.exposure import ExposureParity, exposure_parity
 from fair_pipeline.platform.engines import as_warehouse
@@ -42,10 +43,12 @@ def sampled_requests(con, window: PartitionWindow, features=(), max_requests: in
         unknown = [f for f in features if f not in engine.table_columns(ITEMS_VIEW)]
         if unknown:
             raise AuditDataError(f"features {unknown} are not columns of {'.'.join(ITEMS_VIEW)}")
-    obs, items = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, ITEMS_VIEW))
+    obs = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW))
+    items, as_of = items_as_of(engine, window.last) if features else ("", {})  # the catalogue of the evaluated day
     cols = "".join(f", i.{quote_identifier(f)}" for f in features)
     join = f" LEFT JOIN {items} i ON i.item_id = r.item_id" if features else ""
-    params = {"first": window.first, "last": window.last, "unknown_group": UNKNOWN_GROUP, "max": int(max_requests)}
+    params = {"first": window.first, "last": window.last, "unknown_group": UNKNOWN_GROUP, "max": int(max_requests),
+              **as_of}
     where = "partition_date BETWEEN $first AND $last AND policy = 'production'"
     rows = engine.query_df(
         f"""WITH rows AS (SELECT request_id, item_id, coalesce(group_id, $unknown_group) AS "group", position, click,

@@ -31,6 +31,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats import AuditInputError
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.catalogue_dates import items_as_of
 from fair_pipeline.ingestion.landing import truth_dir
 from fair_pipeline.platform.engines import Warehouse, as_warehouse, fetch_rows
 from fair_pipeline.platform.warehouse import quote_identifier
@@ -195,8 +196,9 @@ def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> p
     return as_warehouse(con).query_df(*cluster_counts_query(source, cluster_cols))
 
 
-def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
-    """group, item_id, n_pos, n_neg and the item's feature columns (validated against staging.stg_items)."""
+def item_counts(con, source: LabelSource, features: list[str], catalogue_day=None) -> pd.DataFrame:
+    """group, item_id, n_pos, n_neg and the item's feature columns (validated against staging.stg_items; the
+    catalogue that holds on `catalogue_day`, default the window's last day)."""
     engine = as_warehouse(con)
     if not engine.table_exists(ITEMS_VIEW):
         raise AuditDataError(f"{'.'.join(ITEMS_VIEW)} does not exist; materialize raw.items and the staging models")
@@ -205,13 +207,14 @@ def item_counts(con, source: LabelSource, features: list[str]) -> pd.DataFrame:
     if missing:
         raise AuditDataError(f"feature columns {missing} are not in {'.'.join(ITEMS_VIEW)} (columns: {available})")
     cols = ", ".join(f"i.{quote_identifier(f)}" for f in features)
+    items, as_of = items_as_of(engine, catalogue_day or source.params.get("end"))  # the evaluated day's catalogue
     frame = engine.query_df(
         f"SELECT r.grp AS \"group\", r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
         "  SELECT grp, item_id, CAST(sum(label) AS BIGINT) AS n_pos, CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
         f"  FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, item_id"
-        f") r LEFT JOIN {'.'.join(map(quote_identifier, ITEMS_VIEW))} i ON i.item_id = r.item_id "
+        f") r LEFT JOIN {items} i ON i.item_id = r.item_id "
         "ORDER BY r.grp, r.item_id",
-        source.params,
+        source.params | as_of,
     )
     unmatched = frame[features].isna().any(axis=1)
     if unmatched.any():

@@ -64,13 +64,24 @@ def add_simulation_arguments(parser: argparse.ArgumentParser) -> None:
 
     defaults = SimulationConfig()
     parser.add_argument("--start", type=date, help="first day (default: `--days` days before today, UTC)")
-    parser.add_argument("--days", type=int, default=7, help="number of days")
+    # The newest day trains on the window_days() days before it: one more day simulated completes its window.
+    parser.add_argument("--days", type=int, default=settings.window_days() + 1,
+                        help="number of days (the newest day and its training window, $FAIR_PIPELINE_WINDOW_DAYS)")
     for field in dataclasses.fields(SimulationConfig):
         flag = "--items" if field.name == "n_items" else "--" + field.name.replace("_", "-")
         default = getattr(defaults, field.name)
         kwargs = {"choices": ["log2", "power"]} if field.name == "bias_curve" else {"type": type(default)}
         parser.add_argument(flag, dest=field.name, default=default, help=SIMULATION_HELP.get(field.name, field.name),
                             **kwargs)
+
+
+def changed_simulation_flags(args: argparse.Namespace) -> list[str]:
+    """The simulation flags whose value differs from its default (given on the command line)."""
+    from fair_pipeline.ingestion.simulation_config import SimulationConfig
+
+    defaults = SimulationConfig()
+    return ["--items" if f.name == "n_items" else "--" + f.name.replace("_", "-")
+            for f in dataclasses.fields(SimulationConfig) if getattr(args, f.name) != getattr(defaults, f.name)]
 
 
 def simulation_config(args: argparse.Namespace):

@@ -8,6 +8,7 @@ import datetime as dt
 from fair_pipeline.commands.arguments import add_engine_arguments, add_verbose_flag, apply_engine, date
 from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
+from fair_pipeline.commands.run import changed_landing, contiguous_ranges
 from fair_pipeline.platform import settings
 
 
@@ -47,15 +48,22 @@ def run(args: argparse.Namespace) -> int:
         return 1
     jobs = JobRuns(args.verbose)
     start, end = args.start.isoformat(), args.end.isoformat()
-    if not jobs.ingest(start, end):
-        return 1
     days = [d for d in runner.landed_partitions() if start <= d <= end]
+    changed = changed_landing(days)
+    if not changed:
+        say(f"logs {start}..{end}: unchanged since their last ingestion (landing fingerprints): not ingested again")
+    for first_day, last_day in contiguous_ranges(changed):
+        if not jobs.ingest(first_day, last_day):
+            return 1
     trainable, first = runner.trainable(days, runner.landed_partitions())
     for day in first:
         say(f"partition {day}: not enough data to train on in its window (the {runner.window_days()} days before "
             "it): only its logs were ingested")
     ok = True
     for day in trainable:
+        if runner.up_to_date(day):
+            say(f"partition {day}: up to date (nothing it reads changed since it was built): not run again")
+            continue
         ok = jobs.train_and_audit(day) and ok
     if ok:
         say(f"backfilled {start}..{end}: registry aliases move only for the newest partition with data "

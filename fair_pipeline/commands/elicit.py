@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from fair_pipeline.platform import settings
-from fair_pipeline.selection.elicitation.defaults import DEFAULT_RADIUS
+from fair_pipeline.selection.elicitation.defaults import DEFAULT_RADIUS, MAX_INTERACTIVE_GROUPS
 
 if TYPE_CHECKING:
     from fair_pipeline.selection.session import SessionConfig
@@ -22,16 +22,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", type=Path, default=None,
                         help="DuckDB file for sessions and answers (default: $FAIR_PIPELINE_HOME/elicitation.duckdb)")
     parser.add_argument("--session", default=None, help="session id; an existing id resumes that session")
-    parser.add_argument("--groups", type=int, default=2, help="number of groups m (new sessions)")
+    parser.add_argument("--groups", type=int, default=2,
+                        help=f"number of groups m (new sessions; at most {MAX_INTERACTIVE_GROUPS})")
+    parser.add_argument("--method", choices=("adaptive", "qpme"), default="adaptive",
+                        help="adaptive: at most 40 questions with visible differences and an 'about the same' "
+                             "answer (default); qpme: the paper's bisections (hundreds of answers)")
     parser.add_argument("--group-labels", default=None, help="comma-separated group names, in group order")
     parser.add_argument("--classes", type=int, default=2, help="number of classes k (2: TPR, TNR)")
     parser.add_argument("--group-weights", default=None,
                         help="JSON list of lists tau[g][i] = P(G=g | Y=i); default uniform")
-    parser.add_argument("--tolerance", type=float, default=1e-2, help="angular bisection tolerance")
+    parser.add_argument("--tolerance", type=float, default=1e-2, help="angular bisection tolerance (qpme)")
     parser.add_argument("--radius", type=float, default=DEFAULT_RADIUS,
                         help="radius of the feasible sphere of rates around the uniform-random classifier")
     parser.add_argument("--inner-radius", type=float, default=None,
-                        help="radius of the small spheres compared in each search (default radius/10); "
+                        help="qpme: radius of the small spheres compared in each search (default radius/10); "
                              "larger makes the two profiles of a question easier to tell apart")
     parser.add_argument("--replay", action="store_true",
                         help="recompute the metric from the stored answers without asking anything")
@@ -45,6 +49,12 @@ def _config_from_args(args: argparse.Namespace) -> SessionConfig:
     from fair_pipeline.selection.session import SessionConfig
 
     check_dimensions(args.groups, args.classes)
+    if args.groups > MAX_INTERACTIVE_GROUPS:
+        raise ValueError(
+            f"--groups {args.groups}: a question would show {2 * args.groups * args.classes} rates side by side and "
+            f"the metric would weigh {args.groups * (args.groups - 1) // 2} group pairs; a person cannot judge that "
+            f"in 40 answers. Use at most {MAX_INTERACTIVE_GROUPS} groups (merge small groups, or elicit on the "
+            f"largest ones)")
     check_search(args.classes, args.radius, args.tolerance, args.inner_radius)  # before the session is stored
     labels = (tuple(args.group_labels.split(",")) if args.group_labels
               else tuple(f"group {g + 1}" for g in range(args.groups)))
@@ -53,7 +63,8 @@ def _config_from_args(args: argparse.Namespace) -> SessionConfig:
     weights = None
     if args.group_weights:
         weights = tuple(np.asarray(json.loads(args.group_weights), dtype=float).ravel().tolist())
-    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius)
+    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius,
+                           args.method)
     config.tau()  # validate now, with a clear message
     return config
 

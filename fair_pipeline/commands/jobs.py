@@ -16,6 +16,8 @@ def quiet_libraries() -> None:
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")  # read when mlflow is first imported
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # It logs a failed query with its traceback, then raises it: the step's failure line already names the cause.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def prepare_stores(verbose: bool = False) -> bool:
@@ -48,7 +50,7 @@ class JobRuns:
         """How a run shows itself: one progress line per step, Dagster's console logger only with --verbose."""
         from fair_pipeline.platform.progress import progress_logger
 
-        return {"progress": progress_logger(), "verbose": self.verbose}
+        return {"progress": progress_logger(warnings=not self.verbose), "verbose": self.verbose}
 
     def report(self, what: str, result, began: float) -> bool:
         """Say how the run `result` of `what` went; False (its cause kept) when it failed."""

@@ -17,7 +17,7 @@ from fair_pipeline.platform import settings
 COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL", settings.ENGINE_ENV,
                        settings.SPARK_MASTER_ENV,
                        settings.SPARK_DRIVER_MEMORY_ENV, settings.SPARK_CONF_ENV)
-COMMAND_LOGGERS = ("mlflow", "alembic")
+COMMAND_LOGGERS = ("mlflow", "alembic", "mlflow.store.db.utils")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,12 +55,16 @@ def _run_command(args) -> int:
     except (ValueError, FileNotFoundError) as error:
         say(f"error: {error}")
         return 2
+    except KeyboardInterrupt:  # Ctrl-C is the user's choice, not a failure: one line, no traceback
+        say("interrupted (Ctrl-C); run the same command again to continue")
+        return 130
     except Exception as error:  # noqa: BLE001 - the traceback first, then one line naming the cause
         import traceback
 
-        from fair_pipeline.platform.disk_space import disk_full_line
+        from fair_pipeline.platform.disk_space import disk_full_line, is_io_failure
 
-        traceback.print_exc()
         disk_full = disk_full_line(settings.home(), error)
+        if not (disk_full and is_io_failure(error)):  # a full disk: the one line says all there is to do
+            traceback.print_exc()
         say(f"failed: {disk_full} ({_cause(error)})" if disk_full else f"failed: {_cause(error)}")
         return 1

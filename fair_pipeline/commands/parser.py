@@ -16,7 +16,7 @@ from fair_pipeline.platform import settings
 # commands imports none of them.
 COMMANDS = {
     "simulate": ("simulate", "write simulated click logs (Nandy et al. 2.2) as landing files"),
-    "run": ("run", "the main job: simulate a week if no logs are present, then materialize everything"),
+    "run": ("run", "the main job: simulate the newest day and its training window if no logs are present, then materialize everything"),
     "backfill": ("backfill", "ingest a date range of landing files (one run), then train, audit and report each day "
                              "of it (one run per partition); registry aliases never move for an older partition"),
     "promote": ("promote", "move fair-ranker@champion to the model selected for a partition (refuses an older "

@@ -1,12 +1,13 @@
-"""`fair-pipeline run`: the main job. Simulate a week if no logs are landed, ingest every landed range, fit the
-reference models if their code changed, then train, audit and report the newest partitions, one run each."""
+"""`fair-pipeline run`: the main job. Simulate the newest day and its training window if no logs are landed, ingest
+every landed range, fit the reference models if their code changed, then train, audit and report the newest
+partitions, one run each."""
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 
 from fair_pipeline.commands.arguments import (add_engine_arguments, add_simulation_arguments, add_verbose_flag,
-                                             apply_engine)
+                                             apply_engine, changed_simulation_flags)
 from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
 from fair_pipeline.commands.results import print_where
@@ -60,6 +61,15 @@ def partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str] 
     return chosen
 
 
+def changed_landing(dates: list[str]) -> list[str]:
+    """The landed days to ingest: those whose landing fingerprint changed since their last ingestion (or never
+    ingested); with only the item catalogues changed, the newest day (its ingestion loads the catalogues too)."""
+    from fair_pipeline import runner
+
+    changed, catalogue = runner.landing_changes(dates)
+    return changed or (dates[-1:] if catalogue else [])
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
@@ -76,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
         if dates is None:
             return 2
     else:
+        ignored = changed_simulation_flags(args) if runner.landed_partitions() and not args.start else []
+        if ignored:  # the landed logs would be used as they are, and the flags would change nothing
+            say(f"error: {', '.join(ignored)} given, but logs already landed under {settings.landing_dir()} and no "
+                "--start: nothing would be simulated. Pass --start to simulate new days with these settings, or "
+                "drop the flags (or use --no-simulate) to run on the landed logs")
+            return 2
         if not runner.landed_partitions() or args.start:
             simulate(args)
         dates = runner.landed_partitions()
@@ -83,15 +99,22 @@ def run(args: argparse.Namespace) -> int:
         return 1
     jobs = JobRuns(args.verbose)
     ok = True
-    for start, end in contiguous_ranges(dates):
+    to_ingest = changed_landing(dates)
+    for start, end in contiguous_ranges(to_ingest):
         ok = jobs.ingest(start, end) and ok
+    benchmarks = runner.benchmarks_outdated()
     ok = jobs.reference_models_if_outdated() and ok
     days, _ = runner.trainable(dates[-args.partitions:], runner.landed_partitions())
     if not days:
         say(f"no partition to train and audit: partition D trains on the {runner.window_days()} days before D, and "
             f"the logs hold only {', '.join(dates)}")
         ok = False
-    for day in days if ok else []:
+    stale = [day for day in days if not runner.up_to_date(day)] if ok else []
+    if ok and not (to_ingest or benchmarks or stale):
+        say(f"nothing new: the {len(dates)} landed days and the item catalogues are as last ingested and partition(s) "
+            f"{', '.join(days)} are up to date, so nothing was materialized (newest report: {settings.reports_dir()})")
+        return 0
+    for day in stale:
         ok = jobs.train_and_audit(day) and ok
     print_where(ok, args.verbose, jobs.failures, since=began)
     return 0 if ok else 1

@@ -32,7 +32,7 @@ from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
 from fair_pipeline.eo.sql import read_click_counts
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
 from fair_pipeline.eo.window import eo_partition_window
-from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.ingestion.landing import truth_dir
 from fair_pipeline.platform.metric_keys import LABEL_TABLE, group_key, label_table, metric_name
@@ -115,8 +115,9 @@ def validate_stored(fitted: WeightedCDFTransformer, stored: WeightedCDFTransform
     return problems
 
 
-def _serving_input(landing_path, truth) -> tuple[list[str], pd.DataFrame]:
-    items = pd.read_parquet(landing_path / contract.ITEMS_DIR / "items.parquet")
+def _serving_input(landing_path, truth, day: dt.date) -> tuple[list[str], pd.DataFrame]:
+    """The fair ranker's input columns and an example: the first items of the catalogue that holds on `day`."""
+    items = pd.read_parquet(delivery_on(landing_path, day).files[0])
     features = [f"f{k}" for k in range(truth.config.n_features)]
     return features, items[[*features, "group_id"]].head(5).reset_index(drop=True)
 
@@ -230,7 +231,7 @@ def log_eo_transform(mlflow: MLflowTracking, context, fit: TransformFit, config:
             return metadata | {"serving_model": "not logged: " + (
                 "disabled by config" if not config.log_serving_model else "the stored transform failed validation"
                 if problems else "no base ranker for non-simulated logs (the simulator's production ranker needs landing/_truth)")}
-        features, example = _serving_input(landing, truth)
+        features, example = _serving_input(landing, truth, fit.day)
         info = log_fair_ranker(weighted, production_ranker(truth.config), features, registered_model_name=None,
                                input_example=example)
         alias = CANDIDATE if newest else None  # an older partition (a backfill) registers but never moves the alias

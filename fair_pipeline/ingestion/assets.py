@@ -11,7 +11,9 @@ from pydantic import Field
 
 from fair_pipeline.ingestion import contract, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
+from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
+from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, combined, source_day_fingerprint
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
@@ -20,6 +22,8 @@ from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
+# Metadata of each ingestion: the landing fingerprint of every day it loaded (what `run` compares to the landing).
+FINGERPRINTS = "landing_fingerprints"
 
 
 class IngestionConfig(dg.Config):
@@ -102,6 +106,8 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         # Check every day's files before writing anything, so a missing day fails the run up front.
         for key_ in keys:
             partition_files(landing.resolved_path, source, key_)
+        # Taken before loading: a file rewritten meanwhile makes the next run load the day again, never the reverse.
+        fingerprints = {key_: source_day_fingerprint(landing.resolved_path, source, key_) for key_ in keys}
         with warehouse.connect() as con:
             engine = warehouse.engine_for(con)
             loads = []
@@ -119,7 +125,9 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
                                         f"raw.extras_quarantine ({_extras_quarantined(load)})")
                 loads.append(load)
             table_rows = engine.row_count(("raw", f"{source}_impressions"))
-        return dg.MaterializeResult(metadata=_ingestion_metadata(loads, table_rows),
+        return dg.MaterializeResult(data_version=dg.DataVersion(combined(fingerprints)),
+                                    metadata={FINGERPRINTS: dg.MetadataValue.json(fingerprints),
+                                              **_ingestion_metadata(loads, table_rows)},
                                     check_results=[_rejected_share_check(loads, config.max_rejected_share)])
 
     return _asset
@@ -171,8 +179,11 @@ randomized_impressions = _build_impressions_asset("randomized")
     group_name="ingestion",
     kinds={"python", "duckdb", "parquet"},
     owners=OWNERS,
-    code_version="2",
-    description="Item catalogue (item_id, group_id, feature columns) from landing/items/*.parquet. Rows without an "
+    code_version="3",
+    description="Item catalogues (item_id, group_id, feature columns), one per delivery: landing/items/date=D/*.parquet "
+    "holds from D until the next delivery (columns catalogue_date, valid_from, valid_until), and each partition's "
+    "stages read the one that holds on their day; an undated landing/items/*.parquet holds on every day, or, next to "
+    "dated deliveries, is dated at the first landed day (moved to items/date=D/). Rows without an "
     f"id are quarantined ({MISSING_ID!r}), so is every row of an id delivered with differing rows "
     f"({CONFLICTING_ID!r}); exact copies (the catalogue delivered twice) are kept once and counted. A catalogue "
     "with nothing to keep (no rows, or every row rejected) is refused and the previous one stays.",
@@ -180,6 +191,8 @@ randomized_impressions = _build_impressions_asset("randomized")
 def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
     with warehouse.connect() as con:
         try:
+            pinned = pin_undated_catalogue(landing.resolved_path)  # first: the fingerprint is of the files as loaded
+            fingerprint = catalogue_fingerprint(landing.resolved_path)
             load = load_items(con, landing.resolved_path)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
@@ -190,16 +203,21 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
         context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {list(load.non_numeric_columns)}")
     if load.rejected:
         context.log.warning(f"raw.items: {load.rejected} rows quarantined ({load.rejected_by_reason})")
+    if pinned:
+        context.log.warning(f"the undated catalogue holds from the first landed day: moved to {pinned}")
     if load.exact_copies:
         context.log.info(f"raw.items: {load.exact_copies} exact copies of delivered rows kept once")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(fingerprint),
         metadata={
+            FINGERPRINTS: dg.MetadataValue.json({"items": fingerprint}),
             "dagster/row_count": load.accepted,
             "rejected_rows": load.rejected,
             "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),
             "exact_copies_dropped": load.exact_copies,
             "source_files": dg.MetadataValue.json(list(load.files)),
             "non_numeric_columns": dg.MetadataValue.json(list(load.non_numeric_columns)),
+            "deliveries": dg.MetadataValue.json([str(day) if day else "undated" for day in load.delivery_days]),
         }
     )
 

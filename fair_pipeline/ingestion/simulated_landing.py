@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.catalogue_dates import items_folder, pin_before_delivery
 from fair_pipeline.ingestion.landing import conform, partition_dir, write_parquet_atomic
 from fair_pipeline.ingestion.simulation_config import SimulationConfig
 from fair_pipeline.ingestion.simulator import bias_curve, simulate_items, simulate_requests
@@ -86,10 +87,14 @@ def simulate_day_tables(config: SimulationConfig, items: pd.DataFrame, day: dt.d
 
 def write_items_and_truth(config: SimulationConfig, landing: Path, items: pd.DataFrame,
                           days: list[dt.date]) -> None:
-    """`items/` (what a ranker may see) and each day's `_truth/date=D/` (evaluation only; no estimator reads it):
-    a later simulation of other days never changes the truth an earlier day is evaluated against."""
+    """The catalogue delivered for the first day, `items/date=D/` (what a ranker may see; it holds until the next
+    delivery), and each day's `_truth/date=D/` (evaluation only; no estimator reads it): a later simulation of other
+    days never changes the catalogue or the truth an earlier day is read with. An undated catalogue of an older
+    home is dated first (`catalogue_dates.pin_before_delivery`), so it keeps holding on the days it held on."""
     features = ["item_id", "group_id"] + [c for c in items.columns if c.startswith(ITEM_FEATURE_PREFIX)]
-    write_parquet_atomic(pa.Table.from_pandas(items[features], preserve_index=False), landing / contract.ITEMS_DIR / "items.parquet")
+    pin_before_delivery(landing)
+    write_parquet_atomic(pa.Table.from_pandas(items[features], preserve_index=False),
+                         items_folder(landing) / f"date={min(days)}" / "items.parquet")
     for day in days:
         _write_truth(config, landing / contract.TRUTH_DIR / f"date={day}", items)
 

@@ -29,6 +29,18 @@ def _says_full(evidence: BaseException | str) -> bool:
     return any(getattr(e, "errno", None) == errno.ENOSPC or _says_full(str(e)) for e in _chain(evidence))
 
 
+# What an I/O failure says on its way up (SQLite: "disk I/O error", DuckDB: "IO Error: ..."), besides an OSError.
+_IO_MESSAGES = ("disk I/O error", "IO Error")
+
+
+def is_io_failure(error: BaseException) -> bool:
+    """Whether `error` or one of its causes is a failed read or write (not, say, a bug that happened while the
+    disk was nearly full): then a full disk explains it, and its traceback would only bury the one line that says
+    what to do."""
+    return _says_full(error) or any(isinstance(e, OSError) or any(m in str(e) for m in _IO_MESSAGES)
+                                    for e in _chain(error))
+
+
 def free_bytes(path: Path) -> int:
     """Free space of the file system holding `path` (its nearest existing ancestor)."""
     path = Path(path).resolve()

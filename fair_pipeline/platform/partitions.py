@@ -7,7 +7,14 @@ import warnings
 
 import dagster as dg
 
-from fair_pipeline.platform.windows import DEFAULT_MIN_DAYS, PartitionWindow
+from fair_pipeline.platform.settings import (  # noqa: F401 - re-exported: the mappings' settings live here too
+    DEFAULT_WINDOW_DAYS,
+    MIN_WINDOW_DAYS_ENV,
+    WINDOW_DAYS_ENV,
+    min_window_days,
+    window_days,
+)
+from fair_pipeline.platform.windows import PartitionWindow
 
 # Single-run backfill policies are the documented way to process a date range in one run; Dagster
 # still labels the parameter beta, which would print a warning on every import.
@@ -24,32 +31,6 @@ single_run = dg.BackfillPolicy.single_run()
 
 # Trained stages read this many calendar days. The partition mappings below are built from it, and the stages
 # read their windows from those mappings (`mapped_window`), so the lineage view shows exactly what the code reads.
-WINDOW_DAYS_ENV = "FAIR_PIPELINE_WINDOW_DAYS"
-MIN_WINDOW_DAYS_ENV = "FAIR_PIPELINE_MIN_WINDOW_DAYS"
-DEFAULT_WINDOW_DAYS = 7
-
-
-def _positive_int_env(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"{name}={text!r} must be a positive integer (days)")
-    return int(text)
-
-
-def window_days() -> int:
-    """The training window's length in days ($FAIR_PIPELINE_WINDOW_DAYS, default 7); read when the definitions
-    are built, since the partition mappings are made from it."""
-    return _positive_int_env(WINDOW_DAYS_ENV, DEFAULT_WINDOW_DAYS)
-
-
-def min_window_days() -> int:
-    """Days with data a window needs before a stage trains on it ($FAIR_PIPELINE_MIN_WINDOW_DAYS, default 1):
-    below it the stage fails with "not enough data" instead of reaching further back."""
-    return _positive_int_env(MIN_WINDOW_DAYS_ENV, DEFAULT_MIN_DAYS)
-
-
 WINDOW_DAYS = window_days()
 
 

@@ -39,8 +39,10 @@ def step_label(step_key: str) -> str:
 class StepProgress(logging.Handler):
     """Turns Dagster's step events into progress lines; `clock` is injectable for tests."""
 
-    def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
+                 warnings: bool = False):
         super().__init__(level=logging.DEBUG)
+        self.warnings = warnings
         self.stream = stream or sys.stdout
         self.clock = clock
         self.began = clock()
@@ -49,7 +51,12 @@ class StepProgress(logging.Handler):
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def emit(self, record: logging.LogRecord) -> None:
-        event = (getattr(record, "dagster_meta", None) or {}).get("dagster_event")
+        meta = getattr(record, "dagster_meta", None) or {}
+        event = meta.get("dagster_event")
+        if self.warnings and record.levelno == logging.WARNING:
+            message = str(meta.get("orig_message") or record.getMessage()).strip().splitlines()
+            self._write(f"     warning: {message[0] if message else ''}")
+            return
         if event is None or event.step_key is None or event.event_type not in _STEP_EVENTS:
             return
         now = self.clock()
@@ -73,13 +80,15 @@ class StepProgress(logging.Handler):
         self.stream.flush()
 
 
-def progress_logger(stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> dg.LoggerDefinition:
-    """A Dagster logger definition printing one line per finished step to `stream` (default stdout)."""
+def progress_logger(stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic,
+                    warnings: bool = False) -> dg.LoggerDefinition:
+    """A Dagster logger definition printing one line per finished step to `stream` (default stdout), and with
+    `warnings` one line per warning the run logs (when Dagster's console logger is quiet)."""
 
     @dg.logger(description="one line per finished step, with elapsed time (the fair-pipeline CLI)")
     def progress(_init_context) -> logging.Logger:
         log = logging.Logger("fair_pipeline.progress", level=logging.DEBUG)
-        log.addHandler(StepProgress(stream, clock))
+        log.addHandler(StepProgress(stream, clock, warnings))
         return log
 
     return progress
@@ -88,10 +97,12 @@ def progress_logger(stream: TextIO | None = None, clock: Callable[[], float] = t
 def with_progress(job: dg.JobDefinition, run_config: dict[str, Any], logger: dg.LoggerDefinition | None,
                   verbose: bool = True) -> tuple[dg.JobDefinition, dict[str, Any]]:
     """The job with `logger` added next to its own loggers, and the run config enabling it; unless
-    `verbose`, Dagster's console logger shows only warnings and errors (the progress lines replace it)."""
+    `verbose`, Dagster's console logger is silent: the progress lines replace it, a failed step's line names its
+    cause, and a warning is one line when `logger` prints warnings (its stack traces would bury the CLI's last
+    line, e.g. the one saying the disk is full)."""
     loggers = dict(run_config.get("loggers", {}))
     if not verbose:
-        loggers["console"] = {"config": {"log_level": "WARNING"}}
+        loggers["console"] = {"config": {"log_level": "CRITICAL"}}
     if logger is not None:
         job = job.with_logger_defs({**job.loggers, PROGRESS_LOGGER: logger})
         loggers[PROGRESS_LOGGER] = {}

@@ -29,6 +29,12 @@ DEFAULT_SPARK_DRIVER_MEMORY = "1g"
 # ~0.5-0.7 GB the Python side holds (libraries, Dagster, MLflow) is added; loading a 12.5M-row day takes 5% more
 # CPU at 384MB than at 512MB (benchmarks in docs/warehouse_memory.md).
 DEFAULT_DUCKDB_MEMORY_LIMIT = "384MB"
+# Trained stages read this many calendar days (the partition mappings are built from it) and need this many of
+# them to hold data; the CLI simulates one more day than the window, so the newest day's window is complete.
+WINDOW_DAYS_ENV = "FAIR_PIPELINE_WINDOW_DAYS"
+MIN_WINDOW_DAYS_ENV = "FAIR_PIPELINE_MIN_WINDOW_DAYS"
+DEFAULT_WINDOW_DAYS = 7
+DEFAULT_MIN_WINDOW_DAYS = 1
 MLFLOW_UI_URL_ENV = "FAIR_PIPELINE_MLFLOW_UI_URL"  # where people open MLflow (links in Dagster's metadata)
 DEFAULT_MLFLOW_UI_PORT = 5000
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # fair_pipeline/
@@ -186,3 +192,24 @@ def restored_variables(*names: str) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _positive_int_env(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{name}={text!r} must be a positive integer (days)")
+    return int(text)
+
+
+def window_days() -> int:
+    """The training window's length in days ($FAIR_PIPELINE_WINDOW_DAYS, default 7); read when the definitions
+    are built, since the partition mappings are made from it."""
+    return _positive_int_env(WINDOW_DAYS_ENV, DEFAULT_WINDOW_DAYS)
+
+
+def min_window_days() -> int:
+    """Days with data a window needs before a stage trains on it ($FAIR_PIPELINE_MIN_WINDOW_DAYS, default 1):
+    below it the stage fails with "not enough data" instead of reaching further back."""
+    return _positive_int_env(MIN_WINDOW_DAYS_ENV, DEFAULT_MIN_WINDOW_DAYS)

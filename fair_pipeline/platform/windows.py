@@ -22,10 +22,11 @@ import datetime as dt
 from collections.abc import Sequence
 
 from fair_pipeline.platform.engines import as_warehouse
+from fair_pipeline.platform.settings import DEFAULT_MIN_WINDOW_DAYS
 from fair_pipeline.platform.warehouse import quote_identifier
 
 DEFAULT_HOLDOUT_DAYS = 1  # partitions the audit evaluates and the trained stages leave out
-DEFAULT_MIN_DAYS = 1  # days with data a window needs (FAIR_PIPELINE_MIN_WINDOW_DAYS overrides it)
+DEFAULT_MIN_DAYS = DEFAULT_MIN_WINDOW_DAYS  # days with data a window needs (FAIR_PIPELINE_MIN_WINDOW_DAYS overrides it)
 OBSERVATIONAL_TABLES = ("raw.observational_impressions",)  # "the newest partition with data" is the newest here
 
 

@@ -27,7 +27,7 @@ from fair_pipeline.position_bias.chain import (
 )
 
 # Expected clicks in the two swapped cells of η_j below which it is not estimable. Monte Carlo (sparse deep
-# positions; benchmarks/position_bias_accuracy.py --swap-reps): see docs/audit_inference.md.
+# positions; benchmarks/position_bias_accuracy.py --only-swap): see docs/position_bias.md.
 MIN_SWAPPED_CLICKS = 1.0
 
 

@@ -150,7 +150,8 @@ def _inline(text: str) -> str:
 
 
 _COUNT_COLUMN = re.compile(r"^(n|n_\w+|\w*_count|count\w*|rank|rows|\w+_rows|pairs|queries|impressions.*|partitions|"
-                           r"positions compared|CI covers truth|groups|\w*version|paired_\w+)$", re.IGNORECASE)
+                           r"positions compared|CI covers truth|groups|\w*version|paired_\w+|.+ (accepted|rejected)|clicks|items|"
+                           r"requests|candidates)$", re.IGNORECASE)
 
 
 def display_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -183,6 +184,15 @@ def _figure_html(figure: Figure) -> str:
             f"<figcaption>{_inline(figure.caption)}</figcaption></figure>")
 
 
+# A summary list longer than this is collapsed under its count (the first screen has the decision).
+LONG_LIST = 6
+
+
+def _list_html(items: list[str]) -> str:
+    listed = "<ul>" + "".join(items) + "</ul>"
+    return listed if len(items) <= LONG_LIST else f"<details><summary>{len(items)} items</summary>{listed}</details>"
+
+
 def _summary_html(report: Report) -> str:
     parts, items = [], []
     for line in summary_lines(report):
@@ -192,11 +202,11 @@ def _summary_html(report: Report) -> str:
             items.append(f"<li>{_inline(line[2:])}</li>")
             continue
         if items:
-            parts.append("<ul>" + "".join(items) + "</ul>")
+            parts.append(_list_html(items))
             items = []
         parts.append(f"<p>{_inline(line)}</p>")
     if items:
-        parts.append("<ul>" + "".join(items) + "</ul>")
+        parts.append(_list_html(items))
     return "".join(parts)
 
 

@@ -111,14 +111,16 @@ def decision(inputs: ReportInputs, gaps: pd.DataFrame) -> SectionContent:
     if large.empty:
         blocks.append(Text(f"**No gap is larger than δ** among the {len(gaps)} audited comparisons."))
     else:
-        large = large.assign(label=large["model"] + ": " + large["comparison"])
+        # numbered along the axis (long names would run off the figure); the table below names each number
+        large = large.reset_index(drop=True).assign(label=lambda f: (f.index + 1).astype(str))
         shown = f"{len(large)} of {total}" if total > len(large) else f"all {total}"
         blocks += [
             Text(f"**Gaps larger than δ** ({shown}; every comparison is in its section below):"),
-            Figure("decision_gaps", figures.forest(large, "label", "effect", "low", "high", "margin", "gap"),
-                   "Gaps larger than δ with their 95% CIs; the shaded band is ±δ (a gap matters when its whole "
-                   "interval lies outside it)"),
-            Table(pd.DataFrame({"verdict": large["verdict"],
+            Figure("decision_gaps", figures.forest(large, "label", "effect", "low", "high", "margin",
+                                                   "gap (numbered as in the table)", "gap with 95% CI"),
+                   "Gaps larger than δ with their 95% CIs, numbered as in the table below; the shaded band is ±δ "
+                   "(a gap matters when its whole interval lies outside it)"),
+            Table(pd.DataFrame({"#": large["label"], "verdict": large["verdict"],
                                 "gap [95% CI]": [ci_text(e, lo, hi, signed=True) for e, lo, hi in
                                                  zip(large["effect"], large["low"], large["high"])],
                                 "δ": large["margin"].map(lambda d: f"{d:g}"), "model": large["model"],

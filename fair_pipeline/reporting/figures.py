@@ -113,15 +113,16 @@ def frontier(frame: pd.DataFrame, x: str, y: str, xlow: str, xhigh: str, ylow: s
     return render([panel], panel_size=SINGLE)
 
 
-def forest(frame: pd.DataFrame, label: str, effect: str, low: str, high: str, margin: str, ylabel: str) -> bytes:
+def forest(frame: pd.DataFrame, label: str, effect: str, low: str, high: str, margin: str, xlabel: str,
+           ylabel: str) -> bytes:
     """A forest plot: one point with its 95% CI per row (labelled along x), the ±δ band shaded around 0 and the
     zero line, one panel per distinct δ (each panel's band is its own margin)."""
     drawn = []
     for delta, part in frame.groupby(margin, sort=True):
         part = part.reset_index(drop=True)
         x = np.arange(len(part), dtype=float)
-        panel = Panel(f"δ = {delta:g}" if frame[margin].nunique() > 1 else "", ylabel=ylabel,
-                      x_labels=part[label].astype(str).tolist(), rotate_x_labels=True)
+        panel = Panel(f"δ = {delta:g}" if frame[margin].nunique() > 1 else "", xlabel=xlabel, ylabel=ylabel,
+                      x_labels=part[label].astype(str).tolist())
         panel.band([-0.5, len(part) - 0.5], [-delta, -delta], [delta, delta], series=f"±δ (δ = {delta:g})",
                    colour="#2ca02c")
         panel.hline(0.0, colour="#808080", style="solid", width=0.8)

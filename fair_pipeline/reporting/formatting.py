@@ -178,8 +178,8 @@ def count_text(value) -> str:
 # What each verdict means, one sentence each (the rule of `audit.stats.equivalence.classify_gaps`).
 VERDICT_LEGEND = {
     LARGER: "the whole 95% interval lies beyond +δ or beyond −δ: a gap that matters, whatever the sampling noise.",
-    WITHIN: "the gap is real (p < 0.05) but its 90% interval lies inside ±δ: too small to matter.",
-    EQUIVALENT: "not significant and the 90% interval lies inside ±δ: any gap is too small to matter.",
+    WITHIN: "the gap is real (p < 0.05) but its 95% interval lies inside ±δ: too small to matter.",
+    EQUIVALENT: "not significant and the 95% interval lies inside ±δ: any gap is too small to matter.",
     INCONCLUSIVE: "the interval reaches across ±δ: the data cannot tell a gap that matters from one that does not.",
     NOT_ESTIMABLE: "too few observations in a group to estimate the gap at all.",
 }

@@ -22,7 +22,7 @@ its verdict from diff / delta, their CI and p with the default δ.)
     pairwise_gaps:       model, group_a, group_b, estimate (A(a>b) − A(b>a)), ci_low, ci_high, p_value
                          [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
-                         unfairness_ci_high [unfairness_p_value, cutoff, label_source]
+                         unfairness_ci_high [unfairness_p_value, cutoff, label_source, penalty_target]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
                          diff_ci_high, diff_p, paired_clusters, paired_rows: the paired difference vs the winner;
                          tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version (of
@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import audit_sections, figures, pairwise, selection, trend
+from fair_pipeline.reporting import audit_sections, figures, frontier, pairwise, selection, trend
 from fair_pipeline.reporting.eo_sections import eo_transform, exposure_merit
 from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
@@ -60,11 +60,12 @@ from fair_pipeline.reporting.model import (
     Text,
 )
 from fair_pipeline.reporting.proportions import two_proportion_test, wilson_interval
+from fair_pipeline.reporting.window_days import days_read, window_days_section
 
 
 # ---------------------------------------------------------------- report-level notes (the lead wires them in)
 GROUP_COLUMN_NOTE = (
-    "Groups are the values of the protected-attribute column `group_id` of the items landing file (`items/items.parquet`; in simulated "
+    "Groups are the values of the protected-attribute column `group_id` of the item catalogue (`landing/items/date=D/*.parquet`, the delivery that holds on the report's day; in simulated "
     "logs the simulator's C, with P(C = 1) = p_group; for Open Bandit a binarized item feature). Name them with "
     "$FAIR_PIPELINE_GROUP_LABELS, e.g. `0=group A,1=group B`.")
 
@@ -79,16 +80,8 @@ def group_note(labels: dict[str, str]) -> Text:
 
 
 # ---------------------------------------------------------------- stages with DuckDB marts (built today)
-def up_to_day(inputs: ReportInputs) -> tuple[str, dict, str]:
-    """(a WHERE clause keeping the partitions on or before the report's day, its parameters, how captions say it):
-    a day's report never counts later days."""
-    if inputs.partition is None:
-        return "", {}, "all partitions"
-    return " WHERE partition_date <= $day", {"day": inputs.partition}, f"partitions up to {inputs.partition}"
-
-
 def data_volume(inputs: ReportInputs) -> SectionContent:
-    where, params, window = up_to_day(inputs)
+    where, params, window = days_read(inputs)
     volume = inputs.mart_sql(
         "SELECT CAST(partition_date AS VARCHAR) AS partition, source, accepted_rows, clicks, rejected_rows "
         f"FROM marts.daily_volume{where} ORDER BY partition_date, source",
@@ -139,12 +132,12 @@ def data_volume(inputs: ReportInputs) -> SectionContent:
         blocks=blocks,
         findings=findings,
         metrics={"accepted_rows": accepted, "rejected_rows": rejected, "rejected_share": share},
-        source="marts.daily_volume, staging.stg_quarantine",
+        source=f"marts.daily_volume, staging.stg_quarantine ({window})",
     )
 
 
 def ctr_by_position(inputs: ReportInputs) -> SectionContent:
-    where, params, window = up_to_day(inputs)
+    where, params, window = days_read(inputs)
     frame = inputs.mart_sql(
         "SELECT policy, position, CAST(sum(impressions) AS BIGINT) AS impressions, CAST(sum(clicks) AS BIGINT) AS clicks "
         f"FROM marts.daily_ctr_by_position{where} GROUP BY ALL ORDER BY policy, position",
@@ -288,6 +281,7 @@ def last_position_finding(last: pd.Series, chosen: str) -> Finding:
 
 
 SECTIONS: list[SectionSpec] = [
+    SectionSpec("window_days", "Days this partition read", "ingestion", window_days_section),
     SectionSpec("data_volume", "Data volume and quarantine", "ingestion", data_volume),
     SectionSpec("ctr_by_position", "Click-through rate by position", "staging", ctr_by_position),
     SectionSpec("position_bias", "Position-bias curve", "position_bias", position_bias),
@@ -298,7 +292,7 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
     SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise.pairwise_accuracy),
     SectionSpec("audit_trend", "Audit trend over daily partitions", "audit", trend.audit_trend),
-    SectionSpec("lambda_frontier", "λ trade-off frontier", "training", selection.lambda_frontier),
+    SectionSpec("lambda_frontier", "λ trade-off frontier", "training", frontier.lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", selection.model_selection),
 ]
 

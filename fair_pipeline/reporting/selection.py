@@ -1,14 +1,14 @@
-"""The report's sections on the trained rankers and model selection: the λ trade-off frontier, and the ranking of
-candidates by the elicited fair metric with each one's paired difference vs the winner and the champion model
-(tables `lambda_frontier`, `model_ranking`, `elicited_metric`; contracts in `fair_pipeline.reporting.sections`)."""
+"""The report's model-selection section: the ranking of candidates by the elicited fair metric with each one's
+paired difference vs the winner and the champion model (tables `model_ranking`, `elicited_metric`; contracts in
+`fair_pipeline.reporting.sections`; the λ frontier is `reporting.frontier`)."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import figures
+from fair_pipeline.reporting.decision import deployed_text
 from fair_pipeline.reporting.formatting import ci_text, p_phrase, p_text, with_ci
-from fair_pipeline.reporting.model import Figure, Finding, ReportInputs, SectionContent, StageMissing, Table, Text
+from fair_pipeline.reporting.model import Finding, ReportInputs, SectionContent, StageMissing, Table, Text
 
 
 def champion_text(name: str | None, version: str | int | None, candidate: str | None = None) -> str:
@@ -23,41 +23,6 @@ def champion_blocks(name: str | None, version: str | int | None, candidate: str 
     """The champion as a paragraph for a section and as a headline fact for the summary."""
     text = champion_text(name, version, candidate)
     return Text(text), Finding(text.replace("**", "").replace("`", ""), "info")
-
-
-def lambda_frontier(inputs: ReportInputs) -> SectionContent:
-    cols = ["lambda", "utility", "utility_ci_low", "utility_ci_high", "unfairness", "unfairness_ci_low", "unfairness_ci_high"]
-    frame = inputs.stored_table("lambda_frontier", cols)
-    # λ sorted as a number (never as text: 0.1, 1, 10, 2) and shown as 0.1, 1, 10 (not 1.0, 10.0)
-    frame = frame.assign(**{"lambda": pd.to_numeric(frame["lambda"], errors="coerce")}).sort_values("lambda", kind="stable")
-    table = frame[["lambda"]].copy()
-    table["lambda"] = frame["lambda"].map(lambda v: "n/a" if pd.isna(v) else f"{v:g}")
-    table["utility [95% CI]"] = with_ci(frame, "utility", "utility_ci_low", "utility_ci_high")
-    table["unfairness [95% CI]"] = with_ci(frame, "unfairness", "unfairness_ci_low", "unfairness_ci_high")
-    if "unfairness_p_value" in frame.columns:
-        table["p (gap = 0)"] = frame["unfairness_p_value"].map(p_text)
-    cutoff = f"I({frame['cutoff'].iloc[0]:g})" if "cutoff" in frame.columns else "the partial AUC"
-    labels = f" on {frame['label_source'].iloc[0]} labels" if "label_source" in frame.columns else ""
-    first, last = frame.iloc[0], frame.iloc[-1]
-    findings = [Finding(
-        f"λ = {first['lambda']:g} → {last['lambda']:g}: utility {ci_text(first['utility'], first['utility_ci_low'], first['utility_ci_high'])} → "
-        f"{ci_text(last['utility'], last['utility_ci_low'], last['utility_ci_high'])}; unfairness "
-        f"{ci_text(first['unfairness'], first['unfairness_ci_low'], first['unfairness_ci_high'])} → "
-        f"{ci_text(last['unfairness'], last['unfairness_ci_low'], last['unfairness_ci_high'])}"
-        + ("; the CIs overlap" if last["unfairness_ci_high"] >= first["unfairness_ci_low"] and last["unfairness_ci_low"] <= first["unfairness_ci_high"]
-           else ""), "info")]
-    return SectionContent(
-        blocks=[
-            Text(f"Rankers retrained with the fairness penalty λ. Utility = held-out AUC; unfairness = |gap| between the "
-                 f"groups' normalized partial AUC {cutoff}{labels} (the largest over group pairs), each with its 95% CI."),
-            Figure("lambda_frontier", figures.frontier(frame, "unfairness", "utility", "unfairness_ci_low", "unfairness_ci_high",
-                                                       "utility_ci_low", "utility_ci_high", "lambda", "unfairness", "utility"),
-                   "Utility / unfairness trade-off over the penalty weight λ (95% CI)"),
-            Table(table, "λ trade-off frontier"),
-        ],
-        findings=findings,
-        source=inputs.sources.get("lambda_frontier", ""),
-    )
 
 
 SELECTION_NOTE = (
@@ -87,19 +52,29 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
-        table = frame[["rank", "model"] + (["family"] if "family" in frame.columns else [])].copy()
-        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        # the decision columns first (rank, the paired difference and its p), the candidate's details after
+        table = frame[["rank", "model"]].copy()
         if {"diff_vs_winner", "diff_ci_low", "diff_ci_high"} <= set(frame.columns):
             table["Δ cost vs winner [95% CI, paired by item]"] = frame.apply(_paired_text, axis=1)
             if "diff_p" in frame.columns:
                 table["p (Δ = 0)"] = frame["diff_p"].map(p_text)
-        extra = [c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
-                 ("error_part", "violation_part", "min_group_count", "champion_version", "reason")]
+        table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
+        extra = [c for c in frame.columns if c in ("family", "champion_version")] + [
+            c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
+            ("error_part", "violation_part", "min_group_count", "reason")]
         table = pd.concat([table, frame[extra].round(4)], axis=1)
         blocks.append(Table(table, "Model-selection ranking"))
         findings = selection_findings(frame)
         champion = frame[frame["champion_version"].notna()] if "champion_version" in frame.columns else frame.iloc[:0]
-        if len(champion):
+        try:  # what @champion points at after this day's selection, as the first screen says it
+            deployed = inputs.stored_table("deployed_model", ["model", "champion_version", "partition_date"])
+        except StageMissing:
+            deployed = None
+        if deployed is not None:
+            text = deployed_text(frame, deployed, inputs.partition)
+            blocks.insert(0, Text(text))
+            findings.append(Finding(text.replace("**", "").replace("`", ""), "info"))
+        elif len(champion):
             registered = champion.iloc[0].get("registered_model")
             text, finding = champion_blocks(registered if isinstance(registered, str) else "the registered model",
                                             champion.iloc[0]["champion_version"], champion.iloc[0]["model"])

@@ -66,7 +66,10 @@ def _training(con, partition) -> dict[str, pd.DataFrame]:
     day = resolve_partition(con, RANKER_CANDIDATES, partition, hint=hint)
     candidates = load_partition(con, RANKER_CANDIDATES, day)
     audits = load_partition(con, RANKER_AUDITS, day, hint=hint)
-    return {"lambda_frontier": lambda_frontier(candidates, audits, HELDOUT_CLICKS)}
+    frontier = lambda_frontier(candidates, audits, HELDOUT_CLICKS)
+    if "mi_proxy_train" in candidates.columns:  # what the penalty targets, per λ
+        frontier["penalty_target"] = frontier["lambda"].map(candidates.drop_duplicates("lam").set_index("lam")["mi_proxy_train"])
+    return {"lambda_frontier": frontier}
 
 
 def _selection(con, partition) -> dict[str, pd.DataFrame]:

@@ -1,16 +1,14 @@
 """The end-of-run terminal summary of a report's findings.json (what `fair-pipeline run` prints last).
 
 Quiet (the default): the verdict counts, the group gaps larger than δ and the other significant headlines,
-at most `QUIET_HEADLINES` of them, each in full (wrapped at `LINE_WIDTH`, never cut: a cut headline can lose its
-interval or its verdict), and why any section is missing. Verbose: every
+at most `QUIET_HEADLINES` of them, each whole on one line (never cut: a cut headline can lose its interval or its
+verdict), and why any section is missing. Verbose: every
 headline in full. The report itself lists every test; the summary only points at what to read first.
 """
 from __future__ import annotations
 
-import textwrap
 
 QUIET_HEADLINES = 6
-LINE_WIDTH = 160
 MISSING_SHOWN = 4  # a quiet summary names up to this many missing sections (with why), else counts them
 # Headlines in this order (the report's summary order); labels as printed.
 LABELS = {"gap larger than δ": "GAP > δ", "significant": "SIGNIFICANT", "not significant": "not significant",
@@ -18,12 +16,6 @@ LABELS = {"gap larger than δ": "GAP > δ", "significant": "SIGNIFICANT", "not s
           "not estimable": "not estimable", "info": "fact"}
 # What a quiet summary shows: the findings someone must act on.
 _LOUD = ("gap larger than δ", "significant")
-
-
-def wrapped(line: str, width: int = LINE_WIDTH) -> list[str]:
-    """`line` over as many lines of at most `width` characters as it needs, continuation lines indented; every
-    word kept."""
-    return textwrap.wrap(line, width, subsequent_indent="      ", break_long_words=False, break_on_hyphens=False) or [line]
 
 
 def _ordered_headlines(findings: list[dict]) -> list[dict]:
@@ -44,7 +36,7 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
         lines.append(f"  {data['verdict_summary']} (δ = practical margin per metric)")
     shown = headlines if verbose else [item for item in headlines if item["status"] in _LOUD][:QUIET_HEADLINES]
     for item in shown:
-        lines += wrapped(f"  [{LABELS[item['status']]}] {item['section']}: {item['text']}")
+        lines.append(f"  [{LABELS[item['status']]}] {item['section']}: {item['text']}")
     if len(shown) < len(headlines):
         lines.append(f"  … {len(headlines) - len(shown)} more headline(s) in the report (or run with --verbose)")
     tests = [item for item in data["findings"] if item["status"] in ("significant", "not significant")]
@@ -54,7 +46,7 @@ def summary_lines(data: dict, verbose: bool = False) -> list[str]:
                      f"{len(tests) - significant} not significant")
     missing = _missing_lines(data.get("missing", []))
     if verbose or len(missing) <= MISSING_SHOWN:
-        lines += [part for line in missing for part in wrapped(line)]
+        lines += missing
     else:
         lines.append(f"  {len(missing)} sections not in the report (stages without output); run with --verbose for why")
     return lines

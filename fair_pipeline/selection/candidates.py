@@ -28,6 +28,7 @@ from fair_pipeline.audit.sql import ITEMS_VIEW, OBSERVATIONAL_VIEW, UNKNOWN_GROU
 from fair_pipeline.eo.aggregate import EOInputError, check_click_positions
 from fair_pipeline.eo.fair_ranker import LinearRanker
 from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_weighted_sums, with_alpha
+from fair_pipeline.ingestion.catalogue_dates import items_as_of
 from fair_pipeline.platform.partition_store import load_partition
 from fair_pipeline.platform.engines import as_warehouse, fetch_rows
 from fair_pipeline.platform.warehouse import quote_identifier, table_columns, table_exists
@@ -104,13 +105,14 @@ def load_rankers(con, partition=None) -> list[Ranker]:
     return rankers
 
 
-def catalogue_group_labels(con) -> list[str] | None:
-    """The item catalogue's group labels, sorted, from a `Warehouse` (or a DuckDB connection); None without
-    staging.stg_items."""
+def catalogue_group_labels(con, day: dt.date | None = None) -> list[str] | None:
+    """The group labels of the item catalogue as of `day` (None: the newest), sorted, from a `Warehouse` (or a
+    DuckDB connection); None without staging.stg_items."""
     engine = as_warehouse(con)
     if not engine.table_exists(ITEMS_VIEW):
         return None
-    rows = fetch_rows(engine, "SELECT DISTINCT group_label FROM staging.stg_items ORDER BY 1")
+    items, params = items_as_of(engine, day)
+    rows = fetch_rows(engine, f"SELECT DISTINCT group_label FROM {items} ORDER BY 1", params)
     return [str(label) for (label,) in rows]
 
 
@@ -157,8 +159,8 @@ def _clicked_positions_sql(observational: str, items: str) -> str:
         """
 
 
-def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
-                          position_weights: pd.DataFrame) -> Iterator[tuple[pd.DataFrame, str]]:
+def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float, position_weights: pd.DataFrame,
+                          day: dt.date | None) -> Iterator[tuple[pd.DataFrame, str]]:
     """The rankers sharing one window, from one pass of cells over its production impressions; yields each
     ranker's (weighted-sum table, problem) in turn, problem "" or why the window's clicks cannot be weighted.
 
@@ -173,9 +175,10 @@ def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
     integer arithmetic, so the sums do not depend on the order threads or executors add them (a double sum
     would, in its last bits), and a value past 1e20 fails loudly instead of rounding."""
     first, last = rankers[0].window_start, rankers[0].window_end
-    observational, items = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, ITEMS_VIEW))
+    observational = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW))
+    items, as_of = items_as_of(engine, day)
     cells = _position_cells_sql(observational, items)
-    params: dict = {"first": first, "last": last, "unknown_group": UNKNOWN_GROUP}
+    params: dict = {"first": first, "last": last, "unknown_group": UNKNOWN_GROUP, **as_of}
     clicked = engine.query_df(_clicked_positions_sql(observational, items), params)
     try:
         check_click_positions(clicked, position_weights)
@@ -226,14 +229,15 @@ def _window_weighted_sums(con, engine, rankers: list[Ranker], bin_width: float,
 
 
 def ranker_weighted_sums(con, rankers: list[Ranker], bin_width: float, position_weights: pd.DataFrame,
-                         engine=None) -> Iterator[tuple[int, pd.DataFrame, str]]:
+                         engine=None, day: dt.date | None = None) -> Iterator[tuple[int, pd.DataFrame, str]]:
     """(index into `rankers`, table, problem) per ranker: the EO fit's sufficient statistic of the ranker's
     scores on the production impressions of its training window (WEIGHTED_SUM_COLUMNS: per group and score
     bin, impressions, clicks and the clicks weighted by 1 / w_position of `position_weights`, a (position,
     weight) frame), computed in SQL with one scan of the log per distinct training window, not one per ranker.
     `problem` says why the window's clicks cannot be weighted ("" if they can). Rankers come window by window
     (in order within a window), one table in memory at a time. `engine` (a `Warehouse`; default: DuckDB over
-    `con`) holds the log; `con` is a local DuckDB connection for the per-ranker sums."""
+    `con`) holds the log; `con` is a local DuckDB connection for the per-ranker sums. Items come from the catalogue
+    as of `day`, the partition the rankers were trained for (None: the newest catalogue)."""
     engine = as_warehouse(engine if engine is not None else con)
     available = engine.table_columns(ITEMS_VIEW)
     for ranker in rankers:
@@ -242,7 +246,7 @@ def ranker_weighted_sums(con, rankers: list[Ranker], bin_width: float, position_
     for index, ranker in enumerate(rankers):
         by_window.setdefault((ranker.window_start, ranker.window_end), []).append(index)
     for members in by_window.values():
-        tables = _window_weighted_sums(con, engine, [rankers[m] for m in members], bin_width, position_weights)
+        tables = _window_weighted_sums(con, engine, [rankers[m] for m in members], bin_width, position_weights, day)
         for member, (table, problem) in zip(members, tables):
             yield member, table, problem
 
@@ -260,15 +264,15 @@ def _unfit_reason(ranker: Ranker, sums: pd.DataFrame, min_positives: int) -> str
 
 def build_candidates(con, rankers: list[Ranker], alphas: list[float], position_curve: pd.DataFrame,
                      template: WeightedCDFTransformer, bin_width: float, min_positives: int,
-                     engine=None) -> list[Candidate]:
+                     engine=None, day: dt.date | None = None) -> list[Candidate]:
     """Every ranker x alpha, the transform re-fitted per ranker with `template`'s settings (see module doc);
-    `engine` as in `ranker_weighted_sums`."""
+    `engine` and `day` as in `ranker_weighted_sums`."""
     if not alphas or any(not 0.0 <= a <= 1.0 for a in alphas) or len(set(alphas)) != len(alphas):
         raise SelectionInputError(f"alphas={alphas} must be distinct values in [0, 1]")
     params = {k: v for k, v in template.get_params().items() if k != "alpha"}
     weights = position_curve[["position", "weight"]]
     per_ranker: dict[int, list[Candidate]] = {}
-    for index, sums, problem in ranker_weighted_sums(con, rankers, bin_width, weights, engine):
+    for index, sums, problem in ranker_weighted_sums(con, rankers, bin_width, weights, engine, day):
         ranker = rankers[index]
         reason = _unfit_reason(ranker, sums, min_positives) or problem
         fitted = None

@@ -61,7 +61,7 @@ def evaluation_inputs(con, config, landing, day, marts=None):
     if items.empty:
         raise sc.SelectionInputError(f"{label}: no labelled rows in {window.label}")
     candidates = sc.build_candidates(con, rankers, config.alphas, load_chosen_position_bias(con, day), template,
-                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives, marts)
+                                     float(SQL_PARAMETERS["eo_score_bin_width"]), config.min_positives, marts, day)
     return metric, metric_info, candidates, items, window, source
 
 
@@ -141,7 +141,7 @@ def compute_model_selection(con, marts, config, landing, day) -> Selection:
         marts, list({c.ranker.candidate_id: c.ranker for c in candidates}.values()),
         label=selection_label_source(config.label_source, landing, day), landing=landing,
         policies=config.randomized_policies, position_curve=load_chosen_position_bias(con, day),
-        selection_rate=config.selection_rate, families=config.families)
+        selection_rate=config.selection_rate, families=config.families, day=day)
     families_cpu = time.process_time() - started
     rates = sc.candidate_rates(candidates, items, config.selection_rate)
     scores = sc.candidate_scores(candidates, items, rates.loc[rates["candidate_reason"] == "", "candidate"].unique())

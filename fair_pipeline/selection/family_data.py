@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit import sql as aw
+from fair_pipeline.ingestion.catalogue_dates import items_as_of
 from fair_pipeline.platform.engines import as_warehouse
 from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import PartitionWindow
@@ -25,15 +26,18 @@ from fair_pipeline.selection import families as fam
 MAX_REQUESTS = 3000
 
 
-def fit_item_counts(con, base, label: str, landing, policies: list[str]) -> pd.DataFrame:
-    """group, item_id, n_pos, n_neg and the base ranker's features on the labelled rows of its training window."""
+def fit_item_counts(con, base, label: str, landing, policies: list[str], day=None) -> pd.DataFrame:
+    """group, item_id, n_pos, n_neg and the base ranker's features (the catalogue as of partition `day`) on the
+    labelled rows of its training window."""
     window = PartitionWindow(base.window_start, base.window_end, ())
     source = aw.label_source(label, landing, window, policies)
-    return aw.item_counts(con, source, list(base.features))
+    return aw.item_counts(con, source, list(base.features), catalogue_day=day)
 
 
-def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX_REQUESTS) -> fam.ClickPairs:
-    """The pairwise-fair ranker's training rows (see the module doc); empty arrays when the window has no pairs."""
+def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX_REQUESTS,
+                day=None) -> fam.ClickPairs:
+    """The pairwise-fair ranker's training rows (see the module doc; item features from the catalogue as of
+    partition `day`, default the newest); empty arrays when the window has no pairs."""
     engine = as_warehouse(con)
     available = engine.table_columns(aw.ITEMS_VIEW)
     unknown = [f for f in base.features if f not in available]
@@ -41,7 +45,8 @@ def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX
         raise aw.AuditDataError(f"ranker {base.candidate_id!r}: features {unknown} are not columns of "
                                 f"{'.'.join(aw.ITEMS_VIEW)}")
     cols = ", ".join(f"i.{quote_identifier(f)}" for f in base.features)
-    obs, items = ".".join(map(quote_identifier, aw.OBSERVATIONAL_VIEW)), ".".join(map(quote_identifier, aw.ITEMS_VIEW))
+    obs = ".".join(map(quote_identifier, aw.OBSERVATIONAL_VIEW))
+    items, as_of = items_as_of(engine, day)
     frame = engine.query_df(
         f"""
         WITH rows AS (
@@ -55,7 +60,7 @@ def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX
         ORDER BY r.request_id, r.position
         """,
         {"first": base.window_start, "last": base.window_end, "unknown_group": aw.UNKNOWN_GROUP,
-         "max_requests": int(max_requests)},
+         "max_requests": int(max_requests), **as_of},
     )
     missing = frame[list(base.features)].isna().any(axis=1)
     if missing.any():
@@ -77,7 +82,7 @@ def click_pairs(con, base, position_curve: pd.DataFrame, max_requests: int = MAX
 
 def build_family_candidates(con, rankers: list, *, label: str, landing, policies: list[str],
                             position_curve: pd.DataFrame, selection_rate: float,
-                            families=fam.NEW_FAMILIES) -> list[fam.FamilyCandidate]:
+                            families=fam.NEW_FAMILIES, day=None) -> list[fam.FamilyCandidate]:
     """The new families' candidates of one partition, fitted on the least penalized ranker's window."""
     unknown = sorted(set(families) - set(fam.NEW_FAMILIES))
     if unknown:
@@ -88,14 +93,14 @@ def build_family_candidates(con, rankers: list, *, label: str, landing, policies
     out = []
     post = [f for f in families if f in fam.DECIDING_FAMILIES]
     if post:
-        counts = fit_item_counts(con, base, label, landing, policies)
+        counts = fit_item_counts(con, base, label, landing, policies, day)
         if counts.empty:
             reason = f"no {label} rows in the training window {base.window_start}..{base.window_end} to fit on"
             out += [c for f in post for c in fam.unfitted(f, base, reason)]
         else:
             out += fam.fit_postprocessors(base, counts, selection_rate, post)
     if "pairwise_fair" in families:
-        pairs = click_pairs(con, base, position_curve)
+        pairs = click_pairs(con, base, position_curve, day=day)
         if pairs.clicked.size == 0:
             reason = f"no production request with a click and an unclicked item in {pairs.window}"
             out += fam.unfitted("pairwise_fair", base, reason)

@@ -150,8 +150,8 @@ def elicit_recorded(db_path: Path, session_id: str = "") -> ElicitationResult:
     where = f"recorded oracle: session {session_id!r} in {db_path}"
     try:
         metric = elicit_fair_quadratic_metric(
-            ReplayOracle(answers), config.n_groups, config.n_classes, tolerance=config.tolerance,
-            radius=config.radius, group_weights=config.tau(), inner_radius=config.inner(), on_inconsistency="raise")
+            ReplayOracle(answers), config.n_groups, config.n_classes, on_inconsistency="raise",
+            **config.elicitation_options())
     except MissingPreferenceError as error:
         raise OracleConfigError(f"{where} is incomplete ({len(answers)} answers): {error}; "
                                 f"finish it with `fair-pipeline elicit --session {session_id}`") from error

@@ -1,7 +1,9 @@
 """Interactive metric elicitation in a terminal, persisted in DuckDB (``fair-pipeline elicit``).
 
-A person is shown two candidate rate profiles side by side (per-group TPR and TNR, and the overall
-rates) and picks the one they prefer.  Every answer is written to DuckDB with a timestamp the
+A person is shown two candidate rate profiles side by side (per-group TPR and TNR and the overall
+rates, as percentages, with the difference B - A and its largest entries marked) and picks the one
+they prefer, or says they are about the same.  New sessions use ``INTERACTIVE_DEFAULTS`` (adaptive
+questions, at most 40 answers); sessions stored with the paper's QPME replay with it.  Every answer is written to DuckDB with a timestamp the
 moment it is given.  Elicitation is deterministic given its answers, so an interrupted session
 (``q``, end of input, Ctrl-C) resumes exactly where it stopped by replaying the stored answers, and
 a finished session can be replayed to recompute its metric.
@@ -25,6 +27,7 @@ from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
     FairQuadraticMetric,
+    INTERACTIVE_DEFAULTS,
     ReplayOracle,
     default_inner_radius,
     elicit_fair_quadratic_metric,
@@ -47,7 +50,8 @@ TABLES_SQL = [
         inner_radius DOUBLE NOT NULL,
         status VARCHAR NOT NULL,
         completed_at TIMESTAMPTZ,
-        result_json VARCHAR
+        result_json VARCHAR,
+        method VARCHAR DEFAULT 'qpme'
     )""",
     """CREATE TABLE IF NOT EXISTS answers (
         session_id VARCHAR NOT NULL,
@@ -56,10 +60,15 @@ TABLES_SQL = [
         r2 DOUBLE[] NOT NULL,
         r1_shown_as VARCHAR NOT NULL,
         choice VARCHAR NOT NULL,
-        r1_preferred BOOLEAN NOT NULL,
+        r1_preferred BOOLEAN,  -- NULL: "about the same"
         answered_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (session_id, query_index)
     )""",
+]
+# Files written before "about the same" answers and the adaptive method existed.
+UPGRADE_SQL = [
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS method VARCHAR DEFAULT 'qpme'",
+    "ALTER TABLE answers ALTER COLUMN r1_preferred DROP NOT NULL",
 ]
 
 
@@ -76,9 +85,17 @@ class SessionConfig:
     tolerance: float = 1e-2
     radius: float = DEFAULT_RADIUS
     inner_radius: float | None = None  # None: the core default (radius / 10)
+    method: str = "adaptive"  # "qpme": the paper's questions (sessions stored before the adaptive method)
 
     def inner(self) -> float:
         return default_inner_radius(self.radius) if self.inner_radius is None else self.inner_radius
+
+    def elicitation_options(self) -> dict:
+        """Keyword arguments of `elicit_fair_quadratic_metric` for this session."""
+        common = {"group_weights": self.tau(), "radius": self.radius}
+        if self.method == "adaptive":
+            return common | INTERACTIVE_DEFAULTS
+        return common | {"tolerance": self.tolerance, "inner_radius": self.inner(), "method": "qpme"}
 
     def tau(self) -> np.ndarray:
         w = None if self.group_weights is None else np.reshape(self.group_weights, (self.n_groups, self.n_classes))
@@ -96,7 +113,7 @@ class SessionStore:
             self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
         self.con.execute(f"USE {schema}")
         if not read_only:
-            for sql in TABLES_SQL:
+            for sql in TABLES_SQL + UPGRADE_SQL:
                 self.con.execute(sql)
 
     def close(self) -> None:
@@ -104,33 +121,36 @@ class SessionStore:
 
     def load_config(self, session_id: str) -> SessionConfig | None:
         row = self.con.execute(
-            "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius, inner_radius "
-            "FROM sessions WHERE session_id = ?",
+            "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius, inner_radius, "
+            "coalesce(method, 'qpme') FROM sessions WHERE session_id = ?",
             [session_id],
         ).fetchone()
         if row is None:
             return None
-        return SessionConfig(row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], row[6])
+        return SessionConfig(row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], row[6], row[7])
 
     def create(self, session_id: str, config: SessionConfig) -> None:
         self.con.execute(
-            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', NULL, NULL)",
+            "INSERT INTO sessions (session_id, created_at, n_groups, n_classes, group_labels, group_weights, "
+            "tolerance, radius, inner_radius, status, method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', ?)",
             [session_id, _now(), config.n_groups, config.n_classes, list(config.group_labels),
-             config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner()],
+             config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner(), config.method],
         )
 
-    def answers(self, session_id: str) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+    def answers(self, session_id: str) -> list[tuple[np.ndarray, np.ndarray, bool | None]]:
+        """(r1, r2, r1_preferred) per answer in order; r1_preferred None is "about the same"."""
         rows = self.con.execute(
             "SELECT r1, r2, r1_preferred FROM answers WHERE session_id = ? ORDER BY query_index",
             [session_id],
         ).fetchall()
-        return [(np.asarray(r1), np.asarray(r2), bool(p)) for r1, r2, p in rows]
+        return [(np.asarray(r1), np.asarray(r2), None if p is None else bool(p)) for r1, r2, p in rows]
 
-    def record_answer(self, session_id: str, index: int, r1, r2, r1_shown_as: str, choice: str, r1_preferred: bool) -> None:
+    def record_answer(self, session_id: str, index: int, r1, r2, r1_shown_as: str, choice: str,
+                      r1_preferred: bool | None) -> None:
         self.con.execute(
             "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [session_id, index, np.ravel(r1).tolist(), np.ravel(r2).tolist(), r1_shown_as, choice,
-             bool(r1_preferred), _now()],
+             None if r1_preferred is None else bool(r1_preferred), _now()],
         )
 
     def finish(self, session_id: str, status: str, result: dict | None) -> None:
@@ -152,21 +172,37 @@ def _now() -> datetime:
 
 
 def format_comparison(index: int, left: np.ndarray, right: np.ndarray, labels, tau: np.ndarray) -> str:
-    """Two profiles side by side: per-group rates and overall rates r = sum_g tau^g * r^g."""
+    """Two profiles side by side as percentages: per-group rates, overall rates r = sum_g tau^g * r^g, and
+    the difference B - A in percentage points, its largest entries marked with "<"."""
     k = left.shape[1]
     names = ["TPR", "TNR"] if k == 2 else [f"class {i + 1}" for i in range(k)]
     width = max(10, max(len(str(g)) for g in labels) + 2)
-    cell = lambda values: "".join(f"{v:>8.4f}" for v in values)  # noqa: E731
+    rows = [(str(label), left[g], right[g]) for g, label in enumerate(labels)]
+    rows.append(("overall", (tau * left).sum(0), (tau * right).sum(0)))
+    diffs = np.array([100.0 * (b - a) for _, a, b in rows])
+    biggest = np.abs(diffs).max()
+    pct = lambda values: "".join(f"{_percent(v):>8}" for v in values)  # noqa: E731
     block = 8 * k
     lines = [
         f"Question {index + 1}: which model do you prefer?",
-        " " * width + f"{'Model A':^{block}}   {'Model B':^{block}}",
-        f"{'group':<{width}}" + "".join(f"{n:>8}" for n in names) + "   " + "".join(f"{n:>8}" for n in names),
+        " " * width + f"{'Model A':^{block}}   {'Model B':^{block}}   {'B - A (points)':^{10 * k}}",
+        f"{'group':<{width}}" + "".join(f"{n:>8}" for n in names) + "   " + "".join(f"{n:>8}" for n in names)
+        + "   " + "".join(f"{n:>8}  " for n in names),
     ]
-    for g, label in enumerate(labels):
-        lines.append(f"{str(label):<{width}}{cell(left[g])}   {cell(right[g])}")
-    lines.append(f"{'overall':<{width}}{cell((tau * left).sum(0))}   {cell((tau * right).sum(0))}")
+    for (label, a, b), d in zip(rows, diffs):
+        marks = ["<" if biggest > 0 and abs(x) >= 0.5 * biggest else " " for x in d]
+        lines.append(f"{label:<{width}}{pct(a)}   {pct(b)}   "
+                     + "".join(f"{_points(x):>8} {m}" for x, m in zip(d, marks)))
     return "\n".join(lines)
+
+
+def _percent(rate: float) -> str:
+    value = 100.0 * rate
+    return f"{value:.0f}%" if abs(value - round(value)) < 1e-6 else f"{value:.1f}%"
+
+
+def _points(diff: float) -> str:
+    return "0" if abs(diff) < 0.05 else (f"{diff:+.0f}" if abs(diff - round(diff)) < 1e-6 else f"{diff:+.1f}")
 
 
 class TerminalOracle:
@@ -188,7 +224,8 @@ class TerminalOracle:
         left, right = (r2, r1) if swap else (r1, r2)
         print(format_comparison(self.index, left, right, self.config.group_labels, self.tau), file=self.stdout)
         while True:
-            print("Prefer A or B? (q = stop, resume later) ", end="", file=self.stdout, flush=True)
+            print("Prefer A or B, or S if they are about the same? (q = stop, resume later) ", end="",
+                  file=self.stdout, flush=True)
             try:
                 line = self.stdin.readline()
             except KeyboardInterrupt:
@@ -198,10 +235,10 @@ class TerminalOracle:
             choice = line.strip().upper()
             if choice == "Q":
                 raise SessionPaused("stopped by the user")
-            if choice in ("A", "B"):
+            if choice in ("A", "B", "S"):
                 break
-            print(f"  please type A or B, not {line.strip()!r}", file=self.stdout)
-        r1_preferred = (choice == "A") != swap
+            print(f"  please type A, B or S (about the same), not {line.strip()!r}", file=self.stdout)
+        r1_preferred = None if choice == "S" else (choice == "A") != swap
         self.store.record_answer(self.session_id, self.index, r1, r2, "B" if swap else "A", choice, r1_preferred)
         self.index += 1
         return r1_preferred
@@ -214,22 +251,29 @@ def run_session(store: SessionStore, session_id: str, config: SessionConfig, std
     recorded = store.answers(session_id)
     fallback = TerminalOracle(store, session_id, config, len(recorded), stdin, stdout) if interactive else None
     oracle = ReplayOracle(recorded, fallback=fallback)
-    metric = elicit_fair_quadratic_metric(
-        oracle, config.n_groups, config.n_classes, tolerance=config.tolerance, radius=config.radius,
-        group_weights=config.tau(), inner_radius=config.inner(), on_inconsistency="ignore",
-    )
-    return metric
+    return elicit_fair_quadratic_metric(oracle, config.n_groups, config.n_classes, on_inconsistency="ignore",
+                                        **config.elicitation_options())
 
 
 def describe_metric(metric: FairQuadraticMetric, labels) -> str:
+    stopped = metric.diagnostics.get("stopped_because")
     lines = [
-        f"Elicited metric after {metric.n_queries} answers (cost; lower is better):",
+        f"Elicited metric after {metric.n_queries} answers (cost; lower is better)"
+        + (f"; stopped at {stopped}:" if stopped else ":"),
         f"  trade-off lambda = {metric.lam:.3f}  (0 = only errors matter, 1 = only group disparities)"
         + _band_text(metric),
         "  misclassification costs a = " + ", ".join(f"{x:.3f}" for x in metric.a),
     ]
     for (u, v), b in zip(group_pairs(metric.n_groups), metric.pair_matrices()):
         lines.append(f"  disparity weights B[{labels[u]} vs {labels[v]}] = {np.round(b, 3).tolist()}")
+    if "expected_agreement" in metric.diagnostics:
+        diag = metric.diagnostics
+        lines.append(f"  orders {diag['expected_agreement']:.0%} of pairs of models whose cost differs by "
+                     f"{diag['resolution']:.0%} or more as you would (posterior expectation); "
+                     f"{diag['n_about_same']} 'about the same' answers")
+        if diag["n_unexpected_answers"]:
+            lines.append(f"  {diag['n_unexpected_answers']} answers disagree with this metric by more than "
+                         f"{diag['resolution']:.0%}; they were weighed as slips, not as errors")
     cycles = metric.diagnostics.get("cycles", [])
     if cycles:
         lines.append(f"  WARNING: {len(cycles)} inconsistent answer sets (preference cycles), e.g. "
@@ -242,4 +286,6 @@ def _band_text(metric: FairQuadraticMetric) -> str:
     if not band.get("n_draws"):
         return ""
     lo, hi = band["lam_interval"]
+    if band.get("kind") == "posterior":
+        return f"; 95% posterior interval [{lo:.3f}, {hi:.3f}]"
     return f"; 95% band from the search tolerance [{lo:.3f}, {hi:.3f}]"

@@ -31,6 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
 from fair_pipeline.ingestion.landing import truth_dir
+from fair_pipeline.ingestion.catalogue_dates import items_as_of
 import pyarrow as pa
 
 from fair_pipeline.platform.engines import as_warehouse, fetch_rows
@@ -111,6 +112,13 @@ def _window_params(window: PartitionWindow) -> dict:
     return {"first": window.first, "last": window.last}
 
 
+def _catalogue(engine, window: PartitionWindow, day: dt.date | None) -> tuple[str, dict]:
+    """The item catalogue as of `day` (default: the day the window trains for, its held-out partition) and the
+    window's parameters with it."""
+    items, params = items_as_of(engine, day or (window.held_out[-1] if window.held_out else None))
+    return items, _window_params(window) | params
+
+
 @dataclass
 class TrainingData:
     items: pd.DataFrame  # one row per shown item: item_id, group, features, impressions, clicks, relevant_weight
@@ -120,7 +128,8 @@ class TrainingData:
     unknown_item_impressions: int  # impressions of items missing from the item table (not trainable)
 
 
-def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: list[str]) -> TrainingData:
+def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: list[str],
+                  day: dt.date | None = None) -> TrainingData:
     """Per-item IPW aggregates of the window's production impressions (SQL on the engine), and the training rows.
     The weighted clicks are summed as DECIMAL: a double sum's last bits depend on the order threads add the
     cells, which moves with whatever else the log table holds, and the fit would carry that into the model."""
@@ -134,6 +143,7 @@ def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: l
             f"positions {missing[:10]} of the training window have no position-bias weight "
             f"(the chosen curve covers 1..{len(curve)}); re-materialize marts/position_bias_curves over this window"
         )
+    items, params = _catalogue(engine, window, day)
     engine.register_frame("_ipw_curve", curve[["position", "weight"]].astype({"position": "int32", "weight": "float64"}))
     try:
         frame = engine.query_df(
@@ -151,10 +161,10 @@ def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: l
             )
             SELECT p.item_id, i.group_label AS "group", {_select_features(features)},
                    p.impressions, p.clicks, p.relevant_weight
-            FROM per_item p JOIN {ITEMS} i ON p.item_id = i.item_id
+            FROM per_item p JOIN {items} i ON p.item_id = i.item_id
             ORDER BY p.item_id
             """,
-            _window_params(window),
+            params,
         )
     finally:
         engine.unregister_frame("_ipw_curve")
@@ -168,21 +178,24 @@ def training_data(con, window: PartitionWindow, curve: pd.DataFrame, features: l
     return TrainingData(frame, rows, int(impressions), int(clicks), int(impressions - frame["impressions"].sum()))
 
 
-def heldout_click_aggregates(con, window: PartitionWindow, features: list[str]) -> pd.DataFrame:
-    """Per item of the window's shuffle traffic: group, features, n_pos = clicks, n_neg = non-clicks."""
+def heldout_click_aggregates(con, window: PartitionWindow, features: list[str],
+                             day: dt.date | None = None) -> pd.DataFrame:
+    """Per item of the window's shuffle traffic: group, features (catalogue as of `day`), n_pos = clicks, n_neg =
+    non-clicks."""
     engine = as_warehouse(con)
     if not engine.table_exists(tuple(RANDOMIZED.split("."))):
         return pd.DataFrame(columns=["item_id", "group", *features, "n_pos", "n_neg"])
+    items, params = _catalogue(engine, window, day)
     return engine.query_df(
         f"""
         SELECT r.item_id, i.group_label AS "group", {_select_features(features)},
                sum(r.click) AS n_pos, count(*) - sum(r.click) AS n_neg
-        FROM {RANDOMIZED} r JOIN {ITEMS} i ON r.item_id = i.item_id
+        FROM {RANDOMIZED} r JOIN {items} i ON r.item_id = i.item_id
         WHERE r.partition_date BETWEEN $first AND $last AND r.policy = 'shuffle'
         GROUP BY r.item_id, i.group_label, {_select_features(features)}
         ORDER BY r.item_id
         """,
-        _window_params(window),
+        params,
     )
 
 
@@ -193,8 +206,9 @@ def truth_items(con, landing: Path, features: list[str], day: dt.date | str | No
     if not path.exists():
         return None
     truth = pd.read_parquet(path, columns=["item_id", "relevance"])
-    items = as_warehouse(con).query_df(f'SELECT i.item_id, i.group_label AS "group", {_select_features(features)} FROM {ITEMS} i '
-                                        'ORDER BY i.item_id')
+    catalogue, params = items_as_of(con, day)
+    items = as_warehouse(con).query_df(f'SELECT i.item_id, i.group_label AS "group", {_select_features(features)} '
+                                       f'FROM {catalogue} i ORDER BY i.item_id', params)
     return items.merge(truth, on="item_id", how="inner")
 
 

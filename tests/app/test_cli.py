@@ -107,12 +107,13 @@ def test_a_command_run_in_process_leaves_no_environment_behind(tmp_path, monkeyp
 
     for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV):
         monkeypatch.delenv(name, raising=False)
-    level = logging.getLogger("mlflow").level
+    loggers = ("mlflow", "mlflow.store.db.utils")
+    levels = [logging.getLogger(name).level for name in loggers]
     assert main(["--home", str(tmp_path), "elicit", "--list"]) == 0
     assert main(["--home", str(tmp_path), "promote", "--partition", "2026-01-01"]) != 0
     assert {name: os.environ.get(name) for name in ("MLFLOW_LOGGING_LEVEL", "DAGSTER_HOME", settings.HOME_ENV)} == {
         "MLFLOW_LOGGING_LEVEL": None, "DAGSTER_HOME": None, settings.HOME_ENV: None}
-    assert logging.getLogger("mlflow").level == level
+    assert [logging.getLogger(name).level for name in loggers] == levels
 
 
 def test_elicit_list_on_the_default_database_says_there_is_nothing(tmp_path, monkeypatch, capsys):
@@ -147,6 +148,17 @@ def test_no_simulate_outside_the_landed_dates_names_what_is_landed(tmp_path, mon
     assert f"no landing files under {tmp_path / 'landing'} and --no-simulate given" in capsys.readouterr().out
 
 
+def test_simulator_flags_are_refused_when_logs_already_landed(tmp_path, monkeypatch, capsys):
+    from fair_pipeline import runner
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    monkeypatch.setattr(runner, "landed_partitions", lambda: ["2026-01-01", "2026-01-02"])
+    monkeypatch.setattr(run_command, "simulate", lambda args: pytest.fail("must not simulate"))
+    assert main(["run", "--requests-per-day", "500"]) == 2
+    out = capsys.readouterr().out
+    assert "error: --requests-per-day given, but logs already landed under" in out and "Pass --start" in out
+
+
 def test_run_no_simulate_with_nothing_landed_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
     assert main(["run", "--no-simulate", "--start", "2019-11-24", "--days", "3"]) == 2
@@ -165,6 +177,18 @@ def test_an_unexpected_error_ends_with_one_line_naming_the_cause(monkeypatch, ca
     captured = capsys.readouterr()
     assert captured.out.strip().splitlines()[-1] == "[fair-pipeline] failed: OSError: disk full"
     assert "Traceback" in captured.err
+
+
+def test_ctrl_c_ends_with_one_line_and_no_traceback(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate_command, "run", interrupted)
+    assert main(["simulate", "--days", "1"]) == 130
+    captured = capsys.readouterr()
+    assert captured.out.strip().splitlines() == ["[fair-pipeline] interrupted (Ctrl-C); run the same command again "
+                                                 "to continue"]
+    assert "Traceback" not in captured.err
 
 
 def _findings(n_gaps: int, n_facts: int, missing: list[dict]) -> dict:
@@ -188,7 +212,7 @@ def test_quiet_summary_fits_on_one_screen_and_verbose_shows_everything(tmp_path,
     assert len(quiet) <= 20, quiet
     assert sum("[GAP > δ]" in line for line in quiet) == 6
     assert "  … 64 more headline(s) in the report (or run with --verbose)" in quiet  # 30 + 40 - 6
-    assert all(len(line) <= 200 for line in quiet)
+    assert sum("x" * 300 in line for line in quiet) == 6 and not any(line.endswith("…") for line in quiet)  # never cut
     assert any("fairness_report.html" in line for line in quiet) and any("fair-pipeline --home" in line for line in quiet)
     results.print_where(True, verbose=True)
     verbose = capsys.readouterr().out
@@ -212,7 +236,8 @@ def test_progress_prints_one_line_per_step_with_its_elapsed_time():
     from fair_pipeline.platform.progress import progress_logger, with_progress
 
     @dg.asset
-    def first():
+    def first(context):
+        context.log.warning("extras schema changed\nsecond line")
         return 1
 
     @dg.asset
@@ -222,12 +247,14 @@ def test_progress_prints_one_line_per_step_with_its_elapsed_time():
     job = dg.Definitions(assets=[first, second]).resolve_implicit_global_asset_job_def()
     ticks = iter(range(100))
     stream = io.StringIO()
-    job, run_config = with_progress(job, {}, progress_logger(stream, clock=lambda: float(next(ticks))), verbose=False)
-    assert run_config["loggers"]["console"] == {"config": {"log_level": "WARNING"}}
+    job, run_config = with_progress(job, {}, progress_logger(stream, clock=lambda: float(next(ticks)), warnings=True),
+                                    verbose=False)
+    assert run_config["loggers"]["console"] == {"config": {"log_level": "CRITICAL"}}
     result = job.execute_in_process(run_config=run_config, raise_on_error=False, instance=dg.DagsterInstance.ephemeral())
     assert not result.success
-    # clock: 0 at start, 1/2 first's start/success, 3/4 second's start/failure
+    # clock: 0 at start, 1/2 first's start/success, 3/4 second's start/failure; the warning in one line, no trace
     assert stream.getvalue().splitlines() == [
+        "     warning: extras schema changed",
         f"[ 1] {'first':<40} {'done':<6} {1.0:6.1f}s  (total 2s)",
         f"[ 2] {'second':<40} {'FAILED':<6} {1.0:6.1f}s  (total 4s)",
         "     cause: ValueError: column 'score' is missing",

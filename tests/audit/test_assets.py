@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline import runner
 from fair_pipeline.audit import VERDICTS, compare_groups, exposure_parity, pairwise_accuracies, xauc
 from fair_pipeline.audit.assets import FAIRNESS_AUDIT_KEY, HELD_OUT_CHECK, SIMULATION_BANNER, fairness_audit
@@ -372,7 +373,7 @@ def test_linear_ranker_candidate_is_audited_from_item_features(home):
         result = _materialize(home, {"pairwise_max_queries": 100_000})
         assert result.success
         rows = _truth_rows(home, DAYS[-1])
-        items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+        items = pd.read_parquet(delivery_on(home / "landing", DAYS[-1]).files[0])
         rows = rows.merge(items[["item_id", "f0", "f1"]], on="item_id")
         score = rows["f0"] + rows["f1"] + 0.5
         expected = compare_groups(score, rows["relevance"], rows["group_id"], clusters=rows["item_id"])

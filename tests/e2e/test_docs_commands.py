@@ -58,6 +58,7 @@ SMALLER = {
     "python benchmarks/position_bias_accuracy.py": "--bin-reps 1 --coverage-reps 1",
     "python benchmarks/bench_position_bias.py": "--impressions 1e4 --repeat 1",
     "python -m benchmarks.elicitation_evidence": "--metrics 3",
+    "python -m benchmarks.elicitation_interactive --truths 10 --qpme-truths 3": "--truths 1 --qpme-truths 1",
     "python benchmarks/bench_penalized.py --repeats 5 --parts objective,fits,path": "--repeats 1",
     "python benchmarks/penalized_reproduction.py": "",
     "python benchmarks/postprocessing_comparison.py": "--tables A",
@@ -67,7 +68,7 @@ SMALLER = {
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
         "--reps 1",
-    "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 100": "--swap-reps 2",
+    "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

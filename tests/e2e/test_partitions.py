@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fair_pipeline.commands import main
+from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.platform.tracking import store_client
 from fair_pipeline.ingestion.simulator import SimulationConfig
 
@@ -117,6 +118,46 @@ def _findings(home: Path, day: dt.date) -> dict[str, pd.DataFrame]:
     return found
 
 
+def _report(home: Path, day: dt.date) -> dict:
+    """The day's findings.json without the trend section (it covers every audited day <= D, so it may grow)."""
+    import json
+
+    data = json.loads((home / "reports" / str(day) / "findings.json").read_text())
+    return {"findings": [f for f in data["findings"] if not f["section"].startswith("Audit trend")],
+            "metrics": {k: v for k, v in data["metrics"].items() if not k.startswith("audit_trend.")}}
+
+
+def _nothing_new_then_one_changed_day(home: Path, capsys) -> None:
+    """A run with nothing new materializes nothing and says so in one line; the ingestion recorded each day's landing
+    fingerprint as Dagster's data version, a rewritten day is the one to ingest again, and once it is, the newest
+    day (whose window holds it) is no longer up to date."""
+    from fair_pipeline import runner
+    from fair_pipeline.ingestion.assets import FINGERPRINTS
+    from fair_pipeline.ingestion.fingerprints import source_day_fingerprint
+
+    instance = runner.current_instance()
+    runs = len(instance.get_run_records())
+    capsys.readouterr()
+    assert main(["run", "--no-simulate"]) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(said) == 1 and said[0].startswith("[fair-pipeline] nothing new:"), said
+    assert len(instance.get_run_records()) == runs
+    changed = NOVEMBER[1]
+    key = dg.AssetKey(["raw", "observational_impressions"])
+    record = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[str(changed)]),
+                                             limit=1).records[0].asset_materialization
+    assert record.tags["dagster/data_version"] == record.metadata[FINGERPRINTS].value[str(changed)]
+    path = next((home / "landing" / "observational" / f"date={changed}").glob("*.parquet"))
+    rows = pd.read_parquet(path)
+    rows.loc[0, "click"] = 1 - rows.loc[0, "click"]
+    rows.to_parquet(path, index=False)
+    assert source_day_fingerprint(home / "landing", "observational", changed) != record.tags["dagster/data_version"]
+    days = [str(d) for d in NOVEMBER]
+    assert runner.landing_changes(days) == ([str(changed)], False) and runner.up_to_date(str(NOVEMBER[-1]))
+    assert runner.ingest_range(str(changed), str(changed)).success
+    assert runner.landing_changes(days) == ([], False) and not runner.up_to_date(str(NOVEMBER[-1]))
+
+
 def _benchmark_versions(home: Path) -> dict[str, list]:
     return {name: sorted(v.version for v in _versions(home, name)) for name in ("fair-benchmark-adult", "fair-benchmark-compas")}
 
@@ -139,7 +180,7 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     assert runner.ingest_range(str(NOVEMBER[0]), str(NOVEMBER[-1])).success
     first = runner.train_and_audit(str(NOVEMBER[-1]))
     assert first.success, runner.failure_summary(first)
-    before = _findings(fp_home, NOVEMBER[-1])
+    before, report_before = _findings(fp_home, NOVEMBER[-1]), _report(fp_home, NOVEMBER[-1])
     assert len(before) >= 5 and all(len(frame) for frame in before.values()), {k: len(v) for k, v in before.items()}
     champion = _champion(fp_home)
     assert champion is not None and champion[1] == str(NOVEMBER[-1])
@@ -150,8 +191,13 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
 
     # A backfill of older days: their own partitions (the first has no earlier day to train on), no alias moves,
     # no benchmark registered, reports/latest stays.
-    older = dataclasses.replace(CONFIG, requests_per_day=200)
+    # Another seed: another catalogue, delivered for DAYS[0]; then a changed catalogue delivered for DAYS[1].
+    older = dataclasses.replace(CONFIG, requests_per_day=200, seed=4)
     simulate_to_landing(older, fp_home / "landing", DAYS[0], 2)
+    march = pd.read_parquet(delivery_on(fp_home / "landing", DAYS[0]).files[0])
+    changed = march.assign(group_id=march["group_id"].iloc[::-1].to_numpy(), f0=-march["f0"])
+    (fp_home / "landing" / "items" / f"date={DAYS[1]}").mkdir()
+    changed.to_parquet(fp_home / "landing" / "items" / f"date={DAYS[1]}" / "items.parquet", index=False)
     capsys.readouterr()
     assert main(["backfill", "--start", str(DAYS[0]), "--end", str(DAYS[1])]) == 0
     out = capsys.readouterr().out
@@ -178,6 +224,16 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
         pd.testing.assert_frame_equal(after[table], frame, check_exact=False, rtol=0, atol=1e-12, obj=table)
     window = after["eo_transforms"][["window_start", "window_end"]].drop_duplicates()
     assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [str(NOVEMBER[0]), str(NOVEMBER[-2])]
+    with duckdb.connect(str(fp_home / "warehouse.duckdb"), read_only=True) as con:
+        delivered = con.execute("SELECT DISTINCT catalogue_date FROM raw.items ORDER BY 1").fetchall()
+    assert [str(d) for (d,) in delivered] == [str(DAYS[0]), str(DAYS[1]), str(NOVEMBER[0])]
+    # Every section of the day's report but the trend (which covers every audited day <= D) says the same.
+    report_after = _report(fp_home, NOVEMBER[-1])
+    assert report_after["findings"] == report_before["findings"]
+    assert report_after["metrics"].keys() == report_before["metrics"].keys()
+    for key, value in report_before["metrics"].items():
+        assert report_after["metrics"][key] == pytest.approx(value, rel=0, abs=1e-12, nan_ok=True), key
+    _nothing_new_then_one_changed_day(fp_home, capsys)
 
     # Promotion: an older partition is refused without --force (champion unchanged), then rolled back with it.
     champion = _champion(fp_home)

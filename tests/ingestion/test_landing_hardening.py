@@ -223,7 +223,7 @@ def test_atomic_write_leaves_no_file_when_the_writer_fails(tmp_path, monkeypatch
 
 
 def test_items_copies_column_does_not_defeat_duplicate_detection_and_text_features_are_reported(small_landing):
-    path = small_landing / contract.ITEMS_DIR / "items.parquet"
+    path = small_landing / contract.ITEMS_DIR / f"date={DAY}" / "items.parquet"
     table = pq.read_table(path)
     n = table.num_rows
     repeated = pa.concat_tables([table, table.slice(0, 3)])
@@ -239,7 +239,7 @@ def test_items_copies_column_does_not_defeat_duplicate_detection_and_text_featur
     assert metadata["dagster/row_count"].value == n - 3
     assert metadata["non_numeric_columns"].value == ["filename", "colour"]
     assert _stored("SELECT count(DISTINCT source_file) FROM raw.quarantine WHERE source = 'items'") == [(1,)]
-    assert _stored("SELECT min(source_file) FROM raw.quarantine WHERE source = 'items'") == [("items/items.parquet",)]
+    assert _stored("SELECT min(source_file) FROM raw.quarantine WHERE source = 'items'") == [(f"items/date={DAY}/items.parquet",)]
 
 
 def test_source_file_is_stored_relative_to_the_landing_root_and_errors_name_the_full_path(small_landing, tmp_path):
@@ -273,8 +273,8 @@ def test_source_file_is_stored_relative_to_the_landing_root_and_errors_name_the_
         _load(moved)
     assert str(moved / relative) in str(refused.value)
 
-    # Items: the quarantined copies name `items/items.parquet`.
-    items_path = small_landing / contract.ITEMS_DIR / "items.parquet"
+    # Items: the quarantined copies name the delivery's file, `items/date=D/items.parquet`.
+    items_path = small_landing / contract.ITEMS_DIR / f"date={DAY}" / "items.parquet"
     catalogue = pq.read_table(items_path)
     changed = catalogue.slice(0, 1)
     changed = changed.set_column(changed.schema.get_field_index("group_id"), "group_id",
@@ -282,7 +282,7 @@ def test_source_file_is_stored_relative_to_the_landing_root_and_errors_name_the_
     pq.write_table(pa.concat_tables([catalogue, changed]), items_path)
     with warehouse.session(settings.warehouse_path()) as con:
         assert load_items(con, small_landing).rejected == 2
-    assert _stored("SELECT DISTINCT source_file FROM raw.quarantine WHERE source = 'items'") == [("items/items.parquet",)]
+    assert _stored("SELECT DISTINCT source_file FROM raw.quarantine WHERE source = 'items'") == [(f"items/date={DAY}/items.parquet",)]
 
 
 def test_extras_schema_changes_are_kept_and_reported(small_landing):

@@ -84,6 +84,10 @@ def test_full_disk_ends_with_one_clear_line_and_the_next_run_recovers(small_disk
     assert code == 1, "\n".join(lines[-40:])
     assert lines[-1].startswith(f"[fair-pipeline] failed: ") and f"the disk holding {home} is full" in lines[-1], (
         "\n".join(lines[-40:]))
+    # One clear line, not a traceback: from the first sign of the failure to the end, a failed step's line, its
+    # cause, the run's summary and the last line.
+    first = next(k for k, line in enumerate(lines) if "FAILED" in line or line.startswith("[fair-pipeline] failed"))
+    assert not any("Traceback" in line for line in lines) and len(lines) - first <= 8, "\n".join(lines[first:][:60])
 
     ballast.unlink()
     code, lines = _run(home)

@@ -13,7 +13,6 @@ import pytest
 from fair_pipeline.audit.store import write_audit
 from fair_pipeline.reporting import ReportInputs, sections, selection, trend
 from fair_pipeline.reporting.audit_sections import group_comparisons, pauc_table
-from fair_pipeline.reporting.eo_sections import exposure_ratio_findings
 from fair_pipeline.reporting.model import Table
 from fair_pipeline.reporting.summary import summary_lines
 
@@ -142,6 +141,8 @@ def test_extrapolated_positions_are_marked_and_never_headlined():
 
 
 def test_the_exposure_ratio_is_judged_against_a_margin_on_the_log_scale():
+    from fair_pipeline.reporting.eo_sections import exposure_ratio_findings
+
     # 0.986 [0.977, 0.995]: significantly different from 1, but the whole interval lies inside [0.8, 1.25]
     summary = pd.DataFrame({"method": ["raw"], "exposure_over_merit_ratio": [0.986],
                             "exposure_over_merit_ratio_se": [0.009 / 1.96]})
@@ -172,13 +173,12 @@ def test_findings_do_not_repeat_their_section_title():
     assert texts and not any(t.lower().startswith("model selection") for t in texts)
 
 
-def test_terminal_headlines_are_wrapped_never_cut():
+def test_terminal_headlines_are_never_cut():
     text = "gap " + " ".join(f"word{i}" for i in range(60)) + " [-0.208, -0.001]: inconclusive"
     data = {"findings": [{"section": "ROC", "status": "gap larger than δ", "text": text, "headline": True}],
             "missing": [], "verdict_summary": "1 comparison"}
     lines = summary_lines(data)
-    assert all(len(line) <= 160 for line in lines) and not any(line.rstrip().endswith("…") for line in lines)
-    assert " ".join(part.strip() for part in lines[1:]).endswith("[-0.208, -0.001]: inconclusive")
+    assert lines[1] == f"  [GAP > δ] ROC: {text}" and not any(line.rstrip().endswith("…") for line in lines)
 
 
 def _ranking(day: dt.date) -> pd.DataFrame:
@@ -237,3 +237,76 @@ def test_the_first_screen_draws_the_gaps_beyond_delta_with_the_band_and_explains
     # the 50 findings are collapsed under a count, after the section's figure
     roc = page[page.index("<h2 id='roc'>"):]
     assert roc.index("<img") < roc.index("<details class='findings'><summary>Findings (50)</summary>")
+
+
+class _Frontier:
+    """ReportInputs serving the training stage's frontier and the audit's tables of the same rankers."""
+
+    partition, sources = None, {}
+
+    def __init__(self, xauc_moves: bool):
+        lams = [0.0, 1.0, 10.0, 2.0]  # stored in text order
+        self.tables = {
+            "lambda_frontier": pd.DataFrame({
+                "lambda": lams, "utility": [0.77, 0.76, 0.73, 0.75], "utility_ci_low": [0.74, 0.73, 0.70, 0.72],
+                "utility_ci_high": [0.80, 0.79, 0.76, 0.78], "unfairness": [0.057] * 4, "unfairness_ci_low": [0.051] * 4,
+                "unfairness_ci_high": [0.063] * 4, "cutoff": 0.1, "penalty_target": [0.1, 0.03, 0.003, 0.015]}),
+            "partial_auc": pd.concat([pd.DataFrame({
+                "model": f"ranker_w_probability_lam_{lam:g}", "group": ["0", "1"], "estimate": [0.8, 0.4],
+                "ci_low": [0.7, 0.3], "ci_high": [0.9, 0.5], "n_pos": 100, "n_neg": 300, "p_value": [np.nan, 0.001],
+                "fpr_low": 0.0, "fpr_high": 0.1, "diff": [np.nan, -0.4], "diff_ci_low": [np.nan, -0.6],
+                "diff_ci_high": [np.nan, -0.2], "margin": 0.02, "verdict": [None, "gap larger than δ (significant)"]})
+                for lam in lams], ignore_index=True),
+            "xauc": pd.concat([pd.DataFrame({
+                "model": f"ranker_w_probability_lam_{lam:g}", "direction": ["0>1", "1>0"],
+                "estimate": [0.5, 0.5 + d], "ci_low": [0.45, 0.45 + d], "ci_high": [0.55, 0.55 + d], "n_pos": 100,
+                "n_neg": 300, "p_value": 0.01, "delta": [-d, d], "delta_ci_low": [-d - 0.05, d - 0.05],
+                "delta_ci_high": [-d + 0.05, d + 0.05], "margin": 0.02, "verdict": "inconclusive"})
+                for lam, d in zip(lams, [0.288, 0.2, 0.094 if xauc_moves else 0.27, 0.15 if xauc_moves else 0.28])],
+                ignore_index=True)}
+
+    def stored_table(self, name, required):
+        return self.tables[name]
+
+
+def test_the_frontier_plots_the_penalty_target_and_the_audited_gaps_and_says_which_moved():
+    from fair_pipeline.reporting.frontier import lambda_frontier
+    from fair_pipeline.reporting.model import Figure
+    from tests.charts.svg_reading import parse, texts
+
+    content = lambda_frontier(_Frontier(xauc_moves=True))
+    table = next(b.frame for b in content.blocks if isinstance(b, Table))
+    assert table["lambda"].tolist() == ["0", "1", "2", "10"]
+    assert table["audited ΔxAUC(0, 1) [95% CI]"].tolist() == ["-0.288 [-0.338, -0.238]", "-0.200 [-0.250, -0.150]",
+                                                              "-0.150 [-0.200, -0.100]", "-0.094 [-0.144, -0.044]"]
+    (figure,) = [b for b in content.blocks if isinstance(b, Figure)]
+    titles = set(texts(parse(figure.svg)))
+    assert {"ΔxAUC(0, 1)", "I(0.1) gap, group 1 − 0", "Î (penalty target, training rows)"} <= titles
+    (finding,) = content.findings
+    assert finding.text.startswith("λ = 0 → 10: moves Î (penalty target, training rows) 0.100 [CI n/a] → 0.003")
+    assert "ΔxAUC(0, 1) -0.288 [-0.338, -0.238] → -0.094 [-0.144, -0.044]" in finding.text.split("does not move")[0]
+    assert "I(0.1) gap, group 1 − 0 -0.400 [-0.600, -0.200] → -0.400" in finding.text.split("does not move")[1]
+    # a penalty that moves nothing the report shows is said to move nothing
+    still = _Frontier(xauc_moves=False)
+    still.tables["lambda_frontier"]["penalty_target"] = 0.1
+    (finding,) = lambda_frontier(still).findings
+    assert "the mitigation moves none of the metrics shown" in finding.text
+
+
+def test_volume_counts_render_as_counts():
+    from fair_pipeline.reporting.build import display_frame
+
+    per_day = pd.DataFrame({"partition": ["2026-01-01"], "observational accepted": [1250000.0],
+                            "observational rejected": [0.0], "clicks": [25000.0], "items": [300.0]})
+    shown = display_frame(per_day).iloc[0]
+    assert (shown["observational accepted"], shown["observational rejected"]) == ("1,250,000", "0")
+    assert (shown["clicks"], shown["items"]) == ("25,000", "300")
+
+
+def test_the_report_docs_show_the_first_screen_screenshot():
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    page = (docs / "tracking_and_report.md").read_text()
+    assert "](images/fairness_report_first_screen.png)" in page and "decision-first screen" in page
+    assert (docs / "images" / "fairness_report_first_screen.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -23,6 +23,7 @@ import pytest
 from mlflow import MlflowClient
 from scipy.stats import norm
 
+from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.eo.transform import WeightedCDFTransformer
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
@@ -199,7 +200,7 @@ def _heldout_rows(home: Path) -> pd.DataFrame:
     """Every shuffle impression of the evaluated day with its item's features, group and true relevance."""
     rows = pd.read_parquet(home / "landing" / "randomized" / f"date={DAYS[-1]}")
     rows = rows[rows["policy"] == "shuffle"]
-    items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+    items = pd.read_parquet(delivery_on(home / "landing", DAYS[-1]).files[0])
     truth = pd.read_parquet(home / "landing" / "_truth" / f"date={DAYS[-1]}" / "items.parquet")[["item_id", "relevance"]]
     return rows[["item_id"]].merge(items, on="item_id").merge(truth, on="item_id")
 
@@ -228,7 +229,7 @@ def test_eo_candidate_matches_an_independent_refit_from_the_landing_files(home):
     cand = _candidate(home, stored["ranker"])
     features, weights = json.loads(cand["features"]), json.loads(cand["coefficients"])
     coef = np.array([weights[f] for f in features])
-    items = pd.read_parquet(home / "landing" / "items" / "items.parquet")
+    items = pd.read_parquet(delivery_on(home / "landing", DAYS[-1]).files[0])
     days = pd.date_range(cand["window_start"], cand["window_end"]).strftime("%Y-%m-%d")
     train = pd.concat([pd.read_parquet(home / "landing" / "observational" / f"date={d}") for d in days])
     train = train[train["policy"] == "production"].merge(items[["item_id", *features]], on="item_id")

@@ -6,7 +6,8 @@ the names below are imported on first use, so a light module of the package stay
 from fair_pipeline.lazy_exports import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "defaults": ("DEFAULT_RADIUS",),
+    "defaults": ("DEFAULT_RADIUS", "INTERACTIVE_DEFAULTS", "MAX_INTERACTIVE_GROUPS"),
+    "answer_model": ("ABOUT_THE_SAME", "ScriptedAnswerer", "relative_difference"),
     "evaluation": (
         "ElicitationErrors", "EvidenceSummary", "elicitation_errors", "evaluate_elicitation", "pairwise_agreement",
         "random_fair_metric", "random_regular_metrics", "sample_sphere_profiles", "satisfies_assumption4"),

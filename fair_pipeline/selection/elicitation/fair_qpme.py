@@ -68,6 +68,13 @@ def elicit_fair_quadratic_metric(
     n_cycles: int | None = None,
     n_band_draws: int = 200,
     max_votes: int = 5,
+    method: str = "qpme",
+    resolution: float = 0.02,
+    error_rate: float = 0.05,
+    max_answers: int | None = None,
+    target_agreement: float = 0.95,
+    candidates=None,
+    seed: int = 0,
 ) -> FairQuadraticMetric:
     """Elicit (a, B, lam) of Definition 4 from pairwise answers ``oracle(r1, r2) -> bool``.
 
@@ -93,9 +100,28 @@ def elicit_fair_quadratic_metric(
     ``diagnostics["tolerance_band"]`` gives the spread of (a, B, lam) when every elicited slope is
     redrawn uniformly within its final bisection interval (``n_band_draws`` redraws, no extra
     queries): the uncertainty that the finite tolerance leaves, assuming the answers are right.
+
+    ``method="adaptive"`` (what a person answers, ``INTERACTIVE_DEFAULTS``) asks instead the questions
+    of ``adaptive.py``: whole-percent profiles whose cost differs by a visible ``resolution`` (relative),
+    chosen one at a time to be most informative, answers weighed with a slip rate ``error_rate``; the
+    oracle may also return None ("about the same").  It stops when the estimate orders random pairs
+    (and pairs that differ only in their group gaps) like the posterior with probability
+    ``target_agreement``, when the order of ``candidates`` ((n, m, k) rate profiles) is settled that
+    well, or after ``max_answers`` (default 40).  The tolerance, votes and QPME options do not apply.
     """
     check_dimensions(n_groups, n_classes)
     tau = check_group_weights(group_weights, n_groups, n_classes)
+    if method == "adaptive":
+        from fair_pipeline.selection.elicitation.adaptive import AdaptiveElicitation, AdaptiveSettings
+
+        if not 0 < radius <= 1.0 / n_classes:
+            check_search(n_classes, radius, 1.0)
+        settings = AdaptiveSettings(resolution=resolution, error_rate=error_rate,
+                                    max_answers=40 if max_answers is None else max_answers,
+                                    target_agreement=target_agreement, seed=seed)
+        return AdaptiveElicitation(oracle, n_groups, n_classes, tau, radius, settings, candidates).run()
+    if method != "qpme":
+        raise ValueError(f"method must be 'qpme' (the paper's) or 'adaptive' (for a person), got {method!r}")
     check_search(n_classes, radius, tolerance, inner_radius)
     inner = default_inner_radius(radius) if inner_radius is None else inner_radius
     o = np.full(n_classes, 1.0 / n_classes)

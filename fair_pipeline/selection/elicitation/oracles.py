@@ -136,4 +136,4 @@ class ReplayOracle:
                 f"recorded {np.round(rec_r1, 4).tolist()} vs {np.round(rec_r2, 4).tolist()}"
             )
         self.position += 1
-        return bool(answer)
+        return None if answer is None else bool(answer)  # None: "about the same"

@@ -2,7 +2,7 @@
 
 A master and a worker started from the pyspark wheel (`tests/platform/spark/cluster.py`: separate processes on
 127.0.0.1, the worker in its own working directory, away from the driver's). The DuckDB run simulates two small days
-(the smallest main job that passes its checks, as tests/e2e/test_main_job.py) and builds everything; the Spark run
+(the smallest main job that runs every stage) and builds everything; the Spark run
 gets a copy of its landing files only and runs as `fair-pipeline run --engine spark --spark-master spark://...
 --no-simulate` in its own process (this one holds the local SparkSession the other Spark tests share, and a process
 has one SparkContext): the executors ingest the landing files, every mart and staging view is built on Spark, and the
@@ -27,7 +27,9 @@ from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
 from tests.platform.spark.cluster import standalone_cluster
 
-SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"]
+# The smallest simulation that runs every stage (benchmarks/kill_harness.py's sizes): the comparison needs every
+# finding on both engines, not many rows (the executors' work is shown by the event log and the worker's directory).
+SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "500", "--slots", "10"]
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_spark_cluster.py"
 CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", settings.ENGINE_ENV, settings.SPARK_MASTER_ENV,
            settings.SPARK_CONF_ENV, settings.SPARK_DRIVER_MEMORY_ENV)
