@@ -33,6 +33,9 @@ class EvaluationData:
     # cluster_counts (clustered) or score_counts in a file, audited through DuckDB in batches (`audit.streamed`)
     # instead of the frames above: one row per impression when logged scores are continuous
     spilled: SpilledRows | None = None
+    # on Spark without clustering: score_counts as a lazy Spark DataFrame, the logged-score outputs scored and
+    # swept on the executors (`audit.spark_audit`), nothing row-sized through the driver
+    spark_rows: object | None = None
 
 
 @dataclasses.dataclass
@@ -143,10 +146,15 @@ def _audit_spilled(con, output: ScoredOutput, data: EvaluationData, cutoffs, **o
 
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
                  confidence: float, margins: dict | None = None, con=None) -> OutputAudit:
-    """The output's audit; from ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`),
-    else from the in-memory tables."""
+    """The output's audit: on Spark's executors from ``data.spark_rows`` (logged-score outputs), from
+    ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`), else from the in-memory tables."""
     options = dict(min_count=min_count, confidence=confidence, margins=margins)
-    if _streamed(output, data):
+    if data.spark_rows is not None and output.basis == "logged_score":
+        from fair_pipeline.audit.spark_audit import audit_spark_rows  # pyspark is the optional `spark` extra
+
+        report, rows = audit_spark_rows(data.spark_rows, output.score, output.name, cutoffs, estimand=data.variance,
+                                        **options)
+    elif _streamed(output, data):
         report, rows = _audit_spilled(con, output, data, cutoffs, **options)
     else:
         aggregates = rescored_aggregates(output, data)

@@ -87,17 +87,24 @@ def frame_rows(frame: pd.DataFrame, cluster_cols: tuple[str, ...], directory: st
     return SpilledRows(path, tuple(cluster_cols), len(frame))
 
 
+def output_scores(batch, score: Callable[[pd.DataFrame], np.ndarray], name: str,
+                  prepare: Callable[[pd.DataFrame], pd.DataFrame] | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """A batch of rows (Arrow) as a frame (after ``prepare``) and the output's float scores of it, one per row."""
+    frame = batch.to_pandas()
+    if prepare is not None:
+        frame = prepare(frame)
+    scores = np.asarray(score(frame), dtype=np.float64)
+    if scores.shape != (len(frame),):
+        raise AuditInputError(f"{name}: scorer returned shape {scores.shape} for {len(frame)} rows")
+    return frame, scores
+
+
 def _scored_batches(rows: SpilledRows, score: Callable[[pd.DataFrame], np.ndarray], name: str,
                     prepare: Callable[[pd.DataFrame], pd.DataFrame] | None, batch_rows: int) -> Iterator[pa.Table]:
     """(group, c0[, c1], s, n_pos, n_neg) per batch: the output's scores of the rows, checked."""
     keys = {f"c{k}": col for k, col in enumerate(rows.cluster_cols)}
     for batch in pq.ParquetFile(str(rows.path)).iter_batches(batch_size=batch_rows):
-        frame = batch.to_pandas()
-        if prepare is not None:
-            frame = prepare(frame)
-        scores = np.asarray(score(frame), dtype=np.float64)
-        if scores.shape != (len(frame),):
-            raise AuditInputError(f"{name}: scorer returned shape {scores.shape} for {len(frame)} rows")
+        frame, scores = output_scores(batch, score, name, prepare)
         as_scores(scores, name="aggregates.score")
         for col in ("group", *keys.values()):
             missing = int(frame[col].isna().sum())

@@ -18,6 +18,7 @@ import datetime as dt
 import functools
 import json
 import os
+import sys
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -65,6 +66,9 @@ def spark_session(master: str = "local[*]", driver_memory: str = "1g", shuffle_p
             if session.conf.isModifiable(key):
                 session.conf.set(key, value)
         return session
+    # Python UDFs (the audit's scoring and sweep) run in workers started with PYSPARK_PYTHON, read when the context
+    # starts; unset, that is whatever `python3` the PATH finds, which may lack this package: default to ours
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("fair_pipeline").master(master).config("spark.driver.memory", driver_memory)
     for key, value in settings_.items():
         builder = builder.config(key, value)

@@ -1,0 +1,95 @@
+"""The audit on Spark (`audit.spark_audit`: scored on the executors, swept per score range from partition offsets)
+equals the DuckDB path of the same rows (`audit.streamed`) to 1e-12, ties, three groups and many partitions
+included (sklearn's tie convention: a tied block is a linear ROC segment)."""
+import datetime as dt
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from fair_pipeline.audit import AuditInputError
+from fair_pipeline.audit.evaluation import EvaluationData, audit_output
+from fair_pipeline.audit.outputs import ScoredOutput
+from fair_pipeline.audit.spark_audit import audit_spark_rows
+from fair_pipeline.audit.streamed import audit_spilled, frame_rows
+from tests.audit.tables import assert_tables_close
+
+CUTS = [0.05, 0.1, 0.3, 1.0]
+GROUPS = ['a "quoted"', "b+ <i>", "в"]
+
+
+def _rows(n: int, ties: bool, seed: int = 11) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    g = rng.choice(3, n, p=[0.5, 0.4, 0.1])
+    score = rng.normal(size=n) + 0.3 * g
+    return pd.DataFrame({"group": np.array(GROUPS, dtype=object)[g], "score": score.round(1) if ties else score,
+                         "n_pos": rng.integers(0, 3, n).astype(float), "n_neg": rng.integers(0, 3, n).astype(float)})
+
+
+def rescore(frame):  # a within-group monotone map, like the EO transforms
+    return np.where(frame["group"] == GROUPS[0], 2.0 * frame["score"].to_numpy() + 0.5, frame["score"].to_numpy())
+
+
+def _duckdb_audit(tmp_path, df):
+    with duckdb.connect() as con:
+        return audit_spilled(con, frame_rows(df, (), str(tmp_path), "rows"), rescore, "test", CUTS, min_count=10,
+                             confidence=0.95, estimand="conditional")
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("partitions", [1, 7])
+def test_spark_audit_equals_the_duckdb_path(spark, tmp_path, ties, partitions):
+    df = _rows(4_000, ties)
+    assert (df["score"].nunique() < 100) == ties
+    got, rows = audit_spark_rows(spark.createDataFrame(df).repartition(5), rescore, "test", CUTS, min_count=10,
+                                 confidence=0.95, estimand="conditional", partitions=partitions)
+    want = _duckdb_audit(tmp_path, df)
+    assert rows == len(df)
+    for name in ("groups", "pairs", "overall"):
+        assert_tables_close(getattr(got, name), getattr(want, name), name)
+    for name in ("pairs", "deltas", "balanced", "balanced_deltas", "curves"):
+        assert_tables_close(getattr(got.xauc, name), getattr(want.xauc, name), f"xauc.{name}")
+    # and, at FPR 1, scikit-learn's AUC of the expanded rows (ties: half credit) for every group
+    scores = rescore(df)
+    for group in GROUPS:
+        sel = (df["group"] == group).to_numpy()
+        y = np.r_[np.ones(int(df["n_pos"][sel].sum())), np.zeros(int(df["n_neg"][sel].sum()))]
+        s = np.r_[np.repeat(scores[sel], df["n_pos"][sel].astype(int)), np.repeat(scores[sel], df["n_neg"][sel].astype(int))]
+        row = got.groups[(got.groups["group"] == group) & (got.groups["cutoff"] == 1.0)]
+        assert row["auc"].iloc[0] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+
+
+def test_bad_scores_and_missing_groups_are_named(spark):
+    df = _rows(300, ties=False)
+
+    def with_nan(frame):
+        out = rescore(frame)
+        out[:2] = np.nan
+        return out
+
+    rows = spark.createDataFrame(df).coalesce(1)
+    with pytest.raises(AuditInputError, match=r"test: 2 scores are NaN or infinite"):
+        audit_spark_rows(rows, with_nan, "test", CUTS, min_count=10, confidence=0.95)
+    missing = spark.createDataFrame(df.assign(group=df["group"].where(df.index % 50 != 0, None)))
+    with pytest.raises(AuditInputError, match=r"aggregates.group has 6 missing values"):
+        audit_spark_rows(missing, rescore, "test", CUTS, min_count=10, confidence=0.95)
+
+
+def test_the_assets_evaluation_audits_logged_score_outputs_on_the_executors(spark, tmp_path):
+    """`audit_output` with the held-out rows as a Spark DataFrame (the asset on Spark, variance conditional) gives
+    the report and row count of the DuckDB path's spilled rows."""
+    df = _rows(2_000, ties=True, seed=3)
+    output = ScoredOutput("eo_transform", "a within-group monotone map", "logged_score", rescore)
+    on_spark = EvaluationData(None, None, None, variance="conditional", spark_rows=spark.createDataFrame(df))
+    options = dict(min_count=10, confidence=0.95)
+    got = audit_output(output, on_spark, dt.date(2026, 1, 1), CUTS, **options)
+    with duckdb.connect() as con:
+        local = EvaluationData(None, None, None, variance="conditional",
+                               spilled=frame_rows(df, (), str(tmp_path), "rows"))
+        want = audit_output(output, local, dt.date(2026, 1, 1), CUTS, con=con, **options)
+    assert got.rows == want.rows == len(df)
+    for name in ("groups", "pairs", "overall"):
+        assert_tables_close(getattr(got.report, name), getattr(want.report, name), name)
+    assert_tables_close(got.roc_curves, want.roc_curves, "roc_curves")
