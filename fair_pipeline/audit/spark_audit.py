@@ -1,13 +1,13 @@
 """One scored output audited on Spark where the rows are: nothing proportional to the day reaches the driver.
 
 The held-out rows (a lazy DataFrame: ``group``, ``n_pos``, ``n_neg`` and the columns the output scores) are
-scored on the executors (`mapInArrow`; the scorer and its models are broadcast once), then:
+scored on the executors (`mapInArrow`; the scorer and its models travel in the function's closure), then:
 
 1. a ``GROUP BY group`` gives the class totals per group (and counts bad scores / NULL groups): G rows;
 2. the scored rows are range-partitioned by descending score (every distinct score lies in one partition) and
    kept (`persist`); each partition returns its positives and negatives per group and its top score;
 3. the driver chains them into offsets (`stats.partition_sweep.partition_offsets`: 2 G numbers a partition),
-   broadcast back; each partition sweeps its own blocks from its offsets (`PartitionSweep`) and returns its
+   sent back with the sweep function; each partition sweeps its own blocks from its offsets (`PartitionSweep`) and returns its
    state, a few (columns x cutoffs) arrays whatever its rows;
 4. the driver merges the states in score order (`merge_partition_states`): the same `StreamingAudit` report
    as the DuckDB path of the same rows, to rounding (tests/platform/spark/test_spark_audit.py).
@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import StorageLevel, TaskContext, cloudpickle
-from pyspark.errors import PySparkException
+from pyspark import StorageLevel, TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -44,33 +43,15 @@ DEFAULT_PARTITIONS = 16  # score ranges swept in parallel; the driver receives o
 SCORED_SCHEMA = "grp string, s double, n_pos double, n_neg double"
 
 
-def _shipped(spark, value):
-    """A getter of ``value`` on the executors: a broadcast variable on classic Spark (sent once per executor),
-    the value itself in the UDF's closure on Spark Connect (which has no SparkContext). Broadcasts are pickled
-    with `pickle`, which refuses closures and local functions (scorers often are): cloudpickle's bytes go."""
-    try:
-        handle = spark.sparkContext.broadcast(cloudpickle.dumps(value))
-    except PySparkException:  # Spark Connect: sparkContext is not available
-        return lambda: value
-    loaded = []
-
-    def get():
-        if not loaded:
-            loaded.append(cloudpickle.loads(handle.value))
-        return loaded[0]
-    return get
-
-
 def score_on_executors(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str,
                        prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> DataFrame:
     """(grp, s, n_pos, n_neg): the output's score of every row, computed batch by batch on the executors.
     A score that is not finite stays NaN here and is counted and named by the audit."""
-    get = _shipped(rows.sparkSession, (score, prepare))
-
+    # The scorer travels in the UDF's closure, which Spark serializes with the function itself (classic and
+    # Connect alike); scorers are small (coefficients, breakpoints), so no broadcast variable is needed.
     def scored(batches):
-        score_fn, prepare_fn = get()
         for batch in batches:
-            frame, values = output_scores(batch, score_fn, name, prepare_fn)
+            frame, values = output_scores(batch, score, name, prepare)
             values = np.where(np.isfinite(values), values + 0.0, np.nan)  # -0.0 and +0.0 are one block
             yield pa.RecordBatch.from_pydict({
                 "grp": pa.array(frame["group"].to_numpy(dtype=object), pa.string(), from_pandas=True), "s": values,
@@ -102,10 +83,10 @@ def _codes(column, groups: pa.Array) -> np.ndarray:
 def _partition_counts(ranged: DataFrame, groups) -> pd.DataFrame:
     """Per non-empty partition: its id, top score and the positives and negatives of each group."""
     G = len(groups)
-    get = _shipped(ranged.sparkSession, list(groups))
+    group_list = list(groups)
 
     def counts(batches):
-        values, pos, neg, top = pa.array(get(), pa.string()), np.zeros(G), np.zeros(G), -np.inf
+        values, pos, neg, top = pa.array(group_list, pa.string()), np.zeros(G), np.zeros(G), -np.inf
         for batch in batches:
             codes = _codes(batch.column("grp"), values)
             pos += np.bincount(codes, batch.column("n_pos").to_numpy(), minlength=G)
@@ -133,11 +114,9 @@ def _state(data: bytes) -> dict:
 
 def _partition_states(ranged: DataFrame, groups, n_pos, n_neg, cutoffs, offsets: dict) -> dict[int, dict]:
     """Each partition's sweep from its offsets, swept on its executor; {partition id: state}."""
-    get = _shipped(ranged.sparkSession, (list(groups), offsets))
-    G = len(groups)
+    values, offsets_of, G = list(groups), offsets, len(groups)
 
     def sweep(batches):
-        values, offsets_of = get()
         table = pa.Table.from_batches(list(batches), schema=pa.schema(
             [("grp", pa.string()), ("s", pa.float64()), ("n_pos", pa.float64()), ("n_neg", pa.float64())]))
         pid = TaskContext.get().partitionId()
