@@ -51,11 +51,15 @@ ENGINE_MODULES = {
         "tests/platform/spark/test_ingestion_parity.py",
     "fair_pipeline/platform/engines/transfer.py": "SELECT * of a raw table (per partition, bound) between engines; "
         "tests/platform/spark/test_parity.py runs it on Spark",
+    "fair_pipeline/audit/exposure_offpolicy.py": "sampled_requests: the request sample on the engine; "
+        "tests/platform/spark/test_exposure_sql.py runs it on Spark and compares it with DuckDB's",
 }
 # Modules whose engine reads are captured below although their functions take no connection.
 CAPTURED_MODULES = {
     "fair_pipeline/reporting/sections.py": "the report's mart sections (data_volume, ctr_by_position), run on the "
         "engine through ReportInputs.mart_sql",
+    "fair_pipeline/reporting/window_days.py": "the days each partition read, from marts.daily_volume through "
+        "ReportInputs.mart_sql",
 }
 
 # Modules that run SQL and stay on DuckDB (for now or for good), with the reason. A new module that runs SQL
@@ -70,6 +74,9 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/audit/streamed.py": "the sweep and cluster passes run on a local DuckDB over the Parquet file "
         "spilled to the local temp directory; its engine input (spill_rows) is audit/sql.py's score_counts / "
         "cluster_counts query, rendered above",
+    "fair_pipeline/audit/prefix_stream.py": "the one-pass clustered sweep's feed: a local DuckDB over the Parquet "
+        "file spilled to the local temp directory (as audit/streamed.py)",
+    "fair_pipeline/reporting/stored.py": "reads the stages' result stores (local by design) for the report",
     "fair_pipeline/audit/store.py": "small result store (audit results per partition), local by design",
     "fair_pipeline/training/store.py": "small result store (fits per partition), local by design",
     "fair_pipeline/selection/store.py": "small result store (selections), local by design",

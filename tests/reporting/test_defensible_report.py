@@ -103,7 +103,7 @@ def test_a_days_report_counts_only_data_up_to_its_day(tmp_path, marts):
     assert volume.metrics["accepted_rows"] == 2200 and volume.metrics["rejected_rows"] == 10
     assert volume.findings[0].text.startswith("2,200 impressions accepted over 2 partition(s)")
     reasons = next(b for b in volume.blocks if isinstance(b, Table) and b.caption.startswith("Quarantine reasons"))
-    assert reasons.frame["reason"].tolist() == ["position out of range"] and "up to 2026-01-02" in reasons.caption
+    assert reasons.frame["reason"].tolist() == ["position out of range"] and "2025-12-26..2026-01-02" in reasons.caption
     cells = next(b for b in ctr.blocks if isinstance(b, Table))
     assert "(n = 50)" in cells.frame.loc[cells.frame["position"] == 1, "shuffle"].iloc[0]  # November's 1,000,000 left out
     assert ctr.metrics["ctr_shuffle_pos1"] == pytest.approx(0.32)
