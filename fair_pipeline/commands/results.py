@@ -38,7 +38,7 @@ def print_report_summary(verbose: bool = False, since: float | None = None) -> N
     command built it (see `print_where`)."""
     from fair_pipeline.reporting.build import FINDINGS_NAME, HTML_NAME
     from fair_pipeline.reporting.latest import latest_report_dir
-    from fair_pipeline.reporting.summary import summary_lines
+    from fair_pipeline.reporting.summary import terminal_summary_lines
 
     report_dir = latest_report_dir(settings.reports_dir())
     findings_path = report_dir / FINDINGS_NAME
@@ -55,5 +55,5 @@ def print_report_summary(verbose: bool = False, since: float | None = None) -> N
         print(f"  every partition's report under {settings.reports_dir()}/<date>/, "
               f"{settings.reports_dir() / 'latest'} is the newest")
     say("fairness findings (headlines; each section of the report lists every test):")
-    for line in summary_lines(data, verbose):
+    for line in terminal_summary_lines(data, verbose):
         print(line)

@@ -28,7 +28,7 @@ def _missing_lines(missing: list[dict]) -> list[str]:
     return [f"  not in the report: {m['section']} ({m['stage']}): {m.get('reason') or 'no output'}" for m in missing]
 
 
-def summary_lines(data: dict, verbose: bool = False) -> list[str]:
+def terminal_summary_lines(data: dict, verbose: bool = False) -> list[str]:
     """Lines to print for a findings.json `data` (see reporting.build.findings_json)."""
     headlines = _ordered_headlines(data["findings"])
     lines = []

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import io
 import json
 import os
@@ -15,7 +14,7 @@ import pytest
 from fair_pipeline.commands import arguments, jobs, main, results
 from fair_pipeline.commands import run as run_command
 from fair_pipeline.commands import simulate as simulate_command
-from fair_pipeline.commands.parser import COMMANDS, build_parser, command_module
+from fair_pipeline.commands.parser import COMMANDS, command_module
 from fair_pipeline.platform import settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -220,11 +219,11 @@ def test_quiet_summary_fits_on_one_screen_and_verbose_shows_everything(tmp_path,
 
 
 def test_a_section_that_ran_but_was_not_estimable_is_not_called_never_ran():
-    from fair_pipeline.reporting.summary import summary_lines
+    from fair_pipeline.reporting.summary import terminal_summary_lines
 
     missing = [{"section": "Position-bias curve", "stage": "position_bias",
                 "reason": "the position-bias stage ran but no position was estimable (no randomized traffic)"}]
-    lines = summary_lines(_findings(1, 0, missing))
+    lines = terminal_summary_lines(_findings(1, 0, missing))
     assert ("  not in the report: Position-bias curve (position_bias): the position-bias stage ran but no position was "
             "estimable (no randomized traffic)") in lines
     assert not any("never ran" in line for line in lines)
@@ -276,14 +275,14 @@ def test_a_failed_run_ends_the_output_with_its_cause(tmp_path, monkeypatch, caps
 
 
 def test_a_quiet_summary_names_a_few_missing_sections_and_counts_many():
-    from fair_pipeline.reporting.summary import MISSING_SHOWN, summary_lines
+    from fair_pipeline.reporting.summary import MISSING_SHOWN, terminal_summary_lines
 
     few = [{"section": f"S{i}", "stage": "eo_transform", "reason": "ran but not estimable"} for i in range(MISSING_SHOWN)]
-    assert sum(line.startswith("  not in the report: S") for line in summary_lines(_findings(0, 0, few))) == MISSING_SHOWN
+    assert sum(line.startswith("  not in the report: S") for line in terminal_summary_lines(_findings(0, 0, few))) == MISSING_SHOWN
     many = few + [{"section": "extra", "stage": "audit", "reason": "never ran"}]
-    quiet = summary_lines(_findings(0, 0, many))
+    quiet = terminal_summary_lines(_findings(0, 0, many))
     assert f"  {MISSING_SHOWN + 1} sections not in the report (stages without output); run with --verbose for why" in quiet
-    assert sum(line.startswith("  not in the report:") for line in summary_lines(_findings(0, 0, many), verbose=True)) == 5
+    assert sum(line.startswith("  not in the report:") for line in terminal_summary_lines(_findings(0, 0, many), verbose=True)) == 5
 
 
 def test_a_report_older_than_the_command_is_never_shown_as_its_result(tmp_path, monkeypatch, capsys):

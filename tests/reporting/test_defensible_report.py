@@ -14,7 +14,7 @@ from fair_pipeline.audit.store import write_audit
 from fair_pipeline.reporting import ReportInputs, sections, selection, trend
 from fair_pipeline.reporting.audit_sections import group_comparisons, pauc_table
 from fair_pipeline.reporting.model import Table
-from fair_pipeline.reporting.summary import summary_lines
+from fair_pipeline.reporting.summary import terminal_summary_lines
 
 DAYS = [dt.date(2026, 1, 1), dt.date(2026, 1, 2)]
 MODELS = ["ranker_x_lam_10", "production", "ranker_x_lam_2"]  # stored in text order: lam_10 before lam_2
@@ -177,7 +177,7 @@ def test_terminal_headlines_are_never_cut():
     text = "gap " + " ".join(f"word{i}" for i in range(60)) + " [-0.208, -0.001]: inconclusive"
     data = {"findings": [{"section": "ROC", "status": "gap larger than δ", "text": text, "headline": True}],
             "missing": [], "verdict_summary": "1 comparison"}
-    lines = summary_lines(data)
+    lines = terminal_summary_lines(data)
     assert lines[1] == f"  [GAP > δ] ROC: {text}" and not any(line.rstrip().endswith("…") for line in lines)
 
 
