@@ -34,6 +34,19 @@ class SparkProcessError(RuntimeError):
     """A Spark process exited or did not become ready in time; the message quotes the end of its log."""
 
 
+def require_java(what: str) -> None:
+    """Skips the test without Java 17 (fails it on CI, where .ci/run installs Java)."""
+    import shutil
+
+    import pytest
+
+    if shutil.which("java") is None:
+        message = f"{what} needs Java 17 (`apt-get install openjdk-17-jre-headless`; .ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
 def spark_home() -> Path:
     """The pyspark wheel's own Spark distribution (bin/, sbin/, jars/)."""
     import pyspark

@@ -4,10 +4,10 @@ pyspark comes with the dev extra, so in CI a missing Java fails; on a developer 
 skipped with the reason in pytest's summary."""
 from __future__ import annotations
 
-import os
-import shutil
 
 import pytest
+
+from tests.platform.spark.cluster import require_java
 
 
 def pytest_collection_modifyitems(items):
@@ -18,11 +18,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def spark():
-    if shutil.which("java") is None:
-        message = "the Spark tests need Java 17 (`apt-get install openjdk-17-jre-headless`; .ci/run installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_java("the Spark tests")
     from fair_pipeline.platform.engines.spark_engine import spark_session
 
     session = spark_session(master="local[2]", driver_memory="1g", shuffle_partitions=2)

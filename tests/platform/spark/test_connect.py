@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -14,18 +13,14 @@ import pytest
 
 from fair_pipeline.commands import main
 from fair_pipeline.platform import settings
-from tests.platform.spark.cluster import connect_server
+from tests.platform.spark.cluster import connect_server, require_java
 
 SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "60", "--items", "300"]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if shutil.which("java") is None:
-        message = "the Spark Connect test needs Java 17 (`apt-get install openjdk-17-jre-headless`)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_java("the Spark Connect test")
     with connect_server(tmp_path_factory.mktemp("connect"), master="local[2]") as started:
         yield started
 

@@ -25,7 +25,7 @@ from fair_pipeline.commands import main
 from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
-from tests.platform.spark.cluster import standalone_cluster
+from tests.platform.spark.cluster import require_java, standalone_cluster
 
 # The smallest simulation that runs every stage (benchmarks/kill_harness.py's sizes): the comparison needs every
 # finding on both engines, not many rows (the executors' work is shown by the event log and the worker's directory).
@@ -37,11 +37,7 @@ CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", settings.ENGINE_ENV, settings.
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if shutil.which("java") is None:
-        message = "the cluster test needs Java 17 (`apt-get install openjdk-17-jre-headless`; .ci/run installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_java("the cluster test")
     with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g") as started:
         yield started
 

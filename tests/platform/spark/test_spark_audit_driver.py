@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.platform.spark.cluster import standalone_cluster
+from tests.platform.spark.cluster import require_java, standalone_cluster
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_spark_audit.py"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if shutil.which("java") is None:
-        message = "the cluster test needs Java 17 (`apt-get install openjdk-17-jre-headless`; .ci/run installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    require_java("the cluster test")
     with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="1g") as started:
         yield started
 
