@@ -19,9 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fair_pipeline.ingestion import contract, loads
+from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.extras import QUARANTINE, widened_type
-from fair_pipeline.ingestion.landing import LandingFileError, partition_dir
+from fair_pipeline.ingestion.landing import partition_dir
+from fair_pipeline.ingestion.landing_corpus import load_day
 
 DAY = dt.date(2026, 1, 1)
 SLOTS = 4
@@ -137,19 +138,10 @@ def judge(con, landing: Path, day: ExtrasDay, stored_types: dict[str, str]) -> t
     """(outcome, detail) of loading one day; `stored_types` is the payload column's type in the table so far (the
     oracle's model of the table, updated here)."""
     folder = partition_dir(Path(landing) / contract.EXTRAS_DIR, "observational", DAY)
-    before = _state(con)
-    try:
-        load = loads.load_partition(con, landing, "observational", DAY.isoformat())
-    except LandingFileError as error:
-        if _state(con) != before:
-            return "lost", f"refused but the warehouse changed: {error}"
-        if day.refusal is None:
-            return "unclear", f"refused a day that should load: {error}"
-        if day.refusal not in str(error) or str(folder / day.refused_file) not in str(error):
-            return "unclear", f"expected {day.refusal!r} naming {day.refused_file}: {error}"
-        return "handled", ""
-    except Exception as error:  # noqa: BLE001 - every other error is what this corpus looks for
-        return ("lost" if _state(con) != before else "unclear"), f"{type(error).__name__}: {error}"
+    refused = str(folder / day.refused_file) if day.refused_file else str(folder)
+    load, outcome = load_day(con, landing, _state, day.refusal, refused, day.refused_file)
+    if outcome is not None:
+        return outcome
     if day.refusal is not None:
         return "silent", f"loaded, but expected a refusal ({day.refusal})"
     expected = dict(day.expected)

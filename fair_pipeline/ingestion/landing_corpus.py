@@ -275,23 +275,32 @@ def _state(con) -> tuple:
     return sorted(rows, key=_key), sorted(quarantine, key=_key)
 
 
+def load_day(con, landing: Path, state, refusal: str | None, refused: str, refused_file: str
+             ) -> tuple[loads.PartitionLoad | None, tuple[str, str] | None]:
+    """(the load, None) when the generated day loaded, else (None, (outcome, detail)) judging its refusal: it must
+    leave `state(con)` unchanged, be expected (`refusal`) and name the refused file (`refused`, a path)."""
+    before = state(con)
+    try:
+        return loads.load_partition(con, landing, "observational", DAY.isoformat()), None
+    except LandingFileError as error:
+        if state(con) != before:
+            return None, ("lost", f"refused but the warehouse changed: {error}")
+        if refusal is None:
+            return None, ("unclear", f"refused a day that should load: {error}")
+        if refusal not in str(error) or refused not in str(error):
+            return None, ("unclear", f"expected {refusal!r} naming {refused_file}: {error}")
+        return None, ("handled", "")
+    except Exception as error:  # noqa: BLE001 - every other error is what this corpus looks for
+        return None, (("lost" if state(con) != before else "unclear"), f"{type(error).__name__}: {error}")
+
+
 def judge(con, landing: Path, day: Day) -> tuple[str, str]:
     """(outcome, detail) of loading one generated day into `con` (whose partition may hold an earlier day)."""
     folder = partition_dir(landing, "observational", DAY)
-    before = _state(con)
-    try:
-        load = loads.load_partition(con, landing, "observational", DAY.isoformat())
-    except LandingFileError as error:
-        if _state(con) != before:
-            return "lost", f"refused but the partition changed: {error}"
-        if day.refusal is None:
-            return "unclear", f"refused a day that should load: {error}"
-        named = str(folder) in str(error)  # the refused file is named by its full path
-        if day.refusal not in str(error) or not named:
-            return "unclear", f"expected {day.refusal!r} naming {day.refused_file}: {error}"
-        return "handled", ""
-    except Exception as error:  # noqa: BLE001 - every other error is what this corpus looks for
-        return ("lost" if _state(con) != before else "unclear"), f"{type(error).__name__}: {error}"
+    # The refused file is named by its full path: its folder is enough to recognise it.
+    load, outcome = load_day(con, landing, _state, day.refusal, str(folder), day.refused_file)
+    if outcome is not None:
+        return outcome
     if day.refusal is not None and not day.may_load:
         return "silent", f"loaded, but expected a refusal ({day.refusal})"
     stored, quarantine = _state(con)
