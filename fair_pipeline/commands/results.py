@@ -26,6 +26,8 @@ def print_where(ok: bool, verbose: bool = False, failures: list[str] | None = No
         print(f"  MLflow store:       {settings.mlflow_tracking_uri()}")
         print(f"  reports:            {settings.reports_dir()}")
     print_report_summary(verbose, since)
+    if ok:  # after a failure the alias did not move; the lines left say what failed
+        print(f"  deployed:           {deployed()}")
     print(f"  open the UIs:       {ui_hint()}")
     if not ok:
         print("  some runs failed: see the messages above and the run's event log in the UI")
@@ -57,3 +59,23 @@ def print_report_summary(verbose: bool = False, since: float | None = None) -> N
     say("fairness findings (headlines; each section of the report lists every test):")
     for line in terminal_summary_lines(data, verbose):
         print(line)
+
+
+def deployed() -> str:
+    """What `fair-ranker@champion` serves now, as the registry (the authority on aliases) holds it."""
+    from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION
+    from fair_pipeline.platform.tracking.registry import version_by_alias
+    from fair_pipeline.platform.tracking.store import Store, local_sqlite_path
+
+    uri = settings.mlflow_tracking_uri()
+    local = local_sqlite_path(uri)
+    if local is not None and not local.exists():  # no store yet: nothing registered, and nothing to create here
+        return f"nothing ({FAIR_RANKER}@{CHAMPION} is not set)"
+    try:
+        version = version_by_alias(Store(uri, attempts=1), FAIR_RANKER, CHAMPION)
+    except Exception as error:  # noqa: BLE001 - the run's results stand; only this line cannot say
+        return f"unknown: the MLflow store {uri} did not answer ({type(error).__name__})"
+    if version is None:
+        return f"nothing ({FAIR_RANKER}@{CHAMPION} is not set)"
+    return (f"{FAIR_RANKER}@{CHAMPION} = version {version.version} (partition "
+            f"{version.tags.get(TAG_MODEL_PARTITION, '?')}, candidate {version.tags.get('candidate', '?')})")

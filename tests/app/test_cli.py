@@ -301,3 +301,21 @@ def test_a_report_older_than_the_command_is_never_shown_as_its_result(tmp_path, 
     assert "[GAP > δ]" not in out and "fairness findings" not in out
     results.print_where(True, since=time.time() - 7200)  # built by this command: shown with its findings
     assert "[GAP > δ]" in capsys.readouterr().out
+
+
+def test_the_final_lines_name_what_the_registry_serves_and_a_fresh_home_gets_no_store(tmp_path, monkeypatch):
+    from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, store_client
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert results.deployed() == f"nothing ({FAIR_RANKER}@{CHAMPION} is not set)"
+    assert not (tmp_path / "mlflow.db").exists()  # printing a line never creates a store
+    client = store_client(settings.mlflow_tracking_uri())
+    client.create_registered_model(FAIR_RANKER)
+    for partition in ("2026-01-02", "2026-01-03"):
+        client.create_model_version(FAIR_RANKER, (tmp_path / "model").as_uri(),
+                                    tags={TAG_MODEL_PARTITION: partition, "candidate": f"{partition}/eo_weighted"})
+    assert results.deployed() == f"nothing ({FAIR_RANKER}@{CHAMPION} is not set)"
+    client.set_registered_model_alias(FAIR_RANKER, CHAMPION, "1")  # a rollback: not the newest version
+    assert results.deployed() == (f"{FAIR_RANKER}@{CHAMPION} = version 1 (partition 2026-01-02, "
+                                  "candidate 2026-01-02/eo_weighted)")
