@@ -37,17 +37,25 @@ LONG_MODULES = {
     "tests/platform/test_concurrent_runs.py": 110, "tests/platform/spark/test_parity.py": 98,
     "tests/platform/spark/test_spark_engine.py": 92, "tests/platform/spark/test_connect.py": 90,
     "tests/app/test_concurrency.py": 80, "tests/ingestion/test_landing_corpus.py": 55,
-    "tests/platform/spark/test_bench_engines.py": 31,
+    "tests/platform/spark/test_bench_engines.py": 31, "tests/platform/spark/test_spark_audit_driver.py": 300,
+    "tests/platform/spark/test_spark_audit.py": 80, "tests/e2e/test_open_bandit_campaigns.py": 200,
+    "tests/selection/test_interactive_elicitation.py": 120,
 }
 
 # Directories whose modules are one work unit (one worker runs all of them): the Spark tests share the session's
 # SparkSession, and a worker that ran any of them started a JVM (25-45 s) of its own.
 ONE_WORKER = ("tests/platform/spark/",)
+# Spark modules that start a cluster or a Connect server of their own and never the shared session: units of their
+# own, so that the other worker runs them beside the shared-session tests.
+OWN_JVM = ("tests/platform/spark/test_connect.py", "tests/platform/spark/test_engine_run.py",
+           "tests/platform/spark/test_spark_audit_driver.py")
 
 
 def work_unit(nodeid: str) -> str:
     """The work unit xdist hands to one worker: a test's module, or its ONE_WORKER directory."""
     module = nodeid.split("::")[0]
+    if module in OWN_JVM:
+        return module
     return next((directory for directory in ONE_WORKER if module.startswith(directory)), module)
 
 

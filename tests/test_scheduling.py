@@ -15,6 +15,7 @@ def test_every_long_module_and_one_worker_directory_named_for_scheduling_exists(
     """A renamed module would silently lose its place, a renamed directory its single worker."""
     assert [name for name in conftest.LONG_MODULES if not (REPO / name).is_file()] == []
     assert [name for name in conftest.ONE_WORKER if not (REPO / name).is_dir()] == []
+    assert [name for name in conftest.OWN_JVM if not (REPO / name).is_file()] == []
 
 
 class _TwoWorkers:
@@ -48,10 +49,10 @@ class _Worker:
 def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(pytestconfig):
     many_short = [f"tests/training/test_penalized.py::test_{k}" for k in range(10)]
     spark = ["tests/platform/spark/test_parity.py::test_a", "tests/platform/spark/test_parity.py::test_b",
-             "tests/platform/spark/test_engine_run.py::test_run", "tests/platform/spark/test_bench_engines.py::test_b"]
-    readme = [f"tests/e2e/test_readme.py::test_{k}" for k in range(4)]
+             "tests/platform/spark/test_spark_engine.py::test_run", "tests/platform/spark/test_bench_engines.py::test_b"]
+    own_cluster = [f"tests/platform/spark/test_engine_run.py::test_{k}" for k in range(4)]
     one_long = ["tests/platform/test_concurrent_runs.py::test_two"]
-    items = [SimpleNamespace(nodeid=nodeid) for nodeid in many_short + spark + readme + one_long]
+    items = [SimpleNamespace(nodeid=nodeid) for nodeid in many_short + spark + own_cluster + one_long]
     random.Random(1).shuffle(items)  # as pytest-randomly leaves them
     conftest.pytest_collection_modifyitems(items)
     collection = [item.nodeid for item in items]
@@ -64,10 +65,10 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
     scheduler.schedule()
 
     sent = [{collection[i] for i in worker.batches[0]} for worker in workers]
-    # Longest unit first (LONG_MODULES summed by unit), the next one to the other worker, every Spark module
-    # together as one unit; the rest waits in the same order: xdist's own reordering by number of tests would hand
-    # out the 10 short tests first and the single long one last.
-    units = {"tests/platform/spark/": set(spark), "tests/e2e/test_readme.py": set(readme),
+    # Longest unit first (LONG_MODULES summed by unit), the next one to the other worker, every Spark module on the
+    # shared session together as one unit, a module with a cluster of its own apart; the rest waits in the same
+    # order: xdist's own reordering by number of tests would hand out the 10 short tests first and the long one last.
+    units = {"tests/platform/spark/": set(spark), "tests/platform/spark/test_engine_run.py": set(own_cluster),
              "tests/platform/test_concurrent_runs.py": set(one_long), "tests/training/test_penalized.py": set(many_short)}
     seconds = conftest.unit_seconds()
     longest_first = sorted(units, key=lambda unit: -seconds.get(unit, 0))
