@@ -39,9 +39,7 @@ import argparse
 import json
 import os
 import resource
-import sys
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -53,6 +51,7 @@ from scipy import integrate, optimize, stats  # noqa: E402
 
 from fair_pipeline.audit import compare_groups  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_items  # noqa: E402
+from fair_pipeline.platform.replications import replication_pool  # noqa: E402
 
 CUTOFFS = (0.1, 1.0)
 GROUP, OTHER = "0", "1"  # group "0" is the smaller one (p_group = 0.7 for "1")
@@ -126,7 +125,7 @@ def run_replications(reps: int, n_items: int, seed: int = 0, jobs: int = 1, mean
     """One row per replication x variant x statistic (deterministic for a given seed, whatever ``jobs``)."""
     tasks = [(r, n_items, seed, mean_shows, slots) for r in range(reps)]
     if jobs > 1:
-        with get_context("spawn" if sys.platform == "darwin" else "fork").Pool(jobs) as pool:
+        with replication_pool(jobs) as pool:
             chunks = pool.map(_replication_star, tasks, chunksize=max(1, reps // (8 * jobs)))
     else:
         chunks = [one_replication(*t) for t in tasks]

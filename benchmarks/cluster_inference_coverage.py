@@ -24,7 +24,6 @@ import importlib.util
 import json
 import os
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -41,6 +40,7 @@ from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, cl
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
 from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
+from fair_pipeline.platform.replications import replication_pool  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("audit_coverage", Path(__file__).with_name("audit_coverage.py"))
 ac = importlib.util.module_from_spec(_spec)  # the sibling benchmark: closed-form truths of the simulator's items
@@ -244,7 +244,7 @@ def main(argv=None) -> None:
     tasks = [(c, r, a.seed) for c in names for r in range(a.reps)]
     t0, c0 = time.time(), time.process_time()
     if a.jobs > 1:
-        with get_context("fork").Pool(a.jobs) as pool:
+        with replication_pool(a.jobs) as pool:
             chunks = pool.map(one_replication, tasks, chunksize=max(1, len(tasks) // (16 * a.jobs)))
     else:
         chunks = [one_replication(t) for t in tasks]

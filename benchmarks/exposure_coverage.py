@@ -26,7 +26,6 @@ import os
 import sys
 import time
 from functools import partial
-from multiprocessing import get_context
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -37,6 +36,7 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fair_pipeline.audit.stats.exposure import exposure_parity  # noqa: E402
+from fair_pipeline.platform.replications import replication_pool  # noqa: E402
 
 GROUPS = np.array(["women", "men", "non-binary «other»"], dtype=object)
 SHARES = np.array([0.5, 0.3, 0.2])
@@ -128,7 +128,7 @@ def run(reps: int, seed: int = 0, jobs: int = 2, variants: tuple[str, ...] = tup
     seeds = [seed * 1_000_003 + r for r in range(reps)]
     task = partial(one_replication, variants=variants)
     if jobs > 1:
-        with get_context("fork").Pool(jobs) as pool:
+        with replication_pool(jobs) as pool:
             parts = pool.map(task, seeds, chunksize=max(1, reps // (4 * jobs)))
     else:
         parts = [task(s) for s in seeds]
