@@ -367,7 +367,8 @@ def test_unknown_oracle_and_bad_truth_fail_clearly(home):
 
 def _record_session(db: Path, session_id: str, oracle) -> None:
     """A stored `fair-pipeline elicit` session whose answers come from `oracle` (as a person would type them)."""
-    config = SessionConfig(group_labels=("0", "1"), tolerance=1e-2)
+    # The paper's questions (the call below), stored as such: a replay asks them again.
+    config = SessionConfig(group_labels=("0", "1"), tolerance=1e-2, method="qpme")
     store = SessionStore(db)
     store.create(session_id, config)
     answers = []
