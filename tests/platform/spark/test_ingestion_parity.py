@@ -2,7 +2,7 @@
 refusals (naming the same file, for the same reason), the same stored rows value for value and the same quarantine
 (reason, file, the row's values as text):
 - the landing corpus (fair_pipeline.ingestion.landing_corpus: other writers' types, text numbers and timestamps,
-  bytes, Unicode-blank ids, NaN groups, odd file names, every file-level defect): SPARK_CORPUS_DAYS (default 16: one day of each of its 15 kinds and one more)
+  bytes, Unicode-blank ids, NaN groups, odd file names, every file-level defect): SPARK_CORPUS_DAYS (default 30: one day of each of its 15 kinds, then the corpus in its order)
   days, the first day of each kind and then the corpus' own order;
 - the hypothesis fuzz of tests/ingestion/test_landing_fuzz.py (hostile column names, zero rows):
   FUZZ_SPARK_EXAMPLES (default 10) files.
@@ -31,7 +31,8 @@ QUARANTINE_IDS = "SELECT reason, source_file, request_id, item_id, position FROM
 QUARANTINE_TEXT = ("SELECT reason, source_file, request_id, query_id, policy, position, original_position, item_id, "
                    "group_id, click FROM raw.quarantine WHERE partition_date = $d")
 STORED = "SELECT * EXCLUDE (source_file), source_file FROM raw.observational_impressions WHERE partition_date = $d"
-CORPUS_DAYS = int(os.environ.get("SPARK_CORPUS_DAYS", "16"))
+# One day of each kind, then the corpus in its order (enough loading days for the row comparison to matter).
+CORPUS_DAYS = int(os.environ.get("SPARK_CORPUS_DAYS", "30"))
 
 
 @pytest.fixture(scope="module")
