@@ -33,8 +33,8 @@ class EvaluationData:
     # cluster_counts (clustered) or score_counts in a file, audited through DuckDB in batches (`audit.streamed`)
     # instead of the frames above: one row per impression when logged scores are continuous
     spilled: SpilledRows | None = None
-    # on Spark without clustering: score_counts as a lazy Spark DataFrame, the logged-score outputs scored and
-    # swept on the executors (`audit.spark_audit`), nothing row-sized through the driver
+    # on Spark: score_counts (or cluster_counts) as a lazy Spark DataFrame, the day-sized outputs scored, swept
+    # and their cluster sums shuffled on the executors (`audit.spark_audit`), nothing row-sized through the driver
     spark_rows: object | None = None
 
 

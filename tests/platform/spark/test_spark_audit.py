@@ -77,17 +77,19 @@ def test_bad_scores_and_missing_groups_are_named(spark):
         audit_spark_rows(missing, rescore, "test", CUTS, min_count=10, confidence=0.95)
 
 
-def test_the_assets_evaluation_audits_logged_score_outputs_on_the_executors(spark, tmp_path):
-    """`audit_output` with the held-out rows as a Spark DataFrame (the asset on Spark, variance conditional) gives
-    the report and row count of the DuckDB path's spilled rows."""
-    df = _rows(2_000, ties=True, seed=3)
+@pytest.mark.parametrize(("variance", "cluster_cols"), [("conditional", ()), ("item_clustered", ("item_id",))])
+def test_the_assets_evaluation_audits_logged_score_outputs_on_the_executors(spark, tmp_path, variance, cluster_cols):
+    """`audit_output` with the held-out rows as a Spark DataFrame (the asset on Spark; item-clustered is the
+    default variance) gives the report and row count of the DuckDB path's spilled rows."""
+    df = _clustered_rows(2_000, ties=True, seed=3).drop(columns=["query_id", *({"item_id"} - set(cluster_cols))])
     output = ScoredOutput("eo_transform", "a within-group monotone map", "logged_score", rescore)
-    on_spark = EvaluationData(None, None, None, variance="conditional", spark_rows=spark.createDataFrame(df))
+    on_spark = EvaluationData(None, None, None, variance=variance, cluster_cols=cluster_cols,
+                              spark_rows=spark.createDataFrame(df))
     options = dict(min_count=10, confidence=0.95)
     got = audit_output(output, on_spark, dt.date(2026, 1, 1), CUTS, **options)
     with duckdb.connect() as con:
-        local = EvaluationData(None, None, None, variance="conditional",
-                               spilled=frame_rows(df, (), str(tmp_path), "rows"))
+        local = EvaluationData(None, None, None, variance=variance, cluster_cols=cluster_cols,
+                               spilled=frame_rows(df, cluster_cols, str(tmp_path), "rows"))
         want = audit_output(output, local, dt.date(2026, 1, 1), CUTS, con=con, **options)
     assert got.rows == want.rows == len(df)
     for name in ("groups", "pairs", "overall"):
