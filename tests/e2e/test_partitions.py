@@ -206,7 +206,8 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     older = dataclasses.replace(CONFIG, requests_per_day=200, seed=4)
     simulate_to_landing(older, fp_home / "landing", DAYS[0], 2)
     march = pd.read_parquet(delivery_on(fp_home / "landing", DAYS[0]).files[0])
-    changed = march.assign(group_id=march["group_id"].iloc[::-1].to_numpy(), f0=-march["f0"])
+    # It also delivers a feature the other catalogues lack: the features of each day are its own catalogue's.
+    changed = march.assign(group_id=march["group_id"].iloc[::-1].to_numpy(), f0=-march["f0"], f_new=march["f0"] / 3)
     (fp_home / "landing" / "items" / f"date={DAYS[1]}").mkdir()
     changed.to_parquet(fp_home / "landing" / "items" / f"date={DAYS[1]}" / "items.parquet", index=False)
     capsys.readouterr()
