@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-DAYS = ["2026-01-01", "2026-03-01", "2026-11-26", "2028-02-29"]
+DAYS = ["2024-03-01", "2026-01-01", "2026-03-01", "2026-11-26"]  # past days: the partitions end today
 
 PROBE = r"""
 import datetime as dt, json, sys
@@ -30,7 +30,7 @@ from fair_pipeline.platform.windows import window_before, window_through
 days = json.loads(sys.argv[1])
 con = duckdb.connect()
 con.execute("CREATE SCHEMA s; CREATE TABLE s.t (partition_date DATE)")
-con.execute("INSERT INTO s.t SELECT CAST(d AS DATE) FROM range(DATE '2025-01-01', DATE '2029-01-01', INTERVAL 1 DAY) r(d)")
+con.execute("INSERT INTO s.t SELECT CAST(d AS DATE) FROM range(DATE '2024-01-01', DATE '2027-01-01', INTERVAL 1 DAY) r(d)")
 
 def span(window):
     first, last = window.calendar
