@@ -27,14 +27,10 @@ def column_shares(pos_counts, neg_counts, pairs, m, n) -> tuple[np.ndarray, np.n
     return pos_counts[:, i] / m[i], neg_counts[:, j] / n[j]
 
 
-def cr2_totals(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
-    """(K, clusters, columns) CR2-adjusted influence totals from the parts (K, clusters, columns) and counts
-    (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df."""
-    return cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n).sum(axis=0)
-
-
 def cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
-    """(2, K, clusters, columns) CR2-adjusted negatives' and positives' parts (their sum: `cr2_totals`)."""
+    """(2, K, clusters, columns) CR2-adjusted negatives' and positives' parts from the parts (K, clusters, columns)
+    and counts (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df (the
+    adjusted totals are their sum over the first axis)."""
     h_pos, h_neg = column_shares(pos_counts, neg_counts, pairs, m, n)
     return np.stack([adjusted_totals(part[None], h[None, None]) for part, h in ((neg_part, h_neg), (pos_part, h_pos))])
 
@@ -261,7 +257,9 @@ def contrast_df(totals_by_stream, weights, designs=None, pairs=None) -> np.ndarr
     design df. The first catches clusters whose residuals differ in spread, the second clusters that dominate a
     part (the first is fooled there: see `small_sample`); two-way clustering takes the smaller over its streams."""
     w = np.asarray(weights, dtype=np.float64)
-    dfs = [satterthwaite_df(np.tensordot(t, w, axes=([2], [0])), axis=1) for t in totals_by_stream]
+    # a stream summed on several machines hands over moments (`cluster_moments.ClusterMoments`), not totals
+    dfs = [satterthwaite_df(np.tensordot(t, w, axes=([2], [0])), axis=1) if isinstance(t, np.ndarray)
+           else t.contrast_df(w) for t in totals_by_stream]
     for design in designs or ():
         dfs.append(part_design_df(design, w, pairs))
     return np.minimum.reduce(dfs) if len(dfs) > 1 else dfs[0]
