@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,15 +35,23 @@ SLOTS = 20
 ITEMS = 20_000
 # Impressions per production request: production + shuffle + adjacent-swap requests (0.2 each), SLOTS items each.
 IMPRESSIONS_PER_REQUEST = SLOTS * 1.4
+SIMULATED_MARKER = "simulated.txt"
 STEPS = ("items", "ingest observational", "ingest randomized", "sql models")
 
 
-def _simulate(landing: Path, impressions: float) -> None:
+def _simulate(landing: Path, impressions: float) -> bool:
+    """Writes the day's landing once: a `--work-dir` that already holds it (its marker written last) is reused,
+    so the large sizes are simulated once across runs. Returns whether it simulated."""
     from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
     from fair_pipeline.ingestion.simulator import SimulationConfig
 
     config = SimulationConfig(n_items=ITEMS, slots=SLOTS, requests_per_day=round(impressions / IMPRESSIONS_PER_REQUEST))
+    marker = landing.parent / SIMULATED_MARKER
+    if marker.exists() and marker.read_text() == repr(config):
+        return False
     simulate_to_landing(config, landing, DAY, 1)
+    marker.write_text(repr(config))
+    return True
 
 
 def _vm_hwm_mb(pid: int) -> float:
@@ -135,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--executor-memory", default="2g")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--work-dir", default=None, help="keep homes and logs here (default: a temp directory)")
+    parser.add_argument("--simulate-only", action="store_true", help="write the landing of every size and stop")
     parser.add_argument("--child", nargs=3, metavar=("HOME", "MASTER", "EVENT_DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--master", default=None,
                         help="a running standalone master (spark://...) instead of starting one from the wheel")
@@ -150,14 +160,20 @@ def main(argv: list[str] | None = None) -> None:
     base = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_cluster_"))
     for size in sizes:
         began = time.perf_counter()
-        _simulate(base / f"home_{size:.0e}" / "landing", size)
-        print(f"simulated {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
+        if _simulate(base / f"home_{size:.0e}" / "landing", size):
+            print(f"simulated {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
+    if args.simulate_only:
+        return
     rows = {}
     with contextlib.ExitStack() as stack:
         master = args.master or stack.enter_context(
             standalone_cluster(base / "cluster", cores=args.cores, memory=args.executor_memory)).master_url
         for size in sizes:
             home, events = base / f"home_{size:.0e}", base / f"events_{size:.0e}"
+            # Every run starts from an empty warehouse and event log (the landing is kept: see _simulate).
+            shutil.rmtree(home / "spark_warehouse", ignore_errors=True)
+            (home / "warehouse.duckdb").unlink(missing_ok=True)
+            shutil.rmtree(events, ignore_errors=True)
             events.mkdir(parents=True, exist_ok=True)
             child = subprocess.run([sys.executable, __file__, "--driver-memory", args.driver_memory, "--executor-memory",
                                     args.executor_memory, "--child", str(home), master, str(events)],
@@ -174,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print(rows: dict, sizes: list[float]) -> None:
-    columns = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_heap_peak_mb", "jvm_peak_rss_mb", "result_bytes")
+    columns = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_heap_peak_mb", "jvm_peak_rss_mb", "tasks", "result_bytes")
     print("| impressions/day | step | " + " | ".join(columns) + " |")
     print("|---:|---|" + "---:|" * len(columns))
     for size in sizes:

@@ -47,6 +47,14 @@ DEFAULT_SESSION_CONFIG = {
     "spark.sql.session.timeZone": "UTC",  # as the DuckDB warehouse: hour(ts) and dates in UTC
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",  # types come from _schema.json
+    # A fixed number of tasks per stage, whatever a day's rows: every task returns its status and metrics to the
+    # driver, so a task count that grew with the files' bytes made the driver's traffic grow with the day.
+    # Each shuffle runs spark.sql.shuffle.partitions tasks (AQE would coalesce fewer for small data, more for
+    # large), and each scan as many as spark.sql.files.minPartitionNum (default: the cluster's cores): no byte cap
+    # on a split, and opening a file costs nothing extra, so a split is the scanned bytes over that number.
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    "spark.sql.files.maxPartitionBytes": str(2**50),
+    "spark.sql.files.openCostInBytes": "1",
 }
 
 
