@@ -137,3 +137,23 @@ def test_a_file_input_by_local_path_is_read_by_the_driver_and_by_uri_by_the_exec
     monkeypatch.setattr(spark_engine, "MAX_DRIVER_FILE_ROWS", 2)
     with pytest.raises(WarehouseWriteError, match=r"truth\.parquet: 3 rows are too many .* give its URI"):
         engine.frame(sql, {"p": str(path)})
+
+
+def test_a_stage_runs_as_many_tasks_whatever_the_rows(spark, tmp_path):
+    """Every task returns its status and metrics to the driver, so the engine's session fixes the task count of a
+    scan (the cluster's cores) and of a shuffle (spark.sql.shuffle.partitions, AQE coalescing off) independently
+    of the rows: what the driver receives does not grow with a day (benchmarks/bench_spark_cluster.py)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions
+
+    tasks = {}
+    for rows in (1_000, 300_000):
+        path = tmp_path / f"{rows}.parquet"
+        pq.write_table(pa.table({"k": pa.array(np.arange(rows) % 97), "v": pa.array(np.arange(rows) * 0.5)}), path,
+                       row_group_size=rows // 10)
+        scan = spark.read.parquet(str(path))
+        shuffled = scan.groupBy("k").agg(functions.sum("v").alias("v")).select(functions.spark_partition_id().alias("p"))
+        tasks[rows] = (scan.rdd.getNumPartitions(), shuffled.distinct().count())
+    expected = (spark.sparkContext.defaultParallelism, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    assert tasks[1_000] == tasks[300_000] == expected, tasks
