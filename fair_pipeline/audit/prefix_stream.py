@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats import StreamingAudit
-from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
+from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
 
 CLUSTER_FEED_ROWS = 1 << 20  # rows per update of the cluster sums (each update also costs O(clusters))
@@ -51,7 +51,7 @@ def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int]) -
     returns the signed sums for ``stream.report(prefix=...)``."""
     G = len(stream.groups)
     alphas = variance_alphas(stream.cutoffs)
-    pairs = [pair for _, pair in build_columns(G, G > 1)]
+    pairs = stream.audit.pairs  # the sweep's columns (the compared pairs of groups)
     sums = [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
     blocks = SortedRowBlocks(2 * G)
 
