@@ -126,6 +126,10 @@ def test_auto_compares_all_pairs_of_a_few_groups_and_the_cli_takes_a_reference(t
     out = json.loads(capsys.readouterr().out)
     assert out["comparisons"] == {"mode": "reference", "reference": "g'03 +", "pairs": 4}
     assert {p["group_b"] for p in out["pairs"]} == {"g'03 +"}
+    assert main(["audit", str(path), "--score", "score", "--label", "label", "--group", "grp", "--compare", "reference"]) == 0
+    text = capsys.readouterr().out
+    largest = pd.Series(g).value_counts().sort_index(kind="stable").idxmax()
+    assert f"Comparisons: each group against {largest!r} (4 pairs; --compare all for every pair" in text
     assert main(["audit", str(path), "--score", "score", "--label", "label", "--group", "grp",
                  "--reference", "nobody"]) == 2
     assert "reference group 'nobody' is not among the groups" in capsys.readouterr().err
