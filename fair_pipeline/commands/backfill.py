@@ -9,6 +9,7 @@ from fair_pipeline.commands.arguments import add_engine_arguments, add_verbose_f
 from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
 from fair_pipeline.commands.run import changed_landing, contiguous_ranges
+from fair_pipeline.commands.unread import say_unread
 from fair_pipeline.platform import settings
 
 
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from fair_pipeline import runner
 
     apply_engine(args)
+    say_unread(settings.landing_dir())
     problem = backfill_problem(args.start, args.end)
     if problem:
         say(f"error: {problem}")
