@@ -9,7 +9,6 @@ from fair_pipeline.commands.arguments import add_engine_arguments, add_verbose_f
 from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
 from fair_pipeline.commands.run import changed_landing, contiguous_ranges
-from fair_pipeline.commands.unread import say_unread
 from fair_pipeline.platform import settings
 
 
@@ -39,6 +38,7 @@ def backfill_problem(start: dt.date, end: dt.date) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from fair_pipeline import runner
+    from fair_pipeline.commands.unread import say_unread
 
     apply_engine(args)
     say_unread(settings.landing_dir())

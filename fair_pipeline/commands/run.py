@@ -12,7 +12,6 @@ from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
 from fair_pipeline.commands.results import print_where
 from fair_pipeline.commands.simulate import simulate
-from fair_pipeline.commands.unread import say_unread
 from fair_pipeline.platform import settings
 
 
@@ -104,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
         if not landed() or args.start:
             simulate(args)
         dates = landed()
-    say_unread(settings.landing_dir())
     # Loaded only now: the definitions' partitions start at the first landed day, simulated ones included.
     from fair_pipeline import runner
+    from fair_pipeline.commands.unread import say_unread
+
+    say_unread(settings.landing_dir())
 
     if not prepare_stores(args.verbose):
         return 1

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.settings import (  # noqa: F401 - re-exported: the mappings' settings live here too
     DEFAULT_WINDOW_DAYS,
@@ -42,9 +40,18 @@ def first_partition_day(landing: Path | None = None) -> str:
             return dt.date.fromisoformat(configured).isoformat()
         except ValueError:
             raise ValueError(f"{START_DATE_ENV}={configured!r} is not a date (YYYY-MM-DD)") from None
-    landing = landing or settings.landing_dir()
-    days = [day for source in contract.SOURCES for day in landed_dates(landing, source) if _is_date(day)]
+    days = [day for day in _landed_day_folders(landing or settings.landing_dir()) if _is_date(day)]
     return min(days) if days else DEFAULT_START_DATE
+
+
+def _landed_day_folders(landing: Path) -> list[str]:
+    """The days of `<source>/date=D/` folders holding a Parquet file, over every source folder (names starting with
+    "." or "_" are writers' bookkeeping; the item catalogues' delivery days are not log days)."""
+    if not landing.is_dir():
+        return []
+    sources = [f for f in landing.iterdir() if f.is_dir() and not f.name.startswith((".", "_")) and f.name != "items"]
+    return [folder.name.removeprefix("date=") for source in sources for folder in source.glob("date=*")
+            if any(path.suffix.lower() == ".parquet" for path in folder.rglob("*"))]
 
 
 def _is_date(text: str) -> bool:
