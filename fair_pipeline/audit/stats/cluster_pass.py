@@ -229,5 +229,7 @@ def contrast_df(totals_by_stream, weights) -> np.ndarray:
     """Satterthwaite df per cutoff of the contrast sum_s weights[s] * column s, from each one-way stream's
     (K, clusters, S) adjusted totals; two-way clustering takes the smaller of the streams' (conservative)."""
     w = np.asarray(weights, dtype=np.float64)
-    dfs = [satterthwaite_df(np.tensordot(t, w, axes=([2], [0])), axis=1) for t in totals_by_stream]
+    # a stream summed on several machines hands over moments (`cluster_moments.ClusterMoments`), not totals
+    dfs = [satterthwaite_df(np.tensordot(t, w, axes=([2], [0])), axis=1) if isinstance(t, np.ndarray)
+           else t.contrast_df(w) for t in totals_by_stream]
     return np.minimum.reduce(dfs) if len(dfs) > 1 else dfs[0]

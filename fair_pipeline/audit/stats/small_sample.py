@@ -52,9 +52,13 @@ def satterthwaite_df(totals, axis: int = 0) -> np.ndarray:
     """Effective clusters: (sum U^2)^2 / sum U^4, within [1, C - 1] (C = nonzero totals); NaN if C < 2."""
     u = np.asarray(totals, dtype=np.float64)
     u2 = u * u
-    s2 = u2.sum(axis=axis)
-    s4 = (u2 * u2).sum(axis=axis)
-    c = np.count_nonzero(u, axis=axis)
+    return satterthwaite_from_sums(u2.sum(axis=axis), (u2 * u2).sum(axis=axis), np.count_nonzero(u, axis=axis))
+
+
+def satterthwaite_from_sums(s2, s4, c) -> np.ndarray:
+    """`satterthwaite_df` from the totals' sum of squares, sum of fourth powers and nonzero count (e.g. summed
+    over clusters on several machines)."""
+    s2, s4, c = (np.asarray(x, dtype=np.float64) for x in (s2, s4, c))
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(s4 > 0, s2 * s2 / s4, np.inf)
     df = np.minimum(df, c - 1.0)
