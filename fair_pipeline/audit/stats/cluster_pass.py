@@ -239,7 +239,10 @@ class ClusterTotals:
         return self.cross * (self.clusters / (self.clusters - 1))
 
     def totals(self) -> np.ndarray:
-        return np.concatenate(self._totals, axis=1)
+        # joined once, contiguous: every df the report asks is then one matrix product over it
+        if len(self._totals) != 1 or not self._totals[0].flags.c_contiguous:
+            self._totals = [np.ascontiguousarray(np.concatenate(self._totals, axis=1))]
+        return self._totals[0]
 
 
 def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches, keep_totals: bool = True):
