@@ -20,6 +20,7 @@ from fair_pipeline.audit.stats.exposure import (
     ClusterSums,
     ExposureParity,
     exposure_parity_from_aggregates,
+    fourth_from_differences,
     influence_coefficients,
 )
 from fair_pipeline.audit.stats.exposure_examination import as_examination
@@ -66,19 +67,23 @@ def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels
     totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) AS total "
               f"FROM ({_rows_sql(item_groups)}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
               f"GROUP BY {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp")
+    # fourth powers for the effective number of clusters (`exposure.fourth_from_differences`): over clusters holding
+    # both groups, (x - y)^4 - x^4 - y^4 = -4x^3y + 6x^2y^2 - 4xy^3
     cross = engine.query_df(
-        f"WITH t AS ({totals}) SELECT x.grp AS group_a, y.grp AS group_b, sum(x.total * y.total) AS cross_product"
+        f"WITH t AS ({totals}) SELECT x.grp AS group_a, y.grp AS group_b, sum(x.total * y.total) AS cross_product, "
+        "sum(x.total * y.total * (6 * x.total * y.total - 4 * x.total * x.total - 4 * y.total * y.total)) AS d4 "
         f"FROM t x JOIN t y ON {on} GROUP BY x.grp, y.grp", params)
     counts = engine.query_df(f"WITH t AS ({totals}) SELECT grp, count(*) AS n FROM t GROUP BY grp", params)
     [(n_clusters,)] = engine.query_df(
         f"SELECT count(*) AS n FROM (SELECT DISTINCT {cols} FROM ({_rows_sql(item_groups)}))",
         params).itertuples(index=False)
     index = {label: i for i, label in enumerate(labels)}
-    matrix = np.zeros((len(labels), len(labels)))
+    matrix, d4 = np.zeros((len(labels), len(labels))), np.zeros((len(labels), len(labels)))
     for row in cross.itertuples(index=False):
         matrix[index[row.group_a], index[row.group_b]] = row.cross_product
+        d4[index[row.group_a], index[row.group_b]] = row.d4
     per_group = counts.set_index("grp")["n"].reindex(labels).fillna(0).to_numpy()
-    return ClusterSums(name, matrix, int(n_clusters), per_group)
+    return ClusterSums(name, matrix, int(n_clusters), per_group, fourth_from_differences(d4))
 
 
 def logged_exposure_parity(con, window: PartitionWindow, examination, *, clusters: tuple[str, ...] = CLUSTER_COLUMNS,
