@@ -195,9 +195,11 @@ def landing_changes(days: list[str], landing: Path | None = None,
     run that failed half-way)."""
     from fair_pipeline.ingestion.assets import FINGERPRINTS
     from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, source_day_fingerprint
+    from fair_pipeline.ingestion.hash_cache import HashCache
 
     landing = landing or settings.landing_dir()
     instance = instance or current_instance()
+    cache = HashCache.beside(instance)  # only files new or touched since their last hashing are read
     loads = {dg.AssetKey(["raw", f"{source}_impressions"]) for source in contract.SOURCES}
     built_from_loads = [key for key in _job_assets("ingest_logs", partitioned=True) if key not in loads]
     changed = []
@@ -207,7 +209,7 @@ def landing_changes(days: list[str], landing: Path | None = None,
             key = dg.AssetKey(["raw", f"{source}_impressions"])
             record = _latest_record(instance, key, day)
             recorded = record.asset_materialization.metadata.get(FINGERPRINTS) if record else None
-            if (recorded is None or recorded.value.get(day) != source_day_fingerprint(landing, source, day)
+            if (recorded is None or recorded.value.get(day) != source_day_fingerprint(landing, source, day, cache)
                     or not _built_by_this_code(record, key, "ingest_logs")):
                 newest = None
                 break
@@ -220,8 +222,10 @@ def landing_changes(days: list[str], landing: Path | None = None,
     key = dg.AssetKey(["raw", "items"])
     items = _latest_record(instance, key)
     recorded = items.asset_materialization.metadata.get(FINGERPRINTS) if items else None
-    return changed, (recorded is None or recorded.value.get("items") != catalogue_fingerprint(landing)
-                     or not _built_by_this_code(items, key, "ingest_logs"))
+    catalogue = (recorded is None or recorded.value.get("items") != catalogue_fingerprint(landing, cache)
+                 or not _built_by_this_code(items, key, "ingest_logs"))
+    cache.save()
+    return changed, catalogue
 
 
 def up_to_date(day: str, instance: dg.DagsterInstance | None = None) -> bool:

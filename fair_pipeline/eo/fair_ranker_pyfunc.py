@@ -4,6 +4,7 @@ and runs it when the version is loaded, so the model holds no pickle, only this 
 version loads after any refactoring of the modules behind it. Never imported by the package itself:
 `serving.log_fair_ranker` passes its path."""
 import mlflow
+import pandas as pd
 from mlflow.models import set_model
 
 from fair_pipeline.eo import load_fair_ranker
@@ -15,7 +16,9 @@ class FairRankerPyfunc(mlflow.pyfunc.PythonModel):
     def load_context(self, context) -> None:
         self.model = load_fair_ranker(context.artifacts)
 
-    def predict(self, context, model_input, params=None):
+    # A DataFrame hint: MLflow then validates the input's type and stops warning that hints are missing; the
+    # signature itself comes from the input example `serving.log_fair_ranker` is given.
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.Series:
         return self.model.predict(model_input)
 
 

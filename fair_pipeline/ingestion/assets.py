@@ -14,6 +14,7 @@ from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
 from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, combined, source_day_fingerprint
+from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
@@ -107,7 +108,9 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         for key_ in keys:
             partition_files(landing.resolved_path, source, key_)
         # Taken before loading: a file rewritten meanwhile makes the next run load the day again, never the reverse.
-        fingerprints = {key_: source_day_fingerprint(landing.resolved_path, source, key_) for key_ in keys}
+        cache = HashCache.beside(context.instance)
+        fingerprints = {key_: source_day_fingerprint(landing.resolved_path, source, key_, cache) for key_ in keys}
+        cache.save()
         with warehouse.connect() as con:
             engine = warehouse.engine_for(con)
             loads = []
@@ -192,7 +195,9 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
     with warehouse.connect() as con:
         try:
             pinned = pin_undated_catalogue(landing.resolved_path)  # first: the fingerprint is of the files as loaded
-            fingerprint = catalogue_fingerprint(landing.resolved_path)
+            cache = HashCache.beside(context.instance)
+            fingerprint = catalogue_fingerprint(landing.resolved_path, cache)
+            cache.save()
             load = load_items(con, landing.resolved_path)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error

@@ -16,6 +16,7 @@ from fair_pipeline.commands import main
 from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.platform.tracking import store_client
 from fair_pipeline.ingestion.simulator import SimulationConfig
+from tests.landing_reads import watch
 
 DAYS = [dt.date(2026, 3, 1) + dt.timedelta(days=k) for k in range(4)]
 CONFIG = SimulationConfig(requests_per_day=300, n_items=5_000, seed=3)
@@ -133,8 +134,8 @@ def _report(home: Path, day: dt.date) -> dict:
 
 
 def _nothing_new_then_one_changed_day(home: Path, capsys) -> None:
-    """A run with nothing new materializes nothing and says so in one line; the ingestion recorded each day's landing
-    fingerprint as Dagster's data version, a rewritten day is the one to ingest again, and once it is, the newest
+    """A run with nothing new materializes nothing, opens no landing file (their content hashes are cached) and says
+    so in one line; the ingestion recorded each day's landing fingerprint as Dagster's data version, a rewritten day is the one to ingest again, and once it is, the newest
     day (whose window holds it) is no longer up to date."""
     from fair_pipeline import runner
     from fair_pipeline.ingestion.assets import FINGERPRINTS
@@ -143,7 +144,9 @@ def _nothing_new_then_one_changed_day(home: Path, capsys) -> None:
     instance = runner.current_instance()
     runs = len(instance.get_run_records())
     capsys.readouterr()
-    assert main(["run", "--no-simulate"]) == 0
+    with watch(home / "landing") as reads:  # every landing file was hashed before: the cache answers for all
+        assert main(["run", "--no-simulate"]) == 0
+    assert reads.files == set()
     said = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert len(said) == 1 and said[0].startswith("[fair-pipeline] nothing new:"), said
     assert len(instance.get_run_records()) == runs
