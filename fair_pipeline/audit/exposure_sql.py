@@ -17,6 +17,7 @@ import pandas as pd
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import OBSERVATIONAL_VIEW, UNKNOWN_GROUP, AuditDataError
 from fair_pipeline.audit.stats.exposure import (
+    MAX_LEVERAGE,
     ClusterSums,
     ExposureParity,
     exposure_parity_from_aggregates,
@@ -61,10 +62,12 @@ def exposure_cells(engine, window: PartitionWindow, item_groups: bool = False,
 
 def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels: list, name: str,
                   item_groups: bool, unknown_group: str) -> ClusterSums:
-    params = _params(window, unknown_group)
+    params = {**_params(window, unknown_group), "max_leverage": MAX_LEVERAGE}
     cols = ", ".join(quote_identifier(k) for k in keys)
     on = " AND ".join(f"x.{quote_identifier(k)} = y.{quote_identifier(k)}" for k in keys)
-    totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) AS total "
+    # CR2: the total over sqrt(1 - h), h = the cluster's share of its group's merit sum (`exposure.leverage_factor`)
+    totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) "
+              "/ sqrt(1 - least(sum(r.click * c.b), $max_leverage)) AS total "
               f"FROM ({_rows_sql(item_groups)}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
               f"GROUP BY {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp")
     # fourth powers for the effective number of clusters (`exposure.fourth_from_differences`): over clusters holding
@@ -76,14 +79,14 @@ def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels
     counts = engine.query_df(f"WITH t AS ({totals}) SELECT grp, count(*) AS n FROM t GROUP BY grp", params)
     [(n_clusters,)] = engine.query_df(
         f"SELECT count(*) AS n FROM (SELECT DISTINCT {cols} FROM ({_rows_sql(item_groups)}))",
-        params).itertuples(index=False)
+        _params(window, unknown_group)).itertuples(index=False)
     index = {label: i for i, label in enumerate(labels)}
     matrix, d4 = np.zeros((len(labels), len(labels))), np.zeros((len(labels), len(labels)))
     for row in cross.itertuples(index=False):
         matrix[index[row.group_a], index[row.group_b]] = row.cross_product
         d4[index[row.group_a], index[row.group_b]] = row.d4
     per_group = counts.set_index("grp")["n"].reindex(labels).fillna(0).to_numpy()
-    return ClusterSums(name, matrix, int(n_clusters), per_group, fourth_from_differences(d4))
+    return ClusterSums(name, matrix, int(n_clusters), per_group, fourth_from_differences(d4), leverage_adjusted=True)
 
 
 def logged_exposure_parity(con, window: PartitionWindow, examination, *, clusters: tuple[str, ...] = CLUSTER_COLUMNS,

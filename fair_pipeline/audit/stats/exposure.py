@@ -11,7 +11,9 @@ curve and r_i the item's relevance (its click rate at position 1). For the impre
 and a pair compares ratio_a / ratio_ref (1 = proportional; the scale of w cancels). Inference is on the log
 scale: log ratio_c is a smooth function of two sums over impressions, with per-impression influence
 a_{c,k} - click · b_{c,k}, a = w_k / Σw, b = (1 / w_k) / Σ(click / w). Influence totals per cluster give the
-cluster-robust (sandwich) covariance of the K log ratios, times G / (G - 1) (G clusters); two-way clustering
+cluster-robust (sandwich) covariance of the K log ratios; each total is divided by sqrt(1 - h), h the cluster's
+share of its group's merit sum (CR2, Bell & McCaffrey: a popular item pulls the estimate towards itself, so its
+own residual comes out too small; with equal clusters this is the group's G_c / (G_c - 1)); two-way clustering
 (items and requests) uses V_1 + V_2 - V_12 (Cameron, Gelbach & Miller 2011), falling back to the larger one-way
 variance when that difference is not positive. An estimated examination curve adds its own delta-method term
 (`exposure_examination`). Verdicts compare |log ratio| with a margin δ (default log 1.25: ratios within
@@ -54,10 +56,13 @@ class ClusterSums:
     n_clusters: int
     per_group: np.ndarray
     fourth: np.ndarray | None = None
+    leverage_adjusted: bool = False  # totals already divided by sqrt(1 - h) (CR2): no G / (G - 1) factor
 
     def covariance(self) -> np.ndarray:
         g = self.n_clusters
-        return self.cross * (g / (g - 1)) if g > 1 else np.full_like(self.cross, np.nan)
+        if g < 2:
+            return np.full_like(self.cross, np.nan)
+        return self.cross if self.leverage_adjusted else self.cross * (g / (g - 1))
 
 
 @dataclass
@@ -99,11 +104,22 @@ def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, 
     codes = np.unique(np.asarray(cluster_codes), return_inverse=True)[1].ravel()
     g = int(codes.max()) + 1
     logged = position_index if logged_index is None else logged_index
-    influence = a[group_codes, position_index] - clicks * b[group_codes, logged]
     flat = codes * k + group_codes
-    totals = np.bincount(flat, weights=influence, minlength=g * k).reshape(g, k)
+    share_e = np.bincount(flat, weights=a[group_codes, position_index], minlength=g * k).reshape(g, k)
+    share_m = np.bincount(flat, weights=clicks * b[group_codes, logged], minlength=g * k).reshape(g, k)
+    totals = (share_e - share_m) * leverage_factor(share_m)
     present = np.bincount(flat, minlength=g * k).reshape(g, k) > 0
-    return ClusterSums(name, totals.T @ totals, g, present.sum(axis=0), fourth_sums(totals))
+    return ClusterSums(name, totals.T @ totals, g, present.sum(axis=0), fourth_sums(totals), leverage_adjusted=True)
+
+
+MAX_LEVERAGE = 0.99  # a cluster holding (nearly) all of a group's merit: its factor is capped at 10; the df (~1) and
+#                      the t critical value then carry the uncertainty
+
+
+def leverage_factor(merit_share) -> np.ndarray:
+    """CR2's 1 / sqrt(1 - h) with h a cluster's share of its group's merit sum Σ click / w: the ratio estimator's
+    hat value (Σw / Σ(click / w) is a through-the-origin regression of exposure on merit)."""
+    return 1.0 / np.sqrt(1.0 - np.minimum(np.asarray(merit_share, dtype=np.float64), MAX_LEVERAGE))
 
 
 def fourth_sums(totals: np.ndarray) -> np.ndarray:
@@ -220,10 +236,11 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
     w = np.where(np.isnan(exam.weights), 1.0, exam.weights)
     a, b = influence_coefficients(n, y, exam.weights)
     if not clusters:
-        # impressions as clusters: Σ_i (a - y b)^2 = n a^2 - 2 clicks a b + clicks b^2 (y is 0/1)
-        diag = (n * a**2 - 2 * y * a * b + y * b**2).sum(axis=1)
+        # impressions as clusters (CR2 as for any clusters): an unclicked one has total a and no merit share, a
+        # clicked one a - b and share b (y is 0/1)
+        diag = ((n - y) * a**2 + y * ((a - b) * leverage_factor(b)) ** 2).sum(axis=1)
         total = int(n.sum())
-        clusters = [ClusterSums("impression", np.diag(diag), total, n.sum(axis=1))]
+        clusters = [ClusterSums("impression", np.diag(diag), total, n.sum(axis=1), leverage_adjusted=True)]
     if len(clusters) not in (1, 3):
         raise AuditInputError(f"clusters must be one dimension or two plus their intersection, got {len(clusters)}")
     n_c, y_c = n.sum(axis=1), y.sum(axis=1)
