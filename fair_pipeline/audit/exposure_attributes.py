@@ -68,7 +68,7 @@ def cells_frame(name: str, columns: list[str], result: ExposureParity) -> pd.Dat
         attributes=name, cell=groups["group"], label=[_label(columns, g) for g in groups["group"]],
         reference=_label(columns, result.reference),
         ratio=ratio["ratio"].to_numpy(), ratio_ci_low=ratio["ci_low"].to_numpy(),
-        ratio_ci_high=ratio["ci_high"].to_numpy(), p_holm=ratio["p_holm"].to_numpy(),
+        ratio_ci_high=ratio["ci_high"].to_numpy(), ratio_df=ratio["df"].to_numpy(), p_holm=ratio["p_holm"].to_numpy(),
         margin=ratio["margin"].to_numpy(), verdict=ratio["verdict"].to_numpy(),
         variance_estimand=result.variance_estimand)
     is_reference = frame["cell"] == result.reference

@@ -50,12 +50,12 @@ def flag_small_cells(result: ExposureParity, min_cell: int) -> ExposureParity:
     reason = f"fewer than {min_cell} impressions (minimum cell size)"
     per_group.loc[small, "note"] = [f"not estimable: {n} impressions, {reason}" for n in per_group.loc[small, "n"]]
     per_group.loc[small, "estimable"] = False
-    for column in ("exposure_over_merit", "se_log", "ci_low", "ci_high"):
+    for column in ("exposure_over_merit", "se_log", "ci_low", "ci_high", "df"):
         per_group.loc[small, column] = np.nan
     tiny = set(per_group.loc[small, "group"])
     pairs = result.pairs.copy()
     hit = pairs["group"].isin(tiny) | pairs["reference"].isin(tiny)
-    for column in ("ratio", "ci_low", "ci_high", "log_ratio", "se_log", "p_value", "p_holm", "p_tost"):
+    for column in ("ratio", "ci_low", "ci_high", "log_ratio", "se_log", "df", "p_value", "p_holm", "p_tost"):
         pairs.loc[hit, column] = np.nan
     pairs.loc[hit, "verdict"] = NOT_ESTIMABLE
     pairs.loc[hit, "note"] = reason
