@@ -177,10 +177,10 @@ class AuditRun:
 def _evaluation_data(marts, source, features, config: FairnessAuditConfig, scratch) -> EvaluationData:
     """The held-out rows of the window: the day-sized rows (one per impression when logged scores are continuous)
     go to a file in DuckDB's spill directory and every output is audited from it in batches (audit.streamed);
-    on Spark without clustering they stay on the executors (audit.spark_audit)."""
+    on Spark they stay on the executors (audit.spark_audit), cluster-robust variances included."""
     cluster_cols = aw.check_variance(config.variance)
     base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
-    on_executors = marts.name == "spark" and not cluster_cols
+    on_executors = marts.name == "spark"
     data = EvaluationData(score_counts=None, item_counts=aw.item_counts(marts, source, features) if features else None,
                           query_rows=None, variance=config.variance, cluster_cols=cluster_cols,
                           spilled=None if on_executors else spill_rows(marts, *base, cluster_cols, scratch,

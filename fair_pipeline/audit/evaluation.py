@@ -33,8 +33,8 @@ class EvaluationData:
     # cluster_counts (clustered) or score_counts in a file, audited through DuckDB in batches (`audit.streamed`)
     # instead of the frames above: one row per impression when logged scores are continuous
     spilled: SpilledRows | None = None
-    # on Spark without clustering: score_counts as a lazy Spark DataFrame, the logged-score outputs scored and
-    # swept on the executors (`audit.spark_audit`), nothing row-sized through the driver
+    # on Spark: score_counts (or cluster_counts) as a lazy Spark DataFrame, the day-sized outputs scored, swept
+    # and their cluster sums shuffled on the executors (`audit.spark_audit`), nothing row-sized through the driver
     spark_rows: object | None = None
 
 
@@ -121,39 +121,47 @@ def _item_features(data: EvaluationData, output: ScoredOutput) -> pd.DataFrame:
 
 
 def _streamed(output: ScoredOutput, data: EvaluationData) -> bool:
-    """Audited from the spilled day-sized rows (not from in-memory frames)? Item-feature outputs with item
-    clusters (or none) are audited on the per-item counts, whose size is the catalogue's, not the day's."""
-    if data.spilled is None:
-        return False
+    """Audited from the spilled day-sized rows (not from in-memory frames)? As `_on_executors`."""
+    return data.spilled is not None and _on_executors(output, data)
+
+
+def _on_executors(output: ScoredOutput, data: EvaluationData) -> bool:
+    """Audited on Spark's executors from the day-sized rows? Logged-score outputs, and item-feature outputs
+    whose clustering is not by item alone (the others are audited on the catalogue-sized per-item counts)."""
     return output.basis == "logged_score" or data.cluster_cols not in ((), ("item_id",))
 
 
-def _audit_spilled(con, output: ScoredOutput, data: EvaluationData, cutoffs, **options) -> tuple:
-    prepare = None
+def _prepare(output: ScoredOutput, data: EvaluationData):
+    """What joins an item-feature output's features to a batch of day-sized rows (None for logged scores)."""
     if output.basis == "item_features":
         if data.item_counts is None:
             raise AuditInputError(f"{output.name}: scores item features, but no per-item counts were loaded")
-        features = _item_features(data, output)
+        features = _item_features(data, output)  # catalogue-sized: travels with the scorer to the executors
 
         def prepare(frame):
             return frame.join(features, on="item_id")
-    elif output.basis != "logged_score":
+        return prepare
+    if output.basis != "logged_score":
         raise AuditInputError(f"{output.name}: unknown basis {output.basis!r}")
-    report = audit_spilled(con, data.spilled, output.score, output.name, cutoffs, prepare=prepare,
+    return None
+
+
+def _audit_spilled(con, output: ScoredOutput, data: EvaluationData, cutoffs, **options) -> tuple:
+    report = audit_spilled(con, data.spilled, output.score, output.name, cutoffs, prepare=_prepare(output, data),
                            estimand=data.variance, **options)
     return report, data.spilled.rows
 
 
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
                  confidence: float, margins: dict | None = None, con=None) -> OutputAudit:
-    """The output's audit: on Spark's executors from ``data.spark_rows`` (logged-score outputs), from
+    """The output's audit: on Spark's executors from ``data.spark_rows`` (see `_on_executors`), from
     ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`), else from the in-memory tables."""
     options = dict(min_count=min_count, confidence=confidence, margins=margins)
-    if data.spark_rows is not None and output.basis == "logged_score":
+    if data.spark_rows is not None and _on_executors(output, data):
         from fair_pipeline.audit.spark_audit import audit_spark_rows  # pyspark is the optional `spark` extra
 
         report, rows = audit_spark_rows(data.spark_rows, output.score, output.name, cutoffs, estimand=data.variance,
-                                        **options)
+                                        prepare=_prepare(output, data), cluster_cols=data.cluster_cols, **options)
     elif _streamed(output, data):
         report, rows = _audit_spilled(con, output, data, cutoffs, **options)
     else:

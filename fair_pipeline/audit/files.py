@@ -23,7 +23,7 @@ import pandas as pd
 from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
@@ -227,7 +227,7 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
                cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
                confidence: float = 0.95, margins: dict | None = None, memory_limit: str = "2GB",
                threads: int | None = None, batch_rows: int = BATCH_ROWS, max_groups: int = DEFAULT_MAX_GROUPS,
-               allow_remote: bool = False) -> FileAudit:
+               allow_remote: bool = False, min_clusters: int = DEFAULT_MIN_CLUSTERS) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
     ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
@@ -235,6 +235,8 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
     ``clusters``: one column (e.g. the item id) or two (item and query ids) whose values are clusters of
     dependent rows: the variances are then cluster-robust, summed per cluster in the same pass in score order
     (each row carries a dense cluster code; `stats.prefix_clusters`). Without, rows are independent.
+    ``min_clusters``: with clusters, a group whose positives or negatives come from fewer clusters is "not
+    estimable" (`stats.compare.estimability`; docs/audit_inference.md has the Monte Carlo behind the default).
     ``margins``: practical margins δ per metric behind each comparison's verdict
     (`audit.stats.equivalence.DEFAULT_MARGINS`).
     ``max_groups``: more groups than this is an error, raised after one cheap ``GROUP BY group`` (the pairwise
@@ -260,7 +262,8 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
                     f"{path}: --group column {group!r} has {len(groups)} groups, more than max_groups={max_groups} "
                     "(the pairwise tables grow as groups squared); raise --max-groups or audit coarser groups")
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
-                                    min_count=min_count, confidence=confidence, margins=margins)
+                                    min_count=min_count, confidence=confidence, margins=margins,
+                                    min_clusters=min_clusters)
             rows = int(totals["n_pos"].sum() + totals["n_neg"].sum())
             sort_rows = int(totals["distinct_scores"].sum()) >= SORT_ROWS_SHARE * rows
             if clusters:

@@ -45,14 +45,35 @@ def _columns(batches: list) -> list:
             for j in range(batches[0].num_columns)]
 
 
+def column_pairs(n_groups: int) -> list[tuple[int, int]]:
+    """(positive vector, negative vector) of every column of an audit of ``n_groups`` groups."""
+    return [pair for _, pair in build_columns(n_groups, n_groups > 1)]
+
+
+def cluster_sums(stream: StreamingAudit, sizes: list[int]) -> list[PrefixClusterSums]:
+    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes)."""
+    alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups))
+    return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
+
+
+def signed_streams(sums: list) -> list:
+    """(sign, sums) per clustering stream for ``report(prefix=...)``: two-way adds the one-way covariances
+    and subtracts the intersection's."""
+    return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]
+
+
 def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int]) -> list:
     """Feed Arrow batches of rows (score, cell = group code * 2 + label, count, cluster codes per stream) in
     descending score order into the sweep ``stream`` and into one `PrefixClusterSums` per clustering stream;
     returns the signed sums for ``stream.report(prefix=...)``."""
+    sums = cluster_sums(stream, sizes)
+    feed_rows(batches, stream, sums)
+    return signed_streams(sums)
+
+
+def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums]) -> None:
+    """`sweep_with_cluster_sums` into given sums (e.g. started at a score range's offsets)."""
     G = len(stream.groups)
-    alphas = variance_alphas(stream.cutoffs)
-    pairs = [pair for _, pair in build_columns(G, G > 1)]
-    sums = [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
     blocks = SortedRowBlocks(2 * G)
 
     def feed(done) -> None:
@@ -75,4 +96,3 @@ def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int]) -
     if pending:
         feed(blocks.push(*_columns(pending)))
     feed(blocks.finish())
-    return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]

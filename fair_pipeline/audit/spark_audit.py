@@ -12,9 +12,12 @@ scored on the executors (`mapInArrow`; the scorer and its models travel in the f
 4. the driver merges the states in score order (`merge_partition_states`): the same `StreamingAudit` report
    as the DuckDB path of the same rows, to rounding (tests/platform/spark/test_spark_audit.py).
 
-So the driver receives O(groups + partitions x columns x cutoffs) numbers: flat in the day's rows (the event
-log's task result sizes show it, tests/platform/spark/test_spark_audit_driver.py). Cluster-robust variances
-are not computed here (the callers keep the DuckDB path for them).
+With clusters (items, queries or both), each partition's sweep also sums its rows' influence parts per cluster,
+which a shuffle on the cluster key adds up after the merge (`audit.spark_clusters`): the driver receives the
+clusters' moments, a few (cutoffs x columns x columns) arrays per shuffle partition.
+
+So the driver receives O(groups + partitions x columns^2 x cutoffs) numbers: flat in the day's rows and in the
+number of clusters (the event log's task result sizes show it, tests/platform/spark/test_spark_audit_driver.py).
 """
 from __future__ import annotations
 
@@ -29,7 +32,10 @@ from pyspark import StorageLevel, TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from fair_pipeline.audit.prefix_stream import cluster_key_sets, column_pairs
+from fair_pipeline.audit.spark_clusters import SUMS_SCHEMA, ShuffledClusterSums, sweep_range_with_clusters
 from fair_pipeline.audit.stats import AuditInputError, AuditReport, StreamingAudit
+from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from fair_pipeline.audit.stats.partition_sweep import (
     PartitionSweep,
     merge_partition_states,
@@ -40,13 +46,26 @@ from fair_pipeline.audit.stats.validation import as_cutoffs
 from fair_pipeline.audit.streamed import output_scores
 
 DEFAULT_PARTITIONS = 16  # score ranges swept in parallel; the driver receives one state per range
-SCORED_SCHEMA = "grp string, s double, n_pos double, n_neg double"
+
+
+def _scored_fields(n_cluster_cols: int) -> list[tuple[str, pa.DataType]]:
+    keys = [(f"c{k}", pa.string()) for k in range(n_cluster_cols)]
+    return [("grp", pa.string()), *keys, ("s", pa.float64()), ("n_pos", pa.float64()), ("n_neg", pa.float64())]
+
+
+def _keys_as_text(values) -> pa.Array:
+    """Cluster keys (any type) as text: only their equality matters, and the shuffle needs one type."""
+    array = pa.array(values, from_pandas=True)
+    return array if pa.types.is_string(array.type) else pc.cast(array, pa.string())
 
 
 def score_on_executors(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str,
-                       prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> DataFrame:
-    """(grp, s, n_pos, n_neg): the output's score of every row, computed batch by batch on the executors.
-    A score that is not finite stays NaN here and is counted and named by the audit."""
+                       prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+                       cluster_cols: tuple[str, ...] = ()) -> DataFrame:
+    """(grp, c0[, c1], s, n_pos, n_neg): the output's score of every row, computed batch by batch on the
+    executors, with the row's cluster keys as text. A score that is not finite stays NaN here and is counted
+    and named by the audit."""
+    fields = _scored_fields(len(cluster_cols))
     # The scorer travels in the UDF's closure, which Spark serializes with the function itself (classic and
     # Connect alike); scorers are small (coefficients, breakpoints), so no broadcast variable is needed.
     def scored(batches):
@@ -54,16 +73,23 @@ def score_on_executors(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarr
             frame, values = output_scores(batch, score, name, prepare)
             values = np.where(np.isfinite(values), values + 0.0, np.nan)  # -0.0 and +0.0 are one block
             yield pa.RecordBatch.from_pydict({
-                "grp": pa.array(frame["group"].to_numpy(dtype=object), pa.string(), from_pandas=True), "s": values,
+                "grp": pa.array(frame["group"].to_numpy(dtype=object), pa.string(), from_pandas=True),
+                **{f"c{k}": _keys_as_text(frame[col].to_numpy(dtype=object)) for k, col in enumerate(cluster_cols)},
+                "s": values,
                 "n_pos": frame["n_pos"].to_numpy(dtype=np.float64), "n_neg": frame["n_neg"].to_numpy(dtype=np.float64)})
 
-    return rows.mapInArrow(scored, SCORED_SCHEMA)
+    return rows.mapInArrow(scored, ", ".join(f"{n} {'string' if t == pa.string() else 'double'}" for n, t in fields))
 
 
-def _group_totals(scored: DataFrame, name: str):
+def _group_totals(scored: DataFrame, name: str, cluster_cols: tuple[str, ...] = ()):
+    missing = [F.count(F.when(F.col(f"c{k}").isNull(), 1)).alias(f"null_c{k}") for k in range(len(cluster_cols))]
     totals = (scored.groupBy("grp").agg(F.sum("n_pos").alias("n_pos"), F.sum("n_neg").alias("n_neg"),
-                                        F.count(F.when(F.isnan("s"), 1)).alias("bad"), F.count("*").alias("rows"))
+                                        F.count(F.when(F.isnan("s"), 1)).alias("bad"), F.count("*").alias("rows"),
+                                        *missing)
               .toPandas())
+    for k, col in enumerate(cluster_cols):
+        if totals[f"null_c{k}"].sum():
+            raise AuditInputError(f"aggregates.{col} has {int(totals[f'null_c{k}'].sum())} missing values")
     if totals["grp"].isna().any():
         raise AuditInputError(f"aggregates.group has {int(totals.loc[totals['grp'].isna(), 'rows'].sum())} missing values")
     if totals["bad"].sum():
@@ -112,46 +138,68 @@ def _state(data: bytes) -> dict:
         return {k: arrays[k] for k in arrays.files}
 
 
-def _partition_states(ranged: DataFrame, groups, n_pos, n_neg, cutoffs, offsets: dict) -> dict[int, dict]:
-    """Each partition's sweep from its offsets, swept on its executor; {partition id: state}."""
+def _partition_sweeps(ranged: DataFrame, groups, n_pos, n_neg, cutoffs, offsets: dict, n_cluster_cols: int) -> DataFrame:
+    """Each partition swept on its executor from its offsets: a row (pid, state) per partition and, with
+    clusters, a row (stream, keys, sums) per cluster of each clustering stream in it (`spark_clusters`)."""
     values, offsets_of, G = list(groups), offsets, len(groups)
+    fields = _scored_fields(n_cluster_cols)
 
     def sweep(batches):
-        table = pa.Table.from_batches(list(batches), schema=pa.schema(
-            [("grp", pa.string()), ("s", pa.float64()), ("n_pos", pa.float64()), ("n_neg", pa.float64())]))
+        table = pa.Table.from_batches(list(batches), schema=pa.schema(fields))
         pid = TaskContext.get().partitionId()
         if table.num_rows == 0:
             return
         codes = _codes(table.column("grp"), pa.array(values, pa.string()))
         part = PartitionSweep(groups, n_pos, n_neg, cutoffs, *offsets_of[pid])
-        part.update_columns(*partition_blocks(table.column("s").to_numpy(), codes, table.column("n_pos").to_numpy(),
-                                              table.column("n_neg").to_numpy(), G))
-        yield pa.RecordBatch.from_pydict({"pid": pa.array([pid], pa.int32()),
-                                          "state": pa.array([_state_bytes(part.state())], pa.binary())})
+        if n_cluster_cols:
+            yield from sweep_range_with_clusters(table, codes, part, n_cluster_cols)
+        else:
+            part.update_columns(*partition_blocks(table.column("s").to_numpy(), codes,
+                                                  table.column("n_pos").to_numpy(), table.column("n_neg").to_numpy(), G))
+        yield pa.RecordBatch.from_pydict({
+            "pid": pa.array([pid], pa.int32()), "state": pa.array([_state_bytes(part.state())], pa.binary()),
+            **({"stream": pa.nulls(1, pa.int32()), "k0": pa.nulls(1, pa.string()), "k1": pa.nulls(1, pa.string()),
+                "sums": pa.nulls(1, pa.list_(pa.float64()))} if n_cluster_cols else {})})
 
-    collected = ranged.mapInArrow(sweep, "pid int, state binary").toPandas()
+    return ranged.mapInArrow(sweep, SUMS_SCHEMA if n_cluster_cols else "pid int, state binary")
+
+
+def _states(swept: DataFrame) -> dict[int, dict]:
+    """{partition id: sweep state}."""
+    collected = swept.where(F.col("state").isNotNull()).select("pid", "state").toPandas()
     return {int(pid): _state(data) for pid, data in zip(collected["pid"], collected["state"])}
 
 
 def audit_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
                      prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, min_count: int,
-                     confidence: float, estimand: str | None = None, margins=None,
+                     confidence: float, estimand: str | None = None, margins=None, cluster_cols=(),
                      partitions: int = DEFAULT_PARTITIONS) -> tuple[AuditReport, int]:
-    """`audit_aggregates` of the output's rescored rows (group, score, n_pos, n_neg; rows may repeat a
-    (group, score)), computed on the executors: ``score(frame)`` scores a batch of ``rows`` (after ``prepare``).
-    Variances are the conditional (iid) ones. Returns the report and the number of rows audited."""
-    cutoffs = as_cutoffs(cutoffs)
-    scored = score_on_executors(rows, score, name, prepare)
+    """`audit_aggregates` of the output's rescored rows (group[, cluster columns], score, n_pos, n_neg; rows may
+    repeat a (group, score)), computed on the executors: ``score(frame)`` scores a batch of ``rows`` (after
+    ``prepare``). Variances are cluster-robust by ``cluster_cols`` (one column, or item and query: two-way),
+    else the conditional (iid) ones. Returns the report and the number of rows audited."""
+    cutoffs, cluster_cols = as_cutoffs(cutoffs), tuple(cluster_cols)
+    scored = score_on_executors(rows, score, name, prepare, cluster_cols)
     ranged = scored.repartitionByRange(int(partitions), F.col("s").desc()).persist(StorageLevel.MEMORY_AND_DISK)
+    swept = None
     try:
-        groups, n_pos, n_neg, n_rows = _group_totals(ranged, name)
+        groups, n_pos, n_neg, n_rows = _group_totals(ranged, name, cluster_cols)
         stream = StreamingAudit(groups, n_pos, n_neg, cutoffs, min_count=min_count, confidence=confidence,
                                 margins=margins)
         counts = _partition_counts(ranged, groups).sort_values("top", ascending=False)  # score order
         pos_above, neg_above = partition_offsets(np.vstack(counts["pos"]), np.vstack(counts["neg"]))
         offsets = {int(pid): (pos_above[k], neg_above[k]) for k, pid in enumerate(counts["pid"])}
-        states = _partition_states(ranged, groups, n_pos, n_neg, cutoffs, offsets)
+        swept = _partition_sweeps(ranged, groups, n_pos, n_neg, cutoffs, offsets, len(cluster_cols))
+        if cluster_cols:  # the per-cluster rows wait on the executors for the shuffle after the merge
+            swept = swept.persist(StorageLevel.MEMORY_AND_DISK)
+        states = _states(swept)
+        merge_partition_states(stream, [states[int(pid)] for pid in counts["pid"]])
+        if not cluster_cols:
+            return stream.report(estimand=estimand), n_rows
+        sums = ShuffledClusterSums(swept.where(F.col("stream").isNotNull()), len(cluster_key_sets(len(cluster_cols))),
+                                   n_pos, n_neg, variance_alphas(cutoffs), column_pairs(len(groups)), partitions)
+        return stream.report(prefix=sums.streams(), estimand=estimand), n_rows
     finally:
+        if swept is not None and cluster_cols:
+            swept.unpersist()
         ranged.unpersist()
-    merge_partition_states(stream, [states[int(pid)] for pid in counts["pid"]])
-    return stream.report(estimand=estimand), n_rows

@@ -7,7 +7,7 @@ import json
 import sys
 
 from fair_pipeline.audit.files import DEFAULT_MAX_GROUPS, MEMORY_LIMIT
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS
 
@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", action="append", metavar="COL", default=None,
                         help="column whose values are clusters of dependent rows (e.g. the item id when items repeat): "
                         "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")
+    parser.add_argument("--min-clusters", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_CLUSTERS,
+                        help=f"with --cluster: clusters (e.g. items) a group's positives and its negatives must each come "
+                        f"from before its clustered CI is given; fewer is reported 'not estimable' (default "
+                        f"{DEFAULT_MIN_CLUSTERS}: fewer covered 87-91%% in Monte Carlo, docs/audit_inference.md)")
     parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
     parser.add_argument("--min-count", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_COUNT,
@@ -99,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
-                            clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
+                            clusters=args.cluster, min_count=args.min_count, min_clusters=args.min_clusters,
+                            confidence=args.confidence,
                             margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit,
                             max_groups=args.max_groups, allow_remote=args.allow_remote)
     except (AuditInputError, ValueError) as exc:

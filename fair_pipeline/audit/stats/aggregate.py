@@ -14,7 +14,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.clustered import ClusterRows, estimand_name
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, group_tables
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT, group_tables
 from fair_pipeline.audit.stats.equivalence import resolve_margins
 from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas
 from fair_pipeline.audit.stats.records import records
@@ -46,7 +46,8 @@ class StreamingAudit:
     """
 
     def __init__(self, groups, n_pos, n_neg, cutoffs=DEFAULT_CUTOFFS, *,
-                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None):
+                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None,
+                 min_clusters: int = DEFAULT_MIN_CLUSTERS):
         self.cutoffs = as_cutoffs(cutoffs)
         self.groups = np.asarray(groups, dtype=object)
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
@@ -58,6 +59,10 @@ class StreamingAudit:
                 f"labels contain a single class: {int(self.n_pos.sum())} positives and "
                 f"{int(self.n_neg.sum())} negatives")
         self.min_count, self.confidence = min_count, confidence
+        if isinstance(min_clusters, bool) or not isinstance(min_clusters, (int, np.integer)) or min_clusters < 2:
+            raise AuditInputError(f"min_clusters (--min-clusters) must be an integer >= 2 (a clustered variance needs "
+                                  f"two clusters of each class), got {min_clusters!r}")
+        self.min_clusters = int(min_clusters)  # below it a group's clustered CI is "not estimable" (`estimability`)
         self.margins = resolve_margins(margins)  # practical margins δ behind each comparison's verdict
         self.alphas = sweep_alphas(self.cutoffs, curves=True)
         self.with_xauc = self.groups.size > 1
@@ -94,16 +99,18 @@ class StreamingAudit:
             if grid is None:
                 raise AuditInputError("a cluster-robust report needs the score grid that was streamed")
             add_cluster_covariance(res, grid, self.cutoffs, clusters, streams)
-        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence, self.margins)
-        x = xauc_tables(res, self.min_count, self.confidence, self.margins) if self.with_xauc else None
+        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence, self.margins,
+                                              self.min_clusters)
+        x = xauc_tables(res, self.min_count, self.confidence, self.margins, self.min_clusters) \
+            if self.with_xauc else None
         return AuditReport(groups, pairs, overall, x)
 
 
 def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, clusters: ClusterRows | None = None,
                min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-               estimand: str | None = None, margins=None) -> AuditReport:
+               estimand: str | None = None, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS) -> AuditReport:
     stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
-                            min_count=min_count, confidence=confidence, margins=margins)
+                            min_count=min_count, confidence=confidence, margins=margins, min_clusters=min_clusters)
     stream.update(grid.scores, grid.pos, grid.neg)
     return stream.report(clusters, grid, estimand)
 

@@ -184,6 +184,7 @@ def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
     res["cov_cr1"] = sum(sign * acc.cr1_covariance() for sign, acc in parts)
     counts = [acc.clusters for sign, acc in parts if sign > 0]
     res["cluster_totals"] = [acc.totals() for sign, acc in parts if sign > 0]
+    res["cluster_designs"] = [acc.design for sign, acc in parts if sign > 0]
     # per vector (groups, then pooled): clusters holding its positives / negatives, the smaller over two-way streams
     smallest = np.minimum.reduce([acc.clusters_with for sign, acc in parts if sign > 0])
     res["clusters_with"] = {"pos": smallest[0], "neg": smallest[1]}
@@ -200,8 +201,9 @@ def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
 
 
 def column_df(res: dict, alpha_values, weights) -> np.ndarray:
-    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the Satterthwaite effective
-    number of clusters of its adjusted totals (`small_sample`); infinite (normal theory) without clustering."""
+    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the smaller of the
+    Satterthwaite effective number of clusters of its adjusted totals and its parts' design df (`contrast_df`);
+    infinite (normal theory) without clustering."""
     alpha_values = np.asarray(alpha_values, dtype=np.float64)
     if "cluster_totals" not in res:
         return np.full(alpha_values.size, np.inf)
@@ -209,7 +211,7 @@ def column_df(res: dict, alpha_values, weights) -> np.ndarray:
     w = np.zeros(len(res["pairs"]))
     for column, coefficient in weights.items():
         w[column] += coefficient
-    return contrast_df(res["cluster_totals"], w)[k]
+    return contrast_df(res["cluster_totals"], w, res.get("cluster_designs"), res["pairs"])[k]
 
 
 def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:

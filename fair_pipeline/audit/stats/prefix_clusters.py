@@ -251,19 +251,63 @@ class PrefixClusterSums:
         self.N[:, uniq] += per_cluster(np.stack([ne * (ge == g) for g in range(G)]))
         self.P[:, uniq] += per_cluster(np.stack([pe * (ge == g) for g in range(G)]))
 
+    def start_at(self, pos_above, neg_above) -> None:
+        """Rows fed from here on lie below ``pos_above`` / ``neg_above`` (per group) rows of higher scores (a
+        score range swept on its own: its rows sit at their global places on every ROC curve)."""
+        if self.rows:
+            raise RuntimeError("start_at before the first update")
+        pos_above, neg_above = np.asarray(pos_above, dtype=np.float64), np.asarray(neg_above, dtype=np.float64)
+        self.running = np.stack([np.r_[pos_above, pos_above.sum()], np.r_[neg_above, neg_above.sum()]])
+
+    def per_cluster(self) -> np.ndarray:
+        """(C, D) this pass's sums per cluster code (band slots not yet cumulated): for disjoint score ranges
+        swept on their own, the sums of a cluster over all ranges are the one pass's (`from_per_cluster`)."""
+        if self._finished:
+            raise RuntimeError("per_cluster after covariance()")
+        S, K, C = len(self.pairs), self.alphas.size, self.C
+        edge = np.zeros((2, S, K, C))
+        for codes, neg_sums, pos_sums in self.edges:  # codes are distinct within one entry
+            edge[0][:, :, codes] += neg_sums
+            edge[1][:, :, codes] += pos_sums
+        return np.vstack([a.reshape(-1, C) for a in (*self._sums(), edge)]).T
+
+    @classmethod
+    def from_per_cluster(cls, n_pos, n_neg, alphas, pairs, sums) -> PrefixClusterSums:
+        """The sums of rows (C clusters, ``per_cluster`` rows added over score ranges) ready for `covariance`."""
+        sums = np.asarray(sums, dtype=np.float64)
+        out = cls(n_pos, n_neg, alphas, pairs, sums.shape[0])
+        S, K, C = len(out.pairs), out.alphas.size, out.C
+        at = 0
+        for a in out._sums():
+            a[...] = sums[:, at:at + a.size // max(C, 1)].T.reshape(a.shape)
+            at += a.size // max(C, 1)
+        edge = sums[:, at:].T.reshape(2, S, K, C)
+        out.edges = [(np.arange(C), edge[0], edge[1])]
+        return out
+
+    def _sums(self) -> tuple[np.ndarray, ...]:
+        return self.NR, self.NC, self.PF, self.PC, self.N, self.P
+
+    def held_clusters(self) -> int:
+        """Clusters with rows of a positive count."""
+        return int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
+
     def covariance(self, auc, roc) -> ClusterTotals:
         """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
         and ROC(alpha) of every column at every cutoff ((S, K) each)."""
-        G, K, S = self.G, self.alphas.size, len(self.pairs)
-        C = int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
+        C = self.held_clusters()
         if C < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
+        return self.add_to(ClusterTotals(self.pairs, self.alphas.size, len(self.pairs), self.G + 1), auc, roc)
+
+    def add_to(self, out, auc, roc):
+        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
+        G, K, S = self.G, self.alphas.size, len(self.pairs)
         auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
         if not self._finished:  # from here on the band slots hold the sums inside each cutoff
             for banded in (self.NR, self.NC, self.PF, self.PC):
                 _inside(banded)
             self._finished = True
-        out = ClusterTotals(self.pairs, K, S, self.G + 1)
         for lo in range(0, self.C, CROSS_CHUNK):
             c = slice(lo, lo + CROSS_CHUNK)
             NR, NC, PF, PC = (x[..., c] for x in (self.NR, self.NC, self.PF, self.PC))

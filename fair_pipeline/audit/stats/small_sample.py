@@ -52,9 +52,13 @@ def satterthwaite_df(totals, axis: int = 0) -> np.ndarray:
     """Effective clusters: (sum U^2)^2 / sum U^4, within [1, C - 1] (C = nonzero totals); NaN if C < 2."""
     u = np.asarray(totals, dtype=np.float64)
     u2 = u * u
-    s2 = u2.sum(axis=axis)
-    s4 = (u2 * u2).sum(axis=axis)
-    c = np.count_nonzero(u, axis=axis)
+    return satterthwaite_from_sums(u2.sum(axis=axis), (u2 * u2).sum(axis=axis), np.count_nonzero(u, axis=axis))
+
+
+def satterthwaite_from_sums(s2, s4, c) -> np.ndarray:
+    """`satterthwaite_df` from the totals' sum of squares, sum of fourth powers and nonzero count (e.g. summed
+    over clusters on several machines)."""
+    s2, s4, c = (np.asarray(x, dtype=np.float64) for x in (s2, s4, c))
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(s4 > 0, s2 * s2 / s4, np.inf)
     df = np.minimum(df, c - 1.0)
@@ -142,3 +146,47 @@ def cluster_robust_interval(estimate: float, totals, shares=None, *, confidence:
     t = t_wald(estimate, variance, df if np.isfinite(df) else np.nan, confidence, null)
     return ClusterInterval(float(estimate), float(t["se"]), df, float(t["ci_low"]), float(t["ci_high"]),
                            float(t["z"]), float(t["p_value"]), int(np.count_nonzero(u.any(axis=0))), df, confidence)
+
+
+# Design degrees of freedom (Bell & McCaffrey 2002; Imbens & Kolesar 2016). The effective clusters of the totals
+# above are random and tied to the variance estimate: when one cluster holds most of a part, every other cluster's
+# residual is its value minus (mostly) that cluster's, so their totals are correlated through it, and a draw in
+# which they happen to be small gives both a small variance and a large (ΣU²)²/ΣU⁴. Under a working model in which
+# a part's clusters have equal variance (an item shown n times repeats one label), the CR2 variance of the part's
+# weighted mean is x' M'AM x (M = I - 1h', A = diag(h²/(1-h))), whose df tr(B)²/tr(B²) depends only on the shares
+# h: C - 1 for equal clusters, ~1 when one cluster dominates. B = A (I - 1h' - h1' + (Σh²) 11') is identity plus
+# rank two, so both traces are sums over clusters of a few moments of h, kept as the clusters stream by.
+N_MOMENTS = 7
+
+
+def leverage_moments(shares) -> np.ndarray:
+    """(7, ...) additive moments of each part's shares over clusters (axis 0 of ``shares``): Σh², Σa, Σah, Σah²,
+    Σa², Σa²h (a = h²/(1 - h), infinite for a cluster holding the whole part) and the number of clusters with h > 0."""
+    h = np.asarray(shares, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(h > 0, np.where(h < 1.0, h * h / np.maximum(1.0 - h, 0.0), np.inf), 0.0)
+    aa = np.where(a > 0, a * a, 0.0)
+    return np.stack([(h * h).sum(axis=0), a.sum(axis=0), (a * h).sum(axis=0), (a * h * h).sum(axis=0),
+                     aa.sum(axis=0), (aa * h).sum(axis=0), (h > 0).sum(axis=0).astype(np.float64)])
+
+
+def design_df(moments) -> np.ndarray:
+    """Bell-McCaffrey df tr(B)²/tr(B²) of a part's CR2 variance from its `leverage_moments`; NaN with fewer than
+    two clusters or one cluster holding the whole part."""
+    s, a0, a1, a2, b0, b1, count = np.asarray(moments, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = (1 + s) * a0 - 2 * a1
+        t2 = (1 + 2 * s) * b0 - 4 * b1 + s * s * a0 * a0 + 2 * a0 * a2 - 4 * s * a0 * a1 + 2 * a1 * a1
+        df = t1 * t1 / t2
+    ok = (count >= 2) & np.isfinite(a0) & (t2 > 0)
+    return np.where(ok, np.clip(df, MIN_DF, np.maximum(count - 1.0, MIN_DF)), np.nan)
+
+
+def welch_df(variances, dfs, axis: int = 0) -> np.ndarray:
+    """Welch-Satterthwaite df of a sum of independent variance parts with their own df: (Σv)² / Σ(v²/df); parts
+    with no variance are left out, a part with variance but no df (NaN) makes the result NaN."""
+    v = np.asarray(variances, dtype=np.float64)
+    d = np.broadcast_to(np.asarray(dfs, dtype=np.float64), v.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(v > 0, v * v / d, 0.0)
+        return np.where(v.sum(axis=axis) > 0, v.sum(axis=axis) ** 2 / terms.sum(axis=axis), np.nan)

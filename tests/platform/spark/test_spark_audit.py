@@ -77,19 +77,59 @@ def test_bad_scores_and_missing_groups_are_named(spark):
         audit_spark_rows(missing, rescore, "test", CUTS, min_count=10, confidence=0.95)
 
 
-def test_the_assets_evaluation_audits_logged_score_outputs_on_the_executors(spark, tmp_path):
-    """`audit_output` with the held-out rows as a Spark DataFrame (the asset on Spark, variance conditional) gives
-    the report and row count of the DuckDB path's spilled rows."""
-    df = _rows(2_000, ties=True, seed=3)
+@pytest.mark.parametrize(("variance", "cluster_cols"), [("conditional", ()), ("item_clustered", ("item_id",))])
+def test_the_assets_evaluation_audits_logged_score_outputs_on_the_executors(spark, tmp_path, variance, cluster_cols):
+    """`audit_output` with the held-out rows as a Spark DataFrame (the asset on Spark; item-clustered is the
+    default variance) gives the report and row count of the DuckDB path's spilled rows."""
+    df = _clustered_rows(2_000, ties=True, seed=3).drop(columns=["query_id", *({"item_id"} - set(cluster_cols))])
     output = ScoredOutput("eo_transform", "a within-group monotone map", "logged_score", rescore)
-    on_spark = EvaluationData(None, None, None, variance="conditional", spark_rows=spark.createDataFrame(df))
+    on_spark = EvaluationData(None, None, None, variance=variance, cluster_cols=cluster_cols,
+                              spark_rows=spark.createDataFrame(df))
     options = dict(min_count=10, confidence=0.95)
     got = audit_output(output, on_spark, dt.date(2026, 1, 1), CUTS, **options)
     with duckdb.connect() as con:
-        local = EvaluationData(None, None, None, variance="conditional",
-                               spilled=frame_rows(df, (), str(tmp_path), "rows"))
+        local = EvaluationData(None, None, None, variance=variance, cluster_cols=cluster_cols,
+                               spilled=frame_rows(df, cluster_cols, str(tmp_path), "rows"))
         want = audit_output(output, local, dt.date(2026, 1, 1), CUTS, con=con, **options)
     assert got.rows == want.rows == len(df)
     for name in ("groups", "pairs", "overall"):
         assert_tables_close(getattr(got.report, name), getattr(want.report, name), name)
     assert_tables_close(got.roc_curves, want.roc_curves, "roc_curves")
+
+
+def _clustered_rows(n: int, ties: bool, seed: int = 5) -> pd.DataFrame:
+    """Rows with item and query keys (items repeat across queries; some ids are quoted or non-Latin)."""
+    df = _rows(n, ties, seed)
+    rng = np.random.default_rng(seed + 1)
+    items = np.array([f"item {k}" for k in range(120)] + ['i"q', "品目", "a+b"], dtype=object)
+    return df.assign(item_id=items[rng.integers(0, items.size, n)], query_id=rng.integers(0, 40, n))
+
+
+@pytest.mark.parametrize(("variance", "cluster_cols", "ties", "partitions"), [
+    ("item_clustered", ("item_id",), True, 7), ("item_clustered", ("item_id",), False, 1),
+    ("two_way", ("item_id", "query_id"), False, 5)])
+def test_clustered_spark_audit_equals_the_duckdb_path(spark, tmp_path, variance, cluster_cols, ties, partitions):
+    """Cluster-robust variances (CR2, CR1-based df, cluster counts) from influence sums per cluster shuffled on
+    the executors equal the DuckDB path's one sorted pass of the same rows."""
+    df = _clustered_rows(3_000, ties)
+    got, rows = audit_spark_rows(spark.createDataFrame(df).repartition(4), rescore, "test", CUTS, min_count=10,
+                                 confidence=0.95, estimand=variance, cluster_cols=cluster_cols,
+                                 partitions=partitions)
+    with duckdb.connect() as con:
+        want = audit_spilled(con, frame_rows(df, cluster_cols, str(tmp_path), "rows"), rescore, "test", CUTS,
+                             min_count=10, confidence=0.95, estimand=variance)
+    assert rows == len(df)
+    for name in ("groups", "pairs", "overall"):
+        assert_tables_close(getattr(got, name), getattr(want, name), name)
+    for name in ("pairs", "deltas", "balanced", "balanced_deltas", "curves"):
+        assert_tables_close(getattr(got.xauc, name), getattr(want.xauc, name), f"xauc.{name}")
+    iid = _duckdb_audit(tmp_path, df)  # the clusters matter: the variances are not the iid ones
+    assert not np.allclose(got.groups["se"].to_numpy(float), iid.groups["se"].to_numpy(float), equal_nan=True)
+
+
+def test_clustered_spark_audit_names_missing_cluster_keys(spark):
+    df = _clustered_rows(300, ties=False)
+    df["item_id"] = df["item_id"].where(df.index % 100 != 0, None)
+    with pytest.raises(AuditInputError, match=r"aggregates.item_id has 3 missing values"):
+        audit_spark_rows(spark.createDataFrame(df), rescore, "test", CUTS, min_count=10, confidence=0.95,
+                         cluster_cols=("item_id",))

@@ -1,6 +1,7 @@
-"""Bounded driver: the audit on a standalone cluster (`audit.spark_audit`, through benchmarks/bench_spark_audit.py at
-two small sizes) returns as many bytes to the driver at 10x the rows, from Spark's event log (SparkListenerTaskEnd
-task metrics "Result Size" of the audit's jobs). One cluster start for the module (a JVM start is 20-45 s)."""
+"""Bounded driver: the item-clustered audit (the default estimand) on a standalone cluster (`audit.spark_audit`:
+sweep per score range, influence sums shuffled by item; through benchmarks/bench_spark_audit.py at two small sizes)
+returns as many bytes to the driver at 10x the rows, from Spark's event log (SparkListenerTaskEnd task metrics
+"Result Size" of the audit's jobs). One cluster start for the module (a JVM start is 20-45 s)."""
 from __future__ import annotations
 
 import importlib.util
@@ -38,6 +39,8 @@ def test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows(cluster, tm
     for rows in (small, large):
         assert figures[rows]["labelled"] == rows  # every generated row was audited
         assert 0.0 < min(figures[rows]["auc_0.1"].values()) < 0.1  # I(0.1) of each group: the rows were swept
+        assert figures[rows]["clusters"] == 2000 and min(figures[rows]["se_0.1"].values()) > 0  # clustered SEs
         assert figures[rows]["result_bytes"] > 0 and figures[rows]["tasks"] == figures[small]["tasks"]
-    # the same tasks return the same few numbers: per group, per score range and the ranges' states
+    # the same tasks return the same few numbers: per group, per score range, the ranges' states and the
+    # clusters' moments per shuffle partition (the clusters' rows go through the shuffle, not the driver)
     assert figures[large]["result_bytes"] <= 1.1 * figures[small]["result_bytes"], figures
