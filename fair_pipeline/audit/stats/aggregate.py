@@ -14,6 +14,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.clustered import ClusterRows, estimand_name
+from fair_pipeline.audit.stats.comparisons import compared_pairs
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT, group_tables
 from fair_pipeline.audit.stats.equivalence import resolve_margins
 from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas
@@ -42,12 +43,13 @@ class StreamingAudit:
     """Audit fed by chunks of the (descending score) x group count grid.
 
     ``groups``: group values (columns of the chunks); ``n_pos`` / ``n_neg``: their totals, which
-    a cheap ``GROUP BY grp`` gives before the pass.
+    a cheap ``GROUP BY grp`` gives before the pass. ``comparisons``: "all" pairs of groups, or "reference":
+    each group with ``reference`` (default the largest group); memory and output grow with the comparisons.
     """
 
     def __init__(self, groups, n_pos, n_neg, cutoffs=DEFAULT_CUTOFFS, *,
                  min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None,
-                 min_clusters: int = DEFAULT_MIN_CLUSTERS):
+                 min_clusters: int = DEFAULT_MIN_CLUSTERS, comparisons: str = "all", reference=None):
         self.cutoffs = as_cutoffs(cutoffs)
         self.groups = np.asarray(groups, dtype=object)
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
@@ -66,7 +68,9 @@ class StreamingAudit:
         self.margins = resolve_margins(margins)  # practical margins δ behind each comparison's verdict
         self.alphas = sweep_alphas(self.cutoffs, curves=True)
         self.with_xauc = self.groups.size > 1
-        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc)
+        self.compared, self.reference = compared_pairs(self.groups, self.n_pos + self.n_neg, comparisons, reference)
+        self.comparisons = comparisons
+        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc, compared=self.compared)
         self.last_score = np.inf
 
     def update(self, scores: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> None:
