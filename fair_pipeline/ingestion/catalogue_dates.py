@@ -9,6 +9,11 @@ Files directly under `landing/items/` form an undated catalogue (homes from befo
 catalogue that never changes). Alone, it holds on every day. Next to dated deliveries it is what the days before
 the first of them were read with, so it is pinned at the first day with landed logs (`pin_undated_catalogue`
 moves it to `items/date=<that day>/`): a later delivery for an older day then changes only the days before it.
+
+Deliveries may differ in their columns (a feature added in a later delivery, or dropped from it); `raw.items` holds
+the union, a row NULL in the columns its delivery lacks. The features of partition D are the columns of the delivery
+that holds on D (`delivered_columns`: those with a value in it), so a column another day's delivery adds or drops
+never changes D's inputs.
 """
 from __future__ import annotations
 
@@ -155,3 +160,15 @@ def items_as_of(con, day: dt.date | str | None) -> tuple[str, dict]:
     on = ALWAYS_UNTIL - dt.timedelta(days=1) if day is None else _as_date(day)
     return (f"(SELECT * FROM {view} WHERE {VALID_FROM} <= $catalogue_day AND $catalogue_day < {VALID_UNTIL})",
             {"catalogue_day": on})
+
+
+def delivered_columns(con, day: dt.date | str | None, columns: list[str]) -> list[str]:
+    """The `columns` (in their order) that the catalogue holding on `day` delivered: those with at least one value
+    in its rows. A column the delivery lacks reads as NULL in every row (`raw.items` is the union of deliveries), and
+    one delivered empty can't serve as a feature either."""
+    if not columns:
+        return []
+    relation, params = items_as_of(con, day)
+    counts = ", ".join(f"count({quote_identifier(c)}) AS n{k}" for k, c in enumerate(columns))
+    row = as_warehouse(con).query_arrow(f"SELECT {counts} FROM {relation} AS i", params).to_pylist()[0]
+    return [c for k, c in enumerate(columns) if row[f"n{k}"]]

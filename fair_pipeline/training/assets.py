@@ -298,7 +298,7 @@ def ranker_inputs(con, marts, config: RankerCandidatesConfig, landing, day, span
     candidates are fitted afterwards, with the connection closed)."""
     window = rt.partition_window(marts, *span, day, min_window_days())
     curve = load_chosen_position_bias(con, day)
-    features = rt.feature_columns(marts, config.feature_columns)
+    features = rt.feature_columns(marts, config.feature_columns, day)  # the catalogue as of `day`
     data = rt.training_data(marts, window, curve, features, day)  # the catalogue as of `day`
     clicks = rt.heldout_click_aggregates(marts, window, features, day)
     truth = rt.truth_items(marts, landing, features, day)  # evaluation only

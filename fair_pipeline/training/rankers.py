@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit import AuditInputError, audit_aggregates, compare_groups
 from fair_pipeline.ingestion.landing import truth_dir
-from fair_pipeline.ingestion.catalogue_dates import items_as_of
+from fair_pipeline.ingestion.catalogue_dates import delivered_columns, items_as_of
 import pyarrow as pa
 
 from fair_pipeline.platform.engines import as_warehouse, fetch_rows
@@ -80,21 +80,29 @@ def partition_window(con, first: dt.date, last: dt.date, day: dt.date, min_days:
                            hint="ingest (or backfill) earlier days first")
 
 
-def feature_columns(con, requested: list[str] | None = None) -> list[str]:
-    """The item features: `requested` (validated against the item table) or every numeric column."""
+def feature_columns(con, requested: list[str] | None = None, day: dt.date | str | None = None) -> list[str]:
+    """The item features of partition `day` (None: the newest catalogue): `requested` (validated against the items
+    and the catalogue that holds on `day`) or every numeric column that catalogue delivered (`delivered_columns`:
+    a column added or dropped by another day's delivery never changes this day's features)."""
     _require(con, ITEMS, "the items")
     types = {field.name: field.type for field in as_warehouse(con).query_arrow(f"SELECT * FROM {ITEMS} LIMIT 0").schema}
     numeric = [c for c, t in types.items() if c not in NON_FEATURES and _is_numeric(t)]
+    delivered = delivered_columns(con, day, numeric)
+    catalogue = f"the catalogue that holds on {day}" if day else "the newest catalogue"
     if not requested:
-        if not numeric:
-            raise RankerTrainingError(f"{ITEMS} has no numeric feature column (columns: {list(types)})")
-        return numeric
+        if not delivered:
+            raise RankerTrainingError(f"{ITEMS} has no numeric feature column with values in {catalogue} "
+                                      f"(columns: {list(types)})")
+        return delivered
     unknown = [c for c in requested if c not in types]
     not_numeric = [c for c in requested if c in types and c not in numeric]
-    if unknown or not_numeric:
+    absent = [c for c in requested if c in numeric and c not in delivered]
+    if unknown or not_numeric or absent:
         raise RankerTrainingError(
             f"feature columns {unknown or ''}{' not in ' + ITEMS if unknown else ''}"
-            f"{'; not numeric: ' + str(not_numeric) if not_numeric else ''} (numeric columns: {numeric})"
+            f"{'; not numeric: ' + str(not_numeric) if not_numeric else ''}"
+            f"{'; not delivered in ' + catalogue + ': ' + str(absent) if absent else ''} "
+            f"(numeric columns delivered there: {delivered})"
         )
     return list(requested)
 

@@ -165,8 +165,31 @@ def _nothing_new_then_one_changed_day(home: Path, capsys) -> None:
     assert source_day_fingerprint(home / "landing", "observational", changed) != recorded[str(changed)]
     days = [str(d) for d in NOVEMBER]
     assert runner.landing_changes(days) == ([str(changed)], False) and runner.up_to_date(str(NOVEMBER[-1]))
+    trained = ["marts/ranker_candidates", "marts/eo_transforms", "marts/position_bias_curves"]
+    assert {key: _staleness(instance, key, NOVEMBER[-1])[0] for key in trained} == dict.fromkeys(trained, "FRESH")
     assert runner.ingest_range(str(changed), str(changed)).success
     assert runner.landing_changes(days) == ([], False) and not runner.up_to_date(str(NOVEMBER[-1]))
+    # What the UI shows: every stage of the newest day, whose window holds the re-ingested day, is stale because
+    # of that day; a partition whose window does not hold it stays fresh.
+    for key in trained:
+        status, causes = _staleness(instance, key, NOVEMBER[-1])
+        assert status == "STALE" and any(str(changed) in cause for cause in causes), (key, status, causes)
+    assert _staleness(instance, "marts/ranker_candidates", DAYS[1])[0] == "FRESH"
+
+
+def _staleness(instance: dg.DagsterInstance, key: str, day: dt.date) -> tuple[str, list[str]]:
+    """Dagster's stale status of an asset partition and its root causes, as the UI computes them."""
+    from dagster._core.definitions.data_version import CachingStaleStatusResolver
+    from dagster._core.loader import LoadingContextForTest
+
+    from fair_pipeline.definitions import defs
+
+    resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
+    causes = resolver.get_stale_root_causes(_key(key), str(day))
+    return (resolver.get_status(_key(key), str(day)).value,
+            [f"{cause.asset_key.to_user_string()}[{cause.partition_key}] {cause.reason} "
+             f"{cause.dependency_asset_key.to_user_string() if cause.dependency else ''}[{cause.dependency_partition_key}]"
+             for cause in causes])
 
 
 def _benchmark_versions(home: Path) -> dict[str, list]:
@@ -206,7 +229,8 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     older = dataclasses.replace(CONFIG, requests_per_day=200, seed=4)
     simulate_to_landing(older, fp_home / "landing", DAYS[0], 2)
     march = pd.read_parquet(delivery_on(fp_home / "landing", DAYS[0]).files[0])
-    changed = march.assign(group_id=march["group_id"].iloc[::-1].to_numpy(), f0=-march["f0"])
+    # It also delivers a feature the other catalogues lack: the features of each day are its own catalogue's.
+    changed = march.assign(group_id=march["group_id"].iloc[::-1].to_numpy(), f0=-march["f0"], f_new=march["f0"] / 3)
     (fp_home / "landing" / "items" / f"date={DAYS[1]}").mkdir()
     changed.to_parquet(fp_home / "landing" / "items" / f"date={DAYS[1]}" / "items.parquet", index=False)
     capsys.readouterr()

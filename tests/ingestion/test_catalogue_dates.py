@@ -128,3 +128,29 @@ def test_a_delivery_with_nothing_to_keep_is_refused_and_the_previous_catalogues_
             load_items(con, landing)
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
         assert con.execute("SELECT DISTINCT catalogue_date FROM raw.items").fetchall() == [(NOV,)]
+
+
+def test_a_feature_added_or_dropped_by_one_delivery_changes_only_the_days_that_delivery_holds_on(fp_home):
+    """MAR delivers f0 and f1; JUN adds f2 and drops f1; NOV delivers f0 only, with f2 present but empty. Each day's
+    features are its own delivery's: a column another delivery adds or drops never reaches it, and a requested
+    feature its delivery lacks is refused naming the day."""
+    from fair_pipeline.training.rankers import RankerTrainingError, feature_columns
+
+    landing = fp_home / "landing"
+    jun = dt.date(2026, 6, 1)
+    _deliver(landing, MAR, _catalogue(4, "a", 0.0).assign(f1=[1, 2, 3, 4]))
+    _deliver(landing, jun, _catalogue(4, "b", 0.0).assign(f2=np.arange(4.0) / 7))
+    _deliver(landing, NOV, _catalogue(4, "c", 0.0).assign(f2=[np.nan] * 4, note=["x", "+1", "é", "<b>"]))
+    with warehouse.session(settings.warehouse_path()) as con:
+        load_items(con, landing)
+        con.execute("CREATE SCHEMA IF NOT EXISTS staging")
+        con.execute("CREATE OR REPLACE VIEW staging.stg_items AS SELECT *, coalesce(group_id, '<unknown>') AS "
+                    "group_label FROM raw.items")
+        assert feature_columns(con, None, JAN) == feature_columns(con, None, MAR) == ["f0", "f1"]
+        assert feature_columns(con, None, jun) == feature_columns(con, None, "2026-10-31") == ["f0", "f2"]
+        assert feature_columns(con, None, NOV) == feature_columns(con, None, None) == ["f0"]
+        assert feature_columns(con, ["f2"], jun) == ["f2"]
+        with pytest.raises(RankerTrainingError, match=r"not delivered in the catalogue that holds on 2026-03-01: \['f2'\]"):
+            feature_columns(con, ["f0", "f2"], MAR)
+        with pytest.raises(RankerTrainingError, match=r"not delivered in the newest catalogue: \['f1'\]"):
+            feature_columns(con, ["f1"])
