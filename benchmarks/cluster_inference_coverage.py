@@ -10,9 +10,9 @@ A_{a>b} = P(s_i > s_j | i relevant in a, j irrelevant in b) equals xAUC(a, b) of
 cancels inside a query).
 
 Rows (configurations) x statistics, each with four intervals from the same per-cluster influence totals:
-``cr1_z`` (Liang-Zeger C/(C-1), normal critical value: what the audit reported before), ``cr2_z`` (leverage-adjusted
-totals, normal), ``cr1_t`` and ``cr2_t`` (Student t with the Satterthwaite effective number of clusters; cr2_t is
-what the audit reports). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
+``cr1_z`` (Liang-Zeger C/(C-1), normal critical value), ``cr2_z`` (leverage-adjusted totals, normal), ``cr1_t`` and
+``cr2_t`` (Student t with the audit's df: the smaller of the totals' effective clusters and the parts' design df;
+cr2_t is what the audit reports), ``cr2_t_totals`` (CR2, t with the totals' effective clusters alone). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
 
     python benchmarks/cluster_inference_coverage.py                 # every row, 500 replications, 2 processes
     python benchmarks/cluster_inference_coverage.py --reps 100 --rows pareto1.3,minority45   # pilot
@@ -34,6 +34,7 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from fair_pipeline.audit.stats.blocks import build_grid  # noqa: E402
+from fair_pipeline.audit.stats.cluster_pass import contrast_df  # noqa: E402
 from fair_pipeline.audit.stats.clustered import row_clusters  # noqa: E402
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  # noqa: E402
 from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
@@ -48,7 +49,7 @@ _spec.loader.exec_module(ac)
 
 CUTOFFS = (0.1, 1.0)
 QUERY_SD = 0.2
-METHODS = ("cr1_z", "cr2_z", "cr1_t", "cr2_t")
+METHODS = ("cr1_z", "cr2_z", "cr1_t", "cr2_t_totals", "cr2_t")
 # name: (tail index or None for 1 + Poisson(9), items, minority items in group "0" or None, queries or 0, kind)
 CONFIGS = {
     "pareto1.1": (1.1, 500, None, 0, "auc"),
@@ -109,11 +110,12 @@ def truths(config: str) -> dict:
     return out
 
 
-def _intervals(est, var_cr1, var_cr2, df) -> dict:
+def _intervals(est, var_cr1, var_cr2, df, df_totals=None) -> dict:
     z = critical_value(0.95)
     t = critical_value(0.95, df)
+    t_totals = critical_value(0.95, df if df_totals is None else df_totals)
     return {"cr1_z": z * np.sqrt(var_cr1), "cr2_z": z * np.sqrt(var_cr2),
-            "cr1_t": t * np.sqrt(var_cr1), "cr2_t": t * np.sqrt(var_cr2)}
+            "cr1_t": t * np.sqrt(var_cr1), "cr2_t_totals": t_totals * np.sqrt(var_cr2), "cr2_t": t * np.sqrt(var_cr2)}
 
 
 def auc_statistics(d: dict) -> list[dict]:
@@ -144,7 +146,8 @@ def auc_statistics(d: dict) -> list[dict]:
         est = float(vec @ res["auc"][:, ka])
         v1, v2 = float(vec @ res["cov_cr1"][k] @ vec), float(vec @ res["cov"][k] @ vec)
         df = float(column_df(res, [a], w)[0])
-        rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, v1, v2, df),
+        df_totals = float(contrast_df(res["cluster_totals"], vec)[k])  # without the design df
+        rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, v1, v2, df, df_totals),
                      "clusters": int(res["clusters"]), "estimable": bool(ok[0][a] and ok[1][a]), "margin": 0.02 * a, **fewest})
     return rows
 

@@ -16,6 +16,19 @@ def test_every_long_module_and_one_worker_directory_named_for_scheduling_exists(
     assert [name for name in conftest.LONG_MODULES if not (REPO / name).is_file()] == []
     assert [name for name in conftest.ONE_WORKER if not (REPO / name).is_dir()] == []
     assert [name for name in conftest.OWN_JVM if not (REPO / name).is_file()] == []
+    assert [name for name in conftest.SPLIT_MODULES if not (REPO / name).is_file()] == []
+
+
+def test_every_long_test_named_for_scheduling_is_collected(pytestconfig):
+    """A renamed test (or parameter) of a SPLIT_MODULES module would silently lose its place in the queue."""
+    import subprocess
+    import sys
+
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly", "-n", "0",
+                             *conftest.SPLIT_MODULES], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    collected = {line.strip() for line in listed.splitlines() if "::" in line}
+    assert set(conftest.LONG_TESTS) <= collected, set(conftest.LONG_TESTS) - collected
+    assert all(nodeid.split("::")[0] in conftest.SPLIT_MODULES for nodeid in conftest.LONG_TESTS)
 
 
 class _TwoWorkers:
@@ -52,7 +65,8 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
              "tests/platform/spark/test_spark_engine.py::test_run", "tests/platform/spark/test_bench_engines.py::test_b"]
     own_cluster = [f"tests/platform/spark/test_engine_run.py::test_{k}" for k in range(4)]
     one_long = ["tests/platform/test_concurrent_runs.py::test_two"]
-    items = [SimpleNamespace(nodeid=nodeid) for nodeid in many_short + spark + own_cluster + one_long]
+    kills = list(conftest.LONG_TESTS)  # one module, each test a unit of its own
+    items = [SimpleNamespace(nodeid=nodeid) for nodeid in many_short + spark + own_cluster + one_long + kills]
     random.Random(1).shuffle(items)  # as pytest-randomly leaves them
     conftest.pytest_collection_modifyitems(items)
     collection = [item.nodeid for item in items]
@@ -69,7 +83,8 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
     # shared session together as one unit, a module with a cluster of its own apart; the rest waits in the same
     # order: xdist's own reordering by number of tests would hand out the 10 short tests first and the long one last.
     units = {"tests/platform/spark/": set(spark), "tests/platform/spark/test_engine_run.py": set(own_cluster),
-             "tests/platform/test_concurrent_runs.py": set(one_long), "tests/training/test_penalized.py": set(many_short)}
+             "tests/platform/test_concurrent_runs.py": set(one_long), "tests/training/test_penalized.py": set(many_short),
+             **{nodeid: {nodeid} for nodeid in kills}}
     seconds = conftest.unit_seconds()
     longest_first = sorted(units, key=lambda unit: -seconds.get(unit, 0))
     assert len({seconds.get(unit, 0) for unit in units}) == len(units), "ties would make the expected order moot"

@@ -23,7 +23,7 @@ import pandas as pd
 from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
@@ -31,7 +31,8 @@ READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv"
            ".tsv": "read_csv", ".txt": "read_csv", ".gz": "read_csv"}
 ALL_GROUPS = "(all)"
 BATCH_ROWS = 1 << 18
-DEFAULT_MAX_GROUPS = 50  # the pairwise tables (differences, xAUC) hold groups^2 rows and columns
+DEFAULT_MAX_GROUPS = 50  # a guard against auditing an id column as groups; raise it for thousands of real groups
+ALL_PAIRS_UP_TO = 10  # comparisons="auto": all pairs of up to this many groups (45 pairs), else each vs a reference
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
@@ -48,9 +49,11 @@ class FileAudit:
     report: AuditReport
     pairwise: PairwiseResult | None = None
     info: dict = field(default_factory=dict)
+    comparisons: dict = field(default_factory=dict)  # mode ("all" / "reference"), reference group, pairs compared
 
     def to_dict(self, curves: bool = False) -> dict:
-        out = {"file": self.path, "rows": self.rows, "columns": self.columns, "cutoffs": self.cutoffs}
+        out = {"file": self.path, "rows": self.rows, "columns": self.columns, "cutoffs": self.cutoffs,
+               "comparisons": self.comparisons}
         out.update(self.report.to_dict(curves=curves))
         out["pairwise"] = None if self.pairwise is None else self.pairwise.to_dict()
         return out
@@ -227,7 +230,8 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
                cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
                confidence: float = 0.95, margins: dict | None = None, memory_limit: str = "2GB",
                threads: int | None = None, batch_rows: int = BATCH_ROWS, max_groups: int = DEFAULT_MAX_GROUPS,
-               allow_remote: bool = False) -> FileAudit:
+               allow_remote: bool = False, min_clusters: int = DEFAULT_MIN_CLUSTERS, comparisons: str = "auto",
+               reference=None) -> FileAudit:
     """Per-group truncated AUCs, group comparisons, xAUC and (with ``query``) pairwise accuracies.
 
     ``label`` must be 0/1 (1 = positive); scores must be finite; group, query and cluster columns must not
@@ -235,15 +239,19 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
     ``clusters``: one column (e.g. the item id) or two (item and query ids) whose values are clusters of
     dependent rows: the variances are then cluster-robust, summed per cluster in the same pass in score order
     (each row carries a dense cluster code; `stats.prefix_clusters`). Without, rows are independent.
+    ``min_clusters``: with clusters, a group whose positives or negatives come from fewer clusters is "not
+    estimable" (`stats.compare.estimability`; docs/audit_inference.md has the Monte Carlo behind the default).
     ``margins``: practical margins δ per metric behind each comparison's verdict
     (`audit.stats.equivalence.DEFAULT_MARGINS`).
-    ``max_groups``: more groups than this is an error, raised after one cheap ``GROUP BY group`` (the pairwise
-    tables hold groups^2 rows); ``allow_remote``: read s3://, http://... paths (with DuckDB's installed httpfs).
-    Memory and time grow with the rows plus the number of groups squared (the pairwise columns), not with
-    groups x distinct scores.
+    ``max_groups``: more groups than this is an error, raised after one cheap ``GROUP BY group``;
+    ``allow_remote``: read s3://, http://... paths (with DuckDB's installed httpfs).
+    ``comparisons``: "all" pairs of groups, "reference" (each group with ``reference``, default the largest
+    group) or "auto" (all pairs of up to ALL_PAIRS_UP_TO groups, else reference). Memory, time and output grow
+    with the rows plus the groups times the comparisons (groups^2 for all pairs, groups for a reference), never
+    with groups x distinct scores. Within-query pairwise accuracies (``query``) keep a groups x groups table.
     """
     path = str(path)
-    _check_options(path, min_count, confidence, memory_limit, max_groups, allow_remote)
+    _check_options(path, min_count, confidence, memory_limit, max_groups, allow_remote, comparisons)
     alphas = as_cutoffs(cutoffs)
     clusters = [clusters] if isinstance(clusters, str) else list(clusters or [])
     if len(clusters) > 2:
@@ -258,9 +266,11 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             if len(groups) > max_groups:
                 raise AuditInputError(
                     f"{path}: --group column {group!r} has {len(groups)} groups, more than max_groups={max_groups} "
-                    "(the pairwise tables grow as groups squared); raise --max-groups or audit coarser groups")
-            stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas,
-                                    min_count=min_count, confidence=confidence, margins=margins)
+                    "(is it an id?); raise --max-groups or audit coarser groups")
+            mode = comparisons if comparisons != "auto" else "all" if len(groups) <= ALL_PAIRS_UP_TO else "reference"
+            stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas, min_count=min_count,
+                                    confidence=confidence, margins=margins, min_clusters=min_clusters,
+                                    comparisons=mode, reference=reference)
             rows = int(totals["n_pos"].sum() + totals["n_neg"].sum())
             sort_rows = int(totals["distinct_scores"].sum()) >= SORT_ROWS_SHARE * rows
             if clusters:
@@ -273,16 +283,20 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
         finally:
             con.close()
     return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
-                     report, pairwise)
+                     report, pairwise, comparisons={"mode": mode, "reference": stream.reference,
+                                                    "pairs": len(stream.compared)})
 
 
-def _check_options(path: str, min_count, confidence, memory_limit, max_groups, allow_remote: bool) -> None:
+def _check_options(path: str, min_count, confidence, memory_limit, max_groups, allow_remote: bool,
+                   comparisons: str = "auto") -> None:
     """One-line errors for option values DuckDB or the statistics would otherwise reject late (or not at all)."""
     if REMOTE.match(path) and not allow_remote:
         raise AuditInputError(f"{path}: remote paths are refused; pass allow_remote=True (--allow-remote) to read it")
     if isinstance(min_count, bool) or not isinstance(min_count, (int, np.integer)) or min_count < 2:
         raise AuditInputError(f"min_count (--min-count) must be an integer >= 2 (a variance needs two positives "
                               f"and two negatives), got {min_count!r}")
+    if comparisons not in ("auto", "all", "reference"):
+        raise AuditInputError(f"comparisons (--compare) must be auto, all or reference, got {comparisons!r}")
     if isinstance(max_groups, bool) or not isinstance(max_groups, (int, np.integer)) or max_groups < 1:
         raise AuditInputError(f"max_groups (--max-groups) must be an integer >= 1, got {max_groups!r}")
     if not isinstance(confidence, (float, int)) or not 0.5 < confidence < 1:

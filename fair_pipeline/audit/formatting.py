@@ -30,6 +30,10 @@ def format_audit(result: FileAudit) -> str:
                              "mcclish", "estimable", "note"]), "",
              "All groups pooled:",
              _fmt(r.overall, ["cutoff", "n_pos", "n_neg", "auc", "se", "ci_low", "ci_high", "mcclish"])]
+    compared = result.comparisons
+    if compared.get("mode") == "reference":  # say which pairs the tables below hold, and how to get all of them
+        lines += ["", f"Comparisons: each group against {compared['reference']!r} ({compared['pairs']} pairs; "
+                  "--compare all for every pair, --reference GROUP for another reference)."]
     if len(r.pairs):
         lines += ["", "Group differences (I_a - I_b):",
                   _fmt(r.pairs, ["group_a", "group_b", "cutoff", "diff", "se", "ci_low", "ci_high",

@@ -45,14 +45,15 @@ def _columns(batches: list) -> list:
             for j in range(batches[0].num_columns)]
 
 
-def column_pairs(n_groups: int) -> list[tuple[int, int]]:
-    """(positive vector, negative vector) of every column of an audit of ``n_groups`` groups."""
-    return [pair for _, pair in build_columns(n_groups, n_groups > 1)]
+def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
+    """(positive vector, negative vector) of every column of an audit of ``n_groups`` groups (``compared``: the
+    pairs of groups compared, default all; `stats.comparisons`)."""
+    return [pair for _, pair in build_columns(n_groups, n_groups > 1, compared)]
 
 
 def cluster_sums(stream: StreamingAudit, sizes: list[int]) -> list[PrefixClusterSums]:
     """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes)."""
-    alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups))
+    alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
 
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from fair_pipeline.audit.files import DEFAULT_MAX_GROUPS, MEMORY_LIMIT
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
+from fair_pipeline.audit.files import ALL_PAIRS_UP_TO, DEFAULT_MAX_GROUPS, MEMORY_LIMIT
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS
 
@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", action="append", metavar="COL", default=None,
                         help="column whose values are clusters of dependent rows (e.g. the item id when items repeat): "
                         "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")
+    parser.add_argument("--min-clusters", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_CLUSTERS,
+                        help=f"with --cluster: clusters (e.g. items) a group's positives and its negatives must each come "
+                        f"from before its clustered CI is given; fewer is reported 'not estimable' (default "
+                        f"{DEFAULT_MIN_CLUSTERS}: fewer covered 87-91%% in Monte Carlo, docs/audit_inference.md)")
     parser.add_argument("--cutoffs", type=_cutoff_list, default=list(DEFAULT_CUTOFFS),
                         help="FPR cutoffs in (0, 1], comma-separated (default 0.05,0.1,0.2,0.5,1)")
     parser.add_argument("--min-count", type=_bounded(int, 2, what="an integer >= 2"), default=DEFAULT_MIN_COUNT,
@@ -75,8 +79,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--confidence", type=_bounded(float, 0.5, 1.0, what="a number in (0.5, 1)"), default=0.95,
                         help="confidence level of every interval (0.95: 95%% intervals)")
     parser.add_argument("--max-groups", type=_bounded(int, 1, what="an integer >= 1"), default=DEFAULT_MAX_GROUPS,
-                        help=f"refuse files with more groups than this (default {DEFAULT_MAX_GROUPS}; the pairwise "
-                        "tables grow as groups squared)")
+                        help=f"refuse files with more groups than this (default {DEFAULT_MAX_GROUPS}: a guard against "
+                        "an id column given as --group)")
+    parser.add_argument("--compare", choices=("auto", "all", "reference"), default="auto",
+                        help=f"which pairs of groups to compare: all pairs, each group with --reference, or auto (all "
+                        f"pairs of up to {ALL_PAIRS_UP_TO} groups, else reference); the output grows with the pairs")
+    parser.add_argument("--reference", metavar="GROUP", default=None,
+                        help="the group every other is compared with (default the largest; implies --compare reference)")
     parser.add_argument("--allow-remote", action="store_true",
                         help="read s3://, http(s):// paths (needs DuckDB's httpfs installed; never auto-installed)")
     parser.add_argument("--margin", type=_margin, action="append", default=[], metavar="METRIC=VALUE",
@@ -99,9 +108,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = audit_file(args.file, args.score, args.label, args.group, args.query, args.cutoffs,
-                            clusters=args.cluster, min_count=args.min_count, confidence=args.confidence,
+                            clusters=args.cluster, min_count=args.min_count, min_clusters=args.min_clusters,
+                            confidence=args.confidence,
                             margins=resolve_margins(dict(args.margin)), memory_limit=args.memory_limit,
-                            max_groups=args.max_groups, allow_remote=args.allow_remote)
+                            max_groups=args.max_groups, allow_remote=args.allow_remote,
+                            comparisons="reference" if args.reference is not None and args.compare == "auto"
+                            else args.compare, reference=args.reference)
     except (AuditInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -42,6 +42,10 @@ def test_moments_equal_the_kept_totals(splits):
         for s, c in weights.items():
             w[s] = c
         np.testing.assert_allclose(contrast_df([got.totals()], w), contrast_df([want.totals()], w), rtol=1e-12)
+        np.testing.assert_allclose(contrast_df([got.totals()], w, [got.design], pairs),  # with the parts' design df
+                                   contrast_df([want.totals()], w, [want.design], pairs), rtol=1e-12)
+    np.testing.assert_allclose(got.design.part_cross, want.design.part_cross, rtol=1e-12)
+    np.testing.assert_allclose(got.design.moments, want.design.moments, rtol=1e-12)
     # the exactly-zero parts count as clusters without that column, as with the kept totals
     assert np.isfinite(contrast_df([got], np.eye(S)[0])).all()
 

@@ -260,6 +260,7 @@ def test_file_audit_streams_the_cluster_pass_like_in_memory(tmp_path, two_way, d
     assert np.allclose(got.pairs["se"], want.pairs["se"], rtol=1e-10, equal_nan=True)
     assert np.allclose(got.xauc.deltas["se"], xauc(s, y, g, clusters=clusters).deltas["se"], rtol=1e-10, equal_nan=True)
     assert (got.groups["variance_estimand"] == ("two_way" if two_way else "clustered")).all()
+    assert np.allclose(got.pairs["df"], want.pairs["df"], rtol=1e-9, equal_nan=True)  # design sums streamed alike
 
 
 def test_cli_cluster_option_names_the_estimand_and_bad_columns(tmp_path, capsys):
@@ -271,6 +272,30 @@ def test_cli_cluster_option_names_the_estimand_and_bad_columns(tmp_path, capsys)
     assert "cluster-robust variance, clustered by item (300 clusters" in out
     assert main(["audit", str(path), "--score", "score", "--label", "y", "--cluster", "nope"]) == 2
     assert "--cluster column 'nope' not found" in capsys.readouterr().err
+
+
+def test_cli_min_clusters_decides_which_groups_get_a_clustered_ci(tmp_path, capsys):
+    import json
+
+    from fair_pipeline.commands import main
+
+    path, s, y, g, item, q = _clustered_file(tmp_path, np.random.default_rng(11))
+    a_items = {lab: len(np.unique(item[(g == "a") & (y == lab)])) for lab in (0, 1)}  # of group a's ~100 items
+    pos_items = min(a_items.values())
+    args = ["audit", str(path), "--score", "score", "--label", "y", "--group", "grp", "--cluster", "item", "--json",
+            "--cutoffs", "1"]
+    groups = {}
+    for minimum in (pos_items, pos_items + 1):
+        assert main(args + ["--min-clusters", str(minimum)]) == 0
+        groups[minimum] = {r["group"]: r for r in json.loads(capsys.readouterr().out)["groups"]}
+    a = groups[pos_items]["a"]
+    assert a["estimable"] and (a["clusters_neg"], a["clusters_pos"]) == (a_items[0], a_items[1])
+    assert not groups[pos_items + 1]["a"]["estimable"] and groups[pos_items + 1]["b"]["estimable"]
+    assert f"need >= {pos_items + 1} each" in groups[pos_items + 1]["a"]["note"]
+    with pytest.raises(SystemExit) as exit_code:
+        main(args + ["--min-clusters", "1"])
+    assert exit_code.value.code == 2
+    assert "--min-clusters: expected an integer >= 2" in capsys.readouterr().err
 
 
 def test_cluster_benchmark_command_runs_and_reports_the_ratio(capsys):

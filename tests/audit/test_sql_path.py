@@ -64,6 +64,7 @@ def test_optimized_path_equals_the_landed_code(monkeypatch, variance, sort_rows_
     got["file"] = "ties_groups.csv"
     got = json.loads(json.dumps(got, default=float))
     if variance == "iid":
+        assert got.pop("comparisons") == {"mode": "all", "reference": None, "pairs": 6}  # 4 groups: all pairs
         new_keys = _keys_missing_from(EXPECTED[variance], got)
         assert new_keys == {"/groups[]/df", "/overall[]/df", "/pairs[]/df", "/xauc/deltas[]/df",
                             "/xauc/balanced_deltas[]/df", "/xauc/balanced[]/df0", "/xauc/balanced[]/df1"}

@@ -36,6 +36,29 @@ def test_enospc_anywhere_in_the_chain_or_a_nearly_full_disk_is_reported(tmp_path
     assert "(1.0 MB free)" in disk_space.disk_full_line(tmp_path, "sqlite3.OperationalError: disk I/O error")
 
 
+def test_only_io_failures_are_blamed_on_a_nearly_full_disk(tmp_path, monkeypatch):
+    """A bug that happens while the disk is nearly full (a SyntaxError, a bad column) is reported as itself; an
+    I/O failure, or the disk's own words, are reported as a full disk."""
+    monkeypatch.setattr(disk_space, "free_bytes", lambda path: 2**20)
+    for error in (SyntaxError("invalid syntax"), ValueError("column 'score' is missing"),
+                  "marts__eo_transforms: SyntaxError: invalid syntax", "check raw/items failed: 3 NULL item ids"):
+        assert disk_space.disk_full_line(tmp_path, error) is None, error
+    try:
+        try:
+            raise SyntaxError("invalid syntax")
+        except SyntaxError as inner:
+            raise RuntimeError("Error occurred while executing op") from inner
+    except RuntimeError as outer:
+        assert disk_space.disk_full_line(tmp_path, outer) is None
+    for error in (OSError(errno.EIO, "Input/output error"), "raw__items: OSError: [Errno 5] Input/output error",
+                  "IO Error: could not write to file", OSError(errno.ENOSPC, "No space left on device")):
+        assert "(1.0 MB free)" in disk_space.disk_full_line(tmp_path, error), error
+    # with plenty of space only the disk's own words count
+    monkeypatch.setattr(disk_space, "free_bytes", lambda path: 10 * 2**30)
+    assert disk_space.disk_full_line(tmp_path, OSError(errno.EIO, "Input/output error")) is None
+    assert disk_space.disk_full_line(tmp_path, "duckdb.IOException: IO Error: No space left on device")
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path):
     mount_point = tmp_path / "disk"

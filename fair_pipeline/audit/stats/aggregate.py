@@ -14,7 +14,8 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.clustered import ClusterRows, estimand_name
-from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, group_tables
+from fair_pipeline.audit.stats.comparisons import compared_pairs
+from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT, group_tables
 from fair_pipeline.audit.stats.equivalence import resolve_margins
 from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas
 from fair_pipeline.audit.stats.records import records
@@ -42,11 +43,13 @@ class StreamingAudit:
     """Audit fed by chunks of the (descending score) x group count grid.
 
     ``groups``: group values (columns of the chunks); ``n_pos`` / ``n_neg``: their totals, which
-    a cheap ``GROUP BY grp`` gives before the pass.
+    a cheap ``GROUP BY grp`` gives before the pass. ``comparisons``: "all" pairs of groups, or "reference":
+    each group with ``reference`` (default the largest group); memory and output grow with the comparisons.
     """
 
     def __init__(self, groups, n_pos, n_neg, cutoffs=DEFAULT_CUTOFFS, *,
-                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None):
+                 min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None,
+                 min_clusters: int = DEFAULT_MIN_CLUSTERS, comparisons: str = "all", reference=None):
         self.cutoffs = as_cutoffs(cutoffs)
         self.groups = np.asarray(groups, dtype=object)
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
@@ -58,10 +61,16 @@ class StreamingAudit:
                 f"labels contain a single class: {int(self.n_pos.sum())} positives and "
                 f"{int(self.n_neg.sum())} negatives")
         self.min_count, self.confidence = min_count, confidence
+        if isinstance(min_clusters, bool) or not isinstance(min_clusters, (int, np.integer)) or min_clusters < 2:
+            raise AuditInputError(f"min_clusters (--min-clusters) must be an integer >= 2 (a clustered variance needs "
+                                  f"two clusters of each class), got {min_clusters!r}")
+        self.min_clusters = int(min_clusters)  # below it a group's clustered CI is "not estimable" (`estimability`)
         self.margins = resolve_margins(margins)  # practical margins δ behind each comparison's verdict
         self.alphas = sweep_alphas(self.cutoffs, curves=True)
         self.with_xauc = self.groups.size > 1
-        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc)
+        self.compared, self.reference = compared_pairs(self.groups, self.n_pos + self.n_neg, comparisons, reference)
+        self.comparisons = comparisons
+        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc, compared=self.compared)
         self.last_score = np.inf
 
     def update(self, scores: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> None:
@@ -94,16 +103,18 @@ class StreamingAudit:
             if grid is None:
                 raise AuditInputError("a cluster-robust report needs the score grid that was streamed")
             add_cluster_covariance(res, grid, self.cutoffs, clusters, streams)
-        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence, self.margins)
-        x = xauc_tables(res, self.min_count, self.confidence, self.margins) if self.with_xauc else None
+        groups, pairs, overall = group_tables(res, self.cutoffs, self.min_count, self.confidence, self.margins,
+                                              self.min_clusters)
+        x = xauc_tables(res, self.min_count, self.confidence, self.margins, self.min_clusters) \
+            if self.with_xauc else None
         return AuditReport(groups, pairs, overall, x)
 
 
 def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, clusters: ClusterRows | None = None,
                min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-               estimand: str | None = None, margins=None) -> AuditReport:
+               estimand: str | None = None, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS) -> AuditReport:
     stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
-                            min_count=min_count, confidence=confidence, margins=margins)
+                            min_count=min_count, confidence=confidence, margins=margins, min_clusters=min_clusters)
     stream.update(grid.scores, grid.pos, grid.neg)
     return stream.report(clusters, grid, estimand)
 

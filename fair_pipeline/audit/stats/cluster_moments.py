@@ -14,7 +14,7 @@ import io
 
 import numpy as np
 
-from fair_pipeline.audit.stats.cluster_pass import cr2_totals
+from fair_pipeline.audit.stats.cluster_pass import PartSums, cr2_parts
 from fair_pipeline.audit.stats.small_sample import satterthwaite_from_sums
 from fair_pipeline.audit.stats.validation import AuditInputError
 
@@ -31,6 +31,7 @@ class ClusterMoments:
         self.pairs = pairs
         self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
         self.sq, self.fourth, self.nonzero = np.zeros((K, S, S)), np.zeros((K, S, S)), np.zeros((K, S, S))
+        self.design = PartSums(K, S, V)  # the parts' design df (`cluster_pass.contrast_df`): sums, mergeable too
         self.clusters = 0
         self.clusters_with = np.zeros((2, V), dtype=np.int64)
 
@@ -38,7 +39,9 @@ class ClusterMoments:
         """Clusters' influence parts (K, clusters, S) and class counts (clusters, vectors), as `ClusterTotals.add`."""
         U = Uneg + Upos
         self.cross += np.einsum("kcs,kct->kst", U, U)
-        adj = cr2_totals(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        self.design.add(parts, pos_counts, neg_counts, m, n)
+        adj = parts.sum(axis=0)
         self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
         K, C, S = adj.shape
         step = max(1, PAIR_CELLS // max(1, K * S * S))
@@ -58,6 +61,8 @@ class ClusterMoments:
         """Add the moments of other clusters (disjoint from this one's)."""
         for name in self.FIELDS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.design.part_cross += other.design.part_cross
+        self.design.moments += other.design.moments
         self.clusters += other.clusters
         return self
 
@@ -86,7 +91,8 @@ class ClusterMoments:
 
     def to_bytes(self) -> bytes:
         buffer = io.BytesIO()
-        np.savez(buffer, clusters=np.array([self.clusters]), **{name: getattr(self, name) for name in self.FIELDS})
+        np.savez(buffer, clusters=np.array([self.clusters]), design_cross=self.design.part_cross,
+                 design_moments=self.design.moments, **{name: getattr(self, name) for name in self.FIELDS})
         return buffer.getvalue()
 
     @classmethod
@@ -97,4 +103,5 @@ class ClusterMoments:
             for name in cls.FIELDS:
                 setattr(out, name, arrays[name])
             out.clusters = int(arrays["clusters"][0])
+            out.design.part_cross, out.design.moments = arrays["design_cross"], arrays["design_moments"]
         return out

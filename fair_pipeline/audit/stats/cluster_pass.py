@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats.clustered import BlockTable, row_influence
-from fair_pipeline.audit.stats.small_sample import adjusted_totals, satterthwaite_df
+from fair_pipeline.audit.stats.small_sample import (N_MOMENTS, adjusted_totals, design_df, leverage_moments,
+                                                    satterthwaite_df, welch_df)
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 
@@ -26,11 +27,29 @@ def column_shares(pos_counts, neg_counts, pairs, m, n) -> tuple[np.ndarray, np.n
     return pos_counts[:, i] / m[i], neg_counts[:, j] / n[j]
 
 
-def cr2_totals(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
-    """(K, clusters, columns) CR2-adjusted influence totals from the parts (K, clusters, columns) and counts
-    (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df."""
+def cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
+    """(2, K, clusters, columns) CR2-adjusted negatives' and positives' parts from the parts (K, clusters, columns)
+    and counts (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df (the
+    adjusted totals are their sum over the first axis)."""
     h_pos, h_neg = column_shares(pos_counts, neg_counts, pairs, m, n)
-    return adjusted_totals(np.stack([neg_part, pos_part]), np.stack([h_neg, h_pos])[:, None])
+    return np.stack([adjusted_totals(part[None], h[None, None]) for part, h in ((neg_part, h_neg), (pos_part, h_pos))])
+
+
+class PartSums:
+    """What the design df of any contrast needs, summed over clusters as they stream by: per class (negatives,
+    positives) the cross-products of the columns' adjusted parts, and per class and vector the `leverage_moments`
+    of the clusters' shares of that vector's class total (a part is a vector's negatives or positives: its
+    clusters' shares are the same for every column that uses it)."""
+
+    def __init__(self, K: int, S: int, V: int):
+        self.part_cross = np.zeros((2, K, S, S))
+        self.moments = np.zeros((2, N_MOMENTS, V))
+
+    def add(self, parts, pos_counts, neg_counts, m, n) -> None:
+        self.part_cross += np.einsum("pkcs,pkct->pkst", parts, parts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shares = (np.asarray(neg_counts) / np.asarray(n)[None, :], np.asarray(pos_counts) / np.asarray(m)[None, :])
+        self.moments += np.stack([leverage_moments(h) for h in shares])
 
 
 class ClusterAccumulator:
@@ -54,6 +73,7 @@ class ClusterAccumulator:
         self.boundary = {j: table.boundary(j, self.alphas * table.n[j]) for j in {j for _, j in self.pairs}}
         self.cross = np.zeros((K, S, S))  # CR0: sum_c U_c U_c'
         self.cross_cr2 = np.zeros((K, S, S))
+        self.design = PartSums(K, S, V) if keep_totals else None  # df come from the one-way streams only
         self.keep_totals = keep_totals
         self._totals: list[np.ndarray] = []
         self.clusters = 0
@@ -153,7 +173,10 @@ class ClusterAccumulator:
     def _flush(self, Uneg, Upos, pos_counts, neg_counts) -> None:
         U = Uneg + Upos
         self.cross += np.einsum("kcs,kct->kst", U, U)
-        adj = cr2_totals(Uneg, Upos, pos_counts, neg_counts, self.pairs, self.table.m, self.table.n)
+        parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, self.table.m, self.table.n)
+        if self.design is not None:
+            self.design.add(parts, pos_counts, neg_counts, self.table.m, self.table.n)
+        adj = parts.sum(axis=0)
         self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
         if self.keep_totals:
             self._totals.append(adj)
@@ -194,13 +217,16 @@ class ClusterTotals:
         self.pairs = pairs
         self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
         self._totals: list[np.ndarray] = []
+        self.design = PartSums(K, S, V)
         self.clusters = 0
         self.clusters_with = np.zeros((2, V), dtype=np.int64)
 
     def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> None:
         U = Uneg + Upos
         self.cross += np.einsum("kcs,kct->kst", U, U)
-        adj = cr2_totals(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        self.design.add(parts, pos_counts, neg_counts, m, n)
+        adj = parts.sum(axis=0)
         self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
         self._totals.append(adj)
         self.clusters += U.shape[1]
@@ -213,7 +239,10 @@ class ClusterTotals:
         return self.cross * (self.clusters / (self.clusters - 1))
 
     def totals(self) -> np.ndarray:
-        return np.concatenate(self._totals, axis=1)
+        # joined once, contiguous: every df the report asks is then one matrix product over it
+        if len(self._totals) != 1 or not self._totals[0].flags.c_contiguous:
+            self._totals = [np.ascontiguousarray(np.concatenate(self._totals, axis=1))]
+        return self._totals[0]
 
 
 def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches, keep_totals: bool = True):
@@ -225,11 +254,31 @@ def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches, keep
     return acc
 
 
-def contrast_df(totals_by_stream, weights) -> np.ndarray:
-    """Satterthwaite df per cutoff of the contrast sum_s weights[s] * column s, from each one-way stream's
-    (K, clusters, S) adjusted totals; two-way clustering takes the smaller of the streams' (conservative)."""
+def contrast_df(totals_by_stream, weights, designs=None, pairs=None) -> np.ndarray:
+    """Degrees of freedom per cutoff of the contrast sum_s weights[s] * column s: the smaller of the Satterthwaite
+    effective clusters of each one-way stream's (K, clusters, S) adjusted totals and, with ``designs`` (each
+    stream's `PartSums`) and the columns' (positive, negative) vector ``pairs``, the Welch combination of its parts'
+    design df. The first catches clusters whose residuals differ in spread, the second clusters that dominate a
+    part (the first is fooled there: see `small_sample`); two-way clustering takes the smaller over its streams."""
     w = np.asarray(weights, dtype=np.float64)
     # a stream summed on several machines hands over moments (`cluster_moments.ClusterMoments`), not totals
     dfs = [satterthwaite_df(np.tensordot(t, w, axes=([2], [0])), axis=1) if isinstance(t, np.ndarray)
            else t.contrast_df(w) for t in totals_by_stream]
+    for design in designs or ():
+        dfs.append(part_design_df(design, w, pairs))
     return np.minimum.reduce(dfs) if len(dfs) > 1 else dfs[0]
+
+
+def part_design_df(design: PartSums, weights, pairs) -> np.ndarray:
+    """(K,) Welch-Satterthwaite df of a contrast from its parts' CR2 variances and Bell-McCaffrey design df."""
+    w = np.asarray(weights, dtype=np.float64)
+    variances, dfs = [], []
+    for cls, side in ((0, 1), (1, 0)):  # negatives: the columns' negative vector; positives: their positive one
+        vector_of = np.array([pair[side] for pair in pairs], dtype=np.intp)
+        for v in np.unique(vector_of[w != 0]):
+            wv = np.where(vector_of == v, w, 0.0)
+            variances.append(np.einsum("s,kst,t->k", wv, design.part_cross[cls], wv))
+            dfs.append(np.full(design.part_cross.shape[1], float(design_df(design.moments[cls][:, v]))))
+    if not variances:
+        return np.full(design.part_cross.shape[1], np.nan)
+    return welch_df(np.stack(variances), np.stack(dfs))

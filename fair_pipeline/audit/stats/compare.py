@@ -8,6 +8,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import build_grid
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
+from fair_pipeline.audit.stats.comparisons import compared_pairs
 from fair_pipeline.audit.stats.equivalence import add_equivalence
 from fair_pipeline.audit.stats.grid_audit import column_cov, column_df, run_grid_audit
 from fair_pipeline.audit.stats.inference import holm
@@ -99,7 +100,8 @@ def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: flo
     column = {groups[a]: i for i, (kind, a, _) in enumerate(res["columns"]) if kind == "group"}
     pairs = pairwise_differences(per_group, confidence, margins,
                                  cov_of=lambda a, b: column_cov(res, cutoffs, column[a], column[b]),
-                                 df_of=lambda a, b: column_df(res, cutoffs, {column[a]: 1.0, column[b]: -1.0}))
+                                 df_of=lambda a, b: column_df(res, cutoffs, {column[a]: 1.0, column[b]: -1.0}),
+                                 compared=res.get("compared"))
     estimand = res.get("estimand", "conditional")
     for table in (per_group, pairs, overall):
         table["variance_estimand"] = estimand
@@ -108,8 +110,9 @@ def group_tables(res: dict, cutoffs: np.ndarray, min_count: int, confidence: flo
 
 
 def pairwise_differences(per_group: pd.DataFrame, confidence: float, margins=None, cov_of=None,
-                         df_of=None) -> pd.DataFrame:
-    """For each pair of groups and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups), then the
+                         df_of=None, compared=None) -> pd.DataFrame:
+    """For each compared pair of groups (``compared``: (a, b) positions in the table's group order, default all
+    pairs a < b; `comparisons.compared_pairs`) and cutoff: I_a - I_b with SE, CI, z, p (and Holm if > 2 groups), then the
     effect size (I_a - I_b)/cutoff with its CI, margin δ, TOST p and verdict (`audit.stats.equivalence`).
 
     ``cov_of(a, b)``: covariance of the two groups' estimates per cutoff (clusters spanning groups,
@@ -130,7 +133,7 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float, margins=Non
         return per_group[column].to_numpy()[order].reshape(G, K)
 
     auc, variance, estimable = matrix("auc").astype(np.float64), matrix("variance").astype(np.float64), matrix("estimable")
-    ia, ib = np.triu_indices(G, 1)
+    ia, ib = np.triu_indices(G, 1) if compared is None else np.array(compared, dtype=np.intp).reshape(-1, 2).T
     diff = auc[ia] - auc[ib]
     var = variance[ia] + variance[ib]
     if cov_of is not None:
@@ -143,7 +146,7 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float, margins=Non
         "diff": diff.ravel(), "diff_normalized": (diff / cutoffs).ravel(),
         **w, "estimable": (estimable[ia] & estimable[ib]).ravel().astype(bool),
     })
-    if len(names) > 2:  # family = all pairs at one cutoff
+    if len(names) > 2:  # family = the compared pairs at one cutoff
         p_holm = np.apply_along_axis(holm, 0, w["p_value"].reshape(ia.size, K))
         pairs["p_holm"] = p_holm.ravel()
     return add_equivalence(pairs, "partial_auc_normalized", "diff_normalized", pairs["se"] / pairs["cutoff"],
@@ -152,8 +155,10 @@ def pairwise_differences(per_group: pd.DataFrame, confidence: float, margins=Non
 
 def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, *, clusters=None,
                    min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95, margins=None,
-                   min_clusters: int = DEFAULT_MIN_CLUSTERS) -> GroupComparison:
-    """Truncated AUCs per group (table of :func:`truncated_auc`) and all pairwise differences.
+                   min_clusters: int = DEFAULT_MIN_CLUSTERS, comparisons: str = "all",
+                   reference=None) -> GroupComparison:
+    """Truncated AUCs per group (table of :func:`truncated_auc`) and pairwise differences: of all pairs, or
+    (``comparisons="reference"``) of each group minus ``reference`` (default the largest group).
 
     Without ``clusters`` rows are independent (Lemma 3) and groups are independent samples, so
     var(I_a - I_b) = var(I_a) + var(I_b). With ``clusters`` (per-row ids, e.g. item ids; a tuple of two
@@ -172,7 +177,8 @@ def compare_groups(scores, labels, sensitive_features, cutoffs=DEFAULT_CUTOFFS, 
     if np.count_nonzero(y) == 0 or np.count_nonzero(~y) == 0:
         raise AuditInputError(f"labels contain a single class ({np.count_nonzero(y)} positives of {y.size})")
     grid = build_grid(s, y, codes, levels)
-    res = run_grid_audit(grid, alphas, xauc=False, clusters=row_clusters(clusters, s, y, codes))
+    compared, _ = compared_pairs(levels, grid.n_pos + grid.n_neg, comparisons, reference)
+    res = run_grid_audit(grid, alphas, xauc=False, clusters=row_clusters(clusters, s, y, codes), compared=compared)
     res["estimand"] = estimand_name(clusters)
     per_group, pairs, overall = group_tables(res, alphas, min_count, confidence, margins, min_clusters)
     return GroupComparison(per_group, pairs, overall)

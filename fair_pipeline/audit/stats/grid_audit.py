@@ -21,7 +21,7 @@ import numpy as np
 from fair_pipeline.audit.stats.blocks import ScoreGrid
 from fair_pipeline.audit.stats.cluster_pass import cluster_covariance, contrast_df
 from fair_pipeline.audit.stats.clustered import BlockTable, BlockTotals, ClusterRows, two_way_keys
-from fair_pipeline.audit.stats.sweep import RocSweep, products
+from fair_pipeline.audit.stats.sweep import DENSE_SHARE, RocSweep, paired_dots, products
 
 CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays stay in cache (1 << 16 took twice the CPU)
 # Rows per batch of the in-memory cluster-robust pass: its temporaries are ~15 float arrays per row, so one
@@ -29,16 +29,21 @@ CHUNK_BLOCKS = 1 << 14  # blocks per update: the temporary (vectors x B) arrays 
 CLUSTER_BATCH_ROWS = 1 << 20
 
 
-def build_columns(n_groups: int, xauc: bool) -> list:
+def build_columns(n_groups: int, xauc: bool, compared=None) -> list:
     """(kind, a, b) and (positive vector, negative vector) of every column.
 
-    Vectors 0..G-1 are the groups, vector G is all groups pooled.
+    Vectors 0..G-1 are the groups, vector G is all groups pooled. xAUC(a, b) columns: both directions of every
+    ``compared`` pair of groups (default all pairs), a-major.
     """
     G = n_groups
     cols = [(("group", g, g), (g, g)) for g in range(G)]
     cols.append((("overall", None, None), (G, G)))
     if xauc:
-        cols += [(("xauc", a, b), (a, b)) for a in range(G) for b in range(G) if a != b]
+        if compared is None:
+            ordered = [(a, b) for a in range(G) for b in range(G) if a != b]
+        else:
+            ordered = sorted({(a, b) for pair in compared for a, b in (pair, pair[::-1])})
+        cols += [(("xauc", a, b), (a, b)) for a, b in ordered]
         cols += [(("xauc0", g, None), (G, g)) for g in range(G)]
         cols += [(("xauc1", g, None), (g, G)) for g in range(G)]
     return cols
@@ -47,11 +52,13 @@ def build_columns(n_groups: int, xauc: bool) -> list:
 class GridAudit:
     """Streaming accumulator: ``update(pos, neg)`` with (B, G) count chunks, then ``result()``."""
 
-    def __init__(self, n_pos, n_neg, alphas, xauc: bool = True):
+    def __init__(self, n_pos, n_neg, alphas, xauc: bool = True, compared=None):
         self.n_pos = np.asarray(n_pos, dtype=np.float64)
         self.n_neg = np.asarray(n_neg, dtype=np.float64)
         G = self.n_pos.size
-        cols = build_columns(G, xauc)
+        # (a, b) group pairs compared (`comparisons`): all pairs unless given
+        self.compared = [tuple(map(int, ab)) for ab in (zip(*np.triu_indices(G, 1)) if compared is None else compared)]
+        cols = build_columns(G, xauc, self.compared)
         self.names = [c[0] for c in cols]
         self.pairs = pairs = [c[1] for c in cols]
         m = np.r_[self.n_pos, self.n_pos.sum()]
@@ -61,8 +68,12 @@ class GridAudit:
         self.m = np.array([m[i] for i, _ in pairs])
         self.n = np.array([n[j] for _, j in pairs])
         self.xauc = xauc
-        self.cross_pos = np.zeros((G, G))  # sum over all positives of W_a W_b (xAUC_0 columns)
-        self.cross_neg = np.zeros((G, G))  # sum over all negatives of V_a V_b (xAUC_1 columns)
+        pair_index = np.array(self.compared, dtype=np.intp).reshape(-1, 2)
+        self.ia, self.ib = pair_index[:, 0], pair_index[:, 1]
+        # nearly all pairs compared: one dense G x G product per chunk is cheaper than pair by pair
+        self.dense_cross = self.ia.size >= DENSE_SHARE * G * G
+        self.cross_pos = np.zeros(self.ia.size)  # per compared pair, sum over all positives of W_a W_b (xAUC_0)
+        self.cross_neg = np.zeros(self.ia.size)  # per compared pair, sum over all negatives of V_a V_b (xAUC_1)
 
     def update(self, pos: np.ndarray, neg: np.ndarray) -> None:
         """Next blocks (descending scores), counts of shape (B, G)."""
@@ -81,20 +92,26 @@ class GridAudit:
             np.sum(q[:G], axis=0, out=q[G])
             V, W = self.sweep.update_columns(p, q)
             if self.xauc:  # sums over all positives of W_a W_b and over all negatives of V_a V_b
-                self.cross_pos += products(W[:G] * p[G], W[:G])
-                self.cross_neg += products(V[:G] * q[G], V[:G])
+                if self.dense_cross:
+                    self.cross_pos += products(W[:G] * p[G], W[:G])[self.ia, self.ib]
+                    self.cross_neg += products(V[:G] * q[G], V[:G])[self.ia, self.ib]
+                else:
+                    self.cross_pos += paired_dots(W[:G] * p[G], self.ia, W, self.ib)
+                    self.cross_neg += paired_dots(V[:G] * q[G], self.ia, V, self.ib)
 
     def result(self) -> dict:
         out = self.sweep.result()
         out["columns"] = self.names
         out["pairs"] = self.pairs
         out["m"], out["n"] = self.m, self.n
+        out["compared"] = self.compared
         if self.xauc:
             out["balanced_cov"] = self._balanced_cov(out)
         return out
 
     def _balanced_cov(self, out: dict) -> dict:
-        """Covariance matrices of (xAUC_0(g))_g and of (xAUC_1(g))_g at FPR cutoff 1."""
+        """Of (xAUC_0(g))_g and of (xAUC_1(g))_g at FPR cutoff 1: the variances ("var", per group) and the
+        covariances of the compared pairs ("cov", aligned with ``compared``)."""
         k1 = int(np.flatnonzero(self.sweep.alphas == 1.0)[0])
         covs = {}
         for kind, cross in (("xauc0", self.cross_pos), ("xauc1", self.cross_neg)):
@@ -105,9 +122,8 @@ class GridAudit:
             else:  # shared negatives; mean ROC seen by a negative = xAUC_1
                 total, mean = self.n[idx[0]], out["auc"][idx, k1]
             with np.errstate(divide="ignore", invalid="ignore"):
-                cov = (cross / total - np.outer(mean, mean)) / (total - 1)
-            np.fill_diagonal(cov, var)
-            covs[kind] = cov
+                cov = (cross / total - mean[self.ia] * mean[self.ib]) / (total - 1)
+            covs[kind] = {"var": var, "cov": cov}
         return covs
 
 
@@ -184,6 +200,7 @@ def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
     res["cov_cr1"] = sum(sign * acc.cr1_covariance() for sign, acc in parts)
     counts = [acc.clusters for sign, acc in parts if sign > 0]
     res["cluster_totals"] = [acc.totals() for sign, acc in parts if sign > 0]
+    res["cluster_designs"] = [acc.design for sign, acc in parts if sign > 0]
     # per vector (groups, then pooled): clusters holding its positives / negatives, the smaller over two-way streams
     smallest = np.minimum.reduce([acc.clusters_with for sign, acc in parts if sign > 0])
     res["clusters_with"] = {"pos": smallest[0], "neg": smallest[1]}
@@ -194,14 +211,16 @@ def _store_covariance(res: dict, var_alphas, sel, parts) -> dict:
     if "balanced_cov" in res:
         k1 = int(np.flatnonzero(var_alphas == 1.0)[0])
         for kind in ("xauc0", "xauc1"):
-            idx = [i for i, c in enumerate(res["columns"]) if c[0] == kind]
-            res["balanced_cov"][kind] = cov[k1][np.ix_(idx, idx)]
+            idx = np.array([i for i, c in enumerate(res["columns"]) if c[0] == kind])
+            a, b = np.array(res["compared"], dtype=np.intp).reshape(-1, 2).T
+            res["balanced_cov"][kind] = {"var": np.diagonal(cov[k1])[idx], "cov": cov[k1][idx[a], idx[b]]}
     return res
 
 
 def column_df(res: dict, alpha_values, weights) -> np.ndarray:
-    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the Satterthwaite effective
-    number of clusters of its adjusted totals (`small_sample`); infinite (normal theory) without clustering."""
+    """Degrees of freedom of the contrast sum_s weights[s] * column s at each alpha: the smaller of the
+    Satterthwaite effective number of clusters of its adjusted totals and its parts' design df (`contrast_df`);
+    infinite (normal theory) without clustering."""
     alpha_values = np.asarray(alpha_values, dtype=np.float64)
     if "cluster_totals" not in res:
         return np.full(alpha_values.size, np.inf)
@@ -209,7 +228,7 @@ def column_df(res: dict, alpha_values, weights) -> np.ndarray:
     w = np.zeros(len(res["pairs"]))
     for column, coefficient in weights.items():
         w[column] += coefficient
-    return contrast_df(res["cluster_totals"], w)[k]
+    return contrast_df(res["cluster_totals"], w, res.get("cluster_designs"), res["pairs"])[k]
 
 
 def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:
@@ -223,11 +242,11 @@ def column_cov(res: dict, alpha_values, s: int, t: int) -> np.ndarray:
 
 
 def run_grid_audit(grid, cutoffs, xauc: bool = True, curves: bool = False,
-                   clusters: ClusterRows | None = None) -> dict:
+                   clusters: ClusterRows | None = None, compared=None) -> dict:
     """Feed an in-memory ScoreGrid through GridAudit (in chunks) and return its raw result; with
     ``clusters``, the variances at the cutoffs are cluster-robust (see `clustered`)."""
     alphas = sweep_alphas(cutoffs, curves)
-    audit = GridAudit(grid.n_pos, grid.n_neg, alphas, xauc=xauc)
+    audit = GridAudit(grid.n_pos, grid.n_neg, alphas, xauc=xauc, compared=compared)
     audit.update(grid.pos, grid.neg)
     res = audit.result()
     res["alphas"] = alphas

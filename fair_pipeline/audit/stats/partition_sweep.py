@@ -87,7 +87,8 @@ def merge_partition_states(stream: StreamingAudit, states: list[dict]) -> Stream
         if (here & sweep.done).any():
             raise AuditInputError("a cutoff was crossed in two partitions: their offsets do not chain")
         # sums over the partitions above, per column, broadcast over the cutoffs
-        before = (run[0][j, i], run[1][j, i], run[2][i, j], run[3][i, j])
+        before = ((run[0][j, i], run[1][j, i], run[2][i, j], run[3][i, j]) if sweep.dense
+                  else tuple(r[:, None] for r in run))  # per-column sums (few compared pairs)
         for name, prior in zip(("a1", "a2", "s1", "s2"), before):
             getattr(sweep, name)[here] = (state[name] + prior)[here]
         for name in ("roc_at", "tpr_lin", "pos_through"):

@@ -301,7 +301,7 @@ class PrefixClusterSums:
         return self.add_to(ClusterTotals(self.pairs, self.alphas.size, len(self.pairs), self.G + 1), auc, roc)
 
     def add_to(self, out, auc, roc):
-        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals` or `ClusterMoments`)."""
+        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
         G, K, S = self.G, self.alphas.size, len(self.pairs)
         auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
         if not self._finished:  # from here on the band slots hold the sums inside each cutoff

@@ -17,7 +17,8 @@ items are shown thousands of times), so
   one-cluster estimate of its own variance; normal theory would say 2 U_c^4 / 3, which overstates the df three
   times when the totals are heavy-tailed: Monte Carlo in docs/audit_inference.md, where the normal-theory df
   covered 0.87-0.90 and this one 0.93-0.96 under Pareto 1.1-1.3 popularity). With many similar clusters it
-  costs little (C = 150: t_49 = 2.01 instead of 1.96).
+  costs little (C = 150: t_49 = 2.01 instead of 1.96). The audit's AUC contrasts take the smaller of this and the
+  parts' design df below (`cluster_pass.contrast_df`).
 
 This module is pure numpy/scipy: it takes totals from any engine (in-memory sweep, SQL, Spark partition sums).
 """
@@ -146,3 +147,47 @@ def cluster_robust_interval(estimate: float, totals, shares=None, *, confidence:
     t = t_wald(estimate, variance, df if np.isfinite(df) else np.nan, confidence, null)
     return ClusterInterval(float(estimate), float(t["se"]), df, float(t["ci_low"]), float(t["ci_high"]),
                            float(t["z"]), float(t["p_value"]), int(np.count_nonzero(u.any(axis=0))), df, confidence)
+
+
+# Design degrees of freedom (Bell & McCaffrey 2002; Imbens & Kolesar 2016). The effective clusters of the totals
+# above are random and tied to the variance estimate: when one cluster holds most of a part, every other cluster's
+# residual is its value minus (mostly) that cluster's, so their totals are correlated through it, and a draw in
+# which they happen to be small gives both a small variance and a large (ΣU²)²/ΣU⁴. Under a working model in which
+# a part's clusters have equal variance (an item shown n times repeats one label), the CR2 variance of the part's
+# weighted mean is x' M'AM x (M = I - 1h', A = diag(h²/(1-h))), whose df tr(B)²/tr(B²) depends only on the shares
+# h: C - 1 for equal clusters, ~1 when one cluster dominates. B = A (I - 1h' - h1' + (Σh²) 11') is identity plus
+# rank two, so both traces are sums over clusters of a few moments of h, kept as the clusters stream by.
+N_MOMENTS = 7
+
+
+def leverage_moments(shares) -> np.ndarray:
+    """(7, ...) additive moments of each part's shares over clusters (axis 0 of ``shares``): Σh², Σa, Σah, Σah²,
+    Σa², Σa²h (a = h²/(1 - h), infinite for a cluster holding the whole part) and the number of clusters with h > 0."""
+    h = np.asarray(shares, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(h > 0, np.where(h < 1.0, h * h / np.maximum(1.0 - h, 0.0), np.inf), 0.0)
+    aa = np.where(a > 0, a * a, 0.0)
+    return np.stack([(h * h).sum(axis=0), a.sum(axis=0), (a * h).sum(axis=0), (a * h * h).sum(axis=0),
+                     aa.sum(axis=0), (aa * h).sum(axis=0), (h > 0).sum(axis=0).astype(np.float64)])
+
+
+def design_df(moments) -> np.ndarray:
+    """Bell-McCaffrey df tr(B)²/tr(B²) of a part's CR2 variance from its `leverage_moments`; NaN with fewer than
+    two clusters or one cluster holding the whole part."""
+    s, a0, a1, a2, b0, b1, count = np.asarray(moments, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t1 = (1 + s) * a0 - 2 * a1
+        t2 = (1 + 2 * s) * b0 - 4 * b1 + s * s * a0 * a0 + 2 * a0 * a2 - 4 * s * a0 * a1 + 2 * a1 * a1
+        df = t1 * t1 / t2
+    ok = (count >= 2) & np.isfinite(a0) & (t2 > 0)
+    return np.where(ok, np.clip(df, MIN_DF, np.maximum(count - 1.0, MIN_DF)), np.nan)
+
+
+def welch_df(variances, dfs, axis: int = 0) -> np.ndarray:
+    """Welch-Satterthwaite df of a sum of independent variance parts with their own df: (Σv)² / Σ(v²/df); parts
+    with no variance are left out, a part with variance but no df (NaN) makes the result NaN."""
+    v = np.asarray(variances, dtype=np.float64)
+    d = np.broadcast_to(np.asarray(dfs, dtype=np.float64), v.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(v > 0, v * v / d, 0.0)
+        return np.where(v.sum(axis=axis) > 0, v.sum(axis=axis) ** 2 / terms.sum(axis=axis), np.nan)

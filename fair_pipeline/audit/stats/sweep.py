@@ -57,6 +57,21 @@ def count_products(counts: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 RESULT_COLUMNS = 2048  # columns finished per step in RocSweep.result
+# Below this share of all (negative vector, positive vector) pairs, the sums are kept per column (memory and time
+# linear in columns: thousands of groups each compared with one reference) instead of as dense vector x vector
+# matrices (cheaper when nearly every pair is a column, e.g. xAUC of all ordered pairs of a few groups).
+DENSE_SHARE = 0.25
+COLUMN_STEP = 1 << 20  # columns x blocks per step of the per-column sums (temporaries stay small)
+
+
+def paired_dots(a: np.ndarray, rows_a: np.ndarray, b: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+    """sum over blocks of a[rows_a[c]] * b[rows_b[c]] for every c, a few columns at a time."""
+    out = np.empty(rows_a.size)
+    step = max(1, COLUMN_STEP // max(1, a.shape[1]))
+    for lo in range(0, rows_a.size, step):
+        hi = lo + step
+        out[lo:hi] = np.einsum("cb,cb->c", a[rows_a[lo:hi]], b[rows_b[lo:hi]])
+    return out
 
 
 class RocSweep:
@@ -76,6 +91,7 @@ class RocSweep:
     ``alphas``: FPR cutoffs in [0, 1] (0 is allowed for curve points); ``m``: total of each
     positive vector, ``n``: of each negative vector, known before the pass (a cheap COUNT in
     SQL); ``pairs``: (positive vector, negative vector) of each column, default (s, s).
+    With few columns per vector pair (``DENSE_SHARE``) the running sums are kept per column.
     """
 
     def __init__(self, alphas, m, n, pairs=None):
@@ -89,14 +105,21 @@ class RocSweep:
         cols = np.array(self.pairs, dtype=np.intp).reshape(-1, 2)
         self.col_pos, self.col_neg = cols[:, 0], cols[:, 1]
         self.by_neg = {int(j): np.flatnonzero(self.col_neg == j) for j in np.unique(self.col_neg)}
+        self.has_columns = np.zeros(self.n.size, dtype=bool)
+        self.has_columns[self.col_neg] = True
+        self.dense = S >= DENSE_SHARE * self.n.size * self.m.size
         self.x = self.n[:, None] * self.alphas[None, :]  # cutoffs in units of negatives, (Nv, K)
         self.p_above = np.zeros(self.m.size)
         self.n_above = np.zeros(self.n.size)
         self.neg_done = np.zeros((self.n.size, K), dtype=bool)
         # running sums over the blocks seen so far, per (negative vector j, positive vector i):
         # neg_j V_i, neg_j V_i^2 (the ROC seen by negatives) and, transposed, pos_i W_j, pos_i W_j^2
-        self.run = [np.zeros((self.n.size, self.m.size)), np.zeros((self.n.size, self.m.size)),
-                    np.zeros((self.m.size, self.n.size)), np.zeros((self.m.size, self.n.size))]
+        # (dense) or per column (S,) when few vector pairs are columns
+        if self.dense:
+            self.run = [np.zeros((self.n.size, self.m.size)), np.zeros((self.n.size, self.m.size)),
+                        np.zeros((self.m.size, self.n.size)), np.zeros((self.m.size, self.n.size))]
+        else:
+            self.run = [np.zeros(S) for _ in range(4)]
         self.a1 = np.zeros((S, K))  # sum over the negative mass in [0, alpha) of ROC
         self.a2 = np.zeros((S, K))  # same for ROC^2
         self.s1 = np.zeros((S, K))  # sum over positives above the cutoff of their (capped) FPR
@@ -137,7 +160,8 @@ class RocSweep:
         W = n_excl + 0.5 * neg
         W /= self.n[:, None]  # FPR seen by a positive of the block
         crossings = {}  # negative vector -> (cutoffs crossed in this chunk, their straddling block)
-        for j in self.by_neg:
+        # a cutoff is crossed only where the vector has negatives: vectors without any in this chunk are skipped
+        for j in np.flatnonzero(self.has_columns & (n_incl[:, -1] > self.n_above)).tolist():
             pend = np.flatnonzero(~self.neg_done[j])
             if pend.size:
                 J = np.searchsorted(n_incl[j], self.x[j, pend], side="right")
@@ -169,20 +193,31 @@ class RocSweep:
                 by_vector.setdefault(j, []).append(b)
         snapshots = {}
         for j, js_stops in by_vector.items():
-            acc = [base[0][j].copy(), base[1][j].copy(), base[2][:, j].copy(), base[3][:, j].copy()]
+            cols = self.by_neg[j]
+            i = self.col_pos[cols]  # the positive vector of each column with negatives j
+            if self.dense:
+                acc = [base[0][j, i], base[1][j, i], base[2][i, j], base[3][i, j]]
+            else:
+                acc = [base[t][cols] for t in range(4)]
             a = 0
             for b in js_stops:
                 q, w, ww = neg[j, a:b], W[j, a:b], WW[j, a:b]
-                acc[0] += V[:, a:b] @ q
-                acc[1] += VV[:, a:b] @ q
-                acc[2] += pos[:, a:b] @ w
-                acc[3] += pos[:, a:b] @ ww
+                acc[0] += V[i, a:b] @ q
+                acc[1] += VV[i, a:b] @ q
+                acc[2] += pos[i, a:b] @ w
+                acc[3] += pos[i, a:b] @ ww
                 snapshots[j, b] = tuple(x.copy() for x in acc)
                 a = b
-        self.run[0] += count_products(neg, V)
-        self.run[1] += count_products(neg, VV)
-        self.run[2] += count_products(pos, W)
-        self.run[3] += count_products(pos, WW)
+        if self.dense:
+            self.run[0] += count_products(neg, V)
+            self.run[1] += count_products(neg, VV)
+            self.run[2] += count_products(pos, W)
+            self.run[3] += count_products(pos, WW)
+        else:
+            self.run[0] += paired_dots(neg, self.col_neg, V, self.col_pos)
+            self.run[1] += paired_dots(neg, self.col_neg, VV, self.col_pos)
+            self.run[2] += paired_dots(pos, self.col_pos, W, self.col_neg)
+            self.run[3] += paired_dots(pos, self.col_pos, WW, self.col_neg)
         return snapshots
 
     def _cross(self, j, k_in, j_in, snaps, pos, neg, p_excl, n_excl) -> None:
@@ -192,7 +227,7 @@ class RocSweep:
         cols = self.by_neg[j]
         i = self.col_pos[cols][:, None]  # (S_j, 1) positive vector of each column
         m = self.m[i]
-        before = [np.stack([snap[t] for snap in snaps], axis=1)[i[:, 0]]
+        before = [np.stack([snap[t] for snap in snaps], axis=1)
                   for t in range(4)]  # (S_j, K_in) sums over the blocks above the straddling block
         q_b = neg[j, j_in]
         f = (self.x[j, k_in] - n_excl[j, j_in]) / q_b  # share of the block's negatives inside
@@ -225,9 +260,12 @@ class RocSweep:
             cols = slice(lo, lo + RESULT_COLUMNS)
             i, j = self.col_pos[cols, None], self.col_neg[cols, None]
             open_ = ~self.done[cols]  # never crossed (alpha = 1): the sums over every block
+            if self.dense:
+                totals = (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j])
+            else:
+                totals = tuple(run[cols, None] for run in self.run)
             a1, a2, s1, s2 = (np.where(open_, total, acc[cols]) for total, acc in zip(
-                (self.run[0][j, i], self.run[1][j, i], self.run[2][i, j], self.run[3][i, j]),
-                (self.a1, self.a2, self.s1, self.s2)))
+                totals, (self.a1, self.a2, self.s1, self.s2)))
             part = lemma3(a1, a2, s1, s2, self.roc_at[cols], self.tpr_lin[cols], self.pos_through[cols],
                           self.done[cols], self.m[self.col_pos[cols]], self.n[self.col_neg[cols]], self.alphas)
             for name, values in part.items():

@@ -20,6 +20,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.blocks import build_grid
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
+from fair_pipeline.audit.stats.comparisons import compared_pairs
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import add_equivalence
 from fair_pipeline.audit.stats.grid_audit import CURVE_GRID, column_cov, column_df, run_grid_audit
@@ -71,14 +72,14 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
         return res["auc"][i, k1], res["variance"][i, k1]
 
     levels = np.asarray(groups, dtype=object)
-    xcol = np.full((G, G), -1)  # column of xAUC(a, b)
-    for name, i in col.items():
-        if name[0] == "xauc":
-            xcol[name[1], name[2]] = i
-    a_idx, b_idx = np.nonzero(~np.eye(G, dtype=bool))  # ordered pairs, a-major
-    est, var = res["auc"][xcol[a_idx, b_idx], k1], res["variance"][xcol[a_idx, b_idx], k1]
+    # xAUC(a, b) columns: both directions of the compared pairs (all ordered pairs by default), a-major
+    xcol = {(name[1], name[2]): i for name, i in col.items() if name[0] == "xauc"}
+    ordered = np.array(list(xcol), dtype=np.intp).reshape(-1, 2)
+    a_idx, b_idx = ordered[:, 0], ordered[:, 1]
+    x_idx = np.array(list(xcol.values()), dtype=np.intp)
+    est, var = res["auc"][x_idx, k1], res["variance"][x_idx, k1]
     ok = ok_pos[a_idx] & ok_neg[b_idx]
-    df = np.array([column_df(res, [1.0], {int(c): 1.0})[0] for c in xcol[a_idx, b_idx]], dtype=np.float64)
+    df = np.array([column_df(res, [1.0], {int(c): 1.0})[0] for c in x_idx], dtype=np.float64)
     w = t_wald(est, var, df, confidence, null=0.5)
     pairs = pd.DataFrame({"group_a": levels[a_idx], "group_b": levels[b_idx],
                           "xauc": np.where(ok, est, np.nan), "variance": np.where(ok, var, np.nan),
@@ -86,8 +87,12 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
                           "n_pos_a": n_pos_g[a_idx].astype(int), "n_neg_b": n_neg_g[b_idx].astype(int),
                           "estimable": ok.astype(bool)})
 
-    a_idx, b_idx = np.triu_indices(G, 1)  # unordered pairs in combinations order
-    s_ab, s_ba = xcol[a_idx, b_idx], xcol[b_idx, a_idx]
+    compared = res.get("compared")
+    if compared is None:  # all pairs, in combinations order
+        compared = list(zip(*np.triu_indices(G, 1)))
+    a_idx, b_idx = np.array(compared, dtype=np.intp).reshape(-1, 2).T
+    s_ab = np.array([xcol[a, b] for a, b in zip(a_idx.tolist(), b_idx.tolist())], dtype=np.intp)
+    s_ba = np.array([xcol[b, a] for a, b in zip(a_idx.tolist(), b_idx.tolist())], dtype=np.intp)
     e1, v1, e2, v2 = res["auc"][s_ab, k1], res["variance"][s_ab, k1], res["auc"][s_ba, k1], res["variance"][s_ba, k1]
     ok = ok_pos[a_idx] & ok_neg[a_idx] & ok_pos[b_idx] & ok_neg[b_idx]
     # disjoint rows, but one cluster (an item with clicks and skips) can feed both directions
@@ -122,13 +127,13 @@ def xauc_tables(res: dict, min_count: int = DEFAULT_MIN_COUNT, confidence: float
 
     parts = []
     for s, okv in (("0", ok_neg), ("1", ok_pos)):
-        C = cov[f"xauc{s}"]
+        C = cov[f"xauc{s}"]  # variances per group, covariances per compared pair
         e = np.array([stat(col[(f"xauc{s}", g, None)])[0] for g in range(G)])
         ok = okv[a_idx] & okv[b_idx]
         cols = [col[(f"xauc{s}", g, None)] for g in range(G)]
         df = np.array([column_df(res, [1.0], {cols[a]: 1.0, cols[b]: -1.0})[0] for a, b in zip(a_idx, b_idx)],
                       dtype=np.float64)
-        w = t_wald(e[a_idx] - e[b_idx], C[a_idx, a_idx] + C[b_idx, b_idx] - 2 * C[a_idx, b_idx], df, confidence)
+        w = t_wald(e[a_idx] - e[b_idx], C["var"][a_idx] + C["var"][b_idx] - 2 * C["cov"], df, confidence)
         parts.append({"kind": np.full(a_idx.size, f"xauc{s}", dtype=object), "group_a": levels[a_idx],
                       "group_b": levels[b_idx], "delta": np.where(ok, e[a_idx] - e[b_idx], np.nan),
                       **{k: np.where(ok, np.asarray(v, dtype=float), np.nan) for k, v in w.items()},
@@ -169,13 +174,15 @@ def curve_table(res: dict) -> pd.DataFrame:
 
 
 def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
-         confidence: float = 0.95, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS) -> XAUCResult:
+         confidence: float = 0.95, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS, comparisons: str = "all",
+         reference=None) -> XAUCResult:
     """xAUC(a, b), Delta xAUC, balanced xAUC_0 / xAUC_1 and xROC curves, with DeLong variances.
 
     Convention as in Kallus & Zhou: label 1 is the positive (beneficial) outcome and higher scores
     should rank positives above negatives. ``clusters``: per-row cluster ids (or a tuple of two arrays
     for two-way clustering) for cluster-robust variances, as in :func:`compare_groups`. ``margins``:
-    practical margins δ (keys ``xauc``, ``balanced_xauc``) behind each delta's verdict.
+    practical margins δ (keys ``xauc``, ``balanced_xauc``) behind each delta's verdict. ``comparisons``: "all"
+    pairs of groups, or "reference": each group with ``reference`` (default the largest group).
     """
     s = as_scores(scores)
     y = as_labels(labels, s.size)
@@ -185,6 +192,8 @@ def xauc(scores, labels, sensitive_features, *, clusters=None, min_count: int = 
     if np.count_nonzero(y) == 0 or np.count_nonzero(~y) == 0:
         raise AuditInputError(f"labels contain a single class ({np.count_nonzero(y)} positives of {y.size})")
     grid = build_grid(s, y, codes, levels)
-    res = run_grid_audit(grid, [1.0], xauc=True, curves=True, clusters=row_clusters(clusters, s, y, codes))
+    compared, _ = compared_pairs(levels, grid.n_pos + grid.n_neg, comparisons, reference)
+    res = run_grid_audit(grid, [1.0], xauc=True, curves=True, clusters=row_clusters(clusters, s, y, codes),
+                         compared=compared)
     res["estimand"] = estimand_name(clusters)
     return xauc_tables(res, min_count, confidence, margins, min_clusters)
