@@ -5,14 +5,16 @@ fresh driver process (default 1 GB heap) ingests one simulated day (both sources
 the landing files, Spark writes the raw partitions and quarantine) and builds every SQL model for it. Per step it
 prints: wall time, the executors' CPU time and the bytes tasks returned to the driver (both from Spark's event log:
 task metrics `Executor CPU Time`, `Result Size`), the driver's peak memory: Python (this driver process's peak RSS)
-and JVM (peak heap used, from the event log's driver metrics, and the driver JVM's peak RSS). Then the growth ratios
+and JVM: the live heap (the largest heap left after a collection in the step, from the driver JVM's GC log, with the
+number of collections), the peak heap used (the event log's driver metrics: garbage included, so it grows with how
+long the JVM waited before collecting) and the driver JVM's peak RSS (the heap it committed). Then the growth ratios
 from the smallest size to each larger one: flat driver figures mean nothing row-sized reaches the driver.
 
     python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7 [--cores 2] [--executor-memory 2g]
                                              [--driver-memory 1g]
 
 The catalogue (items) is fixed across sizes; the simulated landing of every size is written first (its time is not
-part of any step).
+part of any step) and reused by later runs with the same --work-dir (--simulate-only writes it and stops).
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,15 +38,23 @@ SLOTS = 20
 ITEMS = 20_000
 # Impressions per production request: production + shuffle + adjacent-swap requests (0.2 each), SLOTS items each.
 IMPRESSIONS_PER_REQUEST = SLOTS * 1.4
+SIMULATED_MARKER = "simulated.txt"
 STEPS = ("items", "ingest observational", "ingest randomized", "sql models")
 
 
-def _simulate(landing: Path, impressions: float) -> None:
+def _simulate(landing: Path, impressions: float) -> bool:
+    """Writes the day's landing once: a `--work-dir` that already holds it (its marker written last) is reused,
+    so the large sizes are simulated once across runs. Returns whether it simulated."""
     from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
     from fair_pipeline.ingestion.simulator import SimulationConfig
 
     config = SimulationConfig(n_items=ITEMS, slots=SLOTS, requests_per_day=round(impressions / IMPRESSIONS_PER_REQUEST))
+    marker = landing.parent / SIMULATED_MARKER
+    if marker.exists() and marker.read_text() == repr(config):
+        return False
     simulate_to_landing(config, landing, DAY, 1)
+    marker.write_text(repr(config))
+    return True
 
 
 def _vm_hwm_mb(pid: int) -> float:
@@ -77,7 +89,11 @@ def run_driver(home: Path, master: str, event_dir: Path, driver_memory: str, exe
     spark = spark_session(master=master, driver_memory=driver_memory, config={
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": event_dir.as_uri(),
         "spark.eventLog.logStageExecutorMetrics": "true", "spark.eventLog.compress": "false",
-        "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": executor_memory})
+        "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": executor_memory,
+        # One line per collection with the heap before -> after it: the live heap, which garbage not yet collected
+        # (the event log's heap used, the process's RSS) does not show.
+        "spark.driver.extraJavaOptions": f"-Xlog:gc:file={event_dir.parent / (event_dir.name + '_driver_gc.log')}"})
+    uptime_ms = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime
     engine = SparkEngine(spark, home / "spark_warehouse")
     jvm = _jvm_pid()
     landing = home / "landing"
@@ -91,9 +107,9 @@ def run_driver(home: Path, master: str, event_dir: Path, driver_memory: str, exe
         }
         for step in STEPS:
             spark.sparkContext.setJobDescription(step)
-            began = time.perf_counter()
+            began, began_jvm_s = time.perf_counter(), uptime_ms() / 1000
             work[step]()
-            result[step] = {"wall_s": time.perf_counter() - began,
+            result[step] = {"wall_s": time.perf_counter() - began, "jvm_uptime_s": (began_jvm_s, uptime_ms() / 1000),
                             "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                             "jvm_peak_rss_mb": _vm_hwm_mb(jvm) if jvm else float("nan")}
         result["rows"] = {s: engine.row_count(("raw", f"{s}_impressions")) for s in contract.SOURCES}
@@ -128,6 +144,22 @@ def parse_event_log(event_dir: Path) -> dict[str, dict[str, float]]:
     return sums
 
 
+_GC_LINE = re.compile(r"^\[([0-9.]+)s\].*Pause.* (\d+)M->(\d+)M\((\d+)M\)")
+
+
+def parse_gc_log(path: Path) -> list[tuple[float, int]]:
+    """(JVM uptime s, heap MB after the collection) of each of the driver JVM's collections (-Xlog:gc lines)."""
+    if not path.exists():
+        return []
+    return [(float(m.group(1)), int(m.group(3))) for line in path.read_text().splitlines() if (m := _GC_LINE.match(line))]
+
+
+def live_heap(collections: list[tuple[float, int]], start_s: float, end_s: float) -> dict[str, float]:
+    """The largest heap left after a collection during a step (MB; NaN: no collection ran in it)."""
+    after = [mb for at, mb in collections if start_s <= at <= end_s]
+    return {"jvm_live_heap_mb": float(max(after)) if after else float("nan"), "gcs": float(len(after))}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--impressions", default="1e6,5e6,2e7", help="impressions per day, comma-separated")
@@ -135,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--executor-memory", default="2g")
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--work-dir", default=None, help="keep homes and logs here (default: a temp directory)")
+    parser.add_argument("--simulate-only", action="store_true", help="write the landing of every size and stop")
     parser.add_argument("--child", nargs=3, metavar=("HOME", "MASTER", "EVENT_DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--master", default=None,
                         help="a running standalone master (spark://...) instead of starting one from the wheel")
@@ -150,14 +183,20 @@ def main(argv: list[str] | None = None) -> None:
     base = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_cluster_"))
     for size in sizes:
         began = time.perf_counter()
-        _simulate(base / f"home_{size:.0e}" / "landing", size)
-        print(f"simulated {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
+        if _simulate(base / f"home_{size:.0e}" / "landing", size):
+            print(f"simulated {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
+    if args.simulate_only:
+        return
     rows = {}
     with contextlib.ExitStack() as stack:
         master = args.master or stack.enter_context(
             standalone_cluster(base / "cluster", cores=args.cores, memory=args.executor_memory)).master_url
         for size in sizes:
             home, events = base / f"home_{size:.0e}", base / f"events_{size:.0e}"
+            # Every run starts from an empty warehouse and event log (the landing is kept: see _simulate).
+            shutil.rmtree(home / "spark_warehouse", ignore_errors=True)
+            (home / "warehouse.duckdb").unlink(missing_ok=True)
+            shutil.rmtree(events, ignore_errors=True)
             events.mkdir(parents=True, exist_ok=True)
             child = subprocess.run([sys.executable, __file__, "--driver-memory", args.driver_memory, "--executor-memory",
                                     args.executor_memory, "--child", str(home), master, str(events)],
@@ -166,7 +205,9 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(f"{size:.0e}: driver failed:\n{child.stderr[-4000:]}")
             driver = json.loads(child.stdout.strip().splitlines()[-1])
             events_by_step = parse_event_log(events)
-            rows[size] = {step: {**driver[step], **events_by_step.get(step, {})} for step in STEPS}
+            gc_events = parse_gc_log(events.parent / f"{events.name}_driver_gc.log")
+            rows[size] = {step: {**driver[step], **events_by_step.get(step, {}),
+                                 **live_heap(gc_events, *driver[step]["jvm_uptime_s"])} for step in STEPS}
             rows[size]["_rows"] = driver["rows"]
             (base / f"results_{size:.0e}.json").write_text(json.dumps(rows[size]))  # kept if a larger size fails
             print(f"{size:.0e}: {driver['rows']}", flush=True)
@@ -174,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print(rows: dict, sizes: list[float]) -> None:
-    columns = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_heap_peak_mb", "jvm_peak_rss_mb", "result_bytes")
+    columns = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gcs", "jvm_heap_peak_mb",
+               "jvm_peak_rss_mb", "tasks", "result_bytes")
     print("| impressions/day | step | " + " | ".join(columns) + " |")
     print("|---:|---|" + "---:|" * len(columns))
     for size in sizes:

@@ -12,7 +12,8 @@ import datetime as dt
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
 from fair_pipeline.platform.warehouse import session
-from fair_pipeline.platform.windows import newest_partition
+from fair_pipeline.platform.engines import partition_dirs
+from fair_pipeline.platform.windows import OBSERVATIONAL_TABLES, newest_partition
 
 
 class PromotionError(Exception):
@@ -31,8 +32,14 @@ def selected_versions(tracking: MLflowTracking, day: dt.date) -> list:
 
 
 def newest_partition_with_data() -> dt.date | None:
+    """The newest day holding observational impressions on either engine: a home run with `--engine spark` keeps
+    its raw days in the Spark warehouse's partitions, not in the DuckDB file (whose raw tables stay empty), and
+    `promote` takes no engine option, so both are read (Spark's partition directories are listed: no JVM)."""
     with session(settings.warehouse_path(), read_only=True) as con:
-        return newest_partition(con)
+        duckdb_newest = newest_partition(con)
+    spark_days = [dt.date.fromisoformat(day) for table in OBSERVATIONAL_TABLES
+                  for day in partition_dirs.live_partition_dates(settings.spark_warehouse_dir().joinpath(*table.split(".")))]
+    return max([*spark_days, *([duckdb_newest] if duckdb_newest else [])], default=None)
 
 
 def promote(day: dt.date, *, force: bool = False, tracking: MLflowTracking | None = None) -> str:

@@ -86,6 +86,17 @@ def recover(table_dir: Path) -> list[str]:
     return recovered
 
 
+def live_partition_dates(table_dir: Path, column: str = "partition_date") -> list[str]:
+    """The `column=YYYY-MM-DD` partitions a table directory serves, ascending (read only: an interrupted swap is
+    completed by the next writer). A partition directory exists only with rows (a zero-row write removes it),
+    so this is the days holding data, known without a SparkSession."""
+    prefix = f"{column}="
+    table_dir = Path(table_dir)
+    if not table_dir.is_dir():
+        return []
+    return sorted(p.name[len(prefix):] for p in table_dir.iterdir() if p.is_dir() and p.name.startswith(prefix))
+
+
 def discard(path: Path) -> None:
     """Remove a staging directory that will not be swapped in (a failed or refused write)."""
     shutil.rmtree(path, ignore_errors=True)

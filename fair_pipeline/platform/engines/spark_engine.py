@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession, functions
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StructType, TimestampType
@@ -37,6 +38,8 @@ PARTITION_COLUMN = "partition_date"
 UNPARTITIONED_DATA = "current"
 SCHEMA_FILE = "_schema.json"
 VIEWS_FILE = "_views.json"
+# A `read_parquet` input given by a driver-local path is read by the driver: bounded (catalogue-sized files).
+MAX_DRIVER_FILE_ROWS = 1_000_000
 
 DEFAULT_SESSION_CONFIG = {
     "spark.ui.enabled": "false",
@@ -44,6 +47,18 @@ DEFAULT_SESSION_CONFIG = {
     "spark.sql.session.timeZone": "UTC",  # as the DuckDB warehouse: hour(ts) and dates in UTC
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.sources.partitionColumnTypeInference.enabled": "false",  # types come from _schema.json
+    # A fixed number of tasks per stage, whatever a day's rows: every task returns its status and metrics to the
+    # driver, so a task count that grew with the files' bytes made the driver's traffic grow with the day.
+    # Each shuffle runs spark.sql.shuffle.partitions tasks (AQE would coalesce fewer for small data, more for
+    # large), and each scan as many as spark.sql.files.minPartitionNum (default: the cluster's cores): no byte cap
+    # on a split, and opening a file costs nothing extra, so a split is the scanned bytes over that number.
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",
+    "spark.sql.files.maxPartitionBytes": str(2**50),
+    "spark.sql.files.openCostInBytes": "1",
+    # No broadcast joins: the driver collects a broadcast side, which for a table derived from the day's rows (the
+    # rejected rows a load joins back) is row-sized up to the threshold, and the plan changing at the threshold
+    # changes the stages a day runs.
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 
@@ -150,8 +165,24 @@ class SparkEngine:
         if missing:
             raise ValueError(f"parameters {missing} are not bound: {sql.strip()[:200]}")
         for view, parameter in statement.file_inputs:
-            self.spark.read.parquet(str(given[parameter])).createOrReplaceTempView(view)
+            self._register_file_input(view, given[parameter])
         return {name: given[name] for name in statement.named} or None
+
+    def _register_file_input(self, view: str, location) -> None:
+        """A `read_parquet($p)` input: a URI (hdfs://, s3a://, file://...) is read by the executors; a plain path
+        names a file on the driver's machine, which executors on other hosts cannot see, so the driver reads it
+        (such inputs are small: the simulator's truth file is one row per item) and hands it over as a frame."""
+        location = str(location)
+        if _has_scheme(location):
+            self.spark.read.parquet(location).createOrReplaceTempView(view)
+            return
+        table = pq.read_table(location)
+        if table.num_rows > MAX_DRIVER_FILE_ROWS:
+            raise WarehouseWriteError(
+                f"{location}: {table.num_rows:,} rows are too many to pass through the Spark driver (at most "
+                f"{MAX_DRIVER_FILE_ROWS:,}); give its URI (e.g. file://{Path(location).resolve()} on a shared file "
+                "system, hdfs://...) so that the executors read it")
+        self.register_frame(view, table)
 
     def query_df(self, sql: str, params: Params = None) -> pd.DataFrame:
         """As DuckDB's: TIMESTAMP (an instant) comes back UTC-aware; Spark hands it over naive in session time."""
@@ -305,6 +336,12 @@ def _typed_column(name: str, read_type, spark_type: str):
         instant = functions.timestamp_micros(functions.expr(f"`{name}` div 1000"))
         return instant.cast(spark_type).alias(name)
     return column.cast(spark_type).alias(name)
+
+
+def _has_scheme(location: str) -> bool:
+    """A URI with a scheme of two or more letters (a Windows drive letter such as C: is a path)."""
+    scheme, separator, _ = location.partition(":")
+    return bool(separator) and len(scheme) > 1 and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum()
 
 
 def _iso_date(partition: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import os
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -124,3 +125,24 @@ def test_the_fuzz_corpus_loads_alike_on_spark_and_duckdb(spark_engine, parity_ho
     assert _stored(spark_rows) == _stored(duck_rows), "the stored rows, value for value"
     spark_quarantine = fetch_rows(spark_engine, QUARANTINE_IDS, {"d": day})
     assert collections.Counter(spark_quarantine) == collections.Counter(duck_quarantine)
+
+
+def test_a_day_with_extras_is_refused_on_spark_naming_the_file_and_writing_nothing(spark_engine, parity_home):
+    """The Spark loader has no extras table: loading the day's impressions without its extras would lose them
+    silently, so the day is refused before any write (the previous partition stays) and the message says where it
+    loads (DuckDB)."""
+    from fair_pipeline.ingestion import contract, extras_corpus
+    from fair_pipeline.ingestion.landing import landing_files as files_in
+
+    landing, day = parity_home / "extras_landing", extras_corpus.DAY.isoformat()
+    extras_corpus.write_day(landing, extras_corpus.generate(1)[0])
+    extras_files = files_in(partition_dir(landing / contract.EXTRAS_DIR, "observational", extras_corpus.DAY))
+    assert extras_files
+    before = fetch_rows(spark_engine, "SELECT count(*) FROM raw.observational_impressions WHERE partition_date = $d",
+                        {"d": day}) if spark_engine.table_exists(("raw", "observational_impressions")) else [(0,)]
+    with pytest.raises(loads.LandingFileError, match=rf"{re.escape(str(extras_files[0]))}: source-specific extras are loaded by the duckdb engine "
+                                                    r"only; ingest this day with --engine duckdb"):
+        spark_loads.load_partition(spark_engine, landing, "observational", day)
+    after = fetch_rows(spark_engine, "SELECT count(*) FROM raw.observational_impressions WHERE partition_date = $d",
+                       {"d": day}) if spark_engine.table_exists(("raw", "observational_impressions")) else [(0,)]
+    assert after == before

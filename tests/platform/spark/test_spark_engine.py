@@ -117,3 +117,43 @@ def test_parameters_and_ordered_streams(engine):
     batches = list(engine.stream_batches("SELECT v FROM marts.t ORDER BY v DESC", batch_rows=2))
     assert [b.num_rows for b in batches] == [2, 2, 1]
     assert pa.Table.from_batches(batches)["v"].to_pylist() == [20, 10, 3, 2, 1]
+
+
+def test_a_file_input_by_local_path_is_read_by_the_driver_and_by_uri_by_the_executors(engine, tmp_path, monkeypatch):
+    """Executors on other hosts cannot see a path on the driver's machine: such a file (the simulator's truth)
+    reaches them as data, bounded in rows; a URI is read where the executors are."""
+    import pyarrow.parquet as pq
+
+    from fair_pipeline.platform.engines import spark_engine
+
+    path = tmp_path / "truth dir" / "truth.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({"item_id": ["a", "b", "é+\"c"], "relevance": [1, 0, 1]}), path)
+    sql = "SELECT item_id, relevance FROM read_parquet($p) ORDER BY item_id"
+    # Hadoop takes a URI's path unescaped (as_uri's %20 would name another file)
+    by_path, by_uri = engine.frame(sql, {"p": str(path)}), engine.frame(sql, {"p": f"file://{path}"})
+    assert by_path.inputFiles() == [] and by_uri.inputFiles()  # the path's rows are in the plan, the URI's a scan
+    assert by_path.toPandas().values.tolist() == by_uri.toPandas().values.tolist() == [["a", 1], ["b", 0], ["é+\"c", 1]]
+    monkeypatch.setattr(spark_engine, "MAX_DRIVER_FILE_ROWS", 2)
+    with pytest.raises(WarehouseWriteError, match=r"truth\.parquet: 3 rows are too many .* give its URI"):
+        engine.frame(sql, {"p": str(path)})
+
+
+def test_a_stage_runs_as_many_tasks_whatever_the_rows(spark, tmp_path):
+    """Every task returns its status and metrics to the driver, so the engine's session fixes the task count of a
+    scan (the cluster's cores) and of a shuffle (spark.sql.shuffle.partitions, AQE coalescing off) independently
+    of the rows: what the driver receives does not grow with a day (benchmarks/bench_spark_cluster.py)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions
+
+    tasks = {}
+    for rows in (1_000, 300_000):
+        path = tmp_path / f"{rows}.parquet"
+        pq.write_table(pa.table({"k": pa.array(np.arange(rows) % 97), "v": pa.array(np.arange(rows) * 0.5)}), path,
+                       row_group_size=rows // 10)
+        scan = spark.read.parquet(str(path))
+        shuffled = scan.groupBy("k").agg(functions.sum("v").alias("v")).select(functions.spark_partition_id().alias("p"))
+        tasks[rows] = (scan.rdd.getNumPartitions(), shuffled.distinct().count())
+    expected = (spark.sparkContext.defaultParallelism, int(spark.conf.get("spark.sql.shuffle.partitions")))
+    assert tasks[1_000] == tasks[300_000] == expected, tasks
