@@ -46,7 +46,7 @@ EXIT_CODES = {"fair-pipeline promote --partition 2026-01-03": 2}
 SMALLER = {
     "python benchmarks/audit_coverage.py": "--reps 4 --items 200 --jobs 1 --truth-factor 2",
     "python benchmarks/exposure_coverage.py --reps 500": "--reps 2 --jobs 1 --truth-chunks 1",
-    "python benchmarks/exposure_small_sample_coverage.py --reps 100 --truth-reps 400":
+    "python benchmarks/exposure_small_sample_coverage.py --reps 400":
         "--reps 3 --jobs 1 --truth-reps 3 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
