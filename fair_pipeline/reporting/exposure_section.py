@@ -113,7 +113,10 @@ def logged_exposure(inputs: ReportInputs) -> SectionContent:
             f"examination: {first['examination']}; CIs {first['variance_estimand']}. Verdicts on the log ratio against "
             f"δ = {pairs['margin'].iloc[0]:.3f} (ratios within [{1 / 1.25:.2f}, 1.25] too small to matter) with Holm. "
             "The section \"Exposure and merit, before and after\" is a SIMULATION study (held-out requests "
-            "re-simulated); the numbers here are measured on the logged impressions and clicks.")
+            "re-simulated) and measures another quantity: the examination of a group's relevant items (Nandy et "
+            "al., Corollary 1), where this section measures the examination of all its items per unit of mean "
+            "relevance; the two differ when a ranking places a group's relevant items differently from its others. "
+            "The numbers here are measured on the logged impressions and clicks.")
     blocks = [Text(text), Table(table, "per group"), Table(ratios, "each group vs the largest")]
     attribute_blocks, attribute_findings = _attribute_blocks(inputs)
     blocks, findings = blocks + attribute_blocks, findings + attribute_findings
