@@ -164,7 +164,7 @@ def child(requests_per_day: int, start: str, days: int, interval: float, code: P
         return result
 
     runner._execute = timed_run
-    code = main(["run", "--start", start, "--days", str(days), "--requests-per-day", str(requests_per_day)])
+    code = main(["run", "--start", start, "--days", str(days), "--requests-per-day", str(requests_per_day), "--benchmarks"])
     samples = sampler.stop()
     total_cpu = _cpu() - began_cpu
     steps = {}

@@ -288,7 +288,7 @@ def _reach(point: KillPoint, process: subprocess.Popen, lines: _Lines, instance,
 def kill_at(point: KillPoint, home: Path, timeout_s: float) -> tuple[str, list[str], int]:
     """Start `run --no-simulate --verbose` on `home` and kill it at `point`: (steps it was in, runs left
     unfinished, MLflow runs left RUNNING)."""
-    process = subprocess.Popen([*CLI, "run", "--no-simulate", "--verbose"], cwd=REPO, env=environment(home),
+    process = subprocess.Popen([*CLI, "run", "--no-simulate", "--benchmarks", "--verbose"], cwd=REPO, env=environment(home),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = _Lines(process, point.marker)
     instance = instance_for(home)
@@ -349,7 +349,7 @@ def run_point(point: KillPoint, home: Path, landing: Path, clean: dict[str, obje
     outcome.dead_runs = len(dead)
     began = time.monotonic()
     try:
-        result = cli(home, "run", "--no-simulate", timeout_s=timeout_s)
+        result = cli(home, "run", "--no-simulate", "--benchmarks", timeout_s=timeout_s)
     except subprocess.TimeoutExpired:
         outcome.problems.append(f"recovery run did not end within {timeout_s:.0f}s")
         return outcome
@@ -375,7 +375,7 @@ def clean_run(home: Path, landing: Path, timeout_s: float = 1200,
     home); (its fingerprint, its seconds)."""
     prepare(home, landing)
     began = time.monotonic()
-    result = cli(home, "run", "--no-simulate", timeout_s=timeout_s)
+    result = cli(home, "run", "--no-simulate", "--benchmarks", timeout_s=timeout_s)
     if result.returncode != 0:
         raise RuntimeError(f"the clean run failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
     return fingerprint(home), time.monotonic() - began

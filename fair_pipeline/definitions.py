@@ -36,7 +36,7 @@ defs = dg.Definitions(
         "benchmark_automation", target=dg.AssetSelection.groups("benchmarks"),
         default_status=dg.DefaultSensorStatus.RUNNING)],
     resources=default_resources(),
-    executor=PIPELINE_EXECUTOR,  # also for materializations outside the jobs (the UI, `dagster asset materialize`)
+    executor=PIPELINE_EXECUTOR,  # also for materializations outside the jobs (the UI, `dg launch`)
 )
 
 

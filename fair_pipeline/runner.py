@@ -15,7 +15,7 @@ import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import landed_dates
+from fair_pipeline.ingestion.landing import complete_days
 from fair_pipeline.platform import run_recovery, settings
 from fair_pipeline.platform.partitions import WINDOW_DAYS, min_window_days
 from fair_pipeline.platform.progress import root_cause, with_progress
@@ -48,9 +48,7 @@ def ensure_dagster_home() -> Path:
 
 def landed_partitions(landing: Path | None = None) -> list[str]:
     """Dates with landing files for every source (a day missing a source cannot be ingested)."""
-    landing = landing or settings.landing_dir()
-    per_source = [set(landed_dates(landing, source)) for source in contract.SOURCES]
-    return sorted(set.intersection(*per_source)) if per_source else []
+    return complete_days(landing or settings.landing_dir())
 
 
 def engine_run_config() -> dict:

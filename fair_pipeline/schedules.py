@@ -25,7 +25,7 @@ def forked_step_executor(config: dict) -> dict:
     """Dagster's multiprocess executor whose step processes fork from a server that imported the definitions once
     (forkserver with preloaded modules), instead of spawning interpreters that each import Dagster, MLflow,
     and scikit-learn again (about 4 s of CPU per step here). Runs launched by the UI, the daemon and
-    `dagster job execute` / `dagster asset materialize` use it; the CLI's runs are in-process (runner)."""
+    `dg launch` use it; the CLI's runs are in-process (runner)."""
     # Named explicitly: a job loaded with `-m fair_pipeline.definitions` has no module target, and Dagster's default
     # preload is then `dagster` alone.
     return {"start_method": {"forkserver": {"preload_modules": ["fair_pipeline.definitions"]}}, **config}

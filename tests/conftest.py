@@ -8,6 +8,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 # fair_pipeline.platform.tracking.store sets this on import, for the whole process (not a leak of one test).
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# Tests of one process use homes with different first days; the partitions (fixed when the definitions load) must
+# hold all of them (tests/platform/test_partition_start.py checks the start that follows the landing zone).
+os.environ.setdefault("FAIR_PIPELINE_START_DATE", "2019-11-01")
 
 import datetime as dt  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -17,9 +17,11 @@ import pandas as pd
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import OBSERVATIONAL_VIEW, UNKNOWN_GROUP, AuditDataError
 from fair_pipeline.audit.stats.exposure import (
+    MAX_LEVERAGE,
     ClusterSums,
     ExposureParity,
     exposure_parity_from_aggregates,
+    fourth_from_differences,
     influence_coefficients,
 )
 from fair_pipeline.audit.stats.exposure_examination import as_examination
@@ -29,61 +31,90 @@ from fair_pipeline.platform.windows import PartitionWindow
 
 CLUSTER_COLUMNS = ("item_id", "request_id")
 COEFFICIENTS = "_exposure_coefficients"
+ITEM_GROUPS = "_exposure_item_groups"  # item_id -> grp, when the groups come from the items table's attributes
 
 
-def _rows_sql() -> str:
+def _rows_sql(item_groups: bool = False) -> str:
     view = ".".join(map(quote_identifier, OBSERVATIONAL_VIEW))
+    if item_groups:
+        return (f"SELECT r.item_id, r.request_id, coalesce(g.grp, $unknown_group) AS grp, r.position, r.click "
+                f"FROM {view} r LEFT JOIN {ITEM_GROUPS} g ON g.item_id = CAST(r.item_id AS VARCHAR) "
+                "WHERE r.partition_date BETWEEN $start AND $end")
     return (f"SELECT item_id, request_id, coalesce(group_id, $unknown_group) AS grp, position, click FROM {view} "
             "WHERE partition_date BETWEEN $start AND $end")
 
 
-def _params(window: PartitionWindow) -> dict:
-    return {"start": window.first, "end": window.last, "unknown_group": UNKNOWN_GROUP}
+def _params(window: PartitionWindow, unknown_group: str = UNKNOWN_GROUP) -> dict:
+    return {"start": window.first, "end": window.last, "unknown_group": unknown_group}
 
 
-def exposure_cells(engine, window: PartitionWindow) -> pd.DataFrame:
+def exposure_cells(engine, window: PartitionWindow, item_groups: bool = False,
+                   unknown_group: str = UNKNOWN_GROUP) -> pd.DataFrame:
     """group, position, impressions, clicks of the logged ranking in `window`."""
     frame = engine.query_df(
         "SELECT grp AS \"group\", position, count(*) AS impressions, CAST(sum(click) AS BIGINT) AS clicks "
-        f"FROM ({_rows_sql()}) GROUP BY grp, position ORDER BY grp, position", _params(window))
+        f"FROM ({_rows_sql(item_groups)}) GROUP BY grp, position ORDER BY grp, position",
+        _params(window, unknown_group))
     if frame.empty:
         raise AuditDataError(f"no observational impressions in {window.first}..{window.last} for the exposure audit")
     return frame
 
 
-def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels: list, name: str) -> ClusterSums:
+def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels: list, name: str,
+                  item_groups: bool, unknown_group: str) -> ClusterSums:
+    params = {**_params(window, unknown_group), "max_leverage": MAX_LEVERAGE}
     cols = ", ".join(quote_identifier(k) for k in keys)
     on = " AND ".join(f"x.{quote_identifier(k)} = y.{quote_identifier(k)}" for k in keys)
-    totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) AS total "
-              f"FROM ({_rows_sql()}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
+    # CR2: the total over sqrt(1 - h), h = the cluster's share of its group's merit sum (`exposure.leverage_factor`)
+    totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) "
+              "/ sqrt(1 - least(sum(r.click * c.b), $max_leverage)) AS total "
+              f"FROM ({_rows_sql(item_groups)}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
               f"GROUP BY {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp")
+    # fourth powers for the effective number of clusters (`exposure.fourth_from_differences`): over clusters holding
+    # both groups, (x - y)^4 - x^4 - y^4 = -4x^3y + 6x^2y^2 - 4xy^3
     cross = engine.query_df(
-        f"WITH t AS ({totals}) SELECT x.grp AS group_a, y.grp AS group_b, sum(x.total * y.total) AS cross_product "
-        f"FROM t x JOIN t y ON {on} GROUP BY x.grp, y.grp", _params(window))
-    counts = engine.query_df(
-        f"WITH t AS ({totals}) SELECT grp, count(*) AS n FROM t GROUP BY grp", _params(window))
+        f"WITH t AS ({totals}) SELECT x.grp AS group_a, y.grp AS group_b, sum(x.total * y.total) AS cross_product, "
+        "sum(x.total * y.total * (6 * x.total * y.total - 4 * x.total * x.total - 4 * y.total * y.total)) AS d4 "
+        f"FROM t x JOIN t y ON {on} GROUP BY x.grp, y.grp", params)
+    counts = engine.query_df(f"WITH t AS ({totals}) SELECT grp, count(*) AS n FROM t GROUP BY grp", params)
     [(n_clusters,)] = engine.query_df(
-        f"SELECT count(*) AS n FROM (SELECT DISTINCT {cols} FROM ({_rows_sql()}))", _params(window)).itertuples(index=False)
+        f"SELECT count(*) AS n FROM (SELECT DISTINCT {cols} FROM ({_rows_sql(item_groups)}))",
+        _params(window, unknown_group)).itertuples(index=False)
     index = {label: i for i, label in enumerate(labels)}
-    matrix = np.zeros((len(labels), len(labels)))
+    matrix, d4 = np.zeros((len(labels), len(labels))), np.zeros((len(labels), len(labels)))
     for row in cross.itertuples(index=False):
         matrix[index[row.group_a], index[row.group_b]] = row.cross_product
+        d4[index[row.group_a], index[row.group_b]] = row.d4
     per_group = counts.set_index("grp")["n"].reindex(labels).fillna(0).to_numpy()
-    return ClusterSums(name, matrix, int(n_clusters), per_group)
+    return ClusterSums(name, matrix, int(n_clusters), per_group, fourth_from_differences(d4), leverage_adjusted=True)
 
 
 def logged_exposure_parity(con, window: PartitionWindow, examination, *, clusters: tuple[str, ...] = CLUSTER_COLUMNS,
+                           item_groups: pd.DataFrame | None = None, unknown_group: str = UNKNOWN_GROUP,
                            **options) -> ExposureParity:
     """`exposure_parity` of the logged (production) ranking over `window`'s observational impressions.
 
     ``examination``: weights or the position-bias stage's curve; ``clusters``: () (impressions independent),
-    ("item_id",), ("request_id",) or both (two-way); ``options``: reference, pairs, confidence, margin, min_clicks.
+    ("item_id",), ("request_id",) or both (two-way); ``item_groups``: (item_id, grp) to group impressions by their
+    item's attributes instead of the logged group_id (an item without a row: ``unknown_group``); ``options``:
+    reference, pairs, confidence, margin, min_clicks.
     """
     unknown = [c for c in clusters if c not in CLUSTER_COLUMNS]
     if unknown or len(clusters) > 2:
         raise AuditDataError(f"exposure clusters {list(clusters)} must be among {list(CLUSTER_COLUMNS)}")
     engine = as_warehouse(con)
-    cells = exposure_cells(engine, window)
+    if item_groups is None:
+        return _logged_parity(engine, window, examination, clusters, False, unknown_group, options)
+    engine.register_frame(ITEM_GROUPS, item_groups[["item_id", "grp"]].astype(str))
+    try:
+        return _logged_parity(engine, window, examination, clusters, True, unknown_group, options)
+    finally:
+        engine.unregister_frame(ITEM_GROUPS)
+
+
+def _logged_parity(engine, window, examination, clusters, item_groups: bool, unknown_group: str,
+                   options: dict) -> ExposureParity:
+    cells = exposure_cells(engine, window, item_groups, unknown_group)
     exam = as_examination(examination)
     labels = sorted(cells["group"].unique(), key=str)
     sums = None
@@ -99,9 +130,10 @@ def logged_exposure_parity(con, window: PartitionWindow, examination, *, cluster
                                      for j in range(exam.weights.size)], columns=["grp", "position", "a", "b"])
         engine.register_frame(COEFFICIENTS, coefficients)
         try:
-            sums = [_cluster_sums(engine, window, (key,), labels, key) for key in clusters]
+            sums = [_cluster_sums(engine, window, (key,), labels, key, item_groups, unknown_group) for key in clusters]
             if len(clusters) == 2:
-                sums.append(_cluster_sums(engine, window, tuple(clusters), labels, " × ".join(clusters)))
+                sums.append(_cluster_sums(engine, window, tuple(clusters), labels, " × ".join(clusters), item_groups,
+                                          unknown_group))
         finally:
             engine.unregister_frame(COEFFICIENTS)
     return exposure_parity_from_aggregates(cells, sums, exam, group_order=labels, **options)
@@ -126,13 +158,19 @@ def exposure_tables(store, engine, window: PartitionWindow, partition, outputs=(
     from fair_pipeline.position_bias.aggregates import PositionBiasInputError
     from fair_pipeline.position_bias.store import load_chosen_position_bias
 
+    from fair_pipeline.audit.exposure_attributes import TABLE, attribute_exposure
+    from fair_pipeline.platform.settings import group_columns
+
     try:
         curve = load_chosen_position_bias(store, partition)
         result = logged_exposure_parity(engine, window, curve)
     except (PositionBiasInputError, AuditDataError) as error:
         return {}, f"exposure parity not computed: {error}"
     results, labels = {"production": result}, {"production": LOGGED}
-    notes = []
+    notes, cells = [], {}
+    if group_columns():  # a configured column the catalogue lacks is an error, not a note
+        cells = {TABLE: attribute_exposure(engine, window, curve, group_columns()).assign(
+            scored_output="production", ranking=LOGGED, examination=_examination_label(curve))}
     candidates = [o for o in outputs if o.name != "production"]
     if candidates:
         try:
@@ -149,4 +187,5 @@ def exposure_tables(store, engine, window: PartitionWindow, partition, outputs=(
                     notes.append(value)
                 else:
                     results[name], labels[name] = value, offpolicy.ranking_label(name, n_sampled, total)
-    return offpolicy.as_tables(results, labels, {"examination": _examination_label(curve)}), "; ".join(notes)
+    tables = offpolicy.as_tables(results, labels, {"examination": _examination_label(curve)})
+    return {**tables, **cells}, "; ".join(notes)

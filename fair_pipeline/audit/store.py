@@ -18,6 +18,11 @@ transaction across all tables.
                                  impressions, clicks, items, requests, estimable + note (audit.stats.exposure)
   marts.fairness_audit_exposure_pairs   per ranking x group vs the reference: exposure/merit ratio, CI, p, Holm,
                                  margin δ (log scale), p_tost, verdict
+  marts.fairness_audit_exposure_cells   per protected attribute of the items table, and their crossing x group or
+                                 cell (`cell`: the value, or the JSON array of values; `label` reads
+                                 "gender=F · age=65+"): exposure/merit with CI, ratio to the table's reference with CI,
+                                 Holm p, verdict, estimable + note (minimum cell size; audit.exposure_attributes);
+                                 `df` / `ratio_df`: the t critical values' effective clusters
 """
 from __future__ import annotations
 
@@ -66,11 +71,17 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "fairness_audit_exposure_groups": KEY + OUT + [
         ("ranking", V), ("group", V), ("n", I), ("clicks", I), ("items", I), ("requests", I), ("exposure", D),
         ("merit", D), ("exposure_over_merit", D), ("se_log", D), ("ci_low", D), ("ci_high", D), ("estimable", B),
-        ("note", V), ("examination", V), ("variance_estimand", V)],
+        ("note", V), ("examination", V), ("variance_estimand", V), ("df", D)],
     "fairness_audit_exposure_pairs": KEY + OUT + [
         ("ranking", V), ("group", V), ("reference", V), ("ratio", D), ("ci_low", D), ("ci_high", D), ("log_ratio", D),
         ("se_log", D), ("p_value", D), ("p_holm", D), ("margin", D), ("p_tost", D), ("verdict", V), ("note", V),
-        ("examination", V), ("variance_estimand", V)],
+        ("examination", V), ("variance_estimand", V), ("df", D)],
+    "fairness_audit_exposure_cells": KEY + OUT + [
+        ("ranking", V), ("attributes", V), ("cell", V), ("label", V), ("n", I), ("clicks", I), ("items", I),
+        ("requests", I), ("exposure", D), ("merit", D), ("exposure_over_merit", D), ("se_log", D), ("ci_low", D),
+        ("ci_high", D), ("reference", V), ("ratio", D), ("ratio_ci_low", D), ("ratio_ci_high", D), ("p_holm", D),
+        ("margin", D), ("verdict", V), ("estimable", B), ("note", V), ("examination", V), ("variance_estimand", V),
+        ("df", D), ("ratio_df", D)],
     "fairness_audit_curves": KEY + OUT + [
         ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
         ("tpr_ci_high", D)],

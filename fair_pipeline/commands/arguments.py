@@ -55,6 +55,8 @@ SIMULATION_HELP = {
     "group_relevance": "P(Y(1) = 1 | C = c) per group, ';'-separated (default: p_relevant_group0..1 evenly)",
     "group_effects": "term of group c in R, ';'-separated (default: 0..group_effect evenly)",
     "group_labels": "group_id text per group, ';'-separated (default: 0..K-1)",
+    "group_attributes": "JSON {attribute: [values]}: the groups are their crossed cells and each attribute an "
+                        "items-table column (--groups = the number of cells)",
 }
 
 

@@ -38,8 +38,10 @@ def backfill_problem(start: dt.date, end: dt.date) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from fair_pipeline import runner
+    from fair_pipeline.commands.unread import say_unread
 
     apply_engine(args)
+    say_unread(settings.landing_dir())
     problem = backfill_problem(args.start, args.end)
     if problem:
         say(f"error: {problem}")

@@ -101,6 +101,12 @@ def landed_dates(landing: Path, source: str) -> list[str]:
     return sorted(p.name.removeprefix("date=") for p in folder.glob("date=*") if landing_files(p))
 
 
+def complete_days(landing: Path) -> list[str]:
+    """Dates with landing files for every source (a day missing a source cannot be ingested)."""
+    per_source = [set(landed_dates(landing, source)) for source in contract.SOURCES]
+    return sorted(set.intersection(*per_source)) if per_source else []
+
+
 def missing_sources(landing: Path, day: dt.date | str) -> list[str]:
     """The sources (observational, randomized) with no landing file for partition `day`."""
     from fair_pipeline.ingestion.contract import SOURCES

@@ -91,7 +91,8 @@ def write_items_and_truth(config: SimulationConfig, landing: Path, items: pd.Dat
     delivery), and each day's `_truth/date=D/` (evaluation only; no estimator reads it): a later simulation of other
     days never changes the catalogue or the truth an earlier day is read with. An undated catalogue of an older
     home is dated first (`catalogue_dates.pin_before_delivery`), so it keeps holding on the days it held on."""
-    features = ["item_id", "group_id"] + [c for c in items.columns if c.startswith(ITEM_FEATURE_PREFIX)]
+    features = (["item_id", "group_id"] + [c for c in items.columns if c.startswith(ITEM_FEATURE_PREFIX)]
+                + config.attribute_cells[0])
     pin_before_delivery(landing)
     write_parquet_atomic(pa.Table.from_pandas(items[features], preserve_index=False),
                          items_folder(landing) / f"date={min(days)}" / "items.parquet")

@@ -6,11 +6,14 @@ itself is documented in `fair_pipeline.ingestion.simulator`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import json
 from typing import Literal
 
 import numpy as np
 
 BiasCurve = Literal["log2", "power"]
+RESERVED_COLUMNS = ("item_id", "group_id", "relevance", "merit_score")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +39,9 @@ class SimulationConfig:
     group_relevance: str = ""  # P(Y(1) = 1 | C = c) per group; "" = evenly spaced p_relevant_group0..1
     group_effects: str = ""  # term of group c in R; "" = evenly spaced 0..group_effect
     group_labels: str = ""  # group_id text per group; "" = "0".."K-1"
+    # JSON object {attribute: [values]}: the groups are the crossed cells (first attribute slowest), each item gets
+    # one column per attribute; "" = no attribute columns
+    group_attributes: str = ""
 
     def __post_init__(self) -> None:
         problems = []
@@ -62,7 +68,7 @@ class SimulationConfig:
     def _group_problems(self) -> list[str]:
         if self.groups < 2:
             return [f"groups={self.groups} must be >= 2"]
-        problems = []
+        problems = self._attribute_problems()
         for name in ("group_shares", "group_relevance", "group_effects", "group_labels"):
             value = getattr(self, name)
             if value and len(value.split(";")) != self.groups:
@@ -81,6 +87,34 @@ class SimulationConfig:
         if len(set(labels)) != len(labels) or any(not label for label in labels):
             problems.append(f"group_labels={self.group_labels!r} must be distinct and non-empty")
         return problems
+
+    def _attribute_problems(self) -> list[str]:
+        if not self.group_attributes:
+            return []
+        try:
+            attributes = json.loads(self.group_attributes)
+        except ValueError as exc:
+            return [f"group_attributes={self.group_attributes!r} is not JSON: {exc}"]
+        if (not isinstance(attributes, dict) or not attributes or any(
+                not isinstance(v, list) or not v or len(set(map(str, v))) != len(v) for v in attributes.values())):
+            return [f"group_attributes={self.group_attributes!r} must be a JSON object of attribute: [distinct values]"]
+        reserved = [a for a in attributes if a in RESERVED_COLUMNS or a.startswith("f") or not a.strip()]
+        if reserved:
+            return [f"group_attributes names {reserved}: an attribute may not be blank, start with 'f' (the feature "
+                    f"columns) or be one of {list(RESERVED_COLUMNS)}"]
+        cells = int(np.prod([len(v) for v in attributes.values()]))
+        if cells != self.groups:
+            return [f"group_attributes has {cells} crossed cells, so groups must be {cells}, not {self.groups}"]
+        return []
+
+    @property
+    def attribute_cells(self) -> tuple[list[str], list[tuple[str, ...]]]:
+        """(attribute names, the values of each group's cell in group order); ([], []) without attributes."""
+        if not self.group_attributes:
+            return [], []
+        attributes = json.loads(self.group_attributes)
+        values = [[str(v) for v in vs] for vs in attributes.values()]
+        return [str(a) for a in attributes], list(itertools.product(*values))
 
     def _floats(self, name: str) -> np.ndarray | None:
         value = getattr(self, name)
@@ -105,7 +139,12 @@ class SimulationConfig:
 
     @property
     def group_label_list(self) -> list[str]:
-        return self.group_labels.split(";") if self.group_labels else [str(c) for c in range(self.groups)]
+        if self.group_labels:
+            return self.group_labels.split(";")
+        names, cells = self.attribute_cells
+        if cells:  # display text only: the items table's attribute columns are what intersections read
+            return [" · ".join(f"{a}={v}" for a, v in zip(names, cell)) for cell in cells]
+        return [str(c) for c in range(self.groups)]
 
     @property
     def paper_groups(self) -> bool:

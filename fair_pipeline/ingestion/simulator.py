@@ -10,7 +10,9 @@ N(0, 0.2) as a standard deviation (both are knobs: `relevance_sd`, `score_noise_
 More groups (`groups=K` > 2): C_i in 0..K-1 with probabilities `group_shares` (default equal), relevance
 P(Y=1 | C=c) from `group_relevance` (default evenly spaced from p_relevant_group0 to p_relevant_group1), the
 term `group_effects[c]` in place of 2*C (default evenly spaced from 0 to group_effect), the uniform part for
-c = 0 only, as with two groups. `group_labels` names them (default "0".."K-1"). Lists are ";"-separated
+c = 0 only, as with two groups. `group_labels` names them (default "0".."K-1"). With `group_attributes`
+(JSON {attribute: [values]}) the K groups are the crossed cells of several attributes and each item carries one
+catalogue column per attribute (labels default to "gender=F · age=65+"). Lists are ";"-separated
 strings, so that one flag per knob works on the command line. With K = 2 and no lists the draws are the
 paper's, bit for bit.
 
@@ -76,6 +78,9 @@ def simulate_items(config: SimulationConfig) -> pd.DataFrame:
     )
     for k in range(config.n_features - 2):
         frame[f"f{k + 2}"] = distractors[:, k]
+    names, cells = config.attribute_cells
+    for j, name in enumerate(names):  # protected attributes: catalogue columns, not features
+        frame[name] = np.array([cell[j] for cell in cells], dtype=object)[group]
     return frame
 
 

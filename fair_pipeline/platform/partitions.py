@@ -4,9 +4,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 import warnings
+from pathlib import Path
 
 import dagster as dg
 
+from fair_pipeline.platform import settings
 from fair_pipeline.platform.settings import (  # noqa: F401 - re-exported: the mappings' settings live here too
     DEFAULT_WINDOW_DAYS,
     MIN_WINDOW_DAYS_ENV,
@@ -22,11 +24,45 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 # The daily job mixes single-run log assets with one-partition-per-run stages; it runs one partition at a time.
 warnings.filterwarnings("ignore", message=r"Asset job \S+ materializes assets with varying BackfillPolicies")
 
-# Early enough for the shipped Open Bandit sample (November 2019); override for your own logs.
 START_DATE_ENV = "FAIR_PIPELINE_START_DATE"
+# Before anything has landed: the month of the shipped Open Bandit sample, the oldest logs the project ships.
 DEFAULT_START_DATE = "2019-11-01"
 
-daily_partitions = dg.DailyPartitionsDefinition(start_date=os.environ.get(START_DATE_ENV, DEFAULT_START_DATE))
+
+def first_partition_day(landing: Path | None = None) -> str:
+    """The first daily partition: $FAIR_PIPELINE_START_DATE if set, else the first landed day of any source, else
+    DEFAULT_START_DATE. Read when the definitions load (a Dagster code location fixes its partitions then), so the
+    UI lists the days since the first landed one instead of years of empty partitions; a process (or the UI after
+    "Reload definitions") that loads them after older days landed starts there."""
+    configured = os.environ.get(START_DATE_ENV, "").strip()
+    if configured:
+        try:
+            return dt.date.fromisoformat(configured).isoformat()
+        except ValueError:
+            raise ValueError(f"{START_DATE_ENV}={configured!r} is not a date (YYYY-MM-DD)") from None
+    days = [day for day in _landed_day_folders(landing or settings.landing_dir()) if _is_date(day)]
+    return min(days) if days else DEFAULT_START_DATE
+
+
+def _landed_day_folders(landing: Path) -> list[str]:
+    """The days of `<source>/date=D/` folders holding a Parquet file, over every source folder (names starting with
+    "." or "_" are writers' bookkeeping; the item catalogues' delivery days are not log days)."""
+    if not landing.is_dir():
+        return []
+    sources = [f for f in landing.iterdir() if f.is_dir() and not f.name.startswith((".", "_")) and f.name != "items"]
+    return [folder.name.removeprefix("date=") for source in sources for folder in source.glob("date=*")
+            if any(path.suffix.lower() == ".parquet" for path in folder.rglob("*"))]
+
+
+def _is_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+daily_partitions = dg.DailyPartitionsDefinition(start_date=first_partition_day())
 single_run = dg.BackfillPolicy.single_run()
 
 # Trained stages read this many calendar days. The partition mappings below are built from it, and the stages

@@ -125,6 +125,21 @@ def group_labels() -> dict[str, str]:
     return labels
 
 
+GROUP_COLUMNS_ENV = "FAIR_PIPELINE_GROUP_COLUMNS"
+
+
+def group_columns() -> list[str]:
+    """Protected-attribute columns of the items table that the exposure audit takes one by one and crossed, from
+    $FAIR_PIPELINE_GROUP_COLUMNS ("gender,age_band"); [] if unset. A repeated or blank name is an error."""
+    names = [name.strip() for name in os.environ.get(GROUP_COLUMNS_ENV, "").split(",")]
+    if names == [""]:
+        return []
+    if any(not name for name in names) or len(set(names)) != len(names):
+        raise ValueError(f"${GROUP_COLUMNS_ENV}={os.environ[GROUP_COLUMNS_ENV]!r} must name distinct items-table "
+                         "columns separated by commas (e.g. 'gender,age_band')")
+    return names
+
+
 def default_elicitation_db() -> Path:
     """Where `fair-pipeline elicit` keeps sessions and answers, and the `recorded` oracle reads them."""
     return home() / "elicitation.duckdb"

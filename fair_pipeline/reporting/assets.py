@@ -1,6 +1,7 @@
 """The fairness report asset: one offline HTML + Markdown report per daily partition under
 $FAIR_PIPELINE_HOME/reports/<date>/ (`reports/latest` points at the newest), logged to MLflow."""
 # No `from __future__ import annotations`: Dagster reads resource types from real annotations.
+import datetime as dt
 from collections.abc import Iterable
 
 import dagster as dg
@@ -10,10 +11,12 @@ from fair_pipeline.platform import settings
 from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
-from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
+from fair_pipeline.platform.tracking import (FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, TrackingUnavailableError,
+                                             figure_link_markdown)
 from fair_pipeline.reporting import Report, ReportFiles, ReportInputs, build_report, summary_lines, write_report
 from fair_pipeline.reporting.build import metrics_table
 from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
+from fair_pipeline.reporting.model import Serving
 
 REPORT_KEY = dg.AssetKey(["reporting", "fairness_report"])
 # Figures linked from the Dagster metadata (loaded from the MLflow UI; the rest are in the HTML report and MLflow).
@@ -30,10 +33,25 @@ def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
     return sorted(keys - upstream - {REPORT_KEY}, key=lambda k: k.to_user_string())
 
 
-def compute_report(warehouse: DuckDBWarehouse, day) -> tuple[Report, ReportFiles]:
+def serving_champion(mlflow: MLflowTracking) -> Serving | None:
+    """`fair-ranker@champion` as the registry holds it now (the authority: `promote` moves it after the selection
+    that set it); None when the registry cannot be read, and the report then says what the selection recorded."""
+    try:
+        version = mlflow.champion(FAIR_RANKER)
+    except Exception:  # noqa: BLE001 - the report stands without it and says its source
+        return None
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if version is None:
+        return Serving(FAIR_RANKER, None, read_at=now)
+    return Serving(FAIR_RANKER, str(version.version), version.tags.get(TAG_MODEL_PARTITION, "?"),
+                   version.tags.get("candidate", "?"), now)
+
+
+def compute_report(warehouse: DuckDBWarehouse, day, serving: Serving | None = None) -> tuple[Report, ReportFiles]:
     """Build partition `day`'s report from the warehouse and write it under reports/<day>/."""
     marts = None if warehouse.resolved_engine == "duckdb" else warehouse.engine_for(None)
-    inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, partition=day, marts=marts)
+    inputs = ReportInputs(home=settings.home(), warehouse_path=warehouse.resolved_path, partition=day, marts=marts,
+                          serving=serving)
     try:
         report = build_report(inputs)
     finally:
@@ -90,7 +108,7 @@ def build_fairness_report_asset(upstream: Iterable[dg.AssetsDefinition]) -> dg.A
         partition's) and logged to MLflow (experiment fair_pipeline/reporting). Stages without results for D are
         listed as missing, with the reason."""
         day = partition_day(context)
-        report, files = compute_report(warehouse, day)
+        report, files = compute_report(warehouse, day, serving_champion(mlflow))
         latest = point_latest_at(settings.reports_dir(), day)
         try:
             run = log_report(mlflow, context, report, files)

@@ -1,8 +1,9 @@
 """The report's first screen, decision first: what is deployed and why, which gaps crossed δ since the previous
 audited partition, and the gaps larger than δ as a forest plot with the ±δ band, with what each verdict means.
 
-It reads nothing of its own beyond the selection's `deployed_model` table and the audit trend: the gaps are the
-rows the sections themselves show (`SectionContent.gaps`), so the first screen and the sections never disagree.
+It reads nothing of its own beyond the registry's alias (read by the asset when it builds the report), the selection's
+`deployed_model` table and the audit trend: the gaps are the rows the sections themselves show
+(`SectionContent.gaps`), so the first screen and the sections never disagree.
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pandas as pd
 from fair_pipeline.audit.stats.equivalence import LARGER, verdict_kind
 from fair_pipeline.reporting import figures, trend
 from fair_pipeline.reporting.formatting import ci_text, count_text, sort_by_model, verdict_legend
-from fair_pipeline.reporting.model import GAP_COLUMNS, Figure, ReportInputs, SectionContent, StageMissing, Table, Text
+from fair_pipeline.reporting.model import (GAP_COLUMNS, Figure, ReportInputs, SectionContent, Serving, StageMissing,
+                                           Table, Text)
 
 # The forest plot shows at most this many gaps: the serving model's and the EO transforms' first, then those whose
 # interval lies furthest beyond δ; the sections list every one.
@@ -23,16 +25,27 @@ def _name(value) -> str:
     return "n/a" if value is None or pd.isna(value) else str(value)
 
 
-def deployed_text(ranking: pd.DataFrame | None, deployed: pd.DataFrame | None, partition) -> str:
-    """What `fair-ranker@champion` is after this partition's selection, and why it is that candidate: the
-    winner itself, or, when the winner is not a ranking model the registry holds, the best one that is."""
+def deployed_text(ranking: pd.DataFrame | None, deployed: pd.DataFrame | None, partition,
+                  serving: Serving | None = None) -> str:
+    """What `fair-ranker@champion` is, and why it is that candidate: the winner itself, or, when the winner is not a
+    ranking model the registry holds, the best one that is. With `serving` (the registry's alias when the report was
+    built, the authority), the alias as the registry holds it, so a later `promote` or rollback shows in every
+    report built after it, and the selection's record only explains it (or says the alias was moved since)."""
+    if serving is not None:
+        return _serving_text(serving, ranking, deployed, partition)
     if deployed is None or deployed.empty:
         return ("**Deployed: nothing yet.** No model selection up to this partition registered a `fair-ranker` "
                 "version, so `fair-ranker@champion` is not set by this pipeline.")
+    return _selection_text(ranking, deployed, partition, "Deployed") + (
+        " (`fair-pipeline promote` can move the alias afterwards; the MLflow registry is the authority on what "
+        "serves now.)")
+
+
+def _selection_text(ranking: pd.DataFrame | None, deployed: pd.DataFrame, partition, lead: str) -> str:
     row = deployed.iloc[0]
     name, day = _name(row.get("registered_model") or "fair-ranker"), pd.Timestamp(row["partition_date"]).date()
     version = _name(row["champion_version"]).removesuffix(".0")
-    text = (f"**Deployed: `{name}@champion` = version {version}**, the candidate `{row['model']}` (family "
+    text = (f"**{lead}: `{name}@champion` = version {version}**, the candidate `{row['model']}` (family "
             f"{_name(row.get('family'))}), ranked {count_text(row['rank'])} of {count_text(row['candidates'])} by the "
             f"elicited metric in the model selection of {day}.")
     if partition is not None and day < pd.Timestamp(partition).date():
@@ -46,8 +59,29 @@ def deployed_text(ranking: pd.DataFrame | None, deployed: pd.DataFrame | None, p
                      "transform), so the best candidate that is one was registered and moved to @champion.")
         elif best["model"] == row["model"]:
             text += " It is selection's winner."
-    return text + (" (`fair-pipeline promote` can move the alias afterwards; the MLflow registry is the authority on "
-                   "what serves now.)")
+    return text
+
+
+def _serving_text(serving: Serving, ranking, deployed, partition) -> str:
+    source = f"the MLflow registry when this report was built, {serving.read_at}"
+    if serving.version is None:
+        text = f"**Deployed: nothing.** `{serving.name}@champion` is not set ({source})."
+        return text + ("" if deployed is None or deployed.empty else " " + _selection_text(
+            ranking, deployed, partition, "Last registered by selection"))
+    moved = deployed is None or deployed.empty or _name(deployed.iloc[0]["champion_version"]).removesuffix(".0") != serving.version
+    if not moved:
+        return _selection_text(ranking, deployed, partition, "Deployed") + f" (As {source}.)"
+    text = (f"**Deployed: `{serving.name}@champion` = version {serving.version}**, the candidate `{serving.candidate}` "
+            f"chosen by the model selection of {serving.partition} ({source}).")
+    if deployed is not None and not deployed.empty:
+        row = deployed.iloc[0]
+        day = pd.Timestamp(row["partition_date"]).date()
+        how = ("`fair-pipeline promote --force` rolled it back to an older day" if serving.partition < day.isoformat()
+               else "a newer partition's selection or `fair-pipeline promote` moved it" if serving.partition > day.isoformat()
+               else "`fair-pipeline promote` moved it")
+        text += (f" **Not what this report's selection left:** the selection of {day} registered version "
+                 f"{_name(row['champion_version']).removesuffix('.0')} (`{row['model']}`); {how}.")
+    return text
 
 
 def crossings(rows: pd.DataFrame) -> tuple[pd.DataFrame, tuple | None]:
@@ -93,7 +127,7 @@ def decision(inputs: ReportInputs, gaps: pd.DataFrame) -> SectionContent:
         deployed = inputs.stored_table("deployed_model", ["model", "champion_version", "partition_date"])
     except StageMissing:
         deployed = None
-    blocks: list = [Text(deployed_text(ranking, deployed, inputs.partition))]
+    blocks: list = [Text(deployed_text(ranking, deployed, inputs.partition, inputs.serving))]
     try:
         changed, days = crossings(trend.trend_rows(inputs))
     except StageMissing:

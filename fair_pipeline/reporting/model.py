@@ -105,6 +105,17 @@ class Section:
         return self.content is not None
 
 
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """`name@champion` as the registry held it when the report was built (`version` None: the alias is not set)."""
+
+    name: str
+    version: str | None
+    partition: str = "?"
+    candidate: str = "?"
+    read_at: str = ""
+
+
 @dataclasses.dataclass
 class ReportInputs:
     """Read access for section builders: the warehouse (read-only: marts and every stage's store tables),
@@ -117,6 +128,7 @@ class ReportInputs:
     _read: dict = dataclasses.field(default_factory=dict, repr=False)  # source name -> its tables, or StageMissing
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
     marts: Any = None  # the warehouse engine of the logs' marts (a `Warehouse`); None: the DuckDB file
+    serving: Serving | None = None  # the registry's alias at build time; None: not read (the selection's record only)
 
     def mart_sql(self, query: str, tables: Sequence[tuple[str, str]], params: dict | None = None) -> pd.DataFrame:
         """As `sql`, over the marts and staging views of the run's engine (Spark with `engine: spark`); the result

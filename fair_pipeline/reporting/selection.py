@@ -71,7 +71,7 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
         except StageMissing:
             deployed = None
         if deployed is not None:
-            text = deployed_text(frame, deployed, inputs.partition)
+            text = deployed_text(frame, deployed, inputs.partition, inputs.serving)
             blocks.insert(0, Text(text))
             findings.append(Finding(text.replace("**", "").replace("`", ""), "info"))
         elif len(champion):

@@ -148,10 +148,8 @@ def test_no_simulate_outside_the_landed_dates_names_what_is_landed(tmp_path, mon
 
 
 def test_simulator_flags_are_refused_when_logs_already_landed(tmp_path, monkeypatch, capsys):
-    from fair_pipeline import runner
-
     monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
-    monkeypatch.setattr(runner, "landed_partitions", lambda: ["2026-01-01", "2026-01-02"])
+    monkeypatch.setattr(run_command, "landed", lambda: ["2026-01-01", "2026-01-02"])
     monkeypatch.setattr(run_command, "simulate", lambda args: pytest.fail("must not simulate"))
     assert main(["run", "--requests-per-day", "500"]) == 2
     out = capsys.readouterr().out

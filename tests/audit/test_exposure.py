@@ -57,16 +57,24 @@ def test_ratio_does_not_depend_on_the_scale_of_the_examination_curve():
     np.testing.assert_allclose(a.pairs["se_log"], b.pairs["se_log"], rtol=1e-10)
 
 
+def _merit_share(d, group, keys, g):
+    """Cluster g's share of the group's Σ click / w (its CR2 leverage)."""
+    sel = (d["group"] == group).to_numpy()
+    m = d["click"].to_numpy() / W[d["position"].to_numpy() - 1]
+    return m[sel & (keys == g)].sum() / m[sel].sum()
+
+
 def _fd_cluster_variance(d, a_group, r_group, cluster, eps=1e-6):
-    """Cluster-robust variance from finite-difference influence totals: up-weight one cluster at a time."""
-    base = _log_ratio(d, a_group, W) - _log_ratio(d, r_group, W)
+    """CR2 cluster-robust variance from finite-difference influence totals: up-weight one cluster at a time, each
+    group's total divided by sqrt(1 - the cluster's share of that group's merit sum)."""
     keys = d[cluster].to_numpy()
     totals = []
     for g in np.unique(keys):
         mult = np.where(keys == g, 1.0 + eps, 1.0)
-        totals.append((_log_ratio(d, a_group, W, mult) - _log_ratio(d, r_group, W, mult) - base) / eps)
-    totals = np.array(totals)
-    return len(totals) / (len(totals) - 1) * np.sum(totals**2)
+        t = [(_log_ratio(d, x, W, mult) - _log_ratio(d, x, W)) / eps / np.sqrt(1 - _merit_share(d, x, keys, g))
+             for x in (a_group, r_group)]
+        totals.append(t[0] - t[1])
+    return np.sum(np.array(totals) ** 2)
 
 
 @pytest.mark.parametrize("cluster", ["item", "request"])
@@ -88,6 +96,40 @@ def test_two_way_is_item_plus_request_minus_intersection():
     expected = v["item"] + v["request"] - v["both"]
     assert expected > 0
     assert row["se_log"] ** 2 == pytest.approx(expected, rel=1e-4)
+
+
+def test_fourth_sums_match_brute_force_in_both_forms():
+    """The effective-clusters sums: from totals (numpy path) and from an inner join's differences (SQL path)."""
+    from fair_pipeline.audit.stats.exposure import fourth_from_differences, fourth_sums
+
+    rng = np.random.default_rng(7)
+    t = rng.standard_t(2, size=(40, 3)) * (rng.random((40, 3)) < 0.6)  # heavy tails; clusters missing groups
+    brute = np.array([[np.sum((t[:, a] - t[:, b]) ** 4) if a != b else np.sum(t[:, a] ** 4) for b in range(3)]
+                      for a in range(3)])
+    np.testing.assert_allclose(fourth_sums(t), brute, rtol=1e-10)
+    d4 = np.zeros((3, 3))
+    for a in range(3):
+        for b in range(3):
+            both = (t[:, a] != 0) & (t[:, b] != 0)
+            x, y = t[both, a], t[both, b]
+            d4[a, b] = np.sum((x - y) ** 4 - x**4 - y**4)
+    np.testing.assert_allclose(fourth_from_differences(d4), brute, rtol=1e-10)
+
+
+def test_t_critical_value_at_the_effective_number_of_clusters():
+    """One dominant item: few effective clusters, a t interval wider than the normal one by t_df / z."""
+    from scipy import stats
+
+    d = _log(11, n=3000)
+    d.loc[d.index[::3], "item"] = 0  # a third of the impressions on one item
+    res = exposure_parity(d["position"], d["click"], d["group"], W, clusters={"item": d["item"]})
+    row = res.pairs.iloc[0]
+    assert 1 <= row["df"] < 20
+    half = np.log(row["ci_high"]) - row["log_ratio"]
+    assert half == pytest.approx(stats.t.ppf(0.975, row["df"]) * row["se_log"], rel=1e-9)
+    assert row["p_value"] == pytest.approx(2 * stats.t.sf(abs(row["log_ratio"] / row["se_log"]), row["df"]), rel=1e-9)
+    many = exposure_parity(d["position"], d["click"], d["group"], W, clusters={"request": d["request"]}).pairs
+    assert many["df"].iloc[0] > row["df"]
 
 
 def test_unclustered_equals_one_cluster_per_impression():
@@ -213,8 +255,9 @@ def test_off_policy_exposure_reads_the_new_positions_and_merit_the_logged_ones()
     base = log_ratio(row["group"], ones) - log_ratio(row["reference"], ones)
     assert row["log_ratio"] == pytest.approx(base, rel=1e-10)
     totals = []
-    for g in np.unique(keys):
+    for g in np.unique(keys):  # CR2: each group's total over sqrt(1 - the item's share of its logged merit)
         mult = np.where(keys == g, 1 + 1e-6, 1.0)
-        totals.append((log_ratio(row["group"], mult) - log_ratio(row["reference"], mult) - base) / 1e-6)
-    totals = np.array(totals)
-    assert row["se_log"] ** 2 == pytest.approx(len(totals) / (len(totals) - 1) * (totals**2).sum(), rel=1e-4)
+        totals.append(sum(sign * (log_ratio(x, mult) - log_ratio(x, ones)) / 1e-6
+                          / np.sqrt(1 - _merit_share(d, x, keys, g))
+                          for sign, x in ((1, row["group"]), (-1, row["reference"]))))
+    assert row["se_log"] ** 2 == pytest.approx((np.array(totals) ** 2).sum(), rel=1e-4)

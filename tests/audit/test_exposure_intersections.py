@@ -37,10 +37,11 @@ def test_each_attribute_and_the_crossing_equal_exposure_parity_on_their_labels()
     labels = d["gender"] + " × " + d["age_band"]
     want = exposure_parity(d["position"], d["click"], labels, W, clusters=d["item"]).per_group.set_index("group")
     assert cell["exposure_over_merit"] == pytest.approx(want.loc["women × 50+", "exposure_over_merit"], rel=1e-12)
+    assert cell["label"] == "gender=women · age_band=50+"
     # the crossed cell is worse off than either of its attributes' groups
     table = side_by_side(res)
     ratio = table.set_index(["attributes", "group"])["ratio"]
-    assert ratio[("gender × age_band", "women × 50+")] < min(ratio[("gender", "women")], ratio[("age_band", "50+")])
+    assert ratio[("gender × age_band", '["women", "50+"]')] < min(ratio[("gender", "women")], ratio[("age_band", "50+")])
 
 
 def test_small_cells_are_not_estimable_with_the_reason_and_stay():
@@ -63,3 +64,22 @@ def test_missing_attribute_values_are_named():
     attrs.loc[3, "age_band"] = None
     with pytest.raises(AuditInputError, match=r"missing values \{'age_band': 1\}"):
         exposure_parity_by_attributes(d["position"], d["click"], attrs, W)
+
+
+def test_cells_are_keyed_without_ambiguity_whatever_the_labels_text():
+    """Values holding the separators ("a × b", quotes, "·", "=") or non-Latin text: two different cells whose
+    joined text would collide stay two cells."""
+    rng = np.random.default_rng(4)
+    n = 8000
+    first = rng.choice(["a × b", "a"], n)
+    second = np.where(first == "a", "b × c", rng.choice(['c "q"', "65+"], n))
+    second = np.where((first == "a × b") & (rng.random(n) < 0.5), "c", second)  # "a × b"+"c" vs "a"+"b × c"
+    position = rng.integers(1, 9, n)
+    click = (rng.random(n) < W[position - 1] * 0.4).astype(int)
+    attrs = pd.DataFrame({"x=1": first, "возраст": second})
+    res = exposure_parity_by_attributes(position, click, attrs, W, min_cell=10)
+    crossed = res["x=1 × возраст"].per_group.set_index("group")
+    assert crossed.loc['["a × b", "c"]', "n"] + crossed.loc['["a", "b × c"]', "n"] == \
+        ((first == "a × b") & (second == "c")).sum() + ((first == "a") & (second == "b × c")).sum()
+    assert crossed.loc['["a × b", "c"]', "n"] == ((first == "a × b") & (second == "c")).sum()
+    assert crossed.loc['["a × b", "c \\"q\\""]', "label"] == 'x=1=a × b · возраст=c "q"'

@@ -7,7 +7,7 @@ from benchmarks.kill_harness import ALL_STEPS, FIXED_POINTS
 from benchmarks.kill_points import choose_points
 from fair_pipeline.definitions import defs
 
-RUN_JOBS = ("ingest_logs", "benchmark_models", "train_and_audit")  # what `fair-pipeline run` executes
+RUN_JOBS = ("ingest_logs", "benchmark_models", "train_and_audit")  # what `fair-pipeline run --benchmarks` executes
 
 
 def test_the_points_name_every_step_of_the_run_and_only_real_steps():

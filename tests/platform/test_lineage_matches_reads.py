@@ -59,6 +59,7 @@ print(json.dumps({"window_days": window_days(), "found": found}))
 
 def _probe(window: int | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "FAIR_PIPELINE_WINDOW_DAYS"}
+    env["FAIR_PIPELINE_START_DATE"] = "2024-01-01"  # else the partitions start at the first landed day, if any
     if window is not None:
         env["FAIR_PIPELINE_WINDOW_DAYS"] = str(window)
     done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(DAYS)], cwd=REPO, env=env, capture_output=True,

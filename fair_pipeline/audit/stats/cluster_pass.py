@@ -73,7 +73,7 @@ class ClusterAccumulator:
         self.boundary = {j: table.boundary(j, self.alphas * table.n[j]) for j in {j for _, j in self.pairs}}
         self.cross = np.zeros((K, S, S))  # CR0: sum_c U_c U_c'
         self.cross_cr2 = np.zeros((K, S, S))
-        self.design = PartSums(K, S, V)
+        self.design = PartSums(K, S, V) if keep_totals else None  # df come from the one-way streams only
         self.keep_totals = keep_totals
         self._totals: list[np.ndarray] = []
         self.clusters = 0
@@ -174,7 +174,8 @@ class ClusterAccumulator:
         U = Uneg + Upos
         self.cross += np.einsum("kcs,kct->kst", U, U)
         parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, self.table.m, self.table.n)
-        self.design.add(parts, pos_counts, neg_counts, self.table.m, self.table.n)
+        if self.design is not None:
+            self.design.add(parts, pos_counts, neg_counts, self.table.m, self.table.n)
         adj = parts.sum(axis=0)
         self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
         if self.keep_totals:

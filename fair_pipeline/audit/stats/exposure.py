@@ -11,7 +11,9 @@ curve and r_i the item's relevance (its click rate at position 1). For the impre
 and a pair compares ratio_a / ratio_ref (1 = proportional; the scale of w cancels). Inference is on the log
 scale: log ratio_c is a smooth function of two sums over impressions, with per-impression influence
 a_{c,k} - click · b_{c,k}, a = w_k / Σw, b = (1 / w_k) / Σ(click / w). Influence totals per cluster give the
-cluster-robust (sandwich) covariance of the K log ratios, times G / (G - 1) (G clusters); two-way clustering
+cluster-robust (sandwich) covariance of the K log ratios; each total is divided by sqrt(1 - h), h the cluster's
+share of its group's merit sum (CR2, Bell & McCaffrey: a popular item pulls the estimate towards itself, so its
+own residual comes out too small; with equal clusters this is the group's G_c / (G_c - 1)); two-way clustering
 (items and requests) uses V_1 + V_2 - V_12 (Cameron, Gelbach & Miller 2011), falling back to the larger one-way
 variance when that difference is not positive. An estimated examination curve adds its own delta-method term
 (`exposure_examination`). Verdicts compare |log ratio| with a margin δ (default log 1.25: ratios within
@@ -32,8 +34,9 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.equivalence import classify_gaps
 from fair_pipeline.audit.stats.exposure_examination import Examination, as_examination, check_positions
-from fair_pipeline.audit.stats.inference import holm, wald, z_critical
+from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.records import records
+from fair_pipeline.audit.stats.small_sample import MIN_DF, t_wald
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels
 
 DEFAULT_EXPOSURE_MARGIN = float(np.log(1.25))
@@ -44,16 +47,22 @@ PAIR_FAMILIES = ("reference", "all")
 @dataclass(frozen=True)
 class ClusterSums:
     """One clustering dimension: raw cross products Σ_g T_g T_g' of the per-cluster influence totals (K×K),
-    the number of clusters G and, per group, how many clusters hold at least one of its impressions."""
+    the number of clusters G and, per group, how many clusters hold at least one of its impressions; ``fourth``
+    (K×K, optional): Σ_g T_a⁴ on the diagonal and Σ_g (T_a - T_b)⁴ off it, for the effective number of clusters
+    (None: normal critical values)."""
 
     name: str
     cross: np.ndarray
     n_clusters: int
     per_group: np.ndarray
+    fourth: np.ndarray | None = None
+    leverage_adjusted: bool = False  # totals already divided by sqrt(1 - h) (CR2): no G / (G - 1) factor
 
     def covariance(self) -> np.ndarray:
         g = self.n_clusters
-        return self.cross * (g / (g - 1)) if g > 1 else np.full_like(self.cross, np.nan)
+        if g < 2:
+            return np.full_like(self.cross, np.nan)
+        return self.cross if self.leverage_adjusted else self.cross * (g / (g - 1))
 
 
 @dataclass
@@ -95,11 +104,40 @@ def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, 
     codes = np.unique(np.asarray(cluster_codes), return_inverse=True)[1].ravel()
     g = int(codes.max()) + 1
     logged = position_index if logged_index is None else logged_index
-    influence = a[group_codes, position_index] - clicks * b[group_codes, logged]
     flat = codes * k + group_codes
-    totals = np.bincount(flat, weights=influence, minlength=g * k).reshape(g, k)
+    share_e = np.bincount(flat, weights=a[group_codes, position_index], minlength=g * k).reshape(g, k)
+    share_m = np.bincount(flat, weights=clicks * b[group_codes, logged], minlength=g * k).reshape(g, k)
+    totals = (share_e - share_m) * leverage_factor(share_m)
     present = np.bincount(flat, minlength=g * k).reshape(g, k) > 0
-    return ClusterSums(name, totals.T @ totals, g, present.sum(axis=0))
+    return ClusterSums(name, totals.T @ totals, g, present.sum(axis=0), fourth_sums(totals), leverage_adjusted=True)
+
+
+MAX_LEVERAGE = 0.99  # a cluster holding (nearly) all of a group's merit: its factor is capped at 10; the df (~1) and
+#                      the t critical value then carry the uncertainty
+
+
+def leverage_factor(merit_share) -> np.ndarray:
+    """CR2's 1 / sqrt(1 - h) with h a cluster's share of its group's merit sum Σ click / w: the ratio estimator's
+    hat value (Σw / Σ(click / w) is a through-the-origin regression of exposure on merit)."""
+    return 1.0 / np.sqrt(1.0 - np.minimum(np.asarray(merit_share, dtype=np.float64), MAX_LEVERAGE))
+
+
+def fourth_sums(totals: np.ndarray) -> np.ndarray:
+    """`ClusterSums.fourth` of per-cluster totals (G×K): Σ (T_a - T_b)⁴ expanded into K×K products."""
+    t2, t3 = totals**2, totals**3
+    s4 = (t2 * t2).sum(axis=0)
+    diff = s4[:, None] + s4[None, :] - 4 * (t3.T @ totals) - 4 * (totals.T @ t3) + 6 * (t2.T @ t2)
+    np.fill_diagonal(diff, s4)
+    return np.maximum(diff, 0.0)
+
+
+def fourth_from_differences(d4: np.ndarray) -> np.ndarray:
+    """`ClusterSums.fourth` from D[a, b] = Σ over clusters holding both a and b of (T_a - T_b)⁴ - T_a⁴ - T_b⁴
+    (an inner join of per-cluster totals, as SQL computes it; D[a, a] = -2 Σ T_a⁴)."""
+    s4 = -np.diag(d4) / 2.0
+    out = d4 + s4[:, None] + s4[None, :]
+    np.fill_diagonal(out, s4)
+    return np.maximum(out, 0.0)
 
 
 def _contrast_variance(dims: list[ClusterSums], lam: np.ndarray) -> float:
@@ -109,6 +147,25 @@ def _contrast_variance(dims: list[ClusterSums], lam: np.ndarray) -> float:
         return v[0]
     combined = v[0] + v[1] - v[2]
     return combined if combined > 0 else max(v[0], v[1])
+
+
+def _effective_df(dims: list[ClusterSums], lam: np.ndarray, var_cluster: float, var_exam: float) -> float:
+    """Degrees of freedom of λ'·log ratios' t ratio: each dimension's effective clusters (Σ U²)² / Σ U⁴ of the
+    contrast's totals, at most its clusters - 1, the smaller over two dimensions; then Satterthwaite with the
+    examination term (taken as known). inf without fourth sums (impressions as clusters)."""
+    involved = np.flatnonzero(lam)
+    dfs = []
+    for d in dims[:2]:
+        if d.fourth is None:
+            return np.inf
+        a, b = (involved[0], involved[0]) if involved.size == 1 else involved[:2]
+        s2, s4 = float(lam @ d.cross @ lam), float(d.fourth[a, b])
+        df = s2 * s2 / s4 if s4 > 0 else np.inf
+        dfs.append(max(min(df, float(np.sum(np.asarray(d.per_group)[involved])) - 1.0), MIN_DF))
+    df = min(dfs)
+    if not np.isfinite(df) or var_cluster <= 0:
+        return df
+    return df * ((var_cluster + var_exam) / var_cluster) ** 2
 
 
 def _estimability(n, clicks, per_cluster: list[np.ndarray], min_clicks: int):
@@ -179,10 +236,11 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
     w = np.where(np.isnan(exam.weights), 1.0, exam.weights)
     a, b = influence_coefficients(n, y, exam.weights)
     if not clusters:
-        # impressions as clusters: Σ_i (a - y b)^2 = n a^2 - 2 clicks a b + clicks b^2 (y is 0/1)
-        diag = (n * a**2 - 2 * y * a * b + y * b**2).sum(axis=1)
+        # impressions as clusters (CR2 as for any clusters): an unclicked one has total a and no merit share, a
+        # clicked one a - b and share b (y is 0/1)
+        diag = ((n - y) * a**2 + y * ((a - b) * leverage_factor(b)) ** 2).sum(axis=1)
         total = int(n.sum())
-        clusters = [ClusterSums("impression", np.diag(diag), total, n.sum(axis=1))]
+        clusters = [ClusterSums("impression", np.diag(diag), total, n.sum(axis=1), leverage_adjusted=True)]
     if len(clusters) not in (1, 3):
         raise AuditInputError(f"clusters must be one dimension or two plus their intersection, got {len(clusters)}")
     n_c, y_c = n.sum(axis=1), y.sum(axis=1)
@@ -194,17 +252,20 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
         log_ratio = np.where(estimable, np.log(exposure) - np.log(merit), np.nan)
     gradient = n * w / (n @ w)[:, None] + y / w / np.where(y @ (1 / w) > 0, y @ (1 / w), 1.0)[:, None]
     eye = np.eye(k)
-    var_group = np.array([_contrast_variance(clusters, eye[c]) + exam.variance(gradient[c])[0] for c in range(k)])
-    var_group = np.where(estimable, var_group, np.nan)
-    zc = z_critical(confidence)
-    se_group = np.sqrt(var_group)
+    var_cl = np.array([_contrast_variance(clusters, eye[c]) for c in range(k)])
+    var_ex = np.array([exam.variance(gradient[c])[0] for c in range(k)])
+    var_group = np.where(estimable, var_cl + var_ex, np.nan)
+    df_group = np.array([_effective_df(clusters, eye[c], var_cl[c], var_ex[c]) if estimable[c] else np.nan
+                         for c in range(k)])
+    group_t = t_wald(log_ratio, var_group, df_group, confidence)
+    se_group = group_t["se"]
     per_group = pd.DataFrame({"group": labels, "n": n_c.astype(np.int64), "clicks": y_c.astype(np.int64)})
     for d, col in zip(clusters[:2], ("n_clusters", "n_clusters_2")):
         if d.name != "impression":
             per_group[col] = np.asarray(d.per_group, dtype=np.int64)
     per_group = per_group.assign(
         exposure=exposure, merit=merit, exposure_over_merit=np.exp(log_ratio), se_log=se_group,
-        ci_low=np.exp(log_ratio - zc * se_group), ci_high=np.exp(log_ratio + zc * se_group),
+        ci_low=np.exp(group_t["ci_low"]), ci_high=np.exp(group_t["ci_high"]), df=df_group,
         estimable=estimable, note=notes)
     ref = _reference(labels, n_c, reference)
     pair_idx = _pairs_of(k, ref, pairs)
@@ -212,19 +273,22 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
     for c, r in pair_idx:
         lam = eye[c] - eye[r]
         ok = bool(estimable[c] and estimable[r])
-        var = _contrast_variance(clusters, lam) + exam.variance(gradient[c] - gradient[r])[0] if ok else np.nan
+        v_cl = _contrast_variance(clusters, lam) if ok else np.nan
+        v_ex = exam.variance(gradient[c] - gradient[r])[0] if ok else np.nan
+        df = _effective_df(clusters, lam, v_cl, v_ex) if ok else np.nan
         est = log_ratio[c] - log_ratio[r] if ok else np.nan
         why = "; ".join(f"{labels[i]!s}: {notes[i]}" for i in (c, r) if notes[i])
-        rows.append((labels[c], labels[r], est, var, why))
-    table = pd.DataFrame(rows, columns=["group", "reference", "log_ratio", "variance", "note"])
-    test = wald(table["log_ratio"].to_numpy(), table["variance"].to_numpy(), confidence)
+        rows.append((labels[c], labels[r], est, v_cl + v_ex, df, why))
+    table = pd.DataFrame(rows, columns=["group", "reference", "log_ratio", "variance", "df", "note"])
+    test = t_wald(table["log_ratio"].to_numpy(), table["variance"].to_numpy(), table["df"].to_numpy(), confidence)
     p_holm = holm(test["p_value"]) if len(table) > 1 else test["p_value"]
     verdict, p_tost = classify_gaps(table["log_ratio"].to_numpy(), test["se"], margin,
-                                    p_adjusted=p_holm, confidence=confidence)
+                                    p_adjusted=p_holm, confidence=confidence, df=test["df"])
     table = pd.DataFrame({
         "group": table["group"], "reference": table["reference"], "ratio": np.exp(table["log_ratio"]),
         "ci_low": np.exp(test["ci_low"]), "ci_high": np.exp(test["ci_high"]), "log_ratio": table["log_ratio"],
-        "se_log": test["se"], "p_value": test["p_value"], "p_holm": p_holm, "margin": margin, "p_tost": p_tost,
+        "se_log": test["se"], "df": table["df"], "p_value": test["p_value"], "p_holm": p_holm, "margin": margin,
+        "p_tost": p_tost,
         "verdict": verdict, "note": table["note"]})
     return ExposureParity(per_group, table, labels[ref], _variance_estimand(clusters, exam), confidence, margin)
 

@@ -3,12 +3,16 @@
 A catalogue often carries several protected attributes (gender, age band, region); a ranking can treat each
 attribute's groups fairly on average and still under-expose a crossed cell (Fairlearn's multiple sensitive
 features, TFMA's crossed slices). `exposure_parity_by_attributes` runs `exposure_parity` once per attribute and once
-on the crossing of all of them (cells keyed by every attribute's value, so a label never has to be parsed back),
+on the crossing of all of them (a cell's key is the JSON array of its values, e.g. `["F", "65+"]`, so any text, quotes
+or separators included, keys one cell only and never has to be parsed back; `cell_label` shows it as
+"gender=F · age=65+"),
 with one minimum cell size: a cell with fewer impressions than ``min_cell`` or fewer clicks than ``min_clicks`` is
 reported as not estimable, with the reason, and stays in the table. `side_by_side` stacks the per-group tables
 with the attribute(s) each row belongs to.
 """
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pandas as pd
@@ -21,13 +25,23 @@ CROSS = " × "
 DEFAULT_MIN_CELL = 100  # impressions a cell needs before its exposure is estimated
 
 
+def cell_key(values) -> str:
+    """The key of a crossed cell: the JSON array of its values (unambiguous whatever the values' text)."""
+    return json.dumps([str(v) for v in values], ensure_ascii=False)
+
+
+def cell_label(columns, values) -> str:
+    """How a cell reads in a report: "gender=F · age=65+" (display only; the key is `cell_key`)."""
+    return " · ".join(f"{c}={v}" for c, v in zip(columns, values))
+
+
 def _labels(attributes: pd.DataFrame, columns: list[str]) -> np.ndarray:
     if len(columns) == 1:
         return attributes[columns[0]].to_numpy(dtype=object)
-    return np.array([CROSS.join(map(str, row)) for row in attributes[columns].itertuples(index=False)], dtype=object)
+    return np.array([cell_key(row) for row in attributes[columns].itertuples(index=False)], dtype=object)
 
 
-def _small_cells(result: ExposureParity, min_cell: int) -> ExposureParity:
+def flag_small_cells(result: ExposureParity, min_cell: int) -> ExposureParity:
     """Cells with fewer than `min_cell` impressions: not estimable, in both tables, with the reason."""
     small = result.per_group["n"] < min_cell
     if not small.any():
@@ -36,12 +50,12 @@ def _small_cells(result: ExposureParity, min_cell: int) -> ExposureParity:
     reason = f"fewer than {min_cell} impressions (minimum cell size)"
     per_group.loc[small, "note"] = [f"not estimable: {n} impressions, {reason}" for n in per_group.loc[small, "n"]]
     per_group.loc[small, "estimable"] = False
-    for column in ("exposure_over_merit", "se_log", "ci_low", "ci_high"):
+    for column in ("exposure_over_merit", "se_log", "ci_low", "ci_high", "df"):
         per_group.loc[small, column] = np.nan
     tiny = set(per_group.loc[small, "group"])
     pairs = result.pairs.copy()
     hit = pairs["group"].isin(tiny) | pairs["reference"].isin(tiny)
-    for column in ("ratio", "ci_low", "ci_high", "log_ratio", "se_log", "p_value", "p_holm", "p_tost"):
+    for column in ("ratio", "ci_low", "ci_high", "log_ratio", "se_log", "df", "p_value", "p_holm", "p_tost"):
         pairs.loc[hit, column] = np.nan
     pairs.loc[hit, "verdict"] = NOT_ESTIMABLE
     pairs.loc[hit, "note"] = reason
@@ -69,9 +83,11 @@ def exposure_parity_by_attributes(positions, clicks, attributes: pd.DataFrame, e
     out = {}
     for cols in tables:
         result = exposure_parity(positions, clicks, _labels(frame, cols), examination, min_clicks=min_clicks, **options)
-        out[CROSS.join(cols)] = _small_cells(result, min_cell)
-        if len(cols) > 1:  # the crossed table keeps every attribute's value as its own column
-            values = frame[cols].drop_duplicates().assign(group=lambda f: _labels(f, cols))
+        out[CROSS.join(cols)] = flag_small_cells(result, min_cell)
+        if len(cols) > 1:  # the crossed table keeps every attribute's value as its own column, and a readable label
+            values = frame[cols].drop_duplicates()
+            values = values.assign(group=_labels(values, cols),
+                                   label=[cell_label(cols, row) for row in values.itertuples(index=False)])
             out[CROSS.join(cols)].per_group = out[CROSS.join(cols)].per_group.merge(values, on="group", how="left")
     return out
 

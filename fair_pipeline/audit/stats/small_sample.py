@@ -17,7 +17,8 @@ items are shown thousands of times), so
   one-cluster estimate of its own variance; normal theory would say 2 U_c^4 / 3, which overstates the df three
   times when the totals are heavy-tailed: Monte Carlo in docs/audit_inference.md, where the normal-theory df
   covered 0.87-0.90 and this one 0.93-0.96 under Pareto 1.1-1.3 popularity). With many similar clusters it
-  costs little (C = 150: t_49 = 2.01 instead of 1.96).
+  costs little (C = 150: t_49 = 2.01 instead of 1.96). The audit's AUC contrasts take the smaller of this and the
+  parts' design df below (`cluster_pass.contrast_df`).
 
 This module is pure numpy/scipy: it takes totals from any engine (in-memory sweep, SQL, Spark partition sums).
 """

@@ -1,0 +1,55 @@
+"""The report says what the registry serves when it is built, so a `promote` (a rollback included) after the
+selection shows in every report built after it, and the selection's record only explains it."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+
+from fair_pipeline.reporting.decision import deployed_text
+from fair_pipeline.reporting.model import Serving
+
+DAY = dt.date(2026, 1, 3)
+
+
+def _deployed(version: str = "7") -> pd.DataFrame:
+    return pd.DataFrame({"partition_date": [pd.Timestamp(DAY)], "model": ["2026-01-03/probability/lam=0/alpha=1"],
+                         "family": ["eo_transform"], "rank": [1], "candidates": [12], "champion_version": [version],
+                         "registered_model": ["fair-ranker"]})
+
+
+def test_a_rollback_after_the_selection_is_what_the_report_says_is_deployed():
+    serving = Serving("fair-ranker", "5", "2026-01-02", "2026-01-02/probability/lam=0.1/alpha=1", "2026-01-04 09:00 UTC")
+    text = deployed_text(None, _deployed(), DAY, serving)
+    assert text.startswith("**Deployed: `fair-ranker@champion` = version 5**, the candidate "
+                           "`2026-01-02/probability/lam=0.1/alpha=1` chosen by the model selection of 2026-01-02 "
+                           "(the MLflow registry when this report was built, 2026-01-04 09:00 UTC).")
+    assert ("**Not what this report's selection left:** the selection of 2026-01-03 registered version 7 "
+            "(`2026-01-03/probability/lam=0/alpha=1`); `fair-pipeline promote --force` rolled it back to an older day.") in text
+    # Promoted forward again: the registry and the selection agree, and the selection explains the choice.
+    again = deployed_text(None, _deployed(), DAY, Serving("fair-ranker", "7", "2026-01-03", "x", "2026-01-04 09:05 UTC"))
+    assert again.startswith("**Deployed: `fair-ranker@champion` = version 7**, the candidate "
+                            "`2026-01-03/probability/lam=0/alpha=1` (family eo_transform), ranked 1 of 12")
+    assert again.endswith("(As the MLflow registry when this report was built, 2026-01-04 09:05 UTC.)")
+    unset = deployed_text(None, _deployed(), DAY, Serving("fair-ranker", None, read_at="now"))
+    assert unset.startswith("**Deployed: nothing.** `fair-ranker@champion` is not set (the MLflow registry")
+
+
+def test_the_asset_reads_the_alias_from_the_registry(tmp_path, monkeypatch):
+    from fair_pipeline.platform import settings
+    from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, store_client
+    from fair_pipeline.reporting.assets import serving_champion
+
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking = MLflowTracking()
+    client = store_client(settings.mlflow_tracking_uri())
+    client.create_registered_model(FAIR_RANKER)
+    assert serving_champion(tracking).version is None
+    for partition in ("2026-01-02", "2026-01-03"):
+        client.create_model_version(FAIR_RANKER, (tmp_path / "model").as_uri(),
+                                    tags={TAG_MODEL_PARTITION: partition, "candidate": f"{partition}/eo_weighted"})
+    client.set_registered_model_alias(FAIR_RANKER, CHAMPION, "2")
+    client.set_registered_model_alias(FAIR_RANKER, CHAMPION, "1")  # a rollback, after the selection moved it to 2
+    serving = serving_champion(tracking)
+    assert (serving.version, serving.partition, serving.candidate) == ("1", "2026-01-02", "2026-01-02/eo_weighted")
