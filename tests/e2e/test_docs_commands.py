@@ -52,6 +52,7 @@ SMALLER = {
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
+    "python benchmarks/bench_audit_groups.py --groups 5000 --all-up-to 0": "--groups 12 --rows 2000",
     "python benchmarks/bench_candidates.py": "--impressions 100000 --repeats 1",
     "python benchmarks/bench_main_job.py --sizes 25000 100000 250000 --days 3 --top 6": "--sizes 300 --days 2 --top 2",
     "python benchmarks/bench_noop_run.py --days 4 --requests-per-day 1000": "--days 2 --requests-per-day 200",

@@ -375,6 +375,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
     class Inputs:
         sources: dict = {}
         partition = None
+        serving = None  # the registry not read, as ReportInputs' default
 
         def stored_table(self, name, required):
             if name not in tables:
