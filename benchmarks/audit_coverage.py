@@ -51,7 +51,7 @@ from scipy import integrate, optimize, stats  # noqa: E402
 
 from fair_pipeline.audit import compare_groups  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_items  # noqa: E402
-from fair_pipeline.platform.replications import replication_pool  # noqa: E402
+from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 
 CUTOFFS = (0.1, 1.0)
 GROUP, OTHER = "0", "1"  # group "0" is the smaller one (p_group = 0.7 for "1")
@@ -124,12 +124,7 @@ def run_replications(reps: int, n_items: int, seed: int = 0, jobs: int = 1, mean
                      slots: int = 10) -> pd.DataFrame:
     """One row per replication x variant x statistic (deterministic for a given seed, whatever ``jobs``)."""
     tasks = [(r, n_items, seed, mean_shows, slots) for r in range(reps)]
-    if jobs > 1:
-        with replication_pool(jobs) as pool:
-            chunks = pool.map(_replication_star, tasks, chunksize=max(1, reps // (8 * jobs)))
-    else:
-        chunks = [one_replication(*t) for t in tasks]
-    return pd.DataFrame([row for chunk in chunks for row in chunk])
+    return pd.DataFrame(replication_rows(_replication_star, tasks, jobs, chunks_per_job=8))
 
 
 # ----------------------------------------------------------------------------- truth

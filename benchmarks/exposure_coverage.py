@@ -36,7 +36,7 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fair_pipeline.audit.stats.exposure import exposure_parity  # noqa: E402
-from fair_pipeline.platform.replications import replication_pool  # noqa: E402
+from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 
 GROUPS = np.array(["women", "men", "non-binary «other»"], dtype=object)
 SHARES = np.array([0.5, 0.3, 0.2])
@@ -126,13 +126,7 @@ def one_replication(seed: int, variants: tuple[str, ...] = tuple(VARIANTS)) -> l
 
 def run(reps: int, seed: int = 0, jobs: int = 2, variants: tuple[str, ...] = tuple(VARIANTS)) -> pd.DataFrame:
     seeds = [seed * 1_000_003 + r for r in range(reps)]
-    task = partial(one_replication, variants=variants)
-    if jobs > 1:
-        with replication_pool(jobs) as pool:
-            parts = pool.map(task, seeds, chunksize=max(1, reps // (4 * jobs)))
-    else:
-        parts = [task(s) for s in seeds]
-    return pd.DataFrame([row for part in parts for row in part])
+    return pd.DataFrame(replication_rows(partial(one_replication, variants=variants), seeds, jobs))
 
 
 def true_values(population: pd.Series) -> dict:

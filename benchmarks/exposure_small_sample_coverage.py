@@ -35,7 +35,7 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fair_pipeline.audit.stats.exposure import exposure_parity  # noqa: E402
-from fair_pipeline.platform.replications import replication_pool  # noqa: E402
+from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 
 GROUPS = np.array(["grupo A", "グループ B", "small «C»"], dtype=object)
 MU = np.array([-1.0, -1.3, -0.8])
@@ -124,13 +124,7 @@ def one_replication(seed: int, config: Config) -> list[dict]:
 
 def run(config: Config, reps: int, seed: int, jobs: int) -> pd.DataFrame:
     seeds = [seed * 1_000_003 + r for r in range(reps)]
-    task = partial(one_replication, config=config)
-    if jobs > 1:
-        with replication_pool(jobs) as pool:
-            parts = pool.map(task, seeds, chunksize=max(1, reps // (4 * jobs)))
-    else:
-        parts = [task(s) for s in seeds]
-    return pd.DataFrame([row for part in parts for row in part])
+    return pd.DataFrame(replication_rows(partial(one_replication, config=config), seeds, jobs))
 
 
 def coverage(raw: pd.DataFrame, truths: dict) -> pd.DataFrame:

@@ -23,4 +23,16 @@ def replication_pool(jobs: int) -> Pool:
     return context.Pool(jobs, initializer=_default_termination)
 
 
-__all__ = ["replication_pool"]
+def replication_rows(task, arguments, jobs: int, chunks_per_job: int = 4) -> list:
+    """Run ``task`` on every argument (in `jobs` processes when jobs > 1) and join the lists of rows it returns, in
+    the arguments' order (so results do not depend on ``jobs``)."""
+    arguments = list(arguments)
+    if jobs > 1:
+        with replication_pool(jobs) as pool:
+            parts = pool.map(task, arguments, chunksize=max(1, len(arguments) // (chunks_per_job * jobs)))
+    else:
+        parts = [task(a) for a in arguments]
+    return [row for part in parts for row in part]
+
+
+__all__ = ["replication_pool", "replication_rows"]

@@ -14,35 +14,26 @@ import io
 
 import numpy as np
 
-from fair_pipeline.audit.stats.cluster_pass import PartSums, cr2_parts
+from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
 from fair_pipeline.audit.stats.small_sample import satterthwaite_from_sums
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 PAIR_CELLS = 1 << 21  # (cutoff, cluster, column, column) cells per step of the pairwise moments
 
 
-class ClusterMoments:
+class ClusterMoments(ClusterCrossSums):
     """The `ClusterTotals` interface (``add``, ``covariance``, ``cr1_covariance``, ``clusters``,
     ``clusters_with``, ``totals``) with moments instead of per-cluster totals; ``contrast_df`` gives the df."""
 
     FIELDS = ("cross", "cross_cr2", "sq", "fourth", "nonzero", "clusters_with")
 
     def __init__(self, pairs, K: int, S: int, V: int):
-        self.pairs = pairs
-        self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
+        super().__init__(pairs, K, S, V)
         self.sq, self.fourth, self.nonzero = np.zeros((K, S, S)), np.zeros((K, S, S)), np.zeros((K, S, S))
-        self.design = PartSums(K, S, V)  # the parts' design df (`cluster_pass.contrast_df`): sums, mergeable too
-        self.clusters = 0
-        self.clusters_with = np.zeros((2, V), dtype=np.int64)
 
-    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> None:
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
         """Clusters' influence parts (K, clusters, S) and class counts (clusters, vectors), as `ClusterTotals.add`."""
-        U = Uneg + Upos
-        self.cross += np.einsum("kcs,kct->kst", U, U)
-        parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
-        self.design.add(parts, pos_counts, neg_counts, m, n)
-        adj = parts.sum(axis=0)
-        self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
+        adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n)
         K, C, S = adj.shape
         step = max(1, PAIR_CELLS // max(1, K * S * S))
         eye = np.eye(S, dtype=bool)
@@ -54,8 +45,7 @@ class ClusterMoments:
             self.sq += d2.sum(axis=1)
             self.fourth += (d2 * d2).sum(axis=1)
             self.nonzero += np.count_nonzero(d, axis=1)
-        self.clusters += C
-        self.clusters_with += np.stack([(pos_counts > 0).sum(axis=0), (neg_counts > 0).sum(axis=0)])
+        return adj
 
     def merge(self, other: ClusterMoments) -> ClusterMoments:
         """Add the moments of other clusters (disjoint from this one's)."""
@@ -65,12 +55,6 @@ class ClusterMoments:
         self.design.moments += other.design.moments
         self.clusters += other.clusters
         return self
-
-    def covariance(self) -> np.ndarray:
-        return self.cross_cr2.copy()
-
-    def cr1_covariance(self) -> np.ndarray:
-        return self.cross * (self.clusters / (self.clusters - 1))
 
     def totals(self) -> ClusterMoments:
         return self

@@ -209,34 +209,49 @@ class ClusterAccumulator:
         return np.concatenate(self._totals, axis=1) if self._totals else np.zeros((K, 0, S))
 
 
-class ClusterTotals:
-    """Finished per-cluster parts fed in chunks of clusters (`prefix_clusters`): the same covariances, totals and
-    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes)."""
+class ClusterCrossSums:
+    """CR1 / CR2 cross products, the parts' design sums and cluster counts of clusters fed in chunks: what
+    `ClusterTotals` and `cluster_moments.ClusterMoments` share."""
 
     def __init__(self, pairs, K: int, S: int, V: int):
         self.pairs = pairs
         self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
-        self._totals: list[np.ndarray] = []
         self.design = PartSums(K, S, V)
         self.clusters = 0
         self.clusters_with = np.zeros((2, V), dtype=np.int64)
 
-    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> None:
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
+        """Clusters' influence parts (K, clusters, S) and class counts (clusters, vectors); returns the clusters'
+        adjusted totals (K, clusters, S)."""
         U = Uneg + Upos
         self.cross += np.einsum("kcs,kct->kst", U, U)
         parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
         self.design.add(parts, pos_counts, neg_counts, m, n)
         adj = parts.sum(axis=0)
         self.cross_cr2 += np.einsum("kcs,kct->kst", adj, adj)
-        self._totals.append(adj)
         self.clusters += U.shape[1]
         self.clusters_with += np.stack([(pos_counts > 0).sum(axis=0), (neg_counts > 0).sum(axis=0)])
+        return adj
 
     def covariance(self) -> np.ndarray:
         return self.cross_cr2.copy()
 
     def cr1_covariance(self) -> np.ndarray:
         return self.cross * (self.clusters / (self.clusters - 1))
+
+
+class ClusterTotals(ClusterCrossSums):
+    """Finished per-cluster parts fed in chunks of clusters (`prefix_clusters`): the same covariances, totals and
+    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes)."""
+
+    def __init__(self, pairs, K: int, S: int, V: int):
+        super().__init__(pairs, K, S, V)
+        self._totals: list[np.ndarray] = []
+
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
+        adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n)
+        self._totals.append(adj)
+        return adj
 
     def totals(self) -> np.ndarray:
         # joined once, contiguous: every df the report asks is then one matrix product over it
