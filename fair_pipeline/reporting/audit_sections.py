@@ -382,7 +382,8 @@ def transform_findings(pauc: pd.DataFrame, xauc: pd.DataFrame, baseline: str, tr
             continue
         change = max(abs(full[(model, g)] - full[(baseline, g)]) for g in groups)
         # Exactly equal up to rounding for a strictly increasing map; ties where the map is flat can move it a little.
-        within = (f"within-group AUCs unchanged (largest change {change:.2g})" if change < UNCHANGED else
+        # below UNCHANGED the change is the engines' rounding (their sums' order differs): not printed as a figure
+        within = (f"within-group AUCs unchanged (largest change below {UNCHANGED:.0e})" if change < UNCHANGED else
                   f"within-group AUCs changed by up to {change:.3g} (ties where the transform is flat)")
         moves = [f"xAUC({d}) {estimate_text(x.loc[(baseline, d)], 'estimate')} → {estimate_text(x.loc[(model, d)], 'estimate')}"
                  for (m, d) in x.index if m == baseline and (model, d) in x.index]

@@ -149,3 +149,22 @@ def test_paired_dots_in_steps_equals_the_full_sum(monkeypatch):
     rows_a, rows_b = rng.integers(0, 7, 40), rng.integers(0, 6, 40)
     monkeypatch.setattr(sweep, "COLUMN_STEP", 11)  # steps of two columns
     assert np.allclose(sweep.paired_dots(a, rows_a, b, rows_b), (a[rows_a] * b[rows_b]).sum(axis=1))
+
+
+def test_a_clustered_reference_audit_equals_those_pairs_of_the_clustered_all_pairs_audit(tmp_path):
+    """The cluster-robust covariances (and the balanced-xAUC ones taken from them per compared pair) follow the
+    compared columns."""
+    groups = 12
+    s, y, g = _data(groups, 6000, seed=5)
+    item = np.random.default_rng(5).integers(0, 400, s.size)
+    path = tmp_path / "clustered.parquet"
+    pd.DataFrame({"score": s, "label": y.astype(int), "grp": g, "item": item}).to_parquet(path)
+    ref = audit_file(path, "score", "label", "grp", clusters="item", comparisons="reference", reference="g'04 +",
+                     min_clusters=2).report
+    everything = audit_file(path, "score", "label", "grp", clusters="item", comparisons="all", min_clusters=2).report
+    assert ref.pairs["estimable"].any() and np.isfinite(ref.pairs["se"]).any()
+    pairs = ref.pairs.sort_values(["group_a", "group_b", "cutoff"]).reset_index(drop=True)
+    _equal(_oriented(everything.pairs.drop(columns="p_holm"), pairs, ["cutoff"], ["diff"]), pairs, ["diff", "se"])
+    bal = ref.xauc.balanced_deltas.sort_values(["group_a", "group_b", "kind"]).reset_index(drop=True)
+    assert len(bal) == 2 * (groups - 1)
+    _equal(_oriented(everything.xauc.balanced_deltas, bal, ["kind"], ["delta"]), bal, ["delta", "se"], tol=1e-12)

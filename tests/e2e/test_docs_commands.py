@@ -46,12 +46,13 @@ EXIT_CODES = {"fair-pipeline promote --partition 2026-01-03": 2}
 SMALLER = {
     "python benchmarks/audit_coverage.py": "--reps 4 --items 200 --jobs 1 --truth-factor 2",
     "python benchmarks/exposure_coverage.py --reps 500": "--reps 2 --jobs 1 --truth-chunks 1",
-    "python benchmarks/exposure_small_sample_coverage.py --reps 100 --truth-reps 400":
+    "python benchmarks/exposure_small_sample_coverage.py --reps 400":
         "--reps 3 --jobs 1 --truth-reps 3 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
+    "python benchmarks/bench_audit_groups.py --groups 5000 --all-up-to 0": "--groups 12 --rows 2000",
     "python benchmarks/bench_candidates.py": "--impressions 100000 --repeats 1",
     "python benchmarks/bench_main_job.py --sizes 25000 100000 250000 --days 3 --top 6": "--sizes 300 --days 2 --top 2",
     "python benchmarks/bench_noop_run.py --days 4 --requests-per-day 1000": "--days 2 --requests-per-day 200",

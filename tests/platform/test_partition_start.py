@@ -57,3 +57,16 @@ def test_the_definitions_partitions_start_at_the_home_first_landed_day(tmp_path)
             "print(keys)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['2026-01-02', '2026-01-03', '2026-01-04', '2026-01-05']"
+
+
+def test_run_simulates_before_it_loads_the_definitions(tmp_path):
+    """`run --start` simulates days before the first landed one; the definitions must load after that, or those
+    days would fall before the partitions' start."""
+    code = ("import sys\nfrom fair_pipeline.commands import main, run\n"
+            "def simulate(args):\n"
+            "    print('definitions loaded' if 'fair_pipeline.platform.partitions' in sys.modules else 'not loaded')\n"
+            "    raise SystemExit(0)\n"
+            "run.simulate = simulate\nmain(['run', '--start', '2026-01-01', '--days', '1'])\n")
+    env = {k: v for k, v in os.environ.items() if k != START_DATE_ENV} | {"FAIR_PIPELINE_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout
+    assert out.strip().splitlines()[-1] == "not loaded"

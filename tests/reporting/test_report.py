@@ -331,7 +331,7 @@ def test_cdf_transform_section_shows_within_group_auc_unchanged_and_xauc_moved(t
     assert table.loc["AUC within group a", "prod"] == table.loc["AUC within group a", "eo"] == "0.850 [0.830, 0.870]"
     assert table.loc["xAUC(a>b)", "prod"] == "0.950 [0.940, 0.960]" and table.loc["xAUC(a>b)", "eo"] == "0.830 [0.810, 0.850]"
     (finding,) = transform_findings(tables["partial_auc"], tables["xauc"], "prod", ["eo"])
-    assert finding.text.startswith("eo vs prod: within-group AUCs unchanged (largest change 0)")
+    assert finding.text.startswith("eo vs prod: within-group AUCs unchanged (largest change below 1e-09)")
     assert "xAUC(a>b) 0.950 [0.940, 0.960] → 0.830 [0.810, 0.850]" in finding.text
     # A transform that did move a within-group AUC is not reported as leaving it unchanged.
     moved = tables["partial_auc"].copy()
@@ -375,6 +375,7 @@ def test_summary_leads_with_the_gap_beyond_delta_and_calls_the_tiny_significant_
     class Inputs:
         sources: dict = {}
         partition = None
+        serving = None  # the registry not read, as ReportInputs' default
 
         def stored_table(self, name, required):
             if name not in tables:

@@ -55,6 +55,10 @@ DEFAULT_SESSION_CONFIG = {
     "spark.sql.adaptive.coalescePartitions.enabled": "false",
     "spark.sql.files.maxPartitionBytes": str(2**50),
     "spark.sql.files.openCostInBytes": "1",
+    # No broadcast joins: the driver collects a broadcast side, which for a table derived from the day's rows (the
+    # rejected rows a load joins back) is row-sized up to the threshold, and the plan changing at the threshold
+    # changes the stages a day runs.
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 
