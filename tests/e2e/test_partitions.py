@@ -144,11 +144,15 @@ def _nothing_new_then_one_changed_day(home: Path, capsys) -> None:
     instance = runner.current_instance()
     runs = len(instance.get_run_records())
     capsys.readouterr()
-    with watch(home / "landing") as reads:  # every landing file was hashed before: the cache answers for all
-        assert main(["run", "--no-simulate"]) == 0
-    assert reads.files == set()
+    assert main(["run", "--no-simulate"]) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert len(said) == 1 and said[0].startswith("[fair-pipeline] nothing new:"), said
+    # That run hashed again only files last hashed within 2 s of their writing (hash_cache.RACY_NS); the next one
+    # finds every hash in the cache and opens no landing file.
+    with watch(home / "landing") as reads:
+        assert main(["run", "--no-simulate"]) == 0
+    assert reads.files == set()
+    assert "nothing new:" in capsys.readouterr().out
     assert len(instance.get_run_records()) == runs
     changed = NOVEMBER[1]
     key = dg.AssetKey(["raw", "observational_impressions"])
@@ -215,7 +219,9 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     first = runner.train_and_audit(str(NOVEMBER[-1]))
     assert first.success, runner.failure_summary(first)
     before, report_before = _findings(fp_home, NOVEMBER[-1]), _report(fp_home, NOVEMBER[-1])
-    assert len(before) >= 5 and all(len(frame) for frame in before.values()), {k: len(v) for k, v in before.items()}
+    # Exposure by protected attribute (cells) is filled only when FAIR_PIPELINE_GROUP_COLUMNS names some.
+    empty = [name for name, frame in before.items() if not len(frame) and name != "fairness_audit_exposure_cells"]
+    assert len(before) >= 5 and not empty, empty
     champion = _champion(fp_home)
     assert champion is not None and champion[1] == str(NOVEMBER[-1])
     candidate_before = store_client(f"sqlite:///{fp_home / 'mlflow.db'}").get_model_version_by_alias(
@@ -256,7 +262,7 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     after = _findings(fp_home, NOVEMBER[-1])
     assert after.keys() == before.keys()
     for table, frame in before.items():
-        pd.testing.assert_frame_equal(after[table], frame, check_exact=False, rtol=0, atol=1e-12, obj=table)
+        pd.testing.assert_frame_equal(after[table], frame, check_exact=False, rtol=1e-12, atol=1e-12, obj=table)  # df ~1e5: relative
     window = after["eo_transforms"][["window_start", "window_end"]].drop_duplicates()
     assert [str(pd.Timestamp(x).date()) for x in window.iloc[0]] == [str(NOVEMBER[0]), str(NOVEMBER[-2])]
     with duckdb.connect(str(fp_home / "warehouse.duckdb"), read_only=True) as con:
