@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from fair_pipeline.commands.arguments import date
 from fair_pipeline.platform import settings
 from fair_pipeline.selection.elicitation.defaults import DEFAULT_RADIUS, MAX_INTERACTIVE_GROUPS
 
@@ -22,8 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", type=Path, default=None,
                         help="DuckDB file for sessions and answers (default: $FAIR_PIPELINE_HOME/elicitation.duckdb)")
     parser.add_argument("--session", default=None, help="session id; an existing id resumes that session")
-    parser.add_argument("--groups", type=int, default=2,
-                        help=f"number of groups m (new sessions; at most {MAX_INTERACTIVE_GROUPS})")
+    parser.add_argument("--groups", type=int, default=None,
+                        help=f"number of groups m (new sessions; at most {MAX_INTERACTIVE_GROUPS}; default 2, or the "
+                             "groups of --partition)")
     parser.add_argument("--method", choices=("adaptive", "qpme"), default="adaptive",
                         help="adaptive: at most 40 questions with visible differences and an 'about the same' "
                              "answer (default); qpme: the paper's bisections (hundreds of answers)")
@@ -37,36 +39,83 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inner-radius", type=float, default=None,
                         help="qpme: radius of the small spheres compared in each search (default radius/10); "
                              "larger makes the two profiles of a question easier to tell apart")
+    parser.add_argument("--partition", type=partition_or_latest, default=None,
+                        help="YYYY-MM-DD or 'latest': pick among that model_selection partition's candidates (their "
+                             "per-group TPR/TNR from marts.model_ranking in the home's warehouse), stopping as soon as "
+                             "the answers settle their order (new adaptive sessions)")
     parser.add_argument("--replay", action="store_true",
                         help="recompute the metric from the stored answers without asking anything")
     parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
 
 
-def _config_from_args(args: argparse.Namespace) -> SessionConfig:
+def partition_or_latest(text: str) -> str:
+    """argparse type: 'latest' or a YYYY-MM-DD date (kept as text; 'latest' is resolved against the warehouse)."""
+    return text if text == "latest" else date(text).isoformat()
+
+
+def _config_from_args(args: argparse.Namespace) -> tuple[SessionConfig, tuple[str, ...]]:
+    """The new session's settings and the partition's candidates left out (without rates in every group)."""
     import numpy as np
 
     from fair_pipeline.selection.elicitation.validation import check_dimensions, check_search
     from fair_pipeline.selection.session import SessionConfig
 
-    check_dimensions(args.groups, args.classes)
-    if args.groups > MAX_INTERACTIVE_GROUPS:
+    labels = tuple(args.group_labels.split(",")) if args.group_labels else None
+    profiles = None
+    if args.partition is not None:
+        profiles = _candidates(args, labels)
+        labels = profiles.group_labels
+    n_groups = args.groups if args.groups is not None else len(labels) if profiles is not None else 2
+    check_dimensions(n_groups, args.classes)
+    if n_groups > MAX_INTERACTIVE_GROUPS:
         raise ValueError(
-            f"--groups {args.groups}: a question would show {2 * args.groups * args.classes} rates side by side and "
-            f"the metric would weigh {args.groups * (args.groups - 1) // 2} group pairs; a person cannot judge that "
+            f"--groups {n_groups}: a question would show {2 * n_groups * args.classes} rates side by side and "
+            f"the metric would weigh {n_groups * (n_groups - 1) // 2} group pairs; a person cannot judge that "
             f"in 40 answers. Use at most {MAX_INTERACTIVE_GROUPS} groups (merge small groups, or elicit on the "
             f"largest ones)")
     check_search(args.classes, args.radius, args.tolerance, args.inner_radius)  # before the session is stored
-    labels = (tuple(args.group_labels.split(",")) if args.group_labels
-              else tuple(f"group {g + 1}" for g in range(args.groups)))
-    if len(labels) != args.groups:
-        raise ValueError(f"--group-labels names {len(labels)} groups but --groups is {args.groups}")
+    labels = labels or tuple(f"group {g + 1}" for g in range(n_groups))
+    if len(labels) != n_groups:
+        where = f"partition {profiles.partition} has" if profiles else "--group-labels names"
+        hint = "; leave --groups out to use them" if profiles else ""
+        raise ValueError(f"{where} {len(labels)} groups but --groups is {n_groups}{hint}")
     weights = None
     if args.group_weights:
         weights = tuple(np.asarray(json.loads(args.group_weights), dtype=float).ravel().tolist())
-    config = SessionConfig(args.groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius,
-                           args.method)
+    candidates = {}
+    if profiles is not None:
+        candidates = {"candidates": tuple(profiles.profiles.ravel().tolist()), "candidate_names": profiles.names,
+                      "candidates_partition": profiles.partition}
+    config = SessionConfig(n_groups, args.classes, labels, weights, args.tolerance, args.radius, args.inner_radius,
+                           args.method, **candidates)
     config.tau()  # validate now, with a clear message
-    return config
+    return config, profiles.left_out if profiles is not None else ()
+
+
+def _candidates(args: argparse.Namespace, labels: tuple[str, ...] | None):
+    """The partition's candidate profiles; ValueError (one line) when they cannot steer this elicitation."""
+    import duckdb
+
+    from fair_pipeline.selection.candidate_profiles import load_candidate_profiles
+
+    if args.method != "adaptive":
+        raise ValueError("--partition needs --method adaptive (the paper's bisections ask fixed questions)")
+    if args.classes != 2:
+        raise ValueError(f"--partition: the candidates' rates are TPR and TNR (2 classes), not --classes {args.classes}")
+    try:
+        return load_candidate_profiles(settings.warehouse_path(), None if args.partition == "latest" else args.partition,
+                                       labels)
+    except duckdb.Error as error:  # e.g. a run holds the warehouse's write lock
+        raise ValueError(f"cannot read the warehouse {settings.warehouse_path()}: {error}".splitlines()[0]) from error
+
+
+def _candidates_line(config: SessionConfig, left_out: tuple[str, ...]) -> str:
+    n = len(config.candidate_names)
+    skipped = (" Left out, without rates in every group (not estimable): " + ", ".join(left_out) + "."
+               if left_out else "")
+    return (f"Picking among the {n} candidates of partition {config.candidates_partition} "
+            f"({settings.warehouse_path()}, marts.model_ranking), groups {list(config.group_labels)}: questions stop "
+            "as soon as the answers settle their order." + skipped)
 
 
 def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
@@ -75,7 +124,13 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
 
     from fair_pipeline.selection.elicitation import InconsistentOracleError, metric_to_dict
     from fair_pipeline.selection.elicitation.oracles import MissingPreferenceError
-    from fair_pipeline.selection.session import SessionPaused, SessionStore, describe_metric, run_session
+    from fair_pipeline.selection.session import (
+        SessionPaused,
+        SessionStore,
+        describe_candidates,
+        describe_metric,
+        run_session,
+    )
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     db = args.db or settings.default_elicitation_db()
@@ -103,9 +158,11 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
             if args.replay:
                 print(f"no session {session_id!r} in {db}", file=stdout)
                 return EXIT_ERROR
-            config = _config_from_args(args)
+            config, left_out = _config_from_args(args)  # ValueError (CandidateProfilesError too): one line from main
             store.create(session_id, config)
             print(f"New elicitation session {session_id}.", file=stdout)
+            if config.candidates is not None:
+                print(_candidates_line(config, left_out), file=stdout)
         else:
             print(f"Resuming session {session_id} ({len(store.answers(session_id))} answers stored).", file=stdout)
         try:
@@ -128,6 +185,8 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
                                           "group_labels": list(config.group_labels)}
         store.finish(session_id, "completed", result)
         print(describe_metric(metric, config.group_labels), file=stdout)
+        if config.candidates is not None:
+            print(describe_candidates(metric, config), file=stdout)
         return EXIT_OK
     finally:
         store.close()

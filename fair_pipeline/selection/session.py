@@ -13,6 +13,7 @@ Tables (schema ``elicitation``): ``sessions`` (settings, status, result) and ``a
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import zlib
 from dataclasses import dataclass
@@ -51,7 +52,10 @@ TABLES_SQL = [
         status VARCHAR NOT NULL,
         completed_at TIMESTAMPTZ,
         result_json VARCHAR,
-        method VARCHAR DEFAULT 'qpme'
+        method VARCHAR DEFAULT 'qpme',
+        candidates DOUBLE[],            -- flattened (n, n_groups, n_classes): the profiles whose order stops it
+        candidate_names VARCHAR[],
+        candidates_partition DATE       -- the marts.model_ranking partition they were read from
     )""",
     """CREATE TABLE IF NOT EXISTS answers (
         session_id VARCHAR NOT NULL,
@@ -65,9 +69,12 @@ TABLES_SQL = [
         PRIMARY KEY (session_id, query_index)
     )""",
 ]
-# Files written before "about the same" answers and the adaptive method existed.
+# Files written before "about the same" answers, the adaptive method and candidates existed.
 UPGRADE_SQL = [
     "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS method VARCHAR DEFAULT 'qpme'",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS candidates DOUBLE[]",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS candidate_names VARCHAR[]",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS candidates_partition DATE",
     "ALTER TABLE answers ALTER COLUMN r1_preferred DROP NOT NULL",
 ]
 
@@ -86,6 +93,9 @@ class SessionConfig:
     radius: float = DEFAULT_RADIUS
     inner_radius: float | None = None  # None: the core default (radius / 10)
     method: str = "adaptive"  # "qpme": the paper's questions (sessions stored before the adaptive method)
+    candidates: tuple[float, ...] | None = None  # flattened (n, n_groups, n_classes); stop once their order is settled
+    candidate_names: tuple[str, ...] | None = None
+    candidates_partition: dt.date | None = None
 
     def inner(self) -> float:
         return default_inner_radius(self.radius) if self.inner_radius is None else self.inner_radius
@@ -94,8 +104,13 @@ class SessionConfig:
         """Keyword arguments of `elicit_fair_quadratic_metric` for this session."""
         common = {"group_weights": self.tau(), "radius": self.radius}
         if self.method == "adaptive":
-            return common | INTERACTIVE_DEFAULTS
+            return common | INTERACTIVE_DEFAULTS | {"candidates": self.candidate_profiles()}
         return common | {"tolerance": self.tolerance, "inner_radius": self.inner(), "method": "qpme"}
+
+    def candidate_profiles(self) -> np.ndarray | None:
+        if self.candidates is None:
+            return None
+        return np.reshape(self.candidates, (-1, self.n_groups, self.n_classes))
 
     def tau(self) -> np.ndarray:
         w = None if self.group_weights is None else np.reshape(self.group_weights, (self.n_groups, self.n_classes))
@@ -120,21 +135,27 @@ class SessionStore:
         self.con.close()
 
     def load_config(self, session_id: str) -> SessionConfig | None:
-        row = self.con.execute(
-            "SELECT n_groups, n_classes, group_labels, group_weights, tolerance, radius, inner_radius, "
-            "coalesce(method, 'qpme') FROM sessions WHERE session_id = ?",
-            [session_id],
-        ).fetchone()
+        # SELECT *: a reader opens files written before the candidate columns existed without upgrading them
+        cursor = self.con.execute("SELECT * FROM sessions WHERE session_id = ?", [session_id])
+        row = cursor.fetchone()
         if row is None:
             return None
-        return SessionConfig(row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], row[6], row[7])
+        stored = dict(zip([d[0] for d in cursor.description], row))
+        optional = lambda name: None if stored.get(name) is None else tuple(stored[name])  # noqa: E731
+        return SessionConfig(stored["n_groups"], stored["n_classes"], tuple(stored["group_labels"]),
+                             tuple(stored["group_weights"]), stored["tolerance"], stored["radius"],
+                             stored["inner_radius"], stored.get("method") or "qpme", optional("candidates"),
+                             optional("candidate_names"), stored.get("candidates_partition"))
 
     def create(self, session_id: str, config: SessionConfig) -> None:
         self.con.execute(
             "INSERT INTO sessions (session_id, created_at, n_groups, n_classes, group_labels, group_weights, "
-            "tolerance, radius, inner_radius, status, method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', ?)",
+            "tolerance, radius, inner_radius, status, method, candidates, candidate_names, candidates_partition) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'in_progress', ?, ?, ?, ?)",
             [session_id, _now(), config.n_groups, config.n_classes, list(config.group_labels),
-             config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner(), config.method],
+             config.tau().ravel().tolist(), config.tolerance, config.radius, config.inner(), config.method,
+             None if config.candidates is None else list(config.candidates),
+             None if config.candidate_names is None else list(config.candidate_names), config.candidates_partition],
         )
 
     def answers(self, session_id: str) -> list[tuple[np.ndarray, np.ndarray, bool | None]]:
@@ -289,3 +310,23 @@ def _band_text(metric: FairQuadraticMetric) -> str:
     if band.get("kind") == "posterior":
         return f"; 95% posterior interval [{lo:.3f}, {hi:.3f}]"
     return f"; 95% band from the search tolerance [{lo:.3f}, {hi:.3f}]"
+
+
+def describe_candidates(metric: FairQuadraticMetric, config: SessionConfig) -> str:
+    """The candidates in the elicited metric's order, and whether the answers settled it."""
+    profiles = config.candidate_profiles()
+    costs = np.atleast_1d(metric(profiles))
+    settled = metric.diagnostics.get("candidate_order_settled")
+    n = len(costs)
+    if metric.diagnostics.get("stopped_because") == "the answers settle the order of the candidates":
+        head = (f"Stopped after {metric.n_queries} answers: the order of the {n} candidates of partition "
+                f"{config.candidates_partition} is settled (posterior probability at least {settled:.2f}, pair by pair, "
+                f"that the order below is right or the two differ by less than {metric.diagnostics['resolution']:.0%}).")
+    else:
+        head = (f"The order of the {n} candidates of partition {config.candidates_partition} is not settled after "
+                f"{metric.n_queries} answers (posterior probability {settled:.2f} for its least sure pair).")
+    width = max(len(name) for name in config.candidate_names)
+    lines = [head, "Candidates by elicited cost (lower is better):"]
+    for place, i in enumerate(np.argsort(costs, kind="stable"), start=1):
+        lines.append(f"  {place:>3}. {config.candidate_names[i]:<{width}}  {costs[i]:.4f}")
+    return "\n".join(lines)

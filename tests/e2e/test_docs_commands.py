@@ -112,6 +112,9 @@ ELSEWHERE = {
     # --top 2, the last values win) is this one's too: one run of several minutes' worth of Dagster runs, not two.
     "python benchmarks/bench_main_job.py --sizes 25000 --days 3 --top 12":
         "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes",
+    # Interactive: a scripted person answers it (same arguments) on a small warehouse of candidates.
+    "fair-pipeline elicit --partition latest":
+        "tests/selection/test_elicit_candidates.py::test_candidates_stop_the_questions_earlier_in_the_hidden_metrics_order_and_replay_identically",
     # Each point costs a killed run and a recovery run (about 30 s here): the test runs three of its points.
     "python -m benchmarks.kill_points --points 20":
         "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps",
