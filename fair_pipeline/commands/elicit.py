@@ -165,6 +165,9 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
                 print(_candidates_line(config, left_out), file=stdout)
         else:
             print(f"Resuming session {session_id} ({len(store.answers(session_id))} answers stored).", file=stdout)
+            if args.partition is not None:  # a session keeps the candidates it started with: answers depend on them
+                kept = f"those of partition {config.candidates_partition}" if config.candidates else "none"
+                print(f"--partition applies to new sessions; this session's candidates are {kept}.", file=stdout)
         try:
             metric = run_session(store, session_id, config, stdin, stdout, interactive=not args.replay)
         except SessionPaused:

@@ -120,6 +120,9 @@ def test_candidates_stop_the_questions_earlier_in_the_hidden_metrics_order_and_r
     code, replayed = elicit(home, ScriptedAnswerer(truth, seed=99), "--session", "pick", "--replay")
     assert code == EXIT_OK
     assert replayed.split("answers stored).\n", 1)[1] == "Elicited metric after" + picking.split("Elicited metric after")[1]
+    code, resumed = elicit(home, ScriptedAnswerer(truth, seed=1), "--session", "general", "--partition", "latest")
+    assert code == EXIT_OK and "--partition applies to new sessions; this session's candidates are none." in resumed
+    assert "Candidates by elicited cost" not in resumed
     recorded = elicit_recorded(home / "elicitation.duckdb", "pick")  # what the elicited_metric asset replays
     assert recorded.metric.n_queries == answers(picking)
     assert metric_to_dict(recorded.metric)["lam"] == pytest.approx(
