@@ -17,7 +17,6 @@ a second write within the same tick would leave its stat unchanged (git's "racy"
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -25,6 +24,8 @@ import os
 import tempfile
 import time
 from pathlib import Path
+
+from fair_pipeline.platform.file_lock import exclusive_lock
 
 CACHE_NAME = "landing_hashes.json"
 FORMAT = 1
@@ -119,7 +120,7 @@ class HashCache:
         if self.path is None or not (self.fresh or self.rebuild):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(self.path.with_name(self.path.name + ".lock")):
+        with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
             saved, _ = read_entries(self.path)
             merged = {**saved, **self.fresh}
             merged = {k: v for k, v in merged.items() if _still(k, v)}
@@ -132,16 +133,6 @@ def _still(path: str, entry: list) -> bool:
         return _stat_key(os.stat(path)) == entry[0]
     except OSError:
         return False
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path):
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _write_atomic(path: Path, data: dict) -> None:

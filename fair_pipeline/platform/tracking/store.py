@@ -6,19 +6,18 @@ unreachable; past the retry budget a `TrackingUnavailableError` names the store 
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import os
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urlparse
 
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.file_lock import exclusive_lock
 
 # One experiment per pipeline stage (the Dagster groups that log to MLflow).
 STAGES = ("ingestion", "position_bias", "eo_transform", "training", "audit", "selection", "elicitation", "benchmarks", "reporting")
@@ -188,17 +187,6 @@ class Store:
         return with_retry(call, what=what, uri=self.uri, attempts=self.attempts, delay_s=self.delay_s)
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def point_fluent_api_at(uri: str) -> None:
     """MLflow's fluent API (`mlflow.start_run`, `log_model`) logs to process-wide URIs: point them at `uri`.
     MLflow's fluent setters also export environment variables to every later subprocess: they are put back, or
@@ -238,7 +226,7 @@ def ensure_experiments(
     sqlite_path = local_sqlite_path(uri)
     lock = (sqlite_path.parent / (sqlite_path.name + ".lock")) if sqlite_path else settings.home() / ".mlflow.lock"
     ids: dict[str, str] = {}
-    with _file_lock(lock):
+    with exclusive_lock(lock):
         client = with_retry(lambda: store_client(uri), what="open the tracking store", uri=uri, attempts=attempts)
         for stage in stages:
             name = experiment_name(stage)
