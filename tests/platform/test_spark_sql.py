@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 import sqlglot
 
-from fair_pipeline.audit import exposure_sql
+from fair_pipeline.audit import exposure_attributes, exposure_sql
 from fair_pipeline.audit import sql as audit_sql
 from fair_pipeline.eo import sql as eo_sql
+from fair_pipeline.ingestion import catalogue_dates
 from fair_pipeline.platform import sql_models, sql_schemas, warehouse, windows
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, spark_sql
 from fair_pipeline.position_bias import sql as position_bias_sql
@@ -34,6 +35,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fair_pipeline"
 RENDERED_MODULES = {
     "fair_pipeline/audit/sql.py": audit_sql,
     "fair_pipeline/audit/exposure_sql.py": exposure_sql,
+    "fair_pipeline/audit/exposure_attributes.py": exposure_attributes,
+    "fair_pipeline/ingestion/catalogue_dates.py": catalogue_dates,
     "fair_pipeline/eo/sql.py": eo_sql,
     "fair_pipeline/position_bias/sql.py": position_bias_sql,
     "fair_pipeline/platform/windows.py": windows,
@@ -161,6 +164,10 @@ def stage_statements(tmp_path_factory) -> list[str]:
         call(rankers, "truth_items", landing, features)
         # both clusterings: the item, request and item x request passes
         call(exposure_sql, "logged_exposure_parity", training, 1 / np.log2(1 + curve["position"].to_numpy()))
+        call(exposure_attributes, "attribute_exposure", training, 1 / np.log2(1 + curve["position"].to_numpy()),
+             ["group_id"])
+        call(catalogue_dates, "items_as_of", last)
+        call(catalogue_dates, "delivered_columns", last, features)
         ranker = selection_candidates.Ranker("r0", 0.0, tuple(features[:2]), np.array([1.0, -0.5]), 0.1, first,
                                              first, None)
         with pytest.raises(selection_candidates.SelectionInputError):  # no ranker table in this warehouse

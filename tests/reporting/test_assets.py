@@ -135,9 +135,10 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     assert {"report/fairness_report.html", "report/fairness_summary.md", "report/findings.json"} <= artifacts
 
 
-def test_the_report_reads_only_the_warehouse_so_an_empty_mlflow_store_changes_nothing(home, main_job_output, tmp_path):
-    """MLflow is for people: a report made against a fresh, empty tracking store has every section, with the same
-    findings as the main job's report of that partition."""
+def test_the_report_reads_the_warehouse_and_only_what_is_deployed_from_the_registry(home, main_job_output, tmp_path):
+    """A report made against a fresh, empty tracking store has every section with the same findings as the main
+    job's report of that partition, except what is deployed: the registry is its authority, and an empty one says
+    nothing is, beside what the day's selection last registered."""
     from fair_pipeline.definitions import fairness_report
     from fair_pipeline.platform.resources import DuckDBWarehouse
 
@@ -151,8 +152,18 @@ def test_the_report_reads_only_the_warehouse_so_an_empty_mlflow_store_changes_no
     metadata = result.asset_materializations_for_node("reporting__fairness_report")[0].metadata
     assert metadata["sections_available"].value == 13 and metadata["sections_missing"].value == []
     after = json.loads(findings.read_text())
-    assert [f["text"] for f in after["findings"]] == [f["text"] for f in before["findings"]]
+
+    def deployed(f):
+        return f["text"].startswith("Deployed")
+
+    assert [f["text"] for f in after["findings"] if not deployed(f)] == \
+        [f["text"] for f in before["findings"] if not deployed(f)]
     assert after["verdict_counts"] == before["verdict_counts"]
+    [was] = [f["text"] for f in before["findings"] if deployed(f)]
+    [now] = [f["text"] for f in after["findings"] if deployed(f)]
+    assert was.startswith("Deployed: fair-ranker@champion = version")
+    assert now.startswith("Deployed: nothing. fair-ranker@champion is not set")
+    assert "Last registered by selection: fair-ranker@champion = version" in now
 
 
 def test_unreachable_mlflow_fails_the_report_with_a_clear_message(home, main_job_output):
