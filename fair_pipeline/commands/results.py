@@ -29,10 +29,11 @@ def print_where(ok: bool, verbose: bool = False, failures: list[str] | None = No
     if ok:  # after a failure the alias did not move; the lines left say what failed
         print(f"  deployed:           {deployed()}")
     print(f"  open the UIs:       {ui_hint()}")
-    if not ok:
-        print("  some runs failed: see the messages above and the run's event log in the UI")
+    if not ok:  # the last line: the first failure's cause, else where to look
         if failures:
             say(f"failed: {failures[0]}")
+        else:
+            print("  some runs failed: see the messages above and the run's event log in the UI")
 
 
 def print_report_summary(verbose: bool = False, since: float | None = None) -> None:

@@ -21,7 +21,9 @@ from fair_pipeline.schedules import DAILY_STAGES, LOG_TABLES
 
 
 def test_run_ingests_every_partition_and_trains_those_with_earlier_days(fp_home, capsys):
-    code = main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000"])
+    # --benchmarks: the static benchmark models too, so every unpartitioned asset is materialized
+    code = main(["run", "--start", "2026-01-01", "--days", "2", "--requests-per-day", "200", "--items", "2000",
+                 "--benchmarks"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "fairness report:" in out and re.search(r"open the UIs: +fair-pipeline (--home \S+ )?ui ", out)
@@ -64,7 +66,7 @@ def test_run_ingests_every_partition_and_trains_those_with_earlier_days(fp_home,
         assert con.execute("SELECT count(*) FROM raw.observational_impressions").fetchone()[0] == 2 * 200 * 50
         assert con.execute("SELECT partition_date::VARCHAR, count(*) FROM marts.model_ranking GROUP BY 1").fetchall() == [
             ("2026-01-02", len(con.execute("SELECT * FROM marts.model_ranking").fetchall()))]
-    # ... and the static benchmarks are not re-run or re-registered
+    # ... and the static benchmarks are not re-run or re-registered (nor asked for)
     assert _benchmark_versions() == benchmark_versions
 
 
