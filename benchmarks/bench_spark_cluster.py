@@ -246,7 +246,7 @@ def analyse(home: Path) -> dict:
     from fair_pipeline.platform import sql_models
 
     samples = json.loads((home / "driver_memory.json").read_text())
-    sql_steps = {"__".join(key) for key in sql_models.discover_models()}
+    sql_steps = {"__".join(model.key) for model in sql_models.discover_models().values()}
     windows = step_windows(home / "dagster_home", sql_steps)
     spark_by_step = parse_event_log(home / "event_log", windows)
     memory_by_step = per_step(windows, samples, parse_gc_log(home / "driver_gc.log"))
