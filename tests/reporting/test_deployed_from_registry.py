@@ -3,6 +3,7 @@ selection shows in every report built after it, and the selection's record only 
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pandas as pd
 
@@ -23,16 +24,33 @@ def test_a_rollback_after_the_selection_is_what_the_report_says_is_deployed():
     text = deployed_text(None, _deployed(), DAY, serving)
     assert text.startswith("**Deployed: `fair-ranker@champion` = version 5**, the candidate "
                            "`2026-01-02/probability/lam=0.1/alpha=1` chosen by the model selection of 2026-01-02 "
-                           "(the MLflow registry when this report was built, 2026-01-04 09:00 UTC).")
+                           "(the MLflow registry when this report was built).")
     assert ("**Not what this report's selection left:** the selection of 2026-01-03 registered version 7 "
             "(`2026-01-03/probability/lam=0/alpha=1`); `fair-pipeline promote --force` rolled it back to an older day.") in text
     # Promoted forward again: the registry and the selection agree, and the selection explains the choice.
     again = deployed_text(None, _deployed(), DAY, Serving("fair-ranker", "7", "2026-01-03", "x", "2026-01-04 09:05 UTC"))
     assert again.startswith("**Deployed: `fair-ranker@champion` = version 7**, the candidate "
                             "`2026-01-03/probability/lam=0/alpha=1` (family eo_transform), ranked 1 of 12")
-    assert again.endswith("(As the MLflow registry when this report was built, 2026-01-04 09:05 UTC.)")
+    assert again.endswith("(As the MLflow registry when this report was built.)")
     unset = deployed_text(None, _deployed(), DAY, Serving("fair-ranker", None, read_at="now"))
     assert unset.startswith("**Deployed: nothing.** `fair-ranker@champion` is not set (the MLflow registry")
+    assert not any("09:0" in t for t in (text, again))  # the read time is the report's, not the finding's
+
+
+def test_the_registry_read_time_is_in_the_header_and_findings_json_not_in_a_finding(tmp_path):
+    from fair_pipeline.reporting import ReportInputs, build_report, write_report
+
+    serving = Serving("fair-ranker", None, read_at="2026-01-04 09:00 UTC")
+    report = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb", serving=serving))
+    files = write_report(report, tmp_path / "reports")
+    data = json.loads(files.findings.read_text())
+    assert data["registry_read_at"] == "2026-01-04 09:00 UTC"
+    assert not any("09:00" in f["text"] for f in data["findings"])
+    header = "`fair-ranker@champion` read from the MLflow registry 2026-01-04 09:00 UTC"
+    assert header in files.markdown.read_text()
+    assert "<code>fair-ranker@champion</code> read from the MLflow registry 2026-01-04 09:00 UTC" in files.html.read_text()
+    unread = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"))
+    assert unread.registry_read_at is None and "registry" not in unread.header
 
 
 def test_the_asset_reads_the_alias_from_the_registry(tmp_path, monkeypatch):
