@@ -6,6 +6,7 @@ import datetime as dt
 import json
 
 import pandas as pd
+import pytest
 
 from fair_pipeline.reporting.decision import deployed_text
 from fair_pipeline.reporting.model import Serving
@@ -71,3 +72,57 @@ def test_the_asset_reads_the_alias_from_the_registry(tmp_path, monkeypatch):
     client.set_registered_model_alias(FAIR_RANKER, CHAMPION, "1")  # a rollback, after the selection moved it to 2
     serving = serving_champion(tracking)
     assert (serving.version, serving.partition, serving.candidate) == ("1", "2026-01-02", "2026-01-02/eo_weighted")
+
+
+@pytest.mark.parametrize("error", [TypeError("a bug"), KeyError("tags"), AttributeError("no such field")])
+def test_a_bug_while_reading_the_registry_fails_the_report(tmp_path, monkeypatch, error):
+    from fair_pipeline.platform.tracking import MLflowTracking
+    from fair_pipeline.reporting.assets import serving_champion
+
+    def champion(self, name):
+        raise error
+
+    monkeypatch.setattr(MLflowTracking, "champion", champion)
+    with pytest.raises(type(error)):
+        serving_champion(MLflowTracking(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db"))
+
+
+def _store_failures():
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import OperationalError
+
+    from fair_pipeline.platform.tracking import TrackingUnavailableError
+
+    return [TrackingUnavailableError("store locked past the retries"), MlflowException("internal server error"),
+            ConnectionRefusedError("server down"), OperationalError("SELECT", {}, Exception("disk I/O error"))]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_a_store_that_cannot_be_read_leaves_the_report_on_the_selections_record(tmp_path, monkeypatch, index):
+    from fair_pipeline.platform.tracking import MLflowTracking
+    from fair_pipeline.reporting.assets import serving_champion
+
+    def champion(self, name):
+        raise _store_failures()[index]
+
+    monkeypatch.setattr(MLflowTracking, "champion", champion)
+    assert serving_champion(MLflowTracking(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")) is None
+
+
+def test_the_alias_lookup_says_none_only_when_the_model_or_alias_is_missing(tmp_path, monkeypatch):
+    from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, Store, store_client
+    from fair_pipeline.platform.tracking.registry import version_by_alias
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    store = Store(uri, attempts=1)
+    assert version_by_alias(store, FAIR_RANKER, CHAMPION) is None  # not registered
+    store_client(uri).create_registered_model(FAIR_RANKER)
+    assert version_by_alias(store, FAIR_RANKER, CHAMPION) is None  # registered, alias not set
+    client_type = type(store_client(uri))
+
+    def broken(self, name, alias):
+        raise ValueError("a bug in the lookup")
+
+    monkeypatch.setattr(client_type, "get_model_version_by_alias", broken)
+    with pytest.raises(ValueError, match="a bug in the lookup"):
+        version_by_alias(store, FAIR_RANKER, CHAMPION)
