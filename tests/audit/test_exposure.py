@@ -64,15 +64,24 @@ def _merit_share(d, group, keys, g):
     return m[sel & (keys == g)].sum() / m[sel].sum()
 
 
+def _displaced(d, group, keys, g):
+    """The exposure cluster g took from `group`: its excess Σ (w - mean w over the log) times the group's share of
+    impressions, over the group's Σ w."""
+    w = W[d["position"].to_numpy() - 1]
+    sel = (d["group"] == group).to_numpy()
+    return (w[keys == g] - w.mean()).sum() * sel.mean() / w[sel].sum()
+
+
 def _fd_cluster_variance(d, a_group, r_group, cluster, eps=1e-6):
     """CR2 cluster-robust variance from finite-difference influence totals: up-weight one cluster at a time, each
-    group's total divided by sqrt(1 - the cluster's share of that group's merit sum)."""
+    group's total divided by sqrt(1 - the cluster's share of that group's merit sum), less the exposure the cluster
+    took from the group."""
     keys = d[cluster].to_numpy()
     totals = []
     for g in np.unique(keys):
         mult = np.where(keys == g, 1.0 + eps, 1.0)
         t = [(_log_ratio(d, x, W, mult) - _log_ratio(d, x, W)) / eps / np.sqrt(1 - _merit_share(d, x, keys, g))
-             for x in (a_group, r_group)]
+             - _displaced(d, x, keys, g) for x in (a_group, r_group)]
         totals.append(t[0] - t[1])
     return np.sum(np.array(totals) ** 2)
 
@@ -254,10 +263,14 @@ def test_off_policy_exposure_reads_the_new_positions_and_merit_the_logged_ones()
     ones = np.ones(len(d))
     base = log_ratio(row["group"], ones) - log_ratio(row["reference"], ones)
     assert row["log_ratio"] == pytest.approx(base, rel=1e-10)
+    def displaced(group, g):  # the exposure item g took under the audited ranking, the group's share of it
+        sel = (d["group"] == group).to_numpy()
+        return (ranked[keys == g] - ranked.mean()).sum() * sel.mean() / ranked[sel].sum()
+
     totals = []
     for g in np.unique(keys):  # CR2: each group's total over sqrt(1 - the item's share of its logged merit)
         mult = np.where(keys == g, 1 + 1e-6, 1.0)
-        totals.append(sum(sign * (log_ratio(x, mult) - log_ratio(x, ones)) / 1e-6
-                          / np.sqrt(1 - _merit_share(d, x, keys, g))
+        totals.append(sum(sign * ((log_ratio(x, mult) - log_ratio(x, ones)) / 1e-6
+                                  / np.sqrt(1 - _merit_share(d, x, keys, g)) - displaced(x, g))
                           for sign, x in ((1, row["group"]), (-1, row["reference"]))))
     assert row["se_log"] ** 2 == pytest.approx((np.array(totals) ** 2).sum(), rel=1e-4)
