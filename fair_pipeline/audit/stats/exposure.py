@@ -41,7 +41,7 @@ from fair_pipeline.audit.stats.equivalence import classify_gaps
 from fair_pipeline.audit.stats.exposure_examination import Examination, as_examination, check_positions
 from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.records import records
-from fair_pipeline.audit.stats.small_sample import MIN_DF, t_wald
+from fair_pipeline.audit.stats.small_sample import MIN_DF, t_wald, welch_df
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels
 
 DEFAULT_EXPOSURE_MARGIN = float(np.log(1.25))
@@ -170,23 +170,26 @@ def _contrast_variance(dims: list[ClusterSums], lam: np.ndarray) -> float:
     return combined if combined > 0 else max(v[0], v[1])
 
 
-def _effective_df(dims: list[ClusterSums], lam: np.ndarray, var_cluster: float, var_exam: float) -> float:
+def _effective_df(dims: list[ClusterSums], lam: np.ndarray, var_cluster: float, var_exam: float,
+                  exam_df: float | None) -> float:
     """Degrees of freedom of λ'·log ratios' t ratio: each dimension's effective clusters (Σ U²)² / Σ U⁴ of the
-    contrast's totals, at most its clusters - 1, the smaller over two dimensions; then Satterthwaite with the
-    examination term (taken as known). inf without fourth sums (impressions as clusters)."""
+    contrast's totals, at most its clusters - 1, the smaller over two dimensions (inf without fourth sums:
+    impressions as clusters); then Welch-Satterthwaite with the examination term at its own df (the clicks behind
+    the curve; unknown: the clustered part's), so the df never exceeds the two parts' sum."""
     involved = np.flatnonzero(lam)
     dfs = []
     for d in dims[:2]:
         if d.fourth is None:
-            return np.inf
+            dfs.append(np.inf)
+            continue
         a, b = (involved[0], involved[0]) if involved.size == 1 else involved[:2]
         s2, s4 = float(lam @ d.cross @ lam), float(d.fourth[a, b])
         df = s2 * s2 / s4 if s4 > 0 else np.inf
         dfs.append(max(min(df, float(np.sum(np.asarray(d.per_group)[involved])) - 1.0), MIN_DF))
     df = min(dfs)
-    if not np.isfinite(df) or var_cluster <= 0:
+    if not var_exam > 0:
         return df
-    return df * ((var_cluster + var_exam) / var_cluster) ** 2
+    return float(welch_df([max(var_cluster, 0.0), var_exam], [df, df if exam_df is None else exam_df]))
 
 
 def _impression_sums(n: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray, weights) -> ClusterSums:
@@ -238,7 +241,8 @@ def _variance_estimand(dims: list[ClusterSums], examination: Examination) -> str
 def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterSums] | None, examination, *,
                                     reference=None, pairs: str = "reference", confidence: float = 0.95,
                                     margin: float = DEFAULT_EXPOSURE_MARGIN, min_clicks: int = DEFAULT_MIN_CLICKS,
-                                    examination_covariance=None, group_order=None) -> ExposureParity:
+                                    examination_covariance=None, examination_df=None,
+                                    group_order=None) -> ExposureParity:
     """Exposure parity from (group, position, impressions, clicks) cells and per-dimension cluster sums.
 
     ``impressions`` counts the impressions the audited ranking puts at ``position`` (exposure); ``clicks`` counts
@@ -252,7 +256,7 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
         raise AuditInputError(f"pairs must be one of {PAIR_FAMILIES}, got {pairs!r}")
     if not np.isfinite(margin) or margin <= 0:
         raise AuditInputError(f"margin (δ on the log-ratio scale) must be positive, got {margin}")
-    exam = as_examination(examination, examination_covariance)
+    exam = as_examination(examination, examination_covariance, examination_df)
     missing = {"group", "position", "impressions", "clicks"} - set(cells.columns)
     if missing:
         raise AuditInputError(f"exposure cells lack column(s) {sorted(missing)}")
@@ -288,7 +292,7 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
     var_cl = np.array([_contrast_variance(clusters, eye[c]) for c in range(k)])
     var_ex = np.array([exam.variance(gradient[c])[0] for c in range(k)])
     var_group = np.where(estimable, var_cl + var_ex, np.nan)
-    df_group = np.array([_effective_df(clusters, eye[c], var_cl[c], var_ex[c]) if estimable[c] else np.nan
+    df_group = np.array([_effective_df(clusters, eye[c], var_cl[c], var_ex[c], exam.df) if estimable[c] else np.nan
                          for c in range(k)])
     group_t = t_wald(log_ratio, var_group, df_group, confidence)
     se_group = group_t["se"]
@@ -308,7 +312,7 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
         ok = bool(estimable[c] and estimable[r])
         v_cl = _contrast_variance(clusters, lam) if ok else np.nan
         v_ex = exam.variance(gradient[c] - gradient[r])[0] if ok else np.nan
-        df = _effective_df(clusters, lam, v_cl, v_ex) if ok else np.nan
+        df = _effective_df(clusters, lam, v_cl, v_ex, exam.df) if ok else np.nan
         est = log_ratio[c] - log_ratio[r] if ok else np.nan
         why = "; ".join(f"{labels[i]!s}: {notes[i]}" for i in (c, r) if notes[i])
         rows.append((labels[c], labels[r], est, v_cl + v_ex, df, why))
@@ -370,7 +374,7 @@ def _as_positions(positions, name: str, n: int | None = None) -> np.ndarray:
 
 def exposure_parity(positions, clicks, sensitive_features, examination, *, clusters=None, reference=None,
                     pairs: str = "reference", confidence: float = 0.95, margin: float = DEFAULT_EXPOSURE_MARGIN,
-                    min_clicks: int = DEFAULT_MIN_CLICKS, examination_covariance=None,
+                    min_clicks: int = DEFAULT_MIN_CLICKS, examination_covariance=None, examination_df=None,
                     ranked_positions=None) -> ExposureParity:
     """Exposure per unit of merit of every group, and its ratio to a reference group's, with cluster-robust CIs.
 
@@ -385,12 +389,14 @@ def exposure_parity(positions, clicks, sensitive_features, examination, *, clust
 
     Off-policy (another ranking of the same logged requests): ``ranked_positions`` are the slots the audited
     ranking gives each impression; exposure reads them, merit still reads the logged ``positions`` and clicks.
+    ``examination_df``: the df of an estimated curve's uncertainty (default: the clicks behind it, from a table's
+    `clicks`; unknown: the clustered part's df).
     """
     pos = _as_positions(positions, "positions")
     ranked = pos if ranked_positions is None else _as_positions(ranked_positions, "ranked_positions", pos.size)
     y = as_labels(clicks, pos.size, "clicks").astype(np.float64)
     codes, labels = as_groups(sensitive_features, pos.size)
-    exam = as_examination(examination, examination_covariance)
+    exam = as_examination(examination, examination_covariance, examination_df)
     check_positions(exam, np.unique(np.concatenate([pos, ranked])))
     k, j = labels.size, exam.weights.size
     n = np.zeros((k, j))
