@@ -12,8 +12,7 @@ from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.tracking import (FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, TrackingUnavailableError,
-                                             figure_link_markdown)
-from fair_pipeline.platform.tracking.store import store_errors
+                                             figure_link_markdown, store_errors)
 from fair_pipeline.reporting import Report, ReportFiles, ReportInputs, build_report, summary_lines, write_report
 from fair_pipeline.reporting.build import metrics_table
 from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
