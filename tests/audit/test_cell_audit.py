@@ -133,3 +133,32 @@ def test_holm_runs_over_the_comparisons_of_estimable_cells(audited):
     kept = crossed[(crossed["group_a"] != small) & (crossed["group_b"] != small)]
     np.testing.assert_allclose(kept["p_holm"].to_numpy(float), holm(kept["p_value"].to_numpy(float)))
     assert kept["p_holm"].notna().any()
+
+
+def test_the_stored_tables_render_side_by_side_with_the_not_estimable_note(audited, tmp_path):
+    from fair_pipeline.audit.store import write_audit
+    from fair_pipeline.reporting.cell_sections import audit_by_cells
+    from fair_pipeline.reporting.model import ReportInputs, Table, Text
+
+    tables, _, _, _ = audited
+    path = tmp_path / "warehouse.duckdb"
+    with duckdb.connect(str(path)) as con:
+        written = write_audit(con, "randomized_clicks", DAY, DAY, tables)
+    assert written["fairness_audit_cell_groups"] == len(tables["fairness_audit_cell_groups"])
+    inputs = ReportInputs(home=tmp_path, warehouse_path=path)
+    section = audit_by_cells(inputs)
+    inputs.close()
+    estimates = next(b for b in section.blocks if isinstance(b, Table) and "normalized partial AUC" in b.caption).frame
+    assert list(estimates.columns[:3]) == ["table", "cell", "items"]
+    assert {"production", "flip_b"} <= set(estimates.columns)
+    # marginal tables first, the crossing last, every cell a row
+    assert estimates["table"].iloc[0].startswith("marginal:") and estimates["table"].iloc[-1] == \
+        "crossed: gender × age band"
+    small = f"gender={GENDER[1]} · age band={AGE[1]}"
+    row = estimates[estimates["cell"] == small].iloc[0]
+    assert row["items"] == "8" and row["production"] == "not estimable"
+    note = next(b.markdown for b in section.blocks if isinstance(b, Text) and b.markdown.startswith("Not estimable"))
+    assert f"{small} [crossed: gender × age band]: not estimable (8 items" in note
+    captions = [b.caption for b in section.blocks if isinstance(b, Table)]
+    assert any("Δ xAUC" in c for c in captions) and any("pairwise accuracy gap" in c for c in captions)
+    assert any("comparisons show a gap larger than δ" in f.text for f in section.findings)
