@@ -10,7 +10,8 @@ executors), one more audit pass per table.
 
 Every cell stays in the tables. A cell held by fewer than `min_clusters` items in the evaluated rows is not
 estimable (`stats.cell_size`, the rule of the audit's `--min-clusters`), and the estimability of the audit itself
-applies within the others (positives / negatives, clusters per class). Comparisons follow `comparisons`
+applies within the others (positives / negatives, clusters per class); for the pairwise accuracies, computed on
+a sample of queries, a cell also needs `min_clusters` items with positives and with negatives in that sample. Comparisons follow `comparisons`
 (`stats.comparisons`: "auto" = all pairs of up to ALL_PAIRS_UP_TO cells, else each cell against the largest), with
 Holm over each table's family of comparisons.
 """
@@ -33,7 +34,7 @@ from fair_pipeline.audit.outputs import ScoredOutput
 from fair_pipeline.audit.report import OVERALL, warehouse_tables
 from fair_pipeline.audit.sql import AuditDataError, LabelSource
 from fair_pipeline.audit.stats import AuditInputError
-from fair_pipeline.audit.stats.cell_size import flag_small_cells, small_cells
+from fair_pipeline.audit.stats.cell_size import flag_small_cells, sampled_small_cells, small_cells
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS
 from fair_pipeline.platform.engines import as_warehouse
 
@@ -126,9 +127,11 @@ def audit_cells(marts, scratch, source: LabelSource, window, outputs: list[Score
             if data.spilled is not None:
                 data.spilled.path.unlink(missing_ok=True)
         small = small_cells(counts, min_clusters)
+        sampled = {**sampled_small_cells(data.query_rows, min_clusters), **small}
         for name, frame in warehouse_tables(audits).items():
             if name in CELL_TABLES and not frame.empty:
                 target, kind = CELL_TABLES[name]
-                parts[target].append(_labelled(flag_small_cells(kind, frame, small, min_clusters), cols, counts))
+                flagged = flag_small_cells(kind, frame, sampled if kind == "pairwise" else small)
+                parts[target].append(_labelled(flagged, cols, counts))
     return {name: pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
             for name, frames in parts.items()}, notes

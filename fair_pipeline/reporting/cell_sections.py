@@ -57,6 +57,8 @@ def _side_by_side(frame: pd.DataFrame, keys: list[str], cell_text, first: dict) 
 
 
 def _comparison_text(row) -> str:
+    if pd.isna(row.effect):
+        return "not estimable"
     holm = getattr(row, "p_holm", np.nan)
     p = f"; Holm p {p_text(holm)}" if pd.notna(holm) else ""
     return f"{ci_text(row.effect, row.effect_ci_low, row.effect_ci_high, signed=True)} · {row.verdict}{p}"

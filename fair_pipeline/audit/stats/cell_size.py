@@ -5,7 +5,9 @@ whose clustered variances (items are the sampling unit) are not trustworthy belo
 of the audit's ``--min-clusters``, see `compare.estimability`). `flag_small_cells` applies that rule to the
 stored tables of one attribute table: every estimate of a small cell, and of each comparison involving it, becomes
 NaN with ``estimable = False``, verdict "not estimable" and the note "not estimable (k items; ...)". The rows stay
-(never dropped); Holm is recomputed over each family without them (`holm` leaves NaN p-values out).
+(never dropped); Holm is recomputed over each family without them (`holm` leaves NaN p-values out). The pairwise
+accuracies come from a sample of queries, so there the rule also counts the cell's items with positives and with
+negatives in that sample (`sampled_small_cells`), as the clustered AUCs count them in the whole window.
 """
 from __future__ import annotations
 
@@ -32,18 +34,32 @@ FAMILIES = {"pairs": ("scored_output", "cutoff"), "xauc_deltas": ("scored_output
             "pairwise": ("scored_output", "kind")}
 
 
-def small_cells(items: pd.Series, min_clusters: int) -> dict:
-    """{cell: its number of items} of the cells (``items``: items per cell) below ``min_clusters`` items."""
-    return {cell: int(n) for cell, n in items.items() if n < min_clusters}
+def small_cells(items: pd.Series, min_clusters: int) -> dict[str, str]:
+    """{cell: why it is not estimable} of the cells (``items``: items per cell) below ``min_clusters`` items."""
+    return {cell: f"not estimable ({int(n)} items; a cell needs >= {min_clusters} items, the minimum cell size)"
+            for cell, n in items.items() if n < min_clusters}
 
 
-def cell_note(n_items: int, min_clusters: int) -> str:
-    return f"not estimable ({n_items} items; a cell needs >= {min_clusters} items, the minimum cell size)"
+def sampled_small_cells(rows: pd.DataFrame, min_clusters: int) -> dict[str, str]:
+    """{cell: why} of the cells whose items with positives, or with negatives, number fewer than ``min_clusters``
+    in the sampled queries' ``rows`` (group, item_id, n_pos, n_neg)."""
+    if rows is None or rows.empty:
+        return {}
+    pos = rows[rows["n_pos"] > 0].groupby("group")["item_id"].nunique()
+    neg = rows[rows["n_neg"] > 0].groupby("group")["item_id"].nunique()
+    out = {}
+    for cell in rows["group"].unique():
+        p, n = int(pos.get(cell, 0)), int(neg.get(cell, 0))
+        if p < min_clusters or n < min_clusters:
+            out[cell] = (f"not estimable ({p} items with positives, {n} with negatives in the sampled queries; "
+                         f"need >= {min_clusters} each)")
+    return out
 
 
-def flag_small_cells(kind: str, frame: pd.DataFrame, small: dict, min_clusters: int) -> pd.DataFrame:
+def flag_small_cells(kind: str, frame: pd.DataFrame, small: dict[str, str]) -> pd.DataFrame:
     """``frame`` (a stored table of kind ``kind``: groups, pairs, xauc, xauc_deltas or pairwise) with every row of
-    a cell in ``small`` (as `group`, `group_a` or `group_b`) not estimable, and Holm recomputed per family."""
+    a cell in ``small`` ({cell: note}; as `group`, `group_a` or `group_b`) not estimable, and Holm recomputed per
+    family."""
     if frame.empty or not small:
         return frame
     out = frame.copy()
@@ -61,8 +77,7 @@ def flag_small_cells(kind: str, frame: pd.DataFrame, small: dict, min_clusters: 
         out.loc[hit, "verdict"] = NOT_ESTIMABLE
     notes = []
     for row in out.loc[hit, keys].itertuples(index=False):
-        cell = next(v for v in row if v in small)
-        notes.append(cell_note(small[cell], min_clusters))
+        notes.append(small[next(v for v in row if v in small)])
     if "note" not in out.columns:
         out["note"] = None
     out["note"] = out["note"].astype(object)
