@@ -226,10 +226,11 @@ class ClusterCrossSums:
     """CR1 / CR2 cross products, the parts' design sums and cluster counts of clusters fed in chunks: what
     `ClusterTotals` and `cluster_moments.ClusterMoments` share."""
 
-    def __init__(self, pairs, K: int, S: int, V: int):
+    def __init__(self, pairs, K: int, S: int, V: int, design: bool = True):
         self.pairs = pairs
         self.cross, self.cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
-        self.design = PartSums(K, S, V)
+        # the parts' design sums feed df, which come from the one-way streams only (not two-way's intersection)
+        self.design = PartSums(K, S, V) if design else None
         self.clusters = 0
         self.clusters_with = np.zeros((2, V), dtype=np.int64)
 
@@ -239,7 +240,8 @@ class ClusterCrossSums:
         U = Uneg + Upos
         self.cross += gram(U)
         parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
-        self.design.add(parts, pos_counts, neg_counts, m, n)
+        if self.design is not None:
+            self.design.add(parts, pos_counts, neg_counts, m, n)
         adj = parts.sum(axis=0)
         self.cross_cr2 += gram(adj)
         self.clusters += U.shape[1]

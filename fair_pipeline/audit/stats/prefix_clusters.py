@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from fair_pipeline.audit.stats.cluster_pass import ClusterTotals
+from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.validation import AuditInputError
 
@@ -262,13 +262,16 @@ class PrefixClusterSums:
         """Clusters with rows of a positive count."""
         return int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
 
-    def covariance(self, auc, roc) -> ClusterTotals:
+    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterCrossSums:
         """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
-        and ROC(alpha) of every column at every cutoff ((S, K) each)."""
+        and ROC(alpha) of every column at every cutoff ((S, K) each); without ``keep_totals`` (two-way's
+        intersection stream, which adds no df) only the covariances and counts (`ClusterCrossSums`)."""
         C = self.held_clusters()
         if C < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
-        return self.add_to(ClusterTotals(self.pairs, self.alphas.size, len(self.pairs), self.G + 1), auc, roc)
+        K, S, V = self.alphas.size, len(self.pairs), self.G + 1
+        out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
+        return self.add_to(out, auc, roc)
 
     def add_to(self, out, auc, roc):
         """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
@@ -296,7 +299,10 @@ class PrefixClusterSums:
                 Uneg[:, codes[mine] - lo, :] += neg_sums[:, :, mine].transpose(1, 2, 0)
                 Upos[:, codes[mine] - lo, :] += pos_sums[:, :, mine].transpose(1, 2, 0)
             held = (self.N[:, c].sum(axis=0) + self.P[:, c].sum(axis=0)) > 0  # codes may be unused
-            out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
+            if held.all():  # dense codes of distinct keys: every one holds rows
+                out.add(Uneg, Upos, P.T, N.T, self.m, self.n)
+            else:
+                out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
         return out
 
 
