@@ -26,8 +26,12 @@ import pandas as pd
 from fair_pipeline.audit.stats.equivalence import EQUIVALENCE_COLUMNS, add_equivalence
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables
+from fair_pipeline.audit.stats.pairwise_moments import pairwise_contrasts
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
+
+
+TWO_WAY_DIMS = ("n_items", "n_queries")  # clusters holding each figure's pairs, item then query
 
 
 @dataclass
@@ -288,28 +292,42 @@ def pairwise_from_counts(query_ids, groups, scores, n_pos, n_neg, levels, *, ite
     add_query_counts(acc, query_ids, groups, scores, n_pos, n_neg)
     matrix, marginals, parity, overall = acc.tables(confidence)
     gaps = acc.gaps(confidence, margins)
-    parity["variance_estimand"] = "query_clustered"
     if item_ids is None:
-        for frame in (matrix, marginals, overall):
-            frame["variance_estimand"] = "query_clustered"
-        gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
-        return PairwiseResult(matrix, marginals, parity, overall, None, gaps)
+        return query_clustered_result(matrix, marginals, parity, overall, None, gaps)
     code_of = {g: i for i, g in enumerate(acc.levels)}
     codes = np.array([code_of[g] for g in np.asarray(groups, dtype=object)], dtype=np.intp)
-    qcode = pd.factorize(np.asarray(query_ids, dtype=object))[0]
-    item = pd.factorize(np.asarray(item_ids, dtype=object))[0]
+    q, item, s, codes, y, w = labelled_rows(pd.factorize(np.asarray(query_ids, dtype=object))[0],
+                                            pd.factorize(np.asarray(item_ids, dtype=object))[0], scores, codes, n_pos,
+                                            n_neg)
+    pc = PairwiseClusters((item, q), q, s, codes, y, acc.levels.size, weights=w)
+    return clustered_result(pc.moments(pairwise_contrasts(acc.levels.size)), acc.levels, matrix, marginals, parity,
+                            overall, None, gaps, "two_way", confidence, margins, dims=TWO_WAY_DIMS)
+
+
+def labelled_rows(qcode, item, scores, codes, n_pos, n_neg) -> tuple:
+    """Aggregate rows (n_pos label-1 and n_neg label-0 items each) as weighted rows of one label each:
+    (query codes, item codes, scores, group codes, labels, weights), rows of weight 0 left out."""
     w = np.r_[np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)]
     keep = w > 0
-    twice = [np.r_[a, a][keep] for a in (qcode, np.asarray(scores, dtype=np.float64), codes, item)]
-    y = np.r_[np.ones(len(qcode), bool), np.zeros(len(qcode), bool)][keep]
-    pc = PairwiseClusters((twice[3], twice[0]), twice[0], twice[1], twice[2], y, acc.levels.size, weights=w[keep])
-    return _clustered_result(pc, acc.levels, matrix, marginals, parity, overall, None, gaps, "two_way", confidence,
-                             margins)
+    twice = [np.r_[a, a][keep] for a in (np.asarray(qcode, dtype=np.int64), np.asarray(item, dtype=np.int64),
+                                         np.asarray(scores, dtype=np.float64), np.asarray(codes, dtype=np.intp))]
+    y = np.r_[np.ones(len(w) // 2, bool), np.zeros(len(w) // 2, bool)][keep]
+    return (*twice, y, w[keep])
 
 
-def _clustered_result(pc, levels, matrix, marginals, parity, overall, continuous, gaps, estimand, confidence,
-                      margins) -> PairwiseResult:
-    clustered_tables(pc, levels, matrix, marginals, overall, gaps, estimand, confidence)
+def query_clustered_result(matrix, marginals, parity, overall, continuous, gaps) -> PairwiseResult:
+    """The tables as the accumulator made them: queries are the independent units (these items, new queries)."""
+    for frame in (matrix, marginals, parity, overall):
+        frame["variance_estimand"] = "query_clustered"
+    gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
+    return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
+
+
+def clustered_result(moments, levels, matrix, marginals, parity, overall, continuous, gaps, estimand, confidence,
+                     margins, dims=("n_clusters",)) -> PairwiseResult:
+    """The `PairwiseResult` whose matrix, marginals, overall and gaps carry the clustered SEs of ``moments``
+    (`pairwise_moments.PairwiseMoments` from any engine) instead of the query-clustered ones."""
+    clustered_tables(moments, levels, matrix, marginals, overall, gaps, estimand, confidence, dims)
     if levels.size > 2 and len(gaps):
         gaps["p_holm"] = holm(gaps["p_value"].to_numpy())
     gaps = add_equivalence(gaps.drop(columns=EQUIVALENCE_COLUMNS), "pairwise_accuracy", "gap", "se",
@@ -368,10 +386,9 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
     gaps = acc.gaps(confidence, margins)
     parity["variance_estimand"] = "query_clustered"
     if clusters is None:
-        for frame in (matrix, marginals, overall):
-            frame["variance_estimand"] = "query_clustered"
-        gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
-        return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
+        return query_clustered_result(matrix, marginals, parity, overall, continuous, gaps)
     pc = PairwiseClusters(clusters, qcode, s, codes, y, levels.size)
-    return _clustered_result(pc, levels, matrix, marginals, parity, overall, continuous, gaps,
-                             "two_way" if isinstance(clusters, tuple) else "clustered", confidence, margins)
+    two_way = isinstance(clusters, tuple)
+    return clustered_result(pc.moments(pairwise_contrasts(levels.size)), levels, matrix, marginals, parity, overall,
+                            continuous, gaps, "two_way" if two_way else "clustered", confidence, margins,
+                            dims=("n_cluster_1", "n_cluster_2") if two_way else ("n_clusters",))
