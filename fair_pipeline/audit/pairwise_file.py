@@ -71,7 +71,6 @@ def stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int, 
         gaps = acc.gaps(confidence, margins)
         if item is None:
             return query_clustered_result(matrix, marginals, parity, overall, None, gaps)
-        parity["variance_estimand"] = "query_clustered"
         Ct, Tt = acc.sums["matrix"][:2]
         two_way = TwoWayMoments(levels.size, Tt, Ct, n_items)
         code = {g: i for i, g in enumerate(levels)}

@@ -166,6 +166,16 @@ def _dominance_counts(qcode, z, s, left, right, right_scores_higher: bool):
     return C, T
 
 
+def query_counts(qcode, s, codes, y, n_groups: int, weights=None) -> tuple:
+    """Per query (codes 0..Q-1): C, T (Q, G, G) correct pairs and pairs by (better group, worse group), and the
+    parity counts Cs, Ts (Q, G, G: pairs of items of groups i, j, and those where the item of i scores higher)."""
+    G = n_groups
+    C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
+                         better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
+    Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)), weights=weights)
+    return C, T, Cs, Ts
+
+
 class PairwiseAccumulator:
     """Group pairwise accuracies from chunks of whole queries (rows or aggregated rows).
 
@@ -221,17 +231,26 @@ class PairwiseAccumulator:
         """Rows of complete queries: query codes, scores, group codes (0..G-1), bool labels."""
         G = self.levels.size
         qcode = np.unique(qcode, return_inverse=True)[1]
-        self.n_queries += int(qcode.max()) + 1
-        C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
-                             better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
+        self.add_counts(*query_counts(qcode, s, codes, y, G, weights))
+
+    def add_counts(self, C, T, Cs, Ts) -> None:
+        """Add queries given by their (queries, G, G) pairs T and correct pairs C (better item's group, worse
+        item's group), and their parity counts Ts, Cs (labels ignored); `query_counts` makes them."""
+        self.n_queries += len(C)
         self._add("matrix", C, T)
         self._add_cross(C, T)
         self._add("better", C.sum(2), T.sum(2))
         self._add("worse", C.sum(1), T.sum(1))
         self._add("overall", C.sum((1, 2)), T.sum((1, 2)))
-        Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)),
-                               weights=weights)
         self._add("parity", Cs, Ts)
+
+    def merge(self, other: PairwiseAccumulator) -> PairwiseAccumulator:
+        """Add the sums of other queries (disjoint from these)."""
+        for name, new in other.sums.items():
+            old = self.sums.get(name)
+            self.sums[name] = new if old is None else tuple(a + b for a, b in zip(old, new))
+        self.n_queries += other.n_queries
+        return self
 
     def tables(self, confidence: float = 0.95):
         if not self.sums or self.sums["overall"][1] == 0:
@@ -326,7 +345,9 @@ def query_clustered_result(matrix, marginals, parity, overall, continuous, gaps)
 def clustered_result(moments, levels, matrix, marginals, parity, overall, continuous, gaps, estimand, confidence,
                      margins, dims=("n_clusters",)) -> PairwiseResult:
     """The `PairwiseResult` whose matrix, marginals, overall and gaps carry the clustered SEs of ``moments``
-    (`pairwise_moments.PairwiseMoments` from any engine) instead of the query-clustered ones."""
+    (`pairwise_moments.PairwiseMoments` from any engine) instead of the query-clustered ones (parity stays
+    query-clustered)."""
+    parity["variance_estimand"] = "query_clustered"
     clustered_tables(moments, levels, matrix, marginals, overall, gaps, estimand, confidence, dims)
     if levels.size > 2 and len(gaps):
         gaps["p_holm"] = holm(gaps["p_value"].to_numpy())
@@ -391,4 +412,4 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
     two_way = isinstance(clusters, tuple)
     return clustered_result(pc.moments(pairwise_contrasts(levels.size)), levels, matrix, marginals, parity, overall,
                             continuous, gaps, "two_way" if two_way else "clustered", confidence, margins,
-                            dims=("n_cluster_1", "n_cluster_2") if two_way else ("n_clusters",))
+                            dims=TWO_WAY_DIMS if two_way else ("n_clusters",))

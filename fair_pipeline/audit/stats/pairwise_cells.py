@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.pairwise_clustered import row_pairs
+from fair_pipeline.audit.stats.pairwise_clustered import pair_codes, row_pairs, sum_by
 from fair_pipeline.audit.stats.pairwise_moments import PairwiseMoments, pairwise_contrasts
 
 ITEM, QUERY, CELL = 0, 1, 2  # the streams of a two-way `PairwiseMoments`: V_item + V_query - V_item x query
@@ -28,18 +28,13 @@ def query_cell_sums(qcode, item, s, codes, y, n_groups: int, weights=None):
     w = np.ones(qcode.size) if weights is None else np.asarray(weights, dtype=np.float64)
     t, c = row_pairs(qcode, s, codes, y, n_groups, w)
     t, c = t * w[:, None, None], c * w[:, None, None]
-    cells, cell = np.unique(np.c_[qcode, item], axis=0, return_inverse=True)
-    cell = cell.ravel()
+    cell_query, cell_item, cell = pair_codes(qcode, item)
     inside_t, inside_c = row_pairs(cell, s, codes, y, n_groups, w)
-    shape = (cells.shape[0], n_groups, n_groups)
-    cell_T, cell_C = np.zeros(shape), np.zeros(shape)
-    np.add.at(cell_T, cell, t - inside_t * w[:, None, None] / 2)
-    np.add.at(cell_C, cell, c - inside_c * w[:, None, None] / 2)
+    cell_T = sum_by(cell, t - inside_t * w[:, None, None] / 2, cell_query.size)
+    cell_C = sum_by(cell, c - inside_c * w[:, None, None] / 2, cell_query.size)
     queries, q = np.unique(qcode, return_inverse=True)
-    query_T, query_C = np.zeros((queries.size, n_groups, n_groups)), np.zeros((queries.size, n_groups, n_groups))
-    np.add.at(query_T, q, t / 2)
-    np.add.at(query_C, q, c / 2)
-    return (queries, query_T, query_C), (cells[:, 0], cells[:, 1], cell_T, cell_C)
+    query_T, query_C = sum_by(q, t, queries.size) / 2, sum_by(q, c, queries.size) / 2
+    return (queries, query_T, query_C), (cell_query, cell_item, cell_T, cell_C)
 
 
 class TwoWayMoments:
@@ -56,8 +51,9 @@ class TwoWayMoments:
         (_, qT, qC), (_, items, cT, cC) = query_cell_sums(qcode, item, s, codes, y, self.G, weights)
         self.moments.add(QUERY, qT, qC)
         self.moments.add(CELL, cT, cC)
-        np.add.at(self.item_T, items, cT)
-        np.add.at(self.item_C, items, cC)
+        shown, code = np.unique(items, return_inverse=True)
+        self.item_T[shown] += sum_by(code, cT, shown.size)
+        self.item_C[shown] += sum_by(code, cC, shown.size)
 
     def result(self) -> PairwiseMoments:
         seen = (self.item_T != 0).any(axis=(1, 2))
