@@ -75,6 +75,8 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/ingestion/catalogue.py": "the item catalogue's validation (catalogue-sized; on the spark engine "
         "raw.items is then copied to Spark)",
     "fair_pipeline/audit/files.py": "`fair-pipeline audit FILE` reads one user file on the local machine",
+    "fair_pipeline/audit/pairwise_file.py": "the pairwise pass of `fair-pipeline audit FILE` over the same local "
+        "user file (as audit/files.py)",
     "fair_pipeline/audit/streamed.py": "the sweep and cluster passes run on a local DuckDB over the Parquet file "
         "spilled to the local temp directory; its engine input (spill_rows) is audit/sql.py's score_counts / "
         "cluster_counts query, rendered above",
@@ -154,6 +156,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
                 call(audit_sql, "cluster_counts", source, variance)
             call(audit_sql, "item_counts", source, ["item_id"])
             call(audit_sql, "query_rows", source, 5)
+            call(audit_sql, "queries_in_window", source)
         call(eo_sql, "read_click_counts", first, last)
         for table in (position_bias_sql.SCORE_BINS_TABLE, position_bias_sql.SWAP_CELLS_TABLE):
             call(position_bias_sql, "window_aggregates", table, first, last, "shuffle")
