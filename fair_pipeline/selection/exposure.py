@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import AuditDataError
@@ -84,13 +85,12 @@ def exposure_disparity(log_ratios, se_logs) -> tuple[float, float]:
     """(D, SE of D) of one candidate: D = 1/2 Σ_{u<v} (l_u - l_v)² over its groups, the reference's l = 0 included;
     the SE by the delta method with the worst case over the unknown correlations of the l (the pairs share the
     reference), (Σ_g |dD/dl_g| se_g)²; NaN when a group's ratio is missing."""
-    l = np.append(np.asarray(log_ratios, dtype=float), 0.0)
+    logs = np.append(np.asarray(log_ratios, dtype=float), 0.0)
     se = np.asarray(se_logs, dtype=float)
-    if l.size < 2 or not (np.all(np.isfinite(l)) and np.all(np.isfinite(se))):
+    if logs.size < 2 or not (np.all(np.isfinite(logs)) and np.all(np.isfinite(se))):
         return np.nan, np.nan
-    k = l.size
-    value = 0.5 * float(((l[:, None] - l[None, :]) ** 2).sum()) / 2
-    gradient = k * l[:-1] - l.sum()  # dD/dl_g = Σ_v (l_g - l_v), the reference's l held at 0
+    value = 0.25 * float(((logs[:, None] - logs[None, :]) ** 2).sum())  # each pair appears twice
+    gradient = logs.size * logs[:-1] - logs.sum()  # dD/dl_g = Σ_v (l_g - l_v), the reference's l held at 0
     return value, float(np.abs(gradient) @ se)
 
 
@@ -101,8 +101,6 @@ def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
     labels and logged clicks, so their variances add); a candidate without exposure parity on the logs is then
     not estimable. The paired differences to the winner cover the rates' part only: with weight > 0 they are
     left out (NaN), and ``diff_vs_winner`` is the total's difference."""
-    from scipy.stats import norm
-
     found = {}
     if not exposure.empty:
         for name, part in exposure.groupby("candidate", sort=False):
