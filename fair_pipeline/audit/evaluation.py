@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit import AuditInputError, AuditReport, PairwiseResult, audit_aggregates
+from fair_pipeline.audit import sql as aw
 from fair_pipeline.audit.outputs import ScoredOutput
-from fair_pipeline.audit.streamed import SpilledRows, audit_spilled
+from fair_pipeline.audit.streamed import SpilledRows, audit_spilled, spill_rows
 from fair_pipeline.audit.stats.pairwise import pairwise_from_counts
 from fair_pipeline.audit.stats.roc_band import roc_band
 
@@ -36,6 +37,27 @@ class EvaluationData:
     # on Spark: score_counts (or cluster_counts) as a lazy Spark DataFrame, the day-sized outputs scored, swept
     # and their cluster sums shuffled on the executors (`audit.spark_audit`), nothing row-sized through the driver
     spark_rows: object | None = None
+    spark_query_rows: object | None = None  # on Spark: query_rows as a lazy Spark DataFrame (audit.spark_pairwise)
+
+
+def evaluation_data(marts, source: aw.LabelSource, features: list[str], variance: str, max_queries: int, scratch,
+                    name: str = "held_out_rows") -> EvaluationData:
+    """The held-out rows of the window: the day-sized rows (one per impression when logged scores are continuous)
+    go to a file `name` in DuckDB's spill directory `scratch` and every output is audited from it in batches
+    (audit.streamed); on Spark they stay on the executors (audit.spark_audit), cluster-robust variances included."""
+    cluster_cols = aw.check_variance(variance)
+    base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
+    on_executors = marts.name == "spark"
+    data = EvaluationData(score_counts=None, item_counts=aw.item_counts(marts, source, features) if features else None,
+                          query_rows=None, variance=variance, cluster_cols=cluster_cols,
+                          spilled=None if on_executors else spill_rows(marts, *base, cluster_cols, scratch, name),
+                          spark_rows=marts.frame(*base) if on_executors else None)
+    if on_executors:  # the sampled queries' rows stay on the executors too (audit.spark_pairwise)
+        data.spark_query_rows = marts.frame(*aw.query_rows_query(source, max_queries))
+        data.queries_in_window = aw.queries_in_window(marts, source)
+    else:
+        data.query_rows, data.queries_in_window = aw.query_rows(marts, source, max_queries)
+    return data
 
 
 @dataclasses.dataclass
@@ -97,7 +119,9 @@ def roc_curves_with_band(report: AuditReport, confidence: float) -> pd.DataFrame
 
 
 def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence: float, margins=None):
-    """(PairwiseResult or None, note, queries used) on the sampled queries."""
+    """(PairwiseResult or None, note, queries used) on the sampled queries: two-way clustered by item and query."""
+    if data.spark_query_rows is not None:
+        return _pairwise_on_executors(output, data, groups, confidence, margins)
     rows = data.query_rows
     if rows is None or rows.empty:
         return None, "no sampled queries", 0
@@ -112,6 +136,18 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
                                       item_ids=rows["item_id"], confidence=confidence, margins=margins)
     except AuditInputError as error:
         return None, f"not estimable: {error}", n_queries
+    note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
+    return result, note, n_queries
+
+
+def _pairwise_on_executors(output: ScoredOutput, data: EvaluationData, groups, confidence: float, margins=None):
+    from fair_pipeline.audit.spark_pairwise import pairwise_spark_rows  # pyspark is the optional `spark` extra
+
+    try:
+        result, n_queries = pairwise_spark_rows(data.spark_query_rows, output.score, output.name, groups,
+                                                prepare=_prepare(output, data), confidence=confidence, margins=margins)
+    except AuditInputError as error:
+        return None, f"not estimable: {error}", 0
     note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
     return result, note, n_queries
 
@@ -153,10 +189,11 @@ def _audit_spilled(con, output: ScoredOutput, data: EvaluationData, cutoffs, **o
 
 
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
-                 confidence: float, margins: dict | None = None, con=None) -> OutputAudit:
+                 confidence: float, margins: dict | None = None, con=None, **stream_options) -> OutputAudit:
     """The output's audit: on Spark's executors from ``data.spark_rows`` (see `_on_executors`), from
-    ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`), else from the in-memory tables."""
-    options = dict(min_count=min_count, confidence=confidence, margins=margins)
+    ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`), else from the in-memory tables.
+    ``stream_options``: min_clusters, comparisons, reference of `StreamingAudit`."""
+    options = dict(min_count=min_count, confidence=confidence, margins=margins, **stream_options)
     if data.spark_rows is not None and _on_executors(output, data):
         from fair_pipeline.audit.spark_audit import audit_spark_rows  # pyspark is the optional `spark` extra
 

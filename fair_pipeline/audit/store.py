@@ -12,7 +12,9 @@ transaction across all tables.
   marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps,
                                  each with effect, CI, margin δ, p_tost, verdict
   marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (`kind` matrix, marginal, overall,
-                                 parity) and cross-group gaps (`kind` gap) A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
+                                 parity) and cross-group gaps (`kind` gap) A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict);
+                                 `variance_estimand` (two_way: new items and new queries), items and queries
+                                 holding the pairs, `df` (effective clusters of the t interval)
   marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
   marts.fairness_audit_exposure_groups  per ranking x group: exposure, merit, exposure/merit with CI (log scale SE),
                                  impressions, clicks, items, requests, estimable + note (audit.stats.exposure)
@@ -23,6 +25,10 @@ transaction across all tables.
                                  "gender=F · age=65+"): exposure/merit with CI, ratio to the table's reference with CI,
                                  Holm p, verdict, estimable + note (minimum cell size; audit.exposure_attributes);
                                  `df` / `ratio_df`: the t critical values' effective clusters
+  marts.fairness_audit_cell_{groups,pairs,xauc,xauc_deltas,pairwise}  the tables above by protected attribute and
+                                 crossed (audit.cell_audit): `attributes` names the table ("gender", "gender × age"),
+                                 group / group_a / group_b hold the cell keys (the value, or the JSON array of
+                                 values), label / label_a / label_b read "gender=F · age=65+"; `items` per cell
 """
 from __future__ import annotations
 
@@ -67,7 +73,7 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "fairness_audit_pairwise": KEY + OUT + [
         ("kind", V), ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
         ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B), ("p_value", D), ("p_holm", D)]
-        + EQUIVALENCE,
+        + EQUIVALENCE + [("variance_estimand", V), ("n_items", I), ("df", D)],
     "fairness_audit_exposure_groups": KEY + OUT + [
         ("ranking", V), ("group", V), ("n", I), ("clicks", I), ("items", I), ("requests", I), ("exposure", D),
         ("merit", D), ("exposure_over_merit", D), ("se_log", D), ("ci_low", D), ("ci_high", D), ("estimable", B),
@@ -86,6 +92,18 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
         ("tpr_ci_high", D)],
 }
+
+
+def _by_cell(name: str) -> list[tuple[str, str]]:
+    """A table's schema by attribute cells: its columns, the attribute table's name and the cells' labels."""
+    keys = [c for c, _ in SCHEMAS[name]]
+    labels = [("label", V), ("items", I)] if "group" in keys else [("label_a", V), ("label_b", V)]
+    return SCHEMAS[name] + [("attributes", V)] + labels + ([("note", V)] if "note" not in keys else [])
+
+
+SCHEMAS.update({name.replace("fairness_audit_", "fairness_audit_cell_"): _by_cell(name) for name in (
+    "fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc", "fairness_audit_xauc_deltas",
+    "fairness_audit_pairwise")})
 TABLES = [f"marts.{name}" for name in SCHEMAS]
 
 

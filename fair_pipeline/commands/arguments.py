@@ -113,6 +113,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-driver-memory", metavar="SIZE", default=None,
                         help="the Spark driver's JVM heap, e.g. 2g (not with sc://: the Connect server owns its driver) "
                              f"(default: ${settings.SPARK_DRIVER_MEMORY_ENV}, else {settings.DEFAULT_SPARK_DRIVER_MEMORY})")
+    parser.add_argument("--spark-warehouse", metavar="URI", default=None,
+                        help="where the Spark engine keeps its tables: file:///..., hdfs://..., any scheme the "
+                             "session's Hadoop client knows, or a path (over sc:// a file:// location the server "
+                             f"shares) (default: ${settings.SPARK_WAREHOUSE_ENV}, else HOME/spark_warehouse)")
     parser.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=None, type=_spark_setting,
                         help="a Spark setting for the session, e.g. spark.executor.memory=4g; repeatable (default: "
                              f"${settings.SPARK_CONF_ENV}, KEY=VALUE lines)")
@@ -128,6 +132,8 @@ def apply_engine(args: argparse.Namespace) -> None:
         os.environ[settings.SPARK_MASTER_ENV] = args.spark_master
     if args.spark_driver_memory:
         os.environ[settings.SPARK_DRIVER_MEMORY_ENV] = args.spark_driver_memory
+    if args.spark_warehouse:
+        os.environ[settings.SPARK_WAREHOUSE_ENV] = args.spark_warehouse
     if args.spark_conf:
         os.environ[settings.SPARK_CONF_ENV] = "\n".join(f"{k}={v}" for k, v in settings.parse_spark_conf(args.spark_conf).items())
     require_engine(settings.engine())

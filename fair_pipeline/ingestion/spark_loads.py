@@ -1,6 +1,7 @@
 """Loading one day's landing files with the Spark engine: the executors read the files and run the contract's
 rules (`rules`, the same SQL DuckDB runs, rendered by `engines.spark_sql`); the raw partition and the day's
-quarantine rows are written by Spark (`SparkEngine.replace_partition`: staged, checked, swapped in whole).
+quarantine rows are written by Spark (`SparkEngine.replace_partitions`: both staged and checked, then swapped in
+together).
 
 The driver reads the files' footers (schema, row counts: `loads.check_files`, the same file-level refusals as
 DuckDB's loader), and receives per-file and per-reason counts; no row passes through it.
@@ -148,12 +149,14 @@ def load_partition(engine, landing: Path, source: str, partition_date: str, max_
         try:
             rejected.createOrReplaceTempView(REJECTED_VIEW)
             refuse_fully_rejected_files(fetch_rows(engine, rules.rejected_by_file_sql(REJECTED_VIEW)), rows_by_file)
-            accepted = engine.replace_partition(("raw", f"{source}_impressions"),
-                                                rules.accepted_sql(typed, REJECTED_VIEW), params, partition_date)
             quarantine = rules.quarantine_sql(typed, REJECTED_VIEW)
             if engine.table_exists(QUARANTINE):  # other sources' rejected rows of the day stay
                 quarantine = f"{_OTHER_SOURCES_QUARANTINE} UNION ALL {quarantine}"
-            engine.replace_partition(QUARANTINE, quarantine, params, partition_date)
+            # One swap for both: a failure leaves the day's raw rows and quarantine rows as they were, a crash is
+            # completed for both.
+            accepted, _ = engine.replace_partitions(
+                [(("raw", f"{source}_impressions"), rules.accepted_sql(typed, REJECTED_VIEW)), (QUARANTINE, quarantine)],
+                params, partition_date)
         finally:
             rejected.unpersist()
             engine.unregister_frame(REJECTED_VIEW)

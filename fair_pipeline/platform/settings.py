@@ -17,6 +17,7 @@ ENGINE_ENV = "FAIR_PIPELINE_ENGINE"  # duckdb | spark: where the SQL models run 
 SPARK_MASTER_ENV = "FAIR_PIPELINE_SPARK_MASTER"
 SPARK_DRIVER_MEMORY_ENV = "FAIR_PIPELINE_SPARK_DRIVER_MEMORY"
 SPARK_CONF_ENV = "FAIR_PIPELINE_SPARK_CONF"  # KEY=VALUE lines, one Spark setting a line
+SPARK_WAREHOUSE_ENV = "FAIR_PIPELINE_SPARK_WAREHOUSE"  # a URI (file://, hdfs://, ...) or a path
 ENGINES = ("duckdb", "spark")
 DEFAULT_ENGINE = "duckdb"
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -72,8 +73,14 @@ def warehouse_path() -> Path:
 
 
 def spark_warehouse_dir() -> Path:
-    """Where the Spark engine keeps its Parquet tables (platform.engines.spark_engine)."""
+    """The Spark engine's default warehouse: a directory of the home."""
     return home() / "spark_warehouse"
+
+
+def spark_warehouse(configured: str = "") -> str:
+    """Where the Spark engine keeps its Parquet tables (platform.engines.spark_engine), a URI or a path:
+    `configured`, else $FAIR_PIPELINE_SPARK_WAREHOUSE, else the home's `spark_warehouse` directory."""
+    return configured or os.environ.get(SPARK_WAREHOUSE_ENV) or str(spark_warehouse_dir())
 
 
 def mlflow_tracking_uri() -> str:

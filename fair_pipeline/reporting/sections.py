@@ -18,9 +18,11 @@ The table contracts (name: required columns; optional columns in brackets) are:
 (`verdict`: a gap against its practical margin δ, `audit.stats.equivalence.VERDICTS`; a table without it gets
 its verdict from diff / delta, their CI and p with the default δ.)
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
-    pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
+    pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value, n_items, n_queries, df,
+                         variance_estimand]
     pairwise_gaps:       model, group_a, group_b, estimate (A(a>b) − A(b>a)), ci_low, ci_high, p_value
-                         [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
+                         [p_holm, margin, p_tost, verdict, n_pairs, n_items, n_queries, df, variance_estimand]
+                         (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source, penalty_target]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
@@ -39,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import audit_sections, figures, frontier, pairwise, selection, trend
+from fair_pipeline.reporting import audit_sections, cell_sections, figures, frontier, pairwise, selection, trend
 from fair_pipeline.reporting.eo_sections import eo_transform, exposure_merit
 from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
@@ -291,6 +293,8 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("roc", "ROC curves and partial AUC by group", "audit", audit_sections.roc_audit),
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
     SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise.pairwise_accuracy),
+    SectionSpec("audit_by_cells", "Partial AUC, xAUC and pairwise accuracy by protected attribute and crossed cells",
+                "audit", cell_sections.audit_by_cells),
     SectionSpec("audit_trend", "Audit trend over daily partitions", "audit", trend.audit_trend),
     SectionSpec("lambda_frontier", "λ trade-off frontier", "training", frontier.lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", selection.model_selection),

@@ -12,7 +12,7 @@ import datetime as dt
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
 from fair_pipeline.platform.warehouse import session
-from fair_pipeline.platform.engines import partition_dirs
+from fair_pipeline.platform.engines import partition_dirs, warehouse_files
 from fair_pipeline.platform.windows import OBSERVATIONAL_TABLES, newest_partition
 
 
@@ -37,8 +37,10 @@ def newest_partition_with_data() -> dt.date | None:
     `promote` takes no engine option, so both are read (Spark's partition directories are listed: no JVM)."""
     with session(settings.warehouse_path(), read_only=True) as con:
         duckdb_newest = newest_partition(con)
+    root = warehouse_files.location_uri(settings.spark_warehouse())
     spark_days = [dt.date.fromisoformat(day) for table in OBSERVATIONAL_TABLES
-                  for day in partition_dirs.live_partition_dates(settings.spark_warehouse_dir().joinpath(*table.split(".")))]
+                  for day in partition_dirs.live_partition_dates(warehouse_files.LocalFiles(),
+                                                                 warehouse_files.join(root, *table.split(".")))]
     return max([*spark_days, *([duckdb_newest] if duckdb_newest else [])], default=None)
 
 

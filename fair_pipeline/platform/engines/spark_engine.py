@@ -1,13 +1,17 @@
 """The Spark engine: the same SQL models on Spark (pyspark >= 4, the `[spark]` extra, Java 17).
 
-Tables are plain Parquet under `root` (default $FAIR_PIPELINE_HOME/spark_warehouse):
+Tables are plain Parquet under `root`, a URI (default $FAIR_PIPELINE_SPARK_WAREHOUSE, else
+$FAIR_PIPELINE_HOME/spark_warehouse; `file://`, `hdfs://`, any scheme the session's Hadoop client knows):
     <root>/<schema>/<table>/_schema.json                 Spark schema (column order and types)
     <root>/<schema>/<table>/partition_date=YYYY-MM-DD/   one directory per partition (daily tables)
     <root>/<schema>/<table>/current/                     the rows (and _schema.json) of an unpartitioned table
     <root>/_views.json                                   view definitions (DuckDB-dialect SQL), in creation order
 Each partition (or `current`) is replaced all or nothing by `partition_dirs` (write to a staging directory,
-check it, swap directories), so a zero-row or failed write never leaves a mixed or stale partition; plain Parquet
-overwrite would keep the old rows on a zero-row write and has no transactions. Queries see each table as the
+check it, swap directories; several tables' partitions in one journaled swap), so a zero-row or failed write never
+leaves a mixed or stale partition; plain Parquet overwrite would keep the old rows on a zero-row write and has no
+transactions. Spark writes the files; the swaps, listings and small files (schemas, views, journals) go through
+`warehouse_files`: the session's Hadoop FileSystem on a classic session, so executors on other hosts see the same
+tables; a Spark Connect client (no JVM) changes a `file://` warehouse it shares with its server. Queries see each table as the
 session view `<schema>__<table>` (re-registered after each write: a DataFrame keeps the file list it was read
 with); SQL arrives in DuckDB dialect and is rendered by `spark_sql` (parameters stay bound: `spark.sql(args=)`).
 One SparkSession per process (`spark_session`): starting the JVM costs 25-45 s here.
@@ -19,8 +23,7 @@ import functools
 import json
 import os
 import sys
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -31,8 +34,9 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StructType, TimestampType
 
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.engines import partition_dirs, spark_sql
+from fair_pipeline.platform.engines import partition_dirs, spark_sql, warehouse_files
 from fair_pipeline.platform.engines.base import Params, Table, WarehouseWriteError, table_name
+from fair_pipeline.platform.engines.warehouse_files import join
 
 PARTITION_COLUMN = "partition_date"
 UNPARTITIONED_DATA = "current"
@@ -67,6 +71,11 @@ def is_connect_url(master: str) -> bool:
     return master.startswith("sc://")
 
 
+def is_connect_session(spark) -> bool:
+    """A Spark Connect client session (no JVM on this side; its class lives in pyspark.sql.connect)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def spark_session(master: str = "local[*]", driver_memory: str = "1g", shuffle_partitions: int = 8,
                   config: Mapping[str, str] | None = None) -> SparkSession:
     """The process's SparkSession (created once; later calls return it with its original settings).
@@ -97,51 +106,61 @@ class SparkEngine:
 
     def __init__(self, spark: SparkSession, root: Path | str | None = None):
         self.spark = spark
-        self.root = Path(root) if root else settings.spark_warehouse_dir()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = warehouse_files.location_uri(root or settings.spark_warehouse())
+        try:
+            self.files = warehouse_files.files_for(spark, self.root, connect=is_connect_session(spark))
+        except ValueError as error:
+            raise WarehouseWriteError(str(error)) from error
+        self.files.mkdirs(self.root)
         self._register_all()
 
     # -- layout ---------------------------------------------------------------------------------------------
-    def _dir(self, table: Table) -> Path:
-        return self.root / table[0] / table[1]
+    def _dir(self, table: Table) -> str:
+        return join(self.root, table[0], table[1])
 
     def _schema(self, table: Table) -> StructType | None:
         """A partitioned table's schema sits beside its partitions; an unpartitioned table's inside `current`, so
         that it is swapped in with the rows it describes."""
-        for path in (self._dir(table) / SCHEMA_FILE, self._dir(table) / UNPARTITIONED_DATA / SCHEMA_FILE):
-            if path.exists():
-                return StructType.fromJson(json.loads(path.read_text()))
+        for uri in (join(self._dir(table), SCHEMA_FILE), join(self._dir(table), UNPARTITIONED_DATA, SCHEMA_FILE)):
+            text = self.files.read_text(uri)
+            if text is not None:
+                return StructType.fromJson(json.loads(text))
         return None
 
-    def _write_schema(self, directory: Path, schema: StructType) -> None:
-        path = directory / SCHEMA_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{SCHEMA_FILE}.{uuid.uuid4().hex}.tmp")
-        temporary.write_text(schema.json())
-        os.replace(temporary, path)
+    def _write_schema(self, directory: str, schema: StructType) -> None:
+        self.files.write_text(join(directory, SCHEMA_FILE), schema.json())
 
     def _views(self) -> dict[str, str]:
-        path = self.root / VIEWS_FILE
-        return json.loads(path.read_text()) if path.exists() else {}
+        text = self.files.read_text(join(self.root, VIEWS_FILE))
+        return json.loads(text) if text is not None else {}
+
+    def _recover(self, directory: str) -> None:
+        """Complete interrupted swaps: those of several tables (journaled at the root), then the table's own."""
+        partition_dirs.recover(self.files, self.root)
+        partition_dirs.recover(self.files, directory)
 
     def _register_all(self) -> None:
-        for directory in sorted(p for p in self.root.glob("*/*") if p.is_dir()):
-            partition_dirs.recover(directory)
-            table = (directory.parent.name, directory.name)
-            if self._schema(table) is not None:
-                self._register_table(table)
+        partition_dirs.recover(self.files, self.root)
+        for schema_name in self.files.list_dirs(self.root):
+            if schema_name.startswith(("_", ".")):
+                continue
+            for table_dir in self.files.list_dirs(join(self.root, schema_name)):
+                table = (schema_name, table_dir)
+                partition_dirs.recover(self.files, self._dir(table))
+                if self._schema(table) is not None:
+                    self._register_table(table)
         for name, sql in self._views().items():
             self._define_view(tuple(name.split(".", 1)), sql)
 
     def _register_table(self, table: Table) -> None:
         """(Re)bind the session view of a stored table to its current files."""
         directory = self._dir(table)
-        partition_dirs.recover(directory)
+        self._recover(directory)
         schema = self._schema(table)
         if PARTITION_COLUMN in schema.names:
-            frame = self.spark.read.schema(schema).option("basePath", str(directory)).parquet(str(directory))
-        elif (directory / UNPARTITIONED_DATA).exists():
-            frame = self.spark.read.schema(schema).parquet(str(directory / UNPARTITIONED_DATA))
+            frame = self.spark.read.schema(schema).option("basePath", directory).parquet(directory)
+        elif self.files.exists(join(directory, UNPARTITIONED_DATA)):
+            frame = self.spark.read.schema(schema).parquet(join(directory, UNPARTITIONED_DATA))
         else:
             frame = self.spark.createDataFrame([], schema)
         # Spark puts partition columns last; the view keeps the table's own column order (as DuckDB's).
@@ -173,7 +192,7 @@ class SparkEngine:
         names a file on the driver's machine, which executors on other hosts cannot see, so the driver reads it
         (such inputs are small: the simulator's truth file is one row per item) and hands it over as a frame."""
         location = str(location)
-        if _has_scheme(location):
+        if warehouse_files.has_scheme(location):
             self.spark.read.parquet(location).createOrReplaceTempView(view)
             return
         table = pq.read_table(location)
@@ -229,49 +248,72 @@ class SparkEngine:
 
     # -- writes ---------------------------------------------------------------------------------------------
     def replace_partition(self, table: Table, sql: str, params: Params, partition: str) -> int:
+        return self.replace_partitions([(table, sql)], params, partition)[0]
+
+    def replace_partitions(self, writes: Sequence[tuple[Table, str]], params: Params, partition: str) -> list[int]:
+        """Replace partition `partition` of several tables together: every query is written and checked first
+        (queries read the tables as they were), then all are swapped in one journaled swap (`partition_dirs`), so
+        a failure leaves every table as it was and a crash is completed for all of them. Returns each one's rows."""
+        name = f"{PARTITION_COLUMN}={_iso_date(partition)}"
+        staged: list[tuple[Table, str, str | None]] = []
+        try:
+            for table, sql in writes:
+                staging, rows_dir, schema = self._stage_partition(table, sql, params, partition, name)
+                staged.append((table, staging, rows_dir))
+                if self._schema(table) is None:
+                    self._write_schema(self._dir(table), schema)
+            counts = [self.spark.read.parquet(rows_dir).count() if rows_dir else 0 for _, _, rows_dir in staged]
+        except BaseException:
+            for _, staging, _ in staged:
+                partition_dirs.discard(self.files, staging)
+            raise
+        # From here the swap is journaled: a crash leaves the staged data for `recover` to finish the swap.
+        swaps = [partition_dirs.Swap(self._dir(table), name, rows_dir) for table, _, rows_dir in staged]
+        home = swaps[0].table if len(swaps) == 1 else self.root
+        partition_dirs.swap_together(self.files, home, swaps)
+        for table, staging, _ in staged:
+            partition_dirs.discard(self.files, staging)
+            self._register_table(table)
+        return counts
+
+    def _stage_partition(self, table: Table, sql: str, params: Params, partition: str,
+                         name: str) -> tuple[str, str | None, StructType]:
+        """Write the query's rows to a new staging directory of `table`; returns it and its partition directory (None:
+        no rows). Rows of another partition are refused (the staging directory is removed)."""
         frame = self.frame(sql, params)
         if PARTITION_COLUMN not in frame.columns:
             raise WarehouseWriteError(f"{table_name(table)}: the query has no {PARTITION_COLUMN} column")
         directory = self._dir(table)
-        partition_dirs.recover(directory)
+        self._recover(directory)
         self._check_columns(table, frame)
-        staging = partition_dirs.new_staging_dir(directory)
-        name = f"{PARTITION_COLUMN}={_iso_date(partition)}"
+        staging = partition_dirs.new_staging_dir(self.files, directory)
         try:
-            frame.write.partitionBy(PARTITION_COLUMN).parquet(str(staging))
-            written = sorted(p.name for p in staging.iterdir() if p.is_dir())
+            frame.write.partitionBy(PARTITION_COLUMN).parquet(staging)
+            written = self.files.list_dirs(staging)
             strays = [p for p in written if p != name]
             if strays:
-                stray_rows = sum(self.spark.read.parquet(str(staging / p)).count() for p in strays)
+                stray_rows = sum(self.spark.read.parquet(join(staging, p)).count() for p in strays)
                 raise WarehouseWriteError(
                     f"{table_name(table)}: the query wrote {stray_rows} rows whose partition_date is not {partition} "
                     f"(partitions {strays}); filter every partitioned input on $partition_date")
-            staged = staging / name if name in written else None
-            rows = self.spark.read.parquet(str(staged)).count() if staged else 0
-            if self._schema(table) is None:
-                self._write_schema(directory, frame.schema)
         except BaseException:
-            partition_dirs.discard(staging)
+            partition_dirs.discard(self.files, staging)
             raise
-        # From here the swap is journaled: a crash leaves the staged data for `recover` to finish the swap.
-        partition_dirs.swap_in(directory, name, staged)
-        partition_dirs.discard(staging)
-        self._register_table(table)
-        return rows
+        return staging, (join(staging, name) if name in written else None), frame.schema
 
     def replace_table(self, table: Table, sql: str, params: Params = None) -> int:
         frame = self.frame(sql, params)
         directory = self._dir(table)
-        partition_dirs.recover(directory)
-        staging = partition_dirs.new_staging_dir(directory)
+        self._recover(directory)
+        staging = partition_dirs.new_staging_dir(self.files, directory)
         try:
-            frame.write.parquet(str(staging))
-            rows = self.spark.read.parquet(str(staging)).count()
+            frame.write.parquet(staging)
+            rows = self.spark.read.parquet(staging).count()
             self._write_schema(staging, frame.schema)  # rebuilt whole: the schema may change, with the rows
         except BaseException:
-            partition_dirs.discard(staging)
+            partition_dirs.discard(self.files, staging)
             raise
-        partition_dirs.swap_in(directory, UNPARTITIONED_DATA, staging)
+        partition_dirs.swap_in(self.files, directory, UNPARTITIONED_DATA, staging)
         self._register_table(table)
         return rows
 
@@ -286,10 +328,7 @@ class SparkEngine:
         self._define_view(table, sql)
         views = {k: v for k, v in self._views().items() if k != table_name(table)}
         views[table_name(table)] = sql
-        path = self.root / VIEWS_FILE
-        temporary = path.with_name(f"{VIEWS_FILE}.{uuid.uuid4().hex}.tmp")
-        temporary.write_text(json.dumps(views, indent=1))
-        os.replace(temporary, path)
+        self.files.write_text(join(self.root, VIEWS_FILE), json.dumps(views, indent=1))
 
     def _define_view(self, table: Table, sql: str) -> None:
         statement = spark_sql.render(sql)
@@ -336,12 +375,6 @@ def _typed_column(name: str, read_type, spark_type: str):
         instant = functions.timestamp_micros(functions.expr(f"`{name}` div 1000"))
         return instant.cast(spark_type).alias(name)
     return column.cast(spark_type).alias(name)
-
-
-def _has_scheme(location: str) -> bool:
-    """A URI with a scheme of two or more letters (a Windows drive letter such as C: is a path)."""
-    scheme, separator, _ = location.partition(":")
-    return bool(separator) and len(scheme) > 1 and scheme.replace("+", "").replace("-", "").replace(".", "").isalnum()
 
 
 def _iso_date(partition: str) -> str:

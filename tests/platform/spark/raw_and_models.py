@@ -1,11 +1,19 @@
-"""Ingest landed days and build every SQL model on one engine, then write every partitioned table's rows as JSON:
-what the Spark Connect test runs on both engines (`python -m tests.platform.spark.raw_and_models ENGINE HOME OUT
-[MASTER]`; a process of its own, since a Spark Connect client and the test session's classic SparkSession do not
-share a process)."""
+"""Ingest landed days and build every SQL model on one engine, then write every partitioned table's rows (and each
+day's quarantine reasons) as JSON: what the Spark Connect and storage tests run on both engines, in a process of its
+own (a Spark Connect client, or a driver on a standalone cluster, and the test session's classic SparkSession do not
+share a process):
+
+    python -m tests.platform.spark.raw_and_models ENGINE HOME OUT [MASTER] [--warehouse URI] [--no-ingest]
+    python -m tests.platform.spark.raw_and_models spark HOME OUT MASTER --warehouse URI --die-in-swap DAY
+
+`--no-ingest` builds the models over the raw tables as they are (after the engine's recovery on opening them);
+`--die-in-swap DAY` reloads DAY's observational files and ends the process (exit 3, no clean-up) at the third
+rename of the swap that replaces the day's raw rows and quarantine rows together."""
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+import os
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,6 +24,12 @@ from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, fetch_rows
 from fair_pipeline.platform.engines.transfer import copy_table
 
+DIED_IN_SWAP = 3
+_QUARANTINE_REASONS = """
+SELECT CAST(partition_date AS VARCHAR) AS day, source, reason, count(*) AS n FROM raw.quarantine
+WHERE partition_date IS NOT NULL GROUP BY ALL ORDER BY ALL
+"""
+
 
 def _plain(value):
     """JSON for what the engines return beyond JSON's types: DuckDB sums integers into HUGEINT (a Decimal here) where
@@ -25,7 +39,14 @@ def _plain(value):
     return str(value)
 
 
-def ingest_and_build(engine_name: str, home: Path, master: str = "") -> dict[str, list]:
+def _spark_engine(home: Path, master: str, location: str):
+    from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
+
+    return SparkEngine(spark_session(master=master), location or home / "spark_warehouse")
+
+
+def ingest_and_build(engine_name: str, home: Path, master: str = "", location: str = "",
+                     ingest: bool = True) -> dict[str, list]:
     landing = home / "landing"
     days = landed_dates(landing, "observational")
     with warehouse.session(home / "warehouse.duckdb") as con:
@@ -36,28 +57,63 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "") -> dict[str
                 for source in contract.SOURCES:
                     loads.load_partition(con, landing, source, day)
         else:
-            from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
-
-            engine = SparkEngine(spark_session(master=master), home / "spark_warehouse")
+            engine = _spark_engine(home, master, location)
             copy_table(DuckDBEngine(con), engine, ("raw", "items"))
-            for day in days:
+            for day in days if ingest else ():
                 for source in contract.SOURCES:
                     spark_loads.load_partition(engine, landing, source, day)
         build_models(engine, days)
-        tables = {}
-        models = sql_models.discover_models()
-        for model in models.values():
-            if model.is_view or not sql_models.is_partitioned(model, models):
-                continue
-            columns = engine.table_columns(model.key)
-            rows = fetch_rows(engine, f"SELECT * FROM {model.key[0]}.{model.key[1]}")
-            tables[".".join(model.key)] = {"columns": columns,
-                                           "rows": sorted((json.loads(json.dumps(r, default=_plain)) for r in rows), key=str)}
-        for table in (("raw", "observational_impressions"), ("raw", "randomized_impressions")):
-            tables[".".join(table)] = {"rows": [list(fetch_rows(engine, f"SELECT count(*) FROM {table[0]}.{table[1]}")[0])]}
+        return tables_as_json(engine)
+
+
+def tables_as_json(engine) -> dict[str, dict]:
+    tables = {}
+    models = sql_models.discover_models()
+    for model in models.values():
+        if model.is_view or not sql_models.is_partitioned(model, models):
+            continue
+        columns = engine.table_columns(model.key)
+        rows = fetch_rows(engine, f"SELECT * FROM {model.key[0]}.{model.key[1]}")
+        tables[".".join(model.key)] = {"columns": columns,
+                                       "rows": sorted((json.loads(json.dumps(r, default=_plain)) for r in rows), key=str)}
+    for table in (("raw", "observational_impressions"), ("raw", "randomized_impressions")):
+        tables[".".join(table)] = {"rows": [list(fetch_rows(engine, f"SELECT count(*) FROM {table[0]}.{table[1]}")[0])]}
+    tables["raw.quarantine reasons"] = {"rows": [list(r) for r in fetch_rows(engine, _QUARANTINE_REASONS)]}
     return tables
 
 
+def die_in_swap(home: Path, master: str, location: str, day: str) -> None:
+    from fair_pipeline.platform.engines import partition_dirs
+
+    engine = _spark_engine(home, master, location)
+    real_rename, calls = partition_dirs._rename, []
+
+    def rename_then_die(fs, source, target):
+        calls.append(source)
+        if len(calls) == 3:  # raw's new rows are live, the quarantine's old rows in the trash, its new ones staged
+            os._exit(DIED_IN_SWAP)
+        real_rename(fs, source, target)
+
+    partition_dirs._rename = rename_then_die
+    spark_loads.load_partition(engine, home / "landing", "observational", day)
+    raise SystemExit("the swap ended without the injected death")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("engine", choices=["duckdb", "spark"])
+    parser.add_argument("home", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("master", nargs="?", default="")
+    parser.add_argument("--warehouse", default="")
+    parser.add_argument("--no-ingest", action="store_true")
+    parser.add_argument("--die-in-swap", metavar="DAY")
+    args = parser.parse_args()
+    if args.die_in_swap:
+        die_in_swap(args.home, args.master, args.warehouse, args.die_in_swap)
+    tables = ingest_and_build(args.engine, args.home, args.master, args.warehouse, ingest=not args.no_ingest)
+    args.out.write_text(json.dumps(tables))
+
+
 if __name__ == "__main__":
-    engine_name, home, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-    out.write_text(json.dumps(ingest_and_build(engine_name, home, *(sys.argv[4:5]))))
+    main()

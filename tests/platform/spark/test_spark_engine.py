@@ -1,13 +1,14 @@
 """The Spark engine's writes: all or nothing per partition (zero-row writes, failing queries, stray rows, schema
-changes, a crash mid-swap), tables and views found again by a new engine on the same directory, queries with
-both parameter styles and results streamed in order."""
+changes, a crash mid-swap, several tables' partitions together), tables and views found again by a new engine on
+the same location (a path or a file:// URI, changed through the session's Hadoop FileSystem), queries with both
+parameter styles and results streamed in order."""
 from __future__ import annotations
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 
-from fair_pipeline.platform.engines import WarehouseWriteError, partition_dirs
+from fair_pipeline.platform.engines import WarehouseWriteError, partition_dirs, warehouse_files
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
 
 TABLE = ("marts", "t")
@@ -16,7 +17,9 @@ DAY1, DAY2 = "2026-01-01", "2026-01-02"
 
 @pytest.fixture
 def engine(spark, tmp_path):
-    engine = SparkEngine(spark, tmp_path / "spark_warehouse")
+    location = tmp_path / "spark warehouse+é"  # a space and non-ASCII: Hadoop takes the URI's path as written
+    engine = SparkEngine(spark, f"file://{location}")
+    assert isinstance(engine.files, warehouse_files.HadoopFiles)
     engine.register_frame("src", pa.table({
         "partition_date": pa.array([pd.Timestamp(DAY1).date()] * 3 + [pd.Timestamp(DAY2).date()] * 2, pa.date32()),
         "v": pa.array([1, 2, 3, 10, 20], pa.int64()),
@@ -35,7 +38,7 @@ def _rows(engine):
 
 
 def _no_leftovers(engine):
-    table = engine.root / "marts" / "t"
+    table = warehouse_files.local_path(engine.root) / "marts" / "t"
     for area in (partition_dirs.STAGING, partition_dirs.TRASH, partition_dirs.JOURNAL):
         assert not any((table / area).glob("*")), f"{area} not cleaned"
 
@@ -78,11 +81,11 @@ def test_a_crash_mid_swap_is_completed_when_the_table_is_next_opened(engine, spa
     real_rename = partition_dirs._rename
     calls = []
 
-    def crash_on_second(source, target):
+    def crash_on_second(fs, source, target):
         calls.append(source)
         if len(calls) == 2:  # the old partition is in the trash, the new one not yet live
             raise OSError("injected crash")
-        real_rename(source, target)
+        real_rename(fs, source, target)
 
     monkeypatch.setattr(partition_dirs, "_rename", crash_on_second)
     with pytest.raises(OSError, match="injected crash"):
@@ -93,12 +96,47 @@ def test_a_crash_mid_swap_is_completed_when_the_table_is_next_opened(engine, spa
     _no_leftovers(reopened)
 
 
+def test_partitions_of_several_tables_are_replaced_together_or_not_at_all(engine, spark, monkeypatch):
+    """The loader's raw rows and quarantine rows of a day: a failing second query leaves both tables as they were;
+    a crash between the swaps' renames is completed for both when the warehouse is next opened."""
+    other = ("raw", "q")
+    both = [(TABLE, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND v >= 2"),
+            (other, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND v < 2")]
+    assert engine.replace_partitions(both, {"partition_date": DAY1}, DAY1) == [2, 1]
+    failing = (other, "SELECT partition_date, CAST(text AS BIGINT) AS v FROM src WHERE partition_date = $partition_date")
+    with pytest.raises(Exception, match="(?i)cast|invalid"):
+        engine.replace_partitions([(TABLE, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date"),
+                                   failing], {"partition_date": DAY2}, DAY2)
+    assert _rows(engine) == [["2026-01-01", 2], ["2026-01-01", 3]] and engine.row_count(other) == 1
+    real_rename, calls = partition_dirs._rename, []
+
+    def crash_on_third(fs, source, target):
+        calls.append(source)
+        if len(calls) == 3:  # the first table is new, the second's old rows are in the trash
+            raise OSError("injected crash")
+        real_rename(fs, source, target)
+
+    monkeypatch.setattr(partition_dirs, "_rename", crash_on_third)
+    swapped = [(TABLE, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND v = 1"),
+               (other, "SELECT partition_date, v * 100 AS v FROM src WHERE partition_date = $partition_date")]
+    with pytest.raises(OSError, match="injected crash"):
+        engine.replace_partitions(swapped, {"partition_date": DAY1}, DAY1)
+    monkeypatch.undo()
+    reopened = SparkEngine(spark, engine.root)
+    assert _rows(reopened) == [["2026-01-01", 1]]
+    assert reopened.query_df("SELECT v FROM raw.q ORDER BY v")["v"].tolist() == [100, 200, 300]
+    _no_leftovers(reopened)
+    root = warehouse_files.local_path(engine.root)
+    assert not any((root / partition_dirs.JOURNAL).glob("*")) and not any((root / "raw" / "q" / "_trash").glob("*"))
+
+
 def test_tables_and_views_are_found_again_by_a_new_engine(engine, spark):
     _write(engine, DAY1)
     _write(engine, DAY2)
     engine.create_view(("staging", "doubled"), "SELECT partition_date, 2 * v AS v2 FROM marts.t")
     engine.replace_table(("marts", "total"), "SELECT sum(v2) AS s FROM staging.doubled")
-    reopened = SparkEngine(spark, engine.root)
+    reopened = SparkEngine(spark, warehouse_files.local_path(engine.root))  # a path names the same file:// location
+    assert reopened.root == engine.root
     assert reopened.table_columns(("staging", "doubled")) == ["partition_date", "v2"]
     assert reopened.table_columns(TABLE) == ["partition_date", "v"]
     assert reopened.query_df("SELECT s FROM marts.total")["s"].tolist() == [2 * (1 + 2 + 3 + 10 + 20)]
