@@ -56,7 +56,8 @@ def _driver(cluster, home: Path, out: Path, warehouse: str, cwd: Path, *args: st
     return subprocess.run(
         [sys.executable, "-m", "tests.platform.spark.raw_and_models", "spark", str(home), str(out), cluster.master_url,
          "--warehouse", warehouse, *args],
-        cwd=cwd, env={**os.environ, "PYTHONPATH": str(settings.REPO_ROOT)}, capture_output=True, text=True, timeout=1500)
+        cwd=cwd, env={**os.environ, "PYTHONPATH": str(settings.REPO_ROOT), settings.HOME_ENV: str(home)},
+        capture_output=True, text=True, timeout=1500)
 
 
 @pytest.mark.timeout(2400)
@@ -90,6 +91,7 @@ def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(clus
 
     shutil.rmtree(duck_home / "landing")
     shutil.copytree(changed_landing, duck_home / "landing")
+    monkeypatch.setenv(settings.HOME_ENV, str(duck_home))
     expected = ingest_and_build("duckdb", duck_home)
     before, after = json.loads((tmp_path / "first.json").read_text()), json.loads((tmp_path / "second.json").read_text())
     assert_same_tables(expected, after)
