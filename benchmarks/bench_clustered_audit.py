@@ -1,13 +1,16 @@
-"""Cost of the audit on the SQL path, both targets side by side: the item-clustered audit against the iid one
-(`audit_file(..., clusters=[item])` / `audit_file(...)`, target <= 2) and the iid audit against a plain sort of
-its rows (DuckDB's ``SELECT score, grp, label ... ORDER BY score DESC`` fetched as numpy arrays, target <= 1.3).
+"""Cost of the audit on the SQL path, the three targets side by side: the item-clustered audit against the iid
+one (`audit_file(..., clusters=[item])` / `audit_file(...)`, target <= 2), the two-way (item x query) clustered
+audit against the iid one (`clusters=[item, query]`, target <= 3) and the iid audit against a plain sort of its
+rows (DuckDB's ``SELECT score, grp, label ... ORDER BY score DESC`` fetched as numpy arrays, target <= 1.3).
 
 A Parquet file of ``--rows`` impressions (default 1e7) is written to a temp dir: ``--items`` items (default
-rows / 10, so each item is shown ~10 times), two groups, a per-impression score (item merit + noise, so
-nearly every score is distinct: the worst case for the grid) and the item's 0/1 label. Rounds alternate
-the sort, the iid audit and the item-clustered audit of the same file in this process; we print wall and CPU
-time (DuckDB's threads included) of each, and the ratios of the medians and of the fastest runs (the machine
-is shared and noisy, so CPU time is the steadier figure).
+rows / 10, so each item is shown ~10 times), ``--queries`` queries (default rows / 50), two groups, a
+per-impression score (item merit + noise, so nearly every score is distinct: the worst case for the grid) and
+the item's 0/1 label. Rounds alternate the sort, the iid audit, the item-clustered and the two-way audit of the
+same file in this process; we print wall and CPU time (DuckDB's threads included) of each, and the ratios of the
+medians and of the fastest runs (the machine is shared and noisy, so CPU time is the steadier figure), with the
+load average before and after. Nearly every (item, query) pair is distinct here, so the two-way audit's
+intersection stream keeps per-cluster sums for ~rows clusters (~1 KB each): ``--no-two-way`` skips it.
 
     python benchmarks/bench_clustered_audit.py                   # 1e7 rows, 3 rounds
     python benchmarks/bench_clustered_audit.py --rows 1e6        # quick
@@ -15,6 +18,7 @@ is shared and noisy, so CPU time is the steadier figure).
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +31,7 @@ import pyarrow.parquet as pq
 from fair_pipeline.audit.files import audit_file
 
 
-def write_file(path: Path, rows: int, items: int, seed: int) -> None:
+def write_file(path: Path, rows: int, items: int, seed: int, queries: int | None = None) -> None:
     rng = np.random.default_rng(seed)
     group = rng.random(items) < 0.4
     relevance = rng.random(items) < np.where(group, 0.3, 0.4)
@@ -39,6 +43,7 @@ def write_file(path: Path, rows: int, items: int, seed: int) -> None:
         item = rng.integers(0, items, n)
         table = pa.table({
             "item_id": item.astype(np.int64),
+            "query_id": rng.integers(0, queries or max(1, rows // 50), n).astype(np.int64),
             "grp": np.where(group[item], "b", "a"),
             "score": merit[item] + 0.2 * rng.normal(size=n),
             "label": relevance[item].astype(np.int8),
@@ -68,44 +73,56 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def ratio_line(name: str, wall: dict, cpu: dict, top: str, bottom: str, target: float) -> str:
+    return (f"{name:<16} wall {np.median(wall[top]) / np.median(wall[bottom]):.2f} (median), "
+            f"{wall[top].min() / wall[bottom].min():.2f} (fastest); "
+            f"CPU {np.median(cpu[top]) / np.median(cpu[bottom]):.2f} (median), "
+            f"{cpu[top].min() / cpu[bottom].min():.2f} (fastest)   target <= {target:g}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=float, default=1e7)
     parser.add_argument("--items", type=float, default=None, help="default: rows / 10")
+    parser.add_argument("--queries", type=float, default=None, help="default: rows / 50")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--memory-limit", default="4GB")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-two-way", action="store_true", help="skip the two-way (item x query) audit")
     args = parser.parse_args(argv)
     rows = int(args.rows)
     items = int(args.items or rows // 10)
+    queries = int(args.queries or max(1, rows // 50))
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench_clustered_") as tmp:
         path = Path(tmp) / "impressions.parquet"
-        write_file(path, rows, items, args.seed)
-        runs = {"sort": [], "iid": [], "clustered": []}
+        write_file(path, rows, items, args.seed, queries)
+
+        def audit(clusters=None):
+            return audit_file(path, "score", "label", "grp", clusters=clusters, memory_limit=args.memory_limit)
+
+        runs = {"sort": lambda: plain_sort(path, args.memory_limit), "iid": audit,
+                "clustered": lambda: audit(["item_id"])}
+        if not args.no_two_way:
+            runs["two-way"] = lambda: audit(["item_id", "query_id"])
+        times = {k: [] for k in runs}
         for _ in range(args.rounds):
-            runs["sort"].append(timed(lambda: plain_sort(path, args.memory_limit)))
-            runs["iid"].append(timed(lambda: audit_file(path, "score", "label", "grp",
-                                                        memory_limit=args.memory_limit)))
-            runs["clustered"].append(timed(lambda: audit_file(path, "score", "label", "grp", clusters=["item_id"],
-                                                              memory_limit=args.memory_limit)))
-        result = audit_file(path, "score", "label", "grp", clusters=["item_id"], memory_limit=args.memory_limit)
-        iid = audit_file(path, "score", "label", "grp", memory_limit=args.memory_limit)
-    wall = {k: np.array([r[0] for r in v]) for k, v in runs.items()}
-    cpu = {k: np.array([r[1] for r in v]) for k, v in runs.items()}
-    print(f"{rows:,} impressions of {items:,} items (~{rows / items:.0f} per item), 2 groups, "
-          f"{args.rounds} alternating rounds")
+            for k, fn in runs.items():
+                times[k].append(timed(fn))
+        result, iid = audit(["item_id"]), audit()
+    wall = {k: np.array([r[0] for r in v]) for k, v in times.items()}
+    cpu = {k: np.array([r[1] for r in v]) for k, v in times.items()}
+    print(f"{rows:,} impressions of {items:,} items (~{rows / items:.0f} per item) and {queries:,} queries, "
+          f"2 groups, {args.rounds} alternating rounds; load average {load_before[0]:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
     print(f"{'':>10} {'wall median':>12} {'wall min':>9} {'CPU median':>11} {'CPU min':>8}")
-    for k in runs:
+    for k in times:
         print(f"{k:>10} {np.median(wall[k]):>11.2f}s {wall[k].min():>8.2f}s {np.median(cpu[k]):>10.2f}s "
               f"{cpu[k].min():>7.2f}s")
-    print(f"clustered / iid: wall {np.median(wall['clustered']) / np.median(wall['iid']):.2f} (median), "
-          f"{wall['clustered'].min() / wall['iid'].min():.2f} (fastest); "
-          f"CPU {np.median(cpu['clustered']) / np.median(cpu['iid']):.2f} (median), "
-          f"{cpu['clustered'].min() / cpu['iid'].min():.2f} (fastest)   target <= 2")
-    print(f"iid / sort:      wall {np.median(wall['iid']) / np.median(wall['sort']):.2f} (median), "
-          f"{wall['iid'].min() / wall['sort'].min():.2f} (fastest); "
-          f"CPU {np.median(cpu['iid']) / np.median(cpu['sort']):.2f} (median), "
-          f"{cpu['iid'].min() / cpu['sort'].min():.2f} (fastest)   target <= 1.3")
+    print(ratio_line("clustered / iid:", wall, cpu, "clustered", "iid", 2))
+    if "two-way" in times:
+        print(ratio_line("two-way / iid:", wall, cpu, "two-way", "iid", 3))
+    print(ratio_line("iid / sort:", wall, cpu, "iid", "sort", 1.3))
     ratio = result.report.pairs["se"].to_numpy() / iid.report.pairs["se"].to_numpy()
     print(f"group-difference SE, clustered / iid, per cutoff: {np.round(ratio, 2).tolist()} "
           f"({int(result.report.groups['clusters'].iloc[0]):,} clusters)")

@@ -9,10 +9,17 @@ in closed form (`audit_coverage.true_values`: given group and relevance the meri
 A_{a>b} = P(s_i > s_j | i relevant in a, j irrelevant in b) equals xAUC(a, b) of the merits (the query effect
 cancels inside a query).
 
+The ``rates_*`` rows evaluate a post-processed rule (decide merit >= RULE_THRESHOLD, one decision per item) on the
+held-out impressions: `rate_table`'s group TPR, TPR difference and FPR difference, clustered by item. The
+``selection_*`` rows compare two candidates on the same impressions (merit, and merit + W_SHIFT in group "1", both
+at RULE_THRESHOLD) by SELECTION_METRIC: selection's paired cost difference clustered by item. Their truths are the
+same closed forms (a rate is a normal-plus-uniform survival function at the threshold).
+
 Rows (configurations) x statistics, each with four intervals from the same per-cluster influence totals:
 ``cr1_z`` (Liang-Zeger C/(C-1), normal critical value), ``cr2_z`` (leverage-adjusted totals, normal), ``cr1_t`` and
 ``cr2_t`` (Student t with the audit's df: the smaller of the totals' effective clusters and the parts' design df;
-cr2_t is what the audit reports), ``cr2_t_totals`` (CR2, t with the totals' effective clusters alone). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
+cr2_t is what the audit reports; the held-out rows: rates have no CR1 here (NaN), and their one df makes
+``cr2_t_totals`` repeat ``cr2_t``), ``cr2_t_totals`` (CR2, t with the totals' effective clusters alone). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
 
     python benchmarks/cluster_inference_coverage.py                 # every row, 500 replications, 2 processes
     python benchmarks/cluster_inference_coverage.py --reps 100 --rows pareto1.3,minority45   # pilot
@@ -40,6 +47,7 @@ from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  #
 from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
 from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
+from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
 from fair_pipeline.platform.replications import replication_pool  # noqa: E402
 
@@ -62,7 +70,15 @@ CONFIGS = {
     "minority45_pareto1.3": (1.3, 500, 45, 0, "auc"),
     "query_pareto1.3": (1.3, 500, None, 50, "auc"),
     "pairwise_fresh": (1.5, 400, None, 150, "pairwise"),
+    "rates_pareto1.3": (1.3, 500, None, 0, "rates"),
+    "rates_minority45": (None, 500, 45, 0, "rates"),
+    "selection_pareto1.3": (1.3, 500, None, 0, "selection"),
+    "selection_minority45_pareto1.3": (1.3, 500, 45, 0, "selection"),
 }
+RULE_THRESHOLD = 1.0  # the post-processed rule and the selection candidates decide score >= this
+W_SHIFT = 0.3  # selection's other candidate: the merit plus this in group "1"
+# selection's elicited metric (Definition 4: error weights, one fairness pair, lam = 0.5)
+SELECTION_METRIC = FairQuadraticMetric.from_pairs([0.6, 0.8], [np.eye(2) * np.sqrt(2)], lam=0.5)
 
 
 def draw(config: str, seed: int) -> dict:
@@ -101,6 +117,8 @@ def truths(config: str) -> dict:
     for c in (0, 1):
         comp[c] = (ac._Component(cfg.relevance_effect + cfg.group_effect * c, cfg.relevance_sd, 2.0 * (1 - c)),
                    ac._Component(cfg.group_effect * c, cfg.relevance_sd, 1.0 * (1 - c)))
+    if kind in ("rates", "selection"):
+        return heldout_truths(kind, comp)
     x01 = ac._partial_auc(comp[0][0], comp[1][1], 1.0)  # positives of 0 above negatives of 1
     x10 = ac._partial_auc(comp[1][0], comp[0][1], 1.0)
     if kind == "pairwise":
@@ -171,10 +189,55 @@ def pairwise_statistics(d: dict) -> list[dict]:
     return rows
 
 
+def _group_rates(comp, shift: float = 0.0) -> np.ndarray:
+    """(groups, 2) true TPR and TNR of score >= RULE_THRESHOLD for scores = merit + shift x (group "1")."""
+    return np.array([[1 - comp[c][0].cdf(RULE_THRESHOLD - shift * c), comp[c][1].cdf(RULE_THRESHOLD - shift * c)]
+                     for c in (0, 1)])
+
+
+def heldout_truths(kind: str, comp) -> dict:
+    rates = _group_rates(comp)
+    if kind == "rates":
+        return {"TPR0": rates[0, 0], "TPR1-TPR0": rates[1, 0] - rates[0, 0], "FPR1-FPR0": rates[0, 1] - rates[1, 1]}
+    return {"cost(A)-cost(W)": float(SELECTION_METRIC(rates) - SELECTION_METRIC(_group_rates(comp, W_SHIFT)))}
+
+
+def heldout_statistics(d: dict, kind: str) -> list[dict]:
+    """Post-processed rule's held-out rates (`rate_table`) or selection's paired cost difference, clustered by item."""
+    g = np.where(d["group"] == "0", "0", "1")
+    n_clusters_held = int(np.unique(d["item"]).size)
+    if kind == "rates":
+        from fair_pipeline.postprocessing.rates import rate_table
+        t = rate_table((d["score"] >= RULE_THRESHOLD).astype(float), d["label"], g, clusters=d["item"]).set_index(
+            ["group", "metric"])
+        picks = {"TPR0": ("0", "tpr", 1.0), "TPR1-TPR0": ("1 - 0", "tpr", 1.0), "FPR1-FPR0": ("1 - 0", "fpr", 1.0)}
+        rows = []
+        for name, (group, metric, _) in picks.items():
+            r = t.loc[(group, metric)]
+            est, se, df = float(r["estimate"]), float(r["se"]), float(r["df"])
+            rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, np.nan, se**2, df),
+                         "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)), "margin": 0.02})
+        return rows
+    from fair_pipeline.selection.elicitation.paired import candidate_parts, cluster_variance, paired_summary
+    held = pd.DataFrame({"group": g, "n_pos": d["label"].astype(int), "n_neg": (~d["label"]).astype(int)})
+    labels = ["0", "1"]
+    cost_a, parts_a, _ = candidate_parts(SELECTION_METRIC, held, d["score"], labels, threshold=RULE_THRESHOLD)
+    cost_w, parts_w, _ = candidate_parts(SELECTION_METRIC, held, d["score"] + W_SHIFT * (g == "1"), labels,
+                                         threshold=RULE_THRESHOLD)
+    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"])
+    var_cr1 = cluster_variance((parts_a - parts_w).sum(axis=1), d["item"])[0]
+    return [{"statistic": "cost(A)-cost(W)", "estimate": out.estimate, "df": out.df,
+             **_intervals(out.estimate, var_cr1, out.se**2, out.df), "clusters": n_clusters_held,
+             "estimable": bool(np.isfinite(out.se)), "margin": 0.02}]
+
+
 def one_replication(args) -> list[dict]:
     config, rep, seed = args
     d = draw(config, [seed, rep, list(CONFIGS).index(config)])
-    stats_of = pairwise_statistics if CONFIGS[config][4] == "pairwise" else auc_statistics
+    kind = CONFIGS[config][4]
+    if kind in ("rates", "selection"):
+        return [{"config": config, "rep": rep, **row} for row in heldout_statistics(d, kind)]
+    stats_of = pairwise_statistics if kind == "pairwise" else auc_statistics
     return [{"config": config, "rep": rep, **row} for row in stats_of(d)]
 
 
@@ -185,13 +248,13 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         truth = truths(config)[name]
         est_ok = g["estimable"].astype(bool)
-        g = g[est_ok & g[list(METHODS)].notna().all(axis=1)]
+        g = g[est_ok & g["cr2_t"].notna()]
         err = g["estimate"] - truth
         row = {"config": config, "statistic": name, "truth": truth, "reps": len(g),
                "not_estimable": float(1 - est_ok.mean()), "bias/sd": err.mean() / g["estimate"].std(ddof=1),
                "median_df": g["df"].median()}
-        for m in METHODS:
-            row[m] = float((np.abs(err) <= g[m]).mean())
+        for m in METHODS:  # NaN: the method does not apply (held-out rates have no CR1 here)
+            row[m] = float((np.abs(err) <= g[m]).mean()) if g[m].notna().all() else np.nan
         row["cov_se"] = float(np.sqrt(row["cr2_t"] * (1 - row["cr2_t"]) / max(row["reps"], 1)))
         row["se/sd_cr2"] = float((g["cr2_z"] / critical_value(0.95)).mean() / g["estimate"].std(ddof=1))
         rows.append(row)

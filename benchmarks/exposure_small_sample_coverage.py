@@ -128,16 +128,20 @@ def run(config: Config, reps: int, seed: int, jobs: int) -> pd.DataFrame:
 
 
 def coverage(raw: pd.DataFrame, truths: dict) -> pd.DataFrame:
-    """Per (config, clustering, estimate): t and normal coverage, median df, SE / SD, replications (estimable)."""
+    """Per (config, clustering, estimate): t and normal coverage with the t coverage's Monte Carlo SE, median df,
+    SE / SD, bias (mean estimate - truth) in Monte Carlo SEs (SD / sqrt(replications)), replications (estimable)."""
     raw = raw.assign(truth=raw["what"].map(truths)).dropna(subset=["estimate", "se"])
     raw["t_covered"] = (raw["t_low"] <= raw["truth"]) & (raw["truth"] <= raw["t_high"])
     raw["normal_covered"] = (raw["estimate"] - Z95 * raw["se"] <= raw["truth"]) & \
         (raw["truth"] <= raw["estimate"] + Z95 * raw["se"])
+    raw["error"] = raw["estimate"] - raw["truth"]
     out = raw.groupby(["config", "clustering", "what"], sort=False).agg(
         t=("t_covered", "mean"), normal=("normal_covered", "mean"), median_df=("df", "median"),
         median_items=("items", "median"), mean_se=("se", "mean"), sd=("estimate", "std"),
-        reps=("t_covered", "size"))
+        bias=("error", "mean"), reps=("t_covered", "size"))
+    out.insert(out.columns.get_loc("t") + 1, "t_mc_se", np.sqrt(out["t"] * (1 - out["t"]) / out["reps"]))
     out["se_over_sd"] = out["mean_se"] / out["sd"]
+    out["bias_in_mc_se"] = out["bias"] / (out["sd"] / np.sqrt(out["reps"]))
     return out.drop(columns=["mean_se", "sd"]).reset_index()
 
 

@@ -186,7 +186,11 @@ def _evaluation_data(marts, source, features, config: FairnessAuditConfig, scrat
                           spilled=None if on_executors else spill_rows(marts, *base, cluster_cols, scratch,
                                                                        "held_out_rows"),
                           spark_rows=marts.frame(*base) if on_executors else None)
-    data.query_rows, data.queries_in_window = aw.query_rows(marts, source, config.pairwise_max_queries)
+    if on_executors:  # the sampled queries' rows stay on the executors too (audit.spark_pairwise)
+        data.spark_query_rows = marts.frame(*aw.query_rows_query(source, config.pairwise_max_queries))
+        data.queries_in_window = aw.queries_in_window(marts, source)
+    else:
+        data.query_rows, data.queries_in_window = aw.query_rows(marts, source, config.pairwise_max_queries)
     return data
 
 

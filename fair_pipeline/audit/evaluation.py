@@ -36,6 +36,7 @@ class EvaluationData:
     # on Spark: score_counts (or cluster_counts) as a lazy Spark DataFrame, the day-sized outputs scored, swept
     # and their cluster sums shuffled on the executors (`audit.spark_audit`), nothing row-sized through the driver
     spark_rows: object | None = None
+    spark_query_rows: object | None = None  # on Spark: query_rows as a lazy Spark DataFrame (audit.spark_pairwise)
 
 
 @dataclasses.dataclass
@@ -97,7 +98,9 @@ def roc_curves_with_band(report: AuditReport, confidence: float) -> pd.DataFrame
 
 
 def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence: float, margins=None):
-    """(PairwiseResult or None, note, queries used) on the sampled queries."""
+    """(PairwiseResult or None, note, queries used) on the sampled queries: two-way clustered by item and query."""
+    if data.spark_query_rows is not None:
+        return _pairwise_on_executors(output, data, groups, confidence, margins)
     rows = data.query_rows
     if rows is None or rows.empty:
         return None, "no sampled queries", 0
@@ -112,6 +115,18 @@ def pairwise_for(output: ScoredOutput, data: EvaluationData, groups, confidence:
                                       item_ids=rows["item_id"], confidence=confidence, margins=margins)
     except AuditInputError as error:
         return None, f"not estimable: {error}", n_queries
+    note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
+    return result, note, n_queries
+
+
+def _pairwise_on_executors(output: ScoredOutput, data: EvaluationData, groups, confidence: float, margins=None):
+    from fair_pipeline.audit.spark_pairwise import pairwise_spark_rows  # pyspark is the optional `spark` extra
+
+    try:
+        result, n_queries = pairwise_spark_rows(data.spark_query_rows, output.score, output.name, groups,
+                                                prepare=_prepare(output, data), confidence=confidence, margins=margins)
+    except AuditInputError as error:
+        return None, f"not estimable: {error}", 0
     note = f"{n_queries} of {data.queries_in_window} queries (deterministic sample by md5(query_id))"
     return result, note, n_queries
 

@@ -21,6 +21,7 @@ from fair_pipeline.audit.stats.exposure import (
     ClusterSums,
     ExposureParity,
     exposure_parity_from_aggregates,
+    displacement_coefficients,
     fourth_from_differences,
     influence_coefficients,
 )
@@ -61,32 +62,65 @@ def exposure_cells(engine, window: PartitionWindow, item_groups: bool = False,
 
 
 def _cluster_sums(engine, window: PartitionWindow, keys: tuple[str, ...], labels: list, name: str,
-                  item_groups: bool, unknown_group: str) -> ClusterSums:
-    params = {**_params(window, unknown_group), "max_leverage": MAX_LEVERAGE}
+                  item_groups: bool, unknown_group: str, mean_w: float, displacement: np.ndarray,
+                  fourth: bool = True) -> ClusterSums:
+    params = {**_params(window, unknown_group), "max_leverage": MAX_LEVERAGE, "mean_w": mean_w}
     cols = ", ".join(quote_identifier(k) for k in keys)
-    on = " AND ".join(f"x.{quote_identifier(k)} = y.{quote_identifier(k)}" for k in keys)
-    # CR2: the total over sqrt(1 - h), h = the cluster's share of its group's merit sum (`exposure.leverage_factor`)
-    totals = (f"SELECT {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp, sum(c.a - r.click * c.b) "
-              "/ sqrt(1 - least(sum(r.click * c.b), $max_leverage)) AS total "
-              f"FROM ({_rows_sql(item_groups)}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
-              f"GROUP BY {', '.join('r.' + quote_identifier(k) for k in keys)}, r.grp")
-    # fourth powers for the effective number of clusters (`exposure.fourth_from_differences`): over clusters holding
-    # both groups, (x - y)^4 - x^4 - y^4 = -4x^3y + 6x^2y^2 - 4xy^3
-    cross = engine.query_df(
-        f"WITH t AS ({totals}) SELECT x.grp AS group_a, y.grp AS group_b, sum(x.total * y.total) AS cross_product, "
-        "sum(x.total * y.total * (6 * x.total * y.total - 4 * x.total * x.total - 4 * y.total * y.total)) AS d4 "
-        f"FROM t x JOIN t y ON {on} GROUP BY x.grp, y.grp", params)
-    counts = engine.query_df(f"WITH t AS ({totals}) SELECT grp, count(*) AS n FROM t GROUP BY grp", params)
+    r_cols = ", ".join("r." + quote_identifier(k) for k in keys)
+
+    def on(x: str, y: str) -> str:
+        return " AND ".join(f"{x}.{quote_identifier(k)} = {y}.{quote_identifier(k)}" for k in keys)
+
+    # per cluster and group: the own total, CR2-scaled by 1 / sqrt(1 - h), h = the cluster's share of its group's
+    # merit sum (`exposure.leverage_factor`), and the cluster's excess exposure Σ (w - mean_w), which it took from
+    # every group pro rata (`exposure.displacement_coefficients`: group c's total falls by d_c · excess)
+    own = (f"SELECT {r_cols}, r.grp, sum(c.a - r.click * c.b) / sqrt(1 - least(sum(r.click * c.b), $max_leverage)) "
+           "AS total, sum(c.w) - count(*) * $mean_w AS excess "
+           f"FROM ({_rows_sql(item_groups)}) r JOIN {COEFFICIENTS} c ON c.grp = r.grp AND c.position = r.position "
+           f"GROUP BY {r_cols}, r.grp")
+    excess = f"SELECT {cols}, sum(excess) AS excess FROM own GROUP BY {cols}"
+    index = {label: i for i, label in enumerate(labels)}
+    k = len(labels)
+    matrix, d4 = np.zeros((k, k)), np.zeros((k, k))
+    if fourth:
+        # every cluster's total for every group (its own part, if any, less the exposure it took), then the cross
+        # products and the fourth powers for the effective number of clusters (`exposure.fourth_from_differences`):
+        # (x - y)^4 - x^4 - y^4 = -4x^3y + 6x^2y^2 - 4xy^3
+        full = (f"SELECT {', '.join('x.' + quote_identifier(c) for c in keys)}, g.grp, "
+                "coalesce(o.total, 0) - g.d * x.excess AS total "
+                f"FROM x CROSS JOIN (SELECT DISTINCT grp, d FROM {COEFFICIENTS}) g "
+                f"LEFT JOIN own o ON {on('o', 'x')} AND o.grp = g.grp")
+        cross = engine.query_df(
+            f"WITH own AS ({own}), x AS ({excess}), t AS ({full}) "
+            "SELECT a.grp AS group_a, b.grp AS group_b, sum(a.total * b.total) AS cross_product, "
+            "sum(a.total * b.total * (6 * a.total * b.total - 4 * a.total * a.total - 4 * b.total * b.total)) AS d4 "
+            f"FROM t a JOIN t b ON {on('a', 'b')} GROUP BY a.grp, b.grp", params)
+        for row in cross.itertuples(index=False):
+            matrix[index[row.group_a], index[row.group_b]] = row.cross_product
+            d4[index[row.group_a], index[row.group_b]] = row.d4
+    else:
+        # cross products only (the intersection of two dimensions: about one cluster per impression), expanded so
+        # that no cluster is repeated per group: Σ (o_a - d_a X)(o_b - d_b X)
+        own_cross = engine.query_df(
+            f"WITH own AS ({own}) SELECT a.grp AS group_a, b.grp AS group_b, sum(a.total * b.total) AS cross_product "
+            f"FROM own a JOIN own b ON {on('a', 'b')} GROUP BY a.grp, b.grp", params)
+        with_excess = engine.query_df(
+            f"WITH own AS ({own}), x AS ({excess}) SELECT o.grp, sum(o.total * x.excess) AS ox "
+            f"FROM own o JOIN x ON {on('o', 'x')} GROUP BY o.grp", params)
+        [(xx,)] = engine.query_df(f"WITH own AS ({own}), x AS ({excess}) SELECT sum(excess * excess) AS xx FROM x",
+                                  params).itertuples(index=False)
+        for row in own_cross.itertuples(index=False):
+            matrix[index[row.group_a], index[row.group_b]] = row.cross_product
+        ox = with_excess.set_index("grp")["ox"].reindex(labels).fillna(0.0).to_numpy()
+        matrix = matrix - np.outer(ox, displacement) - np.outer(displacement, ox) + \
+            float(xx or 0.0) * np.outer(displacement, displacement)
+    counts = engine.query_df(f"WITH own AS ({own}) SELECT grp, count(*) AS n FROM own GROUP BY grp", params)
     [(n_clusters,)] = engine.query_df(
         f"SELECT count(*) AS n FROM (SELECT DISTINCT {cols} FROM ({_rows_sql(item_groups)}))",
         _params(window, unknown_group)).itertuples(index=False)
-    index = {label: i for i, label in enumerate(labels)}
-    matrix, d4 = np.zeros((len(labels), len(labels))), np.zeros((len(labels), len(labels)))
-    for row in cross.itertuples(index=False):
-        matrix[index[row.group_a], index[row.group_b]] = row.cross_product
-        d4[index[row.group_a], index[row.group_b]] = row.d4
     per_group = counts.set_index("grp")["n"].reindex(labels).fillna(0).to_numpy()
-    return ClusterSums(name, matrix, int(n_clusters), per_group, fourth_from_differences(d4), leverage_adjusted=True)
+    return ClusterSums(name, matrix, int(n_clusters), per_group, fourth_from_differences(d4) if fourth else None,
+                       leverage_adjusted=True)
 
 
 def logged_exposure_parity(con, window: PartitionWindow, examination, *, clusters: tuple[str, ...] = CLUSTER_COLUMNS,
@@ -126,14 +160,17 @@ def _logged_parity(engine, window, examination, clusters, item_groups: bool, unk
         if cells["position"].max() > exam.weights.size or cells["position"].min() < 1:
             exposure_parity_from_aggregates(cells, None, exam, group_order=labels, **options)  # raises, naming them
         a, b = influence_coefficients(n, k, exam.weights)
-        coefficients = pd.DataFrame([(g, j + 1, a[i, j], b[i, j]) for i, g in enumerate(labels)
-                                     for j in range(exam.weights.size)], columns=["grp", "position", "a", "b"])
+        d, mean_w = displacement_coefficients(n, k, exam.weights)
+        w = np.where(np.isnan(exam.weights), 1.0, exam.weights)
+        coefficients = pd.DataFrame([(g, j + 1, a[i, j], b[i, j], w[j], d[i]) for i, g in enumerate(labels)
+                                     for j in range(exam.weights.size)], columns=["grp", "position", "a", "b", "w", "d"])
         engine.register_frame(COEFFICIENTS, coefficients)
+        common = (item_groups, unknown_group, mean_w, d)
         try:
-            sums = [_cluster_sums(engine, window, (key,), labels, key, item_groups, unknown_group) for key in clusters]
+            sums = [_cluster_sums(engine, window, (key,), labels, key, *common) for key in clusters]
             if len(clusters) == 2:
-                sums.append(_cluster_sums(engine, window, tuple(clusters), labels, " × ".join(clusters), item_groups,
-                                          unknown_group))
+                sums.append(_cluster_sums(engine, window, tuple(clusters), labels, " × ".join(clusters), *common,
+                                          fourth=False))
         finally:
             engine.unregister_frame(COEFFICIENTS)
     return exposure_parity_from_aggregates(cells, sums, exam, group_order=labels, **options)

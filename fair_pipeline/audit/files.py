@@ -24,7 +24,8 @@ from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, sweep
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
-from fair_pipeline.audit.stats.pairwise import PairwiseAccumulator, PairwiseResult, add_query_counts
+from fair_pipeline.audit.pairwise_file import stream_pairwise
+from fair_pipeline.audit.stats.pairwise import PairwiseResult
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
 READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv",
@@ -199,33 +200,6 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
     return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes)
 
 
-def _stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int,
-                     confidence: float, margins=None) -> PairwiseResult:
-    """GROUP BY query, group, score; whole queries at a time into the pairwise accumulator."""
-    rel = con.sql(
-        "SELECT q, g, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
-        f"FROM ({src}) GROUP BY q, g, s ORDER BY q", params=params)
-    acc = PairwiseAccumulator(np.array(groups, dtype=object))
-    carry = None
-
-    def feed(df: pd.DataFrame) -> None:
-        add_query_counts(acc, df["q"], df["g"], df["s"], df["n_pos"], df["n_neg"])
-
-    for batch in rel.to_arrow_reader(batch_rows):
-        df = batch.to_pandas()
-        if carry is not None:
-            df = pd.concat([carry, df], ignore_index=True)
-        last = df["q"].iloc[-1]
-        carry = df[df["q"] == last]  # the last query may continue in the next batch
-        done = df[df["q"] != last]
-        if len(done):
-            feed(done)
-    if carry is not None and len(carry):
-        feed(carry)
-    matrix, marginals, parity, overall = acc.tables(confidence)
-    return PairwiseResult(matrix, marginals, parity, overall, None, acc.gaps(confidence, margins))
-
-
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
                cutoffs=DEFAULT_CUTOFFS, *, clusters=None, min_count: int = DEFAULT_MIN_COUNT,
                confidence: float = 0.95, margins: dict | None = None, memory_limit: str = "2GB",
@@ -279,12 +253,20 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             else:
                 _stream_grid(con, src, params, groups, stream, batch_rows, sort_rows)
                 report = stream.report()
-            pairwise = _stream_pairwise(con, src, params, groups, batch_rows, confidence, margins) if query else None
+            pairwise = stream_pairwise(con, src, params, groups, batch_rows, confidence, margins,
+                                       item=_item_cluster(cols)) if query else None
         finally:
             con.close()
     return FileAudit(path, int(totals["n"].sum()), {k: v for k, v in cols.items() if v}, alphas.tolist(),
                      report, pairwise, comparisons={"mode": mode, "reference": stream.reference,
                                                     "pairs": len(stream.compared)})
+
+
+def _item_cluster(cols: dict) -> str | None:
+    """The column of `_source` holding item ids for the pairwise accuracies' two-way clustering: the first --cluster
+    column that is not the query column (None: no item ids, the pairwise CIs are query-clustered)."""
+    names = cols.get("cluster") or []
+    return next((f"c{i}" for i, name in enumerate(names) if name != cols.get("query")), None)
 
 
 def _check_options(path: str, min_count, confidence, memory_limit, max_groups, allow_remote: bool,

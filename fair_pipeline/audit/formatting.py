@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fair_pipeline.audit.files import FileAudit
+from fair_pipeline.audit.stats.clustered import ESTIMANDS
 
 def _fmt(df: pd.DataFrame, columns: list) -> str:
     cols = [c for c in columns if c in df.columns]
@@ -56,14 +57,18 @@ def format_audit(result: FileAudit) -> str:
                   _fmt(x.balanced_deltas, ["kind", "group_a", "group_b"] + VERDICT_COLUMNS)]
     if result.pairwise is not None:
         p = result.pairwise
-        lines += ["", "Within-query pairwise accuracy A_{better>worse} (Narasimhan et al.):",
-                  _fmt(p.matrix, ["group_better", "group_worse", "accuracy", "se", "ci_low", "ci_high",
-                                  "n_pairs", "n_queries", "estimable"]),
-                  _fmt(p.marginals, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
-                  _fmt(p.overall, ["metric", "accuracy", "se", "n_pairs", "n_queries"]),
-                  "", "Cross-group gaps A_{a>b} - A_{b>a} (query-clustered SE) against the margin δ:",
-                  _fmt(p.gaps, ["group_a", "group_b", "gap", "se", "p_value", "p_holm"] + VERDICT_COLUMNS)
+        estimand = p.overall["variance_estimand"].iloc[0]
+        sizes = ["n_pairs", "n_items", "n_queries", "df"]
+        lines += ["", "Within-query pairwise accuracy A_{better>worse} (Narasimhan et al.); SEs and CIs "
+                  f"{ESTIMANDS.get(estimand, estimand)} (df: effective clusters of the t interval"
+                  + ("" if estimand == "two_way" else "; pass --cluster ITEM_COLUMN for new items") + "):",
+                  _fmt(p.matrix, ["group_better", "group_worse", "accuracy", "se", "ci_low", "ci_high", *sizes,
+                                  "estimable"]),
+                  _fmt(p.marginals, ["metric", "accuracy", "se", *sizes]),
+                  _fmt(p.overall, ["metric", "accuracy", "se", *sizes]),
+                  "", "Cross-group gaps A_{a>b} - A_{b>a} against the margin δ:",
+                  _fmt(p.gaps, ["group_a", "group_b", "gap", "se", "p_value", "p_holm", *sizes[1:]] + VERDICT_COLUMNS)
                   if p.gaps is not None and len(p.gaps) else "(one group: no gaps)",
-                  "", "Pairwise statistical parity P(score_i > score_j), same query, labels ignored:",
+                  "", "Pairwise statistical parity P(score_i > score_j), same query, labels ignored (query-clustered):",
                   _fmt(p.parity, ["group_i", "group_j", "p_i_above_j", "se", "n_pairs", "n_queries"])]
     return "\n".join(lines)

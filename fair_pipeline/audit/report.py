@@ -10,6 +10,7 @@ import pandas as pd
 
 from fair_pipeline.audit.evaluation import OutputAudit
 from fair_pipeline.audit.outputs import PRODUCTION
+from fair_pipeline.audit.stats.clustered import ESTIMANDS
 from fair_pipeline.audit.store import SCHEMAS, conform
 from fair_pipeline.charts import Panel, render
 
@@ -135,15 +136,24 @@ def _pairwise(model: str, rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     m = rows[rows["kind"] == "matrix"].sort_values(["group_a", "group_b"])
     matrix = pd.DataFrame({"model": model, "group_a": m["group_a"], "group_b": m["group_b"], "estimate": m["accuracy"],
                            "ci_low": m["ci_low"], "ci_high": m["ci_high"], "n_pairs": m["n_pairs"],
-                           "n_queries": m["n_queries"]})
+                           "n_queries": m["n_queries"], **_clusters(m)})
     g = rows[rows["kind"] == "gap"].sort_values(["group_a", "group_b"])
     gaps = pd.DataFrame({
         "model": model, "group_a": g["group_a"], "group_b": g["group_b"], "estimate": g["accuracy"],
         "ci_low": g["ci_low"], "ci_high": g["ci_high"], "p_value": g["p_value"], "p_holm": g["p_holm"],
         "margin": g["margin"], "p_tost": g["p_tost"],
         "verdict": g["verdict"].where(g["estimable"].astype(bool), "not estimable"), "n_pairs": g["n_pairs"],
-        "n_queries": g["n_queries"]})
+        "n_queries": g["n_queries"], **_clusters(g)})
     return matrix, gaps
+
+
+def _clusters(rows: pd.DataFrame) -> dict:
+    """Which estimand the CIs are for, the items behind them and their effective clusters (tables logged before
+    these columns existed were query-clustered)."""
+    missing = pd.Series(np.nan, index=rows.index)
+    estimand = rows["variance_estimand"] if "variance_estimand" in rows else missing
+    return {"variance_estimand": estimand.fillna("query_clustered"),
+            "n_items": rows["n_items"] if "n_items" in rows else missing, "df": rows["df"] if "df" in rows else missing}
 
 
 def report_tables(stored: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -245,16 +255,28 @@ def xauc_markdown(a: OutputAudit) -> str:
                       "|---|---|---|---|---|", *rows])
 
 
+def _count(row, name: str) -> str:
+    value = getattr(row, name, None)
+    return "n/a" if value is None or pd.isna(value) else f"{int(value)}"
+
+
+def _effective(row) -> str:
+    df = getattr(row, "df", None)
+    return "n/a" if df is None or pd.isna(df) else f"{df:.1f}"
+
+
 def pairwise_markdown(a: OutputAudit) -> str:
     if a.pairwise is None:
         return f"pairwise accuracies: {a.pairwise_note}"
-    rows = [f"| {r.group_better} | {r.group_worse} | {_ci(r.accuracy, r.ci_low, r.ci_high)} | {r.n_pairs:.0f} | {r.n_queries} |"
-            for r in a.pairwise.matrix.itertuples()]
+    rows = [f"| {r.group_better} | {r.group_worse} | {_ci(r.accuracy, r.ci_low, r.ci_high)} | {r.n_pairs:.0f} | "
+            f"{_count(r, 'n_items')} | {r.n_queries} | {_effective(r)} |" for r in a.pairwise.matrix.itertuples()]
     o = a.pairwise.overall.iloc[0]
-    lines = [f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}:", "",
-             "| better item's group | worse item's group | accuracy [95% CI] | pairs | queries |",
-             "|---|---|---|---|---|", *rows,
-             f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {o.n_queries} |"]
+    lines = [f"Within-query pairwise accuracy A_(better>worse), {a.pairwise_note}; "
+             f"{ESTIMANDS.get(o.variance_estimand, o.variance_estimand)}:", "",
+             "| better item's group | worse item's group | accuracy [95% CI] | pairs | items | queries | effective clusters |",
+             "|---|---|---|---|---|---|---|", *rows,
+             f"| all | all | {_ci(o.accuracy, o.ci_low, o.ci_high)} | {o.n_pairs:.0f} | {_count(o, 'n_items')} | {o.n_queries} "
+             f"| {_effective(o)} |"]
     g = a.pairwise.gaps
     if g is not None and len(g):
         lines += ["", "| a | b | A_(a>b) - A_(b>a) [95% CI] | p | δ | TOST p | verdict |", "|---|---|---|---|---|---|---|"]

@@ -225,21 +225,30 @@ def item_counts(con, source: LabelSource, features: list[str], catalogue_day=Non
     return frame
 
 
-def query_rows(con, source: LabelSource, max_queries: int) -> tuple[pd.DataFrame, int]:
-    """Rows of at most `max_queries` queries (deterministic sample by md5(query_id)), aggregated per
-    (query, group, item, score); returns (rows, number of queries in the window)."""
+def query_rows_query(source: LabelSource, max_queries: int) -> tuple[str, dict]:
+    """(sql, params) of the rows of at most `max_queries` queries (deterministic sample by md5(query_id)), aggregated
+    per (query, group, item, score)."""
     if max_queries < 1:
         raise AuditDataError(f"pairwise_max_queries={max_queries} must be >= 1")
-    params = {**source.params, "max_queries": int(max_queries)}
-    engine = as_warehouse(con)
-    [(total,)] = fetch_rows(
-        engine, f"SELECT count(DISTINCT query_id) FROM ({source.rows_sql}) WHERE label IS NOT NULL", source.params)
-    frame = engine.query_df(
-        f"WITH r AS (SELECT * FROM ({source.rows_sql}) WHERE label IS NOT NULL), "
-        "q AS (SELECT query_id FROM (SELECT DISTINCT query_id FROM r) ORDER BY md5(query_id), query_id LIMIT $max_queries) "
-        "SELECT r.query_id, r.grp AS \"group\", r.item_id, r.score, CAST(sum(r.label) AS BIGINT) AS n_pos, "
-        "CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg FROM r JOIN q ON q.query_id = r.query_id "
-        "GROUP BY r.query_id, r.grp, r.item_id, r.score ORDER BY r.query_id",
-        params,
-    )
-    return frame, int(total)
+    sql = (f"WITH r AS (SELECT * FROM ({source.rows_sql}) WHERE label IS NOT NULL), "
+           "q AS (SELECT query_id FROM (SELECT DISTINCT query_id FROM r) ORDER BY md5(query_id), query_id "
+           "LIMIT $max_queries) "
+           "SELECT r.query_id, r.grp AS \"group\", r.item_id, r.score, CAST(sum(r.label) AS BIGINT) AS n_pos, "
+           "CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg FROM r JOIN q ON q.query_id = r.query_id "
+           "GROUP BY r.query_id, r.grp, r.item_id, r.score")
+    return sql, {**source.params, "max_queries": int(max_queries)}
+
+
+def queries_in_window(con, source: LabelSource) -> int:
+    """The number of queries with labelled rows in the window (what the pairwise sample is drawn from)."""
+    [(total,)] = fetch_rows(as_warehouse(con),
+                            f"SELECT count(DISTINCT query_id) FROM ({source.rows_sql}) WHERE label IS NOT NULL",
+                            source.params)
+    return int(total)
+
+
+def query_rows(con, source: LabelSource, max_queries: int) -> tuple[pd.DataFrame, int]:
+    """`query_rows_query`'s rows ordered by query, and the number of queries in the window."""
+    sql, params = query_rows_query(source, max_queries)
+    frame = as_warehouse(con).query_df(f"SELECT * FROM ({sql}) ORDER BY query_id", params)
+    return frame, queries_in_window(con, source)

@@ -12,7 +12,9 @@ transaction across all tables.
   marts.fairness_audit_xauc_deltas  per output x pair: Delta xAUC (kind xauc) and balanced xAUC_0 / xAUC_1 gaps,
                                  each with effect, CI, margin δ, p_tost, verdict
   marts.fairness_audit_pairwise  per output: within-query pairwise accuracies (`kind` matrix, marginal, overall,
-                                 parity) and cross-group gaps (`kind` gap) A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict)
+                                 parity) and cross-group gaps (`kind` gap) A_{a>b} - A_{b>a} (p, Holm, effect, margin δ, p_tost, verdict);
+                                 `variance_estimand` (two_way: new items and new queries), items and queries
+                                 holding the pairs, `df` (effective clusters of the t interval)
   marts.fairness_audit_curves    per output: ROC per group with a pointwise 95% band (kind roc), xROC (kind xroc)
   marts.fairness_audit_exposure_groups  per ranking x group: exposure, merit, exposure/merit with CI (log scale SE),
                                  impressions, clicks, items, requests, estimable + note (audit.stats.exposure)
@@ -67,7 +69,7 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
     "fairness_audit_pairwise": KEY + OUT + [
         ("kind", V), ("metric", V), ("group_a", V), ("group_b", V), ("accuracy", D), ("se", D), ("ci_low", D),
         ("ci_high", D), ("n_pairs", D), ("n_queries", I), ("estimable", B), ("p_value", D), ("p_holm", D)]
-        + EQUIVALENCE,
+        + EQUIVALENCE + [("variance_estimand", V), ("n_items", I), ("df", D)],
     "fairness_audit_exposure_groups": KEY + OUT + [
         ("ranking", V), ("group", V), ("n", I), ("clicks", I), ("items", I), ("requests", I), ("exposure", D),
         ("merit", D), ("exposure_over_merit", D), ("se_log", D), ("ci_low", D), ("ci_high", D), ("estimable", B),

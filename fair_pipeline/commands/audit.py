@@ -64,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--score", required=True, help="score column (higher = more positive)")
     parser.add_argument("--label", required=True, help="0/1 label column (1 = positive outcome)")
     parser.add_argument("--group", help="protected-group column")
-    parser.add_argument("--query", help="query column: adds within-query pairwise accuracies")
+    parser.add_argument("--query", help="query column: adds within-query pairwise accuracies, two-way clustered by item and query "
+                        "(new items and new queries) when a --cluster column other than the query holds item ids, "
+                        "else query-clustered")
     parser.add_argument("--cluster", action="append", metavar="COL", default=None,
                         help="column whose values are clusters of dependent rows (e.g. the item id when items repeat): "
                         "cluster-robust SEs; repeat once for two-way clustering (e.g. --cluster item_id --cluster query_id)")

@@ -66,7 +66,7 @@ def deployed() -> str:
     """What `fair-ranker@champion` serves now, as the registry (the authority on aliases) holds it."""
     from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION
     from fair_pipeline.platform.tracking.registry import version_by_alias
-    from fair_pipeline.platform.tracking.store import Store, local_sqlite_path
+    from fair_pipeline.platform.tracking.store import Store, local_sqlite_path, store_errors
 
     uri = settings.mlflow_tracking_uri()
     local = local_sqlite_path(uri)
@@ -74,7 +74,7 @@ def deployed() -> str:
         return f"nothing ({FAIR_RANKER}@{CHAMPION} is not set)"
     try:
         version = version_by_alias(Store(uri, attempts=1), FAIR_RANKER, CHAMPION)
-    except Exception as error:  # noqa: BLE001 - the run's results stand; only this line cannot say
+    except store_errors() as error:  # the run's results stand; only this line cannot say
         return f"unknown: the MLflow store {uri} did not answer ({type(error).__name__})"
     if version is None:
         return f"nothing ({FAIR_RANKER}@{CHAMPION} is not set)"

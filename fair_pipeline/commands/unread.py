@@ -1,30 +1,20 @@
 """What in the landing zone a run will not read, named before it runs: files that are not Parquet (a CSV export
 beside the day's Parquet files), folders that are not `date=YYYY-MM-DD` days, and days landed for one source but
 not the other (a day is ingested only with every source). Hidden and temp names (`.x`, `_SUCCESS`) are writers'
-bookkeeping and stay unnamed; files ingestion can't read at all fail the run by name (`ingestion.landing`)."""
+bookkeeping and stay unnamed; files ingestion can't read at all, and `date=` folders not named as a day
+(`date=2026-13-01`), fail the run by name (`ingestion.landing`)."""
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import PARQUET_SUFFIX, landed_dates
+from fair_pipeline.ingestion.landing import PARQUET_SUFFIX, folder_day, landed_dates
 
 KNOWN_FOLDERS = (*contract.SOURCES, contract.ITEMS_DIR)
 
 
 def _hidden(name: str) -> bool:
     return name.startswith((".", "_"))
-
-
-def _is_day_folder(name: str) -> bool:
-    if not name.startswith("date="):
-        return False
-    try:
-        dt.date.fromisoformat(name.removeprefix("date="))
-    except ValueError:
-        return False
-    return True
 
 
 def _not_parquet(folder: Path) -> list[Path]:
@@ -55,7 +45,7 @@ def unread_entries(landing: Path) -> list[str]:
         for sub in sorted(entry.iterdir()):
             if _hidden(sub.name):
                 continue
-            if sub.is_dir() and _is_day_folder(sub.name):
+            if sub.is_dir() and folder_day(sub) is not None:
                 lines += [f"{path}: not Parquet (only *.parquet files are read)" for path in _not_parquet(sub)]
             elif entry.name == contract.ITEMS_DIR and sub.is_file() and sub.name.lower().endswith(PARQUET_SUFFIX):
                 continue  # an undated catalogue
@@ -63,8 +53,7 @@ def unread_entries(landing: Path) -> list[str]:
                 lines.append(f"{sub}: not Parquet (only *.parquet files are read)")
             else:
                 lines.append(f"{sub}: not a day (expected date=YYYY-MM-DD/ folders)")
-    per_source = {source: set(filter(lambda d: _is_day_folder(f"date={d}"), landed_dates(landing, source)))
-                  for source in contract.SOURCES}
+    per_source = {source: set(landed_dates(landing, source)) for source in contract.SOURCES}
     for day in sorted(set.union(*per_source.values()) - set.intersection(*per_source.values())):
         missing = [source for source, days in per_source.items() if day not in days]
         lines.append(f"partition {day}: no Parquet files under {', '.join(f'{s}/date={day}/' for s in missing)}, so "

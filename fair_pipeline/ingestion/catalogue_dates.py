@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 
 from fair_pipeline.ingestion import contract
-from fair_pipeline.ingestion.landing import LandingFileError, checked_landing_files, landed_dates
+from fair_pipeline.ingestion.landing import (DAY_FOLDER_PREFIX, LandingFileError, checked_landing_files, folder_day,
+                                           landed_dates)
 from fair_pipeline.platform.engines import as_warehouse
 from fair_pipeline.platform.warehouse import quote_identifier
 
@@ -34,7 +35,6 @@ CATALOGUE_DATE, VALID_FROM, VALID_UNTIL = "catalogue_date", "valid_from", "valid
 DATE_COLUMNS = (CATALOGUE_DATE, VALID_FROM, VALID_UNTIL)
 ALWAYS_FROM, ALWAYS_UNTIL = dt.date(1, 1, 1), dt.date(9999, 12, 31)
 ITEMS_VIEW = ("staging", "stg_items")
-_DATE_FOLDER = "date="
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,20 +55,13 @@ def items_folder(landing: Path) -> Path:
     return Path(landing) / contract.ITEMS_DIR
 
 
-def _delivery_day(folder: Path, part: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(part.removeprefix(_DATE_FOLDER))
-    except ValueError as error:
-        raise LandingFileError(f"catalogue folder {folder / part} is not named date=YYYY-MM-DD") from error
-
-
 def _by_day(landing: Path) -> dict[dt.date | None, list[Path]]:
     """Every readable catalogue file by its delivery day (None: undated); any unreadable entry raises by name."""
     folder = items_folder(landing)
     found: dict[dt.date | None, list[Path]] = {}
     for path in checked_landing_files(folder):
         first = path.relative_to(folder).parts[0]
-        day = _delivery_day(folder, first) if first.startswith(_DATE_FOLDER) and first != path.name else None
+        day = folder_day(folder / first) if first != path.name else None
         found.setdefault(day, []).append(path)
     return found
 
@@ -130,7 +123,7 @@ def _pin(landing: Path, files: list[Path]) -> Path:
     if first is None:
         raise LandingFileError(f"the undated catalogue in {folder} cannot be dated (no landed logs yet): deliver it "
                                "under items/date=YYYY-MM-DD/, the day it holds from")
-    target = folder / f"{_DATE_FOLDER}{first}"
+    target = folder / f"{DAY_FOLDER_PREFIX}{first}"
     present = sorted(checked_landing_files(target)) if target.is_dir() else []
     if present:
         same = len(present) == len(files) and all(

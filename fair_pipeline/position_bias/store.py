@@ -103,7 +103,7 @@ def load_chosen_position_bias(con, partition=None) -> pd.DataFrame:
     naming the positions when the stored curve has a weight downstream stages cannot use."""
     stored = load_partition(con, CURVES_TABLE, partition, error=PositionBiasInputError, hint=_HINT)
     frame = stored.loc[stored["chosen"].astype(bool),
-                       ["method", "window_start", "window_end", "level", *CURVE_COLUMNS]].sort_values("position")
+                       ["method", "window_start", "window_end", "level", "clicks", *CURVE_COLUMNS]].sort_values("position")
     if frame.empty:
         raise PositionBiasInputError(f"{CURVES_TABLE} holds no chosen curve; re-materialize the position_bias asset")
     weights = frame["weight"].to_numpy(dtype=float)
@@ -123,5 +123,6 @@ def load_chosen_position_bias(con, partition=None) -> pd.DataFrame:
         window_start=str(pd.Timestamp(first["window_start"]).date()),
         window_end=str(pd.Timestamp(first["window_end"]).date()),
         level=float(first["level"]),
+        clicks=int(pd.to_numeric(frame["clicks"]).fillna(0).sum()),  # behind the curve: the df of its uncertainty
     )
     return curve

@@ -1,25 +1,30 @@
-"""Per-group decision rates on held-out data with cluster-robust (linearization) standard errors.
+"""Per-group decision rates on held-out data with small-sample cluster-robust (linearization) standard errors.
 
 A rate is a ratio mean A = sum_i u_i p_i / sum_i u_i over the rows u_i of a cell (a group, or a group's
 label-1 rows for a TPR), where p_i is the decision or the *probability* of a positive decision (the
 expected rate of a randomized rule: the randomization noise is not part of its sampling error). Its
-linearization e_i = u_i (p_i - A) / sum u gives var(A) = Q/(Q-1) sum_c (sum_{i in c} e_i)^2 over the
-independent units c (rows by default, or `clusters`, e.g. queries or users with repeated rows); a
-difference of two rates uses e_a - e_b, so rates sharing clusters keep their covariance.
+linearization e_i = u_i (p_i - A) / sum u, summed per independent unit c (rows by default, or `clusters`, e.g.
+items, queries or users with repeated rows), gives the totals E_c. The variance is CR2's (Bell & McCaffrey 2002;
+`audit.stats.small_sample`): each total divided by sqrt(1 - h_c), h_c the cluster's share of the cell's rows (the
+cell's own finite-cluster factor; with one row per cluster the usual s^2 / n), and the CI uses Student's t with
+the smaller of the totals' effective clusters and the design df of the shares: a few items holding most of a
+cell's rows leave few degrees of freedom. A difference of two rates is a sum of two such parts (each with its own
+shares), so rates sharing clusters keep their covariance.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
-RATE_COLUMNS = ["group", "metric", "estimate", "se", "ci_low", "ci_high", "n"]
+from fair_pipeline.audit.stats.small_sample import cluster_robust_interval
+
+RATE_COLUMNS = ["group", "metric", "estimate", "se", "ci_low", "ci_high", "n", "clusters", "df"]
 
 
-def _z(confidence: float) -> float:
+def _check_confidence(confidence: float) -> float:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return float(stats.norm.ppf(0.5 + confidence / 2))
+    return float(confidence)
 
 
 def _clusters(clusters, n: int) -> np.ndarray:
@@ -38,17 +43,29 @@ class _Linearizer:
         self.Q = int(cluster_codes.max()) + 1 if cluster_codes.size else 0
 
     def residual(self, mask: np.ndarray):
+        """(rate, its part: (per-cluster totals, per-cluster shares of the cell's rows), rows in the cell)."""
         n = int(mask.sum())
         if n == 0:
             return np.nan, None, 0
         A = float(self.p[mask].mean())
         e = np.where(mask, self.p - A, 0.0) / n
-        return A, np.bincount(self.codes, weights=e, minlength=self.Q), n
+        totals = np.bincount(self.codes, weights=e, minlength=self.Q)
+        shares = np.bincount(self.codes, weights=mask.astype(np.float64), minlength=self.Q) / n
+        return A, (totals, shares), n
 
-    def variance(self, E) -> float:
-        if E is None or self.Q < 2:
-            return np.nan
-        return self.Q / (self.Q - 1) * float((E * E).sum())
+
+def _interval(estimate: float, parts: list, signs: list, confidence: float) -> dict:
+    """se, CI, clusters holding the cell(s) and df of ``estimate`` = sum of signs x parts (NaN without two clusters)."""
+    nan = {"se": np.nan, "ci_low": np.nan, "ci_high": np.nan, "clusters": 0, "df": np.nan}
+    if any(part is None for part in parts):
+        return nan
+    totals = np.stack([sign * part[0] for sign, part in zip(signs, parts)])
+    shares = np.stack([part[1] for part in parts])
+    held = int(np.count_nonzero(shares.sum(axis=0)))
+    if held < 2:
+        return {**nan, "clusters": held}
+    ci = cluster_robust_interval(estimate, totals, np.minimum(shares, 1.0), confidence=confidence)
+    return {"se": ci.se, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "clusters": held, "df": ci.df}
 
 
 def rate_table(p, labels, groups, *, clusters=None, reference=None, confidence: float = 0.95) -> pd.DataFrame:
@@ -56,8 +73,10 @@ def rate_table(p, labels, groups, *, clusters=None, reference=None, confidence: 
 
     p: (n,) probability of a positive decision (0/1 for deterministic rules); labels: 0/1;
     groups: group of each row; reference: the group differences are taken against (default: first).
-    Rows: group, metric, estimate, se, ci_low, ci_high, n (rows behind the rate).
+    Rows: group, metric, estimate, se, ci_low, ci_high (t interval), n (rows behind the rate), clusters (clusters
+    holding those rows) and df (the t reference's degrees of freedom: the effective number of clusters).
     """
+    confidence = _check_confidence(confidence)
     p = np.asarray(p, dtype=np.float64).ravel()
     y = np.asarray(labels).ravel().astype(bool)
     g = np.asarray(groups, dtype=object).ravel()
@@ -65,28 +84,26 @@ def rate_table(p, labels, groups, *, clusters=None, reference=None, confidence: 
     correct = _Linearizer(np.where(y, p, 1.0 - p), lin.codes)
     levels = sorted(set(g.tolist()), key=str)
     reference = levels[0] if reference is None else reference
-    zc = _z(confidence)
     rows, parts = [], {}
 
-    def add(group, metric, A, E, n):
-        se = float(np.sqrt(lin.variance(E)))
-        rows.append({"group": group, "metric": metric, "estimate": A, "se": se,
-                     "ci_low": A - zc * se, "ci_high": A + zc * se, "n": n})
+    def add(group, metric, A, terms, n):
+        rows.append({"group": group, "metric": metric, "estimate": A, "n": n,
+                     **_interval(A, [part for _, part in terms], [sign for sign, _ in terms], confidence)})
 
     for level in levels + ["all"]:
         in_g = np.ones(p.size, bool) if level == "all" else (g == level)
         for metric, mask, model in (("tpr", in_g & y, lin), ("fpr", in_g & ~y, lin),
                                     ("selection_rate", in_g, lin), ("accuracy", in_g, correct)):
-            A, E, n = model.residual(mask)
-            parts[(level, metric)] = (A, E)
-            add(level, metric, A, E, n)
+            A, part, n = model.residual(mask)
+            parts[(level, metric)] = (A, part)
+            add(level, metric, A, [(1.0, part)], n)
     for level in levels:
         if level == reference:
             continue
         for metric in ("tpr", "fpr", "selection_rate", "accuracy"):
             (Aa, Ea), (Ab, Eb) = parts[(level, metric)], parts[(reference, metric)]
-            E = None if Ea is None or Eb is None else Ea - Eb
-            add(f"{level} - {reference}", metric, Aa - Ab, E, int(np.sum(g == level) + np.sum(g == reference)))
+            add(f"{level} - {reference}", metric, Aa - Ab, [(1.0, Ea), (-1.0, Eb)],
+                int(np.sum(g == level) + np.sum(g == reference)))
     return pd.DataFrame(rows, columns=RATE_COLUMNS)
 
 

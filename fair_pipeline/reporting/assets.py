@@ -12,7 +12,7 @@ from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.tracking import (FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking, TrackingUnavailableError,
-                                             figure_link_markdown)
+                                             figure_link_markdown, store_errors)
 from fair_pipeline.reporting import Report, ReportFiles, ReportInputs, build_report, summary_lines, write_report
 from fair_pipeline.reporting.build import metrics_table
 from fair_pipeline.reporting.latest import partition_report_dir, point_latest_at
@@ -35,10 +35,11 @@ def leaf_keys(assets: Iterable[dg.AssetsDefinition]) -> list[dg.AssetKey]:
 
 def serving_champion(mlflow: MLflowTracking) -> Serving | None:
     """`fair-ranker@champion` as the registry holds it now (the authority: `promote` moves it after the selection
-    that set it); None when the registry cannot be read, and the report then says what the selection recorded."""
+    that set it); None when the store cannot be read (locked, unreachable, refusing), and the report then says what
+    the selection recorded. Any other error is a bug and fails the report."""
     try:
         version = mlflow.champion(FAIR_RANKER)
-    except Exception:  # noqa: BLE001 - the report stands without it and says its source
+    except store_errors():
         return None
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     if version is None:

@@ -52,6 +52,12 @@ class Report:
     generated_at: str
     sections: list[Section]
     decision: SectionContent | None = None  # the first screen (reporting.decision)
+    registry_read_at: str | None = None  # when `fair-ranker@champion` was read from the registry; None: not read
+
+    @property
+    def header(self) -> str:
+        read = f"; `fair-ranker@champion` read from the MLflow registry {self.registry_read_at}" if self.registry_read_at else ""
+        return f"Generated {self.generated_at}{read}"
 
     @property
     def available(self) -> list[Section]:
@@ -101,7 +107,7 @@ def build_report(inputs: ReportInputs, specs: Sequence[SectionSpec] | None = Non
             sections.append(Section(spec, missing=str(missing)))
     first = decision(inputs, collect_gaps(s.content for s in sections))
     return Report(generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), sections=sections,
-                  decision=first)
+                  decision=first, registry_read_at=inputs.serving.read_at if inputs.serving is not None else None)
 
 
 def verdict_summary(counts: dict[str, int]) -> str:
@@ -259,7 +265,7 @@ def render_html(report: Report) -> str:
         f"<li><a href='#{s.spec.key}'>{html.escape(s.spec.title)}</a>{'' if s.available else ' (missing)'}</li>"
         for s in report.sections
     )
-    body = [f"<h1>Fairness report</h1><p class='source'>Generated {report.generated_at}</p>"]
+    body = [f"<h1>Fairness report</h1><p class='source'>{_inline(report.header)}</p>"]
     if report.decision is not None:
         body += ["<section id='decision'><h2>Decision first: what is deployed, what changed, the gaps beyond δ</h2>",
                  *_blocks_html(report.decision.blocks), "</section>"]
@@ -280,7 +286,7 @@ def render_html(report: Report) -> str:
 
 
 def render_markdown(report: Report, figure_dir: str = "figures") -> str:
-    lines = ["# Fairness report", "", f"Generated {report.generated_at}", ""]
+    lines = ["# Fairness report", "", report.header, ""]
     if report.decision is not None:
         lines += ["## Decision first: what is deployed, what changed, the gaps beyond δ", ""]
         lines += _blocks_markdown(report.decision.blocks, figure_dir)
@@ -319,6 +325,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def findings_json(report: Report) -> dict:
     return {
         "generated_at": report.generated_at,
+        "registry_read_at": report.registry_read_at,
         "findings": [{"section": t, "status": f.status, "text": f.text, "headline": f.headline, "verdict": f.verdict}
                      for t, f in report.findings()],
         "missing": [{"section": s.spec.title, "stage": s.spec.stage, "reason": s.missing} for s in report.missing],

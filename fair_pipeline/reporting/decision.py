@@ -63,7 +63,9 @@ def _selection_text(ranking: pd.DataFrame | None, deployed: pd.DataFrame, partit
 
 
 def _serving_text(serving: Serving, ranking, deployed, partition) -> str:
-    source = f"the MLflow registry when this report was built, {serving.read_at}"
+    # The read time is the report's `registry_read_at` (header, findings.json): in this text, which is a finding, it
+    # would make two days' findings differ by the minute alone.
+    source = "the MLflow registry when this report was built"
     if serving.version is None:
         text = f"**Deployed: nothing.** `{serving.name}@champion` is not set ({source})."
         return text + ("" if deployed is None or deployed.empty else " " + _selection_text(

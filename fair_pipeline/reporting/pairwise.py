@@ -8,7 +8,14 @@ import pandas as pd
 
 from fair_pipeline.reporting import figures
 from fair_pipeline.audit.stats.equivalence import LARGER, NOT_ESTIMABLE, verdict_kind
-from fair_pipeline.reporting.audit_sections import delta_text, estimate_text, gap_verdict_text, margin_detail, p_status
+from fair_pipeline.reporting.audit_sections import (
+    delta_text,
+    estimand_note,
+    estimate_text,
+    gap_verdict_text,
+    margin_detail,
+    p_status,
+)
 from fair_pipeline.reporting.formatting import (
     ci_text,
     count_text,
@@ -41,7 +48,7 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
     def draw(panel, part: pd.DataFrame) -> None:
         figures.draw_heatmap(panel, part.pivot(index="group_a", columns="group_b", values="estimate"))
 
-    cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + frame["n_pairs"].map(lambda n: f" (pairs = {count_text(n)})"))
+    cells = frame.assign(cell=with_ci(frame, "estimate", "ci_low", "ci_high") + " (" + sample_text(frame) + ")")
     table = cells.pivot_table(index=["model", "group_a"], columns="group_b", values="cell", aggfunc="first", sort=False)
     table.columns = [f"worse item in group {g}" for g in table.columns]
     table = table.reset_index().rename(columns={"group_a": "better item in group"})
@@ -51,13 +58,15 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
                                          "vs parity")
     blocks = [Text("Within-query pairwise accuracy A(a>b) = the share of pairs (more relevant item of group a, less "
                    "relevant item of group b) in the same query that the model orders correctly (Narasimhan et al.), "
-                   "with query-clustered 95% CIs. Off-diagonal cells far apart mean one group's better items lose to "
+                   "with 95% CIs. " + estimand_note(frame) + "Beside each figure: its pairs, the items and queries "
+                   "holding them, and the effective number of clusters behind its t interval (CR2, Satterthwaite "
+                   "degrees of freedom). Off-diagonal cells far apart mean one group's better items lose to "
                    "the other group's worse items more often; the cross-group gap A(a>b) − A(b>a) is judged against "
                    "its margin δ."),
               Figure("pairwise", figures.panels(frame, "model", draw, "worse item's group", "better item's group",
                                                 colorbar_label="pairwise accuracy A(a>b)"),
                      "Pairwise accuracy matrices, one panel per model"),
-              Table(table, "Pairwise accuracy [95% CI] (pairs)")]
+              Table(table, "Pairwise accuracy [95% CI] (pairs, items, queries, effective clusters)")]
     verdicts, gap_frame = [], None
     try:
         gaps = pairwise_gap_rows(inputs.stored_table("pairwise_gaps", ["model", "group_a", "group_b", "estimate",
@@ -72,6 +81,19 @@ def pairwise_accuracy(inputs: ReportInputs) -> SectionContent:
         pass  # an audit logged before the gaps existed: the matrices above still stand
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("pairwise_accuracy", ""),
                           verdicts=verdicts, gaps=gap_frame)
+
+
+def sample_text(rows: pd.DataFrame) -> pd.Series:
+    """"pairs = n, items = i, queries = q, effective clusters = df" (the parts the stored table has)."""
+    def text(row) -> str:
+        parts = [f"pairs = {count_text(row['n_pairs'])}"] if "n_pairs" in row and pd.notna(row["n_pairs"]) else []
+        for column, name in (("n_items", "items"), ("n_queries", "queries")):
+            if column in row and pd.notna(row[column]):
+                parts.append(f"{name} = {count_text(row[column])}")
+        if "df" in row and pd.notna(row["df"]):
+            parts.append(f"effective clusters = {row['df']:.1f}")
+        return ", ".join(parts)
+    return rows.apply(text, axis=1) if len(rows) else pd.Series([], dtype=object)
 
 
 def pairwise_gap_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +115,7 @@ def pairwise_gap_table(rows: pd.DataFrame) -> pd.DataFrame:
         "δ": rows["margin"].map(lambda d: "n/a" if pd.isna(d) else f"{d:g}"),
         "p": rows["p_value"].map(p_text),
         **({"Holm p": rows["p_holm"].map(p_text)} if rows["p_holm"].notna().any() else {}),
-        "TOST p": rows["p_tost"].map(p_text)})
+        "TOST p": rows["p_tost"].map(p_text), "sample": sample_text(rows)})
 
 
 def _pairwise_gap_text(row: pd.Series) -> str:
@@ -101,7 +123,8 @@ def _pairwise_gap_text(row: pd.Series) -> str:
     if row["verdict"] == NOT_ESTIMABLE:
         return f"pairwise accuracy gap between groups {a} and {b} not estimable"
     holm = "" if pd.isna(row["p_holm"]) else f", Holm {p_phrase(row['p_holm'])}"
-    queries = f" ({count_text(row['n_queries'])} queries)" if "n_queries" in row and pd.notna(row["n_queries"]) else ""
+    queries = sample_text(row.to_frame().T).iloc[0]
+    queries = f" ({queries})" if queries else ""
     return (f"A({a}>{b}) − A({b}>{a}) = {estimate_text(row, 'estimate', signed=True)}, {p_phrase(row['p_value'])}{holm}"
             f"{margin_detail(row)}{queries}: {row['verdict']}")
 

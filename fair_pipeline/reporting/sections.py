@@ -18,9 +18,11 @@ The table contracts (name: required columns; optional columns in brackets) are:
 (`verdict`: a gap against its practical margin δ, `audit.stats.equivalence.VERDICTS`; a table without it gets
 its verdict from diff / delta, their CI and p with the default δ.)
     xroc_curves:         model, direction, fpr, tpr                      (optional companion of xauc)
-    pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value]
+    pairwise_accuracy:   model, group_a, group_b, estimate, ci_low, ci_high, n_pairs [p_value, n_items, n_queries, df,
+                         variance_estimand]
     pairwise_gaps:       model, group_a, group_b, estimate (A(a>b) − A(b>a)), ci_low, ci_high, p_value
-                         [p_holm, margin, p_tost, verdict, n_queries]   (optional companion of pairwise_accuracy)
+                         [p_holm, margin, p_tost, verdict, n_pairs, n_items, n_queries, df, variance_estimand]
+                         (optional companion of pairwise_accuracy)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source, penalty_target]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,

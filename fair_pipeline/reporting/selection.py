@@ -50,6 +50,8 @@ def _elicited_metric_blocks(inputs: ReportInputs) -> list:
 def model_selection(inputs: ReportInputs) -> SectionContent:
     frame = inputs.stored_table("model_ranking", ["rank", "model"]).sort_values("rank", na_position="last")
     blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
+    if "selected_by" in frame.columns and frame["selected_by"].notna().any():
+        blocks.append(Text(f"**Ranked by:** {frame['selected_by'].dropna().iloc[0]}."))
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
         # the decision columns first (rank, the paired difference and its p), the candidate's details after
@@ -61,7 +63,7 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
         table["cost [95% CI]"] = with_ci(frame, "cost", "ci_low", "ci_high", digits=4)
         extra = [c for c in frame.columns if c in ("family", "champion_version")] + [
             c for c in frame.columns if c.startswith(("tpr[", "tnr[")) or c in
-            ("error_part", "violation_part", "min_group_count", "reason")]
+            ("error_part", "violation_part", "exposure_disparity", "min_group_count", "reason")]
         table = pd.concat([table, frame[extra].round(4)], axis=1)
         blocks.append(Table(table, "Model-selection ranking"))
         findings = selection_findings(frame)
@@ -92,6 +94,8 @@ def _paired_text(row: pd.Series) -> str:
         return "not estimable"
     if row["diff_vs_winner"] == 0 and pd.isna(row["diff_ci_low"]):
         return "winner (reference)"
+    if pd.isna(row["diff_ci_low"]):  # a total cost with an exposure term: no paired interval
+        return f"{row['diff_vs_winner']:+.4f} (no paired CI)"
     return ci_text(row["diff_vs_winner"], row["diff_ci_low"], row["diff_ci_high"], digits=4, signed=True)
 
 

@@ -78,6 +78,10 @@ class ElicitedMetricConfig(dg.Config):
     session_id: str = Field("", description="Recorded oracle: session to replay (empty: the newest one with answers).")
     elicitation_db: str = Field("", description="Recorded oracle: DuckDB file of `fair-pipeline elicit` "
                                 "(empty: $FAIR_PIPELINE_HOME/elicitation.duckdb).")
+    exposure_weight: float = Field(0.0, description="Weight mu of a candidate's exposure disparity on the logs (1/2 sum "
+                                   "over group pairs of squared log exposure-ratio differences) added to the metric's "
+                                   "cost by model selection; stated here, not elicited (the comparisons ask about "
+                                   "rates). 0: exposure parity is reported, not weighed.")
 
 
 def catalogue_groups(con) -> tuple[str, ...]:
@@ -91,7 +95,17 @@ def catalogue_groups(con) -> tuple[str, ...]:
 
 
 def elicit(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.ElicitationResult:
-    """Run the configured oracle; bad configuration becomes a dg.Failure naming the setting."""
+    """Run the configured oracle, the metric carrying the configured exposure weight; bad configuration becomes a
+    dg.Failure naming the setting."""
+    result = _run_oracle(config, warehouse)
+    try:
+        metric = mo.dataclasses.replace(result.metric, exposure_weight=float(config.exposure_weight))
+    except ValueError as error:
+        raise dg.Failure(description=f"elicited_metric: {error}") from error
+    return mo.dataclasses.replace(result, metric=metric)
+
+
+def _run_oracle(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.ElicitationResult:
     try:
         if config.oracle == "simulated":
             labels = tuple(config.group_labels)

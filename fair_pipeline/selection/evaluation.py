@@ -23,7 +23,7 @@ from fair_pipeline.selection import candidates as sc
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection import family_data
 from fair_pipeline.selection.elicitation import rank_candidates
-from fair_pipeline.selection.exposure import candidate_exposure, with_exposure
+from fair_pipeline.selection.exposure import candidate_exposure, weigh_exposure, with_exposure
 from fair_pipeline.selection.store import load_latest_metric
 
 RANKING_COLUMNS = ["rank", "model", "family", "setting", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
@@ -150,5 +150,5 @@ def compute_model_selection(con, marts, config, landing, day) -> Selection:
     families_cpu += time.process_time() - started  # fits + rates of the new families (the benchmark times the rest)
     ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores, decisions)
     exposure, note = candidate_exposure(marts, window, load_chosen_position_bias(con, day), [*candidates, *families])
-    ranking = with_exposure(ranking, exposure)
+    ranking = weigh_exposure(with_exposure(ranking, exposure), exposure, metric.exposure_weight, config.confidence)
     return Selection(metric, info, candidates, items, window, source, rates, ranking, families_cpu, note)

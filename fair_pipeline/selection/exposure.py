@@ -7,11 +7,17 @@ exposure per unit of merit of each group over the reference group's (the largest
 its CI and `exposure_ratio_worst_group`: the group whose ratio is farthest from 1 on the log scale), so an elicited
 metric or a reader of `marts.model_ranking` can weigh exposure. A post-processor decides rather than ranks: its
 ranking orders items by the probability of a positive decision, ties by the base ranker's score.
+
+The elicited metric weighs it through its ``exposure_weight`` mu (`weigh_exposure`): every candidate's
+`exposure_disparity` D = 1/2 Σ_{u<v} (l_u - l_v)², l_g the log exposure ratio of group g to the reference (0 for the
+reference), is added to the cost as mu · D (0 when every group's exposure is proportional to its merit), and the
+ranking is re-ordered by the total; `selected_by` says which metric ranked.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import AuditDataError
@@ -30,7 +36,8 @@ def _scorer(candidate):
 
 def candidate_exposure(marts, window, curve: pd.DataFrame, candidates, max_requests: int = offpolicy.DEFAULT_MAX_REQUESTS
                        ) -> tuple[pd.DataFrame, str]:
-    """(candidate x group rows: candidate, group, reference, ratio, ci_low, ci_high, verdict, note; a note naming
+    """(candidate x group rows: candidate, group, reference, ratio, ci_low, ci_high, log_ratio, se_log, verdict,
+    note; a note naming
     what could not be computed) for the candidates that have a fitted model."""
     usable = [c for c in candidates if getattr(c, "transform", True) is not None and getattr(c, "model", True) is not None]
     if not usable:
@@ -48,7 +55,8 @@ def candidate_exposure(marts, window, curve: pd.DataFrame, candidates, max_reque
         if isinstance(result, str):
             notes.append(result)
             continue
-        frames.append(result.pairs[["group", "reference", "ratio", "ci_low", "ci_high", "verdict", "note"]]
+        frames.append(result.pairs[["group", "reference", "ratio", "ci_low", "ci_high", "log_ratio", "se_log",
+                                    "verdict", "note"]]
                       .assign(candidate=name))
     return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), "; ".join(notes)
 
@@ -68,3 +76,56 @@ def with_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame) -> pd.DataFrame
     wide["exposure_ratio_worst_group"] = worst["group"].astype(str)
     wide["exposure_reference"] = worst["reference"].astype(str)
     return ranking.merge(wide, left_on="model", right_index=True, how="left")
+
+
+RATES_ONLY = "elicited metric on the group-wise rates (exposure weight 0: exposure parity reported, not weighed)"
+
+
+def exposure_disparity(log_ratios, se_logs) -> tuple[float, float]:
+    """(D, SE of D) of one candidate: D = 1/2 Σ_{u<v} (l_u - l_v)² over its groups, the reference's l = 0 included;
+    the SE by the delta method with the worst case over the unknown correlations of the l (the pairs share the
+    reference), (Σ_g |dD/dl_g| se_g)²; NaN when a group's ratio is missing."""
+    logs = np.append(np.asarray(log_ratios, dtype=float), 0.0)
+    se = np.asarray(se_logs, dtype=float)
+    if logs.size < 2 or not (np.all(np.isfinite(logs)) and np.all(np.isfinite(se))):
+        return np.nan, np.nan
+    value = 0.25 * float(((logs[:, None] - logs[None, :]) ** 2).sum())  # each pair appears twice
+    gradient = logs.size * logs[:-1] - logs.sum()  # dD/dl_g = Σ_v (l_g - l_v), the reference's l held at 0
+    return value, float(np.abs(gradient) @ se)
+
+
+def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
+                   confidence: float = 0.95) -> pd.DataFrame:
+    """The ranking with each candidate's `exposure_disparity` (and its SE) and, when ``weight`` > 0, its cost, CI
+    and rank taken over the total cost(rates) + weight · D (the two parts come from different rows, held-out
+    labels and logged clicks, so their variances add); a candidate without exposure parity on the logs is then
+    not estimable. The paired differences to the winner cover the rates' part only: with weight > 0 they are
+    left out (NaN), and ``diff_vs_winner`` is the total's difference."""
+    found = {}
+    if not exposure.empty:
+        for name, part in exposure.groupby("candidate", sort=False):
+            found[name] = exposure_disparity(part["log_ratio"], part["se_log"])
+    disparity = ranking["model"].map(lambda m: found.get(m, (np.nan, np.nan))[0]).astype(float)
+    disparity_se = ranking["model"].map(lambda m: found.get(m, (np.nan, np.nan))[1]).astype(float)
+    out = ranking.assign(exposure_disparity=disparity, exposure_disparity_se=disparity_se, exposure_weight=weight,
+                         selected_by=RATES_ONLY)
+    if not weight > 0:
+        return out
+    out["selected_by"] = (f"elicited metric on the group-wise rates + {weight:g} x exposure disparity on the logs "
+                          "(1/2 Σ over group pairs of the squared difference of log exposure ratios)")
+    lacking = out["estimable"].astype(bool) & out["exposure_disparity"].isna()
+    out.loc[lacking, "reason"] = "no exposure parity on the logs for this candidate (the metric weighs exposure)"
+    out.loc[lacking, "estimable"] = False
+    z = norm.ppf(0.5 + confidence / 2)
+    out["cost"] = np.where(out["estimable"].astype(bool), out["cost"] + weight * out["exposure_disparity"], np.nan)
+    out["cost_se"] = np.sqrt(out["cost_se"] ** 2 + (weight * out["exposure_disparity_se"]) ** 2)
+    out["ci_low"], out["ci_high"] = out["cost"] - z * out["cost_se"], out["cost"] + z * out["cost_se"]
+    out = out.sort_values(["estimable", "cost"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    estimable = out["estimable"].astype(bool)
+    out["rank"] = np.where(estimable, np.cumsum(estimable), np.nan)
+    best = out.loc[estimable, "cost"].iloc[0] if estimable.any() else np.nan
+    out["diff_vs_winner"] = out["cost"] - best
+    for column in ("diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "cost_se_clustered"):
+        if column in out.columns:
+            out[column] = np.nan
+    return out

@@ -30,6 +30,8 @@ def metric_table(metric, truth, labels, oracle: str, n_queries: int) -> pd.DataF
             if i <= j:
                 rows.append((f"B[{labels[u]} vs {labels[v]}][{i + 1},{j + 1}]", b[i, j],
                              None if truth is None else truth.B[u, v][i, j]))
+    rows.append(("exposure weight (mu x exposure disparity added to the cost; stated, not elicited; 0: not weighed)",
+                 metric.exposure_weight, None))
     frame = pd.DataFrame(rows, columns=["parameter", "elicited", "truth"])
     return frame.assign(oracle=oracle, n_queries=int(n_queries))[["oracle", "parameter", "elicited", "truth", "n_queries"]]
 
@@ -48,10 +50,14 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def ranking_markdown(ranking: pd.DataFrame, rows: int = 15) -> str:
-    view = ranking[["rank", "model", "family", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high", "diff_p",
-                    "error_part", "violation_part", "min_group_count", "reason"]]
+    columns = ["rank", "model", "family", "cost", "ci_low", "ci_high", "diff_vs_winner", "diff_ci_low", "diff_ci_high",
+               "diff_p", "error_part", "violation_part", "exposure_disparity", "min_group_count", "reason"]
+    view = ranking[[c for c in columns if c in ranking.columns]]
     more = f"\n\n... {len(ranking) - rows} more candidates" if len(ranking) > rows else ""
-    return markdown(view.head(rows).round(4)) + more
+    ranked_by = ""
+    if "selected_by" in ranking.columns and ranking["selected_by"].notna().any():
+        ranked_by = f"Ranked by: {ranking['selected_by'].dropna().iloc[0]}.\n\n"
+    return ranked_by + markdown(view.head(rows).round(4)) + more
 
 
 __all__ = ["RECORDED_LABEL", "SIMULATED_LABEL", "markdown", "metric_table", "oracle_label", "ranking_markdown",

@@ -232,6 +232,8 @@ def test_pairwise_accuracies_and_curves_match_in_memory(home):
     np.testing.assert_allclose(matrix[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float),
                                want[["accuracy", "se", "n_pairs", "n_queries"]].to_numpy(float), rtol=1e-12)
     assert matrix["n_queries"].max() == rows["query_id"].nunique()
+    assert (stored["variance_estimand"][stored["kind"] != "parity"] == "two_way").all()
+    np.testing.assert_allclose(matrix[["n_items", "df"]].to_numpy(float), want[["n_items", "df"]].to_numpy(float), rtol=1e-12)
     gap = stored[stored["metric"] == "A_{0>1} - A_{1>0}"].iloc[0]  # the cross-group gap row, with its verdict
     np.testing.assert_allclose(gap[["accuracy", "se", "p_value", "effect", "p_tost"]].to_numpy(float),
                                expected.gaps.iloc[0][["gap", "se", "p_value", "effect", "p_tost"]].to_numpy(float), rtol=1e-10)

@@ -11,11 +11,37 @@ import pandas as pd
 
 def test_the_documented_command_runs(tmp_path, capsys):
     out = tmp_path / "cov.json"
-    main(["--reps", "2", "--jobs", "1", "--rows", "pareto1.3,pairwise_fresh", "--json", str(out)])
+    rows = "pareto1.3,pairwise_fresh,rates_minority45,selection_pareto1.3"
+    main(["--reps", "2", "--jobs", "1", "--rows", rows, "--json", str(out)])
     printed = capsys.readouterr().out
     assert "cr2_t" in printed and "larger|gap=0" in printed and "replications in" in printed
     report = json.loads(out.read_text())
-    assert {r["config"] for r in report["table"]} == {"pareto1.3", "pairwise_fresh"}
+    assert {r["config"] for r in report["table"]} == set(rows.split(","))
+    held_out = [r for r in report["table"] if r["config"] in ("rates_minority45", "selection_pareto1.3")]
+    assert {r["statistic"] for r in held_out} == {"TPR0", "TPR1-TPR0", "FPR1-FPR0", "cost(A)-cost(W)"}
+    assert all(r["reps"] == 2 and 1 <= r["median_df"] for r in held_out)
+
+
+def test_held_out_truths_are_the_simulators_rates():
+    """The closed-form truths of the held-out rows against a large sample of the simulator's items (rates of the
+    rule merit >= RULE_THRESHOLD; the metric's cost difference of the two candidates)."""
+    from benchmarks.cluster_inference_coverage import RULE_THRESHOLD, SELECTION_METRIC, W_SHIFT, truths
+    from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items
+    items = simulate_items(SimulationConfig(n_items=200_000, seed=5))
+    s, y = items["merit_score"].to_numpy(), items["relevance"].to_numpy().astype(bool)
+    g = items["group_id"].to_numpy().astype(str)
+
+    def rates(shift):
+        score = s + shift * (g == "1")
+        return np.array([[np.mean(score[(g == c) & y] >= RULE_THRESHOLD), np.mean(score[(g == c) & ~y] < RULE_THRESHOLD)]
+                         for c in ("0", "1")])
+
+    plain, truth = rates(0.0), truths("rates_pareto1.3")
+    assert plain[0, 0] == pytest.approx(truth["TPR0"], abs=0.005)
+    assert plain[1, 0] - plain[0, 0] == pytest.approx(truth["TPR1-TPR0"], abs=0.006)
+    assert plain[0, 1] - plain[1, 1] == pytest.approx(truth["FPR1-FPR0"], abs=0.006)
+    cost = SELECTION_METRIC(plain) - SELECTION_METRIC(rates(W_SHIFT))
+    assert cost == pytest.approx(truths("selection_pareto1.3")["cost(A)-cost(W)"], abs=0.002)
 
 
 def _coverage(config, reps):

@@ -64,15 +64,24 @@ def _merit_share(d, group, keys, g):
     return m[sel & (keys == g)].sum() / m[sel].sum()
 
 
+def _displaced(d, group, keys, g):
+    """The exposure cluster g took from `group`: its excess Σ (w - mean w over the log) times the group's share of
+    impressions, over the group's Σ w."""
+    w = W[d["position"].to_numpy() - 1]
+    sel = (d["group"] == group).to_numpy()
+    return (w[keys == g] - w.mean()).sum() * sel.mean() / w[sel].sum()
+
+
 def _fd_cluster_variance(d, a_group, r_group, cluster, eps=1e-6):
     """CR2 cluster-robust variance from finite-difference influence totals: up-weight one cluster at a time, each
-    group's total divided by sqrt(1 - the cluster's share of that group's merit sum)."""
+    group's total divided by sqrt(1 - the cluster's share of that group's merit sum), less the exposure the cluster
+    took from the group."""
     keys = d[cluster].to_numpy()
     totals = []
     for g in np.unique(keys):
         mult = np.where(keys == g, 1.0 + eps, 1.0)
         t = [(_log_ratio(d, x, W, mult) - _log_ratio(d, x, W)) / eps / np.sqrt(1 - _merit_share(d, x, keys, g))
-             for x in (a_group, r_group)]
+             - _displaced(d, x, keys, g) for x in (a_group, r_group)]
         totals.append(t[0] - t[1])
     return np.sum(np.array(totals) ** 2)
 
@@ -254,10 +263,41 @@ def test_off_policy_exposure_reads_the_new_positions_and_merit_the_logged_ones()
     ones = np.ones(len(d))
     base = log_ratio(row["group"], ones) - log_ratio(row["reference"], ones)
     assert row["log_ratio"] == pytest.approx(base, rel=1e-10)
+    def displaced(group, g):  # the exposure item g took under the audited ranking, the group's share of it
+        sel = (d["group"] == group).to_numpy()
+        return (ranked[keys == g] - ranked.mean()).sum() * sel.mean() / ranked[sel].sum()
+
     totals = []
     for g in np.unique(keys):  # CR2: each group's total over sqrt(1 - the item's share of its logged merit)
         mult = np.where(keys == g, 1 + 1e-6, 1.0)
-        totals.append(sum(sign * (log_ratio(x, mult) - log_ratio(x, ones)) / 1e-6
-                          / np.sqrt(1 - _merit_share(d, x, keys, g))
+        totals.append(sum(sign * ((log_ratio(x, mult) - log_ratio(x, ones)) / 1e-6
+                                  / np.sqrt(1 - _merit_share(d, x, keys, g)) - displaced(x, g))
                           for sign, x in ((1, row["group"]), (-1, row["reference"]))))
     assert row["se_log"] ** 2 == pytest.approx((np.array(totals) ** 2).sum(), rel=1e-4)
+
+
+def test_examination_term_df_is_bounded_by_the_clicks_behind_the_curve():
+    """An estimated curve whose uncertainty dominates must not lend the t ratio more df than its own data (the clicks
+    it was estimated from, less its J - 1 free weights) plus the audit's effective clusters: Welch-Satterthwaite."""
+    from fair_pipeline.audit.stats.small_sample import welch_df
+
+    d = _log(11, n=1500)
+    clusters = {"item": d["item"]}
+    fixed = exposure_parity(d["position"], d["click"], d["group"], W, clusters=clusters)
+    clicks = np.array([400, 300, 250, 200, 150, 100])
+    curve = pd.DataFrame({"position": np.arange(1, 7), "weight": W, "se": 0.8 * W, "clicks": clicks})
+    res = exposure_parity(d["position"], d["click"], d["group"], curve, clusters=clusters)
+    exam_df = clicks.sum() - 5
+    for row, base in zip(res.pairs.itertuples(), fixed.pairs.itertuples()):
+        v_cl, v_all = base.se_log**2, row.se_log**2
+        assert v_all > 3 * v_cl  # the curve's term dominates
+        assert row.df == pytest.approx(float(welch_df([v_cl, v_all - v_cl], [base.df, exam_df])), rel=1e-9)
+        assert base.df < row.df <= base.df + exam_df
+    unknown = exposure_parity(d["position"], d["click"], d["group"], curve.drop(columns="clicks"), clusters=clusters)
+    assert (unknown.pairs["df"] <= 2 * fixed.pairs["df"] + 1e-9).all()  # unknown support: no more than the audit's
+    given = exposure_parity(d["position"], d["click"], d["group"], curve, clusters=clusters, examination_df=30)
+    assert (given.pairs["df"] <= fixed.pairs["df"] + 30).all()
+    attrs = curve.drop(columns="clicks")
+    attrs.attrs["clicks"] = int(clicks.sum())  # the position-bias stage's chosen curve says it this way
+    np.testing.assert_allclose(exposure_parity(d["position"], d["click"], d["group"], attrs, clusters=clusters)
+                               .pairs["df"], res.pairs["df"], rtol=1e-12)

@@ -7,9 +7,9 @@ true examination curve, and with an estimated curve whose covariance enters by t
 Bands (R = 200; binomial SE of a coverage of 0.95 is 0.0154):
 * ratio of a group to the reference: coverage in [0.905, 0.99] (0.95 -2.9 / +2.6 SE); mean SE / empirical SD
   in [0.85, 1.15] (the SD of 200 estimates has relative SE 5%, so +-3 SE; an SE 15% too small covers 0.90).
-* a group's own exposure/merit on the w_1 = 1 scale: coverage >= 0.87 (the benchmark measures 0.91-0.94 with
-  SE/SD 0.85-0.9: items compete for slots, so an item's score moves the other items of its requests, a
-  dependence that neither item nor request clusters capture; ratios between groups largely cancel it).
+* a group's own exposure/merit on the w_1 = 1 scale: coverage >= 0.87 (items compete for slots: an item's excess
+  exposure is taken from every group, the displacement term of `exposure`; without it the benchmark measured
+  0.91-0.94 with SE/SD 0.85-0.9).
 * unbiasedness: |mean estimate - truth| < 3.5 Monte Carlo SEs (SD / sqrt(R)) plus the truth's own error.
 * ignoring the estimated curve's uncertainty must under-cover the per-group values (< 0.8): the test fails
   if the delta-method term were dropped or wrong.

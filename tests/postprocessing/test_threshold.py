@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from scipy.spatial import ConvexHull
 
 from fair_pipeline.postprocessing import (
@@ -155,16 +156,50 @@ def test_rate_ses_are_the_plain_and_the_cluster_formulas():
     g = np.where(rng.random(n) < 0.4, "a", "b")
     t = rate_table(p, y, g).set_index(["group", "metric"])
     m = (g == "a") & y
-    # a domain (sub-population) mean over n independent rows: var = n/(n-1) sum_cell (p - A)^2 / m^2
+    # a cell mean over independent rows: CR2 with one row per cluster is the cell's own m/(m-1), i.e. s^2 / m
     dev = p[m] - p[m].mean()
-    assert t.loc[("a", "tpr"), "se"] == pytest.approx(np.sqrt(n / (n - 1) * (dev @ dev)) / m.sum(), rel=1e-9)
-    assert t.loc[("a", "tpr"), "se"] == pytest.approx(p[m].std(ddof=1) / np.sqrt(m.sum()), rel=0.01)
+    k = m.sum()
+    assert t.loc[("a", "tpr"), "se"] == pytest.approx(np.sqrt(k / (k - 1) * (dev @ dev)) / k, rel=1e-9)
+    assert t.loc[("a", "tpr"), "se"] == pytest.approx(p[m].std(ddof=1) / np.sqrt(k), rel=1e-9)
+    assert t.loc[("a", "tpr"), "clusters"] == k and (k - 1) / 3 < t.loc[("a", "tpr"), "df"] <= k - 1
     # rows duplicated inside clusters carry no new information: same SE as the single copy
     t2 = rate_table(np.r_[p, p], np.r_[y, y], np.r_[g, g], clusters=np.r_[np.arange(n), np.arange(n)])
     np.testing.assert_allclose(t2["se"], t["se"].to_numpy(), rtol=1e-9)
     # ... while pretending the copies are independent shrinks it by about sqrt(2)
     t3 = rate_table(np.r_[p, p], np.r_[y, y], np.r_[g, g])
     assert np.median(t["se"].to_numpy() / t3["se"].to_numpy()) == pytest.approx(np.sqrt(2), rel=0.02)
+
+
+def _cr2_of_a_mean(values, clusters) -> float:
+    """Bell-McCaffrey CR2 variance of a mean by its matrix definition: residuals of each cluster times
+    (I - H_cc)^(-1/2), H = 11'/n the hat matrix of the intercept."""
+    n, r, total = values.size, values - values.mean(), 0.0
+    for c in np.unique(clusters):
+        block = clusters == c
+        w, v = np.linalg.eigh(np.eye(block.sum()) - np.full((block.sum(),) * 2, 1.0 / n))
+        total += (np.ones(block.sum()) @ (v @ np.diag(w ** -0.5) @ v.T) @ r[block]) ** 2
+    return total / n**2
+
+
+def test_clustered_rates_are_cr2_with_t_at_few_effective_clusters():
+    rng = np.random.default_rng(2)
+    items = 40
+    shows = np.ceil(2 * (1 + rng.pareto(1.2, items))).astype(int)  # a few items hold most rows
+    item = np.repeat(np.arange(items), shows)
+    g = np.where(item % 3 == 0, "a", "b")
+    y = np.repeat(rng.random(items) < 0.5, shows)
+    p = np.repeat(rng.random(items), shows)
+    t = rate_table(p, y, g, clusters=item).set_index(["group", "metric"])
+    cell = (g == "a") & y
+    assert t.loc[("a", "tpr"), "se"] ** 2 == pytest.approx(_cr2_of_a_mean(p[cell], item[cell]), rel=1e-9)
+    row = t.loc[("a", "tpr")]
+    assert row["clusters"] == np.unique(item[cell]).size
+    assert 1 <= row["df"] < row["clusters"] - 1  # unequal clusters: fewer effective than held
+    half = (row["ci_high"] - row["ci_low"]) / 2
+    assert half == pytest.approx(stats.t.ppf(0.975, row["df"]) * row["se"], rel=1e-9)
+    # a difference is the sum of its two cells' CR2 parts (disjoint cells: variances add)
+    diff = t.loc[("b - a", "tpr")]
+    assert diff["se"] ** 2 == pytest.approx(row["se"] ** 2 + t.loc[("b", "tpr"), "se"] ** 2, rel=1e-9)
 
 
 def test_gap_ci_covers_at_the_nominal_rate():

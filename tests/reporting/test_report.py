@@ -469,7 +469,7 @@ def test_pairwise_section_judges_cross_group_gaps_against_delta():
     assert headlines["gap larger than δ"].startswith("model m: pairwise ranking unbalanced against group 0 by more than "
                                                      "δ = 0.02")
     assert "A(0>1) − A(1>0) = -0.050 [-0.060, -0.040], p < 0.001, δ = 0.02" in headlines["gap larger than δ"]
-    assert "(2,000 queries)" in headlines["gap larger than δ"]
+    assert "(queries = 2,000)" in headlines["gap larger than δ"]
     assert headlines["within ±δ"].startswith("model old: pairwise accuracy gap between groups 0 and 1 significant but "
                                              "within ±0.02")
     table = next(b for b in content.blocks if hasattr(b, "frame") and b.caption.startswith("Cross-group")).frame

@@ -7,14 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from fair_pipeline.selection.elicitation import FairQuadraticMetric, random_fair_metric
 from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
 from fair_pipeline.selection.elicitation.paired import (
     candidate_influence,
+    candidate_parts,
+    clustered_parts,
     cluster_variance,
     paired_cost_difference,
-    summarize,
+    paired_summary,
 )
 
 B12 = np.eye(2) * np.sqrt(2)
@@ -95,15 +98,21 @@ def test_one_row_per_cluster_se_equals_a_brute_force_delta_method():
 
     mean = z.mean(axis=0)
     grad = np.array([(difference(mean + e) - difference(mean - e)) / 2e-7 for e in np.eye(16) * 1e-7])
-    brute_var = grad @ np.cov(z.T, ddof=1) @ grad / n
+    brute_var = grad @ np.cov(z.T, ddof=0) @ grad / n
     out = paired_cost_difference(METRIC, rows, sa, sb, LABELS, threshold_a=ta, threshold_b=tb, clusters=rows["item_id"])
     assert out.estimate == pytest.approx(difference(mean), rel=1e-12)
-    assert out.se == pytest.approx(np.sqrt(brute_var), rel=1e-6)
-    assert out.n_clusters == n == out.n_rows
+    _, parts_a, _ = candidate_parts(METRIC, rows, sa, LABELS, threshold=ta)
+    _, parts_b, _ = candidate_parts(METRIC, rows, sb, LABELS, threshold=tb)
+    totals, shares = clustered_parts(parts_a - parts_b, rows, LABELS, rows["item_id"])
+    assert (totals.sum(axis=0) ** 2).sum() == pytest.approx(brute_var, rel=1e-6)  # the plain sandwich (CR0)
+    # CR2: each row's part over sqrt(1 - its share of its group's positives / negatives)
+    assert out.se ** 2 == pytest.approx((((totals / np.sqrt(1 - shares)).sum(axis=0)) ** 2).sum(), rel=1e-12)
+    assert brute_var < out.se ** 2 < 1.2 * brute_var
+    assert out.n_clusters == n == out.n_rows and 1 <= out.df <= n - 1
     no_clusters = paired_cost_difference(METRIC, rows, sa, sb, LABELS, threshold_a=ta, threshold_b=tb)
     assert no_clusters.se == pytest.approx(out.se, rel=1e-12)
-    assert out.p_value == pytest.approx(2 * norm.sf(abs(out.estimate) / out.se))
-    assert out.ci_low == pytest.approx(out.estimate - 1.959964 * out.se, rel=1e-6)
+    assert out.p_value == pytest.approx(2 * student_t.sf(abs(out.estimate) / out.se, out.df))
+    assert out.ci_low == pytest.approx(out.estimate - student_t.ppf(0.975, out.df) * out.se, rel=1e-9)
 
 
 def test_rows_of_one_cluster_add_up_like_one_merged_row():
@@ -188,9 +197,10 @@ def test_paired_clustered_ci_covers_the_true_difference():
         label = rng.random(item.size) < rho[item]
         rows = pd.DataFrame({"group": group[item], "n_pos": label.astype(int), "n_neg": (~label).astype(int), "item_id": item})
         a, w = sa[item], sw[item]
-        cost_a, infl_a, ta = candidate_influence(METRIC, rows, a, LABELS, selection_rate=rate, n_clusters=n_items)
-        cost_w, infl_w, tw = candidate_influence(METRIC, rows, w, LABELS, selection_rate=rate, n_clusters=n_items)
-        out = summarize(cost_a - cost_w, cluster_variance(infl_a - infl_w, item)[0], cost_a, cost_w, n_items, len(rows))
+        cost_a, parts_a, ta = candidate_parts(METRIC, rows, a, LABELS, selection_rate=rate, n_clusters=n_items)
+        cost_w, parts_w, tw = candidate_parts(METRIC, rows, w, LABELS, selection_rate=rate, n_clusters=n_items)
+        infl_a, infl_w = parts_a.sum(axis=1), parts_w.sum(axis=1)
+        out = paired_summary(cost_a, parts_a, cost_w, parts_w, rows, LABELS, item)
         if not estimates:  # the public entry point is this computation
             assert paired_cost_difference(METRIC, rows, a, w, LABELS, selection_rate=rate, clusters=item) == out
         fixed = paired_cost_difference(METRIC, rows, a, w, LABELS, threshold_a=ta, threshold_b=tw, clusters=item)
@@ -199,8 +209,9 @@ def test_paired_clustered_ci_covers_the_true_difference():
         marginal = np.sqrt(cluster_variance(infl_a, item)[0] + cluster_variance(infl_w, item)[0])
         for key, se in (("paired, clustered", out.se), ("paired, fixed thresholds", fixed.se), ("paired, rows iid", iid),
                         ("unpaired, clustered", marginal), ("unpaired binomial", unpaired)):
-            hits[key] += abs(out.estimate - truth) <= z * se
-            widths[key].append(2 * z * se)
+            crit = student_t.ppf(0.975, out.df) if key == "paired, clustered" else z
+            hits[key] += abs(out.estimate - truth) <= crit * se
+            widths[key].append(2 * crit * se)
         estimates.append(out.estimate)
         ses.append(out.se)
     coverage = {k: v / reps for k, v in hits.items()}

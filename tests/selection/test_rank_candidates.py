@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import kendalltau, norm
+from scipy.stats import kendalltau
+from scipy.stats import t as student_t
 
+from fair_pipeline.audit.stats.small_sample import cluster_robust_interval
 from fair_pipeline.selection.elicitation import (
     FairQuadraticMetric,
     SimulatedOracle,
@@ -123,7 +125,9 @@ def _held_out(rng, n_items: int = 120):
 def _brute_force_difference(rows, scores, thresholds, a, w):
     """cost(a) - cost(w) and its delta-method SE from scratch: per item (cluster) the vector of selected
     positives, positives, unselected negatives and negatives per group for both candidates; D as a function
-    of the item means; Var(D) = grad' Cov(items, ddof=1) grad / G with a numerical gradient."""
+    of the item means; the item's influence (z_c - mean) grad / G split by what each coordinate counts (a group's
+    positives or negatives), each part over sqrt(1 - the item's share of that count) (CR2), and the t interval's
+    df from those adjusted totals and shares (`cluster_robust_interval`)."""
     cols = []
     for name in (a, w):
         sel = scores[name] >= thresholds[name]
@@ -140,7 +144,15 @@ def _brute_force_difference(rows, scores, thresholds, a, w):
 
     mean = z.mean(axis=0)
     grad = np.array([(diff(mean + e) - diff(mean - e)) / 2e-7 for e in np.eye(16) * 1e-7])
-    return diff(mean), float(np.sqrt(grad @ np.cov(z.T) @ grad / len(z))), len(z)
+    terms = (z - mean) * grad / len(z)  # (items, 16): candidate-major, then group, then [p sel, p, q unsel, q]
+    totals, shares = [], []
+    for g in range(2):
+        for cls in (0, 2):  # the positives' coordinates, the negatives' ones
+            coords = [8 * c + 4 * g + cls + k for c in range(2) for k in range(2)]
+            totals.append(terms[:, coords].sum(axis=1))
+            shares.append(z[:, 4 * g + cls + 1] / z[:, 4 * g + cls + 1].sum())
+    ci = cluster_robust_interval(diff(mean), np.array(totals), np.array(shares))
+    return diff(mean), ci.se, ci.df
 
 
 def test_paired_differences_to_the_winner_match_a_brute_force_per_item_computation():
@@ -150,13 +162,14 @@ def test_paired_differences_to_the_winner_match_a_brute_force_per_item_computati
     assert win["diff_vs_winner"] == 0 and np.isnan(win[["diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]].astype(float)).all()
     thresholds = long.groupby("candidate")["threshold"].first()
     for _, row in out.iloc[1:].iterrows():
-        d, se, g = _brute_force_difference(rows, scores, thresholds, row["candidate"], win["candidate"])
+        d, se, df = _brute_force_difference(rows, scores, thresholds, row["candidate"], win["candidate"])
         assert row["diff_vs_winner"] == pytest.approx(d, rel=1e-10) and d > 0
         assert row["diff_vs_winner"] == pytest.approx(row["cost"] - win["cost"], rel=1e-10)
         assert row["diff_se"] == pytest.approx(se, rel=1e-5)
-        assert row["diff_ci_low"] == pytest.approx(d - 1.959964 * se, rel=1e-5)
-        assert row["diff_ci_high"] == pytest.approx(d + 1.959964 * se, rel=1e-5)
-        assert row["diff_p"] == pytest.approx(2 * norm.sf(d / se), rel=1e-4)
+        assert 1 <= df <= 119
+        assert row["diff_ci_low"] == pytest.approx(d - student_t.ppf(0.975, df) * se, rel=1e-5)
+        assert row["diff_ci_high"] == pytest.approx(d + student_t.ppf(0.975, df) * se, rel=1e-5)
+        assert row["diff_p"] == pytest.approx(2 * student_t.sf(d / se, df), rel=1e-4)
     assert out.attrs["n_clusters"] == 120 and out.attrs["n_rows"] == 240
     # the selection-rate threshold's estimation adds a (here small) term; the estimates are unchanged
     rated = rank_candidates(long.drop(columns="threshold"), METRIC, held_out=rows, scores=scores, selection_rate=0.4)

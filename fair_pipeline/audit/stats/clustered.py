@@ -37,6 +37,7 @@ ESTIMANDS = {  # the one description of each variance, used by the audit asset's
     "shown many times with one label",
     "clustered": "cluster-robust: for new clusters drawn like these",
     "two_way": "clustered by item and by query: for new items and new queries",
+    "query_clustered": "query-clustered: for these items in new queries (not for new items)",
 }
 
 

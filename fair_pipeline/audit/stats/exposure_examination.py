@@ -11,6 +11,12 @@ curve w_k of Nandy et al.; only ratios matter, so its scale is free). Three inpu
 * either of them plus `covariance=`, the covariance matrix of log ŵ: the exact delta-method term g' Σ g.
 
 The ŵ are taken as independent of the audited clicks (estimated on randomized traffic or another window).
+
+Degrees of freedom: the examination term is an estimate too, resting on the clicks the curve was estimated from.
+Its df (`Examination.df`) is those clicks less the J - 1 free weights (w_1 = 1), read from the table's `clicks`
+column or `attrs["clicks"]` (the position-bias stage's chosen curve carries it) or given as `df=`; unknown, it is taken to be no larger than the
+audit's own (None here: the caller uses the clustered part's df). `exposure` combines it with the clustered part's
+effective clusters by Welch-Satterthwaite, which never exceeds the sum of the two.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ class Examination:
     weights: np.ndarray
     log_cov: np.ndarray | None = None
     log_sd: np.ndarray | None = None
+    df: float | None = None  # of the uncertainty term; None: unknown
 
     @property
     def description(self) -> str:
@@ -49,6 +56,21 @@ class Examination:
         if self.log_sd is not None:
             return (np.abs(g) @ self.log_sd) ** 2
         return np.zeros(g.shape[0])
+
+
+def _clicks_df(frame: pd.DataFrame) -> float | None:
+    """Clicks behind the curve (its `clicks` column, or ``attrs["clicks"]``: the total) less its J - 1 free weights
+    (at least 1); None when the table does not say."""
+    if "clicks" in frame.columns:
+        clicks = pd.to_numeric(frame["clicks"], errors="coerce")
+        if clicks.isna().any() or (clicks < 0).any():
+            raise AuditInputError("examination table's clicks must be non-negative counts")
+        total = float(clicks.sum())
+    elif frame.attrs.get("clicks") is not None:
+        total = float(frame.attrs["clicks"])
+    else:
+        return None
+    return max(total - (len(frame) - 1), 1.0)
 
 
 def _curve_from_frame(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray | None]:
@@ -67,12 +89,16 @@ def _curve_from_frame(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray | Non
         return weights, se / weights  # SE of log ŵ
 
 
-def as_examination(examination, covariance=None) -> Examination:
-    """Validated examination curve; NaN weights are allowed only where no impression sits (checked later)."""
+def as_examination(examination, covariance=None, df=None) -> Examination:
+    """Validated examination curve; NaN weights are allowed only where no impression sits (checked later).
+    ``df``: of the curve's uncertainty (default: from a table's `clicks`, else unknown)."""
     if isinstance(examination, Examination):
         return examination
+    if df is not None and not (np.isfinite(df) and df >= 1):
+        raise AuditInputError(f"examination df must be a finite number >= 1, got {df!r}")
     if isinstance(examination, pd.DataFrame):
         weights, log_sd = _curve_from_frame(examination)
+        df = _clicks_df(examination) if df is None else df
     else:
         weights, log_sd = np.asarray(examination, dtype=np.float64), None
         if weights.ndim != 1 or weights.size == 0:
@@ -92,7 +118,7 @@ def as_examination(examination, covariance=None) -> Examination:
         log_sd = None
     elif log_sd is not None and np.any(log_sd[known] < 0):
         raise AuditInputError("examination table has negative standard errors")
-    return Examination(weights, log_cov, log_sd)
+    return Examination(weights, log_cov, log_sd, float(df) if df is not None else None)
 
 
 def check_positions(examination: Examination, used: np.ndarray) -> None:

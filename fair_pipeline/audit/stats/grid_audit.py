@@ -172,7 +172,7 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals | None, cuto
     sel = np.searchsorted(res["alphas"], var_alphas)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
     if prefix is not None:
-        parts = [(sign, sums.covariance(auc, roc)) for sign, sums in prefix]
+        parts = [(sign, sums.covariance(auc, roc, keep_totals=sign > 0)) for sign, sums in prefix]
         return _store_covariance(res, var_alphas, sel, parts)
     table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     if streams is None:

@@ -26,8 +26,12 @@ import pandas as pd
 from fair_pipeline.audit.stats.equivalence import EQUIVALENCE_COLUMNS, add_equivalence
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables
+from fair_pipeline.audit.stats.pairwise_moments import pairwise_contrasts
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
+
+
+TWO_WAY_DIMS = ("n_items", "n_queries")  # clusters holding each figure's pairs, item then query
 
 
 @dataclass
@@ -162,6 +166,16 @@ def _dominance_counts(qcode, z, s, left, right, right_scores_higher: bool):
     return C, T
 
 
+def query_counts(qcode, s, codes, y, n_groups: int, weights=None) -> tuple:
+    """Per query (codes 0..Q-1): C, T (Q, G, G) correct pairs and pairs by (better group, worse group), and the
+    parity counts Cs, Ts (Q, G, G: pairs of items of groups i, j, and those where the item of i scores higher)."""
+    G = n_groups
+    C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
+                         better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
+    Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)), weights=weights)
+    return C, T, Cs, Ts
+
+
 class PairwiseAccumulator:
     """Group pairwise accuracies from chunks of whole queries (rows or aggregated rows).
 
@@ -217,17 +231,26 @@ class PairwiseAccumulator:
         """Rows of complete queries: query codes, scores, group codes (0..G-1), bool labels."""
         G = self.levels.size
         qcode = np.unique(qcode, return_inverse=True)[1]
-        self.n_queries += int(qcode.max()) + 1
-        C, T = _cross_counts(qcode, s, codes * 2 + y, 2 * G, weights=weights,
-                             better=[2 * g + 1 for g in range(G)], worse=[2 * g for g in range(G)])
+        self.add_counts(*query_counts(qcode, s, codes, y, G, weights))
+
+    def add_counts(self, C, T, Cs, Ts) -> None:
+        """Add queries given by their (queries, G, G) pairs T and correct pairs C (better item's group, worse
+        item's group), and their parity counts Ts, Cs (labels ignored); `query_counts` makes them."""
+        self.n_queries += len(C)
         self._add("matrix", C, T)
         self._add_cross(C, T)
         self._add("better", C.sum(2), T.sum(2))
         self._add("worse", C.sum(1), T.sum(1))
         self._add("overall", C.sum((1, 2)), T.sum((1, 2)))
-        Cs, Ts = _cross_counts(qcode, s, codes, G, better=list(range(G)), worse=list(range(G)),
-                               weights=weights)
         self._add("parity", Cs, Ts)
+
+    def merge(self, other: PairwiseAccumulator) -> PairwiseAccumulator:
+        """Add the sums of other queries (disjoint from these)."""
+        for name, new in other.sums.items():
+            old = self.sums.get(name)
+            self.sums[name] = new if old is None else tuple(a + b for a, b in zip(old, new))
+        self.n_queries += other.n_queries
+        return self
 
     def tables(self, confidence: float = 0.95):
         if not self.sums or self.sums["overall"][1] == 0:
@@ -288,28 +311,44 @@ def pairwise_from_counts(query_ids, groups, scores, n_pos, n_neg, levels, *, ite
     add_query_counts(acc, query_ids, groups, scores, n_pos, n_neg)
     matrix, marginals, parity, overall = acc.tables(confidence)
     gaps = acc.gaps(confidence, margins)
-    parity["variance_estimand"] = "query_clustered"
     if item_ids is None:
-        for frame in (matrix, marginals, overall):
-            frame["variance_estimand"] = "query_clustered"
-        gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
-        return PairwiseResult(matrix, marginals, parity, overall, None, gaps)
+        return query_clustered_result(matrix, marginals, parity, overall, None, gaps)
     code_of = {g: i for i, g in enumerate(acc.levels)}
     codes = np.array([code_of[g] for g in np.asarray(groups, dtype=object)], dtype=np.intp)
-    qcode = pd.factorize(np.asarray(query_ids, dtype=object))[0]
-    item = pd.factorize(np.asarray(item_ids, dtype=object))[0]
+    q, item, s, codes, y, w = labelled_rows(pd.factorize(np.asarray(query_ids, dtype=object))[0],
+                                            pd.factorize(np.asarray(item_ids, dtype=object))[0], scores, codes, n_pos,
+                                            n_neg)
+    pc = PairwiseClusters((item, q), q, s, codes, y, acc.levels.size, weights=w)
+    return clustered_result(pc.moments(pairwise_contrasts(acc.levels.size)), acc.levels, matrix, marginals, parity,
+                            overall, None, gaps, "two_way", confidence, margins, dims=TWO_WAY_DIMS)
+
+
+def labelled_rows(qcode, item, scores, codes, n_pos, n_neg) -> tuple:
+    """Aggregate rows (n_pos label-1 and n_neg label-0 items each) as weighted rows of one label each:
+    (query codes, item codes, scores, group codes, labels, weights), rows of weight 0 left out."""
     w = np.r_[np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)]
     keep = w > 0
-    twice = [np.r_[a, a][keep] for a in (qcode, np.asarray(scores, dtype=np.float64), codes, item)]
-    y = np.r_[np.ones(len(qcode), bool), np.zeros(len(qcode), bool)][keep]
-    pc = PairwiseClusters((twice[3], twice[0]), twice[0], twice[1], twice[2], y, acc.levels.size, weights=w[keep])
-    return _clustered_result(pc, acc.levels, matrix, marginals, parity, overall, None, gaps, "two_way", confidence,
-                             margins)
+    twice = [np.r_[a, a][keep] for a in (np.asarray(qcode, dtype=np.int64), np.asarray(item, dtype=np.int64),
+                                         np.asarray(scores, dtype=np.float64), np.asarray(codes, dtype=np.intp))]
+    y = np.r_[np.ones(len(w) // 2, bool), np.zeros(len(w) // 2, bool)][keep]
+    return (*twice, y, w[keep])
 
 
-def _clustered_result(pc, levels, matrix, marginals, parity, overall, continuous, gaps, estimand, confidence,
-                      margins) -> PairwiseResult:
-    clustered_tables(pc, levels, matrix, marginals, overall, gaps, estimand, confidence)
+def query_clustered_result(matrix, marginals, parity, overall, continuous, gaps) -> PairwiseResult:
+    """The tables as the accumulator made them: queries are the independent units (these items, new queries)."""
+    for frame in (matrix, marginals, parity, overall):
+        frame["variance_estimand"] = "query_clustered"
+    gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
+    return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
+
+
+def clustered_result(moments, levels, matrix, marginals, parity, overall, continuous, gaps, estimand, confidence,
+                     margins, dims=("n_clusters",)) -> PairwiseResult:
+    """The `PairwiseResult` whose matrix, marginals, overall and gaps carry the clustered SEs of ``moments``
+    (`pairwise_moments.PairwiseMoments` from any engine) instead of the query-clustered ones (parity stays
+    query-clustered)."""
+    parity["variance_estimand"] = "query_clustered"
+    clustered_tables(moments, levels, matrix, marginals, overall, gaps, estimand, confidence, dims)
     if levels.size > 2 and len(gaps):
         gaps["p_holm"] = holm(gaps["p_value"].to_numpy())
     gaps = add_equivalence(gaps.drop(columns=EQUIVALENCE_COLUMNS), "pairwise_accuracy", "gap", "se",
@@ -368,10 +407,9 @@ def pairwise_accuracies(scores, labels, sensitive_features, query_ids, *, contin
     gaps = acc.gaps(confidence, margins)
     parity["variance_estimand"] = "query_clustered"
     if clusters is None:
-        for frame in (matrix, marginals, overall):
-            frame["variance_estimand"] = "query_clustered"
-        gaps.insert(len(gaps.columns) - len(EQUIVALENCE_COLUMNS), "variance_estimand", "query_clustered")
-        return PairwiseResult(matrix, marginals, parity, overall, continuous, gaps)
+        return query_clustered_result(matrix, marginals, parity, overall, continuous, gaps)
     pc = PairwiseClusters(clusters, qcode, s, codes, y, levels.size)
-    return _clustered_result(pc, levels, matrix, marginals, parity, overall, continuous, gaps,
-                             "two_way" if isinstance(clusters, tuple) else "clustered", confidence, margins)
+    two_way = isinstance(clusters, tuple)
+    return clustered_result(pc.moments(pairwise_contrasts(levels.size)), levels, matrix, marginals, parity, overall,
+                            continuous, gaps, "two_way" if two_way else "clustered", confidence, margins,
+                            dims=TWO_WAY_DIMS if two_way else ("n_clusters",))

@@ -16,7 +16,24 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats.clustered import cluster_keys
-from fair_pipeline.audit.stats.small_sample import adjusted_totals, satterthwaite_df, t_wald
+from fair_pipeline.audit.stats.pairwise_moments import Contrasts, PairwiseMoments, pairwise_contrasts
+from fair_pipeline.audit.stats.small_sample import t_wald
+
+
+def sum_by(key, values, n_keys: int) -> np.ndarray:
+    """values (rows, ...) summed per key 0..n_keys-1 (a bincount per column: much faster than np.add.at)."""
+    flat = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+    sums = [np.bincount(key, weights=flat[:, j], minlength=n_keys) for j in range(flat.shape[1])]
+    return np.stack(sums, axis=1).reshape((n_keys,) + np.shape(values)[1:])
+
+
+def pair_codes(a, b) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dense codes of the distinct (a, b) pairs of two non-negative integer codes: (a of each pair, b of each pair,
+    each row's pair)."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    width = int(b.max()) + 1 if b.size else 1
+    pairs, inverse = np.unique(a * width + b, return_inverse=True)
+    return pairs // width, pairs % width, inverse.ravel()
 
 
 def _blocks(qcode, s):
@@ -42,8 +59,7 @@ def row_pairs(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarr
     first = np.flatnonzero(np.r_[True, bq[1:] != bq[:-1]])
     start = np.repeat(first, np.diff(np.r_[first, B]))
     below = excl - excl[start]  # same query, strictly lower score
-    qtot = np.zeros((int(qcode.max()) + 1, 2 * G))
-    np.add.at(qtot, bq, counts)
+    qtot = sum_by(bq, counts, int(qcode.max()) + 1)
     above = qtot[bq] - below - counts
     worse, better = slice(0, 2 * G, 2), slice(1, 2 * G, 2)
     t = np.zeros((s.size, G, G))
@@ -60,15 +76,10 @@ def row_pairs(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarr
 
 def _cell_sums(key, qcode, s, codes, y, G, w):
     """Pairs and wins per (query x cluster) cell with both ends inside it, summed per cluster: (K, G, G) each."""
-    qk = np.unique(np.c_[qcode, key], axis=0, return_inverse=True)[1].ravel()
-    t, c = row_pairs(qk, s, codes, y, G, w)
-    t, c = t * w[:, None, None], c * w[:, None, None]
+    t, c = row_pairs(pair_codes(qcode, key)[2], s, codes, y, G, w)
     n_keys = int(key.max()) + 1
-    inside_t = np.zeros((n_keys, G, G))
-    inside_c = np.zeros((n_keys, G, G))
-    np.add.at(inside_t, key, t)
-    np.add.at(inside_c, key, c)
-    return inside_t / 2, inside_c / 2  # each inside pair was counted at both of its ends
+    # each inside pair was counted at both of its ends
+    return sum_by(key, t * w[:, None, None], n_keys) / 2, sum_by(key, c * w[:, None, None], n_keys) / 2
 
 
 class PairwiseClusters:
@@ -82,82 +93,65 @@ class PairwiseClusters:
         self.t, self.c = t * w[:, None, None], c * w[:, None, None]  # the row's share of all pairs
         self.streams = [(1.0, key) for key in keys]
         if len(keys) == 2:
-            cross = np.unique(np.c_[keys[0], keys[1]], axis=0, return_inverse=True)[1].ravel()
-            self.streams.append((-1.0, cross))
+            self.streams.append((-1.0, pair_codes(keys[0], keys[1])[2]))
         self.n_clusters = [int(key.max()) + 1 for key in keys]
         self._inside = [_cell_sums(key, qcode, s, codes, y, n_groups, w) for _, key in self.streams]
         self._sums = []
         for (_, key), (in_t, in_c) in zip(self.streams, self._inside):
-            n = int(key.max()) + 1
-            T = np.zeros((n, self.G, self.G))
-            C = np.zeros((n, self.G, self.G))
-            np.add.at(T, key, self.t)
-            np.add.at(C, key, self.c)
-            self._sums.append((T - in_t, C - in_c))  # pairs touching each cluster, each once
+            n = int(key.max()) + 1  # pairs touching each cluster, each once:
+            self._sums.append((sum_by(key, self.t, n) - in_t, sum_by(key, self.c, n) - in_c))
+
+    def moments(self, contrasts: Contrasts) -> PairwiseMoments:
+        """The `PairwiseMoments` of ``contrasts`` over every cluster of every stream."""
+        out = PairwiseMoments.empty(contrasts, self.t.sum(axis=0) / 2, self.c.sum(axis=0) / 2,
+                                    [sign for sign, _ in self.streams])
+        for i, (T, C) in enumerate(self._sums):
+            out.add(i, T, C)
+        return out
 
     def contrast(self, terms) -> tuple[float, float, float, float]:
         """Estimate, CR2 variance, CR1 variance and df of sum_terms w x (pooled ratio of the term's cells).
 
         ``terms``: [(cells, w)], cells a list of (better group, worse group); e.g. a gap A_{a>b} - A_{b>a} is
         [([(a, b)], 1), ([(b, a)], -1)] and the marginal A_{a>:} is [([(a, 0), ..., (a, G-1)], 1)]."""
-        tot_T = self.t.sum(axis=0) / 2
-        tot_C = self.c.sum(axis=0) / 2
-        ratios = []
-        for cells, w in terms:
-            idx = tuple(np.array(cells, dtype=np.intp).T)
-            Tt, Ct = tot_T[idx].sum(), tot_C[idx].sum()
-            if Tt <= 0:
-                return np.nan, np.nan, np.nan, np.nan
-            ratios.append((idx, w, Ct / Tt, Tt))
-        est = float(sum(w * A for _, w, A, _ in ratios))
-        var, var_cr1, dfs = 0.0, 0.0, []
-        for (sign, _), (T, C) in zip(self.streams, self._sums):
-            parts, shares = [], []
-            for idx, w, A, Tt in ratios:
-                Tk, Ck = T[(slice(None),) + idx].sum(axis=1), C[(slice(None),) + idx].sum(axis=1)
-                parts.append(w * (Ck - A * Tk) / Tt)
-                shares.append(np.minimum(Tk / Tt, 1.0))
-            raw = np.sum(parts, axis=0)
-            adj = adjusted_totals(np.array(parts), np.array(shares))
-            var += sign * float(np.sum(adj * adj))
-            n = np.count_nonzero(raw)
-            var_cr1 += sign * float(np.sum(raw * raw)) * (n / (n - 1) if n > 1 else np.nan)
-            if sign > 0:
-                dfs.append(float(satterthwaite_df(adj)))
-        return est, max(var, 0.0), max(var_cr1, 0.0), min(dfs)
+        r = self.moments(Contrasts.of(self.G, [("contrast", terms)])).results()
+        return tuple(float(r[k][0]) for k in ("estimate", "variance", "variance_cr1", "df"))
 
 
-def _apply(frame, index, est, var, var_cr1, df, confidence, null):
-    w = t_wald(est, var, df, confidence, null)
+def _apply(frame, index, r: dict, j: int, dims, confidence, null):
+    w = t_wald(r["estimate"][j], r["variance"][j], r["df"][j], confidence, null)
     for name in ("se", "ci_low", "ci_high", "df"):
         frame.loc[index, name] = float(w[name])
     if "z" in frame.columns:
         frame.loc[index, "z"], frame.loc[index, "p_value"] = float(w["z"]), float(w["p_value"])
-    frame.loc[index, "variance"], frame.loc[index, "variance_cr1"] = var, var_cr1
-    frame.loc[index, "estimable"] = bool(frame.loc[index, "estimable"]) and bool(np.isfinite(var) and np.isfinite(df))
+    frame.loc[index, "variance"], frame.loc[index, "variance_cr1"] = r["variance"][j], r["variance_cr1"][j]
+    for name, count in zip(dims, r["clusters"][:, j]):
+        frame.loc[index, name] = int(count)
+    frame.loc[index, "n_clusters"] = int(r["clusters"][:, j].min())
+    ok = bool(np.isfinite(r["variance"][j]) and np.isfinite(r["df"][j]))
+    frame.loc[index, "estimable"] = bool(frame.loc[index, "estimable"]) and ok
 
 
-def clustered_tables(pc: PairwiseClusters, levels, matrix, marginals, overall, gaps, estimand: str,
-                     confidence: float):
-    """Replace the query-clustered SEs of ``matrix``, ``marginals``, ``overall`` and ``gaps`` by ``pc``'s (CR2,
-    t with the effective number of clusters); every table gains ``df``, ``variance``, ``variance_cr1``,
-    ``n_clusters`` and ``variance_estimand``."""
-    G = len(levels)
+def clustered_tables(moments: PairwiseMoments, levels, matrix, marginals, overall, gaps, estimand: str,
+                     confidence: float, dims=("n_clusters",)):
+    """Replace the query-clustered SEs of ``matrix``, ``marginals``, ``overall`` and ``gaps`` by the clustered ones
+    of ``moments`` (made with `pairwise_contrasts`; CR2, t with the effective number of clusters ``df``); every
+    table gains ``df``, ``variance``, ``variance_cr1``, the clusters holding each figure's pairs per clustering
+    dimension (``dims``, e.g. ``n_items``, ``n_queries``), their minimum ``n_clusters`` and ``variance_estimand``."""
+    r = moments.results()
+    index = {name: j for j, name in enumerate(moments.contrasts.names)}
     code = {g: i for i, g in enumerate(levels)}
     for frame in (matrix, marginals, overall, gaps):
-        for name in ("df", "variance", "variance_cr1"):
+        for name in ("df", "variance", "variance_cr1", *dims, "n_clusters"):
             frame[name] = np.nan
     for i, row in matrix.iterrows():
-        a, b = code[row["group_better"]], code[row["group_worse"]]
-        _apply(matrix, i, *pc.contrast([([(a, b)], 1.0)]), confidence, 0.5)
+        _apply(matrix, i, r, index["matrix", code[row["group_better"]], code[row["group_worse"]]], dims, confidence, 0.5)
     for i, row in marginals.iterrows():
-        g = code[row["group"]]
-        cells = [(g, b) for b in range(G)] if row["role"] == "better" else [(a, g) for a in range(G)]
-        _apply(marginals, i, *pc.contrast([(cells, 1.0)]), confidence, 0.5)
-    _apply(overall, 0, *pc.contrast([([(a, b) for a in range(G) for b in range(G)], 1.0)]), confidence, 0.5)
+        _apply(marginals, i, r, index[row["role"], code[row["group"]]], dims, confidence, 0.5)
+    _apply(overall, 0, r, index["overall",], dims, confidence, 0.5)
     for i, row in gaps.iterrows():
-        a, b = code[row["group_a"]], code[row["group_b"]]
-        _apply(gaps, i, *pc.contrast([([(a, b)], 1.0), ([(b, a)], -1.0)]), confidence, 0.0)
+        _apply(gaps, i, r, index["gap", code[row["group_a"]], code[row["group_b"]]], dims, confidence, 0.0)
     for frame in (matrix, marginals, overall, gaps):
-        frame["n_clusters"] = min(pc.n_clusters)
+        for name in (*dims, "n_clusters"):
+            frame[name] = frame[name].astype("Int64")
         frame["variance_estimand"] = estimand

@@ -27,12 +27,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from fair_pipeline.audit.stats.cluster_pass import ClusterTotals
+from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 CROSS_CHUNK = 1 << 15  # clusters per step of the final cross products
-DENSE_RUN_SHARE = 1.0  # a run of at least this many rows per cluster is summed per cell first (bincount)
+DENSE_RUN_SHARE = 0.25  # a band's rows at least this share of the clusters: summed per cluster first (bincount)
 
 
 class _Totals:
@@ -73,11 +73,11 @@ class PrefixClusterSums:
     one 1); ``pairs``: (positive vector, negative vector) of each column (vector G = all groups pooled);
     ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry.
 
-    Bands change only where the stream passes one of the (G + 1) K thresholds, so a batch is a few runs of
-    rows with the same band for every vector; per run, the rows' sums per (cluster, group) are plain
-    ``bincount``s of the quantities the columns share (negatives x ROC of vector i, positives x FPR of
-    vector j, counts), which are then added to each vector's band slot. Stored, per cluster (float64):
-    NR (group or pooled negatives x ROC of each vector), PF (positives of a group x FPR of each vector), NC,
+    In score order a vector's band changes only where the stream passes one of its K thresholds, so per group,
+    class and vector a batch's rows fall in a few contiguous band ranges; per range, the rows' sums per cluster
+    are ``bincount``s (or ``add.at`` for a range of few rows) of the quantities the columns share (negatives x
+    ROC of each vector, positives x FPR of each vector, counts), added to that band's slot. Stored, per cluster
+    (float64): NR (group or pooled negatives x ROC of each vector), PF (positives of a group x FPR of each vector), NC,
     PC (counts), all per band; N and P per group.
     """
 
@@ -112,118 +112,88 @@ class PrefixClusterSums:
         if codes.size and (codes.min() < 0 or codes.max() >= C):
             raise AuditInputError(f"cluster codes must lie in [0, {C}), got [{codes.min()}, {codes.max()}]")
         B = pos.shape[1]
-        p, q = np.empty((G + 1, B)), np.empty((G + 1, B))
-        p[:G], q[:G] = pos, neg
-        p[G], q[G] = pos.sum(axis=0), neg.sum(axis=0)
-        p_incl, n_incl = np.empty_like(p), np.empty_like(q)
-        for v in range(G + 1):  # row by row: numpy's 2-d cumsum along the last axis is much slower
-            np.cumsum(p[v], out=p_incl[v])
-            np.cumsum(q[v], out=n_incl[v])
-        p_incl += self.running[0][:, None]
-        n_incl += self.running[1][:, None]
+        pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+        pooled = (pos.sum(axis=0), neg.sum(axis=0))
+        # per vector (the groups, then pooled): counts through each block and the half-credit ROC seen by its
+        # negatives / FPR seen by its positives, written in place (these block-sized arrays dominate otherwise)
+        p_incl, n_incl = np.empty((G + 1, B)), np.empty((G + 1, B))
+        roc_of, fpr_of = np.empty((G + 1, B)), np.empty((G + 1, B))
+        for v in range(G + 1):
+            for counts, incl, curve, total, side in ((pos, p_incl, roc_of, self.m, 0), (neg, n_incl, fpr_of, self.n, 1)):
+                c = counts[v] if v < G else pooled[side]
+                np.cumsum(c, out=incl[v])
+                incl[v] += self.running[side, v]
+                np.multiply(c, -0.5, out=curve[v])
+                curve[v] += incl[v]
+                curve[v] /= total[v]
         if B:
             self.running = np.stack([p_incl[:, -1], n_incl[:, -1]])
         b = np.asarray(row_block, dtype=np.intp)
         group = np.asarray(group, dtype=np.intp)
         n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
         self.rows += b.size
-        key = group * C + codes  # (group, cluster) cells, group-major: per group sums are contiguous
-        # the block holding each threshold: the first whose cumulative negatives pass it; a block's band for a
-        # vector is the number of those at or above it, so bands change only there. Such a block whose first
-        # negative lies below the threshold straddles it: its rows take the exact path, for every vector.
-        starts, edge_blocks = [0, B], []
-        for v in range(G + 1):
-            at = np.searchsorted(n_incl[v], self.x[v], side="right")
-            starts.extend(at[at < B])
-            for k in np.flatnonzero(at < B):
-                if n_incl[v, at[k]] - q[v, at[k]] < self.x[v, k]:
-                    edge_blocks.append(at[k])
-        block_cuts = np.unique(starts)
-        roc_of = (p_incl - 0.5 * p) / self.m[:, None]
-        fpr_of = (n_incl - 0.5 * q) / self.n[:, None]
+        # per vector, the block holding each threshold: the first whose cumulative negatives pass it. A block's
+        # band for that vector is the number of those at or above it, so in score order a vector's bands are
+        # contiguous row ranges. Such a block whose first negative lies below the threshold straddles it: its
+        # rows take the exact path, for every vector.
+        at = np.stack([np.searchsorted(n_incl[v], self.x[v], side="right") for v in range(G + 1)])
         edge_rows = np.zeros(b.size, dtype=bool)
-        for blk in set(edge_blocks):
-            edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
-        has_edge = bool(edge_rows.any())
-        for sel, w, neg_side in ((n_neg > 0, n_neg, True), (n_pos > 0, n_pos, False)):
-            if has_edge:  # edge rows enter through `_edge_rows` only
-                sel = sel & ~edge_rows
-            idx = np.flatnonzero(sel)
-            rb, k, w = b[idx], key[idx], w[idx]
-            row_cuts = np.searchsorted(rb, block_cuts)
-            for lo, hi, first in zip(row_cuts[:-1], row_cuts[1:], block_cuts[:-1]):
-                if hi > lo:
-                    t = [int(np.searchsorted(n_incl[v], self.x[v], side="right").__le__(first).sum())
-                         for v in range(G + 1)]
-                    self._run(t, rb[lo:hi], k[lo:hi], w[lo:hi], roc_of if neg_side else fpr_of, neg_side)
-        if has_edge:
-            self._edge_rows(np.flatnonzero(edge_rows), b, p, q, p_incl, n_incl, group, n_pos, n_neg, codes)
-
-    def _run(self, t, rb, k, w, curve, neg_side: bool) -> None:
-        """Rows of one class in a run of blocks with bands ``t`` (per vector): their sums per (group, cluster)
-        of the class count and of count x ``curve`` (ROC for negatives, FPR for positives) of every vector.
-        A run with fewer rows than clusters adds row by row (scattered); a longer one sums per cell first
-        (``bincount``) and adds whole cluster-sized arrays."""
-        if k.size < DENSE_RUN_SHARE * self.C:
-            self._scatter_run(np.asarray(t), rb, k, w, curve, neg_side)
-            return
-        G = self.G
-        counts = self._by_cell(k, w)
-        (self.N if neg_side else self.P)[:] += counts
-        if neg_side:
-            self._add(self.NC, counts, t)
-        else:
-            for j in range(G + 1):
-                self.PC[:, j, t[j]] += counts
-        for v in range(G + 1):
-            sums = self._by_cell(k, w * curve[v, rb])
-            if neg_side:
-                self._add(self.NR[:, v], sums, t)
-            else:
-                self.PF[:, v, t[v]] += sums
-
-    def _scatter_run(self, t, rb, k, w, curve, neg_side: bool) -> None:
-        G, K, C = self.G, self.alphas.size, self.C
-        g, c = np.divmod(k, C)
-        if neg_side:
-            np.add.at(self.N.reshape(-1), k, w)
-            own = (g * K + t[g]) * C + c  # a group's own band slot (vector g), then the pooled one (vector G)
-            pooled = (G * K + t[G]) * C + c
-            np.add.at(self.NC.reshape(-1), own, w)
-            np.add.at(self.NC.reshape(-1), pooled, w)
-            flat = self.NR.reshape(-1)
-            for v in range(G + 1):
-                value = w * curve[v, rb]
-                np.add.at(flat, own + (g * G + v) * K * C, value)  # NR[g, v] = slot (g (G + 1) + v) K
-                np.add.at(flat, pooled + (G * G + v) * K * C, value)
-        else:
-            np.add.at(self.P.reshape(-1), k, w)
-            base = g * (G + 1) * K * C + c
-            for v in range(G + 1):
-                at = base + (v * K + t[v]) * C
-                np.add.at(self.PC.reshape(-1), at, w)
-                np.add.at(self.PF.reshape(-1), at, w * curve[v, rb])
-
-    def _by_cell(self, key, weights) -> np.ndarray:
-        """(G, C) sums of ``weights`` per group and cluster."""
-        return np.bincount(key, weights, minlength=self.C * self.G).reshape(self.G, self.C)
-
-    def _add(self, target, per_group, t) -> None:
-        """Negatives' sums per group into their own group's band slot and, summed, into the pooled one."""
-        G = self.G
+        edge_blocks = set()
+        for v, k in zip(*np.nonzero(at < B)):
+            blk = at[v, k]
+            n_first = n_incl[v, blk] - (neg[v, blk] if v < G else pooled[1][blk])
+            if n_first < self.x[v, k]:
+                edge_blocks.add(int(blk))
+                edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
         for g in range(G):
-            target[g, t[g]] += per_group[g]
-        pooled = target[G, t[G]]
-        for g in range(G):
-            pooled += per_group[g]
+            mine = (group == g) & ~edge_rows
+            for w, neg_side in ((n_neg, True), (n_pos, False)):
+                idx = np.flatnonzero(mine & (w > 0))
+                if idx.size:
+                    self._group_rows(g, b[idx], codes[idx], w[idx], at, roc_of if neg_side else fpr_of, neg_side)
+        if edge_blocks:
+            be = np.array(sorted(edge_blocks), dtype=np.intp)  # the edge blocks' counts, as the exact path needs them
+            counts = [np.vstack([a[:, be], pooled[side][be]]) for side, a in enumerate((pos, neg))]
+            rows_e = np.flatnonzero(edge_rows)
+            self._edge_rows(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
+                            n_incl[:, be], group, n_pos, n_neg, codes)
 
-    def _edge_rows(self, rows_e, b, p, q, p_incl, n_incl, group, n_pos, n_neg, codes) -> None:
+    def _group_rows(self, g, rb, c, w, at, curve, neg_side: bool) -> None:
+        """One group's rows of one class (blocks ``rb`` in score order, cluster codes ``c``, counts ``w``) into
+        their band slots. A negative's band is that of its own group's vector and of the pooled one; a
+        positive's, that of every vector. Each band is a contiguous range of the rows: its sums per cluster
+        are a few whole-slot additions (`_add_to`), not per-row work in Python."""
+        G = self.G
+        self._add_to((self.N if neg_side else self.P)[g], c, w)
+        # count x curve of each vector at the rows' blocks: a negative adds them under two band owners
+        weighted = [w * curve[v, rb] for v in range(G + 1)]
+        for u in ((g, G) if neg_side else range(G + 1)):  # the vector whose band the rows take
+            cuts = np.r_[0, np.searchsorted(rb, at[u], side="left"), rb.size]
+            for t in np.flatnonzero(cuts[1:] > cuts[:-1]):
+                lo, hi = cuts[t], cuts[t + 1]
+                cr = c[lo:hi]
+                if neg_side:
+                    self._add_to(self.NC[u, t], cr, w[lo:hi])
+                    for v in range(G + 1):
+                        self._add_to(self.NR[u, v, t], cr, weighted[v][lo:hi])
+                else:
+                    self._add_to(self.PC[g, u, t], cr, w[lo:hi])
+                    self._add_to(self.PF[g, u, t], cr, weighted[u][lo:hi])
+
+    def _add_to(self, slot, c, w) -> None:
+        """Add ``w`` per cluster code into the (C,) ``slot``: summed per code first (``bincount``, whole-slot add)
+        when the rows are many for the clusters, else scattered row by row (``add.at``: no slot-sized work)."""
+        if c.size >= DENSE_RUN_SHARE * self.C:
+            slot += np.bincount(c, w, minlength=self.C)
+        else:
+            np.add.at(slot, c, w)
+
+    def _edge_rows(self, rows_e, be, p, q, p_incl, n_incl, group, n_pos, n_neg, codes) -> None:
         """Rows of blocks straddling a cutoff: `row_influence` per column and cutoff, its ROC-free part kept
         per cluster (`edges`, few) and its ROC coefficient into NC (at the cutoff's slot, minus at the next: the cumulative sum
-        over slots then holds it at that cutoff only)."""
+        over slots then holds it at that cutoff only). ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
         G, K = self.G, self.alphas.size
         table = _Totals(G, self.m, self.n)
-        be = b[rows_e]
         rows = _PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
         ge, pe, ne = group[rows_e], n_pos[rows_e], n_neg[rows_e]
         uniq, inv = np.unique(codes[rows_e], return_inverse=True)
@@ -292,13 +262,16 @@ class PrefixClusterSums:
         """Clusters with rows of a positive count."""
         return int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
 
-    def covariance(self, auc, roc) -> ClusterTotals:
+    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterCrossSums:
         """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
-        and ROC(alpha) of every column at every cutoff ((S, K) each)."""
+        and ROC(alpha) of every column at every cutoff ((S, K) each); without ``keep_totals`` (two-way's
+        intersection stream, which adds no df) only the covariances and counts (`ClusterCrossSums`)."""
         C = self.held_clusters()
         if C < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
-        return self.add_to(ClusterTotals(self.pairs, self.alphas.size, len(self.pairs), self.G + 1), auc, roc)
+        K, S, V = self.alphas.size, len(self.pairs), self.G + 1
+        out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
+        return self.add_to(out, auc, roc)
 
     def add_to(self, out, auc, roc):
         """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
@@ -326,7 +299,10 @@ class PrefixClusterSums:
                 Uneg[:, codes[mine] - lo, :] += neg_sums[:, :, mine].transpose(1, 2, 0)
                 Upos[:, codes[mine] - lo, :] += pos_sums[:, :, mine].transpose(1, 2, 0)
             held = (self.N[:, c].sum(axis=0) + self.P[:, c].sum(axis=0)) > 0  # codes may be unused
-            out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
+            if held.all():  # dense codes of distinct keys: every one holds rows
+                out.add(Uneg, Upos, P.T, N.T, self.m, self.n)
+            else:
+                out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
         return out
 
 

@@ -43,10 +43,13 @@ def adjusted_totals(parts, shares) -> np.ndarray:
     """CR2 totals: sum over parts p of parts[p] / sqrt(1 - shares[p]) (parts and shares broadcast, parts first).
 
     A part whose share is 1 yields NaN unless the part is exactly 0 (nothing of it to scale)."""
+    return adjusted_parts(parts, shares).sum(axis=0)
+
+
+def adjusted_parts(parts, shares) -> np.ndarray:
+    """(P, C) each part scaled by CR2's 1 / sqrt(1 - share) (zero parts stay zero); `adjusted_totals` sums them."""
     parts = np.asarray(parts, dtype=np.float64)
-    f = leverage_factor(shares)
-    scaled = np.where(parts == 0.0, 0.0, parts * f)
-    return scaled.sum(axis=0)
+    return np.where(parts == 0.0, 0.0, parts * leverage_factor(shares))
 
 
 def satterthwaite_df(totals, axis: int = 0) -> np.ndarray:
@@ -119,13 +122,15 @@ class ClusterInterval:
 
 def cluster_robust_interval(estimate: float, totals, shares=None, *, confidence: float = 0.95,
                             null: float = 0.0) -> ClusterInterval:
-    """CR2 standard error and Satterthwaite-t interval of ``estimate`` from its per-cluster influence totals.
+    """CR2 standard error and t interval of ``estimate`` from its per-cluster influence totals.
 
     ``totals``: (C,) per-cluster sums of the rows' influence values (theta_hat - theta ~= sum of them), or
     (P, C) parts of them (e.g. a two-sample statistic's positive and negative parts; a ratio's numerator minus
     estimate x denominator over the denominator) with ``shares`` (P, C): each cluster's share of each part's
     denominator (its rows / all rows, its positives / all positives, ...). Without ``shares`` no leverage
     adjustment is made (CR0 with the t critical value). Clusters holding no data may be included (zeros).
+    The df is the totals' effective clusters (`satterthwaite_df`), with ``shares`` the smaller of that and the
+    parts' Welch-combined design df (`parts_design_df`), as the audit's contrasts take it.
 
     Example: the clustered mean of y with clusters c: totals = (y_c.sum() - n_c * mean) / n,
     shares = n_c / n; with equal clusters the variance is CR1's C/(C-1) sum U_c^2 exactly.
@@ -144,6 +149,8 @@ def cluster_robust_interval(estimate: float, totals, shares=None, *, confidence:
         adj = adjusted_totals(u, h)
     variance = float(np.sum(adj * adj))
     df = float(satterthwaite_df(adj))
+    if shares is not None:  # the smaller of the totals' effective clusters and the parts' design df, as the audit
+        df = float(np.fmin(df, parts_design_df(adjusted_parts(u, h), h)))
     t = t_wald(estimate, variance, df if np.isfinite(df) else np.nan, confidence, null)
     return ClusterInterval(float(estimate), float(t["se"]), df, float(t["ci_low"]), float(t["ci_high"]),
                            float(t["z"]), float(t["p_value"]), int(np.count_nonzero(u.any(axis=0))), df, confidence)
@@ -191,3 +198,18 @@ def welch_df(variances, dfs, axis: int = 0) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(v > 0, v * v / d, 0.0)
         return np.where(v.sum(axis=axis) > 0, v.sum(axis=axis) ** 2 / terms.sum(axis=axis), np.nan)
+
+
+def parts_design_df(adjusted, shares) -> float:
+    """Design df of a sum of parts held in memory: each part's `design_df` from its clusters' shares, Welch-combined
+    with the part's CR2 variance (sum over clusters of its adjusted values squared); NaN when no part varies.
+
+    ``adjusted``: (P, C) CR2-adjusted parts; ``shares``: (P, C) each cluster's share of each part's denominator."""
+    adjusted = np.atleast_2d(np.asarray(adjusted, dtype=np.float64))
+    shares = np.broadcast_to(np.asarray(shares, dtype=np.float64), adjusted.shape)
+    variances = (adjusted * adjusted).sum(axis=1)
+    live = variances > 0
+    if not live.any():
+        return float("nan")
+    dfs = np.array([float(design_df(leverage_moments(h))) for h in shares[live]])
+    return float(welch_df(variances[live], dfs))

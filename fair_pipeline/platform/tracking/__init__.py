@@ -48,6 +48,7 @@ from fair_pipeline.platform.tracking.store import (
     point_fluent_api_at,
     select_fluent_experiment,
     store_client,
+    store_errors,
     with_retry,
 )
 
@@ -58,5 +59,5 @@ __all__ = [
     "TAG_TRAINING_WINDOWS", "TAG_WINDOW", "UI_URL_ENV", "MLflowTracking", "Store", "TrackedRun", "TrackingUnavailableError",
     "TrackingUsageError", "benchmark_model_name", "check_reachable", "created_once", "dagster_tags", "ensure_experiments",
     "experiment_name", "figure_link_markdown", "is_transient", "local_sqlite_path", "point_fluent_api_at",
-    "registered_model_description", "select_fluent_experiment", "store_client", "with_retry",
+    "registered_model_description", "select_fluent_experiment", "store_client", "store_errors", "with_retry",
 ]

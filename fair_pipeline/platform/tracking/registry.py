@@ -123,17 +123,24 @@ def register_model(
     return client.get_model_version(name, version.version)
 
 
+# What MLflow answers when the model is not registered or the alias not set (the sqlite store and the REST API alike).
+_NOT_SET = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+
+
 def version_by_alias(store: Store, name: str, alias: str):
-    """The ModelVersion holding `alias`, or None."""
+    """The ModelVersion holding `alias`, or None when the model is not registered or the alias not set; any other
+    error raises (a locked or unreachable store after the retries, as TrackingUnavailableError)."""
+    from mlflow.exceptions import MlflowException
+
     client = store.client()
 
     def get():
         try:
             return client.get_model_version_by_alias(name, alias)
-        except Exception as error:  # noqa: BLE001
-            if is_transient(error):
-                raise
-            return None
+        except MlflowException as error:
+            if error.error_code in _NOT_SET and not is_transient(error):
+                return None
+            raise
 
     return store.retry(get, f"look up {name}@{alias}")
 

@@ -78,6 +78,17 @@ class TrackingUnavailableError(RuntimeError):
     """The MLflow store could not be reached or stayed locked past the retry budget."""
 
 
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What a read of the store raises when the store, not the code, is at fault: the retry budget spent on a locked or
+    unreachable store, an error MLflow reports (a server's refusal or failure, a store it can't read), a connection or
+    file error, a database error. A caller that can do without the store catches these only: anything else is a bug
+    and must fail."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return TrackingUnavailableError, MlflowException, OSError, SQLAlchemyError
+
+
 class TrackingUsageError(ValueError):
     """A call named an unknown stage, a bad model name, a missing table, ..."""
 

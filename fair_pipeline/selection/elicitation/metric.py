@@ -4,6 +4,9 @@
     r = sum_g tau^g * r^g   (overall rates),
     a >= 0, |a|_2 = 1;  B^{uv} PSD, 1/2 sum_{u<v} |B^{uv}|_F = 1;  lam in [0, 1].
 
+Model selection may add an exposure term to this cost, ``exposure_weight`` x the exposure disparity of a ranking
+(`selection.exposure.exposure_disparity`): 0 (the default) ranks by the rates alone.
+
 Rates: array (n_groups, n_classes) with entry r_i^g = P(h = i | Y = i, G = g); for k = 2 the
 columns are (TPR, TNR).
 """
@@ -33,6 +36,11 @@ class FairQuadraticMetric:
     group_weights: np.ndarray
     n_queries: int = 0
     diagnostics: dict = field(default_factory=dict, compare=False)
+    exposure_weight: float = 0.0  # mu: weight of the exposure disparity added to the cost by model selection
+
+    def __post_init__(self):
+        if not (np.isfinite(self.exposure_weight) and self.exposure_weight >= 0):
+            raise ValueError(f"exposure_weight must be a finite number >= 0, got {self.exposure_weight!r}")
 
     @property
     def n_groups(self) -> int:
@@ -95,7 +103,7 @@ def metric_to_dict(metric: FairQuadraticMetric) -> dict:
         "lam": metric.lam,
         "group_weights": metric.group_weights.tolist(),
         "n_queries": metric.n_queries,
-    }
+    } | ({"exposure_weight": metric.exposure_weight} if metric.exposure_weight else {})
 
 
 def metric_from_dict(data: dict) -> FairQuadraticMetric:
@@ -105,4 +113,5 @@ def metric_from_dict(data: dict) -> FairQuadraticMetric:
         mats = [data["B"][f"{u},{v}"] for u, v in pairs]
     except KeyError as exc:
         raise ValueError(f"metric dict lacks B for group pair {exc.args[0]}") from None
-    return FairQuadraticMetric.from_pairs(data["a"], mats, data["lam"], tau, n_queries=int(data.get("n_queries", 0)))
+    return FairQuadraticMetric.from_pairs(data["a"], mats, data["lam"], tau, n_queries=int(data.get("n_queries", 0)),
+                                          exposure_weight=float(data.get("exposure_weight", 0.0)))

@@ -30,9 +30,15 @@ Here the difference D = c(A) - c(W) gets an influence-function (delta-method) st
       d phi / d r^u = -(1 - lam) tau^u * a + lam sum_{v != u} B^{uv} (r^u - r^v)
   (``FairQuadraticMetric.gradient``), so IF_i(c) = sum_{g,j} grad_{g,j} IF_i(r_{g,j}), and
   IF_i(D) = IF_i(c(A)) - IF_i(c(W)).
-* Clusters. The influences are summed per cluster (item by default; any cluster array may be passed) and
-      Var(D) = G / (G - 1) * sum_c (sum_{i in c} IF_i(D))^2,      G = number of clusters,
-  with a normal CI and a two-sided p-value for D = 0.
+* Clusters. The influences are summed per cluster (item by default; any cluster array may be passed), in parts
+  that share a denominator: per group its positives' terms (P_g), its negatives' terms (N_g), and the threshold
+  terms (all examples). The variance is CR2's (Bell & McCaffrey 2002; `audit.stats.small_sample`): each cluster's
+  part divided by sqrt(1 - h), h its share of that part's denominator (a popular item holding much of a group's
+  positives pulls the rates towards itself, so its own total comes out too small),
+      Var(D) = sum_c (sum_parts U_{c,part} / sqrt(1 - h_{c,part}))^2,
+  and the CI and two-sided p-value for D = 0 use Student's t with the smaller of the totals' effective clusters
+  and the parts' design df (few effective items under heavy-tailed popularity: a normal critical value covered
+  less than 95%; Monte Carlo in docs/audit_inference.md).
 
 Pure numpy / scipy / pandas.
 """
@@ -44,13 +50,16 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from fair_pipeline.audit.stats.small_sample import (ClusterInterval, cluster_robust_interval, critical_value,
+                                                    upper_tail)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
 from fair_pipeline.selection.elicitation.operating_point import selection_threshold
 
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """D = cost(A) - cost(B) on the same rows, its cluster-robust SE, CI and two-sided p-value."""
+    """D = cost(A) - cost(B) on the same rows, its cluster-robust SE, t CI and two-sided p-value (``df``: the t
+    reference's degrees of freedom, the effective number of clusters; infinite = normal)."""
 
     estimate: float
     se: float
@@ -61,6 +70,7 @@ class PairedDifference:
     cost_b: float
     n_clusters: int
     n_rows: int
+    df: float = float("inf")
 
 
 def group_codes(groups, labels) -> np.ndarray:
@@ -75,14 +85,15 @@ def group_codes(groups, labels) -> np.ndarray:
 
 def rate_influence(codes: np.ndarray, n_pos, n_neg, score, threshold: float, n_groups: int, *,
                    selection_rate: float | None = None, n_clusters: int | None = None,
-                   decision=None) -> tuple[np.ndarray, np.ndarray]:
+                   decision=None, split: bool = False):
     """(rates (m, 2) = per group (TPR, TNR) of h = 1[score >= threshold], influence (n_rows, m, 2)).
 
     With ``selection_rate`` the threshold is treated as the estimated selection-rate quantile (adds the
     threshold term of the module doc); without it the threshold is fixed. ``n_clusters`` sets the window of
     the local composition at the threshold (default: number of rows). ``decision``: each row's probability of
     a positive decision, used instead of 1[score >= threshold] (a decision candidate: expected rates, no
-    threshold term; score and threshold are then ignored)."""
+    threshold term; score and threshold are then ignored). ``split``: return (rates, the rates' own terms, the
+    threshold terms) instead of their sum (the parts of the CR2 variance)."""
     p, n = np.asarray(n_pos, dtype=float), np.asarray(n_neg, dtype=float)
     if decision is None:
         s = np.asarray(score, dtype=float)
@@ -103,14 +114,17 @@ def rate_influence(codes: np.ndarray, n_pos, n_neg, score, threshold: float, n_g
     rows = np.arange(s.size)
     infl[rows, codes, 0] = (p * sel - tpr[codes] * p) / pos[codes]
     infl[rows, codes, 1] = (n * (1.0 - sel) - tnr[codes] * n) / neg[codes]
+    threshold_terms = np.zeros_like(infl)
     if selection_rate is not None:
         w = p + n
         share = float((w * sel).sum() / w.sum())
         u = w * (sel - share)
         pi = local_composition(codes, p, n, s, share, n_groups, n_clusters or s.size)
-        infl[:, :, 0] -= u[:, None] * (pi[:, 0] / pos)[None, :]
-        infl[:, :, 1] += u[:, None] * (pi[:, 1] / neg)[None, :]
-    return rates, infl
+        threshold_terms[:, :, 0] = -u[:, None] * (pi[:, 0] / pos)[None, :]
+        threshold_terms[:, :, 1] = u[:, None] * (pi[:, 1] / neg)[None, :]
+    if split:
+        return rates, infl, threshold_terms
+    return rates, infl + threshold_terms
 
 
 def local_composition(codes, n_pos, n_neg, score, share: float, n_groups: int, n_clusters: int) -> np.ndarray:
@@ -134,13 +148,9 @@ def local_composition(codes, n_pos, n_neg, score, share: float, n_groups: int, n
     return pi
 
 
-def cost_influence(metric: FairQuadraticMetric, rates: np.ndarray, influence: np.ndarray) -> np.ndarray:
-    """IF_i(cost) = sum_{g,j} d phi / d r_{g,j} * IF_i(r_{g,j}): shape (n_rows,)."""
-    return np.einsum("gj,ngj->n", metric.gradient(rates), influence)
-
-
 def cluster_variance(influence: np.ndarray, clusters=None) -> tuple[float, int]:
-    """(G / (G - 1) * sum_c (sum_{i in c} IF_i)^2, G); ``clusters`` None = every row its own cluster."""
+    """Liang-Zeger CR1 (G / (G - 1) * sum_c (sum_{i in c} IF_i)^2, G), the large-sample variance the CR2 one above
+    corrects (kept for comparisons); ``clusters`` None = every row its own cluster."""
     influence = np.asarray(influence, dtype=float)
     if clusters is None:
         sums, g = influence, influence.size
@@ -153,10 +163,44 @@ def cluster_variance(influence: np.ndarray, clusters=None) -> tuple[float, int]:
     return float(g / (g - 1) * (sums**2).sum()), int(g)
 
 
-def candidate_influence(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, *, threshold: float | None = None,
-                        selection_rate: float | None = None, n_clusters: int | None = None,
-                        decision=None) -> tuple[float, np.ndarray, float]:
-    """(cost, per-row influence on the cost, threshold) of one candidate on ``rows`` (group, n_pos, n_neg).
+def clustered_parts(parts, rows: pd.DataFrame, labels, clusters=None) -> tuple[np.ndarray, np.ndarray]:
+    """(totals, shares), each (2 m + 1, clusters): per-cluster sums of the (n_rows, 3) influence ``parts`` of
+    `candidate_parts` (or a difference of two candidates' parts) split by what their denominators count, group
+    g's positives (P_g), group g's negatives (N_g) and all examples (the threshold terms), with each cluster's
+    share of that denominator; ``clusters`` None = one cluster per row."""
+    parts = np.asarray(parts, dtype=np.float64)
+    codes = group_codes(rows["group"], labels)
+    if clusters is None:
+        cluster, size = np.arange(len(rows)), len(rows)
+    else:
+        cluster, uniques = pd.factorize(pd.Series(np.asarray(clusters, dtype=object)), use_na_sentinel=False)
+        size = len(uniques)
+    p, n = rows["n_pos"].to_numpy(dtype=np.float64), rows["n_neg"].to_numpy(dtype=np.float64)
+    totals, shares = [], []
+    for g in range(len(list(labels))):
+        mine = codes == g
+        for column, count in ((0, p), (1, n)):
+            weight = count * mine
+            totals.append(np.bincount(cluster, weights=parts[:, column] * mine, minlength=size))
+            shares.append(np.bincount(cluster, weights=weight, minlength=size) / max(weight.sum(), 1e-300))
+    w = p + n
+    totals.append(np.bincount(cluster, weights=parts[:, 2], minlength=size))
+    shares.append(np.bincount(cluster, weights=w, minlength=size) / w.sum())
+    return np.stack(totals), np.minimum(np.stack(shares), 1.0)
+
+
+def clustered_interval(estimate: float, parts, rows: pd.DataFrame, labels, clusters=None,
+                       confidence: float = 0.95) -> ClusterInterval:
+    """CR2 SE and t interval of ``estimate`` from its per-row influence ``parts`` (`clustered_parts`)."""
+    totals, shares = clustered_parts(parts, rows, labels, clusters)
+    return cluster_robust_interval(estimate, totals, shares, confidence=confidence)
+
+
+def candidate_parts(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, *, threshold: float | None = None,
+                    selection_rate: float | None = None, n_clusters: int | None = None,
+                    decision=None) -> tuple[float, np.ndarray, float]:
+    """(cost, per-row influence on the cost in three parts (n_rows, 3): the positives' rate terms, the
+    negatives' rate terms, the threshold terms; threshold) of one candidate on ``rows`` (group, n_pos, n_neg).
     The threshold is ``threshold`` when given, else the ``selection_rate`` threshold of the scores.
     ``decision`` (probability of a positive decision per row) replaces score and threshold (threshold NaN)."""
     if metric.n_classes != 2:
@@ -169,9 +213,19 @@ def candidate_influence(metric: FairQuadraticMetric, rows: pd.DataFrame, score, 
         threshold = selection_threshold(rows[["group", "n_pos", "n_neg"]].assign(score=np.asarray(score, dtype=float)),
                                         selection_rate)
     codes = group_codes(rows["group"], labels)
-    rates, infl = rate_influence(codes, rows["n_pos"], rows["n_neg"], score, threshold, metric.n_groups,
-                                 selection_rate=selection_rate, n_clusters=n_clusters, decision=decision)
-    return float(metric(rates)), cost_influence(metric, rates, infl), float(threshold)
+    rates, own, at_threshold = rate_influence(codes, rows["n_pos"], rows["n_neg"], score, threshold, metric.n_groups,
+                                              selection_rate=selection_rate, n_clusters=n_clusters, decision=decision,
+                                              split=True)
+    grad = metric.gradient(rates)
+    parts = np.column_stack([own[:, :, 0] @ grad[:, 0], own[:, :, 1] @ grad[:, 1],
+                             np.einsum("gj,ngj->n", grad, at_threshold)])
+    return float(metric(rates)), parts, float(threshold)
+
+
+def candidate_influence(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, **options) -> tuple[float, np.ndarray, float]:
+    """(cost, per-row influence on the cost, threshold) of one candidate: `candidate_parts` summed."""
+    cost, parts, threshold = candidate_parts(metric, rows, score, labels, **options)
+    return cost, parts.sum(axis=1), threshold
 
 
 def paired_cost_difference(metric: FairQuadraticMetric, rows: pd.DataFrame, score_a, score_b, labels, *,
@@ -183,24 +237,33 @@ def paired_cost_difference(metric: FairQuadraticMetric, rows: pd.DataFrame, scor
     per row. ``selection_rate``: the thresholds are that rate's quantiles (computed when not given, and their
     estimation enters the SE); None = fixed thresholds (both must be given)."""
     n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
-    cost_a, infl_a, _ = candidate_influence(metric, rows, score_a, labels, threshold=threshold_a,
-                                            selection_rate=selection_rate, n_clusters=n_clusters)
-    cost_b, infl_b, _ = candidate_influence(metric, rows, score_b, labels, threshold=threshold_b,
-                                            selection_rate=selection_rate, n_clusters=n_clusters)
-    var, g = cluster_variance(infl_a - infl_b, clusters)
-    return summarize(cost_a - cost_b, var, cost_a, cost_b, g, len(rows), confidence)
+    cost_a, parts_a, _ = candidate_parts(metric, rows, score_a, labels, threshold=threshold_a,
+                                         selection_rate=selection_rate, n_clusters=n_clusters)
+    cost_b, parts_b, _ = candidate_parts(metric, rows, score_b, labels, threshold=threshold_b,
+                                         selection_rate=selection_rate, n_clusters=n_clusters)
+    return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence)
+
+
+def paired_summary(cost_a: float, parts_a, cost_b: float, parts_b, rows: pd.DataFrame, labels, clusters=None,
+                   confidence: float = 0.95) -> PairedDifference:
+    """The `PairedDifference` of two candidates from their costs and `candidate_parts` on the same rows."""
+    ci = clustered_interval(cost_a - cost_b, np.asarray(parts_a) - np.asarray(parts_b), rows, labels, clusters, confidence)
+    g = len(rows) if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
+    return summarize(cost_a - cost_b, ci.se ** 2, cost_a, cost_b, g, len(rows), confidence, df=ci.df)
 
 
 def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_clusters: int, n_rows: int,
-              confidence: float = 0.95) -> PairedDifference:
-    z = norm.ppf(0.5 + confidence / 2)
-    se = float(np.sqrt(variance)) if np.isfinite(variance) else float("nan")
+              confidence: float = 0.95, df: float = float("inf")) -> PairedDifference:
+    """SE, t interval with ``df`` degrees of freedom (normal where infinite; NaN: too few clusters, no interval)
+    and two-sided p of ``estimate`` with ``variance``."""
+    se = float(np.sqrt(variance)) if np.isfinite(variance) and not np.isnan(df) else float("nan")
+    crit = float(critical_value(confidence, np.inf if np.isnan(df) else df))
     if se > 0:
-        p = float(2 * norm.sf(abs(estimate) / se))
+        p = float(2 * upper_tail(abs(estimate) / se, df))
     else:
         p = float("nan") if not np.isfinite(se) else (1.0 if estimate == 0 else 0.0)
-    return PairedDifference(float(estimate), se, float(estimate - z * se), float(estimate + z * se), p, float(cost_a), float(cost_b),
-                            int(n_clusters), int(n_rows))
+    return PairedDifference(float(estimate), se, float(estimate - crit * se), float(estimate + crit * se), p,
+                            float(cost_a), float(cost_b), int(n_clusters), int(n_rows), float(df))
 
 
 DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]
@@ -213,28 +276,29 @@ def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, score
     (name -> probability of a positive decision per row: decision candidates, see the module doc): the paired difference
     cost(candidate) - cost(winner) with SE, CI and p (the winner's own row: difference 0, the rest NaN), the
     candidate's cost recomputed from the rows (``paired_cost``) and its own cluster-robust SE
-    (``cost_se_clustered``); n_clusters and n_rows are in ``attrs``."""
+    (``cost_se_clustered``), ``diff_df`` the t reference's df; n_clusters and n_rows are in ``attrs``."""
     thresholds, decisions = thresholds or {}, decisions or {}
     if winner not in scores and winner not in decisions:
         raise ValueError(f"no held-out scores for the winner {winner!r}")
     n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
     z = norm.ppf(0.5 + confidence / 2)
-    parts = {name: candidate_influence(metric, rows, s, labels, threshold=thresholds.get(name),
-                                       selection_rate=selection_rate, n_clusters=n_clusters)
+    parts = {name: candidate_parts(metric, rows, s, labels, threshold=thresholds.get(name),
+                                   selection_rate=selection_rate, n_clusters=n_clusters)
              for name, s in scores.items()}
-    parts.update({name: candidate_influence(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
+    parts.update({name: candidate_parts(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
                   for name, d in decisions.items()})
-    cost_w, infl_w, _ = parts[winner]
-    out, g = [], len(rows)
-    for name, (cost, infl, _) in parts.items():
-        own, g = cluster_variance(infl, clusters)
-        row = {"candidate": name, "paired_cost": cost, "cost_se_clustered": float(np.sqrt(own))}
+    cost_w, parts_w, _ = parts[winner]
+    out, g = [], len(rows) if n_clusters is None else n_clusters
+    for name, (cost, mine, _) in parts.items():
+        own = clustered_interval(cost, mine, rows, labels, clusters, confidence)
+        row = {"candidate": name, "paired_cost": cost, "cost_se_clustered": own.se}
         if name == winner:
-            row.update(diff_vs_winner=0.0, diff_se=np.nan, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan)
+            row.update(diff_vs_winner=0.0, diff_se=np.nan, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan,
+                       diff_df=np.nan)
         else:
-            var, _ = cluster_variance(infl - infl_w, clusters)
-            d = summarize(cost - cost_w, var, cost, cost_w, g, len(rows), confidence)
-            row.update(diff_vs_winner=d.estimate, diff_se=d.se, diff_ci_low=d.ci_low, diff_ci_high=d.ci_high, diff_p=d.p_value)
+            d = paired_summary(cost, mine, cost_w, parts_w, rows, labels, clusters, confidence)
+            row.update(diff_vs_winner=d.estimate, diff_se=d.se, diff_ci_low=d.ci_low, diff_ci_high=d.ci_high, diff_p=d.p_value,
+                       diff_df=d.df)
         out.append(row)
     frame = pd.DataFrame(out).set_index("candidate")
     frame.attrs.update(n_clusters=int(g), n_rows=len(rows), winner=winner, z=float(z))

@@ -26,7 +26,6 @@ from fair_pipeline.commands import main
 from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
-from tests.findings_text import without_read_times
 from tests.platform.spark.cluster import require_java, standalone_cluster
 
 # The smallest simulation that runs every stage (benchmarks/kill_harness.py's sizes): the comparison needs every
@@ -54,7 +53,7 @@ def assert_same_findings(expected: dict, actual: dict) -> None:
                  if not (math.isclose(v, actual["metrics"][k], rel_tol=1e-9, abs_tol=1e-9)
                          or (math.isnan(v) and math.isnan(actual["metrics"][k])))}
     assert not differing, differing
-    assert without_read_times(actual["findings"]) == without_read_times(expected["findings"])
+    assert actual["findings"] == expected["findings"]
     assert actual["missing"] == expected["missing"] and actual["verdict_counts"] == expected["verdict_counts"]
 
 
