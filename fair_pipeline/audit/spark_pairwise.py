@@ -41,7 +41,7 @@ from fair_pipeline.audit.stats.pairwise import (
     query_counts,
 )
 from fair_pipeline.audit.stats.pairwise_cells import CELL, ITEM, QUERY, TWO_WAY_SIGNS, query_cell_sums
-from fair_pipeline.audit.stats.pairwise_moments import MOMENTS, PairwiseMoments, pairwise_contrasts
+from fair_pipeline.audit.stats.pairwise_moments import MOMENTS, TERM_MOMENTS, PairwiseMoments, pairwise_contrasts
 
 QUERY_ROW, CELL_ROW = 0, 1
 PARTS_SCHEMA = "kind int, key string, t array<double>, c array<double>, pt array<double>, pc array<double>"
@@ -147,21 +147,23 @@ def _accumulate(parts: DataFrame, levels: list) -> PairwiseAccumulator:
     return out
 
 
-def _stream_moments(frame: DataFrame, levels: list, tot_T, tot_C) -> np.ndarray:
+def _stream_moments(frame: DataFrame, levels: list, tot_T, tot_C) -> tuple[np.ndarray, np.ndarray]:
     """Step 3: the moments of one stream's clusters (rows of t, c lists), per partition, summed on the driver."""
     contrasts, G = pairwise_contrasts(len(levels)), len(levels)
-    shape = (contrasts.weights.shape[1], len(MOMENTS))
+    shapes = [(contrasts.weights.shape[1], len(MOMENTS)), (contrasts.weights.shape[0], TERM_MOMENTS)]
 
     def moments(batches):
         out = PairwiseMoments.empty(contrasts, tot_T, tot_C, [1.0])
         for batch in batches:
             out.add(0, _arrays(batch.column("t"), G), _arrays(batch.column("c"), G))
-        yield pa.RecordBatch.from_pydict({"part": pa.array([out.moments[0].tobytes()], pa.binary())})
+        data = np.r_[out.moments[0].ravel(), out.terms[0].ravel()]
+        yield pa.RecordBatch.from_pydict({"part": pa.array([data.tobytes()], pa.binary())})
 
-    total = np.zeros(shape)
+    total = np.zeros(sum(a * b for a, b in shapes))
     for row in frame.mapInArrow(moments, BYTES_SCHEMA).collect():
-        total += np.frombuffer(bytes(row["part"]), dtype=np.float64).reshape(shape)
-    return total
+        total += np.frombuffer(bytes(row["part"]), dtype=np.float64)
+    split = shapes[0][0] * shapes[0][1]
+    return total[:split].reshape(shapes[0]), total[split:].reshape(shapes[1])
 
 
 def _items(cells: DataFrame, G: int) -> DataFrame:
@@ -189,7 +191,7 @@ def pairwise_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndar
         cells = parts.filter(F.col("kind") == CELL_ROW)
         streams = {QUERY: parts.filter(F.col("kind") == QUERY_ROW), CELL: cells, ITEM: _items(cells, len(levels))}
         for stream, frame in streams.items():
-            moments.moments[stream] = _stream_moments(frame.select("t", "c"), levels, Tt, Ct)
+            moments.add_moments(stream, *_stream_moments(frame.select("t", "c"), levels, Tt, Ct))
     finally:
         parts.unpersist()
     result = clustered_result(moments, np.asarray(levels, dtype=object), matrix, marginals, parity, overall, None,

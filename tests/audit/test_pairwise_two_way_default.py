@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from fair_pipeline.audit import pairwise_accuracies
 from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, pairwise_for
@@ -16,6 +17,7 @@ from fair_pipeline.audit.store import conform
 from fair_pipeline.audit.stats.pairwise_cells import TwoWayMoments
 from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters
 from fair_pipeline.audit.stats.pairwise_moments import pairwise_contrasts
+from fair_pipeline.audit.stats.small_sample import cluster_robust_interval
 
 GROUPS = ['a "quoted" +1', "女性", "&lt;b&gt;"]
 COLUMNS = ["accuracy", "se", "ci_low", "ci_high", "df", "n_pairs", "n_items", "n_queries"]
@@ -139,3 +141,26 @@ def test_old_stored_tables_read_as_query_clustered():
     from fair_pipeline.audit.report import _clusters
 
     assert _clusters(pd.DataFrame({"x": [1]}))["variance_estimand"].tolist() == ["query_clustered"]
+
+
+def test_the_df_is_the_one_every_clustered_ci_takes_from_its_cluster_totals():
+    """One-way item clustering: each figure's variance and df equal `small_sample.cluster_robust_interval` of its
+    per-cluster parts and shares (the smaller of the effective clusters and the parts' design df)."""
+    log = _log(seed=9)
+    q = pd.factorize(log["query_id"])[0]
+    item = pd.factorize(log["item_id"])[0]
+    g = pd.factorize(log["grp"])[0]
+    pc = PairwiseClusters(item, q, log["score"].to_numpy(float), g, log["label"].to_numpy(bool), 3)
+    contrasts = pairwise_contrasts(3)
+    got = pc.moments(contrasts).results()
+    (T, C), tot_T, tot_C = pc._sums[0], pc.t.sum(0) / 2, pc.c.sum(0) / 2
+    for j, name in enumerate(contrasts.names):
+        if name[0] not in ("matrix", "gap"):
+            continue
+        a, b = name[1:]
+        cells = [(a, b, 1.0)] if name[0] == "matrix" else [(a, b, 1.0), (b, a, -1.0)]
+        parts = np.array([w * (C[:, x, y] - tot_C[x, y] / tot_T[x, y] * T[:, x, y]) / tot_T[x, y] for x, y, w in cells])
+        shares = np.array([T[:, x, y] / tot_T[x, y] for x, y, _ in cells])
+        want = cluster_robust_interval(got["estimate"][j], parts, shares)
+        assert got["variance"][j] == pytest.approx(want.se ** 2, rel=1e-12), name
+        assert got["df"][j] == pytest.approx(want.df, rel=1e-12), name

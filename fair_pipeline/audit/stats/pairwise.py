@@ -25,6 +25,7 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.equivalence import EQUIVALENCE_COLUMNS, add_equivalence
 from fair_pipeline.audit.stats.inference import holm, wald
+from fair_pipeline.audit.stats.pairwise_cells import TwoWayMoments
 from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables
 from fair_pipeline.audit.stats.pairwise_moments import pairwise_contrasts
 from fair_pipeline.audit.stats.records import records
@@ -315,12 +316,13 @@ def pairwise_from_counts(query_ids, groups, scores, n_pos, n_neg, levels, *, ite
         return query_clustered_result(matrix, marginals, parity, overall, None, gaps)
     code_of = {g: i for i, g in enumerate(acc.levels)}
     codes = np.array([code_of[g] for g in np.asarray(groups, dtype=object)], dtype=np.intp)
-    q, item, s, codes, y, w = labelled_rows(pd.factorize(np.asarray(query_ids, dtype=object))[0],
-                                            pd.factorize(np.asarray(item_ids, dtype=object))[0], scores, codes, n_pos,
-                                            n_neg)
-    pc = PairwiseClusters((item, q), q, s, codes, y, acc.levels.size, weights=w)
-    return clustered_result(pc.moments(pairwise_contrasts(acc.levels.size)), acc.levels, matrix, marginals, parity,
-                            overall, None, gaps, "two_way", confidence, margins, dims=TWO_WAY_DIMS)
+    items = pd.factorize(np.asarray(item_ids, dtype=object))[0]
+    rows = labelled_rows(pd.factorize(np.asarray(query_ids, dtype=object))[0], items, scores, codes, n_pos, n_neg)
+    Ct, Tt = acc.sums["matrix"][:2]
+    two_way = TwoWayMoments(acc.levels.size, Tt, Ct, int(items.max()) + 1 if items.size else 0)
+    two_way.update(*rows)  # the query and item x query cell sums of all queries at once (`pairwise_cells`)
+    return clustered_result(two_way.result(), acc.levels, matrix, marginals, parity, overall, None, gaps, "two_way",
+                            confidence, margins, dims=TWO_WAY_DIMS)
 
 
 def labelled_rows(qcode, item, scores, codes, n_pos, n_neg) -> tuple:

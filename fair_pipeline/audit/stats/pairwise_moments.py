@@ -5,7 +5,9 @@ touching k and the ones ranked correctly C_k[a, b]. Every reported figure is a c
 ratios A_j = sum_{cells of j} C / sum_{cells of j} T (a cell, a marginal, the overall accuracy, a cross-group gap).
 Its CR2 variance needs, per stream, only the sums over clusters of the contrast's squared and fourth-power adjusted
 totals, its squared raw totals and two counts (`MOMENTS`): a (contrasts, 6) array whatever the number of clusters,
-so executors that each hold some clusters hand the driver a few numbers, and the driver merges them by addition.
+and per ratio the leverage moments of the clusters' shares of its pairs with its CR2 variance (`TERM_MOMENTS`), for
+the Bell-McCaffrey design df the audit's other clustered CIs also take (`small_sample.parts_design_df`). Executors
+that each hold some clusters hand the driver these few numbers, and the driver merges them by addition.
 """
 from __future__ import annotations
 
@@ -13,9 +15,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fair_pipeline.audit.stats.small_sample import leverage_factor, satterthwaite_from_sums
+from fair_pipeline.audit.stats.small_sample import (
+    N_MOMENTS,
+    design_df,
+    leverage_factor,
+    leverage_moments,
+    satterthwaite_from_sums,
+    welch_df,
+)
 
 MOMENTS = ("adj_sq", "adj_fourth", "adj_nonzero", "raw_sq", "raw_nonzero", "clusters_with_pairs")
+TERM_MOMENTS = N_MOMENTS + 1  # `small_sample.leverage_moments` of the shares, then the ratio's CR2 variance
 CHUNK = 1 << 16  # clusters per step (bounds the (clusters, terms) temporaries)
 
 
@@ -59,9 +69,10 @@ def pairwise_contrasts(n_groups: int) -> Contrasts:
 
 
 def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: np.ndarray,
-                   contrasts: Contrasts) -> np.ndarray:
-    """(contrasts, 6) `MOMENTS` of some clusters of one stream: ``T_k``, ``C_k`` (clusters, G, G) pairs touching
-    each cluster (each pair once) and their correct share; ``tot_T``, ``tot_C`` (G, G) the totals over all data."""
+                   contrasts: Contrasts) -> tuple[np.ndarray, np.ndarray]:
+    """(contrasts, 6) `MOMENTS` and (ratios, 8) `TERM_MOMENTS` of some clusters of one stream: ``T_k``, ``C_k``
+    (clusters, G, G) pairs touching each cluster (each pair once) and the correct ones; ``tot_T``, ``tot_C`` (G, G)
+    the totals over all data."""
     G2 = contrasts.n_groups ** 2
     Tt = np.asarray(tot_T, dtype=np.float64).reshape(G2) @ contrasts.masks
     Ct = np.asarray(tot_C, dtype=np.float64).reshape(G2) @ contrasts.masks
@@ -71,12 +82,16 @@ def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: n
     T_k = np.asarray(T_k, dtype=np.float64).reshape(-1, G2)
     C_k = np.asarray(C_k, dtype=np.float64).reshape(-1, G2)
     out = np.zeros((contrasts.weights.shape[1], len(MOMENTS)))
+    terms = np.zeros((contrasts.weights.shape[0], TERM_MOMENTS))
     used = (contrasts.weights != 0).astype(np.float64)
     for lo in range(0, T_k.shape[0], CHUNK):
         Tk, Ck = T_k[lo:lo + CHUNK] @ contrasts.masks, C_k[lo:lo + CHUNK] @ contrasts.masks
         with np.errstate(divide="ignore", invalid="ignore"):
             part = (Ck - A * Tk) / denom
-            scaled = np.where(part == 0.0, 0.0, part * leverage_factor(np.minimum(Tk / denom, 1.0)))
+            shares = np.minimum(Tk / denom, 1.0)
+            scaled = np.where(part == 0.0, 0.0, part * leverage_factor(shares))
+        terms[:, :N_MOMENTS] += leverage_moments(np.nan_to_num(shares)).T
+        terms[:, N_MOMENTS] += (scaled * scaled).sum(axis=0)
         adj, raw = scaled @ contrasts.weights, part @ contrasts.weights
         adj2, raw2 = adj * adj, raw * raw
         out[:, 0] += adj2.sum(axis=0)
@@ -85,7 +100,7 @@ def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: n
         out[:, 3] += raw2.sum(axis=0)
         out[:, 4] += np.count_nonzero(raw, axis=0)
         out[:, 5] += np.count_nonzero((Tk > 0).astype(np.float64) @ used, axis=0)
-    return out
+    return out, terms
 
 
 @dataclass
@@ -98,17 +113,23 @@ class PairwiseMoments:
     tot_T: np.ndarray
     tot_C: np.ndarray
     signs: tuple
-    moments: list = field(default_factory=list)
+    moments: list = field(default_factory=list)  # per stream: (contrasts, 6) MOMENTS
+    terms: list = field(default_factory=list)  # per stream: (ratios, 8) TERM_MOMENTS
 
     @classmethod
     def empty(cls, contrasts: Contrasts, tot_T, tot_C, signs) -> PairwiseMoments:
-        shape = (contrasts.weights.shape[1], len(MOMENTS))
+        shape, term_shape = (contrasts.weights.shape[1], len(MOMENTS)), (contrasts.weights.shape[0], TERM_MOMENTS)
         return cls(contrasts, np.asarray(tot_T, float), np.asarray(tot_C, float), tuple(signs),
-                   [np.zeros(shape) for _ in signs])
+                   [np.zeros(shape) for _ in signs], [np.zeros(term_shape) for _ in signs])
 
     def add(self, stream: int, T_k, C_k) -> PairwiseMoments:
         """Add clusters of stream ``stream`` (disjoint from the ones already added)."""
-        self.moments[stream] = self.moments[stream] + stream_moments(T_k, C_k, self.tot_T, self.tot_C, self.contrasts)
+        return self.add_moments(stream, *stream_moments(T_k, C_k, self.tot_T, self.tot_C, self.contrasts))
+
+    def add_moments(self, stream: int, moments, terms) -> PairwiseMoments:
+        """Add `stream_moments` computed elsewhere (e.g. on an executor) for clusters of stream ``stream``."""
+        self.moments[stream] = self.moments[stream] + moments
+        self.terms[stream] = self.terms[stream] + terms
         return self
 
     def results(self) -> dict[str, np.ndarray]:
@@ -122,20 +143,17 @@ class PairwiseMoments:
         valid = ((Tt[:, None] > 0) | (c.weights == 0)).all(axis=0)
         est = np.where(valid, np.nan_to_num(A) @ c.weights, np.nan)
         var, var_cr1, dfs, clusters = np.zeros(est.size), np.zeros(est.size), [], []
-        for sign, m in zip(self.signs, self.moments):
+        for sign, m, terms in zip(self.signs, self.moments, self.terms):
             var += sign * m[:, 0]
             n = m[:, 4]
             with np.errstate(divide="ignore", invalid="ignore"):
                 var_cr1 += sign * m[:, 3] * np.where(n > 1, n / (n - 1), np.nan)
-            if sign > 0:
-                dfs.append(satterthwaite_from_sums(m[:, 0], m[:, 1], m[:, 2]))
+            if sign > 0:  # the smaller of the effective clusters and the ratios' Welch-combined design df
+                design = welch_df(terms[:, N_MOMENTS, None] * c.weights ** 2, design_df(terms[:, :N_MOMENTS].T)[:, None])
+                dfs.append(np.fmin(satterthwaite_from_sums(m[:, 0], m[:, 1], m[:, 2]), design))
                 clusters.append(m[:, 5])
         nan = ~valid
         return {"estimate": est, "variance": np.where(nan, np.nan, np.maximum(var, 0.0)),
                 "variance_cr1": np.where(nan, np.nan, np.maximum(var_cr1, 0.0)),
                 "df": np.where(nan, np.nan, np.min(dfs, axis=0)), "clusters": np.array(clusters)}
 
-    def merge(self, other: PairwiseMoments) -> PairwiseMoments:
-        """Add the moments of other clusters (the same totals)."""
-        self.moments = [a + b for a, b in zip(self.moments, other.moments)]
-        return self

@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 
 from fair_pipeline.audit import AuditInputError
+from fair_pipeline.audit.evaluation import EvaluationData, pairwise_for
+from fair_pipeline.audit.outputs import ScoredOutput
 from fair_pipeline.audit.spark_pairwise import pairwise_spark_rows
 from fair_pipeline.audit.stats.pairwise import pairwise_from_counts
 
@@ -66,3 +68,17 @@ def test_spark_pairwise_names_missing_ids(spark):
         pairwise_spark_rows(spark.createDataFrame(df), rescore, "test", GROUPS, partitions=2)
     with pytest.raises(AuditInputError, match="no query has both"):
         pairwise_spark_rows(spark.createDataFrame(_rows(200).assign(n_neg=0.0)), rescore, "test", GROUPS, partitions=2)
+
+
+def test_the_pipeline_computes_pairwise_on_the_executors_when_its_rows_are_on_spark(spark):
+    df = _rows(1500, seed=8)
+    output = ScoredOutput("production", "logged score", "logged_score", rescore)
+    in_memory = EvaluationData(score_counts=None, item_counts=None, query_rows=df, queries_in_window=120)
+    on_spark = EvaluationData(score_counts=None, item_counts=None, query_rows=None, queries_in_window=120,
+                              spark_query_rows=spark.createDataFrame(df))
+    want, want_note, want_used = pairwise_for(output, in_memory, GROUPS, 0.95)
+    got, note, used = pairwise_for(output, on_spark, GROUPS, 0.95)
+    assert (note, used) == (want_note, want_used) and used == df["query_id"].nunique()
+    assert (got.matrix["variance_estimand"] == "two_way").all()
+    np.testing.assert_allclose(got.gaps[["gap", "se", "df", "n_items"]].to_numpy(float),
+                               want.gaps[["gap", "se", "df", "n_items"]].to_numpy(float), rtol=1e-12)
