@@ -100,6 +100,9 @@ ELSEWHERE = {
     # Both engines from the same landing files; the Spark run with the same options on a standalone cluster's master.
     "fair-pipeline run --engine spark --spark-master local[2] --no-simulate":
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings",
+    # The same options, with the test module's own master URL and a file:// warehouse outside the home.
+    "fair-pipeline run --engine spark --spark-master spark://127.0.0.1:7077 --spark-warehouse file:///shared/fair_pipeline/spark_warehouse --no-simulate":
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings",
     # At two small sizes on the same test module's standalone cluster (one cluster start for both tests).
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7":
         "tests/platform/spark/test_engine_run.py::test_the_cluster_benchmark_runs_small_on_the_same_cluster",
