@@ -120,9 +120,13 @@ def step_windows(dagster_home: Path, sql_steps: set[str]) -> list[tuple[str, flo
     """(benchmark step, start, end) of every Dagster step of every run in the home, from Dagster's event log."""
     import dagster as dg
 
-    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    from fair_pipeline.platform.settings import restored_variables
+
     windows = []
-    with dg.DagsterInstance.get() as instance:
+    with restored_variables("DAGSTER_HOME"):  # the caller's own DAGSTER_HOME comes back
+        os.environ["DAGSTER_HOME"] = str(dagster_home)
+        instance = dg.DagsterInstance.get()
+    with instance:
         for record in instance.get_run_records():
             began = {}
             for entry in instance.all_logs(record.dagster_run.run_id):
