@@ -165,10 +165,3 @@ def test_the_df_is_the_one_every_clustered_ci_takes_from_its_cluster_totals():
         assert got["variance"][j] == pytest.approx(want.se ** 2, rel=1e-12), name
         assert got["df"][j] == pytest.approx(want.df, rel=1e-12), name
 
-
-def test_the_cost_benchmark_runs_and_prints_its_ratios(capsys):
-    from benchmarks.bench_pairwise_cost import main
-
-    main(["--rows", "3000", "--rounds", "1"])
-    out = capsys.readouterr().out
-    assert "two_way / query: CPU" in out and "streamed two_way / streamed query: CPU" in out
