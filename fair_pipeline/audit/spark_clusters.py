@@ -140,7 +140,8 @@ class _Stream:
     def __init__(self, shuffled: ShuffledClusterSums, n: int):
         self.shuffled, self.n = shuffled, n
 
-    def covariance(self, auc, roc) -> ClusterMoments:
+    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterMoments:
+        # moments are small whatever the stream, so two-way's intersection (``keep_totals`` False) keeps them too
         moments = self.shuffled.moments(auc, roc)[self.n]
         if moments.clusters < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {moments.clusters}")

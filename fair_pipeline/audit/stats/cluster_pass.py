@@ -265,38 +265,36 @@ class ClusterTotals(ClusterCrossSums):
 
     def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
         adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n)
-        self._totals.append(adj)
+        self._totals.append(np.ascontiguousarray(np.moveaxis(adj, 2, 0)))  # column by column, (S, K, clusters)
         return adj
 
     def totals(self) -> ColumnTotals:
-        # joined once, column by column: the df of a contrast then reads only the columns it weighs
-        if not isinstance(self._totals, ColumnTotals):
-            K, S = self.cross.shape[:2]
-            chunks = [np.moveaxis(adj, 2, 0) for adj in self._totals] or [np.zeros((S, K, 0))]
-            self._totals = ColumnTotals(np.concatenate(chunks, axis=2))
-        return self._totals
+        return ColumnTotals(self._totals)
 
 
 class ColumnTotals:
-    """Every cluster's adjusted totals, (S, K, clusters): a column's (K, clusters) are contiguous, so the df of a
-    contrast of a few columns costs a pass over those columns, not over all (an audit asks a dozen of them)."""
+    """Every cluster's adjusted totals in chunks of clusters, each (S, K, clusters): a column's (K, clusters) are
+    contiguous, so the df of a contrast of a few columns reads only those columns, a cache-sized chunk at a time
+    (an audit asks a dozen contrasts of catalogue-sized totals)."""
 
-    def __init__(self, by_column: np.ndarray):
-        self.by_column = by_column
+    def __init__(self, chunks: list[np.ndarray]):
+        self.chunks = chunks
 
     def contrast_df(self, weights) -> np.ndarray:
         """`satterthwaite_df` over clusters of sum_s weights[s] * column s, per cutoff."""
         w = np.asarray(weights, dtype=np.float64)
         used = np.flatnonzero(w)
-        if used.size == 0:
-            return satterthwaite_df(np.zeros(self.by_column.shape[1:]), axis=1)
-        u = w[used[0]] * self.by_column[used[0]]
-        for s in used[1:]:
-            u += w[s] * self.by_column[s]
-        nonzero = np.count_nonzero(u, axis=1)
-        s2 = np.einsum("kc,kc->k", u, u)
-        u *= u
-        return satterthwaite_from_sums(s2, np.einsum("kc,kc->k", u, u), nonzero)
+        K = self.chunks[0].shape[1] if self.chunks else 0
+        s2, s4, nonzero = np.zeros(K), np.zeros(K), np.zeros(K, dtype=np.int64)
+        for chunk in self.chunks if used.size else ():
+            u = w[used[0]] * chunk[used[0]]
+            for s in used[1:]:
+                u += w[s] * chunk[s]
+            nonzero += np.count_nonzero(u, axis=1)
+            s2 += np.einsum("kc,kc->k", u, u)
+            u *= u
+            s4 += np.einsum("kc,kc->k", u, u)
+        return satterthwaite_from_sums(s2, s4, nonzero)
 
 
 def cluster_covariance(table: BlockTable, pairs, alphas, auc, roc, batches, keep_totals: bool = True):
