@@ -8,8 +8,9 @@ item-clustered one, the audit's default estimand): scored on the executors, rang
 ``--partitions`` ranges, swept per range from the driver's offsets, influence sums per item shuffled by item (the
 clustered variances; `audit.spark_clusters`). Per size it prints the
 audit's wall time, executors' CPU time and the bytes its tasks returned to the driver (Spark's event log: task metrics
-`Executor CPU Time`, `Result Size`), the driver's peak memory (Python peak RSS; JVM peak heap from the event log's
-driver metrics) and the growth ratios from the smallest size: flat driver figures mean no row reaches the driver.
+`Executor CPU Time`, `Result Size`), the driver's peak memory (Python peak RSS; JVM: the live heap, the largest
+heap left after a collection during the audit, from the driver JVM's GC log, and the peak heap used from the event
+log's driver metrics, garbage included) and the growth ratios from the smallest size: flat driver figures mean no row reaches the driver.
 
     python benchmarks/bench_spark_audit.py --rows 1e6,2e7 [--variance item_clustered|conditional] [--partitions 16]
         [--cores 2] [--executor-memory 2g]
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -27,7 +29,8 @@ import time
 from pathlib import Path
 
 STEP = "audit"
-COLUMNS = ("wall_s", "executor_cpu_s", "result_bytes", "tasks", "python_peak_mb", "jvm_heap_peak_mb")
+COLUMNS = ("wall_s", "executor_cpu_s", "result_bytes", "tasks", "python_peak_mb", "jvm_live_heap_mb", "gcs",
+           "jvm_heap_peak_mb")
 
 
 def logged_score(frame):
@@ -47,7 +50,9 @@ def run_driver(master: str, event_dir: Path, rows: int, items: int, partitions: 
     spark = spark_session(master=master, driver_memory="1g", config={
         "spark.eventLog.enabled": "true", "spark.eventLog.dir": event_dir.as_uri(),
         "spark.eventLog.logStageExecutorMetrics": "true", "spark.eventLog.compress": "false",
-        "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": executor_memory})
+        "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": executor_memory,
+        # One line per collection with the heap after it: the live heap the driver holds (garbage excluded).
+        "spark.driver.extraJavaOptions": f"-Xlog:gc:file={_gc_log(event_dir)}:timemillis,uptime"})
     item = F.pmod(F.xxhash64("id"), F.lit(items))
     label = (F.pmod(F.xxhash64(item, F.lit(2)), F.lit(100)) < 35).cast("double")
     group_b = F.pmod(F.xxhash64(item, F.lit(1)), F.lit(10)) < 4
@@ -56,16 +61,28 @@ def run_driver(master: str, event_dir: Path, rows: int, items: int, partitions: 
         (label + F.when(group_b, 0.5).otherwise(0.0) + F.randn(7)).alias("score"),
         label.alias("n_pos"), (1.0 - label).alias("n_neg"))
     spark.sparkContext.setJobDescription(STEP)
-    began = time.perf_counter()
+    began, began_at = time.perf_counter(), time.time()
     report, _ = audit_spark_rows(day, logged_score, "logged", [0.1], min_count=10, confidence=0.95,
                                  estimand=variance, cluster_cols=check_variance(variance)[:1], partitions=partitions)
     wall = time.perf_counter() - began
     groups = report.groups[report.groups["cutoff"] == 0.1]
     spark.stop()
-    return {"wall_s": wall, "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    return {"wall_s": wall, "window": (began_at, began_at + wall), "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "labelled": float(groups["n_pos"].sum() + groups["n_neg"].sum()),
             "auc_0.1": dict(zip(groups["group"], groups["auc"])), "se_0.1": dict(zip(groups["group"], groups["se"])),
             "clusters": float(groups["clusters"].max()) if "clusters" in groups else float("nan")}
+
+
+def _gc_log(event_dir: Path) -> Path:
+    return event_dir.parent / f"{event_dir.name}_driver_gc.log"
+
+
+def live_heap(gc_log: Path, window: tuple[float, float]) -> dict[str, float]:
+    """The largest heap left after a collection of the driver JVM during the audit (MB) and the collections."""
+    from bench_spark_cluster import parse_gc_log
+
+    after = [mb for at, mb in parse_gc_log(gc_log) if window[0] <= at <= window[1]]
+    return {"jvm_live_heap_mb": float(max(after)) if after else float("nan"), "gcs": float(len(after))}
 
 
 def run_sizes(master: str, base: Path, sizes: list[int], items: int, partitions: int, source_partitions: int,
@@ -83,7 +100,8 @@ def run_sizes(master: str, base: Path, sizes: list[int], items: int, partitions:
                                capture_output=True, text=True, check=False)
         if child.returncode:
             raise RuntimeError(f"{rows:,} rows: driver failed:\n{child.stderr[-4000:]}")
-        out[rows] = {**json.loads(child.stdout.strip().splitlines()[-1]), **parse_event_log(events).get(STEP, {})}
+        driver = json.loads(child.stdout.strip().splitlines()[-1])
+        out[rows] = {**driver, "load_average": os.getloadavg()[0], **parse_event_log(events).get(STEP, {}), **live_heap(_gc_log(events), driver["window"])}
     return out
 
 
@@ -122,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---:|" + "---:|" * len(COLUMNS))
     for rows in sizes:
         print(f"| {rows:,} | " + " | ".join(f"{figures[rows].get(c, float('nan')):,.1f}" for c in COLUMNS) + " |")
+    print("load average (1 min) after each size: " + ", ".join(f"{figures[r]['load_average']:.1f}" for r in sizes))
     for rows in sizes[1:]:
         ratios = ", ".join(f"{c} {figures[rows][c] / figures[sizes[0]][c]:.2f}x" for c in COLUMNS
                            if figures[sizes[0]].get(c))

@@ -1,17 +1,20 @@
-"""What the driver pays as a day grows, on a local standalone Spark cluster: ingestion and the SQL models, per step.
+"""What the driver pays as a day grows, on a local standalone Spark cluster: the whole main job, per step.
 
-A master and one worker are started from the pyspark wheel (tests/platform/spark/cluster.py). For each day size a
-fresh driver process (default 1 GB heap) ingests one simulated day (both sources: the executors read and validate
-the landing files, Spark writes the raw partitions and quarantine) and builds every SQL model for it. Per step it
-prints: wall time, the executors' CPU time and the bytes tasks returned to the driver (both from Spark's event log:
-task metrics `Executor CPU Time`, `Result Size`), the driver's peak memory: Python (this driver process's peak RSS)
-and JVM: the live heap (the largest heap left after a collection in the step, from the driver JVM's GC log, with the
-number of collections), the peak heap used (the event log's driver metrics: garbage included, so it grows with how
-long the JVM waited before collecting) and the driver JVM's peak RSS (the heap it committed). Then the growth ratios
-from the smallest size to each larger one: flat driver figures mean nothing row-sized reaches the driver.
+A master and one worker are started from the pyspark wheel (tests/platform/spark/cluster.py). For each day size the
+main job runs as users run it, `fair-pipeline run --engine spark --spark-master spark://... --no-simulate`, in a
+process of its own (its own driver, the engine's default 1 GB heap) on two simulated days of that size (the newest
+day and the day it trains on): ingestion (the executors read and validate the landing files), the SQL models,
+position bias, the EO transforms, the ranker candidates (training), the fairness audit, model selection and the
+report. Per step (Dagster's step start and end times in the run's event log; Spark jobs belong to the step during
+which they were submitted) it prints: wall time, the executors' CPU time and the bytes tasks returned to the driver
+(Spark's event log: task metrics `Executor CPU Time`, `Result Size`), the driver's peak memory: Python (the driver
+process's RSS, sampled every 0.2 s) and JVM: the live heap (the largest heap left after a collection during the step,
+from the driver JVM's GC log), the peak heap used (the event log's driver metrics: garbage included) and the driver
+JVM's peak RSS (sampled). Then the growth ratios from the smallest size to each larger one: flat driver figures mean
+nothing row-sized reaches the driver.
 
     python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7 [--cores 2] [--executor-memory 2g]
-                                             [--driver-memory 1g]
+                                             [--driver-memory 1g] [--work-dir DIR]
 
 The catalogue (items) is fixed across sizes; the simulated landing of every size is written first (its time is not
 part of any step) and reused by later runs with the same --work-dir (--simulate-only writes it and stops).
@@ -24,102 +27,125 @@ import datetime as dt
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
-DAY = dt.date(2026, 1, 1)
+START = dt.date(2026, 1, 1)
+DAYS = 2  # the newest day and the one day before it that its models train on
 SLOTS = 20
 ITEMS = 20_000
 # Impressions per production request: production + shuffle + adjacent-swap requests (0.2 each), SLOTS items each.
 IMPRESSIONS_PER_REQUEST = SLOTS * 1.4
 SIMULATED_MARKER = "simulated.txt"
-STEPS = ("items", "ingest observational", "ingest randomized", "sql models")
+SAMPLE_S = 0.2
+# Dagster step (asset) -> benchmark step; any other step is reported under its own name.
+STEP_OF = {"raw__items": "items", "raw__observational_impressions": "ingest", "raw__randomized_impressions": "ingest",
+           "marts__position_bias_curves": "position bias", "marts__eo_transforms": "eo", "marts__eo_evaluation": "eo",
+           "marts__ranker_candidates": "training", "marts__fairness_audit": "audit",
+           "marts__elicited_metric": "selection", "marts__model_selection": "selection",
+           "reporting__fairness_report": "report"}
+STEPS = ("items", "ingest", "sql models", "position bias", "eo", "training", "audit", "selection", "report",
+         "between steps")
+CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", "FAIR_PIPELINE_ENGINE", "FAIR_PIPELINE_SPARK_MASTER",
+           "FAIR_PIPELINE_SPARK_CONF", "FAIR_PIPELINE_SPARK_DRIVER_MEMORY")
 
 
-def _simulate(landing: Path, impressions: float) -> bool:
-    """Writes the day's landing once: a `--work-dir` that already holds it (its marker written last) is reused,
-    so the large sizes are simulated once across runs. Returns whether it simulated."""
-    from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
-    from fair_pipeline.ingestion.simulator import SimulationConfig
-
-    config = SimulationConfig(n_items=ITEMS, slots=SLOTS, requests_per_day=round(impressions / IMPRESSIONS_PER_REQUEST))
-    marker = landing.parent / SIMULATED_MARKER
-    if marker.exists() and marker.read_text() == repr(config):
+def _simulate(home: Path, impressions: float) -> bool:
+    """Writes the landing once: a `--work-dir` that already holds it (its marker written last) is reused, so the
+    large sizes are simulated once across runs. Returns whether it simulated."""
+    args = ["--start", START.isoformat(), "--days", str(DAYS), "--items", str(ITEMS), "--slots", str(SLOTS),
+            "--requests-per-day", str(round(impressions / IMPRESSIONS_PER_REQUEST))]
+    marker = home / SIMULATED_MARKER
+    if marker.exists() and marker.read_text() == repr(args):
         return False
-    simulate_to_landing(config, landing, DAY, 1)
-    marker.write_text(repr(config))
+    shutil.rmtree(home, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "fair_pipeline.commands", "--home", str(home), "simulate", *args],
+                   check=True, capture_output=True, text=True, env=_environment())
+    marker.write_text(repr(args))
     return True
 
 
-def _vm_hwm_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in CLEARED}
 
 
-def _jvm_pid() -> int | None:
-    """The driver JVM: this process's java child (classic pyspark launches it)."""
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _java_child(pid: int) -> int | None:
+    """The driver JVM: the process's java child (classic pyspark launches it)."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                if int(fields[1]) == os.getpid() and "java" in (entry / "cmdline").read_text():
+                if int(fields[1]) == pid and "java" in (entry / "cmdline").read_text():
                     return int(entry.name)
             except OSError:
                 continue
     return None
 
 
-def run_driver(home: Path, master: str, event_dir: Path, driver_memory: str, executor_memory: str) -> dict:
-    """Child process: the steps on one day; returns per-step wall and driver memory after the step."""
-    from fair_pipeline.ingestion import contract, spark_loads
-    from fair_pipeline.ingestion.catalogue import load_items
-    from fair_pipeline.platform import warehouse
-    from fair_pipeline.platform.engines import DuckDBEngine, build_models
-    from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
-    from fair_pipeline.platform.engines.transfer import copy_table
+class MemorySampler(threading.Thread):
+    """(time, driver Python RSS MB, driver JVM RSS MB) every SAMPLE_S seconds while the driver process lives."""
 
-    spark = spark_session(master=master, driver_memory=driver_memory, config={
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": event_dir.as_uri(),
-        "spark.eventLog.logStageExecutorMetrics": "true", "spark.eventLog.compress": "false",
-        "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": executor_memory,
-        # One line per collection with the heap before -> after it: the live heap, which garbage not yet collected
-        # (the event log's heap used, the process's RSS) does not show.
-        "spark.driver.extraJavaOptions": f"-Xlog:gc:file={event_dir.parent / (event_dir.name + '_driver_gc.log')}"})
-    uptime_ms = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getUptime
-    engine = SparkEngine(spark, home / "spark_warehouse")
-    jvm = _jvm_pid()
-    landing = home / "landing"
-    result = {}
-    with warehouse.session(home / "warehouse.duckdb") as con:
-        work = {
-            "items": lambda: (load_items(con, landing), copy_table(DuckDBEngine(con), engine, ("raw", "items"))),
-            "ingest observational": lambda: spark_loads.load_partition(engine, landing, "observational", DAY.isoformat()),
-            "ingest randomized": lambda: spark_loads.load_partition(engine, landing, "randomized", DAY.isoformat()),
-            "sql models": lambda: build_models(engine, [DAY.isoformat()]),
-        }
-        for step in STEPS:
-            spark.sparkContext.setJobDescription(step)
-            began, began_jvm_s = time.perf_counter(), uptime_ms() / 1000
-            work[step]()
-            result[step] = {"wall_s": time.perf_counter() - began, "jvm_uptime_s": (began_jvm_s, uptime_ms() / 1000),
-                            "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                            "jvm_peak_rss_mb": _vm_hwm_mb(jvm) if jvm else float("nan")}
-        result["rows"] = {s: engine.row_count(("raw", f"{s}_impressions")) for s in contract.SOURCES}
-    spark.stop()
-    return result
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.samples, self.stopped = pid, [], threading.Event()
+
+    def run(self) -> None:
+        jvm = None
+        while not self.stopped.is_set():
+            python = _rss_mb(self.pid)
+            if python is None:
+                return
+            jvm = jvm or _java_child(self.pid)
+            self.samples.append((time.time(), python, (_rss_mb(jvm) or 0.0) if jvm else 0.0))
+            self.stopped.wait(SAMPLE_S)
 
 
-def parse_event_log(event_dir: Path) -> dict[str, dict[str, float]]:
-    """Per step (job description): executor CPU seconds, bytes tasks returned, the driver's peak JVM heap (MB)."""
-    job_step, stage_step = {}, {}
+def step_windows(dagster_home: Path, sql_steps: set[str]) -> list[tuple[str, float, float]]:
+    """(benchmark step, start, end) of every Dagster step of every run in the home, from Dagster's event log."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    windows = []
+    with dg.DagsterInstance.get() as instance:
+        for record in instance.get_run_records():
+            began = {}
+            for entry in instance.all_logs(record.dagster_run.run_id):
+                event, key = entry.dagster_event, entry.step_key
+                if event is None or key is None:
+                    continue
+                if event.event_type_value == "STEP_START":
+                    began[key] = entry.timestamp
+                elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and key in began:
+                    step = STEP_OF.get(key) or ("sql models" if key in sql_steps else key)
+                    windows.append((step, began.pop(key), entry.timestamp))
+    return sorted(windows, key=lambda w: w[1])
+
+
+def step_at(windows: list[tuple[str, float, float]], at: float) -> str:
+    return next((step for step, began, ended in windows if began <= at <= ended), "between steps")
+
+
+def parse_event_log(event_dir: Path, windows=None) -> dict[str, dict[str, float]]:
+    """Per step: executor CPU seconds, bytes tasks returned, tasks, the driver's peak JVM heap used (MB). A job
+    belongs to the step during which it was submitted (`windows`), its stages and tasks with it; without windows,
+    to its job description (`SparkContext.setJobDescription`)."""
+    stage_step: dict[int, str] = {}
     sums: dict[str, dict[str, float]] = defaultdict(lambda: {"executor_cpu_s": 0.0, "result_bytes": 0.0,
                                                             "jvm_heap_peak_mb": 0.0, "tasks": 0})
     for path in sorted(p for p in event_dir.rglob("*") if p.is_file()):
@@ -127,37 +153,116 @@ def parse_event_log(event_dir: Path) -> dict[str, dict[str, float]]:
             event = json.loads(line)
             kind = event.get("Event")
             if kind == "SparkListenerJobStart":
-                step = (event.get("Properties") or {}).get("spark.job.description", "other")
+                step = (step_at(windows, event["Submission Time"] / 1000) if windows is not None else
+                        (event.get("Properties") or {}).get("spark.job.description", "between steps"))
                 for stage in event.get("Stage IDs", []):
                     stage_step[stage] = step
-                job_step[event["Job ID"]] = step
             elif kind == "SparkListenerTaskEnd":
                 metrics = event.get("Task Metrics") or {}
-                entry = sums[stage_step.get(event["Stage ID"], "other")]
+                entry = sums[stage_step.get(event["Stage ID"], "between steps")]
                 entry["executor_cpu_s"] += metrics.get("Executor CPU Time", 0) / 1e9
                 entry["result_bytes"] += metrics.get("Result Size", 0)
                 entry["tasks"] += 1
             elif kind == "SparkListenerStageExecutorMetrics" and event.get("Executor ID") == "driver":
-                entry = sums[stage_step.get(event["Stage ID"], "other")]
+                entry = sums[stage_step.get(event["Stage ID"], "between steps")]
                 heap = (event.get("Executor Metrics") or {}).get("JVMHeapMemory", 0) / 2**20
                 entry["jvm_heap_peak_mb"] = max(entry["jvm_heap_peak_mb"], heap)
     return sums
 
 
-_GC_LINE = re.compile(r"^\[([0-9.]+)s\].*Pause.* (\d+)M->(\d+)M\((\d+)M\)")
+# -Xlog:gc:file=...:timemillis,uptime lines: [12.345s][1795803933660ms] GC(3) Pause Young (...) 120M->40M(256M) 3.1ms
+_GC_LINE = re.compile(r"^\[[0-9.]+s\]\[(\d+)ms\].*Pause.* (\d+)M->(\d+)M\((\d+)M\)")
 
 
 def parse_gc_log(path: Path) -> list[tuple[float, int]]:
-    """(JVM uptime s, heap MB after the collection) of each of the driver JVM's collections (-Xlog:gc lines)."""
+    """(epoch s, heap MB after the collection) of each of the driver JVM's collections."""
     if not path.exists():
         return []
-    return [(float(m.group(1)), int(m.group(3))) for line in path.read_text().splitlines() if (m := _GC_LINE.match(line))]
+    return [(int(m.group(1)) / 1000, int(m.group(3))) for line in path.read_text().splitlines()
+            if (m := _GC_LINE.match(line))]
 
 
-def live_heap(collections: list[tuple[float, int]], start_s: float, end_s: float) -> dict[str, float]:
-    """The largest heap left after a collection during a step (MB; NaN: no collection ran in it)."""
-    after = [mb for at, mb in collections if start_s <= at <= end_s]
-    return {"jvm_live_heap_mb": float(max(after)) if after else float("nan"), "gcs": float(len(after))}
+def per_step(windows, samples, collections) -> dict[str, dict[str, float]]:
+    """Per step: wall (sum of its Dagster steps), peak Python and JVM RSS (samples), live heap and collections."""
+    found: dict[str, dict[str, float]] = defaultdict(lambda: {"wall_s": 0.0, "python_peak_mb": 0.0,
+                                                             "jvm_peak_rss_mb": 0.0, "jvm_live_heap_mb": 0.0,
+                                                             "gcs": 0})
+    for step, began, ended in windows:
+        found[step]["wall_s"] += ended - began
+    for at, python, jvm in samples:
+        entry = found[step_at(windows, at)]
+        entry["python_peak_mb"] = max(entry["python_peak_mb"], python)
+        entry["jvm_peak_rss_mb"] = max(entry["jvm_peak_rss_mb"], jvm)
+    for at, heap in collections:
+        entry = found[step_at(windows, at)]
+        entry["jvm_live_heap_mb"] = max(entry["jvm_live_heap_mb"], heap)
+        entry["gcs"] += 1
+    return found
+
+
+def run_main_job(home: Path, master: str, events: Path, gc_log: Path, args) -> tuple[list, float]:
+    """The main job in a process of its own; returns its memory samples and wall seconds."""
+    conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.logStageExecutorMetrics": "true", "spark.eventLog.compress": "false",
+            "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": args.executor_memory,
+            # One line per collection with the heap before -> after it: the live heap, which garbage not yet
+            # collected (the event log's heap used, the process's RSS) does not show.
+            "spark.driver.extraJavaOptions": f"-Xlog:gc:file={gc_log}:timemillis,uptime"}
+    command = [sys.executable, "-m", "fair_pipeline.commands", "--home", str(home), "run", "--engine", "spark",
+               "--spark-master", master, "--spark-driver-memory", args.driver_memory, "--no-simulate"]
+    for key, value in conf.items():
+        command += ["--spark-conf", f"{key}={value}"]
+    began = time.time()
+    with (home / "main_job.log").open("w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(), cwd=home)
+        sampler = MemorySampler(process.pid)
+        sampler.start()
+        code = process.wait()
+        sampler.stopped.set()
+        sampler.join()
+    if code:
+        tail = "\n".join((home / "main_job.log").read_text(errors="replace").splitlines()[-60:])
+        sys.exit(f"{home.name}: the main job failed ({code}):\n{tail}")
+    return sampler.samples, time.time() - began
+
+
+def measure(home: Path, master: str, args) -> dict:
+    """Runs the main job on a home holding only its landing, then `analyse`s its logs."""
+    # Every run starts from an empty home but its landing (see _simulate).
+    for child in home.iterdir():
+        if child.name not in ("landing", SIMULATED_MARKER):
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    (home / "event_log").mkdir()
+    load_before = os.getloadavg()
+    samples, wall = run_main_job(home, master, home / "event_log", home / "driver_gc.log", args)
+    (home / "driver_memory.json").write_text(json.dumps(samples))  # kept beside the logs: --from-logs reads them
+    (home / "run.json").write_text(json.dumps({"wall_s": wall, "load_before": load_before,
+                                               "load_after": os.getloadavg()}))
+    return analyse(home)
+
+
+def analyse(home: Path) -> dict:
+    """Per step figures from a measured run's logs: Dagster's, Spark's event log, the GC log, the memory samples."""
+    from fair_pipeline.platform import sql_models
+
+    samples = json.loads((home / "driver_memory.json").read_text())
+    sql_steps = {"__".join(model.key) for model in sql_models.discover_models().values()}
+    windows = step_windows(home / "dagster_home", sql_steps)
+    spark_by_step = parse_event_log(home / "event_log", windows)
+    memory_by_step = per_step(windows, samples, parse_gc_log(home / "driver_gc.log"))
+    rows = {step: {**memory_by_step.get(step, {}), **spark_by_step.get(step, {})}
+            for step in (*STEPS, *sorted({w[0] for w in windows} - set(STEPS)))}
+    run = json.loads((home / "run.json").read_text()) if (home / "run.json").exists() else {
+        "wall_s": windows[-1][2] - windows[0][1], "load_before": [float("nan")] * 3, "load_after": [float("nan")] * 3}
+    rows["_run"] = {**run, "python_peak_mb": max((s[1] for s in samples), default=float("nan")),
+                    "jvm_peak_rss_mb": max((s[2] for s in samples), default=float("nan")),
+                    "jvm_live_heap_mb": max((v.get("jvm_live_heap_mb", 0) for v in rows.values()), default=0),
+                    "jvm_heap_peak_mb": max((v.get("jvm_heap_peak_mb", 0) for v in rows.values()), default=0),
+                    "gcs": sum(v.get("gcs", 0) for v in rows.values()),
+                    "result_bytes": sum(v.get("result_bytes", 0) for v in spark_by_step.values()),
+                    "executor_cpu_s": sum(v.get("executor_cpu_s", 0) for v in spark_by_step.values()),
+                    "tasks": sum(v.get("tasks", 0) for v in spark_by_step.values())}
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -168,23 +273,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--driver-memory", default="1g")
     parser.add_argument("--work-dir", default=None, help="keep homes and logs here (default: a temp directory)")
     parser.add_argument("--simulate-only", action="store_true", help="write the landing of every size and stop")
-    parser.add_argument("--child", nargs=3, metavar=("HOME", "MASTER", "EVENT_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--from-logs", action="store_true",
+                        help="run nothing: print the figures of the runs already measured in --work-dir")
     parser.add_argument("--master", default=None,
                         help="a running standalone master (spark://...) instead of starting one from the wheel")
     args = parser.parse_args(argv)
-    if args.child:
-        home, master, event_dir = args.child
-        print(json.dumps(run_driver(Path(home), master, Path(event_dir), args.driver_memory, args.executor_memory)))
-        return
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cluster helper lives beside the tests
     from tests.platform.spark.cluster import standalone_cluster
 
     sizes = [float(s) for s in args.impressions.split(",")]
-    base = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_cluster_"))
+    base = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_cluster_")).resolve()
+    if args.from_logs:
+        _print({size: analyse(base / f"home_{size:.0e}") for size in sizes}, sizes)
+        return
     for size in sizes:
         began = time.perf_counter()
-        if _simulate(base / f"home_{size:.0e}" / "landing", size):
-            print(f"simulated {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
+        if _simulate(base / f"home_{size:.0e}", size):
+            print(f"simulated {DAYS} days of {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
     if args.simulate_only:
         return
     rows = {}
@@ -192,44 +297,38 @@ def main(argv: list[str] | None = None) -> None:
         master = args.master or stack.enter_context(
             standalone_cluster(base / "cluster", cores=args.cores, memory=args.executor_memory)).master_url
         for size in sizes:
-            home, events = base / f"home_{size:.0e}", base / f"events_{size:.0e}"
-            # Every run starts from an empty warehouse and event log (the landing is kept: see _simulate).
-            shutil.rmtree(home / "spark_warehouse", ignore_errors=True)
-            (home / "warehouse.duckdb").unlink(missing_ok=True)
-            shutil.rmtree(events, ignore_errors=True)
-            events.mkdir(parents=True, exist_ok=True)
-            child = subprocess.run([sys.executable, __file__, "--driver-memory", args.driver_memory, "--executor-memory",
-                                    args.executor_memory, "--child", str(home), master, str(events)],
-                                   capture_output=True, text=True, check=False)
-            if child.returncode:
-                sys.exit(f"{size:.0e}: driver failed:\n{child.stderr[-4000:]}")
-            driver = json.loads(child.stdout.strip().splitlines()[-1])
-            events_by_step = parse_event_log(events)
-            gc_events = parse_gc_log(events.parent / f"{events.name}_driver_gc.log")
-            rows[size] = {step: {**driver[step], **events_by_step.get(step, {}),
-                                 **live_heap(gc_events, *driver[step]["jvm_uptime_s"])} for step in STEPS}
-            rows[size]["_rows"] = driver["rows"]
+            rows[size] = measure(base / f"home_{size:.0e}", master, args)
             (base / f"results_{size:.0e}.json").write_text(json.dumps(rows[size]))  # kept if a larger size fails
-            print(f"{size:.0e}: {driver['rows']}", flush=True)
+            run = rows[size]["_run"]
+            print(f"{size:.0e}: main job {run['wall_s']:.0f} s, load average {run['load_before'][0]:.1f} before, "
+                  f"{run['load_after'][0]:.1f} after", flush=True)
     _print(rows, sizes)
 
 
+COLUMNS = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gcs", "jvm_heap_peak_mb",
+           "jvm_peak_rss_mb", "tasks", "result_bytes")
+DRIVER = ("python_peak_mb", "jvm_live_heap_mb", "jvm_heap_peak_mb", "jvm_peak_rss_mb", "tasks", "result_bytes")
+
+
 def _print(rows: dict, sizes: list[float]) -> None:
-    columns = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gcs", "jvm_heap_peak_mb",
-               "jvm_peak_rss_mb", "tasks", "result_bytes")
-    print("| impressions/day | step | " + " | ".join(columns) + " |")
-    print("|---:|---|" + "---:|" * len(columns))
+    steps = [s for s in rows[sizes[0]] if s != "_run"]
+    print("| impressions/day | step | " + " | ".join(COLUMNS) + " |")
+    print("|---:|---|" + "---:|" * len(COLUMNS))
     for size in sizes:
-        for step in STEPS:
-            values = rows[size][step]
-            print(f"| {size:,.0f} | {step} | " + " | ".join(f"{values.get(c, float('nan')):,.1f}" for c in columns) + " |")
+        for step in [*steps, "_run"]:
+            values = rows[size].get(step, {})
+            print(f"| {size:,.0f} | {step.strip('_')} | " + " | ".join(
+                f"{values.get(c, float('nan')):,.1f}" for c in COLUMNS) + " |")
     smallest = sizes[0]
     for size in sizes[1:]:
         print(f"\ngrowth {smallest:.0e} -> {size:.0e} (x{size / smallest:.0f} impressions):")
-        for step in STEPS:
-            ratios = ", ".join(f"{c} {rows[size][step].get(c, 0) / rows[smallest][step].get(c, 1):.2f}x"
-                               for c in columns if rows[smallest][step].get(c))
-            print(f"  {step}: {ratios}")
+        for step in [*steps, "_run"]:
+            before, after = rows[smallest].get(step, {}), rows[size].get(step, {})
+            ratios = ", ".join(f"{c} {after.get(c, 0) / before[c]:.2f}x" for c in COLUMNS if before.get(c))
+            print(f"  {step.strip('_')}: {ratios}")
+        worst = {c: max((rows[size].get(s, {}).get(c, 0) / rows[smallest][s][c]
+                         for s in steps if rows[smallest].get(s, {}).get(c)), default=float("nan")) for c in DRIVER}
+        print("  largest growth of a step's driver figure: " + ", ".join(f"{c} {v:.2f}x" for c, v in worst.items()))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from fair_pipeline.platform import run_recovery, settings
 from fair_pipeline.platform.partitions import WINDOW_DAYS, min_window_days
 from fair_pipeline.platform.progress import root_cause, with_progress
 
+ITEMS_KEY = dg.AssetKey(["raw", "items"])
+
 DAGSTER_YAML = """\
 # Written by fair-pipeline. DuckDB allows one writer per file: every asset that touches the warehouse
 # is in the `duckdb` pool, and pools default to one step at a time across all runs.
@@ -181,6 +183,42 @@ def _code_versions(job_name: str) -> dict[dg.AssetKey, str | None]:
     return {key: graph.get(key).code_version for key in keys}
 
 
+def _read_by(record, key: dg.AssetKey, window: list[str]) -> tuple:
+    """What the days of `window` read of unpartitioned `key` as that materialization left it: for the catalogues, the
+    delivery holding on each day and its fingerprint (a materialization without them: its data version); for the
+    views over them, only their code (what they show changes with the catalogues)."""
+    from fair_pipeline.ingestion.assets import DELIVERY_FINGERPRINTS
+    from fair_pipeline.ingestion.catalogue_dates import holding_delivery
+
+    materialization = record.asset_materialization
+    code = (materialization.tags or {}).get("dagster/code_version")
+    if key != ITEMS_KEY:
+        return (code,)
+    recorded = materialization.metadata.get(DELIVERY_FINGERPRINTS)
+    if recorded is None:
+        return code, (materialization.tags or {}).get("dagster/data_version")
+    by_delivery = recorded.value
+    return code, tuple(by_delivery.get(holding_delivery(day, list(by_delivery))) for day in window)
+
+
+def _changed_at(instance: dg.DagsterInstance, key: dg.AssetKey, window: list[str]) -> int | None:
+    """The storage id of the materialization of unpartitioned `key` since which what `window`'s days read of it is
+    what they read now. Every ingestion materializes the catalogues, and a backfill delivers catalogues for its own
+    days: the newest materialization would make every partition look out of date after any backfill."""
+    changed_at, current, cursor = None, None, None
+    while True:
+        page = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=100, cursor=cursor)
+        for record in page.records:
+            read = _read_by(record, key, window)
+            current = read if current is None else current
+            if read != current:
+                return changed_at
+            changed_at = record.storage_id
+        if not page.has_more:
+            return changed_at
+        cursor = page.cursor
+
+
 def _built_by_this_code(record, key: dg.AssetKey, job_name: str) -> bool:
     return record.asset_materialization.tags.get("dagster/code_version") == _code_versions(job_name)[key]
 
@@ -235,8 +273,8 @@ def up_to_date(day: str, instance: dg.DagsterInstance | None = None) -> bool:
     window = [str(first + dt.timedelta(days=i)) for i in range(WINDOW_DAYS + 1)]
     inputs = [record.storage_id for key in _job_assets("ingest_logs", partitioned=True) for d in window
               if (record := _latest_record(instance, key, d)) is not None]
-    inputs += [record.storage_id for key in _job_assets("ingest_logs", partitioned=False)
-               if (record := _latest_record(instance, key)) is not None]
+    inputs += [storage_id for key in _job_assets("ingest_logs", partitioned=False)
+               if (storage_id := _changed_at(instance, key, window)) is not None]
     newest_input = max(inputs, default=0)
     return all((record := _latest_record(instance, key, day)) is not None and record.storage_id > newest_input
                and _built_by_this_code(record, key, "train_and_audit")

@@ -30,7 +30,7 @@ START = dt.date(2026, 1, 1)
 # `--no-loadscope-reorder`, xdist >= 3.8 sorts the units by their number of tests, which put these last.) A stale
 # figure only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
 LONG_MODULES = {
-    "tests/e2e/test_docs_commands.py": 420, "tests/e2e/test_readme.py": 390,
+    "tests/e2e/test_readme.py": 390,
     "tests/e2e/test_main_job.py": 375, "tests/platform/spark/test_engine_run.py": 530,
     "tests/platform/test_disk_full.py": 309, "tests/e2e/test_browser.py": 240, "tests/e2e/test_partitions.py": 130,
     "tests/audit/test_assets.py": 220, "tests/reporting/test_assets.py": 235, "tests/platform/spark/test_ingestion_parity.py": 200,
@@ -55,9 +55,17 @@ OWN_JVM = ("tests/platform/spark/test_connect.py", "tests/platform/spark/test_en
 
 # Modules whose tests share no module-scoped setup (each builds its own home): every test is a unit of its own, so
 # the two workers share a module that would otherwise keep one of them busy for many minutes. Worker-seconds of
-# each test, as LONG_MODULES (test_kill_recovery took 880 s as one unit, its longest test 254 s idle).
-SPLIT_MODULES = ("tests/platform/test_kill_recovery.py",)
+# each test, as LONG_MODULES (test_kill_recovery took 880 s as one unit, its longest test 254 s idle;
+# test_docs_commands 420 s, four tests of it 330 s).
+SPLIT_MODULES = ("tests/platform/test_kill_recovery.py", "tests/e2e/test_docs_commands.py")
 LONG_TESTS = {
+    "tests/e2e/test_docs_commands.py::test_the_documented_week_run": 125,
+    "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes[python benchmarks/bench_noop_run.py "
+    "--days 4 --requests-per-day 1000]": 115,
+    "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes[python benchmarks/bench_main_job.py "
+    "--sizes 25000 100000 250000 --days 3 --top 6]": 75,
+    "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes[python benchmarks/bench_penalized.py "
+    "--repeats 5 --parts objective,fits,path]": 20,
     "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps": 500,
     "tests/platform/test_kill_recovery.py::test_backfill_completes_after_run_killed_mid_step[mlflow_logging]": 165,
     "tests/platform/test_kill_recovery.py::test_backfill_completes_after_run_killed_mid_step[ingestion]": 160,

@@ -65,7 +65,7 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
              "tests/platform/spark/test_spark_engine.py::test_run", "tests/platform/spark/test_bench_engines.py::test_b"]
     own_cluster = [f"tests/platform/spark/test_engine_run.py::test_{k}" for k in range(4)]
     one_long = ["tests/platform/test_concurrent_runs.py::test_two"]
-    kills = list(conftest.LONG_TESTS)  # one module, each test a unit of its own
+    kills = list(conftest.LONG_TESTS)  # SPLIT_MODULES' long tests, each a unit of its own
     items = [SimpleNamespace(nodeid=nodeid) for nodeid in many_short + spark + own_cluster + one_long + kills]
     random.Random(1).shuffle(items)  # as pytest-randomly leaves them
     conftest.pytest_collection_modifyitems(items)

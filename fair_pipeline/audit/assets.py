@@ -16,7 +16,8 @@ from pydantic import Field
 
 from fair_pipeline.audit import DEFAULT_CUTOFFS, AuditInputError
 from fair_pipeline.audit import sql as aw
-from fair_pipeline.audit.evaluation import EvaluationData, OutputAudit, audit_output
+from fair_pipeline.audit.cell_audit import audit_cells
+from fair_pipeline.audit.evaluation import OutputAudit, audit_output, evaluation_data
 from fair_pipeline.audit.exposure_sql import exposure_tables
 from fair_pipeline.audit.outputs import SCORED_OUTPUT_TABLES, ScoredOutput, Unavailable, scored_outputs
 from fair_pipeline.audit.report import (
@@ -33,11 +34,12 @@ from fair_pipeline.audit.stats.clustered import ESTIMANDS
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT
 from fair_pipeline.audit.stats.equivalence import DEFAULT_MARGINS, resolve_margins
 from fair_pipeline.audit.store import write_audit
-from fair_pipeline.audit.streamed import scratch_dir, spill_rows
+from fair_pipeline.audit.streamed import scratch_dir
 from fair_pipeline.audit.tracking import log_audit
 from fair_pipeline.platform.asset_defaults import pipeline_asset
 from fair_pipeline.platform.partitions import daily_partitions, partition_day
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
+from fair_pipeline.platform.settings import group_columns
 from fair_pipeline.platform.tracking import MLflowTracking, TrackingUnavailableError, figure_link_markdown
 from fair_pipeline.platform.windows import DEFAULT_HOLDOUT_DAYS
 
@@ -174,26 +176,6 @@ class AuditRun:
     written: dict[str, int]
 
 
-def _evaluation_data(marts, source, features, config: FairnessAuditConfig, scratch) -> EvaluationData:
-    """The held-out rows of the window: the day-sized rows (one per impression when logged scores are continuous)
-    go to a file in DuckDB's spill directory and every output is audited from it in batches (audit.streamed);
-    on Spark they stay on the executors (audit.spark_audit), cluster-robust variances included."""
-    cluster_cols = aw.check_variance(config.variance)
-    base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
-    on_executors = marts.name == "spark"
-    data = EvaluationData(score_counts=None, item_counts=aw.item_counts(marts, source, features) if features else None,
-                          query_rows=None, variance=config.variance, cluster_cols=cluster_cols,
-                          spilled=None if on_executors else spill_rows(marts, *base, cluster_cols, scratch,
-                                                                       "held_out_rows"),
-                          spark_rows=marts.frame(*base) if on_executors else None)
-    if on_executors:  # the sampled queries' rows stay on the executors too (audit.spark_pairwise)
-        data.spark_query_rows = marts.frame(*aw.query_rows_query(source, config.pairwise_max_queries))
-        data.queries_in_window = aw.queries_in_window(marts, source)
-    else:
-        data.query_rows, data.queries_in_window = aw.query_rows(marts, source, config.pairwise_max_queries)
-    return data
-
-
 def compute_fairness_audit(con, marts, scratch, config: FairnessAuditConfig, label: str, landing, day, margins,
                            run_id: str, log=None) -> AuditRun:
     """Audit every selected scored output of partition `day` on the held-out labelled rows of its window and write
@@ -204,7 +186,8 @@ def compute_fairness_audit(con, marts, scratch, config: FairnessAuditConfig, lab
     summary = aw.row_summary(marts, source)
     entries = _selected(scored_outputs(con, partition=day), config.outputs)
     available = [e for e in entries if isinstance(e, ScoredOutput)]
-    data = _evaluation_data(marts, source, sorted({f for e in available for f in e.features}), config, scratch)
+    data = evaluation_data(marts, source, sorted({f for e in available for f in e.features}), config.variance,
+                           config.pairwise_max_queries, scratch)
     if not summary["labelled_rows"]:  # no rows in score_counts / cluster_counts
         raise AuditInputError(f"{source.name}: no labelled rows in {window.label}")
     audits: dict[str, OutputAudit] = {}
@@ -223,7 +206,15 @@ def compute_fairness_audit(con, marts, scratch, config: FairnessAuditConfig, lab
     exposure, exposure_note = exposure_tables(con, marts, window, day, [e for e in available if e.name in audits])
     if exposure_note and log is not None:
         log.warning(exposure_note)
-    tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure}
+    cells = {}
+    if group_columns():  # by each protected attribute of the items table and their crossing
+        cells, notes = audit_cells(marts, scratch, source, window, [a.output for a in audits.values()],
+                                   group_columns(), variance=config.variance, max_queries=config.pairwise_max_queries,
+                                   cutoffs=config.cutoffs, min_count=config.min_count, confidence=config.confidence,
+                                   margins=margins, con=con)
+        for note in notes if log is not None else ():
+            log.warning(note)
+    tables = {"fairness_audit_outputs": outputs, **warehouse_tables(list(audits.values())), **exposure, **cells}
     written = write_audit(con, source.name, window.first, window.last, tables, partition=day)
     return AuditRun(window, source, summary, entries, audits, outputs, exposure, exposure_note, written)
 

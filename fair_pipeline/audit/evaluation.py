@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit import AuditInputError, AuditReport, PairwiseResult, audit_aggregates
+from fair_pipeline.audit import sql as aw
 from fair_pipeline.audit.outputs import ScoredOutput
-from fair_pipeline.audit.streamed import SpilledRows, audit_spilled
+from fair_pipeline.audit.streamed import SpilledRows, audit_spilled, spill_rows
 from fair_pipeline.audit.stats.pairwise import pairwise_from_counts
 from fair_pipeline.audit.stats.roc_band import roc_band
 
@@ -37,6 +38,26 @@ class EvaluationData:
     # and their cluster sums shuffled on the executors (`audit.spark_audit`), nothing row-sized through the driver
     spark_rows: object | None = None
     spark_query_rows: object | None = None  # on Spark: query_rows as a lazy Spark DataFrame (audit.spark_pairwise)
+
+
+def evaluation_data(marts, source: aw.LabelSource, features: list[str], variance: str, max_queries: int, scratch,
+                    name: str = "held_out_rows") -> EvaluationData:
+    """The held-out rows of the window: the day-sized rows (one per impression when logged scores are continuous)
+    go to a file `name` in DuckDB's spill directory `scratch` and every output is audited from it in batches
+    (audit.streamed); on Spark they stay on the executors (audit.spark_audit), cluster-robust variances included."""
+    cluster_cols = aw.check_variance(variance)
+    base = aw.cluster_counts_query(source, cluster_cols) if cluster_cols else aw.score_counts_query(source)
+    on_executors = marts.name == "spark"
+    data = EvaluationData(score_counts=None, item_counts=aw.item_counts(marts, source, features) if features else None,
+                          query_rows=None, variance=variance, cluster_cols=cluster_cols,
+                          spilled=None if on_executors else spill_rows(marts, *base, cluster_cols, scratch, name),
+                          spark_rows=marts.frame(*base) if on_executors else None)
+    if on_executors:  # the sampled queries' rows stay on the executors too (audit.spark_pairwise)
+        data.spark_query_rows = marts.frame(*aw.query_rows_query(source, max_queries))
+        data.queries_in_window = aw.queries_in_window(marts, source)
+    else:
+        data.query_rows, data.queries_in_window = aw.query_rows(marts, source, max_queries)
+    return data
 
 
 @dataclasses.dataclass
@@ -168,10 +189,11 @@ def _audit_spilled(con, output: ScoredOutput, data: EvaluationData, cutoffs, **o
 
 
 def audit_output(output: ScoredOutput, data: EvaluationData, window_start, cutoffs, *, min_count: int,
-                 confidence: float, margins: dict | None = None, con=None) -> OutputAudit:
+                 confidence: float, margins: dict | None = None, con=None, **stream_options) -> OutputAudit:
     """The output's audit: on Spark's executors from ``data.spark_rows`` (see `_on_executors`), from
-    ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`), else from the in-memory tables."""
-    options = dict(min_count=min_count, confidence=confidence, margins=margins)
+    ``data.spilled`` through DuckDB connection ``con`` when given (see `_streamed`), else from the in-memory tables.
+    ``stream_options``: min_clusters, comparisons, reference of `StreamingAudit`."""
+    options = dict(min_count=min_count, confidence=confidence, margins=margins, **stream_options)
     if data.spark_rows is not None and _on_executors(output, data):
         from fair_pipeline.audit.spark_audit import audit_spark_rows  # pyspark is the optional `spark` extra
 

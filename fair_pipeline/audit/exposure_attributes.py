@@ -11,52 +11,22 @@ or an impression whose item is not in the catalogue) is the value `<unknown>`, a
 """
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from fair_pipeline.audit.exposure_sql import logged_exposure_parity
-from fair_pipeline.audit.sql import ITEMS_VIEW, UNKNOWN_GROUP, AuditDataError
-from fair_pipeline.audit.stats.exposure import ExposureParity
-from fair_pipeline.audit.stats.exposure_intersections import (
-    CROSS,
-    DEFAULT_MIN_CELL,
-    cell_key,
-    cell_label,
-    flag_small_cells,
+from fair_pipeline.audit.attribute_cells import (
+    attribute_tables,
+    catalogue_attributes,
+    group_label,
+    item_cells,
+    table_name,
 )
-from fair_pipeline.ingestion.catalogue_dates import items_as_of
+from fair_pipeline.audit.exposure_sql import logged_exposure_parity
+from fair_pipeline.audit.stats.exposure import ExposureParity
+from fair_pipeline.audit.stats.exposure_intersections import DEFAULT_MIN_CELL, flag_small_cells
 from fair_pipeline.platform.engines import as_warehouse
-from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import PartitionWindow
 
 TABLE = "fairness_audit_exposure_cells"
-
-
-def catalogue_attributes(engine, day, columns: list[str]) -> pd.DataFrame:
-    """item_id and `columns` (as text, NULL as `<unknown>`) of the catalogue that holds on `day`."""
-    present = engine.table_columns(ITEMS_VIEW)
-    missing = [c for c in columns if c not in present]
-    if missing:
-        raise AuditDataError(f"group columns {missing} are not columns of the items table "
-                             f"({'.'.join(ITEMS_VIEW)} has {sorted(c for c in present if not c.startswith('_'))})")
-    items, params = items_as_of(engine, day)
-    cols = ", ".join(f"CAST({quote_identifier(c)} AS VARCHAR) AS {quote_identifier(c)}" for c in columns)
-    frame = engine.query_df(f"SELECT DISTINCT CAST(item_id AS VARCHAR) AS item_id, {cols} FROM {items} "
-                            "WHERE item_id IS NOT NULL", params)
-    return frame.astype(object).where(frame.notna(), UNKNOWN_GROUP)
-
-
-def _item_groups(items: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, str]:
-    """(item_id, grp) of one table, and the key of an item the catalogue does not hold."""
-    if len(columns) == 1:
-        return items[["item_id"]].assign(grp=items[columns[0]].astype(str)), UNKNOWN_GROUP
-    keys = [cell_key(row) for row in items[columns].itertuples(index=False)]
-    return items[["item_id"]].assign(grp=keys), cell_key([UNKNOWN_GROUP] * len(columns))
-
-
-def _label(columns: list[str], group: str) -> str:
-    return cell_label(columns, [group] if len(columns) == 1 else json.loads(group))
 
 
 def cells_frame(name: str, columns: list[str], result: ExposureParity) -> pd.DataFrame:
@@ -65,8 +35,8 @@ def cells_frame(name: str, columns: list[str], result: ExposureParity) -> pd.Dat
     groups = result.per_group.rename(columns={"n_clusters": "items", "n_clusters_2": "requests"})
     ratio = pairs.reindex(groups["group"])
     frame = groups.assign(
-        attributes=name, cell=groups["group"], label=[_label(columns, g) for g in groups["group"]],
-        reference=_label(columns, result.reference),
+        attributes=name, cell=groups["group"], label=[group_label(columns, g) for g in groups["group"]],
+        reference=group_label(columns, result.reference),
         ratio=ratio["ratio"].to_numpy(), ratio_ci_low=ratio["ci_low"].to_numpy(),
         ratio_ci_high=ratio["ci_high"].to_numpy(), ratio_df=ratio["df"].to_numpy(), p_holm=ratio["p_holm"].to_numpy(),
         margin=ratio["margin"].to_numpy(), verdict=ratio["verdict"].to_numpy(),
@@ -86,11 +56,10 @@ def attribute_exposure(con, window: PartitionWindow, examination, columns: list[
     on its own, then their crossing (when there are several), two-way clustered on items and requests."""
     engine = as_warehouse(con)
     items = catalogue_attributes(engine, window.last, columns)
-    tables = [[c] for c in columns] + ([columns] if len(columns) > 1 else [])
     frames = []
-    for cols in tables:
-        item_groups, unknown = _item_groups(items, cols)
+    for cols in attribute_tables(columns):
+        item_groups, unknown = item_cells(items, cols)
         result = logged_exposure_parity(engine, window, examination, item_groups=item_groups, unknown_group=unknown,
                                         **options)
-        frames.append(cells_frame(CROSS.join(cols), cols, flag_small_cells(result, min_cell)))
+        frames.append(cells_frame(table_name(cols), cols, flag_small_cells(result, min_cell)))
     return pd.concat(frames, ignore_index=True)

@@ -25,6 +25,7 @@ from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditRep
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.pairwise_file import stream_pairwise
+from fair_pipeline.audit.stats.comparisons import ALL_PAIRS_UP_TO
 from fair_pipeline.audit.stats.pairwise import PairwiseResult
 from fair_pipeline.audit.stats.validation import as_cutoffs
 
@@ -33,7 +34,6 @@ READERS = {".parquet": "read_parquet", ".pq": "read_parquet", ".csv": "read_csv"
 ALL_GROUPS = "(all)"
 BATCH_ROWS = 1 << 18
 DEFAULT_MAX_GROUPS = 50  # a guard against auditing an id column as groups; raise it for thousands of real groups
-ALL_PAIRS_UP_TO = 10  # comparisons="auto": all pairs of up to this many groups (45 pairs), else each vs a reference
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows

@@ -173,11 +173,12 @@ def _states(swept: DataFrame) -> dict[int, dict]:
 def audit_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
                      prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, min_count: int,
                      confidence: float, estimand: str | None = None, margins=None, cluster_cols=(),
-                     partitions: int = DEFAULT_PARTITIONS) -> tuple[AuditReport, int]:
+                     partitions: int = DEFAULT_PARTITIONS, **stream_options) -> tuple[AuditReport, int]:
     """`audit_aggregates` of the output's rescored rows (group[, cluster columns], score, n_pos, n_neg; rows may
     repeat a (group, score)), computed on the executors: ``score(frame)`` scores a batch of ``rows`` (after
     ``prepare``). Variances are cluster-robust by ``cluster_cols`` (one column, or item and query: two-way),
-    else the conditional (iid) ones. Returns the report and the number of rows audited."""
+    else the conditional (iid) ones; ``stream_options``: min_clusters, comparisons, reference of `StreamingAudit`.
+    Returns the report and the number of rows audited."""
     cutoffs, cluster_cols = as_cutoffs(cutoffs), tuple(cluster_cols)
     scored = score_on_executors(rows, score, name, prepare, cluster_cols)
     ranged = scored.repartitionByRange(int(partitions), F.col("s").desc()).persist(StorageLevel.MEMORY_AND_DISK)
@@ -185,7 +186,7 @@ def audit_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray
     try:
         groups, n_pos, n_neg, n_rows = _group_totals(ranged, name, cluster_cols)
         stream = StreamingAudit(groups, n_pos, n_neg, cutoffs, min_count=min_count, confidence=confidence,
-                                margins=margins)
+                                margins=margins, **stream_options)
         counts = _partition_counts(ranged, groups).sort_values("top", ascending=False)  # score order
         pos_above, neg_above = partition_offsets(np.vstack(counts["pos"]), np.vstack(counts["neg"]))
         offsets = {int(pid): (pos_above[k], neg_above[k]) for k, pid in enumerate(counts["pid"])}

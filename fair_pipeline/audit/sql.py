@@ -66,10 +66,17 @@ class LabelSource:
     rows_sql: str
     params: dict
     simulation: bool
+    # row columns every aggregate keeps beside grp (e.g. the logged group_id that an output scores by, when grp
+    # is a cell of the items' attributes: `audit.cell_audit`)
+    carried: tuple[str, ...] = ()
 
     @property
     def table(self) -> str:
         return ".".join(quote_identifier(part) for part in self.view)
+
+    def carried_sql(self, prefix: str = "") -> str:
+        """", c1, c2" (quoted, each with `prefix`) to add to a SELECT and a GROUP BY after grp."""
+        return "".join(f", {prefix}{quote_identifier(c)}" for c in self.carried)
 
 
 def truth_path(landing: Path, day: dt.date | str | None = None) -> Path:
@@ -160,9 +167,10 @@ def row_summary(con, source: LabelSource) -> dict:
 
 def score_counts_query(source: LabelSource) -> tuple[str, dict]:
     """group, score, n_pos, n_neg: one row per group x distinct logged score (labelled rows only)."""
-    return ("SELECT grp AS \"group\", score, CAST(sum(label) AS BIGINT) AS n_pos, "
+    carried = source.carried_sql()
+    return (f"SELECT grp AS \"group\"{carried}, score, CAST(sum(label) AS BIGINT) AS n_pos, "
             "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
-            f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, score ORDER BY grp, score",
+            f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp{carried}, score ORDER BY grp, score",
             source.params)
 
 
@@ -186,10 +194,10 @@ def cluster_counts_query(source: LabelSource, cluster_cols: tuple[str, ...]) -> 
     unknown = [c for c in cluster_cols if c not in ("item_id", "query_id")]
     if unknown:
         raise AuditDataError(f"cluster columns {unknown} are not among ['item_id', 'query_id']")
-    keys = ", ".join(cluster_cols)
-    return (f"SELECT grp AS \"group\", {keys}, score, CAST(sum(label) AS BIGINT) AS n_pos, "
+    keys, carried = ", ".join(cluster_cols), source.carried_sql()
+    return (f"SELECT grp AS \"group\"{carried}, {keys}, score, CAST(sum(label) AS BIGINT) AS n_pos, "
             "CAST(count(*) - sum(label) AS BIGINT) AS n_neg "
-            f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, {keys}, score", source.params)
+            f"FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp{carried}, {keys}, score", source.params)
 
 
 def cluster_counts(con, source: LabelSource, cluster_cols: tuple[str, ...]) -> pd.DataFrame:
@@ -209,9 +217,10 @@ def item_counts(con, source: LabelSource, features: list[str], catalogue_day=Non
     cols = ", ".join(f"i.{quote_identifier(f)}" for f in features)
     items, as_of = items_as_of(engine, catalogue_day or source.params.get("end"))  # the evaluated day's catalogue
     frame = engine.query_df(
-        f"SELECT r.grp AS \"group\", r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
-        "  SELECT grp, item_id, CAST(sum(label) AS BIGINT) AS n_pos, CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
-        f"  FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp, item_id"
+        f"SELECT r.grp AS \"group\"{source.carried_sql('r.')}, r.item_id, r.n_pos, r.n_neg, {cols} FROM ("
+        f"  SELECT grp{source.carried_sql()}, item_id, CAST(sum(label) AS BIGINT) AS n_pos, "
+        "CAST(count(*) - sum(label) AS BIGINT) AS n_neg"
+        f"  FROM ({source.rows_sql}) WHERE label IS NOT NULL GROUP BY grp{source.carried_sql()}, item_id"
         f") r LEFT JOIN {items} i ON i.item_id = r.item_id "
         "ORDER BY r.grp, r.item_id",
         source.params | as_of,
@@ -233,9 +242,10 @@ def query_rows_query(source: LabelSource, max_queries: int) -> tuple[str, dict]:
     sql = (f"WITH r AS (SELECT * FROM ({source.rows_sql}) WHERE label IS NOT NULL), "
            "q AS (SELECT query_id FROM (SELECT DISTINCT query_id FROM r) ORDER BY md5(query_id), query_id "
            "LIMIT $max_queries) "
-           "SELECT r.query_id, r.grp AS \"group\", r.item_id, r.score, CAST(sum(r.label) AS BIGINT) AS n_pos, "
-           "CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg FROM r JOIN q ON q.query_id = r.query_id "
-           "GROUP BY r.query_id, r.grp, r.item_id, r.score")
+           f"SELECT r.query_id, r.grp AS \"group\"{source.carried_sql('r.')}, r.item_id, r.score, "
+           "CAST(sum(r.label) AS BIGINT) AS n_pos, CAST(count(*) - sum(r.label) AS BIGINT) AS n_neg "
+           "FROM r JOIN q ON q.query_id = r.query_id "
+           f"GROUP BY r.query_id, r.grp{source.carried_sql('r.')}, r.item_id, r.score")
     return sql, {**source.params, "max_queries": int(max_queries)}
 
 

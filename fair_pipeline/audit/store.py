@@ -25,6 +25,10 @@ transaction across all tables.
                                  "gender=F · age=65+"): exposure/merit with CI, ratio to the table's reference with CI,
                                  Holm p, verdict, estimable + note (minimum cell size; audit.exposure_attributes);
                                  `df` / `ratio_df`: the t critical values' effective clusters
+  marts.fairness_audit_cell_{groups,pairs,xauc,xauc_deltas,pairwise}  the tables above by protected attribute and
+                                 crossed (audit.cell_audit): `attributes` names the table ("gender", "gender × age"),
+                                 group / group_a / group_b hold the cell keys (the value, or the JSON array of
+                                 values), label / label_a / label_b read "gender=F · age=65+"; `items` per cell
 """
 from __future__ import annotations
 
@@ -88,6 +92,18 @@ SCHEMAS: dict[str, list[tuple[str, str]]] = {
         ("kind", V), ("group_a", V), ("group_b", V), ("fpr", D), ("tpr", D), ("se", D), ("tpr_ci_low", D),
         ("tpr_ci_high", D)],
 }
+
+
+def _by_cell(name: str) -> list[tuple[str, str]]:
+    """A table's schema by attribute cells: its columns, the attribute table's name and the cells' labels."""
+    keys = [c for c, _ in SCHEMAS[name]]
+    labels = [("label", V), ("items", I)] if "group" in keys else [("label_a", V), ("label_b", V)]
+    return SCHEMAS[name] + [("attributes", V)] + labels + ([("note", V)] if "note" not in keys else [])
+
+
+SCHEMAS.update({name.replace("fairness_audit_", "fairness_audit_cell_"): _by_cell(name) for name in (
+    "fairness_audit_groups", "fairness_audit_pairs", "fairness_audit_xauc", "fairness_audit_xauc_deltas",
+    "fairness_audit_pairwise")})
 TABLES = [f"marts.{name}" for name in SCHEMAS]
 
 

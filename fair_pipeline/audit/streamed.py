@@ -161,9 +161,10 @@ def _clustered_sweep(con, scored: Path, groups, stream: StreamingAudit, n_cluste
 def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
                   prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, min_count: int,
                   confidence: float, estimand: str | None = None, margins=None,
-                  batch_rows: int | None = None) -> AuditReport:
+                  batch_rows: int | None = None, **stream_options) -> AuditReport:
     """`audit_aggregates` of the output's rescored rows (group, score, n_pos, n_neg, clustered by
-    ``rows.cluster_cols``), streamed: ``score(frame)`` scores a batch of ``rows`` (after ``prepare``)."""
+    ``rows.cluster_cols``), streamed: ``score(frame)`` scores a batch of ``rows`` (after ``prepare``);
+    ``stream_options``: min_clusters, comparisons, reference of `StreamingAudit`."""
     batch_rows = batch_rows or BATCH_ROWS
     cutoffs = as_cutoffs(cutoffs)
     clustered = bool(rows.cluster_cols)
@@ -174,7 +175,7 @@ def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.nda
             raise AuditInputError("no rows to audit (the input holds a header at most)")
         groups, n_pos, n_neg = _group_totals(con, scored)
         stream = StreamingAudit(groups, n_pos, n_neg, cutoffs, min_count=min_count, confidence=confidence,
-                                margins=margins)
+                                margins=margins, **stream_options)
         if not clustered:
             _sweep(con, scored, groups, stream, batch_rows)
             return stream.report(estimand=estimand)

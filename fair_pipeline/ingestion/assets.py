@@ -13,7 +13,8 @@ from fair_pipeline.ingestion import contract, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
-from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, combined, source_day_fingerprint
+from fair_pipeline.ingestion.fingerprints import (catalogue_fingerprint, combined, delivery_fingerprints,
+                                                 source_day_fingerprint)
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
@@ -25,6 +26,8 @@ from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
 # Metadata of each ingestion: the landing fingerprint of every day it loaded (what `run` compares to the landing).
 FINGERPRINTS = "landing_fingerprints"
+# Each catalogue delivery's fingerprint: a partition is out of date only when a delivery its window reads changed.
+DELIVERY_FINGERPRINTS = "delivery_fingerprints"
 
 
 class IngestionConfig(dg.Config):
@@ -197,6 +200,7 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             pinned = pin_undated_catalogue(landing.resolved_path)  # first: the fingerprint is of the files as loaded
             cache = HashCache.beside(context.instance)
             fingerprint = catalogue_fingerprint(landing.resolved_path, cache)
+            by_delivery = delivery_fingerprints(landing.resolved_path, cache)
             cache.save()
             load = load_items(con, landing.resolved_path)
         except LandingFileError as error:
@@ -216,6 +220,7 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
         data_version=dg.DataVersion(fingerprint),
         metadata={
             FINGERPRINTS: dg.MetadataValue.json({"items": fingerprint}),
+            DELIVERY_FINGERPRINTS: dg.MetadataValue.json(by_delivery),
             "dagster/row_count": load.accepted,
             "rejected_rows": load.rejected,
             "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),

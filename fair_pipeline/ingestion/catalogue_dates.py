@@ -82,6 +82,18 @@ def deliveries(landing: Path) -> list[Delivery]:
     return [Delivery(day, tuple(found[day]), start, end) for day, start, end in zip(days, starts, ends)]
 
 
+UNDATED = "undated"
+
+
+def holding_delivery(day: str, delivery_days: list[str]) -> str | None:
+    """Which of the deliveries (their days, YYYY-MM-DD, or `UNDATED`) holds on `day`, by the rule of `deliveries`: the
+    newest delivered on or before it, else the oldest; an undated catalogue alone holds on every day. None: none."""
+    dated = sorted(d for d in delivery_days if d != UNDATED)
+    if not dated:
+        return UNDATED if UNDATED in delivery_days else None
+    return max((d for d in dated if d <= day), default=dated[0])
+
+
 def _as_date(day: dt.date | str) -> dt.date:
     return day if isinstance(day, dt.date) else dt.date.fromisoformat(str(day)[:10])
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.catalogue_dates import UNDATED, deliveries
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.landing import landing_files, partition_dir
 
@@ -44,6 +45,12 @@ def source_day_fingerprint(landing: Path, source: str, day: dt.date | str, cache
 def catalogue_fingerprint(landing: Path, cache: HashCache | None = None) -> str:
     """Every catalogue delivery's files (dated or not)."""
     return files_fingerprint(landing, landing_files(Path(landing) / contract.ITEMS_DIR), cache)
+
+
+def delivery_fingerprints(landing: Path, cache: HashCache | None = None) -> dict[str, str]:
+    """Each catalogue delivery's fingerprint by its day (`UNDATED` for an undated catalogue): which days read a
+    changed catalogue (`catalogue_dates.holding_delivery`)."""
+    return {str(d.day) if d.day else UNDATED: files_fingerprint(landing, d.files, cache) for d in deliveries(landing)}
 
 
 def combined(fingerprints: dict[str, str]) -> str:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.reporting import audit_sections, figures, frontier, pairwise, selection, trend
+from fair_pipeline.reporting import audit_sections, cell_sections, figures, frontier, pairwise, selection, trend
 from fair_pipeline.reporting.eo_sections import eo_transform, exposure_merit
 from fair_pipeline.reporting.exposure_section import logged_exposure
 from fair_pipeline.reporting.formatting import (
@@ -293,6 +293,8 @@ SECTIONS: list[SectionSpec] = [
     SectionSpec("roc", "ROC curves and partial AUC by group", "audit", audit_sections.roc_audit),
     SectionSpec("xauc", "xROC / xAUC", "audit", audit_sections.xauc_audit),
     SectionSpec("pairwise", "Pairwise accuracy matrices", "audit", pairwise.pairwise_accuracy),
+    SectionSpec("audit_by_cells", "Partial AUC, xAUC and pairwise accuracy by protected attribute and crossed cells",
+                "audit", cell_sections.audit_by_cells),
     SectionSpec("audit_trend", "Audit trend over daily partitions", "audit", trend.audit_trend),
     SectionSpec("lambda_frontier", "λ trade-off frontier", "training", frontier.lambda_frontier),
     SectionSpec("model_selection", "Model selection", "selection", selection.model_selection),

@@ -155,6 +155,12 @@ def _nothing_new_then_one_changed_day(home: Path, capsys) -> None:
     assert reads.files == set()
     assert "nothing new:" in capsys.readouterr().out
     assert len(instance.get_run_records()) == runs
+    # Old days ingested again (as `dg launch` or a UI backfill does; the unchanged catalogue is materialized with
+    # them): outside the newest day's window and the catalogue's fingerprint the same, so the newest day stays up to
+    # date and the next run finds nothing new.
+    assert runner.ingest_range(str(DAYS[0]), str(DAYS[1])).success
+    assert runner.landing_changes([str(d) for d in DAYS[:2] + NOVEMBER]) == ([], False)
+    assert runner.up_to_date(str(NOVEMBER[-1]))
     changed = NOVEMBER[1]
     key = dg.AssetKey(["raw", "observational_impressions"])
     record = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, asset_partitions=[str(changed)]),

@@ -1,10 +1,11 @@
-"""A home with three groups runs end to end: ingestion,
-position bias, EO transforms and their (simulated) evaluation, rankers, the audit with its exposure parity of the
-logged ranking, selection and the report; every group appears in every stage's tables and in the report."""
+"""A home with three groups (a quoted and a Cyrillic label among them) runs end to end: ingestion, position bias,
+EO transforms and their (simulated) evaluation, rankers, the audit with its exposure parity of the logged ranking,
+selection and the report; every group appears in every stage's tables and in the report."""
 from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 
 import duckdb
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from fair_pipeline.ingestion.simulator import SimulationConfig
 from tests.simulated_home import materialize_simulated_home
 
-LABELS = ["north", "south", "east-west"]
+LABELS = ["north", 'south "S"', "восток-запад"]  # quotes and a non-Latin script: labels are data
 CONFIG = SimulationConfig(n_items=3_000, requests_per_day=300, slots=20, seed=3, groups=3,
                           group_shares="0.5;0.3;0.2", group_labels=";".join(LABELS))
 START = dt.date(2026, 1, 1)
@@ -28,6 +29,15 @@ def home(tmp_path_factory):
 def _distinct(home, table: str, column: str = "group") -> set:
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         return {r[0] for r in con.execute(f'SELECT DISTINCT "{column}" FROM marts.{table}').fetchall()}
+
+
+def test_every_group_has_its_eo_transform_and_simulated_evaluation(home):
+    with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
+        fits = con.execute("SELECT variant, estimable, reason, transform_json FROM marts.eo_transforms").df()
+    assert set(fits["variant"]) == {"weighted", "unweighted"} and fits["estimable"].all(), fits["reason"].tolist()
+    for text in fits["transform_json"]:
+        assert set(json.loads(text)["groups"]) == set(LABELS)
+    assert _distinct(home, "eo_evaluation") == set(LABELS)
 
 
 def test_every_group_is_audited_with_every_pair(home):
@@ -65,7 +75,7 @@ def test_every_audited_candidate_has_its_offpolicy_exposure_with_every_group(hom
 def test_model_ranking_carries_each_candidates_exposure_ratio(home):
     with duckdb.connect(str(home / "warehouse.duckdb"), read_only=True) as con:
         ranking = con.execute("SELECT * FROM marts.model_ranking").df()
-    for label in ("south", "east-west"):
+    for label in LABELS[1:]:
         assert f"exposure_ratio[{label}]" in ranking.columns
     fitted = ranking[ranking["estimable"].astype(bool)]
     assert fitted["exposure_ratio_worst"].notna().all()

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import sqlglot
 
-from fair_pipeline.audit import exposure_attributes, exposure_sql
+from fair_pipeline.audit import attribute_cells, cell_audit, exposure_attributes, exposure_sql
 from fair_pipeline.audit import sql as audit_sql
 from fair_pipeline.eo import sql as eo_sql
 from fair_pipeline.ingestion import catalogue_dates
@@ -35,7 +35,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fair_pipeline"
 RENDERED_MODULES = {
     "fair_pipeline/audit/sql.py": audit_sql,
     "fair_pipeline/audit/exposure_sql.py": exposure_sql,
-    "fair_pipeline/audit/exposure_attributes.py": exposure_attributes,
+    "fair_pipeline/audit/attribute_cells.py": attribute_cells,
+    "fair_pipeline/audit/cell_audit.py": cell_audit,
     "fair_pipeline/ingestion/catalogue_dates.py": catalogue_dates,
     "fair_pipeline/eo/sql.py": eo_sql,
     "fair_pipeline/position_bias/sql.py": position_bias_sql,
@@ -74,6 +75,8 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/ingestion/catalogue.py": "the item catalogue's validation (catalogue-sized; on the spark engine "
         "raw.items is then copied to Spark)",
     "fair_pipeline/audit/files.py": "`fair-pipeline audit FILE` reads one user file on the local machine",
+    "fair_pipeline/audit/pairwise_file.py": "the pairwise pass of `fair-pipeline audit FILE` over the same local "
+        "user file (as audit/files.py)",
     "fair_pipeline/audit/streamed.py": "the sweep and cluster passes run on a local DuckDB over the Parquet file "
         "spilled to the local temp directory; its engine input (spill_rows) is audit/sql.py's score_counts / "
         "cluster_counts query, rendered above",
@@ -90,6 +93,9 @@ STAYS_ON_DUCKDB = {
     "fair_pipeline/platform/engines/spark_engine.py": "the Spark engine: runs only SQL rendered by spark_sql",
     "fair_pipeline/reporting/model.py": "ReportInputs.sql reads the result stores (local); its mart_sql hands "
         "reporting/sections.py's mart queries to the engine (captured below)",
+    "fair_pipeline/reporting/cell_sections.py": "ReportInputs.sql over the audit's result store "
+        "(marts.fairness_audit_cell_*, written by write_audit to the local DuckDB; its engine reads are "
+        "audit/sql.py's queries over audit/cell_audit.py's cell rows, rendered above)",
     "fair_pipeline/reporting/trend.py": "reads the audit's result store (marts.fairness_audit_*, local by design)",
     "fair_pipeline/reporting/exposure_section.py": "ReportInputs.sql over the audit's result store "
         "(marts.fairness_audit_exposure_*, written by write_audit to the local DuckDB; its engine reads are "
@@ -150,6 +156,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
                 call(audit_sql, "cluster_counts", source, variance)
             call(audit_sql, "item_counts", source, ["item_id"])
             call(audit_sql, "query_rows", source, 5)
+            call(audit_sql, "queries_in_window", source)
         call(eo_sql, "read_click_counts", first, last)
         for table in (position_bias_sql.SCORE_BINS_TABLE, position_bias_sql.SWAP_CELLS_TABLE):
             call(position_bias_sql, "window_aggregates", table, first, last, "shuffle")
@@ -166,6 +173,18 @@ def stage_statements(tmp_path_factory) -> list[str]:
         call(exposure_sql, "logged_exposure_parity", training, 1 / np.log2(1 + curve["position"].to_numpy()))
         call(exposure_attributes, "attribute_exposure", training, 1 / np.log2(1 + curve["position"].to_numpy()),
              ["group_id"])
+        engine = DuckDBEngine(recorder)  # the audit by attribute cells: the catalogue's cells, joined to the rows
+        items = attribute_cells.catalogue_attributes(engine, last, ["group_id"])
+        mapping, unknown = attribute_cells.item_cells(items, ["group_id"])
+        engine.register_frame(cell_audit.ITEM_CELLS, mapping)
+        cells = cell_audit.cell_source(audit_sql.label_source("randomized_clicks", landing, window, ["shuffle"]),
+                                       unknown)
+        assert cell_audit.items_per_cell(engine, cells).sum() > 0
+        audit_sql.score_counts(recorder, cells)
+        audit_sql.cluster_counts(recorder, cells, ("item_id", "query_id"))
+        audit_sql.item_counts(recorder, cells, ["item_id"])
+        audit_sql.query_rows(recorder, cells, 5)
+        engine.unregister_frame(cell_audit.ITEM_CELLS)
         call(catalogue_dates, "items_as_of", last)
         call(catalogue_dates, "delivered_columns", last, features)
         ranker = selection_candidates.Ranker("r0", 0.0, tuple(features[:2]), np.array([1.0, -0.5]), 0.1, first,

@@ -122,7 +122,7 @@ def test_report_is_logged_to_mlflow_and_linked_from_dagster(home, main_job_outpu
     assert metadata["latest"].value == f"reports/latest -> {newest}"
     # Every section: data volume, CTR, position bias, the EO stage's CDFs and exposure/merit, the audit's logged
     # exposure parity, ROC/partial AUC, xAUC and pairwise sections, the audit trend, the λ frontier and model selection.
-    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 13
+    assert run_id in metadata["mlflow_run"].value and metadata["sections_available"].value == 14
     linked_figure(metadata["figure_ctr_by_position"].value)
     tracking = MLflowTracking()
     run = tracking.client().get_run(run_id)
@@ -150,7 +150,7 @@ def test_the_report_reads_the_warehouse_and_only_what_is_deployed_from_the_regis
                             partition_key=newest)
     assert result.success
     metadata = result.asset_materializations_for_node("reporting__fairness_report")[0].metadata
-    assert metadata["sections_available"].value == 13 and metadata["sections_missing"].value == []
+    assert metadata["sections_available"].value == 14 and metadata["sections_missing"].value == []
     after = json.loads(findings.read_text())
 
     def deployed(f):

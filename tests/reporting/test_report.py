@@ -90,7 +90,7 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
     # Later stages have never run: each is listed as missing, nothing fails.
     missing = {s.spec.key for s in report.missing}
     assert missing == {"position_bias", "eo_transform", "exposure_merit", "logged_exposure", "roc", "xauc", "pairwise",
-                       "audit_trend", "lambda_frontier", "model_selection"}
+                       "audit_by_cells", "audit_trend", "lambda_frontier", "model_selection"}
     summary = "\n".join(summary_lines(report))
     assert summary.index("**Missing sections**") < summary.index(
         "- Model selection: stage 'selection': marts.model_ranking holds no results yet")
@@ -100,11 +100,11 @@ def test_mart_sections_report_real_numbers(tmp_path, warehouse):
 def test_report_without_any_stage_lists_everything_as_missing(tmp_path):
     inputs = ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb")
     report = build_report(inputs)
-    assert not report.available and len(report.missing) == 13
+    assert not report.available and len(report.missing) == 14
     assert "ingestion has never run" in report.missing[0].missing
     files = write_report(report, tmp_path / "reports")
     html = files.html.read_text()
-    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 13
+    assert "No statistical test could be run yet" in html and html.count("class='missing'") == 14
     assert not (tmp_path / "none.duckdb").exists()  # reading never creates a warehouse
 
 
@@ -256,7 +256,7 @@ def test_a_stage_owner_can_replace_or_add_a_section(tmp_path, monkeypatch):
                                  lambda inputs: SectionContent(blocks=[Text("custom")])))
     register_section(SectionSpec("elicitation", "Elicited metric", "elicitation", lambda inputs: SectionContent()), after="pairwise")
     keys = [s.key for s in sections.SECTIONS]
-    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 14
+    assert keys.index("elicitation") == keys.index("pairwise") + 1 and len(keys) == 15
     report = build_report(ReportInputs(home=tmp_path, warehouse_path=tmp_path / "none.duckdb"), sections.SECTIONS)
     assert next(s for s in report.sections if s.spec.key == "position_bias").available
     with pytest.raises(ValueError, match="no report section 'nope'"):

@@ -112,9 +112,10 @@ class StreamingAudit:
 
 def audit_grid(grid: ScoreGrid, cutoffs=DEFAULT_CUTOFFS, *, clusters: ClusterRows | None = None,
                min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-               estimand: str | None = None, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS) -> AuditReport:
-    stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs,
-                            min_count=min_count, confidence=confidence, margins=margins, min_clusters=min_clusters)
+               estimand: str | None = None, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS,
+               comparisons: str = "all", reference=None) -> AuditReport:
+    stream = StreamingAudit(grid.groups, grid.n_pos, grid.n_neg, cutoffs, min_count=min_count, confidence=confidence,
+                            margins=margins, min_clusters=min_clusters, comparisons=comparisons, reference=reference)
     stream.update(grid.scores, grid.pos, grid.neg)
     return stream.report(clusters, grid, estimand)
 
@@ -143,7 +144,8 @@ def aggregate_clusters(df: pd.DataFrame, cluster_cols, group_col: str | None, gr
 
 def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | None = "group",
                      cluster_cols=None, min_count: int = DEFAULT_MIN_COUNT, confidence: float = 0.95,
-                     estimand: str | None = None, margins=None) -> AuditReport:
+                     estimand: str | None = None, margins=None, min_clusters: int = DEFAULT_MIN_CLUSTERS,
+                     comparisons: str = "all", reference=None) -> AuditReport:
     """Per-group truncated AUCs, group comparisons and xAUC from an aggregate table.
 
     ``aggregates``: DataFrame with ``score``, ``n_pos``, ``n_neg`` and (unless ``group_col`` is
@@ -152,7 +154,8 @@ def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | No
     clusters of dependent rows, i.e. the table is a ``GROUP BY cluster, group, score``: the variances
     are then cluster-robust. ``estimand`` names the variance in every table (default: conditional /
     clustered / two_way). ``margins``: practical margins δ per metric ({metric: δ}, defaults
-    `audit.stats.equivalence.DEFAULT_MARGINS`).
+    `audit.stats.equivalence.DEFAULT_MARGINS`). ``min_clusters``, ``comparisons``, ``reference``: as
+    `StreamingAudit`.
     """
     df = pd.DataFrame(aggregates)
     if group_col is not None and group_col not in df.columns:
@@ -160,4 +163,5 @@ def audit_aggregates(aggregates, cutoffs=DEFAULT_CUTOFFS, *, group_col: str | No
     grid = aggregates_to_grid(df, group_col)
     clusters = None if cluster_cols is None else aggregate_clusters(df, cluster_cols, group_col, grid.groups)
     return audit_grid(grid, cutoffs, clusters=clusters, min_count=min_count, confidence=confidence,
-                      estimand=estimand, margins=margins)
+                      estimand=estimand, margins=margins, min_clusters=min_clusters, comparisons=comparisons,
+                      reference=reference)

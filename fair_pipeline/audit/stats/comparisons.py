@@ -3,7 +3,8 @@
 Every group gets its own truncated AUCs and balanced xAUCs whatever is chosen; the choice decides the
 comparison tables (group differences, xAUC of both directions and its delta, balanced-xAUC differences), so
 their size, the sweep's columns and the output grow with the comparisons asked for: groups^2 / 2 pairs for
-"all", groups - 1 for "reference" (thousands of groups stay linear in groups).
+"all", groups - 1 for "reference" (thousands of groups stay linear in groups); "auto" is "all" up to
+ALL_PAIRS_UP_TO groups, else "reference" (and "reference" whenever a reference group is named).
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import numpy as np
 
 from fair_pipeline.audit.stats.validation import AuditInputError
 
-MODES = ("all", "reference")
+MODES = ("all", "reference", "auto")
+ALL_PAIRS_UP_TO = 10  # comparisons="auto": all pairs of up to this many groups (45 pairs), else each vs a reference
 
 
 def compared_pairs(groups, rows, comparisons: str = "all", reference=None) -> tuple[list, object]:
@@ -23,6 +25,8 @@ def compared_pairs(groups, rows, comparisons: str = "all", reference=None) -> tu
     groups = list(groups)
     if comparisons not in MODES:
         raise AuditInputError(f"comparisons must be one of {list(MODES)}, got {comparisons!r}")
+    if comparisons == "auto":
+        comparisons = "all" if len(groups) <= ALL_PAIRS_UP_TO and reference is None else "reference"
     if comparisons == "all":
         if reference is not None:
             raise AuditInputError("a reference group is for comparisons='reference' (each group against it)")

@@ -4,15 +4,17 @@ own (a Spark Connect client, or a driver on a standalone cluster, and the test s
 share a process):
 
     python -m tests.platform.spark.raw_and_models ENGINE HOME OUT [MASTER] [--warehouse URI] [--no-ingest]
-    python -m tests.platform.spark.raw_and_models spark HOME OUT MASTER --warehouse URI --die-in-swap DAY
+    python -m tests.platform.spark.raw_and_models spark HOME OUT MASTER --warehouse URI --die-in-swap DAY LANDING
 
 `--no-ingest` builds the models over the raw tables as they are (after the engine's recovery on opening them);
-`--die-in-swap DAY` reloads DAY's observational files and ends the process (exit 3, no clean-up) at the third
-rename of the swap that replaces the day's raw rows and quarantine rows together."""
+`--die-in-swap DAY LANDING`, after the usual run, reloads DAY's observational files from another landing directory
+and ends the process (exit 3, no clean-up) at the third rename of the swap that replaces the day's raw rows and
+quarantine rows together."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from decimal import Decimal
 from pathlib import Path
@@ -37,6 +39,23 @@ def _plain(value):
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     return str(value)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)) or a == b
+    return a == b
+
+
+def assert_same_tables(expected: dict, actual: dict) -> None:
+    """Every table of one engine's JSON equals the other's: columns, row counts, values (floats to 1e-9)."""
+    assert set(actual) == set(expected) and expected["raw.observational_impressions"]["rows"][0][0] > 0
+    for table, want_table in expected.items():
+        got_table = actual[table]
+        assert got_table.get("columns") == want_table.get("columns"), table
+        assert len(got_table["rows"]) == len(want_table["rows"]), table
+        for want, got in zip(want_table["rows"], got_table["rows"]):
+            assert all(_same(w, g) for w, g in zip(want, got)), (table, want, got)
 
 
 def _spark_engine(home: Path, master: str, location: str):
@@ -82,7 +101,7 @@ def tables_as_json(engine) -> dict[str, dict]:
     return tables
 
 
-def die_in_swap(home: Path, master: str, location: str, day: str) -> None:
+def die_in_swap(home: Path, master: str, location: str, day: str, landing: Path) -> None:
     from fair_pipeline.platform.engines import partition_dirs
 
     engine = _spark_engine(home, master, location)
@@ -95,7 +114,7 @@ def die_in_swap(home: Path, master: str, location: str, day: str) -> None:
         real_rename(fs, source, target)
 
     partition_dirs._rename = rename_then_die
-    spark_loads.load_partition(engine, home / "landing", "observational", day)
+    spark_loads.load_partition(engine, landing, "observational", day)
     raise SystemExit("the swap ended without the injected death")
 
 
@@ -107,12 +126,12 @@ def main() -> None:
     parser.add_argument("master", nargs="?", default="")
     parser.add_argument("--warehouse", default="")
     parser.add_argument("--no-ingest", action="store_true")
-    parser.add_argument("--die-in-swap", metavar="DAY")
+    parser.add_argument("--die-in-swap", nargs=2, metavar=("DAY", "LANDING"))
     args = parser.parse_args()
-    if args.die_in_swap:
-        die_in_swap(args.home, args.master, args.warehouse, args.die_in_swap)
     tables = ingest_and_build(args.engine, args.home, args.master, args.warehouse, ingest=not args.no_ingest)
     args.out.write_text(json.dumps(tables))
+    if args.die_in_swap:
+        die_in_swap(args.home, args.master, args.warehouse, args.die_in_swap[0], Path(args.die_in_swap[1]))
 
 
 if __name__ == "__main__":

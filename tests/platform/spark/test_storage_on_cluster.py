@@ -1,0 +1,103 @@
+"""The Spark warehouse given as a `file://` URI on a standalone cluster (master and worker from the pyspark wheel,
+`tests/platform/spark/cluster.py`; the worker's working directory is not the driver's): ingestion, every SQL model,
+then a backfill that replaces a day whose landing files changed, with the driver killed in the middle of the swap
+that replaces the day's raw rows and quarantine rows together. The next driver recovers the swap on opening the
+warehouse and rebuilds the models; every table then equals DuckDB's build of the changed landing files (values to
+1e-9), and no staging, trash or journal is left anywhere in the warehouse.
+
+Each driver is a process of its own (this one holds the local SparkSession of the other Spark tests; a process has one
+SparkContext). The partition swaps and listings go through the session's Hadoop FileSystem (`warehouse_files`)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from fair_pipeline.commands import main
+from fair_pipeline.platform import settings
+from fair_pipeline.platform.engines import partition_dirs
+from tests.platform.spark.cluster import require_java, standalone_cluster
+from tests.platform.spark.raw_and_models import DIED_IN_SWAP, assert_same_tables, ingest_and_build
+
+SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "60", "--items", "300"]
+DAY = "2026-01-01"
+LEFTOVERS = (partition_dirs.STAGING, partition_dirs.TRASH, partition_dirs.JOURNAL)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    require_java("the storage test on a cluster")
+    with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g") as started:
+        yield started
+
+
+def _changed_day(landing: Path) -> None:
+    """Day DAY's observational file loses a third of its rows and gains two rejected ones: a repeated (request_id,
+    position) and a position 0."""
+    path = landing / "observational" / f"date={DAY}" / "part-0.parquet"
+    table = pq.read_table(path)
+    kept = table.slice(0, 2 * table.num_rows // 3)
+    zero = kept.slice(0, 1).set_column(kept.schema.get_field_index("position"), "position",
+                                       pa.array([0], pa.int32()))
+    zero = zero.set_column(zero.schema.get_field_index("request_id"), "request_id",
+                           pc.binary_join_element_wise(zero["request_id"], pa.scalar("+é"), ""))
+    pq.write_table(pa.concat_tables([kept, kept.slice(5, 1), zero]), path)
+
+
+def _driver(cluster, home: Path, out: Path, warehouse: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tests.platform.spark.raw_and_models", "spark", str(home), str(out), cluster.master_url,
+         "--warehouse", warehouse, *args],
+        cwd=cwd, env={**os.environ, "PYTHONPATH": str(settings.REPO_ROOT), settings.HOME_ENV: str(home)},
+        capture_output=True, text=True, timeout=1500)
+
+
+@pytest.mark.timeout(2400)
+def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(cluster, tmp_path, monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    duck_home, spark_home, driver_cwd = tmp_path / "duckdb", tmp_path / "spark", tmp_path / "driver"
+    assert main(["--home", str(duck_home), "simulate", *SIMULATION]) == 0
+    shutil.copytree(duck_home / "landing", spark_home / "landing")
+    changed_landing = tmp_path / "changed" / "landing"
+    shutil.copytree(duck_home / "landing", changed_landing)
+    _changed_day(changed_landing)
+    driver_cwd.mkdir()
+    tables = tmp_path / "shared warehouse"  # a space: Hadoop takes the URI's path as written
+    warehouse = f"file://{tables}"
+
+    # First driver: ingest both days and build every model, then reload the changed day and die mid-swap.
+    first = _driver(cluster, spark_home, tmp_path / "first.json", warehouse, driver_cwd, "--die-in-swap", DAY,
+                    str(changed_landing))
+    assert first.returncode == DIED_IN_SWAP, first.stdout[-3000:] + first.stderr[-5000:]
+    assert any((cluster.worker_dir / "work").iterdir()), "the executors did not run under the worker"
+    # Killed between the two tables: raw's day is new, the quarantine's day is in the trash, the journal names both.
+    raw_day = tables / "raw" / "observational_impressions" / f"partition_date={DAY}"
+    assert raw_day.is_dir() and not (tables / "raw" / "quarantine" / f"partition_date={DAY}").exists()
+    assert len(list((tables / partition_dirs.JOURNAL).glob("*.json"))) == 1
+
+    # Second driver: opening the warehouse completes the swap; then every model is rebuilt (a backfill) over it.
+    shutil.rmtree(spark_home / "landing")
+    shutil.copytree(changed_landing, spark_home / "landing")
+    second = _driver(cluster, spark_home, tmp_path / "second.json", warehouse, driver_cwd, "--no-ingest")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-5000:]
+
+    shutil.rmtree(duck_home / "landing")
+    shutil.copytree(changed_landing, duck_home / "landing")
+    monkeypatch.setenv(settings.HOME_ENV, str(duck_home))
+    expected = ingest_and_build("duckdb", duck_home)
+    before, after = json.loads((tmp_path / "first.json").read_text()), json.loads((tmp_path / "second.json").read_text())
+    assert_same_tables(expected, after)
+    reasons = {(day, reason) for day, source, reason, _ in after["raw.quarantine reasons"]["rows"] if source == "observational"}
+    assert len({reason for day, reason in reasons if day == DAY}) >= 2, reasons  # the two rejected rows, for two reasons
+    assert before["raw.observational_impressions"] != after["raw.observational_impressions"]  # the day was replaced
+    left = [p for p in tables.rglob("*") if p.name in LEFTOVERS and any(p.iterdir())]
+    assert not left, left
+    assert not any(driver_cwd.iterdir()), list(driver_cwd.iterdir())  # nothing written relative to the driver's cwd
