@@ -164,3 +164,4 @@ def test_the_df_is_the_one_every_clustered_ci_takes_from_its_cluster_totals():
         want = cluster_robust_interval(got["estimate"][j], parts, shares)
         assert got["variance"][j] == pytest.approx(want.se ** 2, rel=1e-12), name
         assert got["df"][j] == pytest.approx(want.df, rel=1e-12), name
+

@@ -49,6 +49,8 @@ SMALLER = {
     "python benchmarks/exposure_small_sample_coverage.py --reps 400":
         "--reps 3 --jobs 1 --truth-reps 3 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py": "--rows 1e4 --rounds 1",
+    "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 1": "--rows 3000 --rounds 1",
+    "python benchmarks/cluster_inference_coverage.py --rows pairwise_fresh --reps 300 --jobs 1": "--reps 2",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",

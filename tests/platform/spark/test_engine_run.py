@@ -70,7 +70,10 @@ def test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings(cluster, tm
         [sys.executable, "-m", "fair_pipeline.commands", "--home", str(spark_home), "run", "--engine", "spark",
          "--spark-master", cluster.master_url, "--spark-driver-memory", "1g",
          "--spark-conf", "spark.eventLog.enabled=true", "--spark-conf", f"spark.eventLog.dir={cluster.event_log_dir.as_uri()}",
-         "--spark-conf", "spark.executor.memory=1g", "--spark-warehouse", f"file://{tables}", "--no-simulate"],
+         "--spark-conf", "spark.executor.memory=1g", "--spark-warehouse", f"file://{tables}",
+         # Two tasks per shuffle on the 2-core cluster (the default 8 runs four waves of tiny tasks per shuffle; the
+         # test checks findings, not task counts).
+         "--spark-conf", "spark.sql.shuffle.partitions=2", "--no-simulate"],
         cwd=driver_cwd, env=dict(os.environ), capture_output=True, text=True, timeout=2000)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     # The executors ran under the worker (its own directory) and the driver's settings reached the session.
