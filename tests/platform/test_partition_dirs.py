@@ -51,11 +51,8 @@ def test_a_swap_replaces_the_whole_directory(tmp_path, new):
     _only_live_data_left(table)
 
 
-@pytest.mark.parametrize("new,crash_at", [({"part-0.parquet": "new-0"}, 1), ({"part-0.parquet": "new-0"}, 2), ({}, 1)],
-                         ids=["rows-crash-old-to-trash", "rows-crash-new-to-live", "zero-rows-crash-old-to-trash"])
-def test_a_crash_at_any_rename_is_completed_by_recover(tmp_path, monkeypatch, new, crash_at):
-    table = _table(tmp_path)
-    staged = _staged(table, new)
+def _crash_at_rename(monkeypatch, crash_at):
+    """Make the crash_at-th rename raise; return the real rename to restore."""
     real_rename, calls = partition_dirs._rename, []
 
     def crashing_rename(fs, source, target):
@@ -65,6 +62,15 @@ def test_a_crash_at_any_rename_is_completed_by_recover(tmp_path, monkeypatch, ne
         real_rename(fs, source, target)
 
     monkeypatch.setattr(partition_dirs, "_rename", crashing_rename)
+    return real_rename
+
+
+@pytest.mark.parametrize("new,crash_at", [({"part-0.parquet": "new-0"}, 1), ({"part-0.parquet": "new-0"}, 2), ({}, 1)],
+                         ids=["rows-crash-old-to-trash", "rows-crash-new-to-live", "zero-rows-crash-old-to-trash"])
+def test_a_crash_at_any_rename_is_completed_by_recover(tmp_path, monkeypatch, new, crash_at):
+    table = _table(tmp_path)
+    staged = _staged(table, new)
+    real_rename = _crash_at_rename(monkeypatch, crash_at)
     with pytest.raises(OSError, match="injected crash"):
         partition_dirs.swap_in(FILES, str(table), NAME, staged)
     # Mid-swap the live directory is the old data or absent (never a mix).
@@ -98,15 +104,7 @@ def test_several_tables_swapped_together_end_new_together_whatever_rename_crashe
     (quarantine / NAME / "part-0.parquet").write_text("old-q")
     swaps = [partition_dirs.Swap(str(raw), NAME, _staged(raw, {"part-0.parquet": "new-0"})),
              partition_dirs.Swap(str(quarantine), NAME, None)]
-    real_rename, calls = partition_dirs._rename, []
-
-    def crashing_rename(fs, source, target):
-        calls.append(source)
-        if len(calls) == crash_at:
-            raise OSError("injected crash")
-        real_rename(fs, source, target)
-
-    monkeypatch.setattr(partition_dirs, "_rename", crashing_rename)
+    real_rename = _crash_at_rename(monkeypatch, crash_at)
     if crash_at <= 3:  # three renames (raw's two, the quarantine's old data to the trash); 4: no crash
         with pytest.raises(OSError, match="injected crash"):
             partition_dirs.swap_together(FILES, str(tmp_path), swaps)
