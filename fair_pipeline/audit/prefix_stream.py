@@ -82,10 +82,10 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums]) ->
             return
         scores, table, row_block, cells, counts, *codes = done
         pos, neg = table[1::2], table[0::2]
-        stream.update_columns(scores, pos, neg)
+        curves = stream.update_columns(scores, pos, neg, keep_curves=True)  # reused by every clustering stream
         label = cells & 1
         for acc, code in zip(sums, codes):
-            acc.update(pos, neg, row_block, cells >> 1, counts * label, counts * (1 - label), code)
+            acc.update(pos, neg, row_block, cells >> 1, counts * label, counts * (1 - label), code, curves)
 
     pending, rows = [], 0
     for batch in batches:

@@ -77,15 +77,16 @@ class StreamingAudit:
         """Next rows: distinct scores strictly below those already seen, counts of shape (B, G)."""
         self.update_columns(scores, np.asarray(pos, dtype=np.float64).T, np.asarray(neg, dtype=np.float64).T)
 
-    def update_columns(self, scores: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> None:
-        """:meth:`update` with counts of shape (G, B): one vector per group, as a SQL cursor gives them."""
+    def update_columns(self, scores: np.ndarray, pos: np.ndarray, neg: np.ndarray, keep_curves: bool = False):
+        """:meth:`update` with counts of shape (G, B): one vector per group, as a SQL cursor gives them; with
+        ``keep_curves`` returns the sweep's block curves (`GridAudit.update_columns`)."""
         scores = np.asarray(scores, dtype=np.float64)
         if scores.size == 0:
-            return
+            return None
         if not (scores[0] < self.last_score and np.all(scores[1:] < scores[:-1])):
             raise AuditInputError("aggregate chunks must arrive in strictly descending score order")
         self.last_score = scores[-1]
-        self.audit.update_columns(pos, neg)
+        return self.audit.update_columns(pos, neg, keep_curves)
 
     def report(self, clusters: ClusterRows | None = None, grid: ScoreGrid | None = None,
                estimand: str | None = None, streams=None, prefix=None) -> AuditReport:

@@ -79,9 +79,13 @@ class GridAudit:
         """Next blocks (descending scores), counts of shape (B, G)."""
         self.update_columns(np.asarray(pos, dtype=np.float64).T, np.asarray(neg, dtype=np.float64).T)
 
-    def update_columns(self, pos: np.ndarray, neg: np.ndarray) -> None:
-        """Next blocks as per-group count vectors, (G, B) (e.g. one array per group from a SQL cursor)."""
+    def update_columns(self, pos: np.ndarray, neg: np.ndarray, keep_curves: bool = False):
+        """Next blocks as per-group count vectors, (G, B) (e.g. one array per group from a SQL cursor). With
+        ``keep_curves`` returns the sweep's block curves of every vector (groups, then pooled), (G + 1, B)
+        each: positives and negatives through each block, ROC seen by its negatives, FPR seen by its positives
+        (`sweep.block_curves`; the cluster sums fed alongside reuse them instead of cumulating again)."""
         G, B = pos.shape
+        curves = tuple(np.empty((G + 1, B)) for _ in range(4)) if keep_curves else None
         for lo in range(0, B, CHUNK_BLOCKS):
             hi = min(B, lo + CHUNK_BLOCKS)
             # vector-major (G + 1, blocks): the groups, then all groups pooled
@@ -90,7 +94,7 @@ class GridAudit:
             p[:G], q[:G] = pos[:, lo:hi], neg[:, lo:hi]
             np.sum(p[:G], axis=0, out=p[G])
             np.sum(q[:G], axis=0, out=q[G])
-            V, W = self.sweep.update_columns(p, q)
+            V, W = self.sweep.update_columns(p, q, None if curves is None else tuple(c[:, lo:hi] for c in curves))
             if self.xauc:  # sums over all positives of W_a W_b and over all negatives of V_a V_b
                 if self.dense_cross:
                     self.cross_pos += products(W[:G] * p[G], W[:G])[self.ia, self.ib]
@@ -98,6 +102,7 @@ class GridAudit:
                 else:
                     self.cross_pos += paired_dots(W[:G] * p[G], self.ia, W, self.ib)
                     self.cross_neg += paired_dots(V[:G] * q[G], self.ia, V, self.ib)
+        return curves
 
     def result(self) -> dict:
         out = self.sweep.result()

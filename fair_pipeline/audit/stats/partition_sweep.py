@@ -56,8 +56,8 @@ class PartitionSweep:
         # a cutoff whose threshold lies above this partition was crossed in an earlier one
         sweep.neg_done = sweep.x < sweep.n_above[:, None]
 
-    def update_columns(self, scores, pos, neg) -> None:
-        self.stream.update_columns(scores, pos, neg)
+    def update_columns(self, scores, pos, neg, keep_curves: bool = False):
+        return self.stream.update_columns(scores, pos, neg, keep_curves)
 
     def state(self) -> dict[str, np.ndarray]:
         """What the merge needs: sizes (columns x cutoffs) and (vectors x vectors), not rows."""

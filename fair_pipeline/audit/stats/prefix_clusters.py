@@ -29,6 +29,7 @@ from scipy import sparse
 
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals
 from fair_pipeline.audit.stats.clustered import row_influence
+from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 CROSS_CHUNK = 1 << 15  # clusters per step of the final cross products
@@ -102,9 +103,11 @@ class PrefixClusterSums:
         self.rows = 0
         self._finished = False
 
-    def update(self, pos, neg, row_block, group, n_pos, n_neg, codes) -> None:
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves=None) -> None:
         """Next blocks (per group counts (G, B), descending scores, continuing the previous ones) and their
-        rows: block index within this update, group code, positives and negatives, cluster code."""
+        rows: block index within this update, group code, positives and negatives, cluster code. ``curves``:
+        the sweep's curves of these blocks (`grid_audit.GridAudit.update_columns` with ``keep_curves``), so the
+        blocks are cumulated once; without them they are computed here (`sweep.block_curves`)."""
         G, C = self.G, self.C
         if self._finished:
             raise RuntimeError("update after covariance()")
@@ -114,18 +117,12 @@ class PrefixClusterSums:
         B = pos.shape[1]
         pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
         pooled = (pos.sum(axis=0), neg.sum(axis=0))
-        # per vector (the groups, then pooled): counts through each block and the half-credit ROC seen by its
-        # negatives / FPR seen by its positives, written in place (these block-sized arrays dominate otherwise)
-        p_incl, n_incl = np.empty((G + 1, B)), np.empty((G + 1, B))
-        roc_of, fpr_of = np.empty((G + 1, B)), np.empty((G + 1, B))
-        for v in range(G + 1):
-            for counts, incl, curve, total, side in ((pos, p_incl, roc_of, self.m, 0), (neg, n_incl, fpr_of, self.n, 1)):
-                c = counts[v] if v < G else pooled[side]
-                np.cumsum(c, out=incl[v])
-                incl[v] += self.running[side, v]
-                np.multiply(c, -0.5, out=curve[v])
-                curve[v] += incl[v]
-                curve[v] /= total[v]
+        # per vector (the groups, then pooled): counts through each block, the half-credit ROC seen by its
+        # negatives and FPR seen by its positives
+        if curves is None:
+            curves = block_curves(np.vstack([pos, pooled[0]]), np.vstack([neg, pooled[1]]), *self.running, self.m,
+                                  self.n)
+        p_incl, n_incl, roc_of, fpr_of = curves
         if B:
             self.running = np.stack([p_incl[:, -1], n_incl[:, -1]])
         b = np.asarray(row_block, dtype=np.intp)

@@ -74,6 +74,25 @@ def paired_dots(a: np.ndarray, rows_a: np.ndarray, b: np.ndarray, rows_b: np.nda
     return out
 
 
+def block_curves(pos, neg, p_above, n_above, m, n, out=None):
+    """Per vector and block (descending scores): positives and negatives through the block (``p_above`` /
+    ``n_above`` lie above the first), the half-credit ROC seen by a negative of the block (V) and FPR seen by
+    a positive of it (W); written into ``out`` (p_incl, n_incl, V, W) when given."""
+    p_incl, n_incl, V, W = out if out is not None else (np.empty(pos.shape), np.empty(neg.shape),
+                                                        np.empty(pos.shape), np.empty(neg.shape))
+    np.cumsum(pos, axis=1, out=p_incl)
+    p_incl += p_above[:, None]
+    np.subtract(p_incl, pos, out=V)
+    V += 0.5 * pos
+    V /= m[:, None]
+    np.cumsum(neg, axis=1, out=n_incl)
+    n_incl += n_above[:, None]
+    np.subtract(n_incl, neg, out=W)
+    W += 0.5 * neg
+    W /= n[:, None]
+    return p_incl, n_incl, V, W
+
+
 class RocSweep:
     """Streaming accumulator of truncated AUCs and their Lemma 3 variances for many columns.
 
@@ -143,22 +162,16 @@ class RocSweep:
         V, W = self.update_columns(np.ascontiguousarray(pos.T), np.ascontiguousarray(neg.T))
         return V.T, W.T
 
-    def update_columns(self, pos: np.ndarray, neg: np.ndarray):
+    def update_columns(self, pos: np.ndarray, neg: np.ndarray, out=None):
         """:meth:`update` with vector-major counts, ``pos`` (P, B) and ``neg`` (Nv, B) float64 (no
-        transposing copy); returns (V, W) vector-major too."""
+        transposing copy); returns (V, W) vector-major too. ``out``: optional (p_incl, n_incl, V, W)
+        arrays of those shapes that receive the block curves (`block_curves`), for callers that reuse them."""
         B = pos.shape[1]
         if B == 0:
             return np.empty((self.m.size, 0)), np.empty((self.n.size, 0))
-        p_cum = np.cumsum(pos, axis=1)
-        p_cum += self.p_above[:, None]
+        p_cum, n_incl, V, W = block_curves(pos, neg, self.p_above, self.n_above, self.m, self.n, out)
         p_excl = p_cum - pos
-        V = p_excl + 0.5 * pos
-        V /= self.m[:, None]  # ROC seen by a negative of the block
-        n_incl = np.cumsum(neg, axis=1)
-        n_incl += self.n_above[:, None]
         n_excl = n_incl - neg
-        W = n_excl + 0.5 * neg
-        W /= self.n[:, None]  # FPR seen by a positive of the block
         crossings = {}  # negative vector -> (cutoffs crossed in this chunk, their straddling block)
         # a cutoff is crossed only where the vector has negatives: vectors without any in this chunk are skipped
         for j in np.flatnonzero(self.has_columns & (n_incl[:, -1] > self.n_above)).tolist():
