@@ -217,6 +217,8 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     backfill of days without landing files stops before any run."""
     from fair_pipeline import runner
     from fair_pipeline.ingestion.simulated_landing import simulate_to_landing
+    from fair_pipeline.audit.cell_audit import CELL_TABLES
+    from fair_pipeline.audit.exposure_attributes import TABLE as EXPOSURE_CELLS
 
     simulate_to_landing(CONFIG, fp_home / "landing", NOVEMBER[0], len(NOVEMBER))
     runner.ensure_dagster_home()
@@ -227,8 +229,7 @@ def test_backfill_of_older_days_moves_no_alias_and_a_rerun_of_the_newest_day_has
     assert first.success, runner.failure_summary(first)
     before, report_before = _findings(fp_home, NOVEMBER[-1]), _report(fp_home, NOVEMBER[-1])
     # The audits by protected attribute (cells) are filled only when FAIR_PIPELINE_GROUP_COLUMNS names some.
-    by_cells = {"fairness_audit_exposure_cells", "fairness_audit_cell_groups", "fairness_audit_cell_pairs",
-                "fairness_audit_cell_pairwise", "fairness_audit_cell_xauc", "fairness_audit_cell_xauc_deltas"}
+    by_cells = {EXPOSURE_CELLS} | {name for name, _ in CELL_TABLES.values()}
     empty = [name for name, frame in before.items() if not len(frame) and name not in by_cells]
     assert len(before) >= 5 and not empty, empty
     champion = _champion(fp_home)
