@@ -266,7 +266,8 @@ def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_
                             float(cost_a), float(cost_b), int(n_clusters), int(n_rows), float(df))
 
 
-DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]
+# The paired-difference columns every ranking carries (the winner's row: 0 and NaN; NaN without held-out rows).
+DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df"]
 
 
 def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, winner, *,
