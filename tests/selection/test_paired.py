@@ -109,10 +109,10 @@ def test_one_row_per_cluster_se_equals_a_brute_force_delta_method():
     adjusted = (totals / np.sqrt(1 - shares)).sum(axis=0)
     cr2 = (adjusted ** 2).sum()
     # ... or, where larger, the exchangeable-items variance: each row's total over its share of all examples is a
-    # residual of common variance, Var = Σ r² / (C - 1) x Σ share² over the C rows holding examples
+    # residual of common variance, Var = Σ r² / C x Σ share² over the C rows holding examples
     share = (rows["n_pos"] + rows["n_neg"]).to_numpy(dtype=float)
     share, held = share / share.sum(), share > 0
-    exchangeable = ((adjusted[held] / share[held]) ** 2).sum() / (held.sum() - 1) * (share ** 2).sum()
+    exchangeable = ((adjusted[held] / share[held]) ** 2).mean() * (share ** 2).sum()
     assert exchangeable > cr2  # here; the rule takes the larger
     assert out.se ** 2 == pytest.approx(max(cr2, exchangeable), rel=1e-12)
     assert brute_var < out.se ** 2 < 1.2 * brute_var

@@ -154,11 +154,11 @@ def _brute_force_difference(rows, scores, thresholds, a, w):
             shares.append(z[:, 4 * g + cls + 1] / z[:, 4 * g + cls + 1].sum())
     ci = cluster_robust_interval(diff(mean), np.array(totals), np.array(shares))
     # the exchangeable-items variance (paired.exchangeable_variance) from the same CR2 totals, each item's share of
-    # all examples its size: Σ r² / (G - 1) x Σ share², r = total / share, Satterthwaite's df for the Σ r²
+    # all examples its size: Σ r² / G x Σ share², r = total / share, Satterthwaite's df for the Σ r²
     adjusted = (np.array(totals) / np.sqrt(1 - np.array(shares))).sum(axis=0)
     share = z[:, [1, 3, 5, 7]].sum(axis=1) / z[:, [1, 3, 5, 7]].sum()
     r2 = (adjusted / share) ** 2
-    exchangeable = r2.sum() / (len(z) - 1) * (share ** 2).sum()
+    exchangeable = r2.mean() * (share ** 2).sum()
     if exchangeable > ci.se ** 2:
         df = min(len(z) - 1.0, 2 * len(z) * r2.mean() ** 2 / ((r2 ** 2).mean() - r2.mean() ** 2))
         return diff(mean), np.sqrt(exchangeable), df

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from fair_pipeline.audit.stats.exchangeable import exchangeable_variance
 from fair_pipeline.audit.stats.small_sample import (ClusterInterval, adjusted_totals, cluster_robust_interval,
                                                     critical_value, t_wald, upper_tail)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
@@ -200,37 +201,11 @@ def clustered_interval(estimate: float, parts, rows: pd.DataFrame, labels, clust
     totals, shares = clustered_parts(parts, rows, labels, clusters)
     ci = cluster_robust_interval(estimate, totals, shares, confidence=confidence)
     variance, df = exchangeable_variance(adjusted_totals(totals, shares), shares[-1])
-    if not variance > ci.se ** 2:  # also where CR2 has no interval (NaN): too few clusters stays so
+    if not variance > ci.se ** 2 * (1 + 1e-9):  # ties (equal clusters) and NaN (too few clusters) stay CR2's
         return ci
     t = t_wald(estimate, variance, df, confidence)
     return ClusterInterval(float(estimate), float(t["se"]), float(df), float(t["ci_low"]), float(t["ci_high"]),
                            float(t["z"]), float(t["p_value"]), ci.n_clusters, float(df), confidence)
-
-
-def exchangeable_variance(totals, weights) -> tuple[float, float]:
-    """(variance, df) of the sum of per-cluster ``totals`` U_c when a cluster's total is its size share ``weights``
-    s_c (its examples over all) times an exchangeable residual: U_c = s_c r_c, the r_c independent with a common
-    variance τ² whatever the cluster's size. Then Var(Σ U_c) = τ² Σ s_c², estimated with τ̂² = Σ r_c² / (C - 1)
-    over the C clusters holding examples, and the df is Satterthwaite's for τ̂², 2 C m₂² / (m₄ - m₂²) (m_k the
-    mean of r_c^k), within [1, C - 1]; NaN with fewer than two clusters.
-
-    Why: with heavy-tailed popularity a paired difference lives on the few items near the candidates' thresholds.
-    A sample in which no popular item falls there has a small difference AND a small sandwich SE (correlation of
-    error and SE -0.9 in the Monte Carlo of docs/audit_inference.md), and its interval misses on one side. Here
-    every item's size enters, including popular items whose residual happened to be small, so the variance does not
-    shrink with the luck of the draw; CR2 remains the floor where an item's residual does depend on its size."""
-    u = np.asarray(totals, dtype=np.float64)
-    s = np.asarray(weights, dtype=np.float64)
-    held = s > 0
-    c = int(np.count_nonzero(held))
-    if c < 2:
-        return float("nan"), float("nan")
-    r2 = (u[held] / s[held]) ** 2
-    m2, m4 = float(r2.mean()), float((r2 * r2).mean())
-    variance = c / (c - 1.0) * m2 * float((s * s).sum())
-    spread = m4 - m2 * m2
-    df = c - 1.0 if not spread > 0 else float(np.clip(2.0 * c * m2 * m2 / spread, 1.0, c - 1.0))
-    return variance, df
 
 
 def candidate_parts(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, *, threshold: float | None = None,
