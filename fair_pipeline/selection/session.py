@@ -6,9 +6,11 @@ they prefer, or says they are about the same.  New sessions use ``INTERACTIVE_DE
 questions, at most 40 answers); sessions stored with the paper's QPME replay with it.  Every answer is written to DuckDB with a timestamp the
 moment it is given.  Elicitation is deterministic given its answers, so an interrupted session
 (``q``, end of input, Ctrl-C) resumes exactly where it stopped by replaying the stored answers, and
-a finished session can be replayed to recompute its metric.
+a finished session can be replayed to recompute its metric.  After the comparisons one more question prices the
+exposure weight mu in accuracy points under the elicited metric (`elicitation.exposure_question`); its answer is
+stored with the session.
 
-Tables (schema ``elicitation``): ``sessions`` (settings, status, result) and ``answers``
+Tables (schema ``elicitation``): ``sessions`` (settings, exposure answer, status, result) and ``answers``
 (one row per question: both profiles, which one was shown as A, the choice, the time).
 """
 from __future__ import annotations
