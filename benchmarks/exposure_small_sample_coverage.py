@@ -155,7 +155,7 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--truth-reps", type=int, default=2000, help="fresh logs pooled for each estimand")
+    parser.add_argument("--truth-reps", type=int, default=1000, help="fresh logs pooled for each estimand")
     parser.add_argument("--config", choices=list(CONFIGS), action="append", help="default: every configuration")
     parser.add_argument("--clustering", choices=("two-way", "item", "both"), default="two-way",
                         help="variance: two-way (item, request; the docs' table), item only, or both side by side")
@@ -166,6 +166,8 @@ def main(argv=None) -> None:
         config = CONFIGS[name]
         clusterings = CLUSTERINGS if args.clustering == "both" else [c for c in CLUSTERINGS if c.startswith(args.clustering)]
         tables.append(coverage(run(config, args.reps, args.seed, args.jobs, clusterings), truth(config, args.truth_reps)))
+        print(f"{name}: done at {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+        print(tables[-1].to_string(index=False, float_format=lambda v: f"{v:.3f}"), file=sys.stderr, flush=True)
     table = pd.concat(tables, ignore_index=True)
     pd.set_option("display.width", 250)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
