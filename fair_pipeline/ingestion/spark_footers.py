@@ -3,6 +3,7 @@ types, the vocabulary of `file_checks.check_footers`) and its row count. Spark r
 footer through the session's Hadoop client and counts rows from the footers on the executors (one job for the
 day); only names, types and counts reach this process. Works alike on a classic session and over Spark Connect.
 
+pyspark is imported where it is used (the loaders import this module on either engine; pyspark is an extra).
 Run while `spark_loads` reads a day (nanosecond timestamps read as their number, column names case-sensitive).
 Spark has no nanosecond type, so a nanosecond `ts` is read as a 64-bit number; it is told from a plain integer by
 reading the schema once more without that setting (Spark then names the file's TIMESTAMP(NANOS, zoned?) type).
@@ -14,9 +15,6 @@ from __future__ import annotations
 import functools
 
 import pyarrow as pa
-from pyspark.sql import functions
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import LongType
 
 from fair_pipeline.ingestion import contract
 from fair_pipeline.ingestion.landing import LandingFileError
@@ -35,6 +33,8 @@ def read_footers(spark, files: list[str]) -> list[tuple[str, pa.Schema, int]]:
 def read_whole(spark, uri: str) -> None:
     """Read every contract column of every row of one file on the executors (nothing is returned): raises when a
     page is damaged."""
+    from pyspark.sql import functions
+
     frame = spark.read.parquet(uri).select(*(functions.col(f"`{c}`") for c in contract.IMPRESSION_COLUMNS))
     frame.write.format("noop").mode("overwrite").save()
 
@@ -44,6 +44,9 @@ def _first_line(error: Exception) -> str:
 
 
 def _arrow_schema(spark, uri: str) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import LongType
+
     try:
         schema = spark.read.parquet(uri).schema
     except Exception as error:  # noqa: BLE001 - Spark's errors have no common class over Py4J and Connect
@@ -78,6 +81,8 @@ def _nanos_type(spark, uri: str) -> pa.DataType | None:
 
 def _row_counts(spark, files: list[str]) -> dict[str, int]:
     """Rows per file, from the footers (no column is read), in one job; a file with no rows is absent."""
+    from pyspark.sql import functions
+
     if not files:
         return {}
     frames = [spark.read.parquet(uri).select(functions.lit(uri).alias("file")) for uri in files]

@@ -20,12 +20,11 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
-from fair_pipeline.ingestion import contract, landing_uris, loads, spark_loads
+from fair_pipeline.ingestion import contract, landing_uris, loads, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.catalogue import load_items
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, fetch_rows
-from fair_pipeline.platform.engines.transfer import copy_table
 
 DIED_IN_SWAP = 3
 _QUARANTINE_REASONS = """
@@ -78,7 +77,7 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "", location: s
                     loads.load_partition(con, landing, source, day)
         else:
             engine = _spark_engine(home, master, location)
-            copy_table(DuckDBEngine(con), engine, ("raw", "items"))
+            spark_catalogue.write_items(engine, con, landing)  # the executors read the catalogue files
             if landing_uri:
                 assert landing_uris.landed_dates(engine.files, landing_uri, "observational") == days
             for day in days if ingest else ():
