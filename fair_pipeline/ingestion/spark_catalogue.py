@@ -57,9 +57,10 @@ def write_items(engine, con: duckdb.DuckDBPyConnection, landing: Path) -> int:
                        .cast(spark_type(types[name])).alias(name) for name in delivered]
             frames.append(read.select(
                 *columns, functions.lit(str(path)).alias(file_column),
-                functions.lit(delivery.day).cast("date").alias(CATALOGUE_DATE),
-                functions.lit(delivery.valid_from).cast("date").alias(VALID_FROM),
-                functions.lit(delivery.valid_until).cast("date").alias(VALID_UNTIL)))
+                # As text: py4j's conversion of a Python date refuses year 1 (ALWAYS_FROM)
+                *(functions.lit(day.isoformat() if day else None).cast("date").alias(name) for name, day in
+                  ((CATALOGUE_DATE, delivery.day), (VALID_FROM, delivery.valid_from),
+                   (VALID_UNTIL, delivery.valid_until)))))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)

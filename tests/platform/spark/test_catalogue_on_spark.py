@@ -46,7 +46,8 @@ def test_the_catalogue_is_written_by_the_executors_as_duckdb_keeps_it(spark, tmp
 
     landing = tmp_path / "landing"
     ids = [f"item-{i:03d}" for i in range(60)]
-    first = _table(ids[:40] + [None, "  ", ids[0]], pa.int32())  # a missing id, a blank id, an exact copy of item-000
+    first = pa.concat_tables([_table(ids[:40] + [None, "  "], pa.int32()),  # a missing id, a blank id
+                              _table(ids[:1], pa.int32())])  # an exact copy of item-000's row
     conflicting = _table(ids[40:] + [ids[5]], pa.int64(), extra=True)  # item-005 again, with other values
     _delivery(landing, "2026-01-01", {"a.parquet": first, "b b+é.parquet": conflicting})
     _delivery(landing, "2026-01-05", {"c.parquet": _table(ids[::2], pa.int64(), extra=True)})
