@@ -32,7 +32,7 @@ def _footer(path: Path) -> tuple[pa.Schema, int]:
 
 def check_footers(footers: Iterable[tuple[object, pa.Schema, int]], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
     """`check_files` over (file, Arrow schema, rows) of each file, however they were read (pyarrow on this machine,
-    Spark for a landing given as a URI: `spark_landing`). Refusals name the file as given."""
+    Spark for a landing given as a URI: `spark_footers`). Refusals name the file as given."""
     rows, all_names, types_seen = {}, set(), {}
     for path, schema, num_rows in footers:
         names = schema.names

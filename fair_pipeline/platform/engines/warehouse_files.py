@@ -84,13 +84,12 @@ class LocalFiles:
         entries = []
         for entry in os.scandir(local_path(uri)):
             try:
-                mode = os.stat(entry.path).st_mode  # follows links; never opens the file (a FIFO's open would block)
-                size = os.stat(entry.path).st_size
+                status = os.stat(entry.path)  # follows links; never opens the file (a FIFO's open would block)
             except OSError:
                 entries.append((entry.name, "other", 0))
                 continue
-            kind = "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
-            entries.append((entry.name, kind, size))
+            kind = "dir" if stat.S_ISDIR(status.st_mode) else "file" if stat.S_ISREG(status.st_mode) else "other"
+            entries.append((entry.name, kind, status.st_size))
         return sorted(entries)
 
     def mkdirs(self, uri: str) -> None:
