@@ -12,8 +12,7 @@ from pydantic import Field
 from fair_pipeline.ingestion import contract, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
-from fair_pipeline.ingestion.catalogue_history import (DELIVERY_FINGERPRINTS, catalogue_parts,
-                                                    recorded_catalogue_parts)
+from fair_pipeline.ingestion.catalogue_history import DELIVERY_FINGERPRINTS, catalogue_read_since
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
 from fair_pipeline.ingestion.fingerprints import (catalogue_fingerprint, combined, delivery_fingerprints,
                                                  source_day_fingerprint)
@@ -23,7 +22,7 @@ from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine
 from fair_pipeline.platform.engines.transfer import copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
-from fair_pipeline.platform.read_history import READ_SINCE, carried_since, previous_parts
+from fair_pipeline.platform.read_history import READ_SINCE
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
@@ -203,8 +202,8 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             fingerprint = catalogue_fingerprint(landing.resolved_path, cache)
             by_delivery = delivery_fingerprints(landing.resolved_path, cache)
             cache.save()
-            # The pool lets one run at a time write the catalogues: the newest record is the one this follows.
-            previous, previous_id = previous_parts(context.instance, context.asset_key, recorded_catalogue_parts)
+            read_since = catalogue_read_since(context.instance, context.asset_key, by_delivery,
+                                              context.assets_def.code_versions_by_key[context.asset_key])
             load = load_items(con, landing.resolved_path)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
@@ -225,9 +224,7 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             FINGERPRINTS: dg.MetadataValue.json({"items": fingerprint}),
             DELIVERY_FINGERPRINTS: dg.MetadataValue.json(by_delivery),
             # Per delivery (and the code), since which materialization it is unchanged: `run` reads one record.
-            READ_SINCE: dg.MetadataValue.json(carried_since(
-                catalogue_parts(by_delivery, context.assets_def.code_versions_by_key[context.asset_key]),
-                previous, previous_id)),
+            READ_SINCE: dg.MetadataValue.json(read_since),
             "dagster/row_count": load.accepted,
             "rejected_rows": load.rejected,
             "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),

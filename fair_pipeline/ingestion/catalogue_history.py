@@ -3,7 +3,7 @@ and the code that loaded them, and which of those parts a window of days reads (
 from __future__ import annotations
 
 from fair_pipeline.ingestion.catalogue_dates import holding_delivery
-from fair_pipeline.platform.read_history import CODE, code_of
+from fair_pipeline.platform.read_history import CODE, carried_since, code_of, previous_parts
 
 DELIVERY = "delivery "
 DELIVERY_FINGERPRINTS = "delivery_fingerprints"
@@ -33,3 +33,9 @@ def parts_read_by(recorded: dict[str, list], window: list[str]) -> list[str]:
             read.add(DELIVERY + held)
         read.update(DELIVERY + gone for gone in removed if holding_delivery(day, [*present, gone]) == gone)
     return sorted(read & set(recorded))
+
+
+def catalogue_read_since(instance, key, by_delivery: dict[str, str], code: str | None) -> dict[str, list]:
+    """The `read_history` record of a new materialization of the catalogues (asset `key` in the Dagster `instance`),
+    following the newest one (the pool lets one run at a time write the catalogues)."""
+    return carried_since(catalogue_parts(by_delivery, code), *previous_parts(instance, key, recorded_catalogue_parts))
