@@ -7,7 +7,8 @@ A Parquet file of ``--rows`` impressions (default 1e7) is written to a temp dir:
 rows / 10, so each item is shown ~10 times), ``--queries`` queries (default rows / 50), two groups, a
 per-impression score (item merit + noise, so nearly every score is distinct: the worst case for the grid) and
 the item's 0/1 label. Rounds alternate the sort, the iid audit, the item-clustered and the two-way audit of the
-same file in this process; we print wall and CPU time (DuckDB's threads included) of each, and the ratios of the
+same file in this process; we print wall and CPU time (DuckDB's threads included) and the peak memory of each (the
+process's resident set sampled every few milliseconds, above its size when the run starts), the ratios of the
 medians and of the fastest runs (the machine is shared and noisy, so CPU time is the steadier figure), with the
 load average before and after. Nearly every (item, query) pair is distinct here, so the two-way audit's
 intersection stream keeps per-cluster sums for ~rows clusters (~1 KB each): ``--no-two-way`` skips it.
@@ -18,8 +19,10 @@ intersection stream keeps per-cluster sums for ~rows clusters (~1 KB each): ``--
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -67,17 +70,52 @@ def plain_sort(path: Path, memory_limit: str) -> int:
     return rows
 
 
-def timed(fn) -> tuple[float, float]:
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_bytes() -> int:
+    """The process's resident set now (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE
+
+
+def release_freed_memory() -> None:
+    """Hand memory freed by earlier runs back to the system (glibc keeps it otherwise), so that each run's peak is
+    measured from what the process really holds."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def timed(fn) -> tuple[float, float, float]:
+    """Wall and CPU seconds of ``fn()`` and its peak resident memory (bytes) above the process's at the start."""
+    release_freed_memory()
+    start, peak, done = resident_bytes(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], resident_bytes())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     wall, cpu = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - wall, time.process_time() - cpu
+    try:
+        fn()
+    finally:
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        done.set()
+        sampler.join()
+    return wall, cpu, max(peak[0], resident_bytes()) - start
 
 
-def ratio_line(name: str, wall: dict, cpu: dict, top: str, bottom: str, target: float) -> str:
+def ratio_line(name: str, wall: dict, cpu: dict, memory: dict, top: str, bottom: str, target: float) -> str:
     return (f"{name:<16} wall {np.median(wall[top]) / np.median(wall[bottom]):.2f} (median), "
             f"{wall[top].min() / wall[bottom].min():.2f} (fastest); "
             f"CPU {np.median(cpu[top]) / np.median(cpu[bottom]):.2f} (median), "
-            f"{cpu[top].min() / cpu[bottom].min():.2f} (fastest)   target <= {target:g}")
+            f"{cpu[top].min() / cpu[bottom].min():.2f} (fastest); "
+            f"peak memory {np.median(memory[top]) / max(np.median(memory[bottom]), 1.0):.2f} (median)   "
+            f"target <= {target:g}")
 
 
 def main(argv=None) -> None:
@@ -112,17 +150,18 @@ def main(argv=None) -> None:
         result, iid = audit(["item_id"]), audit()
     wall = {k: np.array([r[0] for r in v]) for k, v in times.items()}
     cpu = {k: np.array([r[1] for r in v]) for k, v in times.items()}
+    memory = {k: np.array([r[2] for r in v]) for k, v in times.items()}
     print(f"{rows:,} impressions of {items:,} items (~{rows / items:.0f} per item) and {queries:,} queries, "
           f"2 groups, {args.rounds} alternating rounds; load average {load_before[0]:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} cores)")
-    print(f"{'':>10} {'wall median':>12} {'wall min':>9} {'CPU median':>11} {'CPU min':>8}")
+    print(f"{'':>10} {'wall median':>12} {'wall min':>9} {'CPU median':>11} {'CPU min':>8} {'peak MB median':>15}")
     for k in times:
         print(f"{k:>10} {np.median(wall[k]):>11.2f}s {wall[k].min():>8.2f}s {np.median(cpu[k]):>10.2f}s "
-              f"{cpu[k].min():>7.2f}s")
-    print(ratio_line("clustered / iid:", wall, cpu, "clustered", "iid", 2))
+              f"{cpu[k].min():>7.2f}s {np.median(memory[k]) / 2**20:>15.0f}")
+    print(ratio_line("clustered / iid:", wall, cpu, memory, "clustered", "iid", 2))
     if "two-way" in times:
-        print(ratio_line("two-way / iid:", wall, cpu, "two-way", "iid", 3))
-    print(ratio_line("iid / sort:", wall, cpu, "iid", "sort", 1.3))
+        print(ratio_line("two-way / iid:", wall, cpu, memory, "two-way", "iid", 3))
+    print(ratio_line("iid / sort:", wall, cpu, memory, "iid", "sort", 1.3))
     ratio = result.report.pairs["se"].to_numpy() / iid.report.pairs["se"].to_numpy()
     print(f"group-difference SE, clustered / iid, per cutoff: {np.round(ratio, 2).tolist()} "
           f"({int(result.report.groups['clusters'].iloc[0]):,} clusters)")

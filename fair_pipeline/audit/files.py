@@ -37,6 +37,7 @@ DEFAULT_MAX_GROUPS = 50  # a guard against auditing an id column as groups; rais
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
+PREFIX_ROWS = 1 << 17  # rows whose distinct scores choose between the two (`_mostly_distinct`)
 
 
 @dataclass
@@ -125,34 +126,76 @@ def _typed_select(con, path: str, cols: dict) -> tuple[str, list]:
 
 
 def _group_totals(con, src: str, params: list, path: str, cols: dict) -> pd.DataFrame:
-    """One scan: per group, counts of positives/negatives and of every kind of bad value."""
+    """One scan that leaves the score column unread: per group, positives, negatives and the rows with a bad
+    label, query or cluster value. Scores are checked where they are read anyway, in the sorted stream
+    (`_finite_scores`), so the happy path reads them once."""
     q_null = "COUNT(*) FILTER (WHERE q IS NULL)" if cols.get("query") else "0"
     c_null = " + ".join(f"COUNT(*) FILTER (WHERE c{i} IS NULL)" for i in range(len(cols.get("cluster") or []))) or "0"
     df = con.sql(
-        "SELECT g, COUNT(*) AS n, "
-        "COUNT(*) FILTER (WHERE l = 1 AND s IS NOT NULL AND isfinite(s)) AS n_pos, "
-        "COUNT(*) FILTER (WHERE l = 0 AND s IS NOT NULL AND isfinite(s)) AS n_neg, "
-        "COUNT(*) FILTER (WHERE s_missing) AS score_null, "
-        "COUNT(*) FILTER (WHERE s IS NULL AND NOT s_missing) AS score_not_numeric, "
-        "COUNT(*) FILTER (WHERE s IS NOT NULL AND NOT isfinite(s)) AS score_not_finite, "
+        "SELECT g, COUNT(*) AS n, COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg, "
         "COUNT(*) FILTER (WHERE l_missing) AS label_null, "
         "COUNT(*) FILTER (WHERE NOT l_missing AND (l IS NULL OR l NOT IN (0, 1))) AS label_not_01, "
-        f"{q_null} AS query_null, {c_null} AS cluster_null, "
-        "approx_count_distinct(s) FILTER (WHERE isfinite(s)) AS distinct_scores "
+        f"{q_null} AS query_null, {c_null} AS cluster_null "
         f"FROM ({src}) GROUP BY g ORDER BY g NULLS FIRST", params=params).df()
     problems = []
     if df["g"].isna().any():
         problems.append(f"--group column {cols['group']!r}: {int(df.loc[df['g'].isna(), 'n'].sum())} rows with NULL group")
-    checks = [("score_null", "score", "NULL"), ("score_not_numeric", "score", "non-numeric"),
-              ("score_not_finite", "score", "NaN or infinite"), ("label_null", "label", "NULL"),
-              ("label_not_01", "label", "not 0/1"), ("query_null", "query", "NULL"),
+    checks = [("label_null", "label", "NULL"), ("label_not_01", "label", "not 0/1"), ("query_null", "query", "NULL"),
               ("cluster_null", "cluster", "NULL")]
+    _raise_problems(path, cols, df, checks, problems)
+    return df
+
+
+def _raise_problems(path: str, cols: dict, df: pd.DataFrame, checks: list, problems: list) -> None:
     for col, role, what in checks:
         for _, row in df[df[col] > 0].iterrows():
             problems.append(f"--{role} column {cols[role]!r}: {int(row[col])} {what} values in group {row['g']!r}")
     if problems:
         raise AuditInputError(f"{path}: " + "; ".join(problems))
-    return df
+
+
+def _score_problems(con, src: str, params: list, path: str, cols: dict) -> None:
+    """Raise the error naming, per group, the NULL, non-numeric and non-finite scores (run once the stream has met
+    one). DuckDB folds isfinite() from a Parquet column's min/max, which writers compute without NaN: statistics
+    propagation is off on this (the audit's own) connection; a new cursor, as the stream may still hold ``con``."""
+    with con.cursor() as cur:
+        cur.execute("SET disabled_optimizers = 'statistics_propagation'")
+        df = cur.sql(
+            "SELECT g, COUNT(*) FILTER (WHERE s_missing) AS score_null, "
+            "COUNT(*) FILTER (WHERE s IS NULL AND NOT s_missing) AS score_not_numeric, "
+            "COUNT(*) FILTER (WHERE s IS NOT NULL AND NOT isfinite(s)) AS score_not_finite "
+            f"FROM ({src}) GROUP BY g ORDER BY g NULLS FIRST", params=params).df()
+    checks = [("score_null", "score", "NULL"), ("score_not_numeric", "score", "non-numeric"),
+              ("score_not_finite", "score", "NaN or infinite")]
+    _raise_problems(path, cols, df, checks, [])
+    raise AuditInputError(f"{path}: --score column {cols['score']!r} has NULL, non-numeric or non-finite values")
+
+
+class _BadScore(Exception):
+    """The sorted stream met a NULL, non-numeric or non-finite score (`audit_file` then names them)."""
+
+
+def _check_finite(scores: np.ndarray) -> np.ndarray:
+    if not np.isfinite(scores).all():  # NULL and non-numeric scores arrive as NaN
+        raise _BadScore
+    return scores
+
+
+def _finite_scores(batches):
+    """Arrow batches whose first column (the score) is checked finite on the way through."""
+    for batch in batches:
+        _check_finite(batch.column(0).to_numpy(zero_copy_only=False))
+        yield batch
+
+
+def _mostly_distinct(con, src: str, params: list) -> bool:
+    """Are distinct scores at least SORT_ROWS_SHARE of the first PREFIX_ROWS rows? Then the rows are streamed
+    sorted, else grouped by score. A prefix costs a fraction of a scan; it can only overstate the share of
+    distinct scores of the whole file (repeats spread over the file), i.e. choose the sort, whose cost is the
+    audit's reference anyway."""
+    distinct, rows = con.execute(f"SELECT approx_count_distinct(s), count(*) FROM (SELECT s FROM ({src}) "
+                                 f"LIMIT {PREFIX_ROWS})", params).fetchall()[0]
+    return rows > 0 and distinct >= SORT_ROWS_SHARE * rows
 
 
 def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAudit, batch_rows: int,
@@ -179,7 +222,7 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
     # a batch becomes a (2 groups x blocks) table: fewer rows per batch with many groups bounds its size
     for batch in rel.to_arrow_reader(max(1, batch_rows // len(groups))):
         cols = [batch.column(j).to_numpy(zero_copy_only=False) for j in range(batch.num_columns)]
-        feed(blocks.push(*cols))
+        feed(blocks.push(_check_finite(cols[0]), *cols[1:]))
     feed(blocks.finish())
 
 
@@ -197,7 +240,7 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
         sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
                f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
-    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes)
+    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes)
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
@@ -245,14 +288,16 @@ def audit_file(path, score: str, label: str, group: str | None = None, query: st
             stream = StreamingAudit(groups, totals["n_pos"], totals["n_neg"], alphas, min_count=min_count,
                                     confidence=confidence, margins=margins, min_clusters=min_clusters,
                                     comparisons=mode, reference=reference)
-            rows = int(totals["n_pos"].sum() + totals["n_neg"].sum())
-            sort_rows = int(totals["distinct_scores"].sum()) >= SORT_ROWS_SHARE * rows
-            if clusters:
-                prefix = _stream_clustered(con, src, params, groups, stream, len(clusters), batch_rows, sort_rows)
-                report = stream.report(prefix=prefix, estimand="clustered" if len(clusters) == 1 else "two_way")
-            else:
-                _stream_grid(con, src, params, groups, stream, batch_rows, sort_rows)
-                report = stream.report()
+            sort_rows = _mostly_distinct(con, src, params)
+            try:
+                if clusters:
+                    prefix = _stream_clustered(con, src, params, groups, stream, len(clusters), batch_rows, sort_rows)
+                    report = stream.report(prefix=prefix, estimand="clustered" if len(clusters) == 1 else "two_way")
+                else:
+                    _stream_grid(con, src, params, groups, stream, batch_rows, sort_rows)
+                    report = stream.report()
+            except _BadScore:
+                _score_problems(con, src, params, path, cols)
             pairwise = stream_pairwise(con, src, params, groups, batch_rows, confidence, margins,
                                        item=_item_cluster(cols)) if query else None
         finally:

@@ -143,6 +143,25 @@ def test_errors_name_column_group_and_count(frame, tmp_path):
         audit_file(tmp_path / "one.parquet", SCORE, LABEL, cutoffs=[0, 0.5])
 
 
+@pytest.mark.parametrize("bad, what", [(np.nan, "NaN or infinite"), (-np.inf, "NaN or infinite"), (None, "NULL")])
+@pytest.mark.parametrize("clusters", [None, GROUP], ids=["iid", "clustered"])
+def test_bad_scores_in_parquet_are_named_per_group_whatever_the_statistics(frame, tmp_path, bad, what, clusters):
+    """pyarrow keeps NaN in a float column and leaves it out of the column's min/max: the scores are checked in the
+    sorted stream and the detailed count runs without DuckDB's statistics propagation."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    scores = frame[SCORE].astype(object).to_numpy().copy()
+    y_rows = np.flatnonzero(frame[GROUP].to_numpy() == "y")[:2]
+    scores[y_rows] = bad
+    table = pa.Table.from_pandas(frame.drop(columns=[SCORE]), preserve_index=False)
+    table = table.append_column(SCORE, pa.array(scores.tolist(), pa.float64(), from_pandas=False))
+    path = tmp_path / "nan scores.parquet"
+    pq.write_table(table, path)
+    with pytest.raises(AuditInputError, match=f"--score column '{SCORE}': 2 {what} values in group 'y'"):
+        audit_file(path, SCORE, LABEL, GROUP, clusters=clusters)
+
+
 def test_an_empty_file_or_a_header_alone_says_so(frame, tmp_path):
     empty = tmp_path / "empty.csv"
     empty.touch()

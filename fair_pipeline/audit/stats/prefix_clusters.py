@@ -33,7 +33,7 @@ from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 CROSS_CHUNK = 1 << 15  # clusters per step of the final cross products
-DENSE_RUN_SHARE = 0.25  # a band's rows at least this share of the clusters: summed per cluster first (bincount)
+DENSE_RUN_SHARE = 0.25  # a band's rows at least this share of the codes they span: summed per code first (bincount)
 
 
 class _Totals:
@@ -178,10 +178,14 @@ class PrefixClusterSums:
                     self._add_to(self.PF[g, u, t], cr, weighted[u][lo:hi])
 
     def _add_to(self, slot, c, w) -> None:
-        """Add ``w`` per cluster code into the (C,) ``slot``: summed per code first (``bincount``, whole-slot add)
-        when the rows are many for the clusters, else scattered row by row (``add.at``: no slot-sized work)."""
-        if c.size >= DENSE_RUN_SHARE * self.C:
-            slot += np.bincount(c, w, minlength=self.C)
+        """Add ``w`` per cluster code into the (C,) ``slot``: summed per code first (``bincount`` over the range of
+        codes the rows span, then one contiguous add) when the rows are many for that range, else scattered row by
+        row (``add.at``: no range-sized work)."""
+        if not c.size:
+            return
+        lo, hi = int(c.min()), int(c.max()) + 1
+        if c.size >= DENSE_RUN_SHARE * (hi - lo):
+            slot[lo:hi] += np.bincount(c - lo, w, minlength=hi - lo)
         else:
             np.add.at(slot, c, w)
 
