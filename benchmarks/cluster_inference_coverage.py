@@ -19,7 +19,9 @@ Rows (configurations) x statistics, each with four intervals from the same per-c
 ``cr1_z`` (Liang-Zeger C/(C-1), normal critical value), ``cr2_z`` (leverage-adjusted totals, normal), ``cr1_t`` and
 ``cr2_t`` (Student t with the audit's df: the smaller of the totals' effective clusters and the parts' design df;
 cr2_t is what the audit reports; the held-out rows: rates have no CR1 here (NaN), and their one df makes
-``cr2_t_totals`` repeat ``cr2_t``), ``cr2_t_totals`` (CR2, t with the totals' effective clusters alone). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
+``cr2_t_totals`` repeat ``cr2_t``), ``cr2_t_totals`` (CR2, t with the totals' effective clusters alone),
+``cr2_t_design`` (CR2, t with the parts' Welch-combined design df alone; NaN for the pairwise rows, whose df has no
+design part). ``cov_se`` is the binomial Monte Carlo SE of a coverage.
 
     python benchmarks/cluster_inference_coverage.py                 # every row, 500 replications, 2 processes
     python benchmarks/cluster_inference_coverage.py --reps 100 --rows pareto1.3,minority45   # pilot
@@ -41,12 +43,12 @@ import pandas as pd  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from fair_pipeline.audit.stats.blocks import build_grid  # noqa: E402
-from fair_pipeline.audit.stats.cluster_pass import contrast_df  # noqa: E402
+from fair_pipeline.audit.stats.cluster_pass import contrast_df, part_design_df  # noqa: E402
 from fair_pipeline.audit.stats.clustered import row_clusters  # noqa: E402
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  # noqa: E402
 from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
-from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
+from fair_pipeline.audit.stats.small_sample import adjusted_parts, critical_value, parts_design_df  # noqa: E402
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
 from fair_pipeline.platform.replications import replication_pool  # noqa: E402
@@ -57,7 +59,7 @@ _spec.loader.exec_module(ac)
 
 CUTOFFS = (0.1, 1.0)
 QUERY_SD = 0.2
-METHODS = ("cr1_z", "cr2_z", "cr1_t", "cr2_t_totals", "cr2_t")
+METHODS = ("cr1_z", "cr2_z", "cr1_t", "cr2_t_totals", "cr2_t_design", "cr2_t")
 # name: (tail index or None for 1 + Poisson(9), items, minority items in group "0" or None, queries or 0, kind)
 CONFIGS = {
     "pareto1.1": (1.1, 500, None, 0, "auc"),
@@ -128,12 +130,14 @@ def truths(config: str) -> dict:
     return out
 
 
-def _intervals(est, var_cr1, var_cr2, df, df_totals=None) -> dict:
+def _intervals(est, var_cr1, var_cr2, df, df_totals=None, df_design=np.nan) -> dict:
     z = critical_value(0.95)
     t = critical_value(0.95, df)
     t_totals = critical_value(0.95, df if df_totals is None else df_totals)
     return {"cr1_z": z * np.sqrt(var_cr1), "cr2_z": z * np.sqrt(var_cr2),
-            "cr1_t": t * np.sqrt(var_cr1), "cr2_t_totals": t_totals * np.sqrt(var_cr2), "cr2_t": t * np.sqrt(var_cr2)}
+            "cr1_t": t * np.sqrt(var_cr1), "cr2_t_totals": t_totals * np.sqrt(var_cr2),
+            "cr2_t_design": critical_value(0.95, df_design) * np.sqrt(var_cr2), "cr2_t": t * np.sqrt(var_cr2),
+            "df_totals": df if df_totals is None else df_totals, "df_design": df_design}
 
 
 def auc_statistics(d: dict) -> list[dict]:
@@ -165,7 +169,9 @@ def auc_statistics(d: dict) -> list[dict]:
         v1, v2 = float(vec @ res["cov_cr1"][k] @ vec), float(vec @ res["cov"][k] @ vec)
         df = float(column_df(res, [a], w)[0])
         df_totals = float(contrast_df(res["cluster_totals"], vec)[k])  # without the design df
-        rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, v1, v2, df, df_totals),
+        df_design = float(min(part_design_df(d, vec, res["pairs"])[k] for d in res["cluster_designs"]))
+        rows.append({"statistic": name, "estimate": est, "df": df,
+                     **_intervals(est, v1, v2, df, df_totals, df_design),
                      "clusters": int(res["clusters"]), "estimable": bool(ok[0][a] and ok[1][a]), "margin": 0.02 * a, **fewest})
     return rows
 
@@ -184,7 +190,7 @@ def pairwise_statistics(d: dict) -> list[dict]:
     old = pairwise_accuracies(d["score"], d["label"], d["group"], d["query"]).gaps.iloc[0]  # queries only
     half = critical_value(0.95) * float(old["se"])
     rows.append({"statistic": "A0>1-A1>0 queries only", "estimate": est, "df": np.inf,
-                 **{m: half for m in METHODS}, "clusters": int(old["n_queries"]), "estimable": bool(old["estimable"]),
+                 **{m: half for m in METHODS}, "df_design": np.nan, "clusters": int(old["n_queries"]), "estimable": bool(old["estimable"]),
                  "margin": 0.02})
     return rows
 
@@ -202,32 +208,57 @@ def heldout_truths(kind: str, comp) -> dict:
     return {"cost(A)-cost(W)": float(SELECTION_METRIC(rates) - SELECTION_METRIC(_group_rates(comp, W_SHIFT)))}
 
 
+def _rate_design_dfs(decision, label, group, item) -> dict:
+    """The design df alone of the ``rates_*`` statistics: each cell's CR2 part (its items' residual totals and
+    shares of its rows, as `rate_table` forms them), Welch-combined over a difference's two cells."""
+    from fair_pipeline.postprocessing.rates import _Linearizer  # the cells' parts exactly as rate_table forms them
+    lin = _Linearizer(decision, pd.factorize(item)[0])
+    parts = {(level, metric): lin.residual(mask)[1] for level in ("0", "1")
+             for metric, mask in (("tpr", (group == level) & label), ("fpr", (group == level) & ~label))}
+
+    def df(*cells):
+        if any(parts[c] is None for c in cells):
+            return np.nan
+        totals, shares = np.stack([parts[c][0] for c in cells]), np.stack([parts[c][1] for c in cells])
+        return parts_design_df(adjusted_parts(totals, np.minimum(shares, 1.0)), np.minimum(shares, 1.0))
+
+    return {"TPR0": df(("0", "tpr")), "TPR1-TPR0": df(("1", "tpr"), ("0", "tpr")),
+            "FPR1-FPR0": df(("1", "fpr"), ("0", "fpr"))}
+
+
 def heldout_statistics(d: dict, kind: str) -> list[dict]:
     """Post-processed rule's held-out rates (`rate_table`) or selection's paired cost difference, clustered by item."""
     g = np.where(d["group"] == "0", "0", "1")
     n_clusters_held = int(np.unique(d["item"]).size)
     if kind == "rates":
         from fair_pipeline.postprocessing.rates import rate_table
-        t = rate_table((d["score"] >= RULE_THRESHOLD).astype(float), d["label"], g, clusters=d["item"]).set_index(
-            ["group", "metric"])
+        decision = (d["score"] >= RULE_THRESHOLD).astype(float)
+        t = rate_table(decision, d["label"], g, clusters=d["item"]).set_index(["group", "metric"])
+        design = _rate_design_dfs(decision, d["label"], g, d["item"])
         picks = {"TPR0": ("0", "tpr", 1.0), "TPR1-TPR0": ("1 - 0", "tpr", 1.0), "FPR1-FPR0": ("1 - 0", "fpr", 1.0)}
         rows = []
         for name, (group, metric, _) in picks.items():
             r = t.loc[(group, metric)]
             est, se, df = float(r["estimate"]), float(r["se"]), float(r["df"])
-            rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, np.nan, se**2, df),
+            rows.append({"statistic": name, "estimate": est, "df": df,
+                         **_intervals(est, np.nan, se**2, df, df_design=design[name]),
                          "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)), "margin": 0.02})
         return rows
-    from fair_pipeline.selection.elicitation.paired import candidate_parts, cluster_variance, paired_summary
+    from fair_pipeline.selection.elicitation.paired import (candidate_parts, cluster_variance, clustered_parts,
+                                                            paired_summary)
     held = pd.DataFrame({"group": g, "n_pos": d["label"].astype(int), "n_neg": (~d["label"]).astype(int)})
     labels = ["0", "1"]
     cost_a, parts_a, _ = candidate_parts(SELECTION_METRIC, held, d["score"], labels, threshold=RULE_THRESHOLD)
     cost_w, parts_w, _ = candidate_parts(SELECTION_METRIC, held, d["score"] + W_SHIFT * (g == "1"), labels,
                                          threshold=RULE_THRESHOLD)
     out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"])
+    differ = (d["score"] >= RULE_THRESHOLD) != (d["score"] + W_SHIFT * (g == "1") >= RULE_THRESHOLD)
     var_cr1 = cluster_variance((parts_a - parts_w).sum(axis=1), d["item"])[0]
+    totals, shares = clustered_parts(parts_a - parts_w, held, labels, d["item"])
+    df_design = parts_design_df(adjusted_parts(totals, shares), shares)
     return [{"statistic": "cost(A)-cost(W)", "estimate": out.estimate, "df": out.df,
-             **_intervals(out.estimate, var_cr1, out.se**2, out.df), "clusters": n_clusters_held,
+             **_intervals(out.estimate, var_cr1, out.se**2, out.df, df_design=df_design), "clusters": n_clusters_held,
+             "disagreeing": int(np.unique(d["item"][differ]).size),
              "estimable": bool(np.isfinite(out.se)), "margin": 0.02}]
 
 
@@ -252,11 +283,30 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
         err = g["estimate"] - truth
         row = {"config": config, "statistic": name, "truth": truth, "reps": len(g),
                "not_estimable": float(1 - est_ok.mean()), "bias/sd": err.mean() / g["estimate"].std(ddof=1),
-               "median_df": g["df"].median()}
+               "median_df": g["df"].median(), "median_df_design": g["df_design"].median()}
         for m in METHODS:  # NaN: the method does not apply (held-out rates have no CR1 here)
             row[m] = float((np.abs(err) <= g[m]).mean()) if g[m].notna().all() else np.nan
         row["cov_se"] = float(np.sqrt(row["cr2_t"] * (1 - row["cr2_t"]) / max(row["reps"], 1)))
         row["se/sd_cr2"] = float((g["cr2_z"] / critical_value(0.95)).mean() / g["estimate"].std(ddof=1))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def coverage_by_disagreement(raw: pd.DataFrame, least=(1, 2, 3, 4, 5)) -> pd.DataFrame:
+    """Selection rows: the items on which the two candidates decide differently (the whole difference rests on
+    them) and the coverage of ``cr2_t`` over the replications with at least k of them (``kept``: their share)."""
+    if "disagreeing" not in raw.columns:
+        return pd.DataFrame()
+    rows = []
+    for (config, name), g in raw[raw["disagreeing"].notna()].groupby(["config", "statistic"], sort=False):
+        g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
+        hit = np.abs(g["estimate"] - truths(config)[name]) <= g["cr2_t"]
+        row = {"config": config, "statistic": name, "reps": len(g), "median_disagreeing": g["disagreeing"].median(),
+               "p10": g["disagreeing"].quantile(0.1), "p90": g["disagreeing"].quantile(0.9)}
+        for k in least:
+            keep = (g["disagreeing"] >= k).to_numpy()
+            row[f"kept>={k}"] = float(keep.mean())
+            row[f"cov>={k}"] = float(hit[keep].mean()) if keep.any() else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -320,11 +370,16 @@ def main(argv=None) -> None:
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
         print(errors.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        by_disagreement = coverage_by_disagreement(raw)
+        if not by_disagreement.empty:
+            print()
+            print(by_disagreement.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"{len(tasks)} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
           f"{time.process_time() - c0:.0f} s)")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"table": table.to_dict(orient="records"), "verdict_errors": errors.to_dict(orient="records"),
+                       "by_disagreement": by_disagreement.to_dict(orient="records"),
                        "raw": raw.to_dict(orient="records")}, fh)
 
 

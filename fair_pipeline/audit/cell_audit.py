@@ -11,9 +11,10 @@ executors), one more audit pass per table.
 Every cell stays in the tables. A cell held by fewer than `min_clusters` items in the evaluated rows is not
 estimable (`stats.cell_size`, the rule of the audit's `--min-clusters`), and the estimability of the audit itself
 applies within the others (positives / negatives, clusters per class); for the pairwise accuracies, computed on
-a sample of queries, a cell also needs `min_clusters` items with positives and with negatives in that sample. Comparisons follow `comparisons`
-(`stats.comparisons`: "auto" = all pairs of up to ALL_PAIRS_UP_TO cells, else each cell against the largest), with
-Holm over each table's family of comparisons.
+a sample of queries, a cell also needs `min_clusters` items with positives and with negatives in that sample
+(counted where the sampled rows are: on Spark by the executors, one row per cell to the driver). Comparisons follow
+`comparisons` (`stats.comparisons`: "auto" = all pairs of up to ALL_PAIRS_UP_TO cells, else each cell against the
+largest), with Holm over each table's family of comparisons.
 """
 from __future__ import annotations
 
@@ -95,6 +96,16 @@ def _labelled(frame: pd.DataFrame, columns: list[str], items: pd.Series) -> pd.D
     return out
 
 
+def _sampled_counts(data) -> pd.DataFrame | None:
+    """On Spark, each cell's items with positives and with negatives in the sampled queries, counted where the
+    rows are; None elsewhere (counted from ``data.query_rows``)."""
+    if data.spark_query_rows is None:
+        return None
+    from fair_pipeline.audit.spark_pairwise import sampled_cell_items  # pyspark is the optional `spark` extra
+
+    return sampled_cell_items(data.spark_query_rows)
+
+
 def audit_cells(marts, scratch, source: LabelSource, window, outputs: list[ScoredOutput], columns: list[str], *,
                 variance: str, max_queries: int, cutoffs, min_count: int, confidence: float, margins=None,
                 min_clusters: int = DEFAULT_MIN_CLUSTERS, comparisons: str = "auto",
@@ -126,8 +137,9 @@ def audit_cells(marts, scratch, source: LabelSource, window, outputs: list[Score
                     notes.append(f"{output.name} by {table_name(cols)}: not audited: {error}")
             if data.spilled is not None:
                 data.spilled.path.unlink(missing_ok=True)
+            sampled_counts = _sampled_counts(data)  # while the rows' cells are registered
         small = small_cells(counts, min_clusters)
-        sampled = {**sampled_small_cells(data.query_rows, min_clusters), **small}
+        sampled = {**sampled_small_cells(data.query_rows, min_clusters, counts=sampled_counts), **small}
         for name, frame in warehouse_tables(audits).items():
             if name in CELL_TABLES and not frame.empty:
                 target, kind = CELL_TABLES[name]

@@ -12,6 +12,7 @@ import numpy as np
 from fair_pipeline.audit.stats import StreamingAudit
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
+from fair_pipeline.audit.stats.singleton_cells import SINGLE, IntersectionSums
 
 CLUSTER_FEED_ROWS = 1 << 20  # rows per update of the cluster sums (each update also costs O(clusters))
 
@@ -21,19 +22,28 @@ def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
     return [["c0"]] if n_cluster_cols == 1 else [["c0"], ["c1"], ["c0", "c1"]]
 
 
-def cluster_codes(con, src: str, params: list, n_cluster_cols: int) -> tuple[str, list[int]]:
+def cluster_codes(con, src: str, params: list, n_cluster_cols: int,
+                  impressions: str = "count(*)") -> tuple[str, list[int]]:
     """Temp tables numbering the distinct cluster keys of ``src`` (columns c0[, c1], score s) densely (0..C-1) in
     descending order of each cluster's highest score; returns the joins that add the codes k0[, k1, k2] to rows
     aliased ``r`` and each C. A cluster's rows tend to lie near its highest score, so in the score-ordered stream
-    nearby rows carry nearby codes: the per-cluster sums touch a narrow, cache-resident range of codes."""
+    nearby rows carry nearby codes: the per-cluster sums touch a narrow, cache-resident range of codes.
+    Two-way's intersection cells holding one impression (``impressions``: the SQL aggregate counting a cell's
+    impressions) take code `SINGLE` and do not count in C (`stats.singleton_cells`)."""
     joins, sizes = [], []
     for n, keys in enumerate(cluster_key_sets(n_cluster_cols)):
         name = f"__cluster_codes_{n}"
         cols = ", ".join(keys)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, "
-                    f"CAST(row_number() OVER (ORDER BY max(s) DESC) - 1 AS BIGINT) AS code "
-                    f"FROM ({src}) GROUP BY {cols}", params)
-        sizes.append(int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]))
+        if len(keys) == 1:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, "
+                        f"CAST(row_number() OVER (ORDER BY max(s) DESC) - 1 AS BIGINT) AS code "
+                        f"FROM ({src}) GROUP BY {cols}", params)
+        else:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, CASE WHEN one THEN {SINGLE} ELSE "
+                        f"CAST(row_number() OVER (PARTITION BY one ORDER BY top DESC) - 1 AS BIGINT) END AS code "
+                        f"FROM (SELECT {cols}, max(s) AS top, {impressions} = 1 AS one FROM ({src}) GROUP BY {cols})",
+                        params)
+        sizes.append(int(con.execute(f"SELECT count(*) FILTER (WHERE code >= 0) FROM {name}").fetchall()[0][0]))
         joins.append(f"JOIN {name} k{n} USING ({cols})")
     return " ".join(joins), sizes
 
@@ -54,10 +64,13 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
     return [pair for _, pair in build_columns(n_groups, n_groups > 1, compared)]
 
 
-def cluster_sums(stream: StreamingAudit, sizes: list[int]) -> list[PrefixClusterSums]:
-    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes)."""
+def cluster_sums(stream: StreamingAudit, sizes: list[int]) -> list:
+    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes); two-way's
+    intersection stream also sums its one-impression cells apart (`IntersectionSums`)."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
-    return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, size) for size in sizes]
+    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, PrefixClusterSums,
+                                                                       IntersectionSums]
+    return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
 
 
 def signed_streams(sums: list) -> list:

@@ -197,3 +197,15 @@ def pairwise_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndar
     result = clustered_result(moments, np.asarray(levels, dtype=object), matrix, marginals, parity, overall, None,
                               gaps, "two_way", confidence, margins, dims=TWO_WAY_DIMS)
     return result, acc.n_queries
+
+
+def sampled_cell_items(rows: DataFrame) -> pd.DataFrame:
+    """group, with_pos, with_neg: each group's distinct items with positives and with negatives among the sampled
+    queries' ``rows`` (group, item_id, n_pos, n_neg), counted on the executors; one row per group to the driver
+    (the minimum cell size of the pairwise accuracies, `stats.cell_size.sampled_small_cells`)."""
+    def items_where(condition):
+        return F.count_distinct(F.when(condition, F.col("item_id")))  # NULL (the other rows) is not counted
+
+    counts = rows.groupBy("group").agg(items_where(F.col("n_pos") > 0).alias("with_pos"),
+                                       items_where(F.col("n_neg") > 0).alias("with_neg")).toPandas()
+    return counts.astype({"with_pos": "int64", "with_neg": "int64"})

@@ -147,7 +147,7 @@ def _clustered_sweep(con, scored: Path, groups, stream: StreamingAudit, n_cluste
     (row, class) with its count and cluster codes (`audit.prefix_stream`); returns the signed sums."""
     keys = ", ".join(f"c{k}" for k in range(n_cluster_cols))
     src = f"SELECT grp, {keys}, s, n_pos, n_neg FROM read_parquet($1)"
-    joins, sizes = cluster_codes(con, src, [str(scored)], n_cluster_cols)
+    joins, sizes = cluster_codes(con, src, [str(scored)], n_cluster_cols, impressions="sum(n_pos + n_neg)")
     codes = ", ".join(f"k{n}.code AS k{n}" for n in range(len(sizes)))
     coded = ", ".join(f"k{n}" for n in range(len(sizes)))
     sql = (f"WITH coded AS (SELECT r.s, CAST(list_position($2, r.grp) - 1 AS INTEGER) AS gi, r.n_pos, r.n_neg, {codes} "

@@ -43,9 +43,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="YYYY-MM-DD or 'latest': pick among that model_selection partition's candidates (their "
                              "per-group TPR/TNR from marts.model_ranking in the home's warehouse), stopping as soon as "
                              "the answers settle their order (new adaptive sessions)")
+    parser.add_argument("--exposure-points", type=exposure_points, default=None,
+                        help="answer the exposure question here instead of at the prompt: the percentage points of "
+                             "accuracy a four-fifths exposure gap is worth (0-100; 0: exposure is reported, not "
+                             "weighed); a session keeps its first answer")
     parser.add_argument("--replay", action="store_true",
                         help="recompute the metric from the stored answers without asking anything")
     parser.add_argument("--list", action="store_true", help="list stored sessions and exit")
+
+
+def exposure_points(text: str) -> float:
+    """argparse type: points in [0, 100] (`exposure_question.parse_points`)."""
+    from fair_pipeline.selection.elicitation.exposure_question import parse_points
+
+    try:
+        return parse_points(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def partition_or_latest(text: str) -> str:
@@ -170,6 +184,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
                 print(f"--partition applies to new sessions; this session's candidates are {kept}.", file=stdout)
         try:
             metric = run_session(store, session_id, config, stdin, stdout, interactive=not args.replay)
+            metric = _with_exposure_weight(store, session_id, metric, config, args, stdin, stdout)
         except SessionPaused:
             n = len(store.answers(session_id))
             print(f"\nSession {session_id} paused after {n} answers; resume with: "
@@ -193,3 +208,21 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | 
         return EXIT_OK
     finally:
         store.close()
+
+
+def _with_exposure_weight(store, session_id: str, metric, config, args, stdin, stdout):
+    """The metric carrying the session's exposure weight: its stored answer, else ``--exposure-points``, else asked
+    (not on --replay: a session replayed without an answer weighs exposure 0 and says so)."""
+    from fair_pipeline.selection.elicitation.exposure_question import with_exposure_answer
+    from fair_pipeline.selection.session import ask_exposure_points
+
+    points = store.exposure_answer(session_id)
+    if points is None and (args.exposure_points is not None or not args.replay):
+        points = args.exposure_points
+        if points is None:
+            points = ask_exposure_points(metric, config.group_labels, stdin, stdout)
+        store.record_exposure_answer(session_id, points)
+    elif points is not None and args.exposure_points is not None and args.exposure_points != points:
+        print(f"--exposure-points {args.exposure_points:g} ignored: session {session_id} answered {points:g}.",
+              file=stdout)
+    return with_exposure_answer(metric, points)

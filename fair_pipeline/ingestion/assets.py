@@ -2,14 +2,14 @@
 
 On the duckdb engine a day loads in one DuckDB transaction (`loads`); on the spark engine the executors read and
 validate the files and Spark writes the raw partition and its quarantine rows (`spark_loads`), with the same
-contract SQL (`rules`). The item catalogue is validated in DuckDB on either engine and, on Spark, copied there
-(catalogue-sized)."""
+contract SQL (`rules`). The item catalogue is validated in DuckDB on either engine and, on Spark, written again by
+the executors from the same files (`spark_catalogue`)."""
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from fair_pipeline.ingestion import contract, spark_loads
+from fair_pipeline.ingestion import contract, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
@@ -18,8 +18,6 @@ from fair_pipeline.ingestion.fingerprints import (catalogue_fingerprint, combine
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
-from fair_pipeline.platform.engines import DuckDBEngine
-from fair_pipeline.platform.engines.transfer import copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
@@ -206,8 +204,8 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
         engine = warehouse.engine_for(con)
-        if engine.name != "duckdb":
-            copy_table(DuckDBEngine(con), engine, ("raw", "items"))
+        if engine.name != "duckdb":  # read by the executors: no catalogue row passes through this process
+            spark_catalogue.write_items(engine, con, landing.resolved_path)
     if load.non_numeric_columns:
         context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {list(load.non_numeric_columns)}")
     if load.rejected:

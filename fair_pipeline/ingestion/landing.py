@@ -45,13 +45,13 @@ def folder_day(folder: Path) -> dt.date | None:
 PARQUET_SUFFIX = ".parquet"
 
 
-def _skipped(name: str) -> bool:
+def skipped_name(name: str) -> bool:
     """A name starting with "." or "_" is a file still being written (`.tmp-*`) or not meant for ingestion
     (Spark's `_SUCCESS`, `_temporary/`, checksums like `.part-0.parquet.crc`)."""
     return name.startswith((".", "_"))
 
 
-def _is_hive_folder(name: str) -> bool:
+def is_hive_folder(name: str) -> bool:
     key, equals, value = name.partition("=")
     return bool(equals and key and value)
 
@@ -69,11 +69,11 @@ def discover(folder: Path) -> tuple[list[Path], list[str]]:
         return [], []
     for root, dirs, names in os.walk(folder, onerror=lambda error: refused.append(f"{error.filename}: {error.strerror}")):
         relative = Path(root).relative_to(folder)
-        dirs[:] = sorted(d for d in dirs if not _skipped(d))
-        odd_folder = next((part for part in relative.parts if not _is_hive_folder(part)), None)
+        dirs[:] = sorted(d for d in dirs if not skipped_name(d))
+        odd_folder = next((part for part in relative.parts if not is_hive_folder(part)), None)
         for name in sorted(names):
             path = Path(root) / name
-            if _skipped(name) or not name.lower().endswith(PARQUET_SUFFIX):
+            if skipped_name(name) or not name.lower().endswith(PARQUET_SUFFIX):
                 continue
             if odd_folder is not None:
                 refused.append(f"{path}: in subfolder {odd_folder!r}, which is not a hive-style key=value folder")

@@ -78,10 +78,14 @@ class ElicitedMetricConfig(dg.Config):
     session_id: str = Field("", description="Recorded oracle: session to replay (empty: the newest one with answers).")
     elicitation_db: str = Field("", description="Recorded oracle: DuckDB file of `fair-pipeline elicit` "
                                 "(empty: $FAIR_PIPELINE_HOME/elicitation.duckdb).")
-    exposure_weight: float = Field(0.0, description="Weight mu of a candidate's exposure disparity on the logs (1/2 sum "
-                                   "over group pairs of squared log exposure-ratio differences) added to the metric's "
-                                   "cost by model selection; stated here, not elicited (the comparisons ask about "
-                                   "rates). 0: exposure parity is reported, not weighed.")
+    exposure_weight: float | None = Field(
+        None, description="Weight mu of a candidate's exposure disparity on the logs (1/2 sum over group pairs of "
+        "squared log exposure-ratio differences) added to the metric's cost by model selection. Unset: the recorded "
+        "session's answer to `fair-pipeline elicit`'s exposure question (0 if it has none; the simulated oracle: 0); "
+        "a number states it here and overrides the session's. 0: exposure parity is reported, not weighed.")
+
+
+STATED_WEIGHT = "stated in the elicited_metric asset's config (exposure_weight), not elicited"
 
 
 def catalogue_groups(con) -> tuple[str, ...]:
@@ -98,8 +102,11 @@ def elicit(config: ElicitedMetricConfig, warehouse: DuckDBWarehouse) -> mo.Elici
     """Run the configured oracle, the metric carrying the configured exposure weight; bad configuration becomes a
     dg.Failure naming the setting."""
     result = _run_oracle(config, warehouse)
+    if config.exposure_weight is None:
+        return result
     try:
-        metric = mo.dataclasses.replace(result.metric, exposure_weight=float(config.exposure_weight))
+        metric = mo.dataclasses.replace(result.metric, exposure_weight=float(config.exposure_weight),
+                                        exposure_weight_source=STATED_WEIGHT)
     except ValueError as error:
         raise dg.Failure(description=f"elicited_metric: {error}") from error
     return mo.dataclasses.replace(result, metric=metric)

@@ -30,6 +30,7 @@ from fair_pipeline.selection.elicitation import (
     group_pairs,
     satisfies_assumption4,
 )
+from fair_pipeline.selection.elicitation.exposure_question import with_exposure_answer
 from fair_pipeline.selection.session import SessionConfig, SessionStore
 
 ORACLE_KINDS = ("simulated", "recorded")
@@ -141,6 +142,7 @@ def elicit_recorded(db_path: Path, session_id: str = "") -> ElicitationResult:
         if config is None:
             raise OracleConfigError(f"recorded oracle: no session {session_id!r} in {db_path}")
         answers = store.answers(session_id)
+        exposure_points = store.exposure_answer(session_id)
     except duckdb.CatalogException as error:
         raise OracleConfigError(f"recorded oracle: {db_path} has no elicitation tables ({error})") from error
     finally:
@@ -159,5 +161,6 @@ def elicit_recorded(db_path: Path, session_id: str = "") -> ElicitationResult:
         raise OracleConfigError(f"{where}: the answers are inconsistent, no metric explains them: {error}") from error
     except ReplayMismatchError as error:
         raise OracleConfigError(f"{where}: {error}") from error
+    metric = with_exposure_answer(metric, exposure_points)
     return ElicitationResult(metric, "recorded", tuple(config.group_labels), config.tolerance, config.radius,
                              session_id=session_id)

@@ -30,8 +30,8 @@ def metric_table(metric, truth, labels, oracle: str, n_queries: int) -> pd.DataF
             if i <= j:
                 rows.append((f"B[{labels[u]} vs {labels[v]}][{i + 1},{j + 1}]", b[i, j],
                              None if truth is None else truth.B[u, v][i, j]))
-    rows.append(("exposure weight (mu x exposure disparity added to the cost; stated, not elicited; 0: not weighed)",
-                 metric.exposure_weight, None))
+    how = metric.exposure_weight_source or "not set: 0, exposure reported, not weighed"
+    rows.append((f"exposure weight mu (x exposure disparity added to the cost; {how})", metric.exposure_weight, None))
     frame = pd.DataFrame(rows, columns=["parameter", "elicited", "truth"])
     return frame.assign(oracle=oracle, n_queries=int(n_queries))[["oracle", "parameter", "elicited", "truth", "n_queries"]]
 

@@ -6,9 +6,11 @@ they prefer, or says they are about the same.  New sessions use ``INTERACTIVE_DE
 questions, at most 40 answers); sessions stored with the paper's QPME replay with it.  Every answer is written to DuckDB with a timestamp the
 moment it is given.  Elicitation is deterministic given its answers, so an interrupted session
 (``q``, end of input, Ctrl-C) resumes exactly where it stopped by replaying the stored answers, and
-a finished session can be replayed to recompute its metric.
+a finished session can be replayed to recompute its metric.  After the comparisons one more question prices the
+exposure weight mu in accuracy points under the elicited metric (`elicitation.exposure_question`); its answer is
+stored with the session.
 
-Tables (schema ``elicitation``): ``sessions`` (settings, status, result) and ``answers``
+Tables (schema ``elicitation``): ``sessions`` (settings, exposure answer, status, result) and ``answers``
 (one row per question: both profiles, which one was shown as A, the choice, the time).
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from fair_pipeline.selection.elicitation import (
     elicit_fair_quadratic_metric,
     group_pairs,
 )
+from fair_pipeline.selection.elicitation import exposure_question
 from fair_pipeline.selection.elicitation.validation import check_group_weights
 
 # Tables live in schema `elicitation`; the store selects it with USE, so the statements name tables unqualified
@@ -55,7 +58,9 @@ TABLES_SQL = [
         method VARCHAR DEFAULT 'qpme',
         candidates DOUBLE[],            -- flattened (n, n_groups, n_classes): the profiles whose order stops it
         candidate_names VARCHAR[],
-        candidates_partition DATE       -- the marts.model_ranking partition they were read from
+        candidates_partition DATE,      -- the marts.model_ranking partition they were read from
+        exposure_points DOUBLE,         -- answer to the exposure question (NULL: not answered yet)
+        exposure_answered_at TIMESTAMPTZ
     )""",
     """CREATE TABLE IF NOT EXISTS answers (
         session_id VARCHAR NOT NULL,
@@ -75,6 +80,8 @@ UPGRADE_SQL = [
     "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS candidates DOUBLE[]",
     "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS candidate_names VARCHAR[]",
     "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS candidates_partition DATE",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS exposure_points DOUBLE",
+    "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS exposure_answered_at TIMESTAMPTZ",
     "ALTER TABLE answers ALTER COLUMN r1_preferred DROP NOT NULL",
 ]
 
@@ -173,6 +180,17 @@ class SessionStore:
             [session_id, index, np.ravel(r1).tolist(), np.ravel(r2).tolist(), r1_shown_as, choice,
              None if r1_preferred is None else bool(r1_preferred), _now()],
         )
+
+    def exposure_answer(self, session_id: str) -> float | None:
+        """The stored answer to the exposure question (points), None if not answered (or a file from before it)."""
+        cursor = self.con.execute("SELECT * FROM sessions WHERE session_id = ?", [session_id])
+        row = cursor.fetchone()
+        stored = dict(zip([d[0] for d in cursor.description], row)) if row else {}
+        return None if stored.get("exposure_points") is None else float(stored["exposure_points"])
+
+    def record_exposure_answer(self, session_id: str, points: float) -> None:
+        self.con.execute("UPDATE sessions SET exposure_points = ?, exposure_answered_at = ? WHERE session_id = ?",
+                         [float(points), _now(), session_id])
 
     def finish(self, session_id: str, status: str, result: dict | None) -> None:
         self.con.execute(
@@ -276,6 +294,26 @@ def run_session(store: SessionStore, session_id: str, config: SessionConfig, std
                                         **config.elicitation_options())
 
 
+def ask_exposure_points(metric: FairQuadraticMetric, labels, stdin: TextIO, stdout: TextIO) -> float:
+    """The exposure question (`elicitation.exposure_question`), asked until the answer is valid.
+    Raises SessionPaused on ``q``, end of input or Ctrl-C."""
+    print(exposure_question.question_text(metric, labels), file=stdout)
+    while True:
+        print(exposure_question.PROMPT, end="", file=stdout, flush=True)
+        try:
+            line = stdin.readline()
+        except KeyboardInterrupt:
+            raise SessionPaused("interrupted") from None
+        if not line:
+            raise SessionPaused("end of input")
+        if line.strip().upper() == "Q":
+            raise SessionPaused("stopped by the user")
+        try:
+            return exposure_question.parse_points(line)
+        except ValueError as error:
+            print(f"  {error}", file=stdout)
+
+
 def describe_metric(metric: FairQuadraticMetric, labels) -> str:
     stopped = metric.diagnostics.get("stopped_because")
     lines = [
@@ -295,6 +333,9 @@ def describe_metric(metric: FairQuadraticMetric, labels) -> str:
         if diag["n_unexpected_answers"]:
             lines.append(f"  {diag['n_unexpected_answers']} answers disagree with this metric by more than "
                          f"{diag['resolution']:.0%}; they were weighed as slips, not as errors")
+    if metric.exposure_weight_source:
+        lines.append(f"  exposure weight mu = {metric.exposure_weight:.4g} x exposure disparity on the logs "
+                     f"({metric.exposure_weight_source})")
     cycles = metric.diagnostics.get("cycles", [])
     if cycles:
         lines.append(f"  WARNING: {len(cycles)} inconsistent answer sets (preference cycles), e.g. "

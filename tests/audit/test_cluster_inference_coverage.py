@@ -20,6 +20,8 @@ def test_the_documented_command_runs(tmp_path, capsys):
     held_out = [r for r in report["table"] if r["config"] in ("rates_minority45", "selection_pareto1.3")]
     assert {r["statistic"] for r in held_out} == {"TPR0", "TPR1-TPR0", "FPR1-FPR0", "cost(A)-cost(W)"}
     assert all(r["reps"] == 2 and 1 <= r["median_df"] for r in held_out)
+    assert all(r["median_df_design"] >= r["median_df"] for r in report["table"] if r["config"] != "pairwise_fresh")
+    assert "cr2_t_design" in printed
 
 
 def test_held_out_truths_are_the_simulators_rates():
@@ -42,6 +44,30 @@ def test_held_out_truths_are_the_simulators_rates():
     assert plain[0, 1] - plain[1, 1] == pytest.approx(truth["FPR1-FPR0"], abs=0.006)
     cost = SELECTION_METRIC(plain) - SELECTION_METRIC(rates(W_SHIFT))
     assert cost == pytest.approx(truths("selection_pareto1.3")["cost(A)-cost(W)"], abs=0.002)
+
+
+def test_the_design_column_is_the_design_half_of_the_audits_df():
+    """cr2_t_design's df is the design df the product's own df takes the minimum with: the audit's contrasts,
+    rate_table's rates and selection's paired difference all report min(totals' effective clusters, design df)."""
+    for config in ("pareto1.3", "rates_pareto1.3", "selection_pareto1.3"):
+        for row in one_replication((config, 0, 3)):
+            assert np.isfinite(row["df_design"]) and row["df"] <= row["df_design"] * (1 + 1e-9), (config, row)
+            assert row["df"] == pytest.approx(min(row["df_totals"], row["df_design"]), rel=1e-9), (config, row)
+
+
+def test_disagreeing_items_are_group_1_items_in_the_shifted_band():
+    """The candidates (merit; merit + W_SHIFT in group "1"; both at RULE_THRESHOLD) decide differently exactly on
+    group "1"'s items with merit in [RULE_THRESHOLD - W_SHIFT, RULE_THRESHOLD); the table counts them per draw."""
+    from benchmarks.cluster_inference_coverage import CONFIGS, RULE_THRESHOLD, W_SHIFT, coverage_by_disagreement, draw
+    config = "selection_pareto1.3"
+    rows = [dict(one_replication((config, r, 5))[0], config=config) for r in range(3)]
+    for r, row in enumerate(rows):
+        d = draw(config, [5, r, list(CONFIGS).index(config)])
+        band = (d["group"] == "1") & (d["score"] >= RULE_THRESHOLD - W_SHIFT) & (d["score"] < RULE_THRESHOLD)
+        assert row["disagreeing"] == np.unique(d["item"][band]).size
+    table = coverage_by_disagreement(pd.DataFrame(rows)).iloc[0]
+    counts = np.array([row["disagreeing"] for row in rows])
+    assert table["median_disagreeing"] == np.median(counts) and table["kept>=2"] == np.mean(counts >= 2)
 
 
 def _coverage(config, reps):

@@ -15,7 +15,7 @@ import pytest
 from fair_pipeline.commands.elicit import EXIT_OK, add_arguments, run
 from fair_pipeline.platform import settings
 from fair_pipeline.selection import ScriptedAnswerer
-from fair_pipeline.selection.elicitation import metric_to_dict, random_fair_metric, relative_difference
+from fair_pipeline.selection.elicitation import exposure_question, metric_to_dict, random_fair_metric, relative_difference
 from fair_pipeline.selection.elicitation.adaptive import whole_percent_profiles
 from fair_pipeline.selection.metric_oracle import elicit_recorded
 from fair_pipeline.selection.session import SessionStore
@@ -34,6 +34,8 @@ class ScreenReader(io.StringIO):
         self.screen, self.person, self.m = screen, person, n_groups
 
     def readline(self, *args) -> str:
+        if self.screen.getvalue().endswith(exposure_question.PROMPT):
+            return "0\n"  # exposure weighs nothing here: the candidates' order is the rates'
         block = self.screen.getvalue().rsplit("which model do you prefer?", 1)[1]
         rows = [line[len(label):] for label in LABELS for line in block.splitlines() if line.startswith(label)]
         rates = np.array([[float(t[:-1]) / 100 for t in row.split() if t.endswith("%")] for row in rows])

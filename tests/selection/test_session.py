@@ -13,6 +13,7 @@ import pytest
 from fair_pipeline.commands.elicit import EXIT_OK, EXIT_PAUSED, add_arguments
 from fair_pipeline.commands.elicit import run as run_elicit
 from fair_pipeline.selection.elicitation import FairQuadraticMetric, metric_from_dict, sample_sphere_profiles
+from fair_pipeline.selection.elicitation import exposure_question
 from fair_pipeline.selection.session import format_comparison
 
 TRUTH = FairQuadraticMetric.from_pairs([0.6, 0.8], [np.array([[1.2, 0.3], [0.3, 0.8]]) * 2 / np.linalg.norm([[1.2, 0.3], [0.3, 0.8]])], 0.45)
@@ -32,13 +33,16 @@ class ScriptedPerson:
     behaves like a closed terminal (end of input)."""
 
     def __init__(self, screen: io.StringIO, metric: FairQuadraticMetric, n_groups: int, stop_after: int | None = None,
-                 says_same: bool = True):
+                 says_same: bool = True, exposure_points: str = "5"):
         self.screen, self.metric, self.m = screen, metric, n_groups
         self.stop_after, self.answers, self.says_same = stop_after, 0, says_same
+        self.exposure_points = exposure_points
 
     def readline(self) -> str:
         if self.stop_after is not None and self.answers >= self.stop_after:
             return ""
+        if self.screen.getvalue().endswith(exposure_question.PROMPT):
+            return self.exposure_points + "\n"
         left, right = read_question(self.screen, self.m)
         self.answers += 1
         a, b = self.metric(left), self.metric(right)

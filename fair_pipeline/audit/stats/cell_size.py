@@ -40,16 +40,27 @@ def small_cells(items: pd.Series, min_clusters: int) -> dict[str, str]:
             for cell, n in items.items() if n < min_clusters}
 
 
-def sampled_small_cells(rows: pd.DataFrame, min_clusters: int) -> dict[str, str]:
-    """{cell: why} of the cells whose items with positives, or with negatives, number fewer than ``min_clusters``
-    in the sampled queries' ``rows`` (group, item_id, n_pos, n_neg)."""
-    if rows is None or rows.empty:
-        return {}
+def sampled_cell_items(rows: pd.DataFrame) -> pd.DataFrame:
+    """group, with_pos, with_neg: each cell's distinct items with positives and with negatives among the sampled
+    queries' ``rows`` (group, item_id, n_pos, n_neg)."""
     pos = rows[rows["n_pos"] > 0].groupby("group")["item_id"].nunique()
     neg = rows[rows["n_neg"] > 0].groupby("group")["item_id"].nunique()
+    cells = rows["group"].unique()
+    return pd.DataFrame({"group": cells, "with_pos": [int(pos.get(c, 0)) for c in cells],
+                         "with_neg": [int(neg.get(c, 0)) for c in cells]})
+
+
+def sampled_small_cells(rows: pd.DataFrame | None, min_clusters: int, *,
+                        counts: pd.DataFrame | None = None) -> dict[str, str]:
+    """{cell: why} of the cells whose items with positives, or with negatives, number fewer than ``min_clusters``
+    in the sampled queries' ``rows`` (group, item_id, n_pos, n_neg), or in their ``counts`` per cell
+    (`sampled_cell_items`'s columns; what Spark's executors count, `audit.spark_pairwise.sampled_cell_items`)."""
+    if counts is None:
+        if rows is None or rows.empty:
+            return {}
+        counts = sampled_cell_items(rows)
     out = {}
-    for cell in rows["group"].unique():
-        p, n = int(pos.get(cell, 0)), int(neg.get(cell, 0))
+    for cell, p, n in zip(counts["group"], counts["with_pos"].astype(int), counts["with_neg"].astype(int)):
         if p < min_clusters or n < min_clusters:
             out[cell] = (f"not estimable ({p} items with positives, {n} with negatives in the sampled queries; "
                          f"need >= {min_clusters} each)")

@@ -61,6 +61,20 @@ class _PrefixRows:
         return self._pos[v], self._neg[v]
 
 
+def cutoff_blocks(n_incl, neg, pooled_neg, x) -> tuple[np.ndarray, np.ndarray]:
+    """Per vector and cutoff, the block holding its threshold ``x`` (G + 1, K) on cumulative negatives (the first
+    block whose negatives through it pass it; B when none of these blocks does), and the sorted blocks that
+    straddle a threshold (their first negative lies below it): those blocks' rows take the exact path."""
+    G, B = neg.shape[0], n_incl.shape[1]
+    at = np.stack([np.searchsorted(n_incl[v], x[v], side="right") for v in range(G + 1)])
+    edges = set()
+    for v, k in zip(*np.nonzero(at < B)):
+        blk = at[v, k]
+        if n_incl[v, blk] - (neg[v, blk] if v < G else pooled_neg[blk]) < x[v, k]:
+            edges.add(int(blk))
+    return at, np.array(sorted(edges), dtype=np.intp)
+
+
 def _inside(banded: np.ndarray) -> None:
     """Band slots (axis -2) summed cumulatively in place: slot k = the rows inside cutoff k."""
     for k in range(1, banded.shape[-2]):
@@ -133,25 +147,20 @@ class PrefixClusterSums:
         # band for that vector is the number of those at or above it, so in score order a vector's bands are
         # contiguous row ranges. Such a block whose first negative lies below the threshold straddles it: its
         # rows take the exact path, for every vector.
-        at = np.stack([np.searchsorted(n_incl[v], self.x[v], side="right") for v in range(G + 1)])
+        at, edge_blocks = cutoff_blocks(n_incl, neg, pooled[1], self.x)
         edge_rows = np.zeros(b.size, dtype=bool)
-        edge_blocks = set()
-        for v, k in zip(*np.nonzero(at < B)):
-            blk = at[v, k]
-            n_first = n_incl[v, blk] - (neg[v, blk] if v < G else pooled[1][blk])
-            if n_first < self.x[v, k]:
-                edge_blocks.add(int(blk))
-                edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
+        for blk in edge_blocks:
+            edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
         for g in range(G):
             mine = (group == g) & ~edge_rows
             for w, neg_side in ((n_neg, True), (n_pos, False)):
                 idx = np.flatnonzero(mine & (w > 0))
                 if idx.size:
                     self._group_rows(g, b[idx], codes[idx], w[idx], at, roc_of if neg_side else fpr_of, neg_side)
-        if edge_blocks:
-            be = np.array(sorted(edge_blocks), dtype=np.intp)  # the edge blocks' counts, as the exact path needs them
+        rows_e = np.flatnonzero(edge_rows)
+        if rows_e.size:  # (the rows fed may be a subset of the blocks': a straddling block may hold none of them)
+            be = edge_blocks  # the edge blocks' counts, as the exact path needs them
             counts = [np.vstack([a[:, be], pooled[side][be]]) for side, a in enumerate((pos, neg))]
-            rows_e = np.flatnonzero(edge_rows)
             self._edge_rows(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
                             n_incl[:, be], group, n_pos, n_neg, codes)
 

@@ -5,7 +5,8 @@
     a >= 0, |a|_2 = 1;  B^{uv} PSD, 1/2 sum_{u<v} |B^{uv}|_F = 1;  lam in [0, 1].
 
 Model selection may add an exposure term to this cost, ``exposure_weight`` x the exposure disparity of a ranking
-(`selection.exposure.exposure_disparity`): 0 (the default) ranks by the rates alone.
+(`selection.exposure.exposure_disparity`): 0 (the default) ranks by the rates alone. `fair-pipeline elicit` asks
+for it after the comparisons (`exposure_question`); ``exposure_weight_source`` records how it was set.
 
 Rates: array (n_groups, n_classes) with entry r_i^g = P(h = i | Y = i, G = g); for k = 2 the
 columns are (TPR, TNR).
@@ -37,6 +38,7 @@ class FairQuadraticMetric:
     n_queries: int = 0
     diagnostics: dict = field(default_factory=dict, compare=False)
     exposure_weight: float = 0.0  # mu: weight of the exposure disparity added to the cost by model selection
+    exposure_weight_source: str = ""  # how mu was set (elicited, stated in a config); "" = never set
 
     def __post_init__(self):
         if not (np.isfinite(self.exposure_weight) and self.exposure_weight >= 0):
@@ -103,7 +105,8 @@ def metric_to_dict(metric: FairQuadraticMetric) -> dict:
         "lam": metric.lam,
         "group_weights": metric.group_weights.tolist(),
         "n_queries": metric.n_queries,
-    } | ({"exposure_weight": metric.exposure_weight} if metric.exposure_weight else {})
+    } | ({"exposure_weight": metric.exposure_weight} if metric.exposure_weight else {}) | (
+        {"exposure_weight_source": metric.exposure_weight_source} if metric.exposure_weight_source else {})
 
 
 def metric_from_dict(data: dict) -> FairQuadraticMetric:
@@ -114,4 +117,5 @@ def metric_from_dict(data: dict) -> FairQuadraticMetric:
     except KeyError as exc:
         raise ValueError(f"metric dict lacks B for group pair {exc.args[0]}") from None
     return FairQuadraticMetric.from_pairs(data["a"], mats, data["lam"], tau, n_queries=int(data.get("n_queries", 0)),
-                                          exposure_weight=float(data.get("exposure_weight", 0.0)))
+                                          exposure_weight=float(data.get("exposure_weight", 0.0)),
+                                          exposure_weight_source=str(data.get("exposure_weight_source", "")))

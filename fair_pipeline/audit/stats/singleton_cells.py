@@ -1,0 +1,215 @@
+"""Two-way clustering's intersection stream when most (item, query) cells hold a single impression.
+
+Two-way clustering subtracts the covariance of the intersection clusters, and in a click log nearly every (item,
+query) cell is shown once: keeping `prefix_clusters`' ~10^2 banded sums per cell would cost ~1 KB per impression.
+A cell of one impression is its own cluster total, so its influence value is one row's, and the cross products
+sum_c U_c U_c' over such cells are sums over rows. A row's influence on column (i, j) at cutoff k is linear in the
+sweep's I and ROC at that cutoff (known only at the end) with coefficients that depend on the row only through
+its place on the ROC curves (the half-credit ROC of each vector it sees as a negative, the FPR of each vector it
+sees as a positive) and its "band" per vector (the first cutoff whose threshold its block does not pass; inside
+cutoff k iff band <= k):
+
+    negative of group g, j in {g, pooled}:  U[k, (i, j)] = (e_jk (roc_i - R) + alpha_k R - I) / n_j
+    positive of group g, i in {g, pooled}:  U[k, (i, j)] = (e_jk (alpha_k - fpr_j) - I) / m_i
+
+(e_jk = [band_j <= k], R = ROC_(i,j)(alpha_k), I = I_(i,j)(alpha_k)). Products of two columns' values therefore
+need, per group and pair of band values, only sums of 1, the curves and their pairwise products: a few hundred
+numbers in all, whatever the rows. CR2 scales a one-impression cluster's part by the same factor for every such
+cluster (its share of vector v's class total is 1 / n_v). Rows of blocks straddling a cutoff (few) keep their
+exact coefficients (`clustered.row_influence`) and are added at the end. `IntersectionSums` feeds cells of more
+than one row to `PrefixClusterSums` and single-impression cells (code -1) here; the two covariances add up to
+the one pass's over all cells (tests/audit/test_singleton_cells.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
+from fair_pipeline.audit.stats.clustered import row_influence
+from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, _PrefixRows, _Totals, cutoff_blocks
+from fair_pipeline.audit.stats.small_sample import leverage_factor
+from fair_pipeline.audit.stats.validation import AuditInputError
+
+SINGLE = -1  # the cluster code of a cell holding one impression
+
+
+class SingletonMoments:
+    """Cross products over one-impression clusters of every column's influence values, fed in score order (the
+    `PrefixClusterSums.update` interface, every row of count 1)."""
+
+    def __init__(self, n_pos, n_neg, alphas, pairs):
+        G = len(n_pos)
+        self.G = G
+        self.m = np.maximum(np.r_[n_pos, np.sum(n_pos)].astype(np.float64), 1.0)
+        self.n = np.maximum(np.r_[n_neg, np.sum(n_neg)].astype(np.float64), 1.0)
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+        K, V = self.alphas.size, G + 1
+        self.x = self.alphas[None, :] * self.n[:, None]
+        self.bins = (K + 1) ** 2  # (band of one vector, band of another)
+        # negatives of group g by (band of g, band pooled): sums of ROC_v ROC_w, ROC_v, 1
+        self.neg_rr = np.zeros((G, self.bins, V, V))
+        self.neg_r = np.zeros((G, self.bins, V))
+        self.neg_1 = np.zeros((G, self.bins))
+        # positives of group g by (band of j, band of j'), per (j, j'): sums of 1, FPR_j, FPR_j', FPR_j FPR_j'
+        self.pos = np.zeros((G, V, V, self.bins, 4))
+        self.edge = []  # per straddling row: (neg part at I = ROC = 0, pos part, ROC coefficient, I coefficients)
+        self.rows = 0
+        self.running = np.zeros((2, V))
+
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, curves) -> None:
+        """Next blocks (per group counts (G, B)) and the sweep's curves of them; rows: block, group code,
+        positives and negatives (one of them 1, the other 0)."""
+        G, K = self.G, self.alphas.size
+        b = np.asarray(row_block, dtype=np.intp)
+        group = np.asarray(group, dtype=np.intp)
+        n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
+        if b.size and not np.all(n_pos + n_neg == 1):
+            raise AuditInputError("a one-impression cell must hold exactly one positive or one negative")
+        p_incl, n_incl, roc_of, fpr_of = curves
+        pooled_neg = neg.sum(axis=0)
+        at, edge_blocks = cutoff_blocks(n_incl, neg, pooled_neg, self.x)
+        self.rows += b.size
+        edge = np.isin(b, edge_blocks) if edge_blocks.size else np.zeros(b.size, dtype=bool)
+        band = np.stack([np.searchsorted(at[v], b, side="right") for v in range(G + 1)])  # (V, rows)
+        for g in range(G):
+            mine = (group == g) & ~edge
+            rows = np.flatnonzero(mine & (n_neg > 0))
+            if rows.size:
+                rb = b[rows]
+                key = band[g, rows] * (K + 1) + band[G, rows]
+                roc = roc_of[:, rb]
+                self.neg_1[g] += np.bincount(key, minlength=self.bins)
+                for v in range(G + 1):
+                    self.neg_r[g, :, v] += np.bincount(key, roc[v], minlength=self.bins)
+                    for w in range(v, G + 1):
+                        self.neg_rr[g, :, v, w] += np.bincount(key, roc[v] * roc[w], minlength=self.bins)
+                        self.neg_rr[g, :, w, v] = self.neg_rr[g, :, v, w]
+            rows = np.flatnonzero(mine & (n_pos > 0))
+            if rows.size:
+                fpr = fpr_of[:, b[rows]]
+                for j in range(G + 1):
+                    for jj in range(G + 1):
+                        key = band[j, rows] * (K + 1) + band[jj, rows]
+                        out = self.pos[g, j, jj]
+                        out[:, 0] += np.bincount(key, minlength=self.bins)
+                        out[:, 1] += np.bincount(key, fpr[j], minlength=self.bins)
+                        out[:, 2] += np.bincount(key, fpr[jj], minlength=self.bins)
+                        out[:, 3] += np.bincount(key, fpr[j] * fpr[jj], minlength=self.bins)
+        if edge.any():
+            self._edge_rows(np.flatnonzero(edge), b, pos, neg, pooled_neg, p_incl, n_incl, group, n_pos, n_neg)
+
+    def _edge_rows(self, rows, b, pos, neg, pooled_neg, p_incl, n_incl, group, n_pos, n_neg) -> None:
+        """Rows of blocks straddling a cutoff: their exact influence, as coefficients of I and ROC."""
+        K, S = self.alphas.size, len(self.pairs)
+        blocks = b[rows]
+        counts = [np.vstack([a[:, blocks], a[:, blocks].sum(axis=0)]) for a in (pos, neg)]
+        view = _PrefixRows(counts[0], counts[1], p_incl[:, blocks], n_incl[:, blocks])
+        table = _Totals(self.G, self.m, self.n)
+        ge, pe, ne = group[rows], n_pos[rows], n_neg[rows]
+        parts = np.empty((4, S, K, rows.size))  # neg part, pos part at I = ROC = 0; ROC coefficient; I coefficient
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for s, (i, j) in enumerate(self.pairs):
+                in_i = np.ones(ge.size, dtype=bool) if i == self.G else ge == i
+                in_j = np.ones(ge.size, dtype=bool) if j == self.G else ge == j
+                for k, alpha in enumerate(self.alphas):
+                    parts[0, s, k], parts[1, s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, view, ge, pe, ne,
+                                                                   parts=True)
+                    parts[2, s, k] = row_influence(table, i, j, alpha, 0.0, 1.0, view, ge, pe, ne,
+                                                   parts=True)[0] - parts[0, s, k]
+                parts[3, s] = -(ne * in_j / self.n[j])[None, :]  # the negatives' share; positives' below
+        pos_share = np.stack([pe * (ge == v if v < self.G else True) for v in range(self.G + 1)])  # (V, rows)
+        self.edge.append((parts, pos_share))
+
+    def cross_sums(self, auc, roc) -> tuple[np.ndarray, np.ndarray]:
+        """(K, S, S) sums over the one-impression clusters of U U' (CR1) and of the CR2-scaled U~ U~'."""
+        G, K, S = self.G, self.alphas.size, len(self.pairs)
+        auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
+        f_neg, f_pos = leverage_factor(1.0 / self.n), leverage_factor(1.0 / self.m)  # one impression's share
+        first, second = np.divmod(np.arange(self.bins), K + 1)  # each bin's two band values
+        cross, cross_cr2 = np.zeros((K, S, S)), np.zeros((K, S, S))
+        for k, alpha in enumerate(self.alphas):
+            e = [(first <= k).astype(np.float64), (second <= k).astype(np.float64)]
+            R, A = roc[:, k], auc[:, k]
+            d = alpha * R - A
+            for g in range(G):
+                self._neg_cross(cross, cross_cr2, k, g, e, R, d, f_neg)
+                self._pos_cross(cross, cross_cr2, k, g, e, alpha, A, f_pos)
+        for parts, pos_share in self.edge:
+            neg_part = parts[0] + roc[:, :, None] * parts[2] + auc[:, :, None] * parts[3]
+            pos_part = parts[1] - auc[:, :, None] * np.stack([pos_share[i] / self.m[i] for i, _ in self.pairs])[:, None]
+            h_neg = -parts[3]  # the row's share of the column's negatives
+            h_pos = np.stack([pos_share[i] / self.m[i] for i, _ in self.pairs])[:, None]
+            u = neg_part + pos_part
+            adj = np.where(neg_part == 0, 0.0, neg_part * leverage_factor(h_neg)) + \
+                np.where(pos_part == 0, 0.0, pos_part * leverage_factor(h_pos))
+            cross += np.einsum("skr,tkr->kst", u, u)
+            cross_cr2 += np.einsum("skr,tkr->kst", adj, adj)
+        return cross, cross_cr2
+
+    def _neg_cross(self, cross, cross_cr2, k, g, e, R, d, f_neg) -> None:
+        """Negatives of group g: columns whose negative vector is g (band slot 0) or pooled (slot 1)."""
+        G = self.G
+        cols = [(s, i, 0 if j == g else 1, j) for s, (i, j) in enumerate(self.pairs) if j in (g, G)]
+        if not cols:
+            return
+        rr, r1, one = self.neg_rr[g], self.neg_r[g], self.neg_1[g]
+        L = [e[a] @ r1 for a in (0, 1)]  # sum of ROC_i over rows inside, by the band of slot a
+        E = [e[a] @ one for a in (0, 1)]
+        Z = one.sum()
+        for s, i, a, j in cols:
+            for t, ii, bb, jj in cols:
+                ee = e[a] * e[bb]
+                val = (ee @ rr[:, i, ii] - R[t] * (ee @ r1[:, i]) - R[s] * (ee @ r1[:, ii]) + R[s] * R[t] * (ee @ one)
+                       + d[t] * L[a][i] - R[s] * d[t] * E[a] + d[s] * L[bb][ii] - d[s] * R[t] * E[bb] + d[s] * d[t] * Z)
+                val /= self.n[j] * self.n[jj]
+                cross[k, s, t] += val
+                cross_cr2[k, s, t] += val * f_neg[j] * f_neg[jj]
+
+    def _pos_cross(self, cross, cross_cr2, k, g, e, alpha, A, f_pos) -> None:
+        """Positives of group g: columns whose positive vector is g or pooled; any negative vector."""
+        G = self.G
+        cols = [(s, i, j) for s, (i, j) in enumerate(self.pairs) if i in (g, G)]
+        for s, i, j in cols:
+            for t, ii, jj in cols:
+                sums = self.pos[g, j, jj]  # bins by (band of j, band of jj)
+                ee = e[0] * e[1]
+                q_ee, q_f, q_ff, q_f2 = (ee @ sums[:, c] for c in (0, 1, 3, 2))
+                m_e, m_f = e[0] @ sums[:, 0], e[0] @ sums[:, 1]  # inside cutoff k for j: 1, FPR_j
+                m_e2, m_f2 = e[1] @ sums[:, 0], e[1] @ sums[:, 2]  # for jj: 1, FPR_jj
+                val = (alpha * alpha * q_ee - alpha * (q_f + q_f2) + q_ff - A[t] * (alpha * m_e - m_f)
+                       - A[s] * (alpha * m_e2 - m_f2) + A[s] * A[t] * sums[:, 0].sum())
+                val /= self.m[i] * self.m[ii]
+                cross[k, s, t] += val
+                cross_cr2[k, s, t] += val * f_pos[i] * f_pos[ii]
+
+
+class IntersectionSums:
+    """Two-way clustering's intersection stream: cells of several rows (codes 0..C-1) into `PrefixClusterSums`,
+    one-impression cells (code `SINGLE`) into `SingletonMoments`; `covariance` as `PrefixClusterSums`'s."""
+
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
+        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters)
+        self.single = SingletonMoments(n_pos, n_neg, alphas, pairs)
+
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves) -> None:
+        codes = np.asarray(codes)
+        one = codes == SINGLE
+        rest = ~one
+        args = (np.asarray(row_block), np.asarray(group), np.asarray(n_pos), np.asarray(n_neg))
+        self.several.update(pos, neg, *(a[rest] for a in args), codes[rest], curves)
+        self.single.update(pos, neg, *(a[one] for a in args), curves)
+
+    def covariance(self, auc, roc, keep_totals: bool = False) -> ClusterCrossSums:
+        if keep_totals:
+            raise ValueError("the intersection stream keeps no totals")
+        several = self.several
+        out = ClusterCrossSums(several.pairs, several.alphas.size, len(several.pairs), several.G + 1, design=False)
+        several.add_to(out, auc, roc)
+        cross, cross_cr2 = self.single.cross_sums(auc, roc)
+        out.cross += cross
+        out.cross_cr2 += cross_cr2
+        out.clusters += self.single.rows
+        if out.clusters < 2:
+            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {out.clusters}")
+        return out

@@ -1,0 +1,59 @@
+"""Held-out rates' t reference rebuilt from the matrices: the smaller of the cells' totals' effective clusters and
+the Bell-McCaffrey design df of their shares (Welch-combined over a difference's two cells)."""
+import numpy as np
+import pytest
+from scipy import stats
+
+from fair_pipeline.audit.stats.small_sample import satterthwaite_df
+from fair_pipeline.postprocessing.rates import rate_table
+
+
+def _design_matrix_df(h):
+    """tr(B)^2 / tr(B^2) of the CR2 quadratic form B = M' A M (M = I - 1h', A = diag(h^2 / (1 - h)))."""
+    C = h.size
+    M = np.eye(C) - np.outer(np.ones(C), h)
+    B = M.T @ np.diag(h * h / (1 - h)) @ M
+    return np.trace(B) ** 2 / np.trace(B @ B)
+
+
+def _cell(p, item, mask):
+    """(CR2-adjusted residual totals, shares) of a cell mean clustered by item, by the definitions."""
+    ids, codes = np.unique(item[mask], return_inverse=True)
+    n_c = np.bincount(codes).astype(float)
+    h = n_c / n_c.sum()
+    totals = np.bincount(codes, weights=p[mask] - p[mask].mean()) / mask.sum()
+    return totals / np.sqrt(1 - h), h
+
+
+def test_rate_df_is_the_smaller_of_the_totals_count_and_the_welch_design_df():
+    rng = np.random.default_rng(4)
+    items = 60
+    shows = np.ceil(2 * (1 + rng.pareto(1.3, items))).astype(int)
+    item = np.repeat(np.arange(items), shows)
+    g = np.where(item % 4 == 0, "a", "b")
+    y = np.repeat(rng.random(items) < 0.5, shows)
+    p = np.repeat((rng.random(items) < 0.7).astype(float), shows)  # one 0/1 decision per item
+    t = rate_table(p, y, g, clusters=item).set_index(["group", "metric"])
+    cells = {group: _cell(p, item, (g == group) & y) for group in ("a", "b")}
+    for group, (adjusted, h) in cells.items():
+        want = min(float(satterthwaite_df(adjusted)), _design_matrix_df(h))
+        assert t.loc[(group, "tpr"), "df"] == pytest.approx(want, rel=1e-9)
+        assert t.loc[(group, "tpr"), "se"] ** 2 == pytest.approx(adjusted @ adjusted, rel=1e-9)
+    v = {k: a @ a for k, (a, _) in cells.items()}
+    welch = sum(v.values()) ** 2 / sum(v[k] ** 2 / _design_matrix_df(cells[k][1]) for k in v)
+    totals_count = float(satterthwaite_df(np.r_[cells["a"][0], cells["b"][0]]))  # disjoint items: concatenated
+    diff = t.loc[("b - a", "tpr")]
+    assert diff["df"] == pytest.approx(min(welch, totals_count), rel=1e-9)
+    assert (diff["ci_high"] - diff["ci_low"]) / 2 == pytest.approx(stats.t.ppf(0.975, diff["df"]) * diff["se"], rel=1e-9)
+
+
+def test_equal_clusters_with_few_dissenting_items_take_the_totals_count():
+    # 20 items shown 5 times each, 3 decided 0: the design df is 19, the totals' count ~5 (the smaller is used;
+    # docs/audit_inference.md measures what that costs: over-coverage of a 45-item group's rates)
+    item = np.repeat(np.arange(20), 5)
+    p = np.repeat(np.r_[np.zeros(3), np.ones(17)], 5)
+    row = rate_table(p, np.ones(p.size, bool), np.full(p.size, "a"), clusters=item).set_index(
+        ["group", "metric"]).loc[("a", "tpr")]
+    adjusted, h = _cell(p, item, np.ones(p.size, bool))
+    assert _design_matrix_df(h) == pytest.approx(19.0)
+    assert row["df"] == pytest.approx(float(satterthwaite_df(adjusted))) and row["df"] < 7.0
