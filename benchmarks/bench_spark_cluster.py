@@ -11,10 +11,16 @@ which they were submitted) it prints: wall time, the executors' CPU time and the
 process's RSS, sampled every 0.2 s) and JVM: the live heap (the largest heap left after a collection during the step,
 from the driver JVM's GC log), the peak heap used (the event log's driver metrics: garbage included) and the driver
 JVM's peak RSS (sampled). Then the growth ratios from the smallest size to each larger one: flat driver figures mean
-nothing row-sized reaches the driver.
+nothing row-sized reaches the driver; and, stage by stage, the bytes returned by the Spark stages completed at both
+sizes (the same job sequence: matched by stage id, name and tasks).
+
+Every log is written as the job goes (the memory samples too), so `--from-logs` also reads a job still running or
+stopped before its end: a step it had not finished is shown as "<step> (so far)", its figures up to then, without a
+growth ratio; the stage comparison covers the stages it completed.
 
     python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7 [--cores 2] [--executor-memory 2g]
-                                             [--driver-memory 1g] [--work-dir DIR]
+                                             [--driver-memory 1g] [--work-dir DIR] [--spark-conf KEY=VALUE]
+                                             [--spark-warehouse URI]
 
 The catalogue (items) is fixed across sizes; the simulated landing of every size is written first (its time is not
 part of any step) and reused by later runs with the same --work-dir (--simulate-only writes it and stops).
@@ -44,6 +50,8 @@ ITEMS = 20_000
 IMPRESSIONS_PER_REQUEST = SLOTS * 1.4
 SIMULATED_MARKER = "simulated.txt"
 SAMPLE_S = 0.2
+SAMPLES = "driver_memory.jsonl"  # the samples as they are taken; driver_memory.json once the job has ended
+RUNNING = " (so far)"  # a step still running when the logs were read: its figures up to then
 # Dagster step (asset) -> benchmark step; any other step is reported under its own name.
 STEP_OF = {"raw__items": "items", "raw__observational_impressions": "ingest", "raw__randomized_impressions": "ingest",
            "marts__position_bias_curves": "position bias", "marts__eo_transforms": "eo", "marts__eo_evaluation": "eo",
@@ -99,21 +107,25 @@ def _java_child(pid: int) -> int | None:
 
 
 class MemorySampler(threading.Thread):
-    """(time, driver Python RSS MB, driver JVM RSS MB) every SAMPLE_S seconds while the driver process lives."""
+    """(time, driver Python RSS MB, driver JVM RSS MB) every SAMPLE_S seconds while the driver process lives, each
+    also appended to `path` as it is taken (a run stopped before its end keeps its samples)."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, path: Path):
         super().__init__(daemon=True)
-        self.pid, self.samples, self.stopped = pid, [], threading.Event()
+        self.pid, self.path, self.samples, self.stopped = pid, path, [], threading.Event()
 
     def run(self) -> None:
         jvm = None
-        while not self.stopped.is_set():
-            python = _rss_mb(self.pid)
-            if python is None:
-                return
-            jvm = jvm or _java_child(self.pid)
-            self.samples.append((time.time(), python, (_rss_mb(jvm) or 0.0) if jvm else 0.0))
-            self.stopped.wait(SAMPLE_S)
+        with self.path.open("w") as out:
+            while not self.stopped.is_set():
+                python = _rss_mb(self.pid)
+                if python is None:
+                    return
+                jvm = jvm or _java_child(self.pid)
+                self.samples.append((time.time(), python, (_rss_mb(jvm) or 0.0) if jvm else 0.0))
+                out.write(json.dumps(self.samples[-1]) + "\n")
+                out.flush()
+                self.stopped.wait(SAMPLE_S)
 
 
 def step_windows(dagster_home: Path, sql_steps: set[str]) -> list[tuple[str, float, float]]:
@@ -138,11 +150,49 @@ def step_windows(dagster_home: Path, sql_steps: set[str]) -> list[tuple[str, flo
                 elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and key in began:
                     step = STEP_OF.get(key) or ("sql models" if key in sql_steps else key)
                     windows.append((step, began.pop(key), entry.timestamp))
+            for key, at in began.items():  # a run still going (or stopped): its running steps, up to now
+                windows.append(((STEP_OF.get(key) or ("sql models" if key in sql_steps else key)) + RUNNING, at,
+                                time.time()))
     return sorted(windows, key=lambda w: w[1])
 
 
 def step_at(windows: list[tuple[str, float, float]], at: float) -> str:
     return next((step for step, began, ended in windows if began <= at <= ended), "between steps")
+
+
+def _events(event_dir: Path):
+    """Every event of the event log(s) in `event_dir`; an application still running (`.inprogress`) may end in
+    half a line, which is left out."""
+    for path in sorted(p for p in event_dir.rglob("*") if p.is_file()):
+        text = path.read_text()
+        for line in text[: text.rfind("\n") + 1].splitlines():
+            yield json.loads(line)
+
+
+def stage_growth(small: Path, large: Path) -> str:
+    """The stages completed in both runs' event logs (the same job sequence: matched by stage id, name and
+    tasks), the bytes their tasks returned to the driver at each size and their growth: a comparison that holds
+    for a larger run stopped before its end."""
+    def stages(event_dir: Path) -> dict[int, tuple[str, int, float]]:
+        names, tasks, result = {}, defaultdict(int), defaultdict(float)
+        for event in _events(event_dir):
+            if event.get("Event") == "SparkListenerTaskEnd":
+                tasks[event["Stage ID"]] += 1
+                result[event["Stage ID"]] += (event.get("Task Metrics") or {}).get("Result Size", 0)
+            elif event.get("Event") == "SparkListenerStageCompleted":
+                names[event["Stage Info"]["Stage ID"]] = event["Stage Info"]["Stage Name"]
+        return {sid: (name, tasks[sid], result[sid]) for sid, name in names.items()}
+
+    before, after = stages(small), stages(large)
+    both = [sid for sid in sorted(after) if before.get(sid, (None, None))[:2] == after[sid][:2]]
+    if not both:
+        return "no stage completed in both runs"
+    sums = [sum(run[sid][2] for sid in both) for run in (before, after)]
+    worst = max(both, key=lambda sid: after[sid][2] / max(before[sid][2], 1.0))
+    return (f"{len(both)} of the larger run's {len(after)} completed stages match the smaller run's (id, name, tasks: "
+            f"{sum(after[sid][1] for sid in both):,} tasks): bytes returned {sums[0]:,.0f} -> {sums[1]:,.0f} "
+            f"({sums[1] / sums[0]:.3f}x); largest stage growth {after[worst][2] / max(before[worst][2], 1.0):.3f}x "
+            f"(stage {worst}: {after[worst][0]})")
 
 
 def parse_event_log(event_dir: Path, windows=None) -> dict[str, dict[str, float]]:
@@ -152,25 +202,23 @@ def parse_event_log(event_dir: Path, windows=None) -> dict[str, dict[str, float]
     stage_step: dict[int, str] = {}
     sums: dict[str, dict[str, float]] = defaultdict(lambda: {"executor_cpu_s": 0.0, "result_bytes": 0.0,
                                                             "jvm_heap_peak_mb": 0.0, "tasks": 0})
-    for path in sorted(p for p in event_dir.rglob("*") if p.is_file()):
-        for line in path.read_text().splitlines():
-            event = json.loads(line)
-            kind = event.get("Event")
-            if kind == "SparkListenerJobStart":
-                step = (step_at(windows, event["Submission Time"] / 1000) if windows is not None else
-                        (event.get("Properties") or {}).get("spark.job.description", "between steps"))
-                for stage in event.get("Stage IDs", []):
-                    stage_step[stage] = step
-            elif kind == "SparkListenerTaskEnd":
-                metrics = event.get("Task Metrics") or {}
-                entry = sums[stage_step.get(event["Stage ID"], "between steps")]
-                entry["executor_cpu_s"] += metrics.get("Executor CPU Time", 0) / 1e9
-                entry["result_bytes"] += metrics.get("Result Size", 0)
-                entry["tasks"] += 1
-            elif kind == "SparkListenerStageExecutorMetrics" and event.get("Executor ID") == "driver":
-                entry = sums[stage_step.get(event["Stage ID"], "between steps")]
-                heap = (event.get("Executor Metrics") or {}).get("JVMHeapMemory", 0) / 2**20
-                entry["jvm_heap_peak_mb"] = max(entry["jvm_heap_peak_mb"], heap)
+    for event in _events(event_dir):
+        kind = event.get("Event")
+        if kind == "SparkListenerJobStart":
+            step = (step_at(windows, event["Submission Time"] / 1000) if windows is not None else
+                    (event.get("Properties") or {}).get("spark.job.description", "between steps"))
+            for stage in event.get("Stage IDs", []):
+                stage_step[stage] = step
+        elif kind == "SparkListenerTaskEnd":
+            metrics = event.get("Task Metrics") or {}
+            entry = sums[stage_step.get(event["Stage ID"], "between steps")]
+            entry["executor_cpu_s"] += metrics.get("Executor CPU Time", 0) / 1e9
+            entry["result_bytes"] += metrics.get("Result Size", 0)
+            entry["tasks"] += 1
+        elif kind == "SparkListenerStageExecutorMetrics" and event.get("Executor ID") == "driver":
+            entry = sums[stage_step.get(event["Stage ID"], "between steps")]
+            heap = (event.get("Executor Metrics") or {}).get("JVMHeapMemory", 0) / 2**20
+            entry["jvm_heap_peak_mb"] = max(entry["jvm_heap_peak_mb"], heap)
     return sums
 
 
@@ -216,10 +264,14 @@ def run_main_job(home: Path, master: str, events: Path, gc_log: Path, args) -> t
                "--spark-master", master, "--spark-driver-memory", args.driver_memory, "--no-simulate"]
     for key, value in conf.items():
         command += ["--spark-conf", f"{key}={value}"]
+    for setting in args.spark_conf:
+        command += ["--spark-conf", setting]
+    if args.spark_warehouse:  # one directory per size under it: every size starts from empty tables
+        command += ["--spark-warehouse", f"{args.spark_warehouse.rstrip('/')}/{home.name}"]
     began = time.time()
     with (home / "main_job.log").open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(), cwd=home)
-        sampler = MemorySampler(process.pid)
+        sampler = MemorySampler(process.pid, home / SAMPLES)
         sampler.start()
         code = process.wait()
         sampler.stopped.set()
@@ -249,7 +301,10 @@ def analyse(home: Path) -> dict:
     """Per step figures from a measured run's logs: Dagster's, Spark's event log, the GC log, the memory samples."""
     from fair_pipeline.platform import sql_models
 
-    samples = json.loads((home / "driver_memory.json").read_text())
+    if (home / "driver_memory.json").exists():
+        samples = json.loads((home / "driver_memory.json").read_text())
+    else:  # the job did not end under the benchmark: the samples it wrote as it went
+        samples = [json.loads(line) for line in (home / SAMPLES).read_text().splitlines() if line.strip()]
     sql_steps = {"__".join(model.key) for model in sql_models.discover_models().values()}
     windows = step_windows(home / "dagster_home", sql_steps)
     spark_by_step = parse_event_log(home / "event_log", windows)
@@ -281,6 +336,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="run nothing: print the figures of the runs already measured in --work-dir")
     parser.add_argument("--master", default=None,
                         help="a running standalone master (spark://...) instead of starting one from the wheel")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="more Spark settings for the main job (repeatable)")
+    parser.add_argument("--spark-warehouse", default=None, metavar="URI",
+                        help="the Spark tables under this URI (a directory per size) instead of each home")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cluster helper lives beside the tests
     from tests.platform.spark.cluster import standalone_cluster
@@ -288,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = [float(s) for s in args.impressions.split(",")]
     base = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_cluster_")).resolve()
     if args.from_logs:
-        _print({size: analyse(base / f"home_{size:.0e}") for size in sizes}, sizes)
+        _print({size: analyse(base / f"home_{size:.0e}") for size in sizes}, sizes, base)
         return
     for size in sizes:
         began = time.perf_counter()
@@ -306,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
             run = rows[size]["_run"]
             print(f"{size:.0e}: main job {run['wall_s']:.0f} s, load average {run['load_before'][0]:.1f} before, "
                   f"{run['load_after'][0]:.1f} after", flush=True)
-    _print(rows, sizes)
+    _print(rows, sizes, base)
 
 
 COLUMNS = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gcs", "jvm_heap_peak_mb",
@@ -314,25 +373,37 @@ COLUMNS = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gc
 DRIVER = ("python_peak_mb", "jvm_live_heap_mb", "jvm_heap_peak_mb", "jvm_peak_rss_mb", "tasks", "result_bytes")
 
 
-def _print(rows: dict, sizes: list[float]) -> None:
-    steps = [s for s in rows[sizes[0]] if s != "_run"]
+def _print(rows: dict, sizes: list[float], base: Path | None = None) -> None:
+    steps = list(dict.fromkeys(s for size in sizes for s in rows[size] if s != "_run"))
     print("| impressions/day | step | " + " | ".join(COLUMNS) + " |")
     print("|---:|---|" + "---:|" * len(COLUMNS))
     for size in sizes:
         for step in [*steps, "_run"]:
-            values = rows[size].get(step, {})
+            if step not in rows[size]:
+                continue
+            values = rows[size][step]
             print(f"| {size:,.0f} | {step.strip('_')} | " + " | ".join(
                 f"{values.get(c, float('nan')):,.1f}" for c in COLUMNS) + " |")
     smallest = sizes[0]
     for size in sizes[1:]:
         print(f"\ngrowth {smallest:.0e} -> {size:.0e} (x{size / smallest:.0f} impressions):")
-        for step in [*steps, "_run"]:
+        ended = not any(step.endswith(RUNNING) for step in rows[size])
+        # a step still running (or not reached) at one size has figures of part of its work: no ratio
+        compared = [s for s in steps if not s.endswith(RUNNING) and rows[size].get(s, {}).get("wall_s")
+                    and rows[smallest].get(s, {}).get("wall_s")]
+        for step in [*compared, *(["_run"] if ended else [])]:
             before, after = rows[smallest].get(step, {}), rows[size].get(step, {})
             ratios = ", ".join(f"{c} {after.get(c, 0) / before[c]:.2f}x" for c in COLUMNS if before.get(c))
             print(f"  {step.strip('_')}: {ratios}")
+        if not ended:
+            print("  not ended: " + ", ".join(s for s in steps if s not in compared and rows[smallest].get(s, {})
+                                               .get("wall_s") and s != "between steps") + " (no ratio)")
         worst = {c: max((rows[size].get(s, {}).get(c, 0) / rows[smallest][s][c]
-                         for s in steps if rows[smallest].get(s, {}).get(c)), default=float("nan")) for c in DRIVER}
+                         for s in compared if rows[smallest].get(s, {}).get(c)), default=float("nan")) for c in DRIVER}
         print("  largest growth of a step's driver figure: " + ", ".join(f"{c} {v:.2f}x" for c, v in worst.items()))
+        if base is not None:
+            print("  stages: " + stage_growth(base / f"home_{smallest:.0e}" / "event_log",
+                                              base / f"home_{size:.0e}" / "event_log"))
 
 
 if __name__ == "__main__":

@@ -22,11 +22,11 @@ def run(args: argparse.Namespace) -> int:
 
     if not prepare_stores():
         return 1
-    day = args.partition or (newest_partition_with_data() if settings.warehouse_path().exists() else None)
-    if day is None:
-        say("error: no partition has data yet (the warehouse holds no ingested day): nothing to promote")
-        return 2
     try:
+        day = args.partition or (newest_partition_with_data() if settings.warehouse_path().exists() else None)
+        if day is None:
+            say("error: no partition has data yet (the warehouse holds no ingested day): nothing to promote")
+            return 2
         result = promote(day, force=args.force)
     except PromotionError as error:
         say(f"error: {error}")

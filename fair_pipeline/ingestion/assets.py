@@ -2,32 +2,30 @@
 
 On the duckdb engine a day loads in one DuckDB transaction (`loads`); on the spark engine the executors read and
 validate the files and Spark writes the raw partition and its quarantine rows (`spark_loads`), with the same
-contract SQL (`rules`). The item catalogue is validated in DuckDB on either engine and, on Spark, copied there
-(catalogue-sized)."""
+contract SQL (`rules`). The item catalogue is validated in DuckDB on either engine and, on Spark, written again by
+the executors from the same files (`spark_catalogue`)."""
 # No `from __future__ import annotations`: Dagster reads config/resource types from real annotations.
 import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from fair_pipeline.ingestion import contract, spark_loads
+from fair_pipeline.ingestion import contract, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
+from fair_pipeline.ingestion.catalogue_history import DELIVERY_FINGERPRINTS, catalogue_read_since
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
 from fair_pipeline.ingestion.fingerprints import (catalogue_fingerprint, combined, delivery_fingerprints,
                                                  source_day_fingerprint)
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
-from fair_pipeline.platform.engines import DuckDBEngine
-from fair_pipeline.platform.engines.transfer import copy_table
 from fair_pipeline.platform.partitions import daily_partitions, single_run
+from fair_pipeline.platform.read_history import READ_SINCE
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
 # Metadata of each ingestion: the landing fingerprint of every day it loaded (what `run` compares to the landing).
 FINGERPRINTS = "landing_fingerprints"
-# Each catalogue delivery's fingerprint: a partition is out of date only when a delivery its window reads changed.
-DELIVERY_FINGERPRINTS = "delivery_fingerprints"
 
 
 class IngestionConfig(dg.Config):
@@ -202,12 +200,14 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             fingerprint = catalogue_fingerprint(landing.resolved_path, cache)
             by_delivery = delivery_fingerprints(landing.resolved_path, cache)
             cache.save()
+            read_since = catalogue_read_since(context.instance, context.asset_key, by_delivery,
+                                              context.assets_def.code_versions_by_key[context.asset_key])
             load = load_items(con, landing.resolved_path)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
         engine = warehouse.engine_for(con)
-        if engine.name != "duckdb":
-            copy_table(DuckDBEngine(con), engine, ("raw", "items"))
+        if engine.name != "duckdb":  # read by the executors: no catalogue row passes through this process
+            spark_catalogue.write_items(engine, con, landing.resolved_path)
     if load.non_numeric_columns:
         context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {list(load.non_numeric_columns)}")
     if load.rejected:
@@ -221,6 +221,8 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
         metadata={
             FINGERPRINTS: dg.MetadataValue.json({"items": fingerprint}),
             DELIVERY_FINGERPRINTS: dg.MetadataValue.json(by_delivery),
+            # Per delivery (and the code), since which materialization it is unchanged: `run` reads one record.
+            READ_SINCE: dg.MetadataValue.json(read_since),
             "dagster/row_count": load.accepted,
             "rejected_rows": load.rejected,
             "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),

@@ -5,7 +5,7 @@ the column."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -19,13 +19,22 @@ from fair_pipeline.ingestion.landing import LandingFileError
 def check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
     """Each file readable, with every contract column once, no reserved column, no nested contract
     column, no DATE-typed ts, and rows (unless `allow_empty`). Returns each file's row count and all column names."""
+    return check_footers(((path, *_footer(path)) for path in files), allow_empty)
+
+
+def _footer(path: Path) -> tuple[pa.Schema, int]:
+    try:
+        metadata = pq.read_metadata(path)
+        return metadata.schema.to_arrow_schema(), metadata.num_rows
+    except Exception as error:  # noqa: BLE001 - any reader failure means an unreadable file
+        raise LandingFileError(f"unreadable landing file {path}: {error}") from error
+
+
+def check_footers(footers: Iterable[tuple[object, pa.Schema, int]], allow_empty: bool) -> tuple[dict[str, int], set[str]]:
+    """`check_files` over (file, Arrow schema, rows) of each file, however they were read (pyarrow on this machine,
+    Spark for a landing given as a URI: `spark_footers`). Refusals name the file as given."""
     rows, all_names, types_seen = {}, set(), {}
-    for path in files:
-        try:
-            metadata = pq.read_metadata(path)
-            schema = metadata.schema.to_arrow_schema()
-        except Exception as error:  # noqa: BLE001 - any reader failure means an unreadable file
-            raise LandingFileError(f"unreadable landing file {path}: {error}") from error
+    for path, schema, num_rows in footers:
         names = schema.names
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -53,11 +62,11 @@ def check_files(files: list[Path], allow_empty: bool) -> tuple[dict[str, int], s
                     f"landing file {path}: column {column!r} is {file_type} but {first_type} in {first_path}; "
                     "the files of one partition must agree (text, number, timestamp: any width, unit or zone)"
                 )
-        if metadata.num_rows == 0 and not allow_empty:
+        if num_rows == 0 and not allow_empty:
             raise LandingFileError(
                 f"landing file {path} has no rows; set the ingestion config allow_empty=true if the day is really empty"
             )
-        rows[str(path)] = metadata.num_rows
+        rows[str(path)] = num_rows
         all_names.update(names)
     return rows, all_names
 
@@ -105,11 +114,17 @@ def errors_named(files: list[Path]) -> Iterator[None]:
         raise
 
 
-def raise_naming_the_damaged_file(files: list[Path], error: Exception, engine: str = "DuckDB") -> None:
-    """If one of `files` cannot be read whole, a LandingFileError naming it (with `engine`'s own error)."""
+def _read_whole(path: Path) -> None:
+    pq.read_table(path, columns=list(contract.IMPRESSION_COLUMNS))
+
+
+def raise_naming_the_damaged_file(files: list, error: Exception, engine: str = "DuckDB",
+                                  read_whole: Callable[[object], None] = _read_whole) -> None:
+    """If one of `files` cannot be read whole (`read_whole` raises: pyarrow by default; Spark's executors for a
+    landing given as a URI), a LandingFileError naming it (with `engine`'s own error)."""
     for path in files:
         try:
-            pq.read_table(path, columns=list(contract.IMPRESSION_COLUMNS))
+            read_whole(path)
         except Exception as damage:  # noqa: BLE001 - any reader failure means a damaged file
             raise LandingFileError(f"unreadable landing file {path}: {damage} ({engine}: {error}); the partition was "
                                    "left unchanged") from error

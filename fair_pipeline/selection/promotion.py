@@ -34,14 +34,30 @@ def selected_versions(tracking: MLflowTracking, day: dt.date) -> list:
 def newest_partition_with_data() -> dt.date | None:
     """The newest day holding observational impressions on either engine: a home run with `--engine spark` keeps
     its raw days in the Spark warehouse's partitions, not in the DuckDB file (whose raw tables stay empty), and
-    `promote` takes no engine option, so both are read (Spark's partition directories are listed: no JVM)."""
+    `promote` takes no engine option, so both are read. Spark's partition directories are listed: on this machine
+    for a `file://` warehouse (no JVM), else through the Hadoop client of the configured Spark session."""
     with session(settings.warehouse_path(), read_only=True) as con:
         duckdb_newest = newest_partition(con)
     root = warehouse_files.location_uri(settings.spark_warehouse())
+    files = warehouse_files.LocalFiles() if warehouse_files.is_local(root) else _spark_files(root)
     spark_days = [dt.date.fromisoformat(day) for table in OBSERVATIONAL_TABLES
-                  for day in partition_dirs.live_partition_dates(warehouse_files.LocalFiles(),
-                                                                 warehouse_files.join(root, *table.split(".")))]
+                  for day in partition_dirs.live_partition_dates(files, warehouse_files.join(root, *table.split(".")))]
     return max([*spark_days, *([duckdb_newest] if duckdb_newest else [])], default=None)
+
+
+def _spark_files(root: str):
+    """The file system of a warehouse only Spark's Hadoop client reads (hdfs://, ...): the configured session's
+    (--spark-master and --spark-conf of the runs, from their environment variables; 20-45 s to start a JVM)."""
+    from fair_pipeline.platform.engines.select import require_engine
+    from fair_pipeline.platform.engines.spark_engine import is_connect_session, spark_session
+
+    require_engine("spark")
+    spark = spark_session(master=settings.spark_master(), driver_memory=settings.spark_driver_memory(),
+                          config=settings.spark_conf())
+    try:
+        return warehouse_files.files_for(spark, root, connect=is_connect_session(spark))
+    except ValueError as error:
+        raise PromotionError(str(error)) from error
 
 
 def promote(day: dt.date, *, force: bool = False, tracking: MLflowTracking | None = None) -> str:

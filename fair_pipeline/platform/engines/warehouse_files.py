@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -77,6 +78,20 @@ class LocalFiles:
         path = local_path(uri)
         return sorted(p.name for p in path.iterdir() if p.is_file()) if path.is_dir() else []
 
+    def list_entries(self, uri: str) -> list[tuple[str, str, int]]:
+        """(name, kind, bytes) of each entry, sorted by name; kind is "dir", "file" (a regular file, links followed)
+        or "other" (a FIFO, a socket, a broken link). An unreadable directory raises OSError."""
+        entries = []
+        for entry in os.scandir(local_path(uri)):
+            try:
+                status = os.stat(entry.path)  # follows links; never opens the file (a FIFO's open would block)
+            except OSError:
+                entries.append((entry.name, "other", 0))
+                continue
+            kind = "dir" if stat.S_ISDIR(status.st_mode) else "file" if stat.S_ISREG(status.st_mode) else "other"
+            entries.append((entry.name, kind, status.st_size))
+        return sorted(entries)
+
     def mkdirs(self, uri: str) -> None:
         local_path(uri).mkdir(parents=True, exist_ok=True)
 
@@ -137,6 +152,17 @@ class HadoopFiles:
     def list_dirs(self, uri: str) -> list[str]:
         return self._list(uri, directories=True)
 
+    def list_entries(self, uri: str) -> list[tuple[str, str, int]]:
+        """As `LocalFiles.list_entries`. Hadoop's local file system reports a FIFO as a file of 0 bytes, which
+        no Parquet file is (the landing's discovery refuses it by its size). A failed listing raises OSError."""
+        path = self._path(uri)
+        try:
+            statuses = self._fs(path).listStatus(path)
+        except Exception as error:  # noqa: BLE001 - Py4J wraps the JVM's IOException
+            raise OSError(f"cannot list {uri}: {_java_message(error)}") from error
+        return sorted((status.getPath().getName(), "dir" if status.isDirectory() else "file" if status.isFile()
+                       else "other", int(status.getLen())) for status in statuses)
+
     def list_files(self, uri: str) -> list[str]:
         return self._list(uri, directories=False)
 
@@ -192,6 +218,11 @@ class HadoopFiles:
         except BaseException:
             fs.delete(temporary, False)
             raise
+
+
+def _java_message(error: Exception) -> str:
+    java = getattr(error, "java_exception", None)
+    return str(java.toString()) if java is not None else str(error)
 
 
 def files_for(spark, uri: str, connect: bool):

@@ -3,10 +3,11 @@ day's quarantine reasons) as JSON: what the Spark Connect and storage tests run 
 own (a Spark Connect client, or a driver on a standalone cluster, and the test session's classic SparkSession do not
 share a process):
 
-    python -m tests.platform.spark.raw_and_models ENGINE HOME OUT [MASTER] [--warehouse URI] [--no-ingest]
+    python -m tests.platform.spark.raw_and_models ENGINE HOME OUT [MASTER] [--warehouse URI] [--landing URI] [--no-ingest]
     python -m tests.platform.spark.raw_and_models spark HOME OUT MASTER --warehouse URI --die-in-swap DAY LANDING
 
-`--no-ingest` builds the models over the raw tables as they are (after the engine's recovery on opening them);
+`--landing URI` has the Spark loader read the days' files from that URI (listed through the session's Hadoop
+FileSystem) instead of HOME/landing (which still holds the item catalogue); `--no-ingest` builds the models over the raw tables as they are (after the engine's recovery on opening them);
 `--die-in-swap DAY LANDING`, after the usual run, reloads DAY's observational files from another landing directory
 and ends the process (exit 3, no clean-up) at the third rename of the swap that replaces the day's raw rows and
 quarantine rows together."""
@@ -19,12 +20,11 @@ import os
 from decimal import Decimal
 from pathlib import Path
 
-from fair_pipeline.ingestion import contract, loads, spark_loads
+from fair_pipeline.ingestion import contract, landing_uris, loads, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.catalogue import load_items
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, fetch_rows
-from fair_pipeline.platform.engines.transfer import copy_table
 
 DIED_IN_SWAP = 3
 _QUARANTINE_REASONS = """
@@ -65,7 +65,7 @@ def _spark_engine(home: Path, master: str, location: str):
 
 
 def ingest_and_build(engine_name: str, home: Path, master: str = "", location: str = "",
-                     ingest: bool = True) -> dict[str, list]:
+                     ingest: bool = True, landing_uri: str = "") -> dict[str, list]:
     landing = home / "landing"
     days = landed_dates(landing, "observational")
     with warehouse.session(home / "warehouse.duckdb") as con:
@@ -77,10 +77,12 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "", location: s
                     loads.load_partition(con, landing, source, day)
         else:
             engine = _spark_engine(home, master, location)
-            copy_table(DuckDBEngine(con), engine, ("raw", "items"))
+            spark_catalogue.write_items(engine, con, landing)  # the executors read the catalogue files
+            if landing_uri:
+                assert landing_uris.landed_dates(engine.files, landing_uri, "observational") == days
             for day in days if ingest else ():
                 for source in contract.SOURCES:
-                    spark_loads.load_partition(engine, landing, source, day)
+                    spark_loads.load_partition(engine, landing_uri or landing, source, day)
         build_models(engine, days)
         return tables_as_json(engine)
 
@@ -101,7 +103,7 @@ def tables_as_json(engine) -> dict[str, dict]:
     return tables
 
 
-def die_in_swap(home: Path, master: str, location: str, day: str, landing: Path) -> None:
+def die_in_swap(home: Path, master: str, location: str, day: str, landing: str) -> None:
     from fair_pipeline.platform.engines import partition_dirs
 
     engine = _spark_engine(home, master, location)
@@ -125,13 +127,15 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("master", nargs="?", default="")
     parser.add_argument("--warehouse", default="")
+    parser.add_argument("--landing", default="")
     parser.add_argument("--no-ingest", action="store_true")
     parser.add_argument("--die-in-swap", nargs=2, metavar=("DAY", "LANDING"))
     args = parser.parse_args()
-    tables = ingest_and_build(args.engine, args.home, args.master, args.warehouse, ingest=not args.no_ingest)
+    tables = ingest_and_build(args.engine, args.home, args.master, args.warehouse, ingest=not args.no_ingest,
+                              landing_uri=args.landing)
     args.out.write_text(json.dumps(tables))
     if args.die_in_swap:
-        die_in_swap(args.home, args.master, args.warehouse, args.die_in_swap[0], Path(args.die_in_swap[1]))
+        die_in_swap(args.home, args.master, args.warehouse, args.die_in_swap[0], args.die_in_swap[1])
 
 
 if __name__ == "__main__":

@@ -37,3 +37,16 @@ def test_promoting_an_older_partition_of_a_spark_home_is_refused_as_a_rollback(s
     tracking = types.SimpleNamespace(set_champion=lambda *args: pytest.fail("the champion moved"))
     with pytest.raises(promotion.PromotionError, match=r"older than the newest partition with data \(2026-01-03\)"):
         promotion.promote(dt.date(2026, 1, 1), tracking=tracking)
+
+
+def test_the_newest_day_of_a_warehouse_only_hadoop_reads_comes_through_the_spark_session(spark, spark_home,
+                                                                                           monkeypatch):
+    """A warehouse given by a scheme this machine's files do not serve (Hadoop's viewfs://, mounted here on the home's
+    warehouse) is listed through the configured Spark session's Hadoop client."""
+    hadoop = spark._jsc.hadoopConfiguration()
+    hadoop.set("fs.viewfs.mounttable.promotion.link./tables", f"file://{settings.spark_warehouse_dir()}")
+    monkeypatch.setenv(settings.SPARK_WAREHOUSE_ENV, "viewfs://promotion/tables")
+    try:
+        assert promotion.newest_partition_with_data() == dt.date(2026, 1, 3)
+    finally:
+        hadoop.unset("fs.viewfs.mounttable.promotion.link./tables")

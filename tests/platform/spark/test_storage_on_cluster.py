@@ -5,6 +5,11 @@ that replaces the day's raw rows and quarantine rows together. The next driver r
 warehouse and rebuilds the models; every table then equals DuckDB's build of the changed landing files (values to
 1e-9), and no staging, trash or journal is left anywhere in the warehouse.
 
+The landing is given to the Spark loader as a `file://` URI too, in a folder whose name has a space, a `+`, a quote,
+non-Latin letters and a `%`, with files named alike, one in a hive-style `hour=` subfolder and a temporary file beside
+them: the driver lists it through the session's Hadoop FileSystem and Spark reads the footers, so nothing of the
+landing is read from the driver's paths (DuckDB reads the same files from its plain folder).
+
 Each driver is a process of its own (this one holds the local SparkSession of the other Spark tests; a process has one
 SparkContext). The partition swaps and listings go through the session's Hadoop FileSystem (`warehouse_files`)."""
 from __future__ import annotations
@@ -29,6 +34,8 @@ from tests.platform.spark.raw_and_models import DIED_IN_SWAP, assert_same_tables
 
 SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "60", "--items", "300"]
 DAY = "2026-01-01"
+OTHER_DAY = "2026-01-02"
+ODD_NAME = "part 1+ü'ß%41"
 LEFTOVERS = (partition_dirs.STAGING, partition_dirs.TRASH, partition_dirs.JOURNAL)
 
 
@@ -52,6 +59,16 @@ def _changed_day(landing: Path) -> None:
     pq.write_table(pa.concat_tables([kept, kept.slice(5, 1), zero]), path)
 
 
+def _odd_names(landing: Path) -> None:
+    """OTHER_DAY's files get odd names (one in a hive-style subfolder) and a temporary file that is never read."""
+    observational = landing / "observational" / f"date={OTHER_DAY}"
+    (observational / "part-0.parquet").rename(observational / f"{ODD_NAME}.PARQUET")
+    (observational / ".tmp-half-written.parquet").write_bytes(b"PAR1")
+    randomized = landing / "randomized" / f"date={OTHER_DAY}"
+    (randomized / "hour=07 +ü").mkdir()
+    (randomized / "part-0.parquet").rename(randomized / "hour=07 +ü" / f"{ODD_NAME}.parquet")
+
+
 def _driver(cluster, home: Path, out: Path, warehouse: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tests.platform.spark.raw_and_models", "spark", str(home), str(out), cluster.master_url,
@@ -65,7 +82,10 @@ def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(clus
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     duck_home, spark_home, driver_cwd = tmp_path / "duckdb", tmp_path / "spark", tmp_path / "driver"
     assert main(["--home", str(duck_home), "simulate", *SIMULATION]) == 0
+    _odd_names(duck_home / "landing")
     shutil.copytree(duck_home / "landing", spark_home / "landing")
+    uri_landing = tmp_path / "landing 'ü+%41'"  # Hadoop takes a URI's path as written: no %-decoding
+    shutil.copytree(duck_home / "landing", uri_landing)
     changed_landing = tmp_path / "changed" / "landing"
     shutil.copytree(duck_home / "landing", changed_landing)
     _changed_day(changed_landing)
@@ -74,8 +94,8 @@ def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(clus
     warehouse = f"file://{tables}"
 
     # First driver: ingest both days and build every model, then reload the changed day and die mid-swap.
-    first = _driver(cluster, spark_home, tmp_path / "first.json", warehouse, driver_cwd, "--die-in-swap", DAY,
-                    str(changed_landing))
+    first = _driver(cluster, spark_home, tmp_path / "first.json", warehouse, driver_cwd, "--landing",
+                    f"file://{uri_landing}", "--die-in-swap", DAY, f"file://{changed_landing}")
     assert first.returncode == DIED_IN_SWAP, first.stdout[-3000:] + first.stderr[-5000:]
     assert any((cluster.worker_dir / "work").iterdir()), "the executors did not run under the worker"
     # Killed between the two tables: raw's day is new, the quarantine's day is in the trash, the journal names both.
