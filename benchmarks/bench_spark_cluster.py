@@ -19,7 +19,8 @@ stopped before its end: a step it had not finished is shown as "<step> (so far)"
 growth ratio; the stage comparison covers the stages it completed.
 
     python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7 [--cores 2] [--executor-memory 2g]
-                                             [--driver-memory 1g] [--work-dir DIR]
+                                             [--driver-memory 1g] [--work-dir DIR] [--spark-conf KEY=VALUE]
+                                             [--spark-warehouse URI]
 
 The catalogue (items) is fixed across sizes; the simulated landing of every size is written first (its time is not
 part of any step) and reused by later runs with the same --work-dir (--simulate-only writes it and stops).
@@ -264,6 +265,10 @@ def run_main_job(home: Path, master: str, events: Path, gc_log: Path, args) -> t
                "--spark-master", master, "--spark-driver-memory", args.driver_memory, "--no-simulate"]
     for key, value in conf.items():
         command += ["--spark-conf", f"{key}={value}"]
+    for setting in args.spark_conf:
+        command += ["--spark-conf", setting]
+    if args.spark_warehouse:  # one directory per size under it: every size starts from empty tables
+        command += ["--spark-warehouse", f"{args.spark_warehouse.rstrip('/')}/{home.name}"]
     began = time.time()
     with (home / "main_job.log").open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(), cwd=home)
@@ -332,6 +337,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="run nothing: print the figures of the runs already measured in --work-dir")
     parser.add_argument("--master", default=None,
                         help="a running standalone master (spark://...) instead of starting one from the wheel")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="more Spark settings for the main job (repeatable)")
+    parser.add_argument("--spark-warehouse", default=None, metavar="URI",
+                        help="the Spark tables under this URI (a directory per size) instead of each home")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cluster helper lives beside the tests
     from tests.platform.spark.cluster import standalone_cluster

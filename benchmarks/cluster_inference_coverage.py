@@ -252,11 +252,13 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
     cost_w, parts_w, _ = candidate_parts(SELECTION_METRIC, held, d["score"] + W_SHIFT * (g == "1"), labels,
                                          threshold=RULE_THRESHOLD)
     out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"])
+    differ = (d["score"] >= RULE_THRESHOLD) != (d["score"] + W_SHIFT * (g == "1") >= RULE_THRESHOLD)
     var_cr1 = cluster_variance((parts_a - parts_w).sum(axis=1), d["item"])[0]
     totals, shares = clustered_parts(parts_a - parts_w, held, labels, d["item"])
     df_design = parts_design_df(adjusted_parts(totals, shares), shares)
     return [{"statistic": "cost(A)-cost(W)", "estimate": out.estimate, "df": out.df,
              **_intervals(out.estimate, var_cr1, out.se**2, out.df, df_design=df_design), "clusters": n_clusters_held,
+             "disagreeing": int(np.unique(d["item"][differ]).size),
              "estimable": bool(np.isfinite(out.se)), "margin": 0.02}]
 
 
@@ -286,6 +288,25 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
             row[m] = float((np.abs(err) <= g[m]).mean()) if g[m].notna().all() else np.nan
         row["cov_se"] = float(np.sqrt(row["cr2_t"] * (1 - row["cr2_t"]) / max(row["reps"], 1)))
         row["se/sd_cr2"] = float((g["cr2_z"] / critical_value(0.95)).mean() / g["estimate"].std(ddof=1))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def coverage_by_disagreement(raw: pd.DataFrame, least=(1, 2, 3, 4, 5)) -> pd.DataFrame:
+    """Selection rows: the items on which the two candidates decide differently (the whole difference rests on
+    them) and the coverage of ``cr2_t`` over the replications with at least k of them (``kept``: their share)."""
+    if "disagreeing" not in raw.columns:
+        return pd.DataFrame()
+    rows = []
+    for (config, name), g in raw[raw["disagreeing"].notna()].groupby(["config", "statistic"], sort=False):
+        g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
+        hit = np.abs(g["estimate"] - truths(config)[name]) <= g["cr2_t"]
+        row = {"config": config, "statistic": name, "reps": len(g), "median_disagreeing": g["disagreeing"].median(),
+               "p10": g["disagreeing"].quantile(0.1), "p90": g["disagreeing"].quantile(0.9)}
+        for k in least:
+            keep = (g["disagreeing"] >= k).to_numpy()
+            row[f"kept>={k}"] = float(keep.mean())
+            row[f"cov>={k}"] = float(hit[keep].mean()) if keep.any() else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -349,11 +370,16 @@ def main(argv=None) -> None:
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
         print(errors.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        by_disagreement = coverage_by_disagreement(raw)
+        if not by_disagreement.empty:
+            print()
+            print(by_disagreement.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"{len(tasks)} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
           f"{time.process_time() - c0:.0f} s)")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"table": table.to_dict(orient="records"), "verdict_errors": errors.to_dict(orient="records"),
+                       "by_disagreement": by_disagreement.to_dict(orient="records"),
                        "raw": raw.to_dict(orient="records")}, fh)
 
 

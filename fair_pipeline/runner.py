@@ -19,6 +19,7 @@ from fair_pipeline.ingestion.landing import complete_days
 from fair_pipeline.platform import run_recovery, settings
 from fair_pipeline.platform.partitions import WINDOW_DAYS, min_window_days
 from fair_pipeline.platform.progress import root_cause, with_progress
+from fair_pipeline.platform.read_history import CODE, READ_SINCE, since_of
 
 ITEMS_KEY = dg.AssetKey(["raw", "items"])
 
@@ -183,40 +184,22 @@ def _code_versions(job_name: str) -> dict[dg.AssetKey, str | None]:
     return {key: graph.get(key).code_version for key in keys}
 
 
-def _read_by(record, key: dg.AssetKey, window: list[str]) -> tuple:
-    """What the days of `window` read of unpartitioned `key` as that materialization left it: for the catalogues, the
-    delivery holding on each day and its fingerprint (a materialization without them: its data version); for the
-    views over them, only their code (what they show changes with the catalogues)."""
-    from fair_pipeline.ingestion.assets import DELIVERY_FINGERPRINTS
-    from fair_pipeline.ingestion.catalogue_dates import holding_delivery
-
-    materialization = record.asset_materialization
-    code = (materialization.tags or {}).get("dagster/code_version")
-    if key != ITEMS_KEY:
-        return (code,)
-    recorded = materialization.metadata.get(DELIVERY_FINGERPRINTS)
-    if recorded is None:
-        return code, (materialization.tags or {}).get("dagster/data_version")
-    by_delivery = recorded.value
-    return code, tuple(by_delivery.get(holding_delivery(day, list(by_delivery))) for day in window)
-
-
 def _changed_at(instance: dg.DagsterInstance, key: dg.AssetKey, window: list[str]) -> int | None:
     """The storage id of the materialization of unpartitioned `key` since which what `window`'s days read of it is
     what they read now. Every ingestion materializes the catalogues, and a backfill delivers catalogues for its own
-    days: the newest materialization would make every partition look out of date after any backfill."""
-    changed_at, current, cursor = None, None, None
-    while True:
-        page = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=100, cursor=cursor)
-        for record in page.records:
-            read = _read_by(record, key, window)
-            current = read if current is None else current
-            if read != current:
-                return changed_at
-            changed_at = record.storage_id
-        if not page.has_more:
-            return changed_at
-        cursor = page.cursor
+    days: the newest materialization would make every partition look out of date after any backfill. Its newest record
+    says since when each part (a delivery, the code) is unchanged (`platform.read_history`): one read, however many
+    ingestions came before. A record from before those were kept: since itself."""
+    from fair_pipeline.ingestion.catalogue_history import parts_read_by
+
+    record = _latest_record(instance, key)
+    if record is None:
+        return None
+    recorded = record.asset_materialization.metadata.get(READ_SINCE)
+    if recorded is None:
+        return record.storage_id
+    parts = parts_read_by(recorded.value, window) if key == ITEMS_KEY else [CODE]
+    return max(since_of(recorded.value, name, record.storage_id) for name in parts)
 
 
 def _built_by_this_code(record, key: dg.AssetKey, job_name: str) -> bool:

@@ -14,7 +14,9 @@ from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
 from fair_pipeline.audit.stats.singleton_cells import SINGLE, IntersectionSums
 
-CLUSTER_FEED_ROWS = 1 << 20  # rows per update of the cluster sums (each update also costs O(clusters))
+# rows per update of the cluster sums: an update's per-row temporaries (curves, bands, weights) stay cache-sized; its
+# per-cluster work spans only the codes its rows carry (codes follow the score order, `cluster_codes`)
+CLUSTER_FEED_ROWS = 1 << 16
 
 
 def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
@@ -107,7 +109,7 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums]) ->
     for batch in batches:
         pending.append(batch)
         rows += batch.num_rows
-        if rows >= CLUSTER_FEED_ROWS:  # fewer, larger updates: each one also adds cluster-sized sums
+        if rows >= CLUSTER_FEED_ROWS:
             feed(blocks.push(*_columns(pending)))
             pending, rows = [], 0
     if pending:

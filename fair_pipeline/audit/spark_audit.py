@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from fair_pipeline.audit.prefix_stream import cluster_key_sets, column_pairs
 from fair_pipeline.audit.spark_clusters import SUMS_SCHEMA, ShuffledClusterSums, sweep_range_with_clusters
+from fair_pipeline.audit.spark_errors import executor_input_errors
 from fair_pipeline.audit.stats import AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from fair_pipeline.audit.stats.partition_sweep import (
@@ -170,6 +171,7 @@ def _states(swept: DataFrame) -> dict[int, dict]:
     return {int(pid): _state(data) for pid, data in zip(collected["pid"], collected["state"])}
 
 
+@executor_input_errors()
 def audit_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
                      prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, min_count: int,
                      confidence: float, estimand: str | None = None, margins=None, cluster_cols=(),

@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from fair_pipeline.audit.spark_audit import score_on_executors
+from fair_pipeline.audit.spark_errors import executor_input_errors
 from fair_pipeline.audit.stats import AuditInputError
 from fair_pipeline.audit.stats.pairwise import (
     TWO_WAY_DIMS,
@@ -173,6 +174,7 @@ def _items(cells: DataFrame, G: int) -> DataFrame:
     return summed.select(*[F.array(*[F.col(f"{name}{k}") for k in range(G * G)]).alias(name) for name in ("t", "c")])
 
 
+@executor_input_errors()
 def pairwise_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str, levels, *,
                         prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, confidence: float = 0.95,
                         margins=None, partitions: int = 16) -> tuple[PairwiseResult, int]:

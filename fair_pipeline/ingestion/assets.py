@@ -12,6 +12,7 @@ from pydantic import Field
 from fair_pipeline.ingestion import contract, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.landing import partition_files
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
+from fair_pipeline.ingestion.catalogue_history import DELIVERY_FINGERPRINTS, catalogue_read_since
 from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
 from fair_pipeline.ingestion.fingerprints import (catalogue_fingerprint, combined, delivery_fingerprints,
                                                  source_day_fingerprint)
@@ -19,13 +20,12 @@ from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.partitions import daily_partitions, single_run
+from fair_pipeline.platform.read_history import READ_SINCE
 from fair_pipeline.platform.resources import DuckDBWarehouse, LandingZone
 
 REJECTED_SHARE_CHECK = "rejected_share_below_threshold"
 # Metadata of each ingestion: the landing fingerprint of every day it loaded (what `run` compares to the landing).
 FINGERPRINTS = "landing_fingerprints"
-# Each catalogue delivery's fingerprint: a partition is out of date only when a delivery its window reads changed.
-DELIVERY_FINGERPRINTS = "delivery_fingerprints"
 
 
 class IngestionConfig(dg.Config):
@@ -200,6 +200,8 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             fingerprint = catalogue_fingerprint(landing.resolved_path, cache)
             by_delivery = delivery_fingerprints(landing.resolved_path, cache)
             cache.save()
+            read_since = catalogue_read_since(context.instance, context.asset_key, by_delivery,
+                                              context.assets_def.code_versions_by_key[context.asset_key])
             load = load_items(con, landing.resolved_path)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
@@ -219,6 +221,8 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
         metadata={
             FINGERPRINTS: dg.MetadataValue.json({"items": fingerprint}),
             DELIVERY_FINGERPRINTS: dg.MetadataValue.json(by_delivery),
+            # Per delivery (and the code), since which materialization it is unchanged: `run` reads one record.
+            READ_SINCE: dg.MetadataValue.json(read_since),
             "dagster/row_count": load.accepted,
             "rejected_rows": load.rejected,
             "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),

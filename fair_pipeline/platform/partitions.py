@@ -9,6 +9,7 @@ from pathlib import Path
 import dagster as dg
 
 from fair_pipeline.platform import settings
+from fair_pipeline.platform.day_folders import DAY_FOLDER_PREFIX, folder_day
 from fair_pipeline.platform.settings import (  # noqa: F401 - re-exported: the mappings' settings live here too
     DEFAULT_WINDOW_DAYS,
     MIN_WINDOW_DAYS_ENV,
@@ -40,26 +41,21 @@ def first_partition_day(landing: Path | None = None) -> str:
             return dt.date.fromisoformat(configured).isoformat()
         except ValueError:
             raise ValueError(f"{START_DATE_ENV}={configured!r} is not a date (YYYY-MM-DD)") from None
-    days = [day for day in _landed_day_folders(landing or settings.landing_dir()) if _is_date(day)]
+    days = _landed_days(landing or settings.landing_dir())
     return min(days) if days else DEFAULT_START_DATE
 
 
-def _landed_day_folders(landing: Path) -> list[str]:
+def _landed_days(landing: Path) -> list[str]:
     """The days of `<source>/date=D/` folders holding a Parquet file, over every source folder (names starting with
-    "." or "_" are writers' bookkeeping; the item catalogues' delivery days are not log days)."""
+    "." or "_" are writers' bookkeeping; the item catalogues' delivery days are not log days). A `date=` folder not
+    named as a day raises LandingFileError naming it, as ingestion does (`day_folders.folder_day`)."""
     if not landing.is_dir():
         return []
     sources = [f for f in landing.iterdir() if f.is_dir() and not f.name.startswith((".", "_")) and f.name != "items"]
-    return [folder.name.removeprefix("date=") for source in sources for folder in source.glob("date=*")
+    folders = [(folder_day(folder), folder) for source in sources for folder in source.glob(f"{DAY_FOLDER_PREFIX}*")
+               if folder.is_dir()]
+    return [day.isoformat() for day, folder in folders
             if any(path.suffix.lower() == ".parquet" for path in folder.rglob("*"))]
-
-
-def _is_date(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 daily_partitions = dg.DailyPartitionsDefinition(start_date=first_partition_day())

@@ -9,6 +9,7 @@ from fair_pipeline.platform import sql_models
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
 from fair_pipeline.platform.engines import DuckDBEngine, build_model
 from fair_pipeline.platform.partitions import daily_partitions, single_run
+from fair_pipeline.platform.read_history import CODE, READ_SINCE, carried_since, code_of, previous_parts
 from fair_pipeline.platform.resources import DuckDBWarehouse
 from fair_pipeline.platform.sql_schemas import ModelSchema, load_schema
 
@@ -56,6 +57,10 @@ def build_sql_asset(model: sql_models.SqlModel, models: dict[str, sql_models.Sql
         metadata = {"dagster/row_count": built.total_rows, "sql": dg.MetadataValue.md(f"```sql\n{sql.strip()}\n```")}
         if built.rows_by_partition:
             metadata["rows_by_partition"] = dg.MetadataValue.json(built.rows_by_partition)
+        if not partitioned:  # what later partitions read of it changes with its code only (`read_history`)
+            previous, previous_id = previous_parts(context.instance, context.asset_key,
+                                                   lambda materialization: {CODE: code_of(materialization)})
+            metadata[READ_SINCE] = dg.MetadataValue.json(carried_since({CODE: model.code_version}, previous, previous_id))
         return dg.MaterializeResult(metadata=metadata)
 
     return _asset

@@ -55,6 +55,21 @@ def test_the_design_column_is_the_design_half_of_the_audits_df():
             assert row["df"] == pytest.approx(min(row["df_totals"], row["df_design"]), rel=1e-9), (config, row)
 
 
+def test_disagreeing_items_are_group_1_items_in_the_shifted_band():
+    """The candidates (merit; merit + W_SHIFT in group "1"; both at RULE_THRESHOLD) decide differently exactly on
+    group "1"'s items with merit in [RULE_THRESHOLD - W_SHIFT, RULE_THRESHOLD); the table counts them per draw."""
+    from benchmarks.cluster_inference_coverage import CONFIGS, RULE_THRESHOLD, W_SHIFT, coverage_by_disagreement, draw
+    config = "selection_pareto1.3"
+    rows = [dict(one_replication((config, r, 5))[0], config=config) for r in range(3)]
+    for r, row in enumerate(rows):
+        d = draw(config, [5, r, list(CONFIGS).index(config)])
+        band = (d["group"] == "1") & (d["score"] >= RULE_THRESHOLD - W_SHIFT) & (d["score"] < RULE_THRESHOLD)
+        assert row["disagreeing"] == np.unique(d["item"][band]).size
+    table = coverage_by_disagreement(pd.DataFrame(rows)).iloc[0]
+    counts = np.array([row["disagreeing"] for row in rows])
+    assert table["median_disagreeing"] == np.median(counts) and table["kept>=2"] == np.mean(counts >= 2)
+
+
 def _coverage(config, reps):
     raw = pd.DataFrame([row for r in range(reps) for row in one_replication((config, r, 7))])
     return coverage(raw).set_index("statistic")

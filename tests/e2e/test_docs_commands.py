@@ -48,7 +48,10 @@ SMALLER = {
     "python benchmarks/exposure_coverage.py --reps 500": "--reps 2 --jobs 1 --truth-chunks 1",
     "python benchmarks/exposure_small_sample_coverage.py --reps 400":
         "--reps 3 --jobs 1 --truth-reps 3 --config '25 items, uniform popularity'",
-    "python benchmarks/bench_clustered_audit.py": "--rows 1e4 --rounds 1",
+    "python benchmarks/exposure_df_rules.py --reps 400":
+        "--reps 2 --jobs 1 --truth-reps 2 --config '25 items, uniform popularity'",
+    "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
+    "python benchmarks/bench_clustered_audit.py --rows 1e7 --rounds 2 --no-two-way": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 1": "--rows 3000 --rounds 1",
     "python benchmarks/cluster_inference_coverage.py --rows pairwise_fresh --reps 300 --jobs 1": "--reps 2",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
@@ -101,13 +104,13 @@ ELSEWHERE = {
     "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
     # Both engines from the same landing files; the Spark run with the same options on a standalone cluster's master.
     "fair-pipeline run --engine spark --spark-master local[2] --no-simulate":
-        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings",
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # The same options, with the test module's own master URL and a file:// warehouse outside the home.
     "fair-pipeline run --engine spark --spark-master spark://127.0.0.1:7077 --spark-warehouse file:///shared/fair_pipeline/spark_warehouse --no-simulate":
-        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_gives_duckdbs_findings",
-    # At two small sizes on the same test module's standalone cluster (one cluster start for both tests).
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
+    # At one small size on the test module's standalone cluster: its main job is the one compared with DuckDB's.
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7":
-        "tests/platform/spark/test_engine_run.py::test_the_cluster_benchmark_runs_small_on_the_same_cluster",
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # Both passes at 2e4 and 2e5 rows on the test module's standalone cluster, asserting the driver-bound bytes stay flat.
     "python benchmarks/bench_spark_audit.py --rows 1e6,2e7 --passes audit":
         "tests/platform/spark/test_spark_audit_driver.py::test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows",

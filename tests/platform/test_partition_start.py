@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from fair_pipeline.ingestion.landing import LandingFileError, landed_dates
 from fair_pipeline.platform.partitions import DEFAULT_START_DATE, START_DATE_ENV, first_partition_day
 
 
@@ -26,8 +27,19 @@ def test_the_first_landed_day_of_any_source(tmp_path, no_configured_start):
     _land(tmp_path, "observational", "2026-03-04")
     _land(tmp_path, "observational", "2026-03-02")
     _land(tmp_path, "randomized", "2026-03-03")
-    (tmp_path / "randomized" / "date=not-a-day").mkdir()  # named by ingestion, never a partition
+    (tmp_path / "randomized" / "_temporary").mkdir()  # a writer's bookkeeping, never a day
     assert first_partition_day(tmp_path) == "2026-03-02"
+
+
+@pytest.mark.parametrize("name", ["date=not-a-day", "date=2026-13-01", "date=20260301", "date=2026-3-1"])
+def test_a_day_folder_not_named_as_a_day_is_named_as_ingestion_names_it(tmp_path, no_configured_start, name):
+    """The one parser of day folders (ingestion's): a `date=` folder meant as a day is never skipped, even empty."""
+    _land(tmp_path, "observational", "2026-03-02")
+    (tmp_path / "randomized" / name).mkdir(parents=True)
+    with pytest.raises(LandingFileError, match=rf"landing folder \S*/randomized/{name} is not named date=YYYY-MM-DD"):
+        first_partition_day(tmp_path)
+    with pytest.raises(LandingFileError, match=rf"randomized/{name} is not named"):
+        landed_dates(tmp_path, "randomized")
 
 
 def test_nothing_landed_starts_at_the_shipped_sample(tmp_path, no_configured_start):

@@ -133,3 +133,15 @@ def test_a_session_replayed_without_an_answer_weighs_exposure_zero_and_says_so(t
     assert run_elicit(parse(argv + ["--replay"]), stdin=io.StringIO(""), stdout=replay) == EXIT_OK
     metric = metric_from_dict(_result(db, "x3")[0])
     assert metric.exposure_weight == 0.0 and metric.exposure_weight_source.startswith("not asked")
+
+
+def test_the_assets_weight_overrides_the_sessions_and_says_so():
+    from fair_pipeline.selection.assets import STATED_WEIGHT, ElicitedMetricConfig, elicit
+
+    unset = elicit(ElicitedMetricConfig(group_labels=["a", "b"]), warehouse=None).metric
+    assert unset.exposure_weight == 0.0 and unset.exposure_weight_source == ""
+    stated = elicit(ElicitedMetricConfig(group_labels=["a", "b"], exposure_weight=2.0), warehouse=None).metric
+    assert stated.exposure_weight == 2.0 and stated.exposure_weight_source == STATED_WEIGHT
+    assert stated.lam == unset.lam  # the rates' part is the oracle's either way
+    table = metric_table(stated, None, ["a", "b"], "simulated", stated.n_queries)
+    assert table["parameter"].str.contains("stated in the elicited_metric asset's config").any()

@@ -75,6 +75,9 @@ def test_bad_scores_and_missing_groups_are_named(spark):
     missing = spark.createDataFrame(df.assign(group=df["group"].where(df.index % 50 != 0, None)))
     with pytest.raises(AuditInputError, match=r"aggregates.group has 6 missing values"):
         audit_spark_rows(missing, rescore, "test", CUTS, min_count=10, confidence=0.95)
+    # A scorer's error found on the executors: the audit's own input error on the driver, its message alone.
+    with pytest.raises(AuditInputError, match=r"^test: scorer returned shape \(1,\) for \d+ rows$"):
+        audit_spark_rows(rows, lambda frame: np.zeros(1), "test", CUTS, min_count=10, confidence=0.95)
 
 
 @pytest.mark.parametrize(("variance", "cluster_cols"), [("conditional", ()), ("item_clustered", ("item_id",))])

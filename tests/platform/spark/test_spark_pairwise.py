@@ -64,8 +64,18 @@ def test_spark_pairwise_equals_the_in_memory_two_way_path(small_batches, partiti
 def test_spark_pairwise_names_missing_ids(spark):
     df = _rows(200).astype({"item_id": object})
     df.loc[3, "item_id"] = None
-    with pytest.raises(Exception, match="item_id has 1 missing values"):
+    # Found on the executors, raised on the driver as the DuckDB path's input error: its message alone.
+    with pytest.raises(AuditInputError, match=r"^pairwise rows: item_id has 1 missing values$") as raised:
         pairwise_spark_rows(spark.createDataFrame(df), rescore, "test", GROUPS, partitions=2)
+    assert type(raised.value) is AuditInputError and "PythonException" in type(raised.value.__cause__).__name__
+
+    def with_infinite(frame):
+        scores = np.array(rescore(frame), dtype=np.float64)
+        scores[:1] = np.inf
+        return scores
+
+    with pytest.raises(AuditInputError, match=r"^pairwise rows: \d+ scores are NaN or infinite$"):
+        pairwise_spark_rows(spark.createDataFrame(_rows(200)), with_infinite, "test", GROUPS, partitions=2)
     with pytest.raises(AuditInputError, match="no query has both"):
         pairwise_spark_rows(spark.createDataFrame(_rows(200).assign(n_neg=0.0)), rescore, "test", GROUPS, partitions=2)
 
