@@ -80,15 +80,18 @@ _RANKING_LABELS = {"raw": "before", "weighted": "after", "unweighted": "unweight
 
 def exposure_ratios(summary: pd.DataFrame) -> pd.DataFrame:
     """Per ranking (before, unweighted, after, in that order): the group-0 / group-1 ratio of exposure per unit of
-    merit with its normal 95% CI (ratio ± 1.96 SE) and its position on the plot's x axis."""
+    merit with its 95% CI on the log scale, where its verdict is judged (log ratio ± 1.96 SE/ratio, delta method),
+    back-transformed, and its position on the plot's x axis."""
     rows = summary[summary["method"].isin(list(_RANKING_LABELS))].copy()
     rows["ranking"] = rows["method"].map(_RANKING_LABELS)
     rows["order"] = rows["ranking"].map({"before": 0, "unweighted": 1, "after": 2})
     rows = rows.sort_values("order", kind="stable").reset_index(drop=True)
     rows["x"] = np.arange(len(rows))
     rows["ratio"] = rows["exposure_over_merit_ratio"]
-    rows["low"] = rows["ratio"] - 1.96 * rows["exposure_over_merit_ratio_se"]
-    rows["high"] = rows["ratio"] + 1.96 * rows["exposure_over_merit_ratio_se"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        half = 1.96 * rows["exposure_over_merit_ratio_se"] / rows["ratio"].where(rows["ratio"] > 0)
+    rows["low"] = rows["ratio"] * np.exp(-half)
+    rows["high"] = rows["ratio"] * np.exp(half)
     return rows
 
 
@@ -104,7 +107,7 @@ def exposure_ratio_findings(summary: pd.DataFrame, margin: float = DEFAULT_EXPOS
             se_log = row.exposure_over_merit_ratio_se / row.ratio if row.ratio > 0 else np.nan
         verdicts, p_tost = classify_gaps([log_ratio], [se_log], margin)
         verdict = verdict_kind(verdicts[0])
-        p = z_test_p(row.ratio, row.low, row.high, null=1.0)
+        p = z_test_p(log_ratio, np.log(row.low), np.log(row.high), null=0.0)  # the interval shown, on its scale
         band = f"[{np.exp(-margin):.2f}, {np.exp(margin):.2f}]"
         findings.append(Finding(
             f"{row.ranking} ({row.method} scores): exposure per unit of merit, group-0 / group-1 ratio = "

@@ -83,11 +83,19 @@ def test_the_exposure_figure_shows_the_ratio_the_findings_test():
     ratios = eo_sections.exposure_ratios(SUMMARY)
     assert ratios["ranking"].tolist() == ["before", "unweighted", "after"]
     assert ratios["x"].tolist() == [0, 1, 2]
-    assert ratios["low"].tolist() == pytest.approx([0.648 - 1.96 * 0.0571, 0.935 - 1.96 * 0.0633, 0.928 - 1.96 * 0.0633])
+    # the interval on the log scale, where the verdict is judged: log ratio ± 1.96 SE / ratio, back-transformed
+    assert ratios["low"].tolist() == pytest.approx([r * np.exp(-1.96 * se / r) for r, se in
+                                                    ((0.648, 0.0571), (0.935, 0.0633), (0.928, 0.0633))])
     findings = eo_sections.exposure_ratio_findings(SUMMARY)
     assert findings[0].text.startswith("before (raw scores): exposure per unit of merit, group-0 / group-1 ratio = "
-                                       "0.648 [0.536, 0.760] (1 = proportional exposure; δ = log 1.25")
+                                       "0.648 [0.545, 0.770] (1 = proportional exposure; δ = log 1.25")
     assert findings[0].verdict == "gap larger than δ (significant)"  # log 0.648 ± 1.96 * 0.0571 / 0.648 < -log 1.25
+    # the verdict words match the interval shown: "larger" exactly when the shown CI lies outside [0.8, 1.25]
+    for ratio in np.linspace(0.74, 0.78, 401):
+        one = pd.DataFrame({"method": ["raw"], "exposure_over_merit_ratio": [ratio], "exposure_over_merit_ratio_se": [0.02]})
+        shown = eo_sections.exposure_ratios(one).iloc[0]
+        (finding,) = eo_sections.exposure_ratio_findings(one)
+        assert (finding.verdict == "gap larger than δ (significant)") == (shown["high"] < 0.8), (ratio, shown["high"])
     per_group = pd.DataFrame({"ranking": ["before", "before"], "group": ["0", "1"], "exposure": [0.3, 0.5],
                               "exposure_ci_low": [0.2, 0.4], "exposure_ci_high": [0.4, 0.6]})
     assert eo_sections.exposure_figure(per_group, SUMMARY).caption.startswith("Exposure per unit of merit, group-0 / group-1 ratio")
