@@ -238,9 +238,10 @@ def per_step(windows, samples, collections) -> dict[str, dict[str, float]]:
     """Per step: wall (sum of its Dagster steps), peak Python and JVM RSS (samples), live heap and collections."""
     found: dict[str, dict[str, float]] = defaultdict(lambda: {"wall_s": 0.0, "python_peak_mb": 0.0,
                                                              "jvm_peak_rss_mb": 0.0, "jvm_live_heap_mb": 0.0,
-                                                             "gcs": 0})
+                                                             "gcs": 0, "dagster_steps": 0})
     for step, began, ended in windows:
         found[step]["wall_s"] += ended - began
+        found[step]["dagster_steps"] += 1
     for at, python, jvm in samples:
         entry = found[step_at(windows, at)]
         entry["python_peak_mb"] = max(entry["python_peak_mb"], python)
@@ -388,9 +389,11 @@ def _print(rows: dict, sizes: list[float], base: Path | None = None) -> None:
     for size in sizes[1:]:
         print(f"\ngrowth {smallest:.0e} -> {size:.0e} (x{size / smallest:.0f} impressions):")
         ended = not any(step.endswith(RUNNING) for step in rows[size])
-        # a step still running (or not reached) at one size has figures of part of its work: no ratio
+        # a step still running, or with fewer of its Dagster steps run, at one size has figures of part of its
+        # work: no ratio
         compared = [s for s in steps if not s.endswith(RUNNING) and rows[size].get(s, {}).get("wall_s")
-                    and rows[smallest].get(s, {}).get("wall_s")]
+                    and rows[smallest].get(s, {}).get("wall_s")
+                    and rows[size][s].get("dagster_steps") == rows[smallest][s].get("dagster_steps")]
         for step in [*compared, *(["_run"] if ended else [])]:
             before, after = rows[smallest].get(step, {}), rows[size].get(step, {})
             ratios = ", ".join(f"{c} {after.get(c, 0) / before[c]:.2f}x" for c in COLUMNS if before.get(c))

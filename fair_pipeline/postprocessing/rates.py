@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.stats.small_sample import cluster_robust_interval
+from fair_pipeline.audit.stats.small_sample import adjusted_parts, cluster_robust_interval, t_wald
+from fair_pipeline.audit.stats.exchangeable import exchangeable_parts_variance
 
 RATE_COLUMNS = ["group", "metric", "estimate", "se", "ci_low", "ci_high", "n", "clusters", "df"]
 
@@ -64,7 +65,13 @@ def _interval(estimate: float, parts: list, signs: list, confidence: float) -> d
     held = int(np.count_nonzero(shares.sum(axis=0)))
     if held < 2:
         return {**nan, "clusters": held}
-    ci = cluster_robust_interval(estimate, totals, np.minimum(shares, 1.0), confidence=confidence)
+    shares = np.minimum(shares, 1.0)
+    ci = cluster_robust_interval(estimate, totals, shares, confidence=confidence)
+    variance, df = exchangeable_parts_variance(adjusted_parts(totals, shares), shares)
+    if variance > ci.se ** 2 * (1 + 1e-9):  # ties (equal clusters) and NaN (too few clusters) keep CR2's
+        t = t_wald(estimate, variance, df, confidence)
+        return {"se": float(t["se"]), "ci_low": float(t["ci_low"]), "ci_high": float(t["ci_high"]), "clusters": held,
+                "df": float(df)}
     return {"se": ci.se, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "clusters": held, "df": ci.df}
 
 

@@ -52,6 +52,8 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     blocks = [Text(SELECTION_NOTE), *_elicited_metric_blocks(inputs)]
     if "selected_by" in frame.columns and frame["selected_by"].notna().any():
         blocks.append(Text(f"**Ranked by:** {frame['selected_by'].dropna().iloc[0]}."))
+    if weighs_exposure(frame):
+        blocks.append(Text(NO_PAIRED_WITH_EXPOSURE.format(weight=float(frame["exposure_weight"].dropna().iloc[0]))))
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
         # the decision columns first (rank, the paired difference and its p), the candidate's details after
@@ -89,13 +91,28 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
 
 
+NO_PAIRED_WITH_EXPOSURE = (
+    "**No paired differences to the winner:** the cost weighs exposure (μ = {weight:g}), and the paired difference "
+    "clustered by item covers only the rates' part of the cost, measured on the held-out rows; the exposure "
+    "disparity comes from the logged requests with its own SE per candidate, not paired across candidates. The "
+    "Δ cost column shows the total's difference without a CI; compare candidates by their own total-cost CIs, "
+    "which ignore that every candidate is scored on the same rows and requests (wider than a paired CI would be).")
+
+
+def weighs_exposure(frame: pd.DataFrame) -> bool:
+    """Whether the ranking's cost includes μ · exposure disparity (μ > 0): its paired differences are then empty."""
+    return "exposure_weight" in frame.columns and bool((frame["exposure_weight"].fillna(0) > 0).any())
+
+
 def _paired_text(row: pd.Series) -> str:
     if pd.isna(row["diff_vs_winner"]):
         return "not estimable"
     if row["diff_vs_winner"] == 0 and pd.isna(row["diff_ci_low"]):
         return "winner (reference)"
-    if pd.isna(row["diff_ci_low"]):  # a total cost with an exposure term: no paired interval
-        return f"{row['diff_vs_winner']:+.4f} (no paired CI)"
+    if pd.isna(row["diff_ci_low"]):
+        why = "exposure weighed" if pd.notna(row.get("exposure_weight")) and row.get("exposure_weight") > 0 else \
+            "no held-out rows"
+        return f"{row['diff_vs_winner']:+.4f} (no paired CI: {why})"
     return ci_text(row["diff_vs_winner"], row["diff_ci_low"], row["diff_ci_high"], digits=4, signed=True)
 
 

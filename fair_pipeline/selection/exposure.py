@@ -21,6 +21,7 @@ from scipy.stats import norm
 
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import AuditDataError
+from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS
 
 EXPOSURE_NOTE = ("exposure_ratio[g]: exposure per unit of merit of group g over the reference group's when the "
                  "candidate re-ranks the shown items of the logged production requests (off-policy, from the logs; "
@@ -125,7 +126,7 @@ def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
     out["rank"] = np.where(estimable, np.cumsum(estimable), np.nan)
     best = out.loc[estimable, "cost"].iloc[0] if estimable.any() else np.nan
     out["diff_vs_winner"] = out["cost"] - best
-    for column in ("diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "cost_se_clustered"):
+    for column in (*DIFF_COLUMNS[1:], "cost_se_clustered"):
         if column in out.columns:
             out[column] = np.nan
     return out

@@ -91,6 +91,7 @@ ELSEWHERE = {
         "tests/e2e/test_readme.py::test_every_readme_command_runs",
     "fair-pipeline backfill --start 2026-01-01 --end 2026-01-03": "tests/e2e/test_readme.py::test_every_readme_command_runs",
     "fair-pipeline run --start 2026-01-01 --days 7": "tests/e2e/test_docs_commands.py::test_the_documented_week_run",
+    "python benchmarks/selection_week_table.py": "tests/e2e/test_docs_commands.py::test_the_documented_week_run",
     "fair-pipeline run --no-simulate": "tests/e2e/test_main_job.py::test_open_bandit_sample_is_ingested_into_seven_partitions",
     "fair-pipeline import-open-bandit && fair-pipeline run --no-simulate":
         "tests/e2e/test_main_job.py::test_open_bandit_sample_is_ingested_into_seven_partitions",
@@ -252,3 +253,8 @@ def check_week_figures(home: Path) -> None:
     champion = ranking[ranking["champion_version"].notna()].iloc[0]
     assert f"| {int(champion['rank'])} (`fair-ranker@champion`) |" in selection
     assert f"{champion.cost:.4f} [{champion.ci_low:.4f}, {champion.ci_high:.4f}]" in selection
+    # docs/selection.md's ranking table and runner-up figures are what its command prints from this run
+    out = subprocess.run([sys.executable, "benchmarks/selection_week_table.py", "--home", str(home)], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout
+    for line in filter(None, out.splitlines()):
+        assert line in selection, line

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from fair_pipeline.audit.stats.exchangeable import exchangeable_variance
 from fair_pipeline.audit.stats.small_sample import satterthwaite_df
 from fair_pipeline.postprocessing.rates import rate_table
 
@@ -35,15 +36,24 @@ def test_rate_df_is_the_smaller_of_the_totals_count_and_the_welch_design_df():
     p = np.repeat((rng.random(items) < 0.7).astype(float), shows)  # one 0/1 decision per item
     t = rate_table(p, y, g, clusters=item).set_index(["group", "metric"])
     cells = {group: _cell(p, item, (g == group) & y) for group in ("a", "b")}
+    # where the exchangeable-items variance (audit.stats.exchangeable, tested by hand there) exceeds CR2's, it and
+    # its df are used instead; the CR2 rows take the df rule under test
+    exchangeable = {group: exchangeable_variance(a, h) for group, (a, h) in cells.items()}
     for group, (adjusted, h) in cells.items():
-        want = min(float(satterthwaite_df(adjusted)), _design_matrix_df(h))
-        assert t.loc[(group, "tpr"), "df"] == pytest.approx(want, rel=1e-9)
-        assert t.loc[(group, "tpr"), "se"] ** 2 == pytest.approx(adjusted @ adjusted, rel=1e-9)
+        cr2 = (adjusted @ adjusted, min(float(satterthwaite_df(adjusted)), _design_matrix_df(h)))
+        want = exchangeable[group] if exchangeable[group][0] > cr2[0] else cr2
+        assert t.loc[(group, "tpr"), "df"] == pytest.approx(want[1], rel=1e-9)
+        assert t.loc[(group, "tpr"), "se"] ** 2 == pytest.approx(want[0], rel=1e-9)
     v = {k: a @ a for k, (a, _) in cells.items()}
     welch = sum(v.values()) ** 2 / sum(v[k] ** 2 / _design_matrix_df(cells[k][1]) for k in v)
     totals_count = float(satterthwaite_df(np.r_[cells["a"][0], cells["b"][0]]))  # disjoint items: concatenated
     diff = t.loc[("b - a", "tpr")]
-    assert diff["df"] == pytest.approx(min(welch, totals_count), rel=1e-9)
+    pooled = sum(e[0] for e in exchangeable.values())
+    if pooled > sum(v.values()):
+        welch_ex = pooled ** 2 / sum(e[0] ** 2 / e[1] for e in exchangeable.values())
+        assert diff["se"] ** 2 == pytest.approx(pooled, rel=1e-9) and diff["df"] == pytest.approx(welch_ex, rel=1e-9)
+    else:
+        assert diff["df"] == pytest.approx(min(welch, totals_count), rel=1e-9)
     assert (diff["ci_high"] - diff["ci_low"]) / 2 == pytest.approx(stats.t.ppf(0.975, diff["df"]) * diff["se"], rel=1e-9)
 
 

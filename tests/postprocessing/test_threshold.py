@@ -190,16 +190,29 @@ def test_clustered_rates_are_cr2_with_t_at_few_effective_clusters():
     y = np.repeat(rng.random(items) < 0.5, shows)
     p = np.repeat(rng.random(items), shows)
     t = rate_table(p, y, g, clusters=item).set_index(["group", "metric"])
-    cell = (g == "a") & y
-    assert t.loc[("a", "tpr"), "se"] ** 2 == pytest.approx(_cr2_of_a_mean(p[cell], item[cell]), rel=1e-9)
+    cells = {level: (g == level) & y for level in ("a", "b")}
+    cr2 = {level: _cr2_of_a_mean(p[cell], item[cell]) for level, cell in cells.items()}
+    exchangeable = {level: _exchangeable_of_a_mean(p[cell], item[cell]) for level, cell in cells.items()}
     row = t.loc[("a", "tpr")]
-    assert row["clusters"] == np.unique(item[cell]).size
-    assert 1 <= row["df"] < row["clusters"] - 1  # unequal clusters: fewer effective than held
+    assert row["se"] ** 2 == pytest.approx(max(cr2["a"], exchangeable["a"]), rel=1e-9)
+    assert exchangeable["a"] > cr2["a"]  # here: the popular items' residuals happened to be small
+    assert row["clusters"] == np.unique(item[cells["a"]]).size
+    assert 1 <= row["df"] <= row["clusters"] - 1
     half = (row["ci_high"] - row["ci_low"]) / 2
     assert half == pytest.approx(stats.t.ppf(0.975, row["df"]) * row["se"], rel=1e-9)
-    # a difference is the sum of its two cells' CR2 parts (disjoint cells: variances add)
+    # a difference is the sum of its two cells' parts (disjoint cells: variances add), the larger of the two sums
     diff = t.loc[("b - a", "tpr")]
-    assert diff["se"] ** 2 == pytest.approx(row["se"] ** 2 + t.loc[("b", "tpr"), "se"] ** 2, rel=1e-9)
+    assert diff["se"] ** 2 == pytest.approx(max(cr2["a"] + cr2["b"], exchangeable["a"] + exchangeable["b"]), rel=1e-9)
+
+
+def _exchangeable_of_a_mean(values, clusters) -> float:
+    """The exchangeable-items variance of a mean (audit.stats.exchangeable) from its CR2 cluster totals: each
+    cluster's total over its share of the rows is a residual r_c of common variance, Var = mean(r_c²) Σ share²."""
+    n, r = values.size, values - values.mean()
+    codes, sizes = np.unique(clusters, return_inverse=True)[1], np.bincount(np.unique(clusters, return_inverse=True)[1])
+    share = sizes / n
+    totals = np.bincount(codes, weights=r) / n / np.sqrt(1 - share)
+    return float(((totals / share) ** 2).mean() * (share ** 2).sum())
 
 
 def test_gap_ci_covers_at_the_nominal_rate():

@@ -77,3 +77,15 @@ def test_finding_names_the_winning_family_and_each_other_familys_best():
     assert family == ["the winning family is pairwise_fair (w); other families' best vs the winner "
                       "(paired, clustered by item): eo_transform best r costs +0.0040 [+0.0010, +0.0070] more; "
                       "no estimable candidate in reject_option"]
+
+
+def test_with_exposure_weighed_the_report_says_why_the_paired_differences_are_empty():
+    frame = _ranking(0.0009).assign(exposure_weight=2.5, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan)
+    content, table = _section(frame)
+    column = "Δ cost vs winner [95% CI, paired by item]"
+    assert table[column].tolist() == ["winner (reference)", "+0.0040 (no paired CI: exposure weighed)", "not estimable"]
+    notes = [b.markdown for b in content.blocks if hasattr(b, "markdown") and "No paired differences" in b.markdown]
+    assert len(notes) == 1 and "μ = 2.5" in notes[0] and "rates' part" in notes[0]
+    assert content.findings[0].text.endswith("(intervals overlap)")  # the marginal total-cost CIs, said as such
+    unweighed, _ = _section(_ranking(0.0009).assign(exposure_weight=0.0))
+    assert not [b for b in unweighed.blocks if hasattr(b, "markdown") and "No paired differences" in b.markdown]

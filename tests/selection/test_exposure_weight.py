@@ -45,7 +45,8 @@ def _ranking():
                          "cost": [0.100, 0.104, 0.090], "cost_se": [0.002, 0.002, 0.002],
                          "ci_low": np.nan, "ci_high": np.nan, "diff_vs_winner": [0.0, 0.004, -0.01],
                          "diff_se": [np.nan, 0.001, 0.001], "diff_ci_low": np.nan, "diff_ci_high": np.nan,
-                         "diff_p": np.nan, "estimable": [True, True, True], "reason": ""}).iloc[[2, 0, 1]]
+                         "diff_p": np.nan, "diff_df": [np.nan, 7.0, 7.0], "estimable": [True, True, True],
+                         "reason": ""}).iloc[[2, 0, 1]]
 
 
 def test_disparity_is_half_the_sum_of_squared_pair_differences_and_its_se_bounds_the_delta_method():
@@ -78,7 +79,7 @@ def test_the_winner_changes_with_the_weight_on_exposure(exposure):
         assert str(weight)[:4] in row["selected_by"] or f"{weight:g}" in row["selected_by"]
         missing = table.set_index("model").loc["no logs"]
         assert not missing["estimable"] and "no exposure parity" in missing["reason"] and np.isnan(missing["rank"])
-        assert table["diff_se"].isna().all()  # the paired differences cover the rates' part only
+        assert table[["diff_se", "diff_df"]].isna().all().all()  # the paired differences cover the rates' part only
         assert table["rank"].dropna().tolist() == [1.0, 2.0]
 
 

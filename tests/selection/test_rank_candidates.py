@@ -18,6 +18,7 @@ from fair_pipeline.selection.elicitation import (
     rank_candidates,
 )
 from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
+from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS
 
 B12 = np.array([[1.0, 0.0], [0.0, 1.0]]) * np.sqrt(2)  # |B|_F = 2, so 1/2 sum |B|_F = 1
 METRIC = FairQuadraticMetric.from_pairs([0.6, 0.8], [B12], lam=0.5)
@@ -123,7 +124,7 @@ def _held_out(rng, n_items: int = 120):
 
 
 def _brute_force_difference(rows, scores, thresholds, a, w):
-    """cost(a) - cost(w) and its delta-method SE from scratch: per item (cluster) the vector of selected
+    """cost(a) - cost(w) and its delta-method SE (CR2's, or the exchangeable-items one where larger) from scratch: per item (cluster) the vector of selected
     positives, positives, unselected negatives and negatives per group for both candidates; D as a function
     of the item means; the item's influence (z_c - mean) grad / G split by what each coordinate counts (a group's
     positives or negatives), each part over sqrt(1 - the item's share of that count) (CR2), and the t interval's
@@ -152,6 +153,15 @@ def _brute_force_difference(rows, scores, thresholds, a, w):
             totals.append(terms[:, coords].sum(axis=1))
             shares.append(z[:, 4 * g + cls + 1] / z[:, 4 * g + cls + 1].sum())
     ci = cluster_robust_interval(diff(mean), np.array(totals), np.array(shares))
+    # the exchangeable-items variance (paired.exchangeable_variance) from the same CR2 totals, each item's share of
+    # all examples its size: Σ r² / G x Σ share², r = total / share, Satterthwaite's df for the Σ r²
+    adjusted = (np.array(totals) / np.sqrt(1 - np.array(shares))).sum(axis=0)
+    share = z[:, [1, 3, 5, 7]].sum(axis=1) / z[:, [1, 3, 5, 7]].sum()
+    r2 = (adjusted / share) ** 2
+    exchangeable = r2.mean() * (share ** 2).sum()
+    if exchangeable > ci.se ** 2:
+        df = min(len(z) - 1.0, 2 * len(z) * r2.mean() ** 2 / ((r2 ** 2).mean() - r2.mean() ** 2))
+        return diff(mean), np.sqrt(exchangeable), df
     return diff(mean), ci.se, ci.df
 
 
@@ -159,14 +169,14 @@ def test_paired_differences_to_the_winner_match_a_brute_force_per_item_computati
     rows, scores, long = _held_out(np.random.default_rng(8))
     out = rank_candidates(long, METRIC, held_out=rows, scores=scores)
     win = out.iloc[0]
-    assert win["diff_vs_winner"] == 0 and np.isnan(win[["diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]].astype(float)).all()
+    assert win["diff_vs_winner"] == 0 and np.isnan(win[DIFF_COLUMNS[1:]].astype(float)).all()
     thresholds = long.groupby("candidate")["threshold"].first()
     for _, row in out.iloc[1:].iterrows():
         d, se, df = _brute_force_difference(rows, scores, thresholds, row["candidate"], win["candidate"])
         assert row["diff_vs_winner"] == pytest.approx(d, rel=1e-10) and d > 0
         assert row["diff_vs_winner"] == pytest.approx(row["cost"] - win["cost"], rel=1e-10)
         assert row["diff_se"] == pytest.approx(se, rel=1e-5)
-        assert 1 <= df <= 119
+        assert 1 <= df <= 119 and row["diff_df"] == pytest.approx(df, rel=1e-5)  # the df the CI and p use
         assert row["diff_ci_low"] == pytest.approx(d - student_t.ppf(0.975, df) * se, rel=1e-5)
         assert row["diff_ci_high"] == pytest.approx(d + student_t.ppf(0.975, df) * se, rel=1e-5)
         assert row["diff_p"] == pytest.approx(2 * student_t.sf(d / se, df), rel=1e-4)
@@ -184,7 +194,7 @@ def test_paired_differences_without_rows_or_for_not_estimable_candidates():
     rows, scores, long = _held_out(np.random.default_rng(9))
     plain = rank_candidates(long, METRIC)
     assert plain["diff_vs_winner"].tolist() == pytest.approx((plain["cost"] - plain["cost"].iloc[0]).tolist())
-    assert plain["diff_se"].isna().all() and plain["diff_p"].isna().all()
+    assert set(DIFF_COLUMNS) <= set(plain.columns) and plain[DIFF_COLUMNS[1:]].isna().all().all()
     few = long.copy()
     few.loc[(few["candidate"] == "z") & (few["group"] == "a"), "n_pos"] = 3  # z not estimable: needs no scores
     out = rank_candidates(few, METRIC, held_out=rows, scores={k: v for k, v in scores.items() if k != "z"})

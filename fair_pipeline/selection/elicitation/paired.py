@@ -39,6 +39,10 @@ Here the difference D = c(A) - c(W) gets an influence-function (delta-method) st
   and the CI and two-sided p-value for D = 0 use Student's t with the smaller of the totals' effective clusters
   and the parts' design df (few effective items under heavy-tailed popularity: a normal critical value covered
   less than 95%; Monte Carlo in docs/audit_inference.md).
+* Exchangeable items. Under heavy-tailed popularity the sandwich above is small exactly in the samples whose
+  popular items fell away from the thresholds, and those samples' differences err to one side. Where larger, the
+  variance is instead τ̂² Σ_c s_c², every item's CR2 total read as its share s_c of all examples times a residual
+  of common variance (`exchangeable_variance`), with Satterthwaite's df for τ̂².
 
 Pure numpy / scipy / pandas.
 """
@@ -50,8 +54,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from fair_pipeline.audit.stats.small_sample import (ClusterInterval, cluster_robust_interval, critical_value,
-                                                    upper_tail)
+from fair_pipeline.audit.stats.exchangeable import exchangeable_variance
+from fair_pipeline.audit.stats.small_sample import (ClusterInterval, adjusted_totals, cluster_robust_interval,
+                                                    critical_value, t_wald, upper_tail)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
 from fair_pipeline.selection.elicitation.operating_point import selection_threshold
 
@@ -191,9 +196,16 @@ def clustered_parts(parts, rows: pd.DataFrame, labels, clusters=None) -> tuple[n
 
 def clustered_interval(estimate: float, parts, rows: pd.DataFrame, labels, clusters=None,
                        confidence: float = 0.95) -> ClusterInterval:
-    """CR2 SE and t interval of ``estimate`` from its per-row influence ``parts`` (`clustered_parts`)."""
+    """SE and t interval of ``estimate`` from its per-row influence ``parts`` (`clustered_parts`): CR2's, or the
+    exchangeable-items variance (`exchangeable_variance`, with its df) where that is larger."""
     totals, shares = clustered_parts(parts, rows, labels, clusters)
-    return cluster_robust_interval(estimate, totals, shares, confidence=confidence)
+    ci = cluster_robust_interval(estimate, totals, shares, confidence=confidence)
+    variance, df = exchangeable_variance(adjusted_totals(totals, shares), shares[-1])
+    if not variance > ci.se ** 2 * (1 + 1e-9):  # ties (equal clusters) and NaN (too few clusters) stay CR2's
+        return ci
+    t = t_wald(estimate, variance, df, confidence)
+    return ClusterInterval(float(estimate), float(t["se"]), float(df), float(t["ci_low"]), float(t["ci_high"]),
+                           float(t["z"]), float(t["p_value"]), ci.n_clusters, float(df), confidence)
 
 
 def candidate_parts(metric: FairQuadraticMetric, rows: pd.DataFrame, score, labels, *, threshold: float | None = None,
@@ -266,7 +278,8 @@ def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_
                             float(cost_a), float(cost_b), int(n_clusters), int(n_rows), float(df))
 
 
-DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p"]
+# The paired-difference columns every ranking carries (the winner's row: 0 and NaN; NaN without held-out rows).
+DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df"]
 
 
 def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, winner, *,

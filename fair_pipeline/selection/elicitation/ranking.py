@@ -49,8 +49,8 @@ def rank_candidates(
     n_pos, n_neg and the cluster column ``cluster_col``, e.g. item_id; None = one cluster per row) and every
     estimable candidate's score on them (``scores``: candidate -> array aligned with the rows); each candidate
     then gets the paired difference to the winner (rank 1), clustered: ``diff_vs_winner`` = cost - winner's
-    cost, ``diff_se``, ``diff_ci_low``, ``diff_ci_high``, ``diff_p`` (two-sided, H0: equal cost; the winner's
-    row: 0 and NaN), and ``cost_se_clustered`` (its own cost's cluster-robust SE). Thresholds are the
+    cost, ``diff_se``, ``diff_ci_low``, ``diff_ci_high``, ``diff_p`` (two-sided, H0: equal cost), ``diff_df`` (the
+    degrees of freedom of the CI's and p's Student t; the winner's row: 0 and NaN), and ``cost_se_clustered`` (its own cost's cluster-robust SE). Thresholds are the
     candidates' ``threshold_col`` values (or the ``selection_rate`` quantiles when that column is absent);
     with ``selection_rate`` their estimation enters the SEs. ``decisions`` (candidate -> probability of a
     positive decision per row) holds the candidates that decide by themselves (fitted post-processors): their
