@@ -36,14 +36,14 @@ CROSS_CHUNK = 1 << 15  # clusters per step of the final cross products
 DENSE_RUN_SHARE = 0.25  # a band's rows at least this share of the codes they span: summed per code first (bincount)
 
 
-class _Totals:
+class ClassTotals:
     """What `row_influence` needs of the table: groups, class totals per vector (floored at 1)."""
 
     def __init__(self, n_groups, m, n):
         self.n_groups, self.m, self.n = n_groups, m, n
 
 
-class _PrefixRows:
+class PrefixRows:
     """A batch of rows seen through their blocks' prefix counts (the `CountRows` interface of
     `row_influence`): ``pos``/``neg`` the block's counts, ``pos_incl``/``neg_incl`` those through it, all
     (G + 1, rows) with the pooled vector last."""
@@ -52,7 +52,7 @@ class _PrefixRows:
         self._pos, self._neg, self._pos_incl, self._neg_incl = pos, neg, pos_incl, neg_incl
 
     def take(self, idx):
-        return _PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
+        return PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
 
     def incl(self, v):
         return self._pos_incl[v], self._neg_incl[v]
@@ -203,8 +203,8 @@ class PrefixClusterSums:
         per cluster (`edges`, few) and its ROC coefficient into NC (at the cutoff's slot, minus at the next: the cumulative sum
         over slots then holds it at that cutoff only). ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
         G, K = self.G, self.alphas.size
-        table = _Totals(G, self.m, self.n)
-        rows = _PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
+        table = ClassTotals(G, self.m, self.n)
+        rows = PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
         ge, pe, ne = group[rows_e], n_pos[rows_e], n_neg[rows_e]
         uniq, inv = np.unique(codes[rows_e], return_inverse=True)
         a_vals = np.empty((2, len(self.pairs), K, rows_e.size))  # negatives' and positives' parts

@@ -26,7 +26,7 @@ import numpy as np
 
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
 from fair_pipeline.audit.stats.clustered import row_influence
-from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, _PrefixRows, _Totals, cutoff_blocks
+from fair_pipeline.audit.stats.prefix_clusters import ClassTotals, PrefixClusterSums, PrefixRows, cutoff_blocks
 from fair_pipeline.audit.stats.small_sample import leverage_factor
 from fair_pipeline.audit.stats.validation import AuditInputError
 
@@ -104,8 +104,8 @@ class SingletonMoments:
         K, S = self.alphas.size, len(self.pairs)
         blocks = b[rows]
         counts = [np.vstack([a[:, blocks], a[:, blocks].sum(axis=0)]) for a in (pos, neg)]
-        view = _PrefixRows(counts[0], counts[1], p_incl[:, blocks], n_incl[:, blocks])
-        table = _Totals(self.G, self.m, self.n)
+        view = PrefixRows(counts[0], counts[1], p_incl[:, blocks], n_incl[:, blocks])
+        table = ClassTotals(self.G, self.m, self.n)
         ge, pe, ne = group[rows], n_pos[rows], n_neg[rows]
         parts = np.empty((4, S, K, rows.size))  # neg part, pos part at I = ROC = 0; ROC coefficient; I coefficient
         with np.errstate(divide="ignore", invalid="ignore"):
