@@ -66,12 +66,15 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
     return [pair for _, pair in build_columns(n_groups, n_groups > 1, compared)]
 
 
-def cluster_sums(stream: StreamingAudit, sizes: list[int]) -> list:
+def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True) -> list:
     """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes); two-way's
-    intersection stream also sums its one-impression cells apart (`IntersectionSums`)."""
+    intersection stream also sums its one-impression cells apart (`IntersectionSums`) unless
+    ``split_singletons`` is false (a score range swept on its own cannot tell a cell's one impression from a
+    cell whose other impressions lie in other ranges)."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
+    intersection = IntersectionSums if split_singletons else PrefixClusterSums
     kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, PrefixClusterSums,
-                                                                       IntersectionSums]
+                                                                       intersection]
     return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
 
 

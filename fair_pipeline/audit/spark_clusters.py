@@ -60,7 +60,7 @@ def sweep_range_with_clusters(table: pa.Table, group_codes: np.ndarray, part, n_
     rows, cell = rows[order], cell[order]
     count = np.where(cell & 1, n_pos[rows], n_neg[rows])
     fed = pa.table({"s": s[rows], "cell": cell, "n": count, **{f"k{n}": c[rows] for n, c in enumerate(codes)}})
-    sums = cluster_sums(part.stream, [len(k[0]) for k in keys])
+    sums = cluster_sums(part.stream, [len(k[0]) for k in keys], split_singletons=False)
     sweep = part.stream.audit.sweep
     for acc in sums:
         acc.start_at(sweep.p_above[:-1], sweep.n_above[:-1])

@@ -57,6 +57,9 @@ ENGINE_MODULES = {
         "tests/platform/spark/test_parity.py runs it on Spark",
     "fair_pipeline/audit/exposure_offpolicy.py": "sampled_requests: the request sample on the engine; "
         "tests/platform/spark/test_exposure_sql.py runs it on Spark and compares it with DuckDB's",
+    "fair_pipeline/ingestion/spark_catalogue.py": "the catalogue's classification (ingestion/catalogue.py's "
+        "CLASSIFY_ITEMS) over the files Spark reads, checked against DuckDB's raw.items column types and row count; "
+        "tests/platform/spark/test_catalogue_on_spark.py compares the two tables",
 }
 # Modules whose engine reads are captured below although their functions take no connection.
 CAPTURED_MODULES = {
