@@ -82,10 +82,10 @@ def main(argv=None) -> None:
               f"load average {os.getloadavg()[0]:.1f}; memory_limit {args.memory_limit}")
         runs = {"floor": [], "audit": [], "rowsort": []}
         for _ in range(args.rounds):
-            runs["floor"].append(timed(lambda: floor_query(path, args.memory_limit)))
-            runs["rowsort"].append(timed(lambda: floor_query(path, args.memory_limit, ROW_SORT)))
+            runs["floor"].append(timed(lambda: floor_query(path, args.memory_limit))[:2])
+            runs["rowsort"].append(timed(lambda: floor_query(path, args.memory_limit, ROW_SORT))[:2])
             runs["audit"].append(timed(lambda: audit_file(path, "score", "label", "group_id",
-                                                          memory_limit=args.memory_limit)))
+                                                          memory_limit=args.memory_limit))[:2])
         print(f"{'':<8}{'wall s (runs)':>34}{'cpu s (runs)':>34}")
         for name, r in runs.items():
             print(f"{name:<8}{' '.join(f'{w:7.2f}' for w, _ in r):>34}{' '.join(f'{c:7.2f}' for _, c in r):>34}")
