@@ -193,8 +193,8 @@ def _mostly_distinct(con, src: str, params: list) -> bool:
     sorted, else grouped by score. A prefix costs a fraction of a scan; it can only overstate the share of
     distinct scores of the whole file (repeats spread over the file), i.e. choose the sort, whose cost is the
     audit's reference anyway."""
-    distinct, rows = con.execute(f"SELECT approx_count_distinct(s), count(*) FROM (SELECT s FROM ({src}) "
-                                 f"LIMIT {PREFIX_ROWS})", params).fetchall()[0]
+    distinct, rows = con.execute(f"SELECT approx_count_distinct(s), count(*) FROM (SELECT s FROM ({src}) LIMIT ?)",
+                                 [*params, PREFIX_ROWS]).fetchall()[0]
     return rows > 0 and distinct >= SORT_ROWS_SHARE * rows
 
 
