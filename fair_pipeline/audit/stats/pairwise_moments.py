@@ -26,7 +26,9 @@ from fair_pipeline.audit.stats.small_sample import (
 
 MOMENTS = ("adj_sq", "adj_fourth", "adj_nonzero", "raw_sq", "raw_nonzero", "clusters_with_pairs")
 TERM_MOMENTS = N_MOMENTS + 1  # `small_sample.leverage_moments` of the shares, then the ratio's CR2 variance
-CHUNK = 1 << 16  # clusters per step (bounds the (clusters, terms) temporaries)
+# clusters per step: bounds the (clusters, terms) temporaries, and keeps the products with the masks and weights small
+# enough for OpenBLAS to run them on one thread (its threads spin for larger ones: 2.5-3x the CPU time, measured)
+CHUNK = 1 << 11
 
 
 @dataclass(frozen=True)
