@@ -142,7 +142,8 @@ def _paired_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: 
         d = exposure_weighted_difference(cost, parts, held.disparities[name], cost_w, parts_w, held.disparities[winner],
                                          held.rows, held.labels, weight, clusters=held.rows["item_id"].to_numpy(),
                                          confidence=confidence)
-        out.loc[i, DIFF_COLUMNS] = [d.estimate, d.se, d.ci_low, d.ci_high, d.p_value, d.df]
+        out.loc[i, ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df"]] = [
+            d.estimate, d.se, d.ci_low, d.ci_high, d.p_value, d.df]
     return out
 
 
