@@ -20,7 +20,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, functions
 from pyspark.sql.types import StructType
 
 from fair_pipeline.platform.engines import version_log
@@ -80,11 +80,11 @@ class VersionedTables:
                      for e in sorted(self.state.values(), key=lambda e: e.partition)
                      if e.kind == version_log.PARTITION and e.name == name and e.version]
             reader = self.spark.read.schema(schema).option("basePath", self._dir(name))
-            frame = reader.parquet(*paths) if paths else self.spark.createDataFrame([], schema)
+            frame = reader.parquet(*paths) if paths else _no_rows(self.spark, schema)
         else:
             entry = self.state.get((version_log.TABLE, name, ""))
             frame = (self.spark.read.schema(schema).parquet(self._version_dir(name, entry.version))
-                     if entry is not None and entry.version else self.spark.createDataFrame([], schema))
+                     if entry is not None and entry.version else _no_rows(self.spark, schema))
         return frame.select(*schema.names)  # Spark puts partition columns (and write_id) last
 
     # -- writes ---------------------------------------------------------------------------------------------
@@ -162,9 +162,14 @@ class VersionedTables:
         the version is not live either way."""
         try:
             data = StructType([f for f in schema.fields if f.name != PARTITION_COLUMN])
-            self.spark.createDataFrame([], data).write.mode("overwrite").parquet(directory)
+            _no_rows(self.spark, data).write.mode("overwrite").parquet(directory)
         except Exception as error:  # noqa: BLE001 - space only: the rows are not live
             logger.warning("could not empty the unused version %s: %s", directory, error)
+
+
+def _no_rows(spark, schema: StructType) -> DataFrame:
+    """An empty frame of `schema`, made by Spark (no local data is shipped)."""
+    return spark.range(0).select(*(functions.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields))
 
 
 def _json(text: str) -> dict:

@@ -67,8 +67,20 @@ def commit(spark, root: str, entries: Sequence[Entry], after: int = 0) -> list[E
 
 
 def _write_commit(spark, root: str, commit_id: str, entries: Sequence[Entry]) -> None:
-    rows = [tuple(getattr(entry, field) for field, _ in _FIELDS) for entry in entries]
-    frame = spark.createDataFrame(rows, schema=LOG_DDL).coalesce(1)
+    """The rows go in as bound parameters of one SELECT per row (no value in the SQL text, no local frame to ship);
+    a missing version is bound as '' and made NULL."""
+    selects, args = [], {}
+    for n, entry in enumerate(entries):
+        cells = []
+        for field, kind in _FIELDS:
+            value = getattr(entry, field)
+            args[f"{field}_{n}"] = "" if value is None else value
+            cell = f"CAST(:{field}_{n} AS {kind})"
+            if field == "version":
+                cell = f"NULLIF({cell}, '')"
+            cells.append(f"{cell} AS `{field}`")
+        selects.append(f"SELECT {', '.join(cells)}")
+    frame = spark.sql(" UNION ALL ".join(selects), args=args).coalesce(1)
     frame.write.parquet(join(log_uri(root), f"commit={commit_id}"))
 
 
