@@ -23,18 +23,20 @@ from fair_pipeline.selection import candidates as sc
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection import family_data
 from fair_pipeline.selection.elicitation import rank_candidates
+from fair_pipeline.selection.elicitation.paired import MIN_DISAGREEING
 from fair_pipeline.selection.exposure import candidate_exposure, weigh_exposure, with_exposure
 from fair_pipeline.selection.store import load_latest_metric
 
 RANKING_COLUMNS = ["rank", "model", "family", "setting", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
-                   "diff_ci_low", "diff_ci_high", "diff_p", "diff_df", "cost_se_clustered", "error_part", "violation_part",
+                   "diff_ci_low", "diff_ci_high", "diff_p", "diff_df", "diff_disagreeing", "cost_se_clustered", "error_part", "violation_part",
                    "threshold", "min_group_count", "paired_clusters", "paired_rows", "held_out", "estimable", "reason"]
 INTERVALS_NOTE = (
     "cost_se / ci_low / ci_high: the candidate's own cost, marginal delta-method CI from binomial group counts "
     "(every impression independent). diff_vs_winner / diff_se / diff_ci_low / diff_ci_high / diff_p: paired "
     "difference cost(candidate) - cost(winner) on the same held-out rows, clustered by item (influence-function "
     "SE incl. the selection-rate threshold; CI and p two-sided for equal cost, Student t at diff_df degrees of "
-    "freedom); cost_se_clustered: the candidate's own "
+    f"freedom; NaN when the two decide differently on fewer than {MIN_DISAGREEING} items, diff_disagreeing, a "
+    "difference too few items hold for an interval); cost_se_clustered: the candidate's own "
     "cost SE clustered by item. Compare candidates with the paired difference.")
 
 
