@@ -313,6 +313,20 @@ def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_
                             float(cost_a), float(cost_b), int(n_clusters), int(n_rows), float(df))
 
 
+def every_candidates_parts(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, *,
+                           thresholds: dict | None = None, selection_rate: float | None = None,
+                           n_clusters: int | None = None, decisions: dict | None = None) -> dict:
+    """{name: `candidate_parts`} of the score candidates (their ``thresholds``, else the ``selection_rate``'s) and of
+    the decision candidates, on the same held-out ``rows``."""
+    thresholds = thresholds or {}
+    parts = {name: candidate_parts(metric, rows, s, labels, threshold=thresholds.get(name),
+                                   selection_rate=selection_rate, n_clusters=n_clusters)
+             for name, s in scores.items()}
+    parts.update({name: candidate_parts(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
+                  for name, d in (decisions or {}).items()})
+    return parts
+
+
 # The paired-difference columns every ranking carries (the winner's row: 0 and NaN; NaN without held-out rows).
 DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df", "diff_disagreeing"]
 
@@ -331,11 +345,8 @@ def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, score
         raise ValueError(f"no held-out scores for the winner {winner!r}")
     n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
     z = norm.ppf(0.5 + confidence / 2)
-    parts = {name: candidate_parts(metric, rows, s, labels, threshold=thresholds.get(name),
-                                   selection_rate=selection_rate, n_clusters=n_clusters)
-             for name, s in scores.items()}
-    parts.update({name: candidate_parts(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
-                  for name, d in decisions.items()})
+    parts = every_candidates_parts(metric, rows, scores, labels, thresholds=thresholds, selection_rate=selection_rate,
+                                   n_clusters=n_clusters, decisions=decisions)
     decided = {name: decisions_of(scores.get(name), threshold, decisions.get(name))
                for name, (_, _, threshold) in parts.items()}
     cost_w, parts_w, _ = parts[winner]
