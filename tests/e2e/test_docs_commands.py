@@ -120,6 +120,9 @@ ELSEWHERE = {
     # The same test then measures the EO and selection steps again on the home its main job left.
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7 --work-dir DIR --steps eo,selection":
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
+    # Logs of 5 and 20 commits in the shared SparkSession.
+    "python benchmarks/bench_commit_log.py --commits 100,1000,3000 --repeats 3":
+        "tests/platform/spark/test_bench_commit_log.py::test_the_commit_log_benchmark_runs_small_in_the_shared_session",
     # Both passes at 2e4 and 2e5 rows on the test module's standalone cluster, asserting the driver-bound bytes stay flat.
     "python benchmarks/bench_spark_audit.py --rows 1e6,2e7 --passes audit":
         "tests/platform/spark/test_spark_audit_driver.py::test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows",
