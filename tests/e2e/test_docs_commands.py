@@ -78,9 +78,14 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45,selection_pareto1.3,"
-    "selection_minority45_pareto1.3 --reps 500 --jobs 2 --seed 0": "--reps 1 --jobs 1",
+    "selection_minority45_pareto1.3,selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 500 --jobs 2 --seed 0":
+        "--reps 1 --jobs 1",
     "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45,selection_pareto1.3,"
     "selection_minority45_pareto1.3 --reps 500 --jobs 1 --seed 7": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3 --reps 300 "
+    "--jobs 1 --seed 11": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 300 "
+    "--jobs 1 --seed 12": "--reps 1",
     "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
