@@ -120,6 +120,9 @@ ELSEWHERE = {
     # At one small size on the test module's standalone cluster: its main job is the one compared with DuckDB's.
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7":
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
+    # The same test then measures the EO and selection steps again on the home its main job left.
+    "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7 --work-dir DIR --steps eo,selection":
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # Both passes at 2e4 and 2e5 rows on the test module's standalone cluster, asserting the driver-bound bytes stay flat.
     "python benchmarks/bench_spark_audit.py --rows 1e6,2e7 --passes audit":
         "tests/platform/spark/test_spark_audit_driver.py::test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows",
