@@ -58,6 +58,7 @@ SMALLER = {
     "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 3": "--rows 3000 --rounds 1",
     "python benchmarks/cluster_inference_coverage.py --rows pairwise_fresh --reps 300 --jobs 1": "--reps 2",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
+    "python benchmarks/bench_audit_choice.py --rows 1e7 --rounds 2": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
     "python benchmarks/bench_audit_groups.py --groups 5000 --all-up-to 0": "--groups 12 --rows 2000",
