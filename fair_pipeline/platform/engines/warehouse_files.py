@@ -92,6 +92,14 @@ class LocalFiles:
             entries.append((entry.name, kind, status.st_size))
         return sorted(entries)
 
+    def status(self, uri: str) -> tuple[int, int, str | None]:
+        """(bytes, modification time in ms, checksum or None) of a file, from its metadata (never opened)."""
+        status = os.stat(local_path(uri))
+        return status.st_size, status.st_mtime_ns // 1_000_000, None
+
+    def copy_to_local(self, uri: str, target: Path) -> None:
+        shutil.copyfile(local_path(uri), target)
+
     def mkdirs(self, uri: str) -> None:
         local_path(uri).mkdir(parents=True, exist_ok=True)
 
@@ -165,6 +173,23 @@ class HadoopFiles:
 
     def list_files(self, uri: str) -> list[str]:
         return self._list(uri, directories=False)
+
+    def status(self, uri: str) -> tuple[int, int, str | None]:
+        """As `LocalFiles.status`, from the FileSystem's FileStatus; the checksum is the file system's own
+        (`getFileChecksum`: HDFS's MD5 of its block CRCs; None where it keeps none, as on a local disk)."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        try:
+            status, checksum = fs.getFileStatus(path), fs.getFileChecksum(path)
+        except Exception as error:  # noqa: BLE001 - Py4J wraps the JVM's IOException
+            raise OSError(f"cannot read the status of {uri}: {_java_message(error)}") from error
+        described = None if checksum is None else f"{checksum.getAlgorithmName()}:{bytes(checksum.getBytes()).hex()}"
+        return int(status.getLen()), int(status.getModificationTime()), described
+
+    def copy_to_local(self, uri: str, target: Path) -> None:
+        """Copy a file to this machine (no checksum file beside it)."""
+        path = self._path(uri)
+        self._fs(path).copyToLocalFile(False, path, self._path(location_uri(target)), True)
 
     def mkdirs(self, uri: str) -> None:
         path = self._path(uri)
