@@ -100,8 +100,8 @@ class LandingSource:
                 self.fs.copy_to_local(uri, target)
             try:
                 yield copy
-            except landing.LandingFileError as error:  # name the landing's files, not the copy's
-                raise landing.LandingFileError(str(error).replace(str(copy), self.uri)) from error
+            except (landing.LandingFileError, FileNotFoundError) as error:  # name the landing's files, not the copy's
+                raise type(error)(str(error).replace(str(copy), self.uri)) from error
 
 
 def for_engine(engine, location: str = "") -> LandingSource:
