@@ -12,7 +12,7 @@ from pydantic import Field
 from fair_pipeline.ingestion import contract, landing_source, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
 from fair_pipeline.ingestion.catalogue_history import DELIVERY_FINGERPRINTS, catalogue_read_since
-from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
+from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID
 from fair_pipeline.ingestion.fingerprints import combined
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
@@ -203,9 +203,7 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             cache.save()
             read_since = catalogue_read_since(context.instance, context.asset_key, by_delivery,
                                               context.assets_def.code_versions_by_key[context.asset_key])
-            with files.catalogue_folder() as folder:
-                load = load_items(con, folder)
-                read = [f.replace(str(folder), files.uri, 1) if files.through_spark else f for f in load.files]
+            load, read = files.load_catalogue(con)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
         if engine.name != "duckdb":  # read by the executors: no catalogue row passes through this process

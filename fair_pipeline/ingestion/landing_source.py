@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fair_pipeline.ingestion import fingerprints, landing, landing_uris
+from fair_pipeline.ingestion.catalogue import CatalogueLoad, load_items
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.engines import warehouse_files
@@ -82,8 +83,15 @@ class LandingSource:
         return (fingerprints.catalogue_fingerprint(self.path, cache),
                 fingerprints.delivery_fingerprints(self.path, cache))
 
+    def load_catalogue(self, con) -> tuple[CatalogueLoad, list[str]]:
+        """`catalogue.load_items` of this landing's catalogues into DuckDB over `con`, and the files it read as the
+        landing names them."""
+        with self._catalogue_folder() as folder:
+            load = load_items(con, folder)
+        return load, [f.replace(str(folder), self.uri, 1) if self.through_spark else f for f in load.files]
+
     @contextlib.contextmanager
-    def catalogue_folder(self) -> Iterator[Path]:
+    def _catalogue_folder(self) -> Iterator[Path]:
         """A landing folder of this machine holding the item catalogues, for DuckDB's validation of them: the landing
         itself, or, for one read through Spark, a temporary copy of its catalogue files (catalogue-sized: at most a
         few MB per delivery) made by the file system, never of the logs."""
