@@ -48,7 +48,8 @@ from fair_pipeline.audit.stats.clustered import row_clusters  # noqa: E402
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  # noqa: E402
 from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
-from fair_pipeline.audit.stats.small_sample import adjusted_parts, critical_value, parts_design_df  # noqa: E402
+from fair_pipeline.audit.stats.small_sample import (adjusted_parts, cluster_robust_interval, critical_value,  # noqa: E402
+                                                    parts_design_df)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
 from fair_pipeline.platform.replications import replication_pool  # noqa: E402
@@ -76,6 +77,8 @@ CONFIGS = {
     "rates_minority45": (None, 500, 45, 0, "rates"),
     "selection_pareto1.3": (1.3, 500, None, 0, "selection"),
     "selection_minority45_pareto1.3": (1.3, 500, 45, 0, "selection"),
+    "selection_pareto1.3_2000": (1.3, 2000, None, 0, "selection"),
+    "selection_pareto1.3_4000": (1.3, 4000, None, 0, "selection"),
 }
 RULE_THRESHOLD = 1.0  # the post-processed rule and the selection candidates decide score >= this
 W_SHIFT = 0.3  # selection's other candidate: the merit plus this in group "1"
@@ -244,21 +247,25 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
                          **_intervals(est, np.nan, se**2, df, df_design=design[name]),
                          "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)), "margin": 0.02})
         return rows
-    from fair_pipeline.selection.elicitation.paired import (candidate_parts, cluster_variance, clustered_parts,
-                                                            paired_summary)
+    from fair_pipeline.selection.elicitation.paired import (candidate_parts, cluster_variance, clustered_interval,
+                                                            clustered_parts, paired_summary)
     held = pd.DataFrame({"group": g, "n_pos": d["label"].astype(int), "n_neg": (~d["label"]).astype(int)})
     labels = ["0", "1"]
     cost_a, parts_a, _ = candidate_parts(SELECTION_METRIC, held, d["score"], labels, threshold=RULE_THRESHOLD)
     cost_w, parts_w, _ = candidate_parts(SELECTION_METRIC, held, d["score"] + W_SHIFT * (g == "1"), labels,
                                          threshold=RULE_THRESHOLD)
-    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"])
     differ = (d["score"] >= RULE_THRESHOLD) != (d["score"] + W_SHIFT * (g == "1") >= RULE_THRESHOLD)
+    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"], differing=differ)
     var_cr1 = cluster_variance((parts_a - parts_w).sum(axis=1), d["item"])[0]
     totals, shares = clustered_parts(parts_a - parts_w, held, labels, d["item"])
     df_design = parts_design_df(adjusted_parts(totals, shares), shares)
-    return [{"statistic": "cost(A)-cost(W)", "estimate": out.estimate, "df": out.df,
-             **_intervals(out.estimate, var_cr1, out.se**2, out.df, df_design=df_design), "clusters": n_clusters_held,
-             "disagreeing": int(np.unique(d["item"][differ]).size),
+    cr2 = cluster_robust_interval(out.estimate, totals, shares)  # CR2 alone, and the audit's before its rule
+    floored = clustered_interval(out.estimate, parts_a - parts_w, held, labels, d["item"])
+    se, df = (out.se, out.df) if np.isfinite(out.se) else (floored.se, floored.df)
+    return [{"statistic": "cost(A)-cost(W)", "estimate": out.estimate, "df": df,
+             **_intervals(out.estimate, var_cr1, se**2, df, df_design=df_design), "clusters": n_clusters_held,
+             "disagreeing": out.disagreeing, "cr2_only": critical_value(0.95, cr2.df) * cr2.se,
+             "floored": critical_value(0.95, floored.df) * floored.se,
              "estimable": bool(np.isfinite(out.se)), "margin": 0.02}]
 
 
@@ -292,21 +299,24 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def coverage_by_disagreement(raw: pd.DataFrame, least=(1, 2, 3, 4, 5)) -> pd.DataFrame:
-    """Selection rows: the items on which the two candidates decide differently (the whole difference rests on
-    them) and the coverage of ``cr2_t`` over the replications with at least k of them (``kept``: their share)."""
+def coverage_by_disagreement(raw: pd.DataFrame, least=(1, 5, 10, 15, 20)) -> pd.DataFrame:
+    """Selection rows, every replication before the estimability rule: the items on which the two candidates decide
+    differently (the whole difference rests on them; the rule needs MIN_DISAGREEING of them) and, over the
+    replications with at least k of them (``kept``: their share), the coverage of CR2 alone (``cr2``) and of CR2
+    floored by the exchangeable-items variance (``floor``)."""
     if "disagreeing" not in raw.columns:
         return pd.DataFrame()
     rows = []
     for (config, name), g in raw[raw["disagreeing"].notna()].groupby(["config", "statistic"], sort=False):
-        g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
-        hit = np.abs(g["estimate"] - truths(config)[name]) <= g["cr2_t"]
-        row = {"config": config, "statistic": name, "reps": len(g), "median_disagreeing": g["disagreeing"].median(),
+        g = g[g["floored"].notna() & g["cr2_only"].notna()]
+        err = np.abs(g["estimate"] - truths(config)[name])
+        row = {"config": config, "reps": len(g), "median_disagreeing": g["disagreeing"].median(),
                "p10": g["disagreeing"].quantile(0.1), "p90": g["disagreeing"].quantile(0.9)}
         for k in least:
             keep = (g["disagreeing"] >= k).to_numpy()
             row[f"kept>={k}"] = float(keep.mean())
-            row[f"cov>={k}"] = float(hit[keep].mean()) if keep.any() else np.nan
+            for label, column in (("cr2", "cr2_only"), ("floor", "floored")):
+                row[f"{label}>={k}"] = float((err <= g[column])[keep].mean()) if keep.any() else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -62,6 +62,13 @@ CONFIGS = {c.name: c for c in [
     Config("hidden: 80 items, log-normal σ=1.5, 10 slots, small group 12%", 80, 1000, 10, (0.5, 0.38, 0.12),
            "lognormal:1.5"),
     Config("hidden: 200 items, Pareto 1.2, 4 slots, small group 6%", 200, 3000, 4, (0.64, 0.3, 0.06), "pareto:1.2"),
+    # second hidden set: written down on 2026-11-28 before any of them was run, and run only for the docs' table
+    # (seed 7), to check the rule on configurations it has never seen: very few slots, many slots with mild
+    # popularity and a 4% group, and two small groups of near-equal size
+    Config("hidden 2: 60 items, Pareto 1.3, 3 slots, small group 15%", 60, 1500, 3, (0.5, 0.35, 0.15), "pareto:1.3"),
+    Config("hidden 2: 500 items, log-normal σ=1, 12 slots, small group 4%", 500, 800, 12, (0.66, 0.3, 0.04),
+           "lognormal:1"),
+    Config("hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%", 35, 2000, 7, (0.6, 0.22, 0.18), "uniform"),
 ]}
 CLUSTERINGS = ("two-way (item, request)", "item")
 
@@ -140,10 +147,15 @@ def coverage(raw: pd.DataFrame, truths: dict) -> pd.DataFrame:
     raw["normal_covered"] = (raw["estimate"] - Z95 * raw["se"] <= raw["truth"]) & \
         (raw["truth"] <= raw["estimate"] + Z95 * raw["se"])
     raw["error"] = raw["estimate"] - raw["truth"]
+    # coverage in the replications whose df is at most / above the row's median df (the df is computed from the
+    # same cluster totals as the SE: small exactly when one cluster's large total inflates the SE)
+    low_df = raw["df"] <= raw.groupby(["config", "clustering", "what"], sort=False)["df"].transform("median")
+    raw["t_low_df"], raw["t_high_df"] = raw["t_covered"].where(low_df), raw["t_covered"].where(~low_df)
     out = raw.groupby(["config", "clustering", "what"], sort=False).agg(
         t=("t_covered", "mean"), normal=("normal_covered", "mean"), median_df=("df", "median"),
         median_items=("items", "median"), mean_se=("se", "mean"), sd=("estimate", "std"),
-        bias=("error", "mean"), reps=("t_covered", "size"))
+        bias=("error", "mean"), reps=("t_covered", "size"), t_low_df=("t_low_df", "mean"),
+        t_high_df=("t_high_df", "mean"))
     out.insert(out.columns.get_loc("t") + 1, "t_mc_se", np.sqrt(out["t"] * (1 - out["t"]) / out["reps"]))
     out["se_over_sd"] = out["mean_se"] / out["sd"]
     out["bias_in_mc_se"] = out["bias"] / (out["sd"] / np.sqrt(out["reps"]))

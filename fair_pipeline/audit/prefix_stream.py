@@ -27,31 +27,33 @@ def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
 def cluster_codes(con, src: str, params: list, n_cluster_cols: int,
                   impressions: str = "count(*)") -> tuple[str, list[int]]:
     """Temp tables numbering the distinct cluster keys of ``src`` (columns c0[, c1], score s) densely (0..C-1) in
-    descending order of each cluster's highest score; returns the joins that add the codes k0[, k1, k2] to rows
-    aliased ``r`` and each C. A cluster's rows tend to lie near its highest score, so in the score-ordered stream
-    nearby rows carry nearby codes: the per-cluster sums touch a narrow, cache-resident range of codes.
-    Two-way's intersection cells holding one impression (``impressions``: the SQL aggregate counting a cell's
-    impressions) take code `SINGLE` and do not count in C (`stats.singleton_cells`)."""
+    descending order of each cluster's highest score; returns the joins that add the codes to rows aliased ``r``
+    (`code_expressions`) and each C. A cluster's rows tend to lie near its highest score, so in the score-ordered
+    stream nearby rows carry nearby codes: the per-cluster sums touch a narrow, cache-resident range of codes.
+    Two-way's intersection table numbers only the cells holding more than one impression (``impressions``: the SQL
+    aggregate counting a cell's impressions): in a click log nearly every cell is shown once, so the table and the
+    hash join that reads it stay small; the rows it does not match take code `SINGLE` (`stats.singleton_cells`)."""
     joins, sizes = [], []
     for n, keys in enumerate(cluster_key_sets(n_cluster_cols)):
         name = f"__cluster_codes_{n}"
         cols = ", ".join(keys)
-        if len(keys) == 1:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, "
-                        f"CAST(row_number() OVER (ORDER BY max(s) DESC) - 1 AS BIGINT) AS code "
-                        f"FROM ({src}) GROUP BY {cols}", params)
-        else:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, CASE WHEN one THEN {SINGLE} ELSE "
-                        f"CAST(row_number() OVER (PARTITION BY one ORDER BY top DESC) - 1 AS BIGINT) END AS code "
-                        f"FROM (SELECT {cols}, max(s) AS top, {impressions} = 1 AS one FROM ({src}) GROUP BY {cols})",
-                        params)
-        sizes.append(int(con.execute(f"SELECT count(*) FILTER (WHERE code >= 0) FROM {name}").fetchall()[0][0]))
-        joins.append(f"JOIN {name} k{n} USING ({cols})")
+        several = f" HAVING {impressions} > 1" if len(keys) > 1 else ""
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, "
+                    f"CAST(row_number() OVER (ORDER BY max(s) DESC) - 1 AS BIGINT) AS code "
+                    f"FROM ({src}) GROUP BY {cols}{several}", params)
+        sizes.append(int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]))
+        joins.append(f"{'LEFT JOIN' if several else 'JOIN'} {name} k{n} USING ({cols})")
     return " ".join(joins), sizes
 
 
+def code_expressions(n_streams: int) -> list[str]:
+    """The SQL of each clustering stream's code in rows joined by `cluster_codes`: two-way's intersection cells
+    missing from its table hold one impression (`SINGLE`)."""
+    return [f"coalesce(k{n}.code, {SINGLE})" if n == 2 else f"k{n}.code" for n in range(n_streams)]
+
+
 def code_columns(sizes: list[int]) -> str:
-    return ", ".join(f"k{n}.code" for n in range(len(sizes)))
+    return ", ".join(code_expressions(len(sizes)))
 
 
 def _columns(batches: list) -> list:

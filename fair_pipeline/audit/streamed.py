@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fair_pipeline.audit.prefix_stream import cluster_codes, sweep_with_cluster_sums
+from fair_pipeline.audit.prefix_stream import cluster_codes, code_expressions, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.grid_audit import CLUSTER_BATCH_ROWS
 from fair_pipeline.audit.stats.validation import as_cutoffs, as_scores
@@ -148,7 +148,7 @@ def _clustered_sweep(con, scored: Path, groups, stream: StreamingAudit, n_cluste
     keys = ", ".join(f"c{k}" for k in range(n_cluster_cols))
     src = f"SELECT grp, {keys}, s, n_pos, n_neg FROM read_parquet($1)"
     joins, sizes = cluster_codes(con, src, [str(scored)], n_cluster_cols, impressions="sum(n_pos + n_neg)")
-    codes = ", ".join(f"k{n}.code AS k{n}" for n in range(len(sizes)))
+    codes = ", ".join(f"{code} AS k{n}" for n, code in enumerate(code_expressions(len(sizes))))
     coded = ", ".join(f"k{n}" for n in range(len(sizes)))
     sql = (f"WITH coded AS (SELECT r.s, CAST(list_position($2, r.grp) - 1 AS INTEGER) AS gi, r.n_pos, r.n_neg, {codes} "
            f"FROM ({src}) r {joins}) "

@@ -26,7 +26,7 @@ its verdict from diff / delta, their CI and p with the default δ.)
     lambda_frontier:     lambda, utility, utility_ci_low, utility_ci_high, unfairness, unfairness_ci_low,
                          unfairness_ci_high [unfairness_p_value, cutoff, label_source, penalty_target]
     model_ranking:       rank, model [cost, ci_low, ci_high: shown as cost with CI; diff_vs_winner, diff_ci_low,
-                         diff_ci_high, diff_p, diff_df, paired_clusters, paired_rows: the paired difference vs the winner
+                         diff_ci_high, diff_p, diff_df, diff_disagreeing, paired_clusters, paired_rows: the paired difference vs the winner
                          (empty with exposure_weight > 0: the note says why);
                          tpr[g], tnr[g], error_part, violation_part, min_group_count, champion_version (of
                          registered_model), reason;

@@ -53,7 +53,9 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     if "selected_by" in frame.columns and frame["selected_by"].notna().any():
         blocks.append(Text(f"**Ranked by:** {frame['selected_by'].dropna().iloc[0]}."))
     if weighs_exposure(frame):
-        blocks.append(Text(NO_PAIRED_WITH_EXPOSURE.format(weight=float(frame["exposure_weight"].dropna().iloc[0]))))
+        paired = "diff_ci_low" in frame.columns and frame["diff_ci_low"].notna().any()
+        note = PAIRED_WITH_EXPOSURE if paired else NO_PAIRED_WITH_EXPOSURE
+        blocks.append(Text(note.format(weight=float(frame["exposure_weight"].dropna().iloc[0]))))
     findings = []
     if {"cost", "ci_low", "ci_high"} <= set(frame.columns):
         # the decision columns first (rank, the paired difference and its p), the candidate's details after
@@ -91,6 +93,11 @@ def model_selection(inputs: ReportInputs) -> SectionContent:
     return SectionContent(blocks=blocks, findings=findings, source=inputs.sources.get("model_ranking", ""))
 
 
+PAIRED_WITH_EXPOSURE = (
+    "**Paired differences of the totals:** the cost weighs exposure (μ = {weight:g}); each Δ cost is cost(rates) + "
+    "μ · exposure disparity of the candidate minus the winner's, its CI from both parts' influence per item joined "
+    "(the rates on the held-out rows, the disparity on the logged requests both candidates re-rank; clustered by "
+    "item, the exposure part also by request, with the examination curve's uncertainty).")
 NO_PAIRED_WITH_EXPOSURE = (
     "**No paired differences to the winner:** the cost weighs exposure (μ = {weight:g}), and the paired difference "
     "clustered by item covers only the rates' part of the cost, measured on the held-out rows; the exposure "
@@ -100,7 +107,8 @@ NO_PAIRED_WITH_EXPOSURE = (
 
 
 def weighs_exposure(frame: pd.DataFrame) -> bool:
-    """Whether the ranking's cost includes μ · exposure disparity (μ > 0): its paired differences are then empty."""
+    """Whether the ranking's cost includes μ · exposure disparity (μ > 0): its paired differences are then the
+    totals' (empty where a candidate lacks either part)."""
     return "exposure_weight" in frame.columns and bool((frame["exposure_weight"].fillna(0) > 0).any())
 
 

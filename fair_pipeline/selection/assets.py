@@ -34,6 +34,7 @@ from fair_pipeline.selection.elicitation import (
     DEFAULT_RADIUS,
     metric_to_dict,
 )
+from fair_pipeline.selection.elicitation.paired import MIN_DISAGREEING
 from fair_pipeline.selection.evaluation import INTERVALS_NOTE, Selection, compute_model_selection
 from fair_pipeline.selection.exposure import EXPOSURE_NOTE
 from fair_pipeline.selection.report import (
@@ -248,7 +249,7 @@ def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
                   f"[{low:.4f}, {high:.4f}] (paired, clustered by item: {_count(runner['paired_clusters'])} items, "
                   f"{_count(runner['paired_rows'])} rows; p = {float(runner['diff_p']):.3g})")
         description = paired + ("" if separated else (": the interval includes 0, the choice is within sampling noise"
-                                                      if np.isfinite(low) else ": no paired interval"))
+                                                      if np.isfinite(low) else _no_interval(runner)))
         metadata = {"winner": str(win["model"]), "runner_up": str(runner["model"]), "diff_runner_up_minus_winner": diff,
                     "diff_se": float(runner["diff_se"]), "diff_ci_low": low, "diff_ci_high": high,
                     "diff_p": float(runner["diff_p"]), "n_clusters_items": _count(runner["paired_clusters"]),
@@ -263,6 +264,14 @@ def selection_checks(ranking: pd.DataFrame) -> list[dg.AssetCheckResult]:
                                       metadata={k: dg.MetadataValue.json(v) if isinstance(v, list) else v
                                                 for k, v in metadata.items() if v is not None}))
     return checks
+
+
+def _no_interval(runner) -> str:
+    k = runner.get("diff_disagreeing", np.nan)
+    if np.isfinite(k) and k < MIN_DISAGREEING:
+        return (f": not estimable ({int(k)} items on which the two decide differently; an interval needs "
+                f">= {MIN_DISAGREEING})")
+    return ": no paired interval"
 
 
 def _count(value) -> int | None:

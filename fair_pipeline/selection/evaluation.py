@@ -23,18 +23,20 @@ from fair_pipeline.selection import candidates as sc
 from fair_pipeline.selection import families as fam
 from fair_pipeline.selection import family_data
 from fair_pipeline.selection.elicitation import rank_candidates
-from fair_pipeline.selection.exposure import candidate_exposure, weigh_exposure, with_exposure
+from fair_pipeline.selection.elicitation.paired import MIN_DISAGREEING
+from fair_pipeline.selection.exposure import candidate_exposure, held_out_parts, weigh_exposure, with_exposure
 from fair_pipeline.selection.store import load_latest_metric
 
 RANKING_COLUMNS = ["rank", "model", "family", "setting", "lam", "alpha", "cost", "cost_se", "ci_low", "ci_high", "diff_vs_winner", "diff_se",
-                   "diff_ci_low", "diff_ci_high", "diff_p", "diff_df", "cost_se_clustered", "error_part", "violation_part",
+                   "diff_ci_low", "diff_ci_high", "diff_p", "diff_df", "diff_disagreeing", "cost_se_clustered", "error_part", "violation_part",
                    "threshold", "min_group_count", "paired_clusters", "paired_rows", "held_out", "estimable", "reason"]
 INTERVALS_NOTE = (
     "cost_se / ci_low / ci_high: the candidate's own cost, marginal delta-method CI from binomial group counts "
     "(every impression independent). diff_vs_winner / diff_se / diff_ci_low / diff_ci_high / diff_p: paired "
     "difference cost(candidate) - cost(winner) on the same held-out rows, clustered by item (influence-function "
     "SE incl. the selection-rate threshold; CI and p two-sided for equal cost, Student t at diff_df degrees of "
-    "freedom); cost_se_clustered: the candidate's own "
+    f"freedom; NaN when the two decide differently on fewer than {MIN_DISAGREEING} items, diff_disagreeing, a "
+    "difference too few items hold for an interval); cost_se_clustered: the candidate's own "
     "cost SE clustered by item. Compare candidates with the paired difference.")
 
 
@@ -150,6 +152,13 @@ def compute_model_selection(con, marts, config, landing, day) -> Selection:
     rates, scores, decisions = fam.add_families(rates, scores, families, items, config.selection_rate)
     families_cpu += time.process_time() - started  # fits + rates of the new families (the benchmark times the rest)
     ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores, decisions)
-    exposure, note = candidate_exposure(marts, window, load_chosen_position_bias(con, day), [*candidates, *families])
-    ranking = weigh_exposure(with_exposure(ranking, exposure), exposure, metric.exposure_weight, config.confidence)
+    exposure, note, disparities = candidate_exposure(marts, window, load_chosen_position_bias(con, day),
+                                                     [*candidates, *families])
+    held = None
+    if metric.exposure_weight > 0:  # the totals' paired differences join the held-out rows and the logs by item
+        names = ranking.loc[ranking["estimable"].astype(bool), "model"].tolist()
+        held = held_out_parts(metric, items, list(info["group_labels"]), names, scores, decisions, rates,
+                              config.selection_rate, disparities)
+    ranking = weigh_exposure(with_exposure(ranking, exposure), exposure, metric.exposure_weight, config.confidence,
+                             held_out=held)
     return Selection(metric, info, candidates, items, window, source, rates, ranking, families_cpu, note)

@@ -11,9 +11,12 @@ ranking orders items by the probability of a positive decision, ties by the base
 The elicited metric weighs it through its ``exposure_weight`` mu (`weigh_exposure`): every candidate's
 `exposure_disparity` D = 1/2 Σ_{u<v} (l_u - l_v)², l_g the log exposure ratio of group g to the reference (0 for the
 reference), is added to the cost as mu · D (0 when every group's exposure is proportional to its merit), and the
-ranking is re-ordered by the total; `selected_by` says which metric ranked.
+ranking is re-ordered by the total; `selected_by` says which metric ranked. The paired differences to the winner
+are then those of the totals (`paired_exposure`: the rates' held-out rows and the logs joined by item).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -21,7 +24,8 @@ from scipy.stats import norm
 
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import AuditDataError
-from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS
+from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS, every_candidates_parts
+from fair_pipeline.selection.elicitation.paired_exposure import disparity_totals, exposure_weighted_difference
 
 EXPOSURE_NOTE = ("exposure_ratio[g]: exposure per unit of merit of group g over the reference group's when the "
                  "candidate re-ranks the shown items of the logged production requests (off-policy, from the logs; "
@@ -36,30 +40,32 @@ def _scorer(candidate):
 
 
 def candidate_exposure(marts, window, curve: pd.DataFrame, candidates, max_requests: int = offpolicy.DEFAULT_MAX_REQUESTS
-                       ) -> tuple[pd.DataFrame, str]:
+                       ) -> tuple[pd.DataFrame, str, dict]:
     """(candidate x group rows: candidate, group, reference, ratio, ci_low, ci_high, log_ratio, se_log, verdict,
-    note; a note naming
-    what could not be computed) for the candidates that have a fitted model."""
+    note; a note naming what could not be computed; {candidate: `paired_exposure.DisparityTotals`}, the
+    influence totals of its exposure disparity per item and request) for the candidates that have a fitted model."""
     usable = [c for c in candidates if getattr(c, "transform", True) is not None and getattr(c, "model", True) is not None]
     if not usable:
-        return pd.DataFrame(), ""
+        return pd.DataFrame(), "", {}
     features = sorted({f for c in usable for f in (c.ranker.features if hasattr(c, "ranker") else c.base.features)})
     try:
         rows, _ = offpolicy.sampled_requests(marts, window, features, max_requests)
     except AuditDataError as error:
-        return pd.DataFrame(), f"exposure of the candidates not computed: {error}"
+        return pd.DataFrame(), f"exposure of the candidates not computed: {error}", {}
     if rows.empty:
-        return pd.DataFrame(), f"exposure of the candidates not computed: no logged production request in {window.label}"
-    found = offpolicy.offpolicy_exposure(rows, {c.name: _scorer(c) for c in usable}, curve)
-    frames, notes = [], []
+        return (pd.DataFrame(), f"exposure of the candidates not computed: no logged production request in "
+                f"{window.label}", {})
+    found = offpolicy.offpolicy_exposure(rows, {c.name: _scorer(c) for c in usable}, curve, keep_totals=True)
+    frames, notes, disparities = [], [], {}
     for name, result in found.items():
         if isinstance(result, str):
             notes.append(result)
             continue
+        disparities[name] = disparity_totals(result)
         frames.append(result.pairs[["group", "reference", "ratio", "ci_low", "ci_high", "log_ratio", "se_log",
                                     "verdict", "note"]]
                       .assign(candidate=name))
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), "; ".join(notes)
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), "; ".join(notes), disparities
 
 
 def with_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame) -> pd.DataFrame:
@@ -95,13 +101,60 @@ def exposure_disparity(log_ratios, se_logs) -> tuple[float, float]:
     return value, float(np.abs(gradient) @ se)
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """The held-out rows of the rates' paired differences (one cluster per ``item_id``), each candidate's
+    `paired.candidate_parts` on them, and each candidate's `paired_exposure.DisparityTotals` on the logs."""
+
+    rows: pd.DataFrame
+    labels: list
+    parts: dict
+    disparities: dict
+
+
+def held_out_parts(metric, items: pd.DataFrame, labels, names, scores: dict, decisions: dict | None,
+                   rates: pd.DataFrame, selection_rate: float, disparities: dict) -> HeldOut:
+    """`HeldOut` of the candidates ``names`` (the estimable ones): their thresholds from ``rates`` (as
+    `rank_candidates` takes them)."""
+    thresholds = rates.groupby("candidate", sort=False)["threshold"].first().to_dict()
+    decisions = decisions or {}
+    parts = every_candidates_parts(metric, items, {n: scores[n] for n in names if n in scores}, labels,
+                                   thresholds=thresholds, selection_rate=selection_rate,
+                                   n_clusters=int(items["item_id"].nunique()),
+                                   decisions={n: decisions[n] for n in names if n not in scores and n in decisions})
+    return HeldOut(items, list(labels), parts, disparities)
+
+
+def _paired_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: float) -> pd.DataFrame:
+    """Each estimable candidate's paired difference of cost + weight · D to the winner (`paired_exposure`)."""
+    estimable = out[out["estimable"].astype(bool)]
+    if estimable.empty:
+        return out
+    winner = estimable["model"].iloc[0]
+    if winner not in held.parts or held.disparities.get(winner) is None:
+        return out
+    cost_w, parts_w, _ = held.parts[winner]
+    for i in estimable.index[1:]:
+        name = out.at[i, "model"]
+        if name not in held.parts or held.disparities.get(name) is None:
+            continue
+        cost, parts, _ = held.parts[name]
+        d = exposure_weighted_difference(cost, parts, held.disparities[name], cost_w, parts_w, held.disparities[winner],
+                                         held.rows, held.labels, weight, clusters=held.rows["item_id"].to_numpy(),
+                                         confidence=confidence)
+        out.loc[i, ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df"]] = [
+            d.estimate, d.se, d.ci_low, d.ci_high, d.p_value, d.df]
+    return out
+
+
 def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
-                   confidence: float = 0.95) -> pd.DataFrame:
+                   confidence: float = 0.95, held_out: HeldOut | None = None) -> pd.DataFrame:
     """The ranking with each candidate's `exposure_disparity` (and its SE) and, when ``weight`` > 0, its cost, CI
-    and rank taken over the total cost(rates) + weight · D (the two parts come from different rows, held-out
-    labels and logged clicks, so their variances add); a candidate without exposure parity on the logs is then
-    not estimable. The paired differences to the winner cover the rates' part only: with weight > 0 they are
-    left out (NaN), and ``diff_vs_winner`` is the total's difference."""
+    and rank taken over the total cost(rates) + weight · D (its own CI adds the two parts' variances); a
+    candidate without exposure parity on the logs is then not estimable. With ``held_out``, each candidate's
+    paired difference of the totals to the winner (`paired_exposure`: the rates' and the exposure's influence
+    totals joined by item, the exposure's two-way by request, the curve's delta-method term); without it, or for
+    a candidate lacking either part, only ``diff_vs_winner`` (the totals' difference) is filled."""
     found = {}
     if not exposure.empty:
         for name, part in exposure.groupby("candidate", sort=False):
@@ -129,4 +182,4 @@ def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
     for column in (*DIFF_COLUMNS[1:], "cost_se_clustered"):
         if column in out.columns:
             out[column] = np.nan
-    return out
+    return out if held_out is None else _paired_totals(out, held_out, weight, confidence)

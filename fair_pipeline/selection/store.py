@@ -5,7 +5,7 @@
                              queries used, and for the simulated oracle the ground truth and the elicitation errors
     marts.model_ranking      per asset partition D, the ranking: one row per candidate (ranker lambda x EO alpha, and the other `family`s) with its
                              group-wise rates and counts, cost, SE, CI (marginal), the paired difference vs the
-                             winner clustered by item (diff_vs_winner, diff_se, diff_ci_low, diff_ci_high, diff_p, diff_df;
+                             winner clustered by item (diff_vs_winner, diff_se, diff_ci_low, diff_ci_high, diff_p, diff_df, diff_disagreeing;
                              paired_clusters / paired_rows), rank, the registered champion version, and the
                              elicitation it was ranked by (`metric_elicited_at`)
 

@@ -19,8 +19,11 @@ def test_the_documented_command_runs(tmp_path, capsys):
     assert {r["config"] for r in report["table"]} == set(rows.split(","))
     held_out = [r for r in report["table"] if r["config"] in ("rates_minority45", "selection_pareto1.3")]
     assert {r["statistic"] for r in held_out} == {"TPR0", "TPR1-TPR0", "FPR1-FPR0", "cost(A)-cost(W)"}
-    assert all(r["reps"] == 2 and 1 <= r["median_df"] for r in held_out)
-    assert all(r["median_df_design"] >= r["median_df"] for r in report["table"] if r["config"] != "pairwise_fresh")
+    rates = [r for r in held_out if r["config"] == "rates_minority45"]
+    assert all(r["reps"] == 2 and 1 <= r["median_df"] for r in rates)
+    # 500 items: the candidates decide differently on a handful, so the rule finds the difference not estimable
+    assert [(r["reps"], r["not_estimable"]) for r in held_out if r["config"] == "selection_pareto1.3"] == [(0, 1.0)]
+    assert all(r["median_df_design"] >= r["median_df"] for r in report["table"] if r["reps"] and r["config"] != "pairwise_fresh")
     assert "cr2_t_design" in printed
 
 
@@ -69,7 +72,7 @@ def test_disagreeing_items_are_group_1_items_in_the_shifted_band():
         assert row["disagreeing"] == np.unique(d["item"][band]).size
     table = coverage_by_disagreement(pd.DataFrame(rows)).iloc[0]
     counts = np.array([row["disagreeing"] for row in rows])
-    assert table["median_disagreeing"] == np.median(counts) and table["kept>=2"] == np.mean(counts >= 2)
+    assert table["median_disagreeing"] == np.median(counts) and table["kept>=5"] == np.mean(counts >= 5)
 
 
 def _coverage(config, reps):

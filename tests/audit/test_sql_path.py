@@ -141,6 +141,24 @@ def test_optimized_path_equals_brute_force_per_group_and_xauc(monkeypatch):
                 assert abs(pairs.loc[(a, b), "variance"] - bruteforce.delong_var(pos[a], neg[b])) <= 1e-12
 
 
+@pytest.mark.parametrize("repeats_first", [True, False])
+def test_sort_or_group_is_chosen_from_the_whole_file_not_its_first_rows(tmp_path, monkeypatch, repeats_first):
+    """A file written with its repeated scores first (here 40% zeros, then distinct scores) is still mostly
+    distinct: the rows are sorted, not grouped (a prefix of its rows holds only zeros). 80% repeats: grouped."""
+    rng = np.random.default_rng(11)
+    n = 300_000
+    chosen, stream_grid = [], files._stream_grid
+    monkeypatch.setattr(files, "_stream_grid", lambda *a: chosen.append(a[-1]) or stream_grid(*a))
+    for zeros, sorted_rows in ((0.4, True), (0.8, False)):
+        scores = np.r_[np.zeros(int(zeros * n)), rng.normal(size=n - int(zeros * n))]
+        if not repeats_first:
+            rng.shuffle(scores)
+        path = tmp_path / f"zeros_{zeros}.parquet"
+        pd.DataFrame({"score": scores, "label": rng.integers(0, 2, n)}).to_parquet(path)
+        audit_file(path, "score", "label")
+        assert chosen.pop() == sorted_rows
+
+
 def test_null_groups_are_still_refused_with_their_count(tmp_path):
     frame = pd.read_csv(DATA / "ties_groups.csv")
     frame.loc[[3, 50, 400], "grp"] = None

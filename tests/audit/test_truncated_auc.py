@@ -243,8 +243,10 @@ def test_non_negative_keys_are_exact_below_and_above_one_and_a_half(top):
 @pytest.mark.parametrize("counts", [np.array([[0.0, 1, 3, 0, 2], [5, 0, 0, 1, 0]]),  # whole: int64 running sums
                                     np.array([[0.5, 1, 2.25, 0, 1], [2.5, -0.5, 0, 1, 0]]),  # fractions: float
                                     np.array([[2.0**62, 2.0**62, 1, 0, 0], [1, 0, 0, 0, 0]])])  # beyond int64
-def test_cumulate_equals_cumsum_for_whole_fractional_and_huge_counts(counts):
+@pytest.mark.parametrize("start", [np.array([0.0, 0.0]), np.array([7.0, 2.0**40]), np.array([0.5, 3.0]),
+                                   np.array([2.0**53, 1.0])])  # whole, fractional, beyond the exact integers
+def test_cumulate_equals_cumsum_for_whole_fractional_and_huge_counts(counts, start):
     from fair_pipeline.audit.stats.sweep import cumulate
 
     out = np.empty_like(counts)
-    assert np.array_equal(cumulate(counts, out), np.cumsum(counts, axis=1))
+    assert np.array_equal(cumulate(counts, start, out), start[:, None] + np.cumsum(counts, axis=1))

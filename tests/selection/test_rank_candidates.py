@@ -18,7 +18,7 @@ from fair_pipeline.selection.elicitation import (
     rank_candidates,
 )
 from fair_pipeline.selection.elicitation.operating_point import group_rates, selection_threshold
-from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS
+from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS, MIN_DISAGREEING
 
 B12 = np.array([[1.0, 0.0], [0.0, 1.0]]) * np.sqrt(2)  # |B|_F = 2, so 1/2 sum |B|_F = 1
 METRIC = FairQuadraticMetric.from_pairs([0.6, 0.8], [B12], lam=0.5)
@@ -167,7 +167,7 @@ def _brute_force_difference(rows, scores, thresholds, a, w):
 
 def test_paired_differences_to_the_winner_match_a_brute_force_per_item_computation():
     rows, scores, long = _held_out(np.random.default_rng(8))
-    out = rank_candidates(long, METRIC, held_out=rows, scores=scores)
+    out = rank_candidates(long, METRIC, held_out=rows, scores=scores, min_disagreeing=1)
     win = out.iloc[0]
     assert win["diff_vs_winner"] == 0 and np.isnan(win[DIFF_COLUMNS[1:]].astype(float)).all()
     thresholds = long.groupby("candidate")["threshold"].first()
@@ -180,13 +180,23 @@ def test_paired_differences_to_the_winner_match_a_brute_force_per_item_computati
         assert row["diff_ci_low"] == pytest.approx(d - student_t.ppf(0.975, df) * se, rel=1e-5)
         assert row["diff_ci_high"] == pytest.approx(d + student_t.ppf(0.975, df) * se, rel=1e-5)
         assert row["diff_p"] == pytest.approx(2 * student_t.sf(d / se, df), rel=1e-4)
+        decide = {c: scores[c] >= thresholds[c] for c in (row["candidate"], win["candidate"])}
+        differ = decide[row["candidate"]] != decide[win["candidate"]]
+        assert row["diff_disagreeing"] == rows.loc[differ, "item_id"].nunique()
     assert out.attrs["n_clusters"] == 120 and out.attrs["n_rows"] == 240
+    # the default rule: a difference that fewer than MIN_DISAGREEING items decide has no interval, only its count
+    ruled = rank_candidates(long, METRIC, held_out=rows, scores=scores)
+    few = ruled["diff_disagreeing"] < MIN_DISAGREEING
+    assert few.any() and ruled.loc[few, ["diff_se", "diff_ci_low", "diff_p"]].isna().all().all()
+    assert ruled.loc[few, "diff_disagreeing"].tolist() == out.loc[few, "diff_disagreeing"].tolist()
+    np.testing.assert_allclose(ruled.loc[~few, "diff_se"][1:], out.loc[~few, "diff_se"][1:])
     # the selection-rate threshold's estimation adds a (here small) term; the estimates are unchanged
-    rated = rank_candidates(long.drop(columns="threshold"), METRIC, held_out=rows, scores=scores, selection_rate=0.4)
+    rated = rank_candidates(long.drop(columns="threshold"), METRIC, held_out=rows, scores=scores, selection_rate=0.4,
+                           min_disagreeing=1)
     np.testing.assert_allclose(rated["diff_vs_winner"], out["diff_vs_winner"], rtol=1e-12)
     np.testing.assert_allclose(rated["diff_se"][1:], out["diff_se"][1:], rtol=0.25)
     # rows as independent (no cluster column) ignore that each item appears twice
-    iid = rank_candidates(long, METRIC, held_out=rows, scores=scores, cluster_col=None)
+    iid = rank_candidates(long, METRIC, held_out=rows, scores=scores, cluster_col=None, min_disagreeing=1)
     assert iid.attrs["n_clusters"] == 240 and not np.allclose(iid["diff_se"][1:], out["diff_se"][1:], rtol=0.01)
 
 

@@ -81,6 +81,9 @@ class ExposureParity:
     confidence: float
     margin: float
     notes: list = field(default_factory=list)
+    examination: Examination | None = None
+    examination_gradient: np.ndarray | None = None  # K×J: d log(E_c / M_c) / d log w_j
+    cluster_totals: dict = field(default_factory=dict)  # `exposure_parity(keep_totals=True)`: name -> clusters × groups
 
     def to_dict(self) -> dict:
         return {"per_group": records(self.per_group), "pairs": records(self.pairs), "reference": self.reference,
@@ -113,9 +116,10 @@ def displacement_coefficients(impressions: np.ndarray, clicks: np.ndarray, weigh
     return d, float(impressions.sum(axis=0) @ w / total)
 
 
-def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, a, b,
-                 logged_index=None, excess=None, d=None) -> ClusterSums:
-    """Per-cluster influence totals of each group's log ratio, and their cross products (numpy path).
+def cluster_totals(cluster_codes, group_codes, position_index, clicks, a, b, logged_index=None, excess=None,
+                   d=None) -> tuple[np.ndarray, np.ndarray]:
+    """(G×K CR2-adjusted influence totals of each group's log ratio per cluster, G×K whether the cluster holds
+    impressions of the group), clusters in the order of ``np.unique(cluster_codes)``.
     ``position_index``: 0-based slot under the audited ranking (exposure); ``logged_index``: the slot the click
     was logged at (merit; default the same); ``excess`` (per impression, w - mean_w) and ``d``
     (`displacement_coefficients`): the exposure a cluster takes from every group (None: left out)."""
@@ -129,8 +133,7 @@ def cluster_sums(name: str, cluster_codes, group_codes, position_index, clicks, 
     totals = (share_e - share_m) * leverage_factor(share_m)
     if excess is not None:
         totals = totals - np.bincount(codes, weights=excess, minlength=g)[:, None] * np.asarray(d)[None, :]
-    present = np.bincount(flat, minlength=g * k).reshape(g, k) > 0
-    return ClusterSums(name, totals.T @ totals, g, present.sum(axis=0), fourth_sums(totals), leverage_adjusted=True)
+    return totals, np.bincount(flat, minlength=g * k).reshape(g, k) > 0
 
 
 MAX_LEVERAGE = 0.99  # a cluster holding (nearly) all of a group's merit: its factor is capped at 10; the df (~1) and
@@ -327,7 +330,8 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
         "se_log": test["se"], "df": table["df"], "p_value": test["p_value"], "p_holm": p_holm, "margin": margin,
         "p_tost": p_tost,
         "verdict": verdict, "note": table["note"]})
-    return ExposureParity(per_group, table, labels[ref], _variance_estimand(clusters, exam), confidence, margin)
+    return ExposureParity(per_group, table, labels[ref], _variance_estimand(clusters, exam), confidence, margin,
+                          examination=exam, examination_gradient=gradient)
 
 
 def _reference(labels: np.ndarray, n: np.ndarray, reference) -> int:
@@ -357,7 +361,8 @@ def _cluster_arrays(clusters, n: int) -> list[tuple[str, np.ndarray]]:
             raise AuditInputError(f"clusters {name!r} has {arr.size} values for {n} impressions")
         if arr.isna().any():
             raise AuditInputError(f"clusters {name!r} has {int(arr.isna().sum())} missing values")
-        out.append((str(name), pd.factorize(arr)[0]))
+        codes, uniques = pd.factorize(arr)
+        out.append((str(name), codes, np.asarray(uniques, dtype=object)))
     return out
 
 
@@ -375,7 +380,7 @@ def _as_positions(positions, name: str, n: int | None = None) -> np.ndarray:
 def exposure_parity(positions, clicks, sensitive_features, examination, *, clusters=None, reference=None,
                     pairs: str = "reference", confidence: float = 0.95, margin: float = DEFAULT_EXPOSURE_MARGIN,
                     min_clicks: int = DEFAULT_MIN_CLICKS, examination_covariance=None, examination_df=None,
-                    ranked_positions=None) -> ExposureParity:
+                    ranked_positions=None, keep_totals: bool = False) -> ExposureParity:
     """Exposure per unit of merit of every group, and its ratio to a reference group's, with cluster-robust CIs.
 
     ``positions``: displayed slot of each impression (1 = top); ``clicks``: 0/1; ``sensitive_features``: group
@@ -390,7 +395,8 @@ def exposure_parity(positions, clicks, sensitive_features, examination, *, clust
     Off-policy (another ranking of the same logged requests): ``ranked_positions`` are the slots the audited
     ranking gives each impression; exposure reads them, merit still reads the logged ``positions`` and clicks.
     ``examination_df``: the df of an estimated curve's uncertainty (default: the clicks behind it, from a table's
-    `clicks`; unknown: the clustered part's df).
+    `clicks`; unknown: the clustered part's df). ``keep_totals``: keep each dimension's per-cluster influence totals
+    (``cluster_totals``, rows the cluster values, columns the groups) for joining with other estimates' totals.
     """
     pos = _as_positions(positions, "positions")
     ranked = pos if ranked_positions is None else _as_positions(ranked_positions, "ranked_positions", pos.size)
@@ -406,16 +412,24 @@ def exposure_parity(positions, clicks, sensitive_features, examination, *, clust
     gi, pi = np.nonzero((n > 0) | (c > 0))
     cells = pd.DataFrame({"group": labels[gi], "position": pi + 1, "impressions": n[gi, pi], "clicks": c[gi, pi]})
     dims = _cluster_arrays(clusters, pos.size)
-    sums = None
+    sums, kept = None, {}
     if dims:
         a, b = influence_coefficients(n, c, exam.weights)
         d, mean_w = displacement_coefficients(n, c, exam.weights)
         excess = np.where(np.isnan(exam.weights), 1.0, exam.weights)[ranked - 1] - mean_w
         parts = (codes, ranked - 1, y, a, b, pos - 1, excess, d)
-        sums = [cluster_sums(name, arr, *parts) for name, arr in dims]
         if len(dims) == 2:
-            both = dims[0][1].astype(np.int64) * (int(dims[1][1].max()) + 1) + dims[1][1]
-            sums.append(cluster_sums(f"{dims[0][0]} × {dims[1][0]}", both, *parts))
-    return exposure_parity_from_aggregates(
+            both = pd.factorize(pd.MultiIndex.from_arrays([dims[0][2][dims[0][1]], dims[1][2][dims[1][1]]]))
+            dims.append((f"{dims[0][0]} × {dims[1][0]}", both[0], np.asarray(both[1], dtype=object)))
+        sums = []
+        for name, arr, uniques in dims:  # factorized codes: np.unique keeps their order
+            totals, present = cluster_totals(arr, *parts)
+            sums.append(ClusterSums(name, totals.T @ totals, totals.shape[0], present.sum(axis=0),
+                                    fourth_sums(totals), leverage_adjusted=True))
+            if keep_totals:
+                kept[name] = pd.DataFrame(totals, index=pd.Index(uniques, name=name), columns=labels)
+    result = exposure_parity_from_aggregates(
         cells, sums, exam, reference=reference, pairs=pairs,
         confidence=confidence, margin=margin, min_clicks=min_clicks, group_order=labels)
+    result.cluster_totals = kept
+    return result

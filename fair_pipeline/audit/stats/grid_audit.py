@@ -74,6 +74,7 @@ class GridAudit:
         self.dense_cross = self.ia.size >= DENSE_SHARE * G * G
         self.cross_pos = np.zeros(self.ia.size)  # per compared pair, sum over all positives of W_a W_b (xAUC_0)
         self.cross_neg = np.zeros(self.ia.size)  # per compared pair, sum over all negatives of V_a V_b (xAUC_1)
+        self.work = None  # (6, G + 1, blocks): a chunk's positives, negatives and curves (`update_columns`)
 
     def update(self, pos: np.ndarray, neg: np.ndarray) -> None:
         """Next blocks (descending scores), counts of shape (B, G)."""
@@ -86,15 +87,21 @@ class GridAudit:
         (`sweep.block_curves`; the cluster sums fed alongside reuse them instead of cumulating again)."""
         G, B = pos.shape
         curves = tuple(np.empty((G + 1, B)) for _ in range(4)) if keep_curves else None
+        width = min(B, CHUNK_BLOCKS)
+        # counts of at most 16 bits (e.g. a table of one-row blocks): whole, and a chunk's sums stay far below
+        # 2**52, so the sweep cumulates them without checking (`sweep.cumulate`)
+        small = pos.dtype.kind == "b" or pos.dtype.kind in "iu" and pos.dtype.itemsize <= 2
+        if self.work is None or self.work.shape[2] < width:  # reused: fresh arrays per chunk cost page faults
+            self.work = np.empty((6, G + 1, width))
         for lo in range(0, B, CHUNK_BLOCKS):
             hi = min(B, lo + CHUNK_BLOCKS)
             # vector-major (G + 1, blocks): the groups, then all groups pooled
-            p = np.empty((G + 1, hi - lo))
-            q = np.empty((G + 1, hi - lo))
+            p, q, *work = self.work[:, :, :hi - lo]
             p[:G], q[:G] = pos[:, lo:hi], neg[:, lo:hi]
             np.sum(p[:G], axis=0, out=p[G])
             np.sum(q[:G], axis=0, out=q[G])
-            V, W = self.sweep.update_columns(p, q, None if curves is None else tuple(c[:, lo:hi] for c in curves))
+            V, W = self.sweep.update_columns(p, q, work if curves is None else tuple(c[:, lo:hi] for c in curves),
+                                             small)
             if self.xauc:  # sums over all positives of W_a W_b and over all negatives of V_a V_b
                 if self.dense_cross:
                     self.cross_pos += products(W[:G] * p[G], W[:G])[self.ia, self.ib]

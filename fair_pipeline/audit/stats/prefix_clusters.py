@@ -12,28 +12,32 @@ the sweep's I(alpha) and ROC(alpha), which are known only at the end, but linear
 
 where, summed over the cluster's rows inside cutoff k (their block lies within alpha_k n_j negatives of j):
 A = negatives of j x (ROC of i seen at their block) / n_j - positives of i x (FPR of j at their block) / m_i,
-PC = positives of i, NC = negatives of j; N and P are the cluster's negatives of j and positives of i. A row
-is inside cutoff k for every k >= its "band" (the first cutoff whose threshold its block does not pass), so
-each row adds to one band slot and cumulative sums over bands give every cutoff. Rows of a block straddling
-a cutoff (few) take `row_influence` exactly, split into its parts free of and proportional to ROC(alpha),
-and enter only their own cutoffs (a difference across adjacent band slots). These are the values
-`ClusterAccumulator` sums after sorting by cluster, in another order (tests/audit/test_prefix_clusters.py).
+PC = positives of i, NC = negatives of j; N and P are the cluster's negatives of j and positives of i.
 
-Memory: per cluster code, ((G + 1)^2 + (G + 1) + 2 G (G + 1)) K + 2 G float64 sums (124 with two groups and
-five cutoffs), i.e. catalogue sized (items or queries), not day sized.
+In score order, "inside cutoff k of vector j" is "before the checkpoint where the stream passes alpha_k n_j
+negatives of j". So a cluster needs no sums per cutoff: per group and class it keeps running sums of its counts
+and of its counts x the curve of every vector (ROC for negatives, FPR for positives), and its sums inside a
+cutoff are those running sums as they stood at that checkpoint: all of them if its last row came before, none if
+its first row came after, and otherwise a copy taken when its first row after the checkpoint arrives (only
+clusters straddling a checkpoint need one). Rows of a block straddling a cutoff (few) take `row_influence`
+exactly, split into its parts free of and proportional to ROC(alpha). These are the values `ClusterAccumulator`
+sums after sorting by cluster, in another order (tests/audit/test_prefix_clusters.py).
+
+Memory: per cluster code, 2 G (G + 2) float64 running sums (16 with two groups) and its last checkpoint, plus a
+copy of those sums per checkpoint a cluster straddles: catalogue sized (items or queries), not day sized.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
 
-from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals
+from fair_pipeline.audit.stats.cluster_parts import CROSS_CHUNK, ClusterSumsBase, SummedClusterSums
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
-CROSS_CHUNK = 1 << 15  # clusters per step of the final cross products
-DENSE_RUN_SHARE = 0.25  # a band's rows at least this share of the codes they span: summed per code first (bincount)
+DENSE_RUN_SHARE = 0.25  # rows at least this share of the (group, code) cells they span: summed by bincount
+NOT_PASSED = np.iinfo(np.int32).max  # the checkpoint of a threshold the stream never passed (alpha = 1)
 
 
 class ClassTotals:
@@ -75,47 +79,36 @@ def cutoff_blocks(n_incl, neg, pooled_neg, x) -> tuple[np.ndarray, np.ndarray]:
     return at, np.array(sorted(edges), dtype=np.intp)
 
 
-def _inside(banded: np.ndarray) -> None:
-    """Band slots (axis -2) summed cumulatively in place: slot k = the rows inside cutoff k."""
-    for k in range(1, banded.shape[-2]):
-        banded[..., k, :] += banded[..., k - 1, :]
-
-
-class PrefixClusterSums:
+class PrefixClusterSums(ClusterSumsBase):
     """Per-cluster sums of the influence values of every column and cutoff, fed in score order.
 
     ``n_pos`` / ``n_neg``: per group totals; ``alphas``: ascending cutoffs that need a variance (the last
     one 1); ``pairs``: (positive vector, negative vector) of each column (vector G = all groups pooled);
     ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry.
 
-    In score order a vector's band changes only where the stream passes one of its K thresholds, so per group,
-    class and vector a batch's rows fall in a few contiguous band ranges; per range, the rows' sums per cluster
-    are ``bincount``s (or ``add.at`` for a range of few rows) of the quantities the columns share (negatives x
-    ROC of each vector, positives x FPR of each vector, counts), added to that band's slot. Stored, per cluster
-    (float64): NR (group or pooled negatives x ROC of each vector), PF (positives of a group x FPR of each vector), NC,
-    PC (counts), all per band; N and P per group.
+    Kept per cluster (float64, ``run``, (G + 2, 2 G, C)): per cell (group g, class) the running sum of the rows'
+    counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC for a
+    negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The stream
+    passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it gets a
+    copy of its running sums then (`_records`). A batch's rows between two checkpoints are summed per cell and
+    cluster by one ``bincount`` per quantity over the (few, nearby) codes they carry, or ``add.at`` when they are
+    few for that range.
     """
 
     def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
-        G = len(n_pos)
-        self.G, self.C = G, int(n_clusters)
-        self.m = np.maximum(np.r_[n_pos, np.sum(n_pos)].astype(np.float64), 1.0)
-        self.n = np.maximum(np.r_[n_neg, np.sum(n_neg)].astype(np.float64), 1.0)
-        self.alphas = np.asarray(alphas, dtype=np.float64)
-        self.pairs = [(int(i), int(j)) for i, j in pairs]
-        K, C = self.alphas.size, self.C
+        super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
+        G, K, C = self.G, self.alphas.size, self.C
         self.x = self.alphas[None, :] * self.n[:, None]  # (G + 1, K) thresholds on cumulative negatives
-        # vector j's negatives (j = G: all groups') x ROC of vector i, per band of j
-        self.NR = np.zeros((G + 1, G + 1, K, C))
-        self.NC = np.zeros((G + 1, K, C))
-        # positives of group g x FPR of vector j, per band of j
-        self.PF = np.zeros((G, G + 1, K, C))
-        self.PC = np.zeros((G, G + 1, K, C))
-        self.N, self.P = np.zeros((G, C)), np.zeros((G, C))
-        self.edges = []  # (cluster codes, (S, K, codes) ROC-free sums) of rows of blocks straddling a cutoff
+        self.run = np.zeros((G + 2, 2 * G, C))
+        self.last = np.full(C, -1, dtype=np.int32)  # checkpoints passed when the cluster last took rows
+        self._mark = None  # (C,) scratch: one entry per code among a batch's rows
+        self.passed = 0
+        self.checkpoint = np.full((G + 1, K), NOT_PASSED, dtype=np.int32)  # its number once passed (1, 2, ...)
+        self._records = []  # (codes, last, now, run[:, :, codes]): sums inside checkpoints last + 1 .. now
+        self._sorted = None  # the records by code, once the stream has ended
+        self.edges = []  # rows of blocks straddling a cutoff, per update: (codes, neg, pos, NC, N, P) sums
         self.running = np.zeros((2, G + 1))  # positives / negatives of every vector above the next block
         self.rows = 0
-        self._finished = False
 
     def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves=None) -> None:
         """Next blocks (per group counts (G, B), descending scores, continuing the previous ones) and their
@@ -123,8 +116,8 @@ class PrefixClusterSums:
         the sweep's curves of these blocks (`grid_audit.GridAudit.update_columns` with ``keep_curves``), so the
         blocks are cumulated once; without them they are computed here (`sweep.block_curves`)."""
         G, C = self.G, self.C
-        if self._finished:
-            raise RuntimeError("update after covariance()")
+        if self._records is None:
+            raise RuntimeError("update after the sums were read")
         codes = np.asarray(codes, dtype=np.intp)
         if codes.size and (codes.min() < 0 or codes.max() >= C):
             raise AuditInputError(f"cluster codes must lie in [0, {C}), got [{codes.min()}, {codes.max()}]")
@@ -143,20 +136,29 @@ class PrefixClusterSums:
         group = np.asarray(group, dtype=np.intp)
         n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
         self.rows += b.size
-        # per vector, the block holding each threshold: the first whose cumulative negatives pass it. A block's
-        # band for that vector is the number of those at or above it, so in score order a vector's bands are
-        # contiguous row ranges. Such a block whose first negative lies below the threshold straddles it: its
-        # rows take the exact path, for every vector.
+        if not B:
+            return
+        # per vector, the block holding each threshold: the first whose cumulative negatives pass it; rows of
+        # blocks above it are inside that cutoff. Such a block whose first negative lies below the threshold
+        # straddles it: its rows take the exact path, for every vector.
         at, edge_blocks = cutoff_blocks(n_incl, neg, pooled[1], self.x)
         edge_rows = np.zeros(b.size, dtype=bool)
         for blk in edge_blocks:
             edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
-        for g in range(G):
-            mine = (group == g) & ~edge_rows
-            for w, neg_side in ((n_neg, True), (n_pos, False)):
-                idx = np.flatnonzero(mine & (w > 0))
-                if idx.size:
-                    self._group_rows(g, b[idx], codes[idx], w[idx], at, roc_of if neg_side else fpr_of, neg_side)
+        sides = [(np.flatnonzero(~edge_rows & (w > 0)), w, curve, label)
+                 for w, curve, label in ((n_neg, roc_of, 0), (n_pos, fpr_of, 1))]
+        reached = (self.checkpoint == NOT_PASSED) & (at < B)  # thresholds this update passes, at their blocks
+        start = [0, 0]
+        for blk in [*np.unique(at[reached]), None]:
+            for side, (idx, w, curve, label) in enumerate(sides):
+                end = idx.size if blk is None else int(np.searchsorted(b[idx], blk, side="left"))
+                if end > start[side]:
+                    self._add_rows(idx[start[side]:end], b, group, w, codes, curve, label)
+                start[side] = end
+            if blk is not None:
+                for u, k in zip(*np.nonzero(reached & (at == blk))):
+                    self.passed += 1
+                    self.checkpoint[u, k] = self.passed
         rows_e = np.flatnonzero(edge_rows)
         if rows_e.size:  # (the rows fed may be a subset of the blocks': a straddling block may hold none of them)
             be = edge_blocks  # the edge blocks' counts, as the exact path needs them
@@ -164,44 +166,47 @@ class PrefixClusterSums:
             self._edge_rows(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
                             n_incl[:, be], group, n_pos, n_neg, codes)
 
-    def _group_rows(self, g, rb, c, w, at, curve, neg_side: bool) -> None:
-        """One group's rows of one class (blocks ``rb`` in score order, cluster codes ``c``, counts ``w``) into
-        their band slots. A negative's band is that of its own group's vector and of the pooled one; a
-        positive's, that of every vector. Each band is a contiguous range of the rows: its sums per cluster
-        are a few whole-slot additions (`_add_to`), not per-row work in Python."""
-        G = self.G
-        self._add_to((self.N if neg_side else self.P)[g], c, w)
-        # count x curve of each vector at the rows' blocks: a negative adds them under two band owners
-        weighted = [w * curve[v, rb] for v in range(G + 1)]
-        for u in ((g, G) if neg_side else range(G + 1)):  # the vector whose band the rows take
-            cuts = np.r_[0, np.searchsorted(rb, at[u], side="left"), rb.size]
-            for t in np.flatnonzero(cuts[1:] > cuts[:-1]):
-                lo, hi = cuts[t], cuts[t + 1]
-                cr = c[lo:hi]
-                if neg_side:
-                    self._add_to(self.NC[u, t], cr, w[lo:hi])
-                    for v in range(G + 1):
-                        self._add_to(self.NR[u, v, t], cr, weighted[v][lo:hi])
-                else:
-                    self._add_to(self.PC[g, u, t], cr, w[lo:hi])
-                    self._add_to(self.PF[g, u, t], cr, weighted[u][lo:hi])
-
-    def _add_to(self, slot, c, w) -> None:
-        """Add ``w`` per cluster code into the (C,) ``slot``: summed per code first (``bincount`` over the range of
-        codes the rows span, then one contiguous add) when the rows are many for that range, else scattered row by
-        row (``add.at``: no range-sized work)."""
-        if not c.size:
-            return
+    def _add_rows(self, idx, b, group, w, codes, curve, label: int) -> None:
+        """Rows ``idx`` of one class (``label``), all between the same two checkpoints, into the running sums of
+        their (group, class) cells; a cluster last fed before a checkpoint since passed first records its sums."""
+        G, now = self.G, self.passed
+        c = codes[idx]
+        seen = self.last[c]
+        stale = seen < now
+        if stale.any():
+            back = c[stale & (seen >= 0)]
+            if back.size:
+                back = self._distinct(back)
+                self._records.append((back, self.last[back], np.full(back.size, now, dtype=np.int32),
+                                      self.run[:, :, back]))
+            self.last[c[stale]] = now
+        g, rb, w = group[idx], b[idx], w[idx]
         lo, hi = int(c.min()), int(c.max()) + 1
-        if c.size >= DENSE_RUN_SHARE * (hi - lo):
-            slot[lo:hi] += np.bincount(c - lo, w, minlength=hi - lo)
-        else:
-            np.add.at(slot, c, w)
+        span = hi - lo
+        cells = slice(label, 2 * G, 2)
+        weights = [w] + [w * curve[v, rb] for v in range(G + 1)]
+        if c.size >= DENSE_RUN_SHARE * span:  # summed per (group, code) first, then one add per quantity
+            key = g * span + (c - lo)
+            for q, wq in enumerate(weights):
+                self.run[q, cells, lo:hi] += np.bincount(key, wq, minlength=G * span).reshape(G, span)
+        else:  # few rows over a wide range of codes: scattered row by row
+            cell = 2 * g + label
+            for q, wq in enumerate(weights):
+                np.add.at(self.run[q], (cell, c), wq)
+
+    def _distinct(self, codes: np.ndarray) -> np.ndarray:
+        """Each code of ``codes`` once (in no particular order), without a sort: the entry that a scatter into a
+        code-sized scratch array kept."""
+        if self._mark is None:
+            self._mark = np.empty(self.C, dtype=np.int32)
+        order = np.arange(codes.size, dtype=np.int32)
+        self._mark[codes] = order
+        return codes[self._mark[codes] == order]
 
     def _edge_rows(self, rows_e, be, p, q, p_incl, n_incl, group, n_pos, n_neg, codes) -> None:
         """Rows of blocks straddling a cutoff: `row_influence` per column and cutoff, its ROC-free part kept
-        per cluster (`edges`, few) and its ROC coefficient into NC (at the cutoff's slot, minus at the next: the cumulative sum
-        over slots then holds it at that cutoff only). ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
+        per cluster and its ROC coefficient as a correction of NC at that cutoff (`edges`, few), with the
+        rows' counts. ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
         G, K = self.G, self.alphas.size
         table = ClassTotals(G, self.m, self.n)
         rows = PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
@@ -219,17 +224,16 @@ class PrefixClusterSums:
                     nc_vals[j, k] = alpha * ne * in_j - self.n[j] * (roc1 - roc0)
                 for s, (i, j) in enumerate(self.pairs):
                     a_vals[:, s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, rows, ge, pe, ne, parts=True)
-        nc_vals[:, 1:] -= nc_vals[:, :-1].copy()  # slot k: + value at k, - value at k - 1
         members = sparse.csr_matrix((np.ones(inv.size), (np.arange(inv.size), inv.ravel())),
                                     shape=(inv.size, uniq.size))  # row -> its cluster
+
         def per_cluster(vals):
             flat = vals.reshape(-1, inv.size)
             return np.asarray(members.T @ flat.T).T.reshape(vals.shape[:-1] + (uniq.size,))
 
-        self.edges.append((uniq, per_cluster(a_vals[0]), per_cluster(a_vals[1])))
-        self.NC[:, :, uniq] += per_cluster(nc_vals)
-        self.N[:, uniq] += per_cluster(np.stack([ne * (ge == g) for g in range(G)]))
-        self.P[:, uniq] += per_cluster(np.stack([pe * (ge == g) for g in range(G)]))
+        self.edges.append((uniq, per_cluster(a_vals[0]), per_cluster(a_vals[1]), per_cluster(nc_vals),
+                           per_cluster(np.stack([ne * (ge == g) for g in range(G)])),
+                           per_cluster(np.stack([pe * (ge == g) for g in range(G)]))))
 
     def start_at(self, pos_above, neg_above) -> None:
         """Rows fed from here on lie below ``pos_above`` / ``neg_above`` (per group) rows of higher scores (a
@@ -239,81 +243,102 @@ class PrefixClusterSums:
         pos_above, neg_above = np.asarray(pos_above, dtype=np.float64), np.asarray(neg_above, dtype=np.float64)
         self.running = np.stack([np.r_[pos_above, pos_above.sum()], np.r_[neg_above, neg_above.sum()]])
 
+    def _edges_in(self, lo: int, hi: int):
+        for codes, *sums in self.edges:
+            mine = (codes >= lo) & (codes < hi)
+            if mine.any():
+                yield (codes[mine] - lo, *(s[..., mine] for s in sums))
+
+    def _counts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included."""
+        N, P = self.run[0, 0::2, lo:hi].copy(), self.run[0, 1::2, lo:hi].copy()
+        for codes, _, _, _, n_e, p_e in self._edges_in(lo, hi):
+            N[:, codes] += n_e
+            P[:, codes] += p_e
+        return N, P
+
+    def _held(self, lo: int, hi: int) -> np.ndarray:
+        N, P = self._counts(lo, hi)
+        return (N.sum(axis=0) + P.sum(axis=0)) > 0
+
+    @property
+    def N(self) -> np.ndarray:
+        """(G, C) each cluster's negatives per group."""
+        return self._counts(0, self.C)[0]
+
+    @property
+    def P(self) -> np.ndarray:
+        """(G, C) each cluster's positives per group."""
+        return self._counts(0, self.C)[1]
+
+    def _records_in(self, lo: int, hi: int):
+        """The copies of clusters lo..hi-1: codes - lo, checkpoints since / until, values (G + 2, 2 G, n)."""
+        if self._sorted is None:  # the stream has ended: all copies by code, once
+            records = self._records or [(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int32),
+                                         np.zeros(0, dtype=np.int32), np.zeros(self.run.shape[:2] + (0,)))]
+            codes, since, until, values = (np.concatenate(part, axis=-1) for part in zip(*records))
+            order = np.argsort(codes, kind="stable")
+            self._sorted, self._records = (codes[order], since[order], until[order], values[..., order]), None
+        codes, since, until, values = self._sorted
+        a, b = np.searchsorted(codes, [lo, hi])
+        return codes[a:b] - lo, since[a:b], until[a:b], values[:, :, a:b]
+
+    def _chunk(self, lo: int, hi: int):
+        G, K = self.G, self.alphas.size
+        codes, since, until, values = self._records_in(lo, hi)
+        total, last = self.run[:, :, lo:hi], self.last[lo:hi]
+        nc_edges, edges = [], []
+        for codes_e, neg_sums, pos_sums, nc, _, _ in self._edges_in(lo, hi):
+            nc_edges.append((codes_e, nc))
+            edges.append((codes_e, neg_sums, pos_sums))
+
+        def owners():
+            for j in range(G + 1):
+                e = self.checkpoint[j]
+                negatives = slice(0, 2 * G, 2) if j == G else slice(2 * j, 2 * j + 1)
+                # the sums j's cutoffs need: its negatives' (summed over their groups), the positives' counts and FPR_j
+                runs = [total[:, negatives].sum(axis=1), total[[0, 1 + j], 1::2]]
+                kept = [values[:, negatives].sum(axis=1), values[[0, 1 + j], 1::2]]
+                before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
+                inside = [np.where(before.reshape(before.shape[:1] + (1,) * (r.ndim - 1) + before.shape[1:]), r, 0.0)
+                          for r in runs]  # all of a cluster's sums if so, else none...
+                for k in range(K):
+                    copy = (since < e[k]) & (e[k] <= until)  # ...but the copy of a cluster on both sides of it
+                    for now, held in zip(inside, kept):
+                        now[k][..., codes[copy]] = held[..., copy]
+                for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff
+                    inside[0][:, 0, codes_e] += nc[j]
+                yield j, inside[0], inside[1]
+
+        N, P = self._counts(lo, hi)
+        return N, P, edges, owners()
+
     def per_cluster(self) -> np.ndarray:
-        """(C, D) this pass's sums per cluster code (band slots not yet cumulated): for disjoint score ranges
-        swept on their own, the sums of a cluster over all ranges are the one pass's (`from_per_cluster`)."""
-        if self._finished:
-            raise RuntimeError("per_cluster after covariance()")
-        S, K, C = len(self.pairs), self.alphas.size, self.C
-        edge = np.zeros((2, S, K, C))
-        for codes, neg_sums, pos_sums in self.edges:  # codes are distinct within one entry
-            edge[0][:, :, codes] += neg_sums
-            edge[1][:, :, codes] += pos_sums
-        return np.vstack([a.reshape(-1, C) for a in (*self._sums(), edge)]).T
+        """(C, D) this pass's sums per cluster code (per band between cutoffs, not cumulated): for disjoint score
+        ranges swept on their own, the sums of a cluster over all ranges are the one pass's (`from_per_cluster`)."""
+        G, S, K = self.G, len(self.pairs), self.alphas.size
+        out = []
+        for lo in range(0, self.C, CROSS_CHUNK):
+            hi = min(self.C, lo + CROSS_CHUNK)
+            N, P, edges, owners = self._chunk(lo, hi)
+            NR, NC = np.empty((G + 1, G + 1, K, hi - lo)), np.empty((G + 1, K, hi - lo))
+            PF, PC = np.empty((G, G + 1, K, hi - lo)), np.empty((G, G + 1, K, hi - lo))
+            for j, neg, pos in owners:
+                NC[j], NR[j] = neg[:, 0], neg[:, 1:].transpose(1, 0, 2)
+                PC[:, j], PF[:, j] = pos.transpose(1, 2, 0, 3)
+            for banded in (NR, NC, PF, PC):
+                banded[..., 1:, :] -= banded[..., :-1, :].copy()
+            edge = np.zeros((2, S, K, hi - lo))
+            for codes, neg_sums, pos_sums in edges:
+                edge[0][:, :, codes] += neg_sums
+                edge[1][:, :, codes] += pos_sums
+            out.append(np.vstack([a.reshape(-1, hi - lo) for a in (NR, NC, PF, PC, N, P, edge)]).T)
+        return np.vstack(out) if out else np.zeros((0, SummedClusterSums.width(G, K, S)))
 
     @classmethod
-    def from_per_cluster(cls, n_pos, n_neg, alphas, pairs, sums) -> PrefixClusterSums:
+    def from_per_cluster(cls, n_pos, n_neg, alphas, pairs, sums) -> SummedClusterSums:
         """The sums of rows (C clusters, ``per_cluster`` rows added over score ranges) ready for `covariance`."""
-        sums = np.asarray(sums, dtype=np.float64)
-        out = cls(n_pos, n_neg, alphas, pairs, sums.shape[0])
-        S, K, C = len(out.pairs), out.alphas.size, out.C
-        at = 0
-        for a in out._sums():
-            a[...] = sums[:, at:at + a.size // max(C, 1)].T.reshape(a.shape)
-            at += a.size // max(C, 1)
-        edge = sums[:, at:].T.reshape(2, S, K, C)
-        out.edges = [(np.arange(C), edge[0], edge[1])]
-        return out
-
-    def _sums(self) -> tuple[np.ndarray, ...]:
-        return self.NR, self.NC, self.PF, self.PC, self.N, self.P
-
-    def held_clusters(self) -> int:
-        """Clusters with rows of a positive count."""
-        return int(np.count_nonzero((self.N.sum(axis=0) + self.P.sum(axis=0)) > 0))
-
-    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterCrossSums:
-        """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
-        and ROC(alpha) of every column at every cutoff ((S, K) each); without ``keep_totals`` (two-way's
-        intersection stream, which adds no df) only the covariances and counts (`ClusterCrossSums`)."""
-        C = self.held_clusters()
-        if C < 2:
-            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
-        K, S, V = self.alphas.size, len(self.pairs), self.G + 1
-        out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
-        return self.add_to(out, auc, roc)
-
-    def add_to(self, out, auc, roc):
-        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
-        G, K, S = self.G, self.alphas.size, len(self.pairs)
-        auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
-        if not self._finished:  # from here on the band slots hold the sums inside each cutoff
-            for banded in (self.NR, self.NC, self.PF, self.PC):
-                _inside(banded)
-            self._finished = True
-        for lo in range(0, self.C, CROSS_CHUNK):
-            c = slice(lo, lo + CROSS_CHUNK)
-            NR, NC, PF, PC = (x[..., c] for x in (self.NR, self.NC, self.PF, self.PC))
-            N = np.vstack([self.N[:, c], self.N[:, c].sum(axis=0, keepdims=True)])
-            P = np.vstack([self.P[:, c], self.P[:, c].sum(axis=0, keepdims=True)])
-            Uneg, Upos = np.empty((K, N.shape[1], S)), np.empty((K, N.shape[1], S))
-            for s, (i, j) in enumerate(self.pairs):
-                a = self.alphas[:, None]
-                pf = PF[:, j].sum(axis=0) if i == G else PF[i, j]
-                pc = PC[:, j].sum(axis=0) if i == G else PC[i, j]
-                B = (a * N[j] - NC[j]) / self.n[j]
-                Uneg[:, :, s] = NR[j, i] / self.n[j] + roc[s][:, None] * B - auc[s][:, None] * N[j] / self.n[j]
-                Upos[:, :, s] = (a * pc - pf - auc[s][:, None] * P[i]) / self.m[i]
-            for codes, neg_sums, pos_sums in self.edges:
-                mine = (codes >= lo) & (codes < lo + CROSS_CHUNK)
-                Uneg[:, codes[mine] - lo, :] += neg_sums[:, :, mine].transpose(1, 2, 0)
-                Upos[:, codes[mine] - lo, :] += pos_sums[:, :, mine].transpose(1, 2, 0)
-            held = (self.N[:, c].sum(axis=0) + self.P[:, c].sum(axis=0)) > 0  # codes may be unused
-            if held.all():  # dense codes of distinct keys: every one holds rows
-                out.add(Uneg, Upos, P.T, N.T, self.m, self.n)
-            else:
-                out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
-        return out
+        return SummedClusterSums(n_pos, n_neg, alphas, pairs, sums)
 
 
 class SortedRowBlocks:

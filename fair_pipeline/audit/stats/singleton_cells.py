@@ -76,28 +76,57 @@ class SingletonMoments:
             mine = (group == g) & ~edge
             rows = np.flatnonzero(mine & (n_neg > 0))
             if rows.size:
-                rb = b[rows]
-                key = band[g, rows] * (K + 1) + band[G, rows]
-                roc = roc_of[:, rb]
-                self.neg_1[g] += np.bincount(key, minlength=self.bins)
-                for v in range(G + 1):
-                    self.neg_r[g, :, v] += np.bincount(key, roc[v], minlength=self.bins)
-                    for w in range(v, G + 1):
-                        self.neg_rr[g, :, v, w] += np.bincount(key, roc[v] * roc[w], minlength=self.bins)
-                        self.neg_rr[g, :, w, v] = self.neg_rr[g, :, v, w]
+                self._add_negatives(g, band[g, rows] * (K + 1) + band[G, rows], roc_of[:, b[rows]])
             rows = np.flatnonzero(mine & (n_pos > 0))
             if rows.size:
-                fpr = fpr_of[:, b[rows]]
-                for j in range(G + 1):
-                    for jj in range(G + 1):
-                        key = band[j, rows] * (K + 1) + band[jj, rows]
-                        out = self.pos[g, j, jj]
-                        out[:, 0] += np.bincount(key, minlength=self.bins)
-                        out[:, 1] += np.bincount(key, fpr[j], minlength=self.bins)
-                        out[:, 2] += np.bincount(key, fpr[jj], minlength=self.bins)
-                        out[:, 3] += np.bincount(key, fpr[j] * fpr[jj], minlength=self.bins)
+                self._add_positives(g, band[:, rows], fpr_of[:, b[rows]])
         if edge.any():
             self._edge_rows(np.flatnonzero(edge), b, pos, neg, pooled_neg, p_incl, n_incl, group, n_pos, n_neg)
+
+    def _products(self, curve: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """(1 + V + V (V + 1) / 2, rows): ones, each vector's curve and the products of every two (v <= w)."""
+        V = curve.shape[0]
+        pairs = [(v, w) for v in range(V) for w in range(v, V)]
+        out = np.empty((1 + V + len(pairs), curve.shape[1]))
+        out[0] = 1.0
+        out[1:1 + V] = curve
+        for r, (v, w) in enumerate(pairs):
+            np.multiply(curve[v], curve[w], out=out[1 + V + r])
+        return out, pairs
+
+    def _add_negatives(self, g, key, roc) -> None:
+        """Negatives of group g (score order), binned by (band of g, band pooled): both bands grow down the stream,
+        so runs of rows share a bin and their sums are one ``add.reduceat`` over all weights at once."""
+        V = self.G + 1
+        starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
+        sums, pairs = self._products(roc)
+        sums = np.add.reduceat(sums, starts, axis=1)
+        key = key[starts]
+        per_bin = [np.bincount(key, w, minlength=self.bins) for w in sums]  # (few runs; a bin may hold several)
+        self.neg_1[g] += per_bin[0]
+        for v in range(V):
+            self.neg_r[g, :, v] += per_bin[1 + v]
+        for r, (v, w) in enumerate(pairs):
+            self.neg_rr[g, :, v, w] += per_bin[1 + V + r]
+            if w != v:
+                self.neg_rr[g, :, w, v] += per_bin[1 + V + r]
+
+    def _add_positives(self, g, band, fpr) -> None:
+        """Positives of group g (score order) with their band for every vector (V, rows): runs of rows sharing all
+        bands are summed once (``add.reduceat``), then each (j, j') bin adds its few runs."""
+        V, K1 = self.G + 1, self.alphas.size + 1
+        change = np.flatnonzero((band[:, 1:] != band[:, :-1]).any(axis=0)) + 1
+        starts = np.r_[0, change]
+        sums, pairs = self._products(fpr)
+        sums = np.add.reduceat(sums, starts, axis=1)
+        run_band = band[:, starts]
+        product = {pair: sums[1 + V + r] for r, pair in enumerate(pairs)}
+        for j in range(V):
+            for jj in range(V):
+                key = run_band[j] * K1 + run_band[jj]
+                out = self.pos[g, j, jj]
+                for c, w in enumerate((sums[0], sums[1 + j], sums[1 + jj], product[min(j, jj), max(j, jj)])):
+                    out[:, c] += np.bincount(key, w, minlength=self.bins)
 
     def _edge_rows(self, rows, b, pos, neg, pooled_neg, p_incl, n_incl, group, n_pos, n_neg) -> None:
         """Rows of blocks straddling a cutoff: their exact influence, as coefficients of I and ROC."""

@@ -74,33 +74,40 @@ def paired_dots(a: np.ndarray, rows_a: np.ndarray, b: np.ndarray, rows_b: np.nda
 EXACT_INTEGERS = 2.0**53  # doubles hold every integer below this
 
 
-def cumulate(counts: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``np.cumsum(counts, axis=1, out=out)``, as an int64 running sum when every count is a whole number: exact,
-    and several times cheaper than the float one (whose adds wait on each other's latency)."""
+def cumulate(counts: np.ndarray, start: np.ndarray, out: np.ndarray, small: bool = False) -> np.ndarray:
+    """``start[:, None] + np.cumsum(counts, axis=1)`` into ``out``, as an int64 running sum when every count and
+    start is a whole number: exact, and several times cheaper than the float one (whose adds wait on each other's
+    latency). ``small``: the caller knows the counts are whole numbers whose sums stay far below 2**52 (e.g. 8-bit
+    counts of one-row blocks), which skips checking them."""
     whole = counts.astype(np.int64)
-    np.copyto(out, whole, casting="unsafe")
-    # a fraction (or a count beyond int64) was cut, or the sums could leave the exact integers: sum as floats
-    if not np.array_equal(out, counts) or np.abs(out).sum() >= EXACT_INTEGERS:
-        return np.cumsum(counts, axis=1, out=out)
+    first = start.astype(np.int64)
+    half = EXACT_INTEGERS / 2  # start and counts each below it: every running sum is an exact integer
+    exact = whole.size > 0 and np.array_equal(first, start) and int(np.abs(first).max()) < half
+    if exact and not small:
+        np.copyto(out, whole, casting="unsafe")
+        exact = np.array_equal(out, counts) and max(int(whole.max()), -int(whole.min())) * whole.shape[1] < half
+    if not exact:  # a fraction (or a count beyond int64) was cut, or the sums could leave the exact integers
+        np.cumsum(counts, axis=1, out=out)
+        out += start[:, None]
+        return out
+    whole[:, 0] += first
     np.cumsum(whole, axis=1, out=whole)
     np.copyto(out, whole, casting="unsafe")
     return out
 
 
-def block_curves(pos, neg, p_above, n_above, m, n, out=None):
+def block_curves(pos, neg, p_above, n_above, m, n, out=None, small: bool = False):
     """Per vector and block (descending scores): positives and negatives through the block (``p_above`` /
     ``n_above`` lie above the first), the half-credit ROC seen by a negative of the block (V) and FPR seen by
-    a positive of it (W); written into ``out`` (p_incl, n_incl, V, W) when given."""
+    a positive of it (W); written into ``out`` (p_incl, n_incl, V, W) when given. ``small``: as `cumulate`."""
     p_incl, n_incl, V, W = out if out is not None else (np.empty(pos.shape), np.empty(neg.shape),
                                                         np.empty(pos.shape), np.empty(neg.shape))
     # counts are whole numbers, so p_incl - pos/2 is exactly (p_incl - pos) + pos/2: no temporary
-    cumulate(pos, p_incl)
-    p_incl += p_above[:, None]
+    cumulate(pos, p_above, p_incl, small)
     np.multiply(pos, 0.5, out=V)
     np.subtract(p_incl, V, out=V)
     V /= m[:, None]
-    cumulate(neg, n_incl)
-    n_incl += n_above[:, None]
+    cumulate(neg, n_above, n_incl, small)
     np.multiply(neg, 0.5, out=W)
     np.subtract(n_incl, W, out=W)
     W /= n[:, None]
@@ -176,14 +183,15 @@ class RocSweep:
         V, W = self.update_columns(np.ascontiguousarray(pos.T), np.ascontiguousarray(neg.T))
         return V.T, W.T
 
-    def update_columns(self, pos: np.ndarray, neg: np.ndarray, out=None):
+    def update_columns(self, pos: np.ndarray, neg: np.ndarray, out=None, small: bool = False):
         """:meth:`update` with vector-major counts, ``pos`` (P, B) and ``neg`` (Nv, B) float64 (no
         transposing copy); returns (V, W) vector-major too. ``out``: optional (p_incl, n_incl, V, W)
-        arrays of those shapes that receive the block curves (`block_curves`), for callers that reuse them."""
+        arrays of those shapes that receive the block curves (`block_curves`), for callers that reuse them;
+        ``small``: as `cumulate`."""
         B = pos.shape[1]
         if B == 0:
             return np.empty((self.m.size, 0)), np.empty((self.n.size, 0))
-        p_cum, n_incl, V, W = block_curves(pos, neg, self.p_above, self.n_above, self.m, self.n, out)
+        p_cum, n_incl, V, W = block_curves(pos, neg, self.p_above, self.n_above, self.m, self.n, out, small)
         crossings = {}  # negative vector -> (cutoffs crossed in this chunk, their straddling block)
         # a cutoff is crossed only where the vector has negatives: vectors without any in this chunk are skipped
         for j in np.flatnonzero(self.has_columns & (n_incl[:, -1] > self.n_above)).tolist():
@@ -198,9 +206,8 @@ class RocSweep:
             for b in np.unique(J).tolist():
                 stops.setdefault(b, []).append(j)
         snapshots = self._accumulate(pos, neg, V, W, stops)
-        for j, (k_in, j_in) in crossings.items():
-            self._cross(j, k_in, j_in, [snapshots[j, b] for b in j_in.tolist()], pos, neg, p_cum, n_incl)
-            self.neg_done[j, k_in] = True
+        if crossings:
+            self._cross(crossings, snapshots, pos, neg, p_cum, n_incl)
         self.p_above = p_cum[:, -1].copy()
         self.n_above = n_incl[:, -1].copy()
         return V, W
@@ -216,22 +223,26 @@ class RocSweep:
         for b in sorted(stops):
             for j in stops[b]:
                 by_vector.setdefault(j, []).append(b)
-        snapshots = {}
+        snapshots = {}  # j -> (its stops, (4, columns with negatives j, stops) sums before each stop)
         for j, js_stops in by_vector.items():
             cols = self.by_neg[j]
+            snaps = snapshots[j] = (np.array(js_stops), np.empty((4, cols.size, len(js_stops))))
             i = self.col_pos[cols]  # the positive vector of each column with negatives j
-            if self.dense:
-                acc = [base[0][j, i], base[1][j, i], base[2][i, j], base[3][i, j]]
+            # dense: sums for every positive vector (slices, no gathered copies of the chunk), then the columns'
+            i_sums = slice(None) if self.dense else i
+            if self.dense:  # rows / columns of the copied matrices, summed in place
+                acc = [base[0][j], base[1][j], base[2][:, j], base[3][:, j]]
             else:
                 acc = [base[t][cols] for t in range(4)]
             a = 0
-            for b in js_stops:
+            for stop, b in enumerate(js_stops):
                 q, w, ww = neg[j, a:b], W[j, a:b], WW[j, a:b]
-                acc[0] += V[i, a:b] @ q
-                acc[1] += VV[i, a:b] @ q
-                acc[2] += pos[i, a:b] @ w
-                acc[3] += pos[i, a:b] @ ww
-                snapshots[j, b] = tuple(x.copy() for x in acc)
+                acc[0] += V[i_sums, a:b] @ q
+                acc[1] += VV[i_sums, a:b] @ q
+                acc[2] += pos[i_sums, a:b] @ w
+                acc[3] += pos[i_sums, a:b] @ ww
+                for t in range(4):
+                    snaps[1][t, :, stop] = acc[t][i] if self.dense else acc[t]
                 a = b
         if self.dense:
             self.run[0] += count_products(neg, V)
@@ -245,20 +256,29 @@ class RocSweep:
             self.run[3] += paired_dots(pos, self.col_pos, WW, self.col_neg)
         return snapshots
 
-    def _cross(self, j, k_in, j_in, snaps, pos, neg, p_incl, n_incl) -> None:
-        """Cutoffs ``k_in`` of negative vector ``j`` fall inside blocks ``j_in``: every column with
-        negatives j takes the sums before the block plus the block's share (the ROC is linear across
-        a block), for all its positive vectors at once. Counts above a block are taken only at those blocks."""
-        cols = self.by_neg[j]
-        i = self.col_pos[cols][:, None]  # (S_j, 1) positive vector of each column
+    def _cross(self, crossings: dict, snapshots: dict, pos, neg, p_incl, n_incl) -> None:
+        """Cutoffs fall inside blocks (``crossings``: negative vector j -> (cutoffs, their blocks)): every column
+        with negatives j takes the sums before the block (``snapshots``) plus the block's share (the ROC is linear
+        across a block). One vectorized step over every (column, crossed cutoff) of the chunk; counts above a
+        block are taken only at those blocks."""
+        cols, ks, blocks, before = [], [], [], []
+        for j, (k_in, j_in) in crossings.items():
+            c = self.by_neg[j]
+            stops, sums = snapshots[j]
+            cols.append(np.repeat(c, k_in.size))
+            ks.append(np.broadcast_to(k_in, (c.size, k_in.size)).ravel())
+            blocks.append(np.broadcast_to(j_in, (c.size, j_in.size)).ravel())
+            before.append(sums[:, :, np.searchsorted(stops, j_in)].reshape(4, -1))  # (4, S_j x K_in)
+            self.neg_done[j, k_in] = True
+        col, k, b = np.concatenate(cols), np.concatenate(ks), np.concatenate(blocks)
+        before = np.concatenate(before, axis=1)  # sums over the blocks above the straddling block
+        i, j = self.col_pos[col], self.col_neg[col]
         m = self.m[i]
-        before = [np.stack([snap[t] for snap in snaps], axis=1)
-                  for t in range(4)]  # (S_j, K_in) sums over the blocks above the straddling block
-        q_b = neg[j, j_in]
-        n_above_b = n_incl[j, j_in] - q_b
-        f = (self.x[j, k_in] - n_above_b) / q_b  # share of the block's negatives inside
-        p_b = pos[i, j_in]
-        p_above_b = p_incl[i, j_in] - p_b
+        q_b = neg[j, b]
+        n_above_b = n_incl[j, b] - q_b
+        f = (self.x[j, k] - n_above_b) / q_b  # share of the block's negatives inside
+        p_b = pos[i, b]
+        p_above_b = p_incl[i, b] - p_b
         y0 = p_above_b / m  # ROC where the block starts
         dy = p_b / m  # ROC rise across the block
         inside_value = y0 + 0.5 * dy * f  # mean height of the segment over [t0, alpha]
@@ -267,15 +287,14 @@ class RocSweep:
         # (the block's negatives are exchangeable); lemma3 adds the outside share's r^2 itself.
         phi = f * inside_value + (1 - f) * r
         t0 = n_above_b / self.n[j]
-        w_j = t0 + (self.alphas[k_in] - t0) * (1 - 0.5 * f)  # int_0^alpha (1 - own share of ROC)
-        at = np.ix_(cols, k_in)
-        self.a1[at] = before[0] + q_b * f * inside_value  # area under the segment, in negatives
-        self.a2[at] = before[1] + q_b * (phi * phi - (1 - f) * r * r)
-        self.s1[at] = before[2] + p_b * w_j
-        self.s2[at] = before[3] + p_b * w_j * w_j
-        self.roc_at[at] = self.tpr_lin[at] = r
-        self.pos_through[at] = p_above_b + p_b
-        self.done[at] = True
+        w_j = t0 + (self.alphas[k] - t0) * (1 - 0.5 * f)  # int_0^alpha (1 - own share of ROC)
+        self.a1[col, k] = before[0] + q_b * f * inside_value  # area under the segment, in negatives
+        self.a2[col, k] = before[1] + q_b * (phi * phi - (1 - f) * r * r)
+        self.s1[col, k] = before[2] + p_b * w_j
+        self.s2[col, k] = before[3] + p_b * w_j * w_j
+        self.roc_at[col, k] = self.tpr_lin[col, k] = r
+        self.pos_through[col, k] = p_above_b + p_b
+        self.done[col, k] = True
 
     def result(self) -> dict:
         """Per column and cutoff: I(alpha), the two Lemma 3 variance terms and the total variance.

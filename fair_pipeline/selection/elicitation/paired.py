@@ -43,12 +43,16 @@ Here the difference D = c(A) - c(W) gets an influence-function (delta-method) st
   popular items fell away from the thresholds, and those samples' differences err to one side. Where larger, the
   variance is instead τ̂² Σ_c s_c², every item's CR2 total read as its share s_c of all examples times a residual
   of common variance (`exchangeable_variance`), with Satterthwaite's df for τ̂².
+* Items that decide. Two candidates' decisions differ only on the items between their thresholds, and the
+  difference is those items' share of the rows: with a handful of them it is too discrete for any Wald interval.
+  With fewer than MIN_DISAGREEING clusters on which the decisions differ the difference is not estimable: no SE,
+  CI or p, and the count is reported (Monte Carlo in docs/audit_inference.md).
 
 Pure numpy / scipy / pandas.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -59,6 +63,11 @@ from fair_pipeline.audit.stats.small_sample import (ClusterInterval, adjusted_to
                                                     critical_value, t_wald, upper_tail)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
 from fair_pipeline.selection.elicitation.operating_point import selection_threshold
+
+
+# Fewer clusters than this on which two candidates decide differently: their difference is a handful of items'
+# share, too discrete for a Wald interval (Monte Carlo in docs/audit_inference.md); the audit's DEFAULT_MIN_CLUSTERS.
+MIN_DISAGREEING = 15
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,7 @@ class PairedDifference:
     n_clusters: int
     n_rows: int
     df: float = float("inf")
+    disagreeing: int = -1  # clusters on which the two candidates decide differently (-1: not counted)
 
 
 def group_codes(groups, labels) -> np.ndarray:
@@ -249,19 +259,44 @@ def paired_cost_difference(metric: FairQuadraticMetric, rows: pd.DataFrame, scor
     per row. ``selection_rate``: the thresholds are that rate's quantiles (computed when not given, and their
     estimation enters the SE); None = fixed thresholds (both must be given)."""
     n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
-    cost_a, parts_a, _ = candidate_parts(metric, rows, score_a, labels, threshold=threshold_a,
-                                         selection_rate=selection_rate, n_clusters=n_clusters)
-    cost_b, parts_b, _ = candidate_parts(metric, rows, score_b, labels, threshold=threshold_b,
-                                         selection_rate=selection_rate, n_clusters=n_clusters)
-    return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence)
+    cost_a, parts_a, t_a = candidate_parts(metric, rows, score_a, labels, threshold=threshold_a,
+                                           selection_rate=selection_rate, n_clusters=n_clusters)
+    cost_b, parts_b, t_b = candidate_parts(metric, rows, score_b, labels, threshold=threshold_b,
+                                           selection_rate=selection_rate, n_clusters=n_clusters)
+    differing = decisions_of(score_a, t_a) != decisions_of(score_b, t_b)
+    return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence, differing=differing)
+
+
+def decisions_of(score, threshold: float, decision=None) -> np.ndarray:
+    """Each row's decision: 1[score >= threshold], or a decision candidate's probability of a positive one."""
+    if decision is not None:
+        return np.asarray(decision, dtype=float)
+    return (np.asarray(score, dtype=float) >= threshold).astype(float)
+
+
+def disagreeing_clusters(differing, clusters=None) -> int:
+    """How many clusters hold a row on which the two candidates decide differently (``differing``: per row)."""
+    differing = np.asarray(differing, dtype=bool)
+    if clusters is None:
+        return int(np.count_nonzero(differing))
+    return int(pd.Series(np.asarray(clusters, dtype=object)[differing]).nunique(dropna=False))
 
 
 def paired_summary(cost_a: float, parts_a, cost_b: float, parts_b, rows: pd.DataFrame, labels, clusters=None,
-                   confidence: float = 0.95) -> PairedDifference:
-    """The `PairedDifference` of two candidates from their costs and `candidate_parts` on the same rows."""
-    ci = clustered_interval(cost_a - cost_b, np.asarray(parts_a) - np.asarray(parts_b), rows, labels, clusters, confidence)
+                   confidence: float = 0.95, differing=None,
+                   min_disagreeing: int = MIN_DISAGREEING) -> PairedDifference:
+    """The `PairedDifference` of two candidates from their costs and `candidate_parts` on the same rows
+    (`clustered_interval`). ``differing`` (per row:
+    the candidates' decisions differ) counts the clusters the difference rests on; with fewer than
+    ``min_disagreeing`` the difference is not estimable (SE, CI and p NaN; ``disagreeing`` says how many)."""
     g = len(rows) if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
-    return summarize(cost_a - cost_b, ci.se ** 2, cost_a, cost_b, g, len(rows), confidence, df=ci.df)
+    k = -1 if differing is None else disagreeing_clusters(differing, clusters)
+    if 0 <= k < min_disagreeing:
+        return replace(summarize(cost_a - cost_b, np.nan, cost_a, cost_b, g, len(rows), confidence, df=np.nan),
+                       disagreeing=k)
+    ci = clustered_interval(cost_a - cost_b, np.asarray(parts_a) - np.asarray(parts_b), rows, labels, clusters, confidence)
+    return replace(summarize(cost_a - cost_b, ci.se ** 2, cost_a, cost_b, g, len(rows), confidence, df=ci.df),
+                   disagreeing=k)
 
 
 def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_clusters: int, n_rows: int,
@@ -278,13 +313,28 @@ def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_
                             float(cost_a), float(cost_b), int(n_clusters), int(n_rows), float(df))
 
 
+def every_candidates_parts(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, *,
+                           thresholds: dict | None = None, selection_rate: float | None = None,
+                           n_clusters: int | None = None, decisions: dict | None = None) -> dict:
+    """{name: `candidate_parts`} of the score candidates (their ``thresholds``, else the ``selection_rate``'s) and of
+    the decision candidates, on the same held-out ``rows``."""
+    thresholds = thresholds or {}
+    parts = {name: candidate_parts(metric, rows, s, labels, threshold=thresholds.get(name),
+                                   selection_rate=selection_rate, n_clusters=n_clusters)
+             for name, s in scores.items()}
+    parts.update({name: candidate_parts(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
+                  for name, d in (decisions or {}).items()})
+    return parts
+
+
 # The paired-difference columns every ranking carries (the winner's row: 0 and NaN; NaN without held-out rows).
-DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df"]
+DIFF_COLUMNS = ["diff_vs_winner", "diff_se", "diff_ci_low", "diff_ci_high", "diff_p", "diff_df", "diff_disagreeing"]
 
 
 def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, scores: dict, labels, winner, *,
                           thresholds: dict | None = None, selection_rate: float | None = None, clusters=None,
-                          confidence: float = 0.95, decisions: dict | None = None) -> pd.DataFrame:
+                          confidence: float = 0.95, decisions: dict | None = None,
+                          min_disagreeing: int = MIN_DISAGREEING) -> pd.DataFrame:
     """One row per candidate of ``scores`` (name -> score array aligned with ``rows``) and of ``decisions``
     (name -> probability of a positive decision per row: decision candidates, see the module doc): the paired difference
     cost(candidate) - cost(winner) with SE, CI and p (the winner's own row: difference 0, the rest NaN), the
@@ -295,11 +345,10 @@ def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, score
         raise ValueError(f"no held-out scores for the winner {winner!r}")
     n_clusters = None if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
     z = norm.ppf(0.5 + confidence / 2)
-    parts = {name: candidate_parts(metric, rows, s, labels, threshold=thresholds.get(name),
-                                   selection_rate=selection_rate, n_clusters=n_clusters)
-             for name, s in scores.items()}
-    parts.update({name: candidate_parts(metric, rows, None, labels, decision=d, n_clusters=n_clusters)
-                  for name, d in decisions.items()})
+    parts = every_candidates_parts(metric, rows, scores, labels, thresholds=thresholds, selection_rate=selection_rate,
+                                   n_clusters=n_clusters, decisions=decisions)
+    decided = {name: decisions_of(scores.get(name), threshold, decisions.get(name))
+               for name, (_, _, threshold) in parts.items()}
     cost_w, parts_w, _ = parts[winner]
     out, g = [], len(rows) if n_clusters is None else n_clusters
     for name, (cost, mine, _) in parts.items():
@@ -307,11 +356,12 @@ def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, score
         row = {"candidate": name, "paired_cost": cost, "cost_se_clustered": own.se}
         if name == winner:
             row.update(diff_vs_winner=0.0, diff_se=np.nan, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan,
-                       diff_df=np.nan)
+                       diff_df=np.nan, diff_disagreeing=np.nan)
         else:
-            d = paired_summary(cost, mine, cost_w, parts_w, rows, labels, clusters, confidence)
+            d = paired_summary(cost, mine, cost_w, parts_w, rows, labels, clusters, confidence,
+                               differing=decided[name] != decided[winner], min_disagreeing=min_disagreeing)
             row.update(diff_vs_winner=d.estimate, diff_se=d.se, diff_ci_low=d.ci_low, diff_ci_high=d.ci_high, diff_p=d.p_value,
-                       diff_df=d.df)
+                       diff_df=d.df, diff_disagreeing=d.disagreeing)
         out.append(row)
     frame = pd.DataFrame(out).set_index("candidate")
     frame.attrs.update(n_clusters=int(g), n_rows=len(rows), winner=winner, z=float(z))

@@ -9,7 +9,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric, group_pairs
-from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS, differences_vs_winner
+from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS, MIN_DISAGREEING, differences_vs_winner
 
 
 def rank_candidates(
@@ -29,6 +29,7 @@ def rank_candidates(
     cluster_col: str | None = "item_id",
     threshold_col: str = "threshold",
     decisions: Mapping[str, Sequence[float]] | None = None,
+    min_disagreeing: int = MIN_DISAGREEING,
 ) -> pd.DataFrame:
     """Cost of every candidate under ``metric`` (lower is better), ranked.
 
@@ -50,7 +51,9 @@ def rank_candidates(
     estimable candidate's score on them (``scores``: candidate -> array aligned with the rows); each candidate
     then gets the paired difference to the winner (rank 1), clustered: ``diff_vs_winner`` = cost - winner's
     cost, ``diff_se``, ``diff_ci_low``, ``diff_ci_high``, ``diff_p`` (two-sided, H0: equal cost), ``diff_df`` (the
-    degrees of freedom of the CI's and p's Student t; the winner's row: 0 and NaN), and ``cost_se_clustered`` (its own cost's cluster-robust SE). Thresholds are the
+    degrees of freedom of the CI's and p's Student t; the winner's row: 0 and NaN), ``diff_disagreeing`` (the
+    clusters on which the candidate and the winner decide differently; below ``min_disagreeing`` the
+    difference has no SE, CI or p: not estimable), and ``cost_se_clustered`` (its own cost's cluster-robust SE). Thresholds are the
     candidates' ``threshold_col`` values (or the ``selection_rate`` quantiles when that column is absent);
     with ``selection_rate`` their estimation enters the SEs. ``decisions`` (candidate -> probability of a
     positive decision per row) holds the candidates that decide by themselves (fitted post-processors): their
@@ -109,11 +112,11 @@ def rank_candidates(
     table["rank"] = np.where(table["estimable"], np.arange(1, len(table) + 1), np.nan)
     table = table.reset_index(drop=True)
     return _add_paired_differences(table, candidates, metric, labels, candidate_col, held_out, scores, selection_rate,
-                                   cluster_col, threshold_col, confidence, decisions or {})
+                                   cluster_col, threshold_col, confidence, decisions or {}, min_disagreeing)
 
 
 def _add_paired_differences(table, candidates, metric, labels, candidate_col, held_out, scores, selection_rate,
-                            cluster_col, threshold_col, confidence, decisions) -> pd.DataFrame:
+                            cluster_col, threshold_col, confidence, decisions, min_disagreeing) -> pd.DataFrame:
     estimable = table[table["estimable"].astype(bool)]
     table = table.assign(**{c: np.nan for c in DIFF_COLUMNS}, cost_se_clustered=np.nan)
     if estimable.empty:
@@ -140,7 +143,8 @@ def _add_paired_differences(table, candidates, metric, labels, candidate_col, he
                                   thresholds=thresholds, selection_rate=selection_rate,
                                   clusters=held_out[cluster_col].to_numpy() if cluster_col else None,
                                   confidence=confidence,
-                                  decisions={c: decisions[c] for c in names if c not in scores})
+                                  decisions={c: decisions[c] for c in names if c not in scores},
+                                  min_disagreeing=min_disagreeing)
     diffs = diffs.loc[names]  # the estimable order (score candidates first in `diffs`)
     stored = estimable.set_index(candidate_col)["cost"]
     off = (diffs["paired_cost"] - stored).abs() > 1e-9 * np.maximum(1.0, stored.abs())

@@ -1,0 +1,120 @@
+"""The last step of the cluster-robust variances of the one pass in score order (`prefix_clusters`): per chunk of
+clusters, their sums inside every cutoff into influence parts (the formula of `prefix_clusters`), then the CR1 /
+CR2 cross products, df sums and cluster counts (`cluster_pass.ClusterTotals`, or `cluster_moments.ClusterMoments`
+on Spark). `SummedClusterSums` holds the sums of a pass's score ranges added up per cluster (Spark's shuffle).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals
+from fair_pipeline.audit.stats.validation import AuditInputError
+
+CROSS_CHUNK = 1 << 13  # clusters per step of the final cross products (their temporaries stay cache-sized)
+
+
+class ClusterSumsBase:
+    """The final step shared by the streamed sums and sums added up over score ranges: per chunk of clusters,
+    their sums inside every cutoff (`_chunk`) into influence parts, CR1 / CR2 cross products and df sums."""
+
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
+        G = len(n_pos)
+        self.G, self.C = G, int(n_clusters)
+        self.m = np.maximum(np.r_[n_pos, np.sum(n_pos)].astype(np.float64), 1.0)
+        self.n = np.maximum(np.r_[n_neg, np.sum(n_neg)].astype(np.float64), 1.0)
+        self.alphas = np.asarray(alphas, dtype=np.float64)
+        self.pairs = [(int(i), int(j)) for i, j in pairs]
+
+    def _chunk(self, lo: int, hi: int):
+        """Clusters lo..hi-1: N / P (G, w) all negatives / positives of each group; the ROC-free parts of
+        straddling rows [(codes - lo, neg (S, K, codes), pos (S, K, codes))]; and per vector j, (j, neg, pos) with
+        the sums inside each of j's cutoffs: ``neg`` (K, G + 2, w) vector j's negatives, then those x ROC of each
+        vector; ``pos`` (K, 2, G, w) each group's positives and those x FPR of j."""
+        raise NotImplementedError
+
+    def held_clusters(self) -> int:
+        """Clusters with rows of a positive count."""
+        return int(sum(np.count_nonzero(self._held(lo, min(self.C, lo + CROSS_CHUNK)))
+                       for lo in range(0, self.C, CROSS_CHUNK)))
+
+    def _held(self, lo: int, hi: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterCrossSums:
+        """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
+        and ROC(alpha) of every column at every cutoff ((S, K) each); without ``keep_totals`` (two-way's
+        intersection stream, which adds no df) only the covariances and counts (`ClusterCrossSums`)."""
+        C = self.held_clusters()
+        if C < 2:
+            raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
+        K, S, V = self.alphas.size, len(self.pairs), self.G + 1
+        out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
+        return self.add_to(out, auc, roc)
+
+    def add_to(self, out, auc, roc):
+        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
+        G, K, S = self.G, self.alphas.size, len(self.pairs)
+        auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
+        a = self.alphas[:, None, None]
+        columns = [np.array([(s, i) for s, (i, jj) in enumerate(self.pairs) if jj == j], dtype=np.intp).reshape(-1, 2)
+                   for j in range(G + 1)]
+        for lo in range(0, self.C, CROSS_CHUNK):
+            hi = min(self.C, lo + CROSS_CHUNK)
+            N, P, edges, owners = self._chunk(lo, hi)
+            N = np.vstack([N, N.sum(axis=0, keepdims=True)])
+            P = np.vstack([P, P.sum(axis=0, keepdims=True)])
+            # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S)
+            Uneg, Upos = np.empty((K, S, hi - lo)), np.empty((K, S, hi - lo))
+            for j, neg, pos in owners:
+                s, i = columns[j].T
+                if not s.size:
+                    continue
+                R, I = roc[s].T[:, :, None], auc[s].T[:, :, None]  # (K, columns, 1)
+                outside = a * N[j] - neg[:, :1]  # n_j B of these columns
+                Uneg[:, s] = (neg[:, 1 + i] + R * outside - I * N[j]) / self.n[j]
+                counts = np.concatenate([pos[:, 0], pos[:, 0].sum(axis=1, keepdims=True)], axis=1)  # (K, G + 1, w)
+                fpr = np.concatenate([pos[:, 1], pos[:, 1].sum(axis=1, keepdims=True)], axis=1)
+                Upos[:, s] = (a * counts[:, i] - fpr[:, i] - I * P[i]) / self.m[i][:, None]
+            for codes, neg_sums, pos_sums in edges:
+                Uneg[:, :, codes] += neg_sums.transpose(1, 0, 2)
+                Upos[:, :, codes] += pos_sums.transpose(1, 0, 2)
+            Uneg, Upos = (np.ascontiguousarray(u.transpose(0, 2, 1)) for u in (Uneg, Upos))
+            held = (N[G] + P[G]) > 0  # codes may be unused
+            if held.all():  # dense codes of distinct keys: every one holds rows
+                out.add(Uneg, Upos, P.T, N.T, self.m, self.n)
+            else:
+                out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
+        return out
+
+
+class SummedClusterSums(ClusterSumsBase):
+    """`PrefixClusterSums.per_cluster` rows of several score ranges added up per cluster, cumulated over bands."""
+
+    @staticmethod
+    def width(G: int, K: int, S: int) -> int:
+        return (G + 1) ** 2 * K + (G + 1) * K + 2 * G * (G + 1) * K + 2 * G + 2 * S * K
+
+    def __init__(self, n_pos, n_neg, alphas, pairs, sums):
+        sums = np.asarray(sums, dtype=np.float64)
+        super().__init__(n_pos, n_neg, alphas, pairs, sums.shape[0])
+        G, K, S, C = self.G, self.alphas.size, len(self.pairs), self.C
+        # (shape, banded): NR, NC, PF, PC per band (cumulated here into "inside cutoff k"), N, P, edge parts
+        shapes = [((G + 1, G + 1, K), True), ((G + 1, K), True), ((G, G + 1, K), True), ((G, G + 1, K), True),
+                  ((G,), False), ((G,), False), ((2, S, K), False)]
+        self.parts, at = [], 0
+        for shape, banded in shapes:
+            size = int(np.prod(shape))
+            part = sums[:, at:at + size].T.reshape(shape + (C,))
+            if banded:
+                part = np.cumsum(part, axis=-2)
+            self.parts.append(part)
+            at += size
+
+    def _held(self, lo: int, hi: int) -> np.ndarray:
+        return (self.parts[4][:, lo:hi].sum(axis=0) + self.parts[5][:, lo:hi].sum(axis=0)) > 0
+
+    def _chunk(self, lo: int, hi: int):
+        NR, NC, PF, PC, N, P, edge = (p[..., lo:hi] for p in self.parts)
+        owners = ((j, np.concatenate([NC[j][:, None], NR[j].transpose(1, 0, 2)], axis=1),
+                   np.stack([PC[:, j], PF[:, j]]).transpose(2, 0, 1, 3)) for j in range(self.G + 1))
+        return N, P, [(np.arange(hi - lo), edge[0], edge[1])], owners

@@ -1,0 +1,112 @@
+"""Paired differences to the winner when the elicited metric weighs exposure: total = cost(rates) + mu · D.
+
+D = 1/2 Σ_{u<v} (L_u - L_v)² is a candidate's exposure disparity on the logs (L_g its log exposure per unit of merit
+of group g when it re-ranks the logged requests, `audit.exposure_offpolicy`). Its delta-method influence is
+Σ_g c_g (L̂_g - L_g) with c_g = dD/dL_g = Σ_v (L_g - L_v) = K l_g - Σ_v l_v (l: the log ratios to the reference;
+the c sum to 0, so the reference's scale cancels). The audit's per-cluster influence totals of every L_g
+(`exposure_parity(keep_totals=True)`: CR2-adjusted, with the exposure each item displaces) therefore give D's
+per-cluster totals T·c, and the difference of two candidates re-ranking the same logged requests has the
+difference of their totals, cluster by cluster.
+
+The rates' part of the paired difference (`paired`) has per-item CR2 totals on the held-out rows. Held-out rows and
+logged impressions are different rows, but the same items: an item whose labels make a candidate's rates look good
+can be the item whose clicks make its exposure look fair. Joined on the item, the total's influence per item is
+
+    U_i = R_i(A) - R_i(B) + mu (T_i(A) - T_i(B)) · c        (0 for a side where the item does not appear)
+
+and Var = Σ_i U_i² (items), plus the exposure part's two-way term mu² (V_request - V_item×request) (Cameron,
+Gelbach & Miller; the larger one-way variance when the sum is not positive), plus the rates' exchangeable-items
+excess where `paired.clustered_interval` uses it, plus the examination curve's delta-method term of
+mu (dD_A/d log w - dD_B/d log w) (common to both candidates: paired, and independent of the clicks and labels).
+Student t with the combined totals' effective number of items ((Σ U²)² / Σ U⁴, at most items - 1; the smaller
+with the requests' when two-way), Welch-combined with the other parts' df. With mu = 0 it is the rates-only paired
+difference (`paired.paired_summary`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fair_pipeline.audit.stats.exposure import ExposureParity
+from fair_pipeline.audit.stats.exposure_examination import Examination
+from fair_pipeline.audit.stats.small_sample import adjusted_totals, satterthwaite_df, welch_df
+from fair_pipeline.selection.elicitation.paired import (PairedDifference, clustered_interval, clustered_parts,
+                                                       paired_summary, summarize)
+
+
+@dataclass(frozen=True)
+class DisparityTotals:
+    """A candidate's exposure disparity D and its influence totals per cluster of each clustering dimension of the
+    audit (the first: items; then requests and items × requests when two-way), with dD / d log w and the curve."""
+
+    value: float
+    totals: dict
+    examination_gradient: np.ndarray
+    examination: Examination
+
+
+def disparity_totals(result: ExposureParity) -> DisparityTotals | None:
+    """`DisparityTotals` of an exposure audit kept with its cluster totals; None when a group is not estimable
+    (D then has no value) or the totals were not kept."""
+    groups = result.per_group
+    if not result.cluster_totals or not groups["estimable"].astype(bool).all():
+        return None
+    labels = list(groups["group"])
+    log_ratio = np.log(groups["exposure_over_merit"].to_numpy(dtype=np.float64))
+    l = log_ratio - log_ratio[labels.index(result.reference)]
+    value = 0.25 * float(((l[:, None] - l[None, :]) ** 2).sum())
+    c = l.size * l - l.sum()
+    totals = {name: pd.Series(frame[labels].to_numpy() @ c, index=frame.index)
+              for name, frame in result.cluster_totals.items()}
+    return DisparityTotals(value, totals, c @ result.examination_gradient, result.examination)
+
+
+def _cluster_keys(rows: pd.DataFrame, clusters) -> pd.Index:
+    if clusters is None:
+        return pd.Index(rows.index)
+    return pd.Index(pd.factorize(pd.Series(np.asarray(clusters, dtype=object)), use_na_sentinel=False)[1])
+
+
+def exposure_weighted_difference(cost_a: float, parts_a, disparity_a: DisparityTotals, cost_b: float, parts_b,
+                                 disparity_b: DisparityTotals, rows: pd.DataFrame, labels, weight: float,
+                                 clusters=None, confidence: float = 0.95) -> PairedDifference:
+    """The `PairedDifference` of totals cost + ``weight`` · D of two candidates: costs and `candidate_parts` on the
+    same held-out ``rows`` (clustered by ``clusters``, whose values are the audit's first dimension's, the items),
+    and `disparity_totals` of their re-rankings of the same logged requests (module doc)."""
+    if not weight >= 0:
+        raise ValueError(f"the exposure weight must be a non-negative number, got {weight!r}")
+    if weight == 0:
+        return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence)
+    dims = list(disparity_a.totals)
+    if dims != list(disparity_b.totals):
+        raise ValueError(f"the two candidates' exposure audits are clustered differently: {dims} vs "
+                         f"{list(disparity_b.totals)}")
+    diff = np.asarray(parts_a, dtype=np.float64) - np.asarray(parts_b, dtype=np.float64)
+    totals, shares = clustered_parts(diff, rows, labels, clusters)
+    rates = pd.Series(adjusted_totals(totals, shares), index=_cluster_keys(rows, clusters))
+    exposure = {name: weight * disparity_a.totals[name].sub(disparity_b.totals[name], fill_value=0.0)
+                for name in dims}
+    item = exposure[dims[0]]
+    if len(rates) and len(item) and not rates.index.isin(item.index).any():
+        raise ValueError(f"no held-out cluster is among the logged {dims[0]} values (held-out e.g. "
+                         f"{list(rates.index[:3])}, logged e.g. {list(item.index[:3])}): they must be the same ids")
+    joined = rates.add(item, fill_value=0.0).to_numpy()
+    variance = float(joined @ joined)
+    df = float(satterthwaite_df(joined))
+    if len(dims) == 3:
+        v_request, v_both = (float(exposure[n].to_numpy() @ exposure[n].to_numpy()) for n in dims[1:])
+        two_way = variance + v_request - v_both
+        variance = two_way if two_way > 0 else max(variance, v_request)
+        df = float(np.fmin(df, satterthwaite_df(exposure[dims[1]].to_numpy())))
+    rates_only = clustered_interval(cost_a - cost_b, diff, rows, labels, clusters, confidence)
+    exchangeable_excess = max(rates_only.se ** 2 - float(rates.to_numpy() @ rates.to_numpy()), 0.0)
+    gradient = weight * (disparity_a.examination_gradient - disparity_b.examination_gradient)
+    v_exam = float(disparity_a.examination.variance(gradient)[0])
+    exam_df = disparity_a.examination.df if disparity_a.examination.df is not None else df
+    parts = np.array([variance, exchangeable_excess, v_exam])
+    df = float(welch_df(parts, [df, rates_only.df, exam_df])) if parts[1:].any() else df
+    total_a, total_b = cost_a + weight * disparity_a.value, cost_b + weight * disparity_b.value
+    return summarize(total_a - total_b, float(parts.sum()), total_a, total_b, len(joined), len(rows), confidence,
+                     df=df)
