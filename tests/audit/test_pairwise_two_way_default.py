@@ -80,7 +80,7 @@ def test_streamed_two_way_moments_equal_the_all_rows_computation_chunk_by_chunk(
     s, y = log["score"].to_numpy(float), log["label"].to_numpy(bool)
     pc = PairwiseClusters((item, q), q, s, g, y, 3)
     ref = pc.moments(pairwise_contrasts(3)).results()
-    two_way = TwoWayMoments(3, pc.t.sum(0) / 2, pc.c.sum(0) / 2, item.max() + 1)
+    two_way = TwoWayMoments(3, pc.total_T, pc.total_C, item.max() + 1)
     for chunk in np.array_split(np.unique(q), 7):
         rows = np.isin(q, chunk)
         two_way.update(q[rows], item[rows], s[rows], g[rows], y[rows])
@@ -153,7 +153,7 @@ def test_the_df_is_the_one_every_clustered_ci_takes_from_its_cluster_totals():
     pc = PairwiseClusters(item, q, log["score"].to_numpy(float), g, log["label"].to_numpy(bool), 3)
     contrasts = pairwise_contrasts(3)
     got = pc.moments(contrasts).results()
-    (T, C), tot_T, tot_C = pc._sums[0], pc.t.sum(0) / 2, pc.c.sum(0) / 2
+    (T, C), tot_T, tot_C = pc._sums[0], pc.total_T, pc.total_C
     for j, name in enumerate(contrasts.names):
         if name[0] not in ("matrix", "gap"):
             continue

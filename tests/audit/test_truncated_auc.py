@@ -137,6 +137,26 @@ def test_streamed_chunks_equal_one_pass():
         assert np.allclose(whole.result()[key], parts.result()[key], rtol=0, atol=1e-12)
 
 
+def test_curve_only_cutoffs_keep_their_curve_heights_and_leave_the_others_unchanged():
+    rng = np.random.default_rng(12)
+    s = np.round(rng.normal(size=4000), 2)  # ties, so curve points fall inside tied blocks too
+    y = rng.random(4000) < 0.3
+    g = build_grid(s, y)
+    alphas = np.unique(np.r_[ALPHAS, np.linspace(0, 1, 101)])
+    curve_only = ~np.isin(alphas, ALPHAS)
+    full = RocSweep(alphas, [y.sum()], [(~y).sum()])
+    light = RocSweep(alphas, [y.sum()], [(~y).sum()], curve_only=curve_only)
+    for p, q in zip(np.split(g.pos, [300, 301, 900]), np.split(g.neg, [300, 301, 900])):
+        full.update(p, q)
+        light.update(p, q)
+    want, got = full.result(), light.result()
+    for key in ("tpr_interp", "roc_at_cutoff"):
+        np.testing.assert_array_equal(got[key], want[key])
+    for key in ("auc", "variance"):
+        np.testing.assert_allclose(got[key][:, ~curve_only], want[key][:, ~curve_only], rtol=0, atol=1e-15)
+        assert np.isnan(got[key][:, curve_only]).all()
+
+
 def test_no_tie_fast_path_equals_block_sweep():
     rng = np.random.default_rng(10)
     s = rng.normal(size=20000)

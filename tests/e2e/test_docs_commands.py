@@ -78,9 +78,14 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45,selection_pareto1.3,"
-    "selection_minority45_pareto1.3 --reps 500 --jobs 2 --seed 0": "--reps 1 --jobs 1",
+    "selection_minority45_pareto1.3,selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 500 --jobs 2 --seed 0":
+        "--reps 1 --jobs 1",
     "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45,selection_pareto1.3,"
     "selection_minority45_pareto1.3 --reps 500 --jobs 1 --seed 7": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3 --reps 300 "
+    "--jobs 1 --seed 11": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 300 "
+    "--jobs 1 --seed 12": "--reps 1",
     "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
@@ -111,6 +116,9 @@ ELSEWHERE = {
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # At one small size on the test module's standalone cluster: its main job is the one compared with DuckDB's.
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7":
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
+    # The same test then measures the EO and selection steps again on the home its main job left.
+    "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7 --work-dir DIR --steps eo,selection":
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # Both passes at 2e4 and 2e5 rows on the test module's standalone cluster, asserting the driver-bound bytes stay flat.
     "python benchmarks/bench_spark_audit.py --rows 1e6,2e7 --passes audit":

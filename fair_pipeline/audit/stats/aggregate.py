@@ -17,7 +17,7 @@ from fair_pipeline.audit.stats.clustered import ClusterRows, estimand_name
 from fair_pipeline.audit.stats.comparisons import compared_pairs
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT, group_tables
 from fair_pipeline.audit.stats.equivalence import resolve_margins
-from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas
+from fair_pipeline.audit.stats.grid_audit import GridAudit, add_cluster_covariance, sweep_alphas, variance_alphas
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.truncated_auc import DEFAULT_CUTOFFS, aggregates_to_grid
 from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs
@@ -70,7 +70,10 @@ class StreamingAudit:
         self.with_xauc = self.groups.size > 1
         self.compared, self.reference = compared_pairs(self.groups, self.n_pos + self.n_neg, comparisons, reference)
         self.comparisons = comparisons
-        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc, compared=self.compared)
+        # the curve grid's points (not cutoffs) are wanted for the curves' heights only (`RocSweep`)
+        curve_only = ~np.isin(self.alphas, variance_alphas(self.cutoffs))
+        self.audit = GridAudit(self.n_pos, self.n_neg, self.alphas, xauc=self.with_xauc, compared=self.compared,
+                               curve_only=curve_only)
         self.last_score = np.inf
 
     def update(self, scores: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> None:

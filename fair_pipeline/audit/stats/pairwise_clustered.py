@@ -46,9 +46,11 @@ def _blocks(qcode, s):
     return block, qs[new]
 
 
-def row_pairs(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarray, np.ndarray]:
-    """Per row: (rows, G, G) pairs t_r[a, b] and wins c_r[a, b] of cell (better in a, worse in b) it takes part in
-    (per unit of the row: a row of an aggregate with ``weights`` w stands for w such rows)."""
+def row_sides(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (rows, G): the pairs it takes part in and the ones it wins, by the other end's group. A row only
+    pairs with rows of the other label, so of its (G, G) table (`row_pairs`) only one line is nonzero: row
+    ``codes[r]`` (the better group) for a label-1 row, column ``codes[r]`` for a label-0 row; that line is what is
+    returned (per unit of the row: a row of an aggregate with ``weights`` w stands for w such rows)."""
     G = n_groups
     block, bq = _blocks(qcode, s)
     B = bq.size
@@ -62,48 +64,87 @@ def row_pairs(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarr
     qtot = sum_by(bq, counts, int(qcode.max()) + 1)
     above = qtot[bq] - below - counts
     worse, better = slice(0, 2 * G, 2), slice(1, 2 * G, 2)
-    t = np.zeros((s.size, G, G))
-    c = np.zeros((s.size, G, G))
-    rows = np.arange(s.size)
+    t, c = np.empty((s.size, G)), np.empty((s.size, G))
     is_b = y.astype(bool)
-    rb, rw = rows[is_b], rows[~is_b]
-    t[rb, codes[rb], :] = qtot[bq[block[rb]]][:, worse]
-    c[rb, codes[rb], :] = below[block[rb]][:, worse] + 0.5 * counts[block[rb]][:, worse]
-    t[rw, :, codes[rw]] = qtot[bq[block[rw]]][:, better]
-    c[rw, :, codes[rw]] = above[block[rw]][:, better] + 0.5 * counts[block[rw]][:, better]
+    for rows, other, wins in ((np.flatnonzero(is_b), worse, below), (np.flatnonzero(~is_b), better, above)):
+        b = block[rows]
+        t[rows] = qtot[bq[b]][:, other]
+        c[rows] = wins[b][:, other] + 0.5 * counts[b][:, other]
     return t, c
 
 
-def _cell_sums(key, qcode, s, codes, y, G, w):
-    """Pairs and wins per (query x cluster) cell with both ends inside it, summed per cluster: (K, G, G) each."""
-    t, c = row_pairs(pair_codes(qcode, key)[2], s, codes, y, G, w)
-    n_keys = int(key.max()) + 1
-    # each inside pair was counted at both of its ends
-    return sum_by(key, t * w[:, None, None], n_keys) / 2, sum_by(key, c * w[:, None, None], n_keys) / 2
+def is_function_of(a, b) -> bool:
+    """Does each value of ``b`` (non-negative integer codes) come with a single value of ``a``?"""
+    seen = np.empty(int(b.max()) + 1 if b.size else 0, dtype=np.asarray(a).dtype)
+    seen[b] = a  # (one of each code's values)
+    return bool(np.array_equal(seen[b], a))
+
+
+def sum_sides(key, n_keys: int, codes, y, *values) -> list[np.ndarray]:
+    """Per key (n_keys, G, G) sums of `row_sides` lines (``values``: (rows, G) each) placed in their (better group,
+    worse group) cells: a bincount per group of the other end and label, not per cell of every row."""
+    G = values[0].shape[1]
+    out = [np.zeros((n_keys, G, G)) for _ in values]
+    is_b = np.asarray(y, dtype=bool)
+    for rows, flip in ((np.flatnonzero(is_b), False), (np.flatnonzero(~is_b), True)):
+        idx = key[rows] * G + codes[rows]  # (key, group of the row's own end)
+        for total, v in zip(out, values):
+            part = np.stack([np.bincount(idx, v[rows, h], minlength=n_keys * G) for h in range(G)], axis=1)
+            part = part.reshape(n_keys, G, G)  # [key, own group, other end's group]
+            total += part.transpose(0, 2, 1) if flip else part
+    return out
+
+
+def row_pairs(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: (rows, G, G) pairs t_r[a, b] and wins c_r[a, b] of cell (better in a, worse in b) it takes part in
+    (per unit of the row: a row of an aggregate with ``weights`` w stands for w such rows); `row_sides` expanded."""
+    sides = row_sides(qcode, s, codes, y, n_groups, weights)
+    return tuple(sum_sides(np.arange(s.size), s.size, codes, y, *sides))
 
 
 class PairwiseClusters:
-    """Per-cluster totals of every cell's ratio, for one-way (items or queries) or two-way clustering."""
+    """Per-cluster totals of every cell's ratio, for one-way (items or queries) or two-way clustering.
+
+    A cluster's total is its rows' pairs minus half the pairs with both ends inside it, i.e. inside one of its
+    (query x cluster) cells, computed once per partition: a stream with one key per query (e.g. the query ids) has
+    the queries as cells, so half its pairs are inside; two-way's item x query stream then has the item stream's."""
 
     def __init__(self, clusters, qcode, s, codes, y, n_groups: int, weights=None):
         keys = cluster_keys(clusters, s.size)
         self.G = n_groups
         w = np.ones(s.size) if weights is None else np.asarray(weights, dtype=np.float64)
-        t, c = row_pairs(qcode, s, codes, y, n_groups, w)
-        self.t, self.c = t * w[:, None, None], c * w[:, None, None]  # the row's share of all pairs
+        t, c = row_sides(qcode, s, codes, y, n_groups, w)
+        t *= w[:, None]  # the row's share of all pairs
+        c *= w[:, None]
+        per_query = [is_function_of(key, qcode) for key in keys]  # one key per query: its cells are the queries
+        cells = [None if one else pair_codes(qcode, key)[2] for key, one in zip(keys, per_query)]
         self.streams = [(1.0, key) for key in keys]
         if len(keys) == 2:
-            self.streams.append((-1.0, pair_codes(keys[0], keys[1])[2]))
+            # item x query clusters; when the query keys are the queries themselves, the item stream's cells
+            same = per_query[1] and cells[0] is not None and is_function_of(qcode, keys[1])
+            self.streams.append((-1.0, cells[0] if same else pair_codes(keys[0], keys[1])[2]))
+            # their cells (query x item x query key) are the item stream's when the query key is one per query
+            cells.append(cells[0] if per_query[1] else pair_codes(qcode, self.streams[2][1])[2])
+            per_query.append(per_query[0] and per_query[1])
         self.n_clusters = [int(key.max()) + 1 for key in keys]
-        self._inside = [_cell_sums(key, qcode, s, codes, y, n_groups, w) for _, key in self.streams]
-        self._sums = []
-        for (_, key), (in_t, in_c) in zip(self.streams, self._inside):
-            n = int(key.max()) + 1  # pairs touching each cluster, each once:
-            self._sums.append((sum_by(key, self.t, n) - in_t, sum_by(key, self.c, n) - in_c))
+        T, C = sum_sides(np.zeros(s.size, dtype=np.intp), 1, codes, y, t, c)
+        self.total_T, self.total_C = T[0] / 2, C[0] / 2
+        self._sums, insides = [], {}
+        for (_, key), cell, one in zip(self.streams, cells, per_query):
+            n_keys = int(key.max()) + 1  # pairs touching each cluster, each once (pairs inside counted at both ends)
+            if one:  # every pair of the cluster's queries is inside it
+                out_t, out_c = sum_sides(key, n_keys, codes, y, t, c)
+                self._sums.append((out_t - out_t / 2, out_c - out_c / 2))
+                continue
+            if id(cell) not in insides:
+                in_t, in_c = row_sides(cell, s, codes, y, n_groups, w)
+                insides[id(cell)] = (in_t * w[:, None], in_c * w[:, None])
+            out_t, out_c, in_t, in_c = sum_sides(key, n_keys, codes, y, t, c, *insides[id(cell)])
+            self._sums.append((out_t - in_t / 2, out_c - in_c / 2))
 
     def moments(self, contrasts: Contrasts) -> PairwiseMoments:
         """The `PairwiseMoments` of ``contrasts`` over every cluster of every stream."""
-        out = PairwiseMoments.empty(contrasts, self.t.sum(axis=0) / 2, self.c.sum(axis=0) / 2,
+        out = PairwiseMoments.empty(contrasts, self.total_T, self.total_C,
                                     [sign for sign, _ in self.streams])
         for i, (T, C) in enumerate(self._sums):
             out.add(i, T, C)

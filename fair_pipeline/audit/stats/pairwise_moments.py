@@ -26,7 +26,9 @@ from fair_pipeline.audit.stats.small_sample import (
 
 MOMENTS = ("adj_sq", "adj_fourth", "adj_nonzero", "raw_sq", "raw_nonzero", "clusters_with_pairs")
 TERM_MOMENTS = N_MOMENTS + 1  # `small_sample.leverage_moments` of the shares, then the ratio's CR2 variance
-CHUNK = 1 << 16  # clusters per step (bounds the (clusters, terms) temporaries)
+# clusters per step: bounds the (clusters, terms) temporaries, and keeps the products with the masks and weights small
+# enough for OpenBLAS to run them on one thread (its threads spin for larger ones: 2.5-3x the CPU time, measured)
+CHUNK = 1 << 11
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,12 @@ def pairwise_contrasts(n_groups: int) -> Contrasts:
 
 
 def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: np.ndarray,
-                   contrasts: Contrasts) -> tuple[np.ndarray, np.ndarray]:
+                   contrasts: Contrasts, variance_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(contrasts, 6) `MOMENTS` and (ratios, 8) `TERM_MOMENTS` of some clusters of one stream: ``T_k``, ``C_k``
     (clusters, G, G) pairs touching each cluster (each pair once) and the correct ones; ``tot_T``, ``tot_C`` (G, G)
-    the totals over all data."""
+    the totals over all data. ``variance_only``: only the sums the variances take (adj_sq, raw_sq, raw_nonzero),
+    the rest left 0: a subtracted stream (two-way's item x query cells, about one per row) adds no df and no
+    cluster counts (`PairwiseMoments.results`)."""
     G2 = contrasts.n_groups ** 2
     Tt = np.asarray(tot_T, dtype=np.float64).reshape(G2) @ contrasts.masks
     Ct = np.asarray(tot_C, dtype=np.float64).reshape(G2) @ contrasts.masks
@@ -90,15 +94,17 @@ def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: n
             part = (Ck - A * Tk) / denom
             shares = np.minimum(Tk / denom, 1.0)
             scaled = np.where(part == 0.0, 0.0, part * leverage_factor(shares))
-        terms[:, :N_MOMENTS] += leverage_moments(np.nan_to_num(shares)).T
-        terms[:, N_MOMENTS] += (scaled * scaled).sum(axis=0)
         adj, raw = scaled @ contrasts.weights, part @ contrasts.weights
         adj2, raw2 = adj * adj, raw * raw
         out[:, 0] += adj2.sum(axis=0)
-        out[:, 1] += (adj2 * adj2).sum(axis=0)
-        out[:, 2] += np.count_nonzero(adj, axis=0)
         out[:, 3] += raw2.sum(axis=0)
         out[:, 4] += np.count_nonzero(raw, axis=0)
+        if variance_only:
+            continue
+        terms[:, :N_MOMENTS] += leverage_moments(np.nan_to_num(shares)).T
+        terms[:, N_MOMENTS] += (scaled * scaled).sum(axis=0)
+        out[:, 1] += (adj2 * adj2).sum(axis=0)
+        out[:, 2] += np.count_nonzero(adj, axis=0)
         out[:, 5] += np.count_nonzero((Tk > 0).astype(np.float64) @ used, axis=0)
     return out, terms
 
@@ -123,8 +129,10 @@ class PairwiseMoments:
                    [np.zeros(shape) for _ in signs], [np.zeros(term_shape) for _ in signs])
 
     def add(self, stream: int, T_k, C_k) -> PairwiseMoments:
-        """Add clusters of stream ``stream`` (disjoint from the ones already added)."""
-        return self.add_moments(stream, *stream_moments(T_k, C_k, self.tot_T, self.tot_C, self.contrasts))
+        """Add clusters of stream ``stream`` (disjoint from the ones already added); a subtracted stream's only as
+        far as its variance needs them (`stream_moments`)."""
+        return self.add_moments(stream, *stream_moments(T_k, C_k, self.tot_T, self.tot_C, self.contrasts,
+                                                        variance_only=self.signs[stream] < 0))
 
     def add_moments(self, stream: int, moments, terms) -> PairwiseMoments:
         """Add `stream_moments` computed elsewhere (e.g. on an executor) for clusters of stream ``stream``."""

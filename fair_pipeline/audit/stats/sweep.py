@@ -132,9 +132,11 @@ class RocSweep:
     positive vector, ``n``: of each negative vector, known before the pass (a cheap COUNT in
     SQL); ``pairs``: (positive vector, negative vector) of each column, default (s, s).
     With few columns per vector pair (``DENSE_SHARE``) the running sums are kept per column.
+    ``curve_only``: (K,) marks cutoffs whose curve height alone is wanted (the ROC / xROC curve grid): they need
+    no sums before their block, so they cost no products, and their AUC and variance come out NaN.
     """
 
-    def __init__(self, alphas, m, n, pairs=None):
+    def __init__(self, alphas, m, n, pairs=None, curve_only=None):
         self.alphas = np.asarray(alphas, dtype=np.float64)
         self.m = np.atleast_1d(np.asarray(m, dtype=np.float64))
         self.n = np.atleast_1d(np.asarray(n, dtype=np.float64))
@@ -149,6 +151,7 @@ class RocSweep:
         self.has_columns[self.col_neg] = True
         self.dense = S >= DENSE_SHARE * self.n.size * self.m.size
         self.x = self.n[:, None] * self.alphas[None, :]  # cutoffs in units of negatives, (Nv, K)
+        self.summed = ~np.zeros(K, dtype=bool) if curve_only is None else ~np.asarray(curve_only, dtype=bool)
         self.p_above = np.zeros(self.m.size)
         self.n_above = np.zeros(self.n.size)
         self.neg_done = np.zeros((self.n.size, K), dtype=bool)
@@ -202,8 +205,8 @@ class RocSweep:
                 if inside.any():
                     crossings[j] = (pend[inside], J[inside])
         stops = {}  # block index -> negative vectors with a cutoff inside that block
-        for j, (_, J) in crossings.items():
-            for b in np.unique(J).tolist():
+        for j, (k_in, J) in crossings.items():
+            for b in np.unique(J[self.summed[k_in]]).tolist():
                 stops.setdefault(b, []).append(j)
         snapshots = self._accumulate(pos, neg, V, W, stops)
         if crossings:
@@ -264,11 +267,15 @@ class RocSweep:
         cols, ks, blocks, before = [], [], [], []
         for j, (k_in, j_in) in crossings.items():
             c = self.by_neg[j]
-            stops, sums = snapshots[j]
             cols.append(np.repeat(c, k_in.size))
             ks.append(np.broadcast_to(k_in, (c.size, k_in.size)).ravel())
             blocks.append(np.broadcast_to(j_in, (c.size, j_in.size)).ravel())
-            before.append(sums[:, :, np.searchsorted(stops, j_in)].reshape(4, -1))  # (4, S_j x K_in)
+            sums_before = np.full((4, c.size, k_in.size), np.nan)  # curve-only cutoffs: no sums (NaN)
+            summed = self.summed[k_in]
+            if summed.any():
+                stops, sums = snapshots[j]
+                sums_before[:, :, summed] = sums[:, :, np.searchsorted(stops, j_in[summed])]
+            before.append(sums_before.reshape(4, -1))  # (4, S_j x K_in)
             self.neg_done[j, k_in] = True
         col, k, b = np.concatenate(cols), np.concatenate(ks), np.concatenate(blocks)
         before = np.concatenate(before, axis=1)  # sums over the blocks above the straddling block

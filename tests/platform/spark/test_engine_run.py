@@ -8,7 +8,8 @@ a process of its own (this one holds the local SparkSession the other Spark test
 SparkContext), with the warehouse given as a `file://` URI outside the home, and measures every step. The executors
 ingest the landing files, every mart and staging view is built on Spark, and the findings must equal those of a
 DuckDB run on a copy of the same landing files (every metric to 1e-9, the same texts and verdicts). One run serves
-both checks: each is a main job of minutes on this machine."""
+both checks: each is a main job of minutes on this machine. Then `--steps eo,selection` measures those two steps
+again on the home that run left."""
 from __future__ import annotations
 
 import importlib.util
@@ -108,3 +109,15 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
     shutil.copytree(spark_home / "landing", duck_home / "landing")
     assert main(["--home", str(duck_home), "run", "--no-simulate"]) == 0, capsys.readouterr().out
     assert_same_findings(_findings(duck_home), _findings(spark_home))
+
+    # --steps: only the EO and selection steps again, on the home the main job left, in a driver of their own and
+    # with the same instrumentation; the figures of that run alone, its logs in a folder of the home.
+    bench.main(["--impressions", "2e4", "--master", cluster.master_url, "--work-dir", str(tmp_path / "bench"),
+                "--spark-warehouse", f"file://{storage}", "--spark-conf", "spark.sql.shuffle.partitions=2",
+                "--steps", "eo,selection"])
+    out = capsys.readouterr().out
+    again = json.loads((tmp_path / "bench" / "results_steps_eo+selection_2e+04.json").read_text())
+    assert set(again) - {"_run", "between steps"} == {"eo", "selection"}, again
+    assert "| 20,000 | eo |" in out and "| 20,000 | audit |" not in out, out
+    assert all(again[step]["tasks"] > 0 and again[step]["python_peak_mb"] > 0 for step in ("eo", "selection")), again
+    assert again["_run"]["wall_s"] < rows["_run"]["wall_s"] and (spark_home / "steps_eo+selection" / "event_log").is_dir()
