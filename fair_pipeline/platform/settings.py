@@ -87,8 +87,8 @@ def landing_dir(configured: str = "") -> Path:
     if scheme.lower() == "file" and host in ("", "localhost"):
         return Path("/" + path)  # as written, not %-decoded: Hadoop names the same file
     raise RemoteLandingError(f"the landing {location} is not a folder of this machine: only --engine spark reads it "
-                             "(through the Spark session's Hadoop client); with --engine duckdb give a folder or a "
-                             "file:// URI")
+                             "(through the Spark session's Hadoop client); the duckdb engine, simulating and importing "
+                             "logs need a folder or a file:// URI")
 
 
 def warehouse_path() -> Path:

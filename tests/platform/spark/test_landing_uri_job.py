@@ -2,7 +2,7 @@
 ingested through the Spark session while this process's Python cannot list, stat or open anything under the landing
 (those calls fail if they name it), with odd file and folder names; what `run` decides to ingest again follows the
 files' metadata: a rewritten day file re-ingests that day only, a rewritten catalogue the catalogue only, and an
-unchanged landing nothing."""
+unchanged landing nothing (the duckdb engine's refusal of a landing URI: tests/platform/test_engine_selection.py)."""
 from __future__ import annotations
 
 import builtins
@@ -156,13 +156,3 @@ def test_the_job_lists_fingerprints_and_ingests_a_landing_uri_without_the_driver
     engine = SparkEngine(spark, f"file://{tmp_path / 'spark warehouse'}")
     assert fetch_rows(engine, "SELECT count(*) FROM raw.items") == [(len(items) - 10,)]
 
-
-def test_the_duckdb_engine_refuses_a_landing_uri_it_cannot_open(tmp_path, monkeypatch, capsys):
-    from fair_pipeline.commands.main import main
-
-    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path / "home"))
-    code = main(["backfill", "--start", DAYS[0], "--end", DAYS[0], "--engine", "duckdb",
-                 "--landing", "hdfs://namenode/fair/landing"])
-    assert code == 2
-    assert "the landing hdfs://namenode/fair/landing is not a folder of this machine: only --engine spark reads it" \
-        in capsys.readouterr().out
