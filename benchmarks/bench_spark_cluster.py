@@ -14,13 +14,18 @@ JVM's peak RSS (sampled). Then the growth ratios from the smallest size to each 
 nothing row-sized reaches the driver; and, stage by stage, the bytes returned by the Spark stages completed at both
 sizes (the same job sequence: matched by stage id, name and tasks).
 
+`--steps eo,selection` runs again only those steps' assets on each size's home the benchmark ran before (the newest
+day; `benchmarks/spark_steps.py` is that driver: the same flags, stores and 1 GB driver, every other asset read as
+stored), with the same instrumentation, its logs in the home's `steps_<steps>` folder: a changed step measured at
+every size in minutes. A step's memory there starts from a fresh driver, not from the earlier steps' leftovers.
+
 Every log is written as the job goes (the memory samples too), so `--from-logs` also reads a job still running or
 stopped before its end: a step it had not finished is shown as "<step> (so far)", its figures up to then, without a
 growth ratio; the stage comparison covers the stages it completed.
 
     python benchmarks/bench_spark_cluster.py --impressions 1e6,5e6,2e7 [--cores 2] [--executor-memory 2g]
                                              [--driver-memory 1g] [--work-dir DIR] [--spark-conf KEY=VALUE]
-                                             [--spark-warehouse URI]
+                                             [--spark-warehouse URI] [--steps eo,selection] [--from-logs]
 
 The catalogue (items) is fixed across sizes; the simulated landing of every size is written first (its time is not
 part of any step) and reused by later runs with the same --work-dir (--simulate-only writes it and stops).
@@ -60,6 +65,7 @@ STEP_OF = {"raw__items": "items", "raw__observational_impressions": "ingest", "r
            "reporting__fairness_report": "report"}
 STEPS = ("items", "ingest", "sql models", "position bias", "eo", "training", "audit", "selection", "report",
          "between steps")
+RERUNNABLE = ("position bias", "eo", "training", "audit", "selection", "report")  # the train-and-audit job's
 CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", "FAIR_PIPELINE_ENGINE", "FAIR_PIPELINE_SPARK_MASTER",
            "FAIR_PIPELINE_SPARK_CONF", "FAIR_PIPELINE_SPARK_DRIVER_MEMORY")
 
@@ -128,8 +134,9 @@ class MemorySampler(threading.Thread):
                 self.stopped.wait(SAMPLE_S)
 
 
-def step_windows(dagster_home: Path, sql_steps: set[str]) -> list[tuple[str, float, float]]:
-    """(benchmark step, start, end) of every Dagster step of every run in the home, from Dagster's event log."""
+def step_windows(dagster_home: Path, sql_steps: set[str], since: float = 0.0) -> list[tuple[str, float, float]]:
+    """(benchmark step, start, end) of every Dagster step of every run in the home that started at `since` or
+    later, from Dagster's event log."""
     import dagster as dg
 
     from fair_pipeline.platform.settings import restored_variables
@@ -153,7 +160,7 @@ def step_windows(dagster_home: Path, sql_steps: set[str]) -> list[tuple[str, flo
             for key, at in began.items():  # a run still going (or stopped): its running steps, up to now
                 windows.append(((STEP_OF.get(key) or ("sql models" if key in sql_steps else key)) + RUNNING, at,
                                 time.time()))
-    return sorted(windows, key=lambda w: w[1])
+    return sorted((w for w in windows if w[1] >= since), key=lambda w: w[1])
 
 
 def step_at(windows: list[tuple[str, float, float]], at: float) -> str:
@@ -253,16 +260,20 @@ def per_step(windows, samples, collections) -> dict[str, dict[str, float]]:
     return found
 
 
-def run_main_job(home: Path, master: str, events: Path, gc_log: Path, args) -> tuple[list, float]:
-    """The main job in a process of its own; returns its memory samples and wall seconds."""
+def run_main_job(home: Path, master: str, logs: Path, args, assets: list[str] | None = None) -> tuple[list, float]:
+    """The main job (or only the Dagster `assets`, see spark_steps.py) in a process of its own, its event log, GC
+    log and memory samples in `logs`; returns its memory samples and wall seconds."""
+    events, gc_log = logs / "event_log", logs / "driver_gc.log"
     conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
             "spark.eventLog.logStageExecutorMetrics": "true", "spark.eventLog.compress": "false",
             "spark.eventLog.rolling.enabled": "false", "spark.executor.memory": args.executor_memory,
             # One line per collection with the heap before -> after it: the live heap, which garbage not yet
             # collected (the event log's heap used, the process's RSS) does not show.
             "spark.driver.extraJavaOptions": f"-Xlog:gc:file={gc_log}:timemillis,uptime"}
-    command = [sys.executable, "-m", "fair_pipeline.commands", "--home", str(home), "run", "--engine", "spark",
-               "--spark-master", master, "--spark-driver-memory", args.driver_memory, "--no-simulate"]
+    command = ([sys.executable, "-m", "fair_pipeline.commands", "--home", str(home), "run", "--no-simulate"]
+               if assets is None else [sys.executable, str(Path(__file__).with_name("spark_steps.py")), "--home",
+                                       str(home), "--assets", ",".join(assets)])
+    command += ["--engine", "spark", "--spark-master", master, "--spark-driver-memory", args.driver_memory]
     for key, value in conf.items():
         command += ["--spark-conf", f"{key}={value}"]
     for setting in args.spark_conf:
@@ -270,49 +281,67 @@ def run_main_job(home: Path, master: str, events: Path, gc_log: Path, args) -> t
     if args.spark_warehouse:  # one directory per size under it: every size starts from empty tables
         command += ["--spark-warehouse", f"{args.spark_warehouse.rstrip('/')}/{home.name}"]
     began = time.time()
-    with (home / "main_job.log").open("w") as log:
+    with (logs / "main_job.log").open("w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment(), cwd=home)
-        sampler = MemorySampler(process.pid, home / SAMPLES)
+        sampler = MemorySampler(process.pid, logs / SAMPLES)
         sampler.start()
         code = process.wait()
         sampler.stopped.set()
         sampler.join()
     if code:
-        tail = "\n".join((home / "main_job.log").read_text(errors="replace").splitlines()[-60:])
+        tail = "\n".join((logs / "main_job.log").read_text(errors="replace").splitlines()[-60:])
         sys.exit(f"{home.name}: the main job failed ({code}):\n{tail}")
     return sampler.samples, time.time() - began
 
 
-def measure(home: Path, master: str, args) -> dict:
-    """Runs the main job on a home holding only its landing, then `analyse`s its logs."""
-    # Every run starts from an empty home but its landing (see _simulate).
-    for child in home.iterdir():
-        if child.name not in ("landing", SIMULATED_MARKER):
-            shutil.rmtree(child) if child.is_dir() else child.unlink()
-    (home / "event_log").mkdir()
-    load_before = os.getloadavg()
-    samples, wall = run_main_job(home, master, home / "event_log", home / "driver_gc.log", args)
-    (home / "driver_memory.json").write_text(json.dumps(samples))  # kept beside the logs: --from-logs reads them
-    (home / "run.json").write_text(json.dumps({"wall_s": wall, "load_before": load_before,
-                                               "load_after": os.getloadavg()}))
-    return analyse(home)
+def steps_logs(home: Path, steps: list[str] | None) -> Path:
+    """Where a run's logs are: the home for the main job, a folder of it for a run of some steps."""
+    return home / ("steps_" + "+".join(s.replace(" ", "-") for s in steps)) if steps else home
 
 
-def analyse(home: Path) -> dict:
-    """Per step figures from a measured run's logs: Dagster's, Spark's event log, the GC log, the memory samples."""
+def measure(home: Path, master: str, args, steps: list[str] | None = None) -> dict:
+    """Runs the main job on a home holding only its landing (or, given `steps`, only their assets on a home the main
+    job ran), then `analyse`s its logs."""
+    logs = steps_logs(home, steps)
+    if steps:
+        if not (home / "dagster_home").is_dir() or not (home / "landing").is_dir():  # the truth, the catalogues
+            sys.exit(f"{home.name}: --steps runs steps again on a home the main job ran, its landing kept")
+        shutil.rmtree(logs, ignore_errors=True)
+        logs.mkdir()
+    else:  # Every run starts from an empty home but its landing (see _simulate).
+        for child in home.iterdir():
+            if child.name not in ("landing", SIMULATED_MARKER):
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    (logs / "event_log").mkdir()
+    load_before, since = os.getloadavg(), time.time()
+    assets = [key for key, step in STEP_OF.items() if step in steps] if steps else None
+    samples, wall = run_main_job(home, master, logs, args, assets)
+    (logs / "driver_memory.json").write_text(json.dumps(samples))  # kept beside the logs: --from-logs reads them
+    (logs / "run.json").write_text(json.dumps({"wall_s": wall, "load_before": load_before,
+                                               "load_after": os.getloadavg(), "since": since}))
+    return analyse(home, logs)
+
+
+def analyse(home: Path, logs: Path | None = None) -> dict:
+    """Per step figures from a measured run's logs (in `logs`, default the home): Dagster's (the runs since the
+    measured one started), Spark's event log, the GC log, the memory samples."""
     from fair_pipeline.platform import sql_models
 
-    if (home / "driver_memory.json").exists():
-        samples = json.loads((home / "driver_memory.json").read_text())
+    logs = logs or home
+    if (logs / "driver_memory.json").exists():
+        samples = json.loads((logs / "driver_memory.json").read_text())
     else:  # the job did not end under the benchmark: the samples it wrote as it went
-        samples = [json.loads(line) for line in (home / SAMPLES).read_text().splitlines() if line.strip()]
+        samples = [json.loads(line) for line in (logs / SAMPLES).read_text().splitlines() if line.strip()]
     sql_steps = {"__".join(model.key) for model in sql_models.discover_models().values()}
-    windows = step_windows(home / "dagster_home", sql_steps)
-    spark_by_step = parse_event_log(home / "event_log", windows)
-    memory_by_step = per_step(windows, samples, parse_gc_log(home / "driver_gc.log"))
+    since = json.loads((logs / "run.json").read_text()).get("since", 0.0) if (logs / "run.json").exists() else 0.0
+    windows = step_windows(home / "dagster_home", sql_steps, since)
+    spark_by_step = parse_event_log(logs / "event_log", windows)
+    memory_by_step = per_step(windows, samples, parse_gc_log(logs / "driver_gc.log"))
+    ran = {w[0] for w in windows}
+    shown = STEPS if logs == home else [s for s in STEPS if s in ran or s == "between steps"]  # a run of some steps
     rows = {step: {**memory_by_step.get(step, {}), **spark_by_step.get(step, {})}
-            for step in (*STEPS, *sorted({w[0] for w in windows} - set(STEPS)))}
-    run = json.loads((home / "run.json").read_text()) if (home / "run.json").exists() else {
+            for step in (*shown, *sorted(ran - set(STEPS)))}
+    run = json.loads((logs / "run.json").read_text()) if (logs / "run.json").exists() else {
         "wall_s": windows[-1][2] - windows[0][1], "load_before": [float("nan")] * 3, "load_after": [float("nan")] * 3}
     rows["_run"] = {**run, "python_peak_mb": max((s[1] for s in samples), default=float("nan")),
                     "jvm_peak_rss_mb": max((s[2] for s in samples), default=float("nan")),
@@ -341,32 +370,41 @@ def main(argv: list[str] | None = None) -> None:
                         help="more Spark settings for the main job (repeatable)")
     parser.add_argument("--spark-warehouse", default=None, metavar="URI",
                         help="the Spark tables under this URI (a directory per size) instead of each home")
+    parser.add_argument("--steps", default=None, metavar="STEP,...",
+                        help="run only these steps again on the homes the main job ran in --work-dir: "
+                             + ", ".join(RERUNNABLE))
     args = parser.parse_args(argv)
+    steps = args.steps.split(",") if args.steps else None
+    if steps and not set(steps) <= set(RERUNNABLE):
+        parser.error(f"--steps: {', '.join(sorted(set(steps) - set(RERUNNABLE)))} cannot run alone; "
+                     f"steps that can: {', '.join(RERUNNABLE)}")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cluster helper lives beside the tests
     from tests.platform.spark.cluster import standalone_cluster
 
     sizes = [float(s) for s in args.impressions.split(",")]
     base = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_cluster_")).resolve()
+    logs = {size: steps_logs(base / f"home_{size:.0e}", steps) for size in sizes}
     if args.from_logs:
-        _print({size: analyse(base / f"home_{size:.0e}") for size in sizes}, sizes, base)
+        _print({size: analyse(base / f"home_{size:.0e}", logs[size]) for size in sizes}, sizes, logs)
         return
-    for size in sizes:
+    for size in sizes if not steps else ():  # --steps: the homes as the main job left them
         began = time.perf_counter()
         if _simulate(base / f"home_{size:.0e}", size):
             print(f"simulated {DAYS} days of {size:.0e} impressions in {time.perf_counter() - began:.0f} s", flush=True)
     if args.simulate_only:
         return
+    results = "results_steps_" + "+".join(s.replace(" ", "-") for s in steps) if steps else "results"
     rows = {}
     with contextlib.ExitStack() as stack:
         master = args.master or stack.enter_context(
             standalone_cluster(base / "cluster", cores=args.cores, memory=args.executor_memory)).master_url
         for size in sizes:
-            rows[size] = measure(base / f"home_{size:.0e}", master, args)
-            (base / f"results_{size:.0e}.json").write_text(json.dumps(rows[size]))  # kept if a larger size fails
+            rows[size] = measure(base / f"home_{size:.0e}", master, args, steps)
+            (base / f"{results}_{size:.0e}.json").write_text(json.dumps(rows[size]))  # kept if a larger size fails
             run = rows[size]["_run"]
-            print(f"{size:.0e}: main job {run['wall_s']:.0f} s, load average {run['load_before'][0]:.1f} before, "
+            print(f"{size:.0e}: {'steps ' + args.steps if steps else 'main job'} {run['wall_s']:.0f} s, load average {run['load_before'][0]:.1f} before, "
                   f"{run['load_after'][0]:.1f} after", flush=True)
-    _print(rows, sizes, base)
+    _print(rows, sizes, logs)
 
 
 COLUMNS = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gcs", "jvm_heap_peak_mb",
@@ -374,7 +412,7 @@ COLUMNS = ("wall_s", "executor_cpu_s", "python_peak_mb", "jvm_live_heap_mb", "gc
 DRIVER = ("python_peak_mb", "jvm_live_heap_mb", "jvm_heap_peak_mb", "jvm_peak_rss_mb", "tasks", "result_bytes")
 
 
-def _print(rows: dict, sizes: list[float], base: Path | None = None) -> None:
+def _print(rows: dict, sizes: list[float], logs: dict[float, Path] | None = None) -> None:
     steps = list(dict.fromkeys(s for size in sizes for s in rows[size] if s != "_run"))
     print("| impressions/day | step | " + " | ".join(COLUMNS) + " |")
     print("|---:|---|" + "---:|" * len(COLUMNS))
@@ -404,9 +442,8 @@ def _print(rows: dict, sizes: list[float], base: Path | None = None) -> None:
         worst = {c: max((rows[size].get(s, {}).get(c, 0) / rows[smallest][s][c]
                          for s in compared if rows[smallest].get(s, {}).get(c)), default=float("nan")) for c in DRIVER}
         print("  largest growth of a step's driver figure: " + ", ".join(f"{c} {v:.2f}x" for c, v in worst.items()))
-        if base is not None:
-            print("  stages: " + stage_growth(base / f"home_{smallest:.0e}" / "event_log",
-                                              base / f"home_{size:.0e}" / "event_log"))
+        if logs is not None:
+            print("  stages: " + stage_growth(logs[smallest] / "event_log", logs[size] / "event_log"))
 
 
 if __name__ == "__main__":

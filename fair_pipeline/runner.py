@@ -79,9 +79,10 @@ def current_instance() -> dg.DagsterInstance:
 
 def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: str | None = None,
              start: str | None = None, end: str | None = None, progress: dg.LoggerDefinition | None = None,
-             verbose: bool = True) -> dg.ExecuteInProcessResult:
+             verbose: bool = True, assets: list[dg.AssetKey] | None = None) -> dg.ExecuteInProcessResult:
     """`progress`: an extra logger (platform.progress, the CLI's one line per step); unless `verbose`, the
-    console logger shows only warnings and errors."""
+    console logger shows only warnings and errors. `assets`: only these of the job's assets (the others are read
+    as stored)."""
     from fair_pipeline.definitions import defs
 
     instance = instance or current_instance()
@@ -94,6 +95,7 @@ def _execute(job_name: str, instance: dg.DagsterInstance | None, *, partition: s
         partition_key=partition,
         tags={**tags, **run_recovery.prepare_run(instance)},
         run_config=run_config,
+        asset_selection=assets,
         raise_on_error=False,
     )
 

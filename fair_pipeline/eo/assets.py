@@ -18,7 +18,7 @@ from pydantic import Field
 
 from fair_pipeline.eo import store as eo_store
 from fair_pipeline.eo.aggregate import EOInputError
-from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS, evaluate_rerankings
+from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS, MAX_DEFAULT_REQUESTS, default_requests, evaluate_rerankings
 from fair_pipeline.eo.figures import SIMULATION_LABEL
 from fair_pipeline.eo.report import (
     knots_summary,
@@ -77,7 +77,8 @@ class EOTransformConfig(dg.Config):
 
 
 class EOEvaluationConfig(dg.Config):
-    n_requests: int = Field(0, description="Held-out simulated requests to re-rank. 0: the simulation's requests per day.")
+    n_requests: int = Field(0, description="Held-out simulated requests to re-rank. 0: the simulation's requests per day, "
+                                           f"at most {MAX_DEFAULT_REQUESTS:,}.")
     days_after_window: int = Field(1, description="The held-out day is this many days after the training window.")
     alphas: list[float] = Field(list(DEFAULT_ALPHAS), description="Relaxation grid of the weighted transform (figure 3).")
 
@@ -311,7 +312,7 @@ def compute_eo_evaluation(truth, stored: dict, config: EOEvaluationConfig):
     day, requests)."""
     weighted, unweighted = stored["weighted"], stored["unweighted"]
     held_out = weighted.window_end + dt.timedelta(days=config.days_after_window)
-    n_requests = config.n_requests or truth.config.requests_per_day
+    n_requests = config.n_requests or default_requests(truth.config)
     report = evaluate_rerankings(truth.config, truth.items, weighted.transform, unweighted.transform, day=held_out,
                                  n_requests=n_requests, alphas=tuple(config.alphas))
     return report, held_out, n_requests

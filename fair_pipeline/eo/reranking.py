@@ -130,56 +130,80 @@ def run_method(requests: HeldOutRequests, name: str, scorer: Scorer | None, alph
     return MethodOutcome(name, alpha, fair, positions, clicks)
 
 
-def _ratio_se(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """sum(a) / sum(b) over requests and its request-clustered delta-method standard error."""
-    total_b = b.sum()
-    if total_b == 0:
+def _ratio_se(sa: int, sb: int, saa: int, sab: int, sbb: int, n: int) -> tuple[float, float]:
+    """sum(a) / sum(b) over requests and its request-clustered delta-method standard error, from the sums of a and
+    b per request and of their products (integers): sum((a - ratio b)^2) = (saa sb^2 - 2 sa sb sab + sa^2 sbb) / sb^2,
+    an integer over sb^2 computed exactly, so the SE is rounded once whatever the order the requests came in."""
+    sa, sb, saa, sab, sbb = (int(v) for v in (sa, sb, saa, sab, sbb))
+    if sb == 0:
         return float("nan"), float("nan")
-    ratio = a.sum() / total_b
-    n = len(a)
-    resid = a - ratio * b
-    return float(ratio), float(np.sqrt(n / max(n - 1, 1) * (resid**2).sum()) / total_b)
+    squares = saa * sb * sb - 2 * sa * sb * sab + sa * sa * sbb
+    return sa / sb, float(np.sqrt(n / max(n - 1, 1) * (squares / (sb * sb)))) / sb
 
 
-@dataclasses.dataclass
-class _GroupTotals:
-    """One group's reduction of the held-out requests under one method: per request, its clicks (method),
-    relevant items and impressions (both method-free); the positions of its Y(1)=1 items (counts by position,
-    index 0 unused) and the fair scores of its clicked items, in request order."""
-
-    clicks: list = dataclasses.field(default_factory=list)
-    relevant: list = dataclasses.field(default_factory=list)
-    impressions: list = dataclasses.field(default_factory=list)
-    relevant_positions: np.ndarray | None = None
-    clicked_scores: list = dataclasses.field(default_factory=list)
-
-    def column(self, name: str) -> np.ndarray:
-        return np.concatenate(getattr(self, name)) if getattr(self, name) else np.zeros(0)
+COLUMNS = ("clicks", "relevant", "impressions")  # per request and group: the method's clicks, Y(1)=1 items, impressions
 
 
 class _MethodTotals:
-    """What the tables and figure 1 need of one method, added up chunk of requests by chunk."""
+    """What the tables and figure 1 need of one method, added up chunk of requests by chunk in memory that does not
+    grow with the requests but for the clicked items' fair scores (the KS distance's samples).
+
+    Per request and group it counts COLUMNS and keeps only their sums over requests and the sums of their products
+    (a (3 groups)^2 integer matrix): the request-clustered SEs are quadratic forms of these, exact in integers. Per
+    group also the positions of its Y(1)=1 items (counts by position, index 0 unused) and the fair scores of its
+    clicked items, in request order."""
 
     def __init__(self, name: str, alpha: float | None, k: int):
         self.name, self.alpha, self.k, self.n = name, alpha, k, 0
-        self.groups: dict[str, _GroupTotals] = {}
+        self.columns: dict[str, int] = {}  # group -> its first column in sums / products
+        self.sums = np.zeros(0, dtype=np.int64)
+        self.products = np.zeros((0, 0), dtype=np.int64)
+        self.relevant_positions: dict[str, np.ndarray] = {}
+        self.clicked_scores: dict[str, list[np.ndarray]] = {}
+
+    @property
+    def groups(self) -> list[str]:
+        return sorted(self.columns)
+
+    def _column(self, group: str) -> int:
+        if group not in self.columns:  # absent from earlier requests: zero counts there, so zero sums and products
+            self.columns[group] = len(self.sums)
+            self.sums = np.pad(self.sums, (0, len(COLUMNS)))
+            self.products = np.pad(self.products, (0, len(COLUMNS)))
+            self.relevant_positions[group] = np.zeros(self.k + 1, dtype=np.int64)
+            self.clicked_scores[group] = []
+        return self.columns[group]
 
     def add(self, requests: HeldOutRequests, outcome: MethodOutcome) -> None:
-        present = set(group_labels(requests))
-        for group in sorted(present | set(self.groups)):
-            if group not in self.groups:  # absent from earlier chunks: zero counts for their requests
-                zeros = [np.zeros(self.n, dtype=np.int64)]
-                self.groups[group] = _GroupTotals(list(zeros), list(zeros), list(zeros),
-                                                  np.zeros(self.k + 1, dtype=np.int64))
-            totals = self.groups[group]
+        present = group_labels(requests)
+        first = [self._column(group) for group in present]
+        counts = np.zeros((requests.scores.shape[0], len(self.sums)), dtype=np.int64)
+        for group, j in zip(present, first):
             mine = requests.groups == group
             relevant = mine & (requests.relevance == 1)
-            totals.clicks.append((outcome.clicks & mine).sum(axis=1))
-            totals.relevant.append(relevant.sum(axis=1))
-            totals.impressions.append(mine.sum(axis=1))
-            totals.relevant_positions += np.bincount(outcome.positions[relevant], minlength=self.k + 1)
-            totals.clicked_scores.append(outcome.fair_scores[outcome.clicks & mine])
+            clicked = outcome.clicks & mine
+            counts[:, j], counts[:, j + 1], counts[:, j + 2] = clicked.sum(axis=1), relevant.sum(axis=1), mine.sum(axis=1)
+            self.relevant_positions[group] += np.bincount(outcome.positions[relevant], minlength=self.k + 1)
+            self.clicked_scores[group].append(outcome.fair_scores[clicked])
+        self.sums += counts.sum(axis=0)
+        self.products += counts.T @ counts
         self.n += requests.scores.shape[0]
+
+    def sum(self, group: str, column: str) -> int:
+        return int(self.sums[self.columns[group] + COLUMNS.index(column)])
+
+    def product(self, group: str, column: str, other_group: str, other_column: str) -> int:
+        i = self.columns[group] + COLUMNS.index(column)
+        return int(self.products[i, self.columns[other_group] + COLUMNS.index(other_column)])
+
+    def ratio_se(self, group: str, numerator: str, denominator: str) -> tuple[float, float]:
+        a, b = (group, numerator), (group, denominator)
+        return _ratio_se(self.sum(*a), self.sum(*b), self.product(*a, *a), self.product(*a, *b), self.product(*b, *b),
+                         self.n)
+
+    def clicked(self, group: str) -> np.ndarray:
+        parts = self.clicked_scores[group]
+        return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _totals(requests: HeldOutRequests, outcome: MethodOutcome) -> _MethodTotals:
@@ -190,23 +214,22 @@ def _totals(requests: HeldOutRequests, outcome: MethodOutcome) -> _MethodTotals:
 
 def _group_rows(totals: _MethodTotals, w: np.ndarray, min_relevant: int = 30) -> pd.DataFrame:
     rows = []
-    for group in sorted(totals.groups):
-        g = totals.groups[group]
-        a, b, m = (g.column(c).astype(float) for c in ("clicks", "relevant", "impressions"))
-        estimable = b.sum() >= min_relevant
-        eom, eom_se = _ratio_se(a, b) if estimable else (np.nan, np.nan)
-        merit, merit_se = _ratio_se(b, m)
-        ctr, ctr_se = _ratio_se(a, m)
-        at = g.relevant_positions[1:]
+    for group in totals.groups:
+        clicks, relevant, impressions = (totals.sum(group, c) for c in COLUMNS)
+        estimable = relevant >= min_relevant
+        eom, eom_se = totals.ratio_se(group, "clicks", "relevant") if estimable else (np.nan, np.nan)
+        merit, merit_se = totals.ratio_se(group, "relevant", "impressions")
+        ctr, ctr_se = totals.ratio_se(group, "clicks", "impressions")
+        at = totals.relevant_positions[group][1:]
         rows.append(
             {
                 "method": totals.name,
                 "alpha": totals.alpha,
                 "group": group,
                 "n_requests": totals.n,
-                "n_impressions": int(m.sum()),
-                "n_relevant": int(b.sum()),
-                "n_clicks": int(a.sum()),
+                "n_impressions": impressions,
+                "n_relevant": relevant,
+                "n_clicks": clicks,
                 "merit": merit,
                 "merit_se": merit_se,
                 "exposure": ctr,
@@ -230,16 +253,23 @@ def group_table(requests: HeldOutRequests, outcome: MethodOutcome, min_relevant:
 def _summary(totals: _MethodTotals, groups: tuple[str, str]) -> dict:
     g0, g1 = groups
     n, k = totals.n, totals.k
-    (a0, b0), (a1, b1) = ((totals.groups[g].column("clicks").astype(float),
-                           totals.groups[g].column("relevant").astype(float)) for g in groups)
-    ratio = (a0.sum() / b0.sum()) / (a1.sum() / b1.sum())
-    # Delta method on log(ratio), clustered by request (both groups share requests).
-    z = a0 / a0.sum() - b0 / b0.sum() - a1 / a1.sum() + b1 / b1.sum()
-    se = ratio * np.sqrt(n / (n - 1) * (z**2).sum())
-    clicked0, clicked1 = (totals.groups[g].column("clicked_scores") for g in groups)
+    a0, b0, a1, b1 = (totals.sum(g, c) for g in groups for c in ("clicks", "relevant"))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a group without clicks: a ratio of 0 or inf, no SE
+        ratio = float(np.float64(a0) / b0 / (np.float64(a1) / b1))
+    # Delta method on log(ratio), clustered by request (both groups share requests): z = a0/A0 - b0/B0 - a1/A1 + b1/B1
+    # per request; times A0 B0 A1 B1 its coefficients are integers, so sum(z^2) is an exact integer quadratic form of
+    # the products over requests, divided once.
+    scale = a0 * b0 * a1 * b1
+    terms = [((g0, "clicks"), scale // a0), ((g0, "relevant"), -scale // b0), ((g1, "clicks"), -scale // a1),
+             ((g1, "relevant"), scale // b1)]
+    squares = sum(ci * cj * totals.product(*i, *j) for i, ci in terms for j, cj in terms)
+    se = ratio * np.sqrt(n / (n - 1) * (squares / (scale * scale))) if scale else float("nan")
+    clicked0, clicked1 = (totals.clicked(g) for g in groups)
     ks = stats.ks_2samp(clicked0, clicked1)
-    clicks = sum(g.column("clicks") for g in totals.groups.values()).astype(float)  # every candidate has a group
-    ctr, ctr_se = _ratio_se(clicks, np.full(n, float(k)))
+    # every candidate has a group: a request's clicks are its groups' clicks, and it shows k candidates
+    clicks = sum(totals.sum(g, "clicks") for g in totals.groups)
+    clicks_squared = sum(totals.product(g, "clicks", h, "clicks") for g in totals.groups for h in totals.groups)
+    ctr, ctr_se = _ratio_se(clicks, n * k, clicks_squared, k * clicks, n * k * k, n)
     return {
         "method": totals.name,
         "alpha": totals.alpha,
@@ -260,7 +290,7 @@ def _summary(totals: _MethodTotals, groups: tuple[str, str]) -> dict:
 def reference_pairs(totals: _MethodTotals) -> list[tuple[str, str]]:
     """(group, reference) for every other group; the reference is the group with the most impressions (ties: the
     last label), so that with the simulator's two groups the summary stays group "0" / group "1"."""
-    sizes = {g: int(t.column("impressions").sum()) for g, t in totals.groups.items()}
+    sizes = {g: totals.sum(g, "impressions") for g in totals.groups}
     reference = max(sorted(sizes), key=lambda g: (sizes[g], g))
     return [(g, reference) for g in sorted(sizes) if g != reference]
 
@@ -272,8 +302,8 @@ def method_summary(requests: HeldOutRequests, outcome: MethodOutcome, groups: tu
 
 def _positions(totals: _MethodTotals) -> pd.DataFrame:
     frames = []
-    for group in sorted(totals.groups):
-        counts = totals.groups[group].relevant_positions[1:]
+    for group in totals.groups:
+        counts = totals.relevant_positions[group][1:]
         frames.append(pd.DataFrame({"method": totals.name, "alpha": totals.alpha, "group": group,
                                     "position": np.arange(1, totals.k + 1), "n_relevant": counts,
                                     "share": counts / max(counts.sum(), 1)}))
@@ -292,10 +322,9 @@ class FigureData:
 
 def _figure_data(totals: _MethodTotals) -> FigureData:
     clicked, share = {}, {}
-    for group in sorted(totals.groups):
-        g = totals.groups[group]
-        clicked[group] = g.column("clicked_scores")
-        share[group] = g.relevant_positions[1:] / max(g.relevant_positions.sum(), 1)
+    for group in totals.groups:
+        clicked[group] = totals.clicked(group)
+        share[group] = totals.relevant_positions[group][1:] / max(totals.relevant_positions[group].sum(), 1)
     return FigureData(totals.name, clicked, share)
 
 
@@ -313,8 +342,9 @@ def evaluate_methods(
     """(per-group table, between-group summary, position distribution, figure data of `figure_methods`).
 
     `requests`: the held-out requests, whole or as consecutive chunks (`held_out_chunks`). Each chunk is
-    re-ranked under every method and reduced to per-request counts, counts by position and clicked scores
-    before the next is drawn, so memory holds one chunk's outcome plus a few numbers per request."""
+    re-ranked under every method and reduced to sums of per-request counts and of their products, counts by
+    position and clicked scores before the next is drawn, so memory holds one chunk's outcome, a fixed number of
+    sums per method and the clicked items' fair scores."""
     chunks = [requests] if isinstance(requests, HeldOutRequests) else requests
     totals: dict[str, _MethodTotals] = {}
     w = None
@@ -325,7 +355,7 @@ def evaluate_methods(
             outcome = run_method(chunk, name, scorer, alpha, labels)
             totals.setdefault(name, _MethodTotals(name, alpha, chunk.scores.shape[1])).add(chunk, outcome)
             del outcome
-    groups = tuple(sorted(next(iter(totals.values())).groups)) if totals else ()
+    groups = tuple(next(iter(totals.values())).groups) if totals else ()
     if len(groups) < 2:
         raise ValueError(f"the between-group summary compares groups; held-out requests have {list(groups)}")
     per_group = pd.concat([_group_rows(t, w) for t in totals.values()], ignore_index=True)

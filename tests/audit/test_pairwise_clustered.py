@@ -47,15 +47,18 @@ def test_row_pairs_count_every_pair_once_at_each_end():
         assert c.sum(axis=0)[cell] / 2 == pytest.approx(sum(h for _, _, h in pairs))
 
 
-@pytest.mark.parametrize("unit", ["item", "query", "two_way"])
+@pytest.mark.parametrize("unit", ["item", "query", "two_way", "two_way_sessions", "two_way_days"])
 def test_clustered_variances_match_brute_force(unit):
     q, s, y, g, item = _data()
     pairs = _pairs(q, s, y, g, (0, 1))
-    if unit == "two_way":
-        cells = item * 100 + q
-        want = (_brute_variance(pairs, item, True) + _brute_variance(pairs, q, True)
+    if unit.startswith("two_way"):
+        # second key: the queries; sessions of two queries (one per query, not the queries); days drawn per row
+        second = {"two_way": q, "two_way_sessions": q // 2,
+                  "two_way_days": np.random.default_rng(3).integers(0, 3, q.size)}[unit]
+        cells = item * 100 + second
+        want = (_brute_variance(pairs, item, True) + _brute_variance(pairs, second, True)
                 - _brute_variance(pairs, cells, True))
-        clusters = (item, q)
+        clusters = (item, second)
     else:
         units = item if unit == "item" else q
         want = _brute_variance(pairs, units, True)

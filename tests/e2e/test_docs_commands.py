@@ -48,11 +48,14 @@ SMALLER = {
     "python benchmarks/exposure_coverage.py --reps 500": "--reps 2 --jobs 1 --truth-chunks 1",
     "python benchmarks/exposure_small_sample_coverage.py --reps 400":
         "--reps 3 --jobs 1 --truth-reps 3 --config '25 items, uniform popularity'",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 400 --seed 7":
+        "--reps 3 --jobs 1 --truth-reps 3 --config 'hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%'",
+    "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
         "--reps 2 --jobs 1 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_clustered_audit.py --rows 1e7 --rounds 2 --no-two-way": "--rows 1e4 --rounds 1",
-    "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 1": "--rows 3000 --rounds 1",
+    "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 3": "--rows 3000 --rounds 1",
     "python benchmarks/cluster_inference_coverage.py --rows pairwise_fresh --reps 300 --jobs 1": "--reps 2",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
@@ -116,6 +119,9 @@ ELSEWHERE = {
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # At one small size on the test module's standalone cluster: its main job is the one compared with DuckDB's.
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7":
+        "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
+    # The same test then measures the EO and selection steps again on the home its main job left.
+    "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7 --work-dir DIR --steps eo,selection":
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
     # Both passes at 2e4 and 2e5 rows on the test module's standalone cluster, asserting the driver-bound bytes stay flat.
     "python benchmarks/bench_spark_audit.py --rows 1e6,2e7 --passes audit":

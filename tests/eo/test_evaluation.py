@@ -145,6 +145,23 @@ def test_standard_errors_match_monte_carlo_spread():
     assert np.std(eoms, ddof=1) == pytest.approx(np.mean(eom_ses), rel=0.15)
 
 
+def test_a_large_day_evaluates_a_bounded_number_of_requests(monkeypatch):
+    """The driver simulates and re-ranks at most MAX_DEFAULT_REQUESTS held-out requests unless asked for more,
+    whatever a simulated day's traffic: its memory and time do not grow with the day."""
+    from fair_pipeline.eo import evaluation
+
+    monkeypatch.setattr(evaluation, "MAX_DEFAULT_REQUESTS", 150)
+    small, large = (SimulationConfig(n_items=2_000, requests_per_day=n, seed=5) for n in (100, 400))
+    assert (evaluation.default_requests(small), evaluation.default_requests(large)) == (100, 150)
+    items = simulate_items(large)
+    counts = simulated_click_counts(large, items, TRAIN_DAYS[:1], BIN_WIDTH)
+    fit = fit_from_click_counts(counts, bias_curve(large), score_bin_width=BIN_WIDTH)
+    report = evaluate_rerankings(large, items, fit, fit, day=HELD_OUT_DAY, alphas=(), make_figures=False)
+    assert report.summary["n_requests"].eq(150).all() and report.per_group["n_requests"].eq(150).all()
+    asked = evaluate_rerankings(large, items, fit, fit, day=HELD_OUT_DAY, n_requests=400, alphas=(), make_figures=False)
+    assert asked.summary["n_requests"].eq(400).all()
+
+
 def test_one_group_is_an_error():
     config = SimulationConfig(n_items=500, requests_per_day=20, p_group=1.0)
     requests = held_out_requests(config, simulate_items(config), HELD_OUT_DAY, 20)
@@ -270,7 +287,8 @@ def test_streamed_chunks_equal_the_whole_requests_evaluated_at_once(study, monke
     """Memory: the held-out requests are drawn, re-ranked and reduced chunk by chunk (flat in
     requests_per_day). The chunks are exactly the whole day's requests, and every table equals the one computed
     from whole (n, K) outcomes: counts and positions exactly, floats to 1e-12 (a mean over the relevant
-    items' w is taken from their counts by position instead of summing the items one by one)."""
+    items' w is taken from their counts by position instead of summing the items one by one; the SEs from sums of
+    per-request products instead of per-request residuals)."""
     from fair_pipeline.eo import reranking
 
     config, items, weighted, _, _, _ = study
@@ -295,9 +313,25 @@ def test_streamed_chunks_equal_the_whole_requests_evaluated_at_once(study, monke
         row = summary.set_index("method").loc[name]
         assert row["n_clicks_group1"] == len(clicked)
         assert row["ctr"] == pytest.approx(outcome.clicks.mean(), rel=1e-12)
+        # the request-clustered SEs, brute force from the whole outcome's per-request counts
+        (a0, b0), (a1, b1) = (((outcome.clicks & mine).sum(axis=1), (mine & (whole_requests.relevance == 1)).sum(axis=1))
+                              for mine in (whole_requests.groups == g for g in ("0", "1")))
+        z = a0 / a0.sum() - b0 / b0.sum() - a1 / a1.sum() + b1 / b1.sum()
+        assert row["exposure_over_merit_ratio_se"] == pytest.approx(
+            row["exposure_over_merit_ratio"] * np.sqrt(n / (n - 1) * (z**2).sum()), rel=1e-12)
+        per_request = outcome.clicks.sum(axis=1)
+        k = outcome.clicks.shape[1]
+        resid = per_request - per_request.sum() / (n * k) * k
+        assert row["ctr_se"] == pytest.approx(np.sqrt(n / (n - 1) * (resid**2).sum()) / (n * k), rel=1e-12)
     expected = pd.concat(expected, ignore_index=True)
     pd.testing.assert_frame_equal(per_group, expected, check_exact=False, rtol=1e-12)
-    exact = [c for c in expected.columns if c != "expected_exposure_over_merit"]
+    # counts and point estimates exactly; the SEs are exact integer sums of squares divided once, the whole
+    # outcome's are float residuals summed: equal to the last bits
+    exact = [c for c in expected.columns if c != "expected_exposure_over_merit" and not c.endswith("_se")]
     pd.testing.assert_frame_equal(per_group[exact], expected[exact], check_exact=True)
+    # request order and chunking change nothing, to the bit: every SE is an integer quadratic form rounded once
+    whole_per_group, whole_summary, _, _ = evaluate_methods(whole_requests, methods, figure_methods=())
+    pd.testing.assert_frame_equal(per_group, whole_per_group, check_exact=True)
+    pd.testing.assert_frame_equal(summary, whole_summary, check_exact=True)
     assert (positions.groupby(["method", "group"])["n_relevant"].sum().to_numpy()
             == expected.set_index(["method", "group"]).sort_index()["n_relevant"].to_numpy()).all()

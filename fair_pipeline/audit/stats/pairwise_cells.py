@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.pairwise_clustered import pair_codes, row_pairs, sum_by
+from fair_pipeline.audit.stats.pairwise_clustered import pair_codes, row_sides, sum_by, sum_sides
 from fair_pipeline.audit.stats.pairwise_moments import PairwiseMoments, pairwise_contrasts
 
 ITEM, QUERY, CELL = 0, 1, 2  # the streams of a two-way `PairwiseMoments`: V_item + V_query - V_item x query
@@ -25,16 +25,19 @@ def query_cell_sums(qcode, item, s, codes, y, n_groups: int, weights=None):
     stands for): (query codes (Q,), query T, C (Q, G, G)), and per item x query cell (cell query codes, cell item
     codes, T, C (cells, G, G)) the pairs with one end in the cell and the other outside it, and the correct ones."""
     qcode, item = np.asarray(qcode, dtype=np.int64), np.asarray(item, dtype=np.int64)
+    codes, y = np.asarray(codes, dtype=np.intp), np.asarray(y, dtype=bool)
     w = np.ones(qcode.size) if weights is None else np.asarray(weights, dtype=np.float64)
-    t, c = row_pairs(qcode, s, codes, y, n_groups, w)
-    t, c = t * w[:, None, None], c * w[:, None, None]
+    t, c = row_sides(qcode, s, codes, y, n_groups, w)  # each row's line of its (G, G) pairs table
+    t *= w[:, None]
+    c *= w[:, None]
     cell_query, cell_item, cell = pair_codes(qcode, item)
-    inside_t, inside_c = row_pairs(cell, s, codes, y, n_groups, w)
-    cell_T = sum_by(cell, t - inside_t * w[:, None, None] / 2, cell_query.size)
-    cell_C = sum_by(cell, c - inside_c * w[:, None, None] / 2, cell_query.size)
+    inside_t, inside_c = row_sides(cell, s, codes, y, n_groups, w)
+    inside_t *= w[:, None]
+    inside_c *= w[:, None]
+    cell_T, cell_C, in_T, in_C = sum_sides(cell, cell_query.size, codes, y, t, c, inside_t, inside_c)
     queries, q = np.unique(qcode, return_inverse=True)
-    query_T, query_C = sum_by(q, t, queries.size) / 2, sum_by(q, c, queries.size) / 2
-    return (queries, query_T, query_C), (cell_query, cell_item, cell_T, cell_C)
+    query_T, query_C = sum_sides(q.ravel(), queries.size, codes, y, t, c)
+    return (queries, query_T / 2, query_C / 2), (cell_query, cell_item, cell_T - in_T / 2, cell_C - in_C / 2)
 
 
 class TwoWayMoments:

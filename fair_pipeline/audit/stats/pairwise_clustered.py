@@ -73,6 +73,13 @@ def row_sides(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarr
     return t, c
 
 
+def is_function_of(a, b) -> bool:
+    """Does each value of ``b`` (non-negative integer codes) come with a single value of ``a``?"""
+    seen = np.empty(int(b.max()) + 1 if b.size else 0, dtype=np.asarray(a).dtype)
+    seen[b] = a  # (one of each code's values)
+    return bool(np.array_equal(seen[b], a))
+
+
 def sum_sides(key, n_keys: int, codes, y, *values) -> list[np.ndarray]:
     """Per key (n_keys, G, G) sums of `row_sides` lines (``values``: (rows, G) each) placed in their (better group,
     worse group) cells: a bincount per group of the other end and label, not per cell of every row."""
@@ -99,9 +106,8 @@ class PairwiseClusters:
     """Per-cluster totals of every cell's ratio, for one-way (items or queries) or two-way clustering.
 
     A cluster's total is its rows' pairs minus half the pairs with both ends inside it, i.e. inside one of its
-    (query x cluster) cells. Those cells are computed once per partition: a stream whose cells are the queries (a
-    query key) takes the rows' own pairs, and two-way's item x query stream, whose cells refine the item stream's,
-    takes the item stream's when they hold as many cells (then they are the same cells)."""
+    (query x cluster) cells, computed once per partition: a stream with one key per query (e.g. the query ids) has
+    the queries as cells, so half its pairs are inside; two-way's item x query stream then has the item stream's."""
 
     def __init__(self, clusters, qcode, s, codes, y, n_groups: int, weights=None):
         keys = cluster_keys(clusters, s.size)
@@ -110,30 +116,30 @@ class PairwiseClusters:
         t, c = row_sides(qcode, s, codes, y, n_groups, w)
         t *= w[:, None]  # the row's share of all pairs
         c *= w[:, None]
+        per_query = [is_function_of(key, qcode) for key in keys]  # one key per query: its cells are the queries
+        cells = [None if one else pair_codes(qcode, key)[2] for key, one in zip(keys, per_query)]
         self.streams = [(1.0, key) for key in keys]
         if len(keys) == 2:
-            self.streams.append((-1.0, pair_codes(keys[0], keys[1])[2]))
+            # item x query clusters; when the query keys are the queries themselves, the item stream's cells
+            same = per_query[1] and cells[0] is not None and is_function_of(qcode, keys[1])
+            self.streams.append((-1.0, cells[0] if same else pair_codes(keys[0], keys[1])[2]))
+            # their cells (query x item x query key) are the item stream's when the query key is one per query
+            cells.append(cells[0] if per_query[1] else pair_codes(qcode, self.streams[2][1])[2])
+            per_query.append(per_query[0] and per_query[1])
         self.n_clusters = [int(key.max()) + 1 for key in keys]
         T, C = sum_sides(np.zeros(s.size, dtype=np.intp), 1, codes, y, t, c)
         self.total_T, self.total_C = T[0] / 2, C[0] / 2
-        n_queries = np.unique(qcode).size
-        cells, self._sums = [], []
-        for n, (_, key) in enumerate(self.streams):
-            if n == 2 and cells[1][0] == n_queries:  # query keys nested in the queries: the item stream's cells
-                cell, n_cells = None, cells[0][0]
-            else:
-                cell = pair_codes(qcode, key)[2]
-                n_cells = int(cell.max()) + 1
-            if n_cells == n_queries:  # every cell a whole query: its inside pairs are the rows' own
-                inside = (t, c)
-            elif n == 2 and n_cells == cells[0][0]:  # as many cells as the item stream's, which they refine
-                inside = cells[0][1]
-            else:
+        self._sums, insides = [], {}
+        for (_, key), cell, one in zip(self.streams, cells, per_query):
+            n_keys = int(key.max()) + 1  # pairs touching each cluster, each once (pairs inside counted at both ends)
+            if one:  # every pair of the cluster's queries is inside it
+                out_t, out_c = sum_sides(key, n_keys, codes, y, t, c)
+                self._sums.append((out_t - out_t / 2, out_c - out_c / 2))
+                continue
+            if id(cell) not in insides:
                 in_t, in_c = row_sides(cell, s, codes, y, n_groups, w)
-                inside = (in_t * w[:, None], in_c * w[:, None])
-            cells.append((n_cells, inside))
-            n_keys = int(key.max()) + 1  # pairs touching each cluster, each once (pairs inside counted at both ends):
-            out_t, out_c, in_t, in_c = sum_sides(key, n_keys, codes, y, t, c, *inside)
+                insides[id(cell)] = (in_t * w[:, None], in_c * w[:, None])
+            out_t, out_c, in_t, in_c = sum_sides(key, n_keys, codes, y, t, c, *insides[id(cell)])
             self._sums.append((out_t - in_t / 2, out_c - in_c / 2))
 
     def moments(self, contrasts: Contrasts) -> PairwiseMoments:

@@ -8,7 +8,8 @@ a process of its own (this one holds the local SparkSession the other Spark test
 SparkContext), with the warehouse given as a `file://` URI outside the home, and measures every step. The executors
 ingest the landing files, every mart and staging view is built on Spark, and the findings must equal those of a
 DuckDB run on a copy of the same landing files (every metric to 1e-9, the same texts and verdicts). One run serves
-both checks: each is a main job of minutes on this machine."""
+both checks: each is a main job of minutes on this machine. Then `--steps eo,selection` measures those two steps
+again on the home that run left."""
 from __future__ import annotations
 
 import importlib.util
@@ -22,6 +23,7 @@ import pytest
 
 from fair_pipeline.commands import main
 from fair_pipeline.platform import settings, sql_models
+from fair_pipeline.platform.engines import version_log
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
 from tests.platform.spark.cluster import require_java, standalone_cluster
@@ -90,11 +92,14 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
     assert any((cluster.worker_dir / "work").iterdir())
     assert not (spark_home / "spark_warehouse").exists()
     models = sql_models.discover_models()
-    views = json.loads((tables / "_views.json").read_text())
-    for model in models.values():  # every model was built on Spark: a view definition or a table directory
-        assert (".".join(model.key) in views) if model.is_view else (tables / model.key[0] / model.key[1]).is_dir()
-    assert (tables / "raw" / "randomized_impressions" / "partition_date=2026-01-01").is_dir()
-    assert (tables / "raw" / "quarantine").is_dir()
+    live = version_log.live(version_log.read_local(f"file://{tables}"))
+    for model in models.values():  # every model was built on Spark: a view definition or a committed table
+        kinds = {kind for kind, name, _ in live if name == ".".join(model.key)}
+        wanted = (version_log.VIEW if model.is_view else version_log.PARTITION if sql_models.is_partitioned(model, models)
+                  else version_log.TABLE)
+        assert kinds == {wanted}, (model.key, kinds)
+    assert "2026-01-01" in version_log.live_partition_dates(live.values(), "raw.randomized_impressions")
+    assert any(name == "raw.quarantine" for _, name, _ in live)
     # The run's DuckDB file holds the result stores, no raw day and no SQL model: the executors ingested the landing
     # files and every stage read the raw tables, marts and staging views from Spark.
     with duckdb.connect(str(spark_home / "warehouse.duckdb"), read_only=True) as con:
@@ -108,3 +113,15 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
     shutil.copytree(spark_home / "landing", duck_home / "landing")
     assert main(["--home", str(duck_home), "run", "--no-simulate"]) == 0, capsys.readouterr().out
     assert_same_findings(_findings(duck_home), _findings(spark_home))
+
+    # --steps: only the EO and selection steps again, on the home the main job left, in a driver of their own and
+    # with the same instrumentation; the figures of that run alone, its logs in a folder of the home.
+    bench.main(["--impressions", "2e4", "--master", cluster.master_url, "--work-dir", str(tmp_path / "bench"),
+                "--spark-warehouse", f"file://{storage}", "--spark-conf", "spark.sql.shuffle.partitions=2",
+                "--steps", "eo,selection"])
+    out = capsys.readouterr().out
+    again = json.loads((tmp_path / "bench" / "results_steps_eo+selection_2e+04.json").read_text())
+    assert set(again) - {"_run", "between steps"} == {"eo", "selection"}, again
+    assert "| 20,000 | eo |" in out and "| 20,000 | audit |" not in out, out
+    assert all(again[step]["tasks"] > 0 and again[step]["python_peak_mb"] > 0 for step in ("eo", "selection")), again
+    assert again["_run"]["wall_s"] < rows["_run"]["wall_s"] and (spark_home / "steps_eo+selection" / "event_log").is_dir()
