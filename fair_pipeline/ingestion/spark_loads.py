@@ -1,7 +1,7 @@
 """Loading one day's landing files with the Spark engine: the executors read the files and run the contract's
 rules (`rules`, the same SQL DuckDB runs, rendered by `engines.spark_sql`); the raw partition and the day's
-quarantine rows are written by Spark (`SparkEngine.replace_partitions`: both staged and checked, then swapped in
-together).
+quarantine rows are written by Spark (`SparkEngine.replace_partitions`: both written and checked, then made live by
+one commit).
 
 The landing is a folder of this machine (a plain path: listed and its footers read here, with the same refusals as
 DuckDB's loader, `file_checks.check_files`) or a URI (`file://`, `hdfs://`, ...: listed through the session's Hadoop
@@ -189,8 +189,8 @@ def _validate_and_write(engine, files: dict[str, str], column_types: dict[str, s
             quarantine = rules.quarantine_sql(typed, REJECTED_VIEW)
             if engine.table_exists(QUARANTINE):  # other sources' rejected rows of the day stay
                 quarantine = f"{_OTHER_SOURCES_QUARANTINE} UNION ALL {quarantine}"
-            # One swap for both: a failure leaves the day's raw rows and quarantine rows as they were, a crash is
-            # completed for both.
+            # One commit for both: a failure or a crash before it leaves the day's raw rows and quarantine rows as
+            # they were; after it, both are new.
             accepted, _ = engine.replace_partitions(
                 [(("raw", f"{source}_impressions"), rules.accepted_sql(typed, REJECTED_VIEW)), (QUARANTINE, quarantine)],
                 params, params["partition_date"])

@@ -12,7 +12,7 @@ import datetime as dt
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
 from fair_pipeline.platform.warehouse import session
-from fair_pipeline.platform.engines import partition_dirs, warehouse_files
+from fair_pipeline.platform.engines import version_log, warehouse_files
 from fair_pipeline.platform.windows import OBSERVATIONAL_TABLES, newest_partition
 
 
@@ -34,30 +34,27 @@ def selected_versions(tracking: MLflowTracking, day: dt.date) -> list:
 def newest_partition_with_data() -> dt.date | None:
     """The newest day holding observational impressions on either engine: a home run with `--engine spark` keeps
     its raw days in the Spark warehouse's partitions, not in the DuckDB file (whose raw tables stay empty), and
-    `promote` takes no engine option, so both are read. Spark's partition directories are listed: on this machine
-    for a `file://` warehouse (no JVM), else through the Hadoop client of the configured Spark session."""
+    `promote` takes no engine option, so both are read. Spark's live partitions come from its commit log: read on
+    this machine for a `file://` warehouse (no JVM), else through the configured Spark session."""
     with session(settings.warehouse_path(), read_only=True) as con:
         duckdb_newest = newest_partition(con)
     root = warehouse_files.location_uri(settings.spark_warehouse())
-    files = warehouse_files.LocalFiles() if warehouse_files.is_local(root) else _spark_files(root)
+    entries = version_log.read_local(root) if warehouse_files.is_local(root) else _spark_log(root)
     spark_days = [dt.date.fromisoformat(day) for table in OBSERVATIONAL_TABLES
-                  for day in partition_dirs.live_partition_dates(files, warehouse_files.join(root, *table.split(".")))]
+                  for day in version_log.live_partition_dates(entries, table)]
     return max([*spark_days, *([duckdb_newest] if duckdb_newest else [])], default=None)
 
 
-def _spark_files(root: str):
-    """The file system of a warehouse only Spark's Hadoop client reads (hdfs://, ...): the configured session's
+def _spark_log(root: str) -> list[version_log.Entry]:
+    """The commit log of a warehouse only Spark's Hadoop client reads (hdfs://, ...), through the configured session
     (--spark-master and --spark-conf of the runs, from their environment variables; 20-45 s to start a JVM)."""
     from fair_pipeline.platform.engines.select import require_engine
-    from fair_pipeline.platform.engines.spark_engine import is_connect_session, spark_session
+    from fair_pipeline.platform.engines.spark_engine import spark_session
 
     require_engine("spark")
     spark = spark_session(master=settings.spark_master(), driver_memory=settings.spark_driver_memory(),
                           config=settings.spark_conf())
-    try:
-        return warehouse_files.files_for(spark, root, connect=is_connect_session(spark))
-    except ValueError as error:
-        raise PromotionError(str(error)) from error
+    return version_log.read(spark, root)
 
 
 def promote(day: dt.date, *, force: bool = False, tracking: MLflowTracking | None = None) -> str:

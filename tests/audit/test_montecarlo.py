@@ -44,7 +44,7 @@ def replications():
 
 def _var_neg_term(s, y):
     from fair_pipeline.audit.stats.blocks import positive_positions
-    from fair_pipeline.audit.stats.sweep import sweep_no_cross_ties
+    from fair_pipeline.audit.stats.sweep_no_ties import sweep_no_cross_ties
 
     return sweep_no_cross_ties(positive_positions(s, y), s.size, ALPHAS)["var_neg_term"][0]
 

@@ -8,7 +8,8 @@ from sklearn.metrics import roc_auc_score
 
 from fair_pipeline.audit import truncated_auc
 from fair_pipeline.audit.stats.blocks import build_grid, positive_positions
-from fair_pipeline.audit.stats.sweep import RocSweep, sweep_no_cross_ties
+from fair_pipeline.audit.stats.sweep import RocSweep
+from fair_pipeline.audit.stats.sweep_no_ties import sweep_no_cross_ties
 from tests.audit import bruteforce as bf
 
 ALPHAS = [0.01, 0.05, 0.1, 0.2, 0.33, 0.5, 0.77, 1.0]

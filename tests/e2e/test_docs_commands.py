@@ -48,13 +48,17 @@ SMALLER = {
     "python benchmarks/exposure_coverage.py --reps 500": "--reps 2 --jobs 1 --truth-chunks 1",
     "python benchmarks/exposure_small_sample_coverage.py --reps 400":
         "--reps 3 --jobs 1 --truth-reps 3 --config '25 items, uniform popularity'",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 400 --seed 7":
+        "--reps 3 --jobs 1 --truth-reps 3 --config 'hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%'",
+    "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
         "--reps 2 --jobs 1 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_clustered_audit.py --rows 1e7 --rounds 2 --no-two-way": "--rows 1e4 --rounds 1",
-    "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 1": "--rows 3000 --rounds 1",
+    "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 3": "--rows 3000 --rounds 1",
     "python benchmarks/cluster_inference_coverage.py --rows pairwise_fresh --reps 300 --jobs 1": "--reps 2",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
+    "python benchmarks/bench_audit_choice.py --rows 1e7 --rounds 2": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_audit.py": "--rows 1e4 --rounds 1 --boot-resamples 1 --sql-rows 1e4",
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
     "python benchmarks/bench_audit_groups.py --groups 5000 --all-up-to 0": "--groups 12 --rows 2000",
@@ -120,6 +124,9 @@ ELSEWHERE = {
     # The same test then measures the EO and selection steps again on the home its main job left.
     "python benchmarks/bench_spark_cluster.py --impressions 1e6,2e7 --work-dir DIR --steps eo,selection":
         "tests/platform/spark/test_engine_run.py::test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings",
+    # Logs of 5 and 20 commits in the shared SparkSession.
+    "python benchmarks/bench_commit_log.py --commits 100,1000,3000 --repeats 3":
+        "tests/platform/spark/test_bench_commit_log.py::test_the_commit_log_benchmark_runs_small_in_the_shared_session",
     # Both passes at 2e4 and 2e5 rows on the test module's standalone cluster, asserting the driver-bound bytes stay flat.
     "python benchmarks/bench_spark_audit.py --rows 1e6,2e7 --passes audit":
         "tests/platform/spark/test_spark_audit_driver.py::test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows",
@@ -217,7 +224,9 @@ def test_benchmark_runs_with_smaller_sizes(command, tmp_path):
     assert result.stdout.strip(), f"{smaller!r} printed nothing"
 
 
-@pytest.mark.parametrize("command", sorted({c for _, c in docs_commands() if _subcommand_reference(c)}))
+# A subcommand whose `--help` the docs also write out runs once, as written (test_command_runs_as_written).
+@pytest.mark.parametrize("command", sorted({c for _, c in docs_commands() if _subcommand_reference(c)
+                                            and f"{c} --help" not in _documented(RUN_AS_WRITTEN)}))
 def test_named_subcommand_exists(command, tmp_path):
     _check(command, _shell(f"{command} --help", tmp_path / "home"))
 

@@ -49,6 +49,9 @@ RENDERED_MODULES = {
 # The engine interface itself: it runs its callers' SQL (rendered for Spark by the Spark engine), none of its own
 # beyond identifiers and bound partitions.
 ENGINE_MODULES = {
+    "fair_pipeline/platform/engines/version_log.py": "the commit log's rows: Spark SQL written for Spark (bound "
+        "parameters, no DuckDB dialect), run over a classic session and over Spark Connect by "
+        "tests/platform/spark/test_spark_engine.py and test_connect.py",
     "fair_pipeline/platform/engines/base.py": "fetch_rows: the caller's query through Warehouse.query_arrow",
     "fair_pipeline/ingestion/spark_loads.py": "the contract's rules (ingestion/rules.py) on the Spark engine: rendered "
         "below (test_the_ingestion_contract_renders_for_spark) and run against DuckDB's loader by "

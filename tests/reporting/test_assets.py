@@ -293,6 +293,15 @@ def test_every_section_has_real_numbers_from_the_run(home, main_job_output):
     exposure = _table(sections["exposure_merit"], "Exposure and merit by group")
     assert {"before", "after"} <= set(exposure["ranking"]) and (exposure["n"] > 0).all()
     assert (np.diff(_cells(exposure, "exposure [95% CI]")[:, [1, 0, 2]], axis=1) >= 0).all()  # low <= estimate <= high
+    # Beside the simulated study, the logged ranking's exposure parity measured on the logs, with CIs.
+    keys = [s.spec.key for s in report.sections]
+    assert keys.index("logged_exposure") == keys.index("exposure_merit") + 1
+    logged = _table(sections["logged_exposure"], "per group")
+    assert set(logged["group"].astype(str)) == {"0", "1"} and (logged["impressions"] > 0).all()
+    assert (np.diff(_cells(logged, "exposure / merit [95% CI]")[:, [1, 0, 2]], axis=1) > 0).all()
+    ratio = _table(sections["logged_exposure"], "each group vs the largest")
+    assert len(ratio) == 1 and (np.diff(_cells(ratio, "ratio [95% CI]")[:, [1, 0, 2]], axis=1) > 0).all()
+    assert any("logged ranking, from the logs" in f.text for f in sections["logged_exposure"].content.findings)
 
     # Partial AUC: every model at every cutoff, each finding names the model and the cutoff with a CI and a p-value.
     pauc = _table(sections["roc"], "Normalized partial AUC")

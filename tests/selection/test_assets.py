@@ -418,3 +418,18 @@ def test_recorded_session_drives_selection(home, tmp_path):
     best = ranking.iloc[0]
     rates = np.array([[best["tpr[0]"], best["tnr[0]"]], [best["tpr[1]"], best["tnr[1]"]]])
     assert _cost_by_hand(metric, rates) == pytest.approx(best["cost"], rel=1e-12) and metric.lam == row["lam"]
+
+
+def test_a_metric_weighing_exposure_ranks_by_the_total_with_paired_differences_of_the_totals(home):
+    """mu > 0: the ranking's cost is cost(rates) + mu · D and every estimable loser has a paired CI of the totals'
+    difference (the held-out rows and the logged requests joined by item)."""
+    assert _materialize(home, elicited_metric, {"exposure_weight": 5.0}).success
+    assert _materialize(home, model_selection).success
+    ranking = _ranking(home)
+    fitted = ranking[ranking["estimable"].astype(bool)]
+    assert len(fitted) >= 2 and (fitted["exposure_weight"] == 5.0).all()
+    assert fitted["selected_by"].str.contains("5 x exposure disparity").all()
+    losers = fitted.iloc[1:]
+    assert losers["diff_vs_winner"].to_numpy() == pytest.approx((losers["cost"] - fitted["cost"].iloc[0]).to_numpy())
+    assert losers[["diff_se", "diff_ci_low", "diff_ci_high", "diff_df"]].notna().all().all()
+    assert ((losers["diff_ci_low"] <= losers["diff_vs_winner"]) & (losers["diff_vs_winner"] <= losers["diff_ci_high"])).all()

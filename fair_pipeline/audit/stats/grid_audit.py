@@ -74,7 +74,7 @@ class GridAudit:
         self.dense_cross = self.ia.size >= DENSE_SHARE * G * G
         self.cross_pos = np.zeros(self.ia.size)  # per compared pair, sum over all positives of W_a W_b (xAUC_0)
         self.cross_neg = np.zeros(self.ia.size)  # per compared pair, sum over all negatives of V_a V_b (xAUC_1)
-        self.work = None  # (6, G + 1, blocks): a chunk's positives, negatives and curves (`update_columns`)
+        self.work = None  # (7, G + 1, blocks): a chunk's positives, negatives, curves and a product (`update_columns`)
 
     def update(self, pos: np.ndarray, neg: np.ndarray) -> None:
         """Next blocks (descending scores), counts of shape (B, G)."""
@@ -92,11 +92,11 @@ class GridAudit:
         # 2**52, so the sweep cumulates them without checking (`sweep.cumulate`)
         small = pos.dtype.kind == "b" or pos.dtype.kind in "iu" and pos.dtype.itemsize <= 2
         if self.work is None or self.work.shape[2] < width:  # reused: fresh arrays per chunk cost page faults
-            self.work = np.empty((6, G + 1, width))
+            self.work = np.empty((7, G + 1, width))
         for lo in range(0, B, CHUNK_BLOCKS):
             hi = min(B, lo + CHUNK_BLOCKS)
             # vector-major (G + 1, blocks): the groups, then all groups pooled
-            p, q, *work = self.work[:, :, :hi - lo]
+            p, q, *work, product = self.work[:, :, :hi - lo]
             p[:G], q[:G] = pos[:, lo:hi], neg[:, lo:hi]
             np.sum(p[:G], axis=0, out=p[G])
             np.sum(q[:G], axis=0, out=q[G])
@@ -104,11 +104,11 @@ class GridAudit:
                                              small)
             if self.xauc:  # sums over all positives of W_a W_b and over all negatives of V_a V_b
                 if self.dense_cross:
-                    self.cross_pos += products(W[:G] * p[G], W[:G])[self.ia, self.ib]
-                    self.cross_neg += products(V[:G] * q[G], V[:G])[self.ia, self.ib]
+                    self.cross_pos += products(np.multiply(W[:G], p[G], out=product[:G]), W[:G])[self.ia, self.ib]
+                    self.cross_neg += products(np.multiply(V[:G], q[G], out=product[:G]), V[:G])[self.ia, self.ib]
                 else:
-                    self.cross_pos += paired_dots(W[:G] * p[G], self.ia, W, self.ib)
-                    self.cross_neg += paired_dots(V[:G] * q[G], self.ia, V, self.ib)
+                    self.cross_pos += paired_dots(np.multiply(W[:G], p[G], out=product[:G]), self.ia, W, self.ib)
+                    self.cross_neg += paired_dots(np.multiply(V[:G], q[G], out=product[:G]), self.ia, V, self.ib)
         return curves
 
     def result(self) -> dict:

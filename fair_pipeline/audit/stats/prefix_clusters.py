@@ -36,7 +36,7 @@ from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
-DENSE_RUN_SHARE = 0.25  # rows at least this share of the (group, code) cells they span: summed by bincount
+DENSE_RUN_SHARE = 1.0  # rows at least this share of the codes they span: summed per (cell, code) by bincount
 NOT_PASSED = np.iinfo(np.int32).max  # the checkpoint of a threshold the stream never passed (alpha = 1)
 
 
@@ -90,9 +90,9 @@ class PrefixClusterSums(ClusterSumsBase):
     counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC for a
     negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The stream
     passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it gets a
-    copy of its running sums then (`_records`). A batch's rows between two checkpoints are summed per cell and
-    cluster by one ``bincount`` per quantity over the (few, nearby) codes they carry, or ``add.at`` when they are
-    few for that range.
+    copy of its running sums then (`_records`). A batch's rows between two checkpoints are added per quantity by
+    one ``add.at`` on a flat (cell, code) index, or summed per cell and code first (``bincount`` over the nearby
+    codes they span) when they are at least as many as those codes.
     """
 
     def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
@@ -145,16 +145,26 @@ class PrefixClusterSums(ClusterSumsBase):
         edge_rows = np.zeros(b.size, dtype=bool)
         for blk in edge_blocks:
             edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
-        sides = [(np.flatnonzero(~edge_rows & (w > 0)), w, curve, label)
-                 for w, curve, label in ((n_neg, roc_of, 0), (n_pos, fpr_of, 1))]
+        # one entry per row and class it holds (a row holds one class but for aggregates of both), in score order
+        if np.all((n_pos > 0) != (n_neg > 0)):
+            idx = np.flatnonzero(~edge_rows)
+            label, w = (n_pos[idx] > 0).astype(np.intp), (n_pos + n_neg)[idx]
+        else:
+            both = [(np.flatnonzero(~edge_rows & (cnt > 0)), cnt, side) for side, cnt in enumerate((n_neg, n_pos))]
+            idx = np.concatenate([i for i, _, _ in both])
+            order = np.argsort(idx, kind="stable")
+            idx = idx[order]
+            label = np.concatenate([np.full(i.size, side, dtype=np.intp) for i, _, side in both])[order]
+            w = np.concatenate([cnt[i] for i, cnt, _ in both])[order]
+        curve = np.stack([roc_of, fpr_of])  # the curve a negative sees, a positive sees
         reached = (self.checkpoint == NOT_PASSED) & (at < B)  # thresholds this update passes, at their blocks
-        start = [0, 0]
+        start = 0
         for blk in [*np.unique(at[reached]), None]:
-            for side, (idx, w, curve, label) in enumerate(sides):
-                end = idx.size if blk is None else int(np.searchsorted(b[idx], blk, side="left"))
-                if end > start[side]:
-                    self._add_rows(idx[start[side]:end], b, group, w, codes, curve, label)
-                start[side] = end
+            end = idx.size if blk is None else int(np.searchsorted(b[idx], blk, side="left"))
+            if end > start:
+                part = slice(start, end)
+                self._add_rows(idx[part], label[part], w[part], b, group, codes, curve)
+            start = end
             if blk is not None:
                 for u, k in zip(*np.nonzero(reached & (at == blk))):
                     self.passed += 1
@@ -166,9 +176,10 @@ class PrefixClusterSums(ClusterSumsBase):
             self._edge_rows(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
                             n_incl[:, be], group, n_pos, n_neg, codes)
 
-    def _add_rows(self, idx, b, group, w, codes, curve, label: int) -> None:
-        """Rows ``idx`` of one class (``label``), all between the same two checkpoints, into the running sums of
-        their (group, class) cells; a cluster last fed before a checkpoint since passed first records its sums."""
+    def _add_rows(self, idx, label, w, b, group, codes, curve) -> None:
+        """Rows ``idx`` (class ``label``, count ``w``), all between the same two checkpoints, into the running sums
+        of their (group, class) cells; a cluster last fed before a checkpoint since passed first records its sums.
+        ``curve``: (2, G + 1, blocks) the ROC of each vector at each block (for negatives), then the FPR."""
         G, now = self.G, self.passed
         c = codes[idx]
         seen = self.last[c]
@@ -180,19 +191,20 @@ class PrefixClusterSums(ClusterSumsBase):
                 self._records.append((back, self.last[back], np.full(back.size, now, dtype=np.int32),
                                       self.run[:, :, back]))
             self.last[c[stale]] = now
-        g, rb, w = group[idx], b[idx], w[idx]
+        cell, rb = 2 * group[idx] + label, b[idx]
+        at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
+        flat = curve.reshape(-1)
+        weights = [w] + [w * flat[at + v * curve.shape[2]] for v in range(G + 1)]
         lo, hi = int(c.min()), int(c.max()) + 1
         span = hi - lo
-        cells = slice(label, 2 * G, 2)
-        weights = [w] + [w * curve[v, rb] for v in range(G + 1)]
-        if c.size >= DENSE_RUN_SHARE * span:  # summed per (group, code) first, then one add per quantity
-            key = g * span + (c - lo)
+        if c.size >= DENSE_RUN_SHARE * span:  # summed per (cell, code) first, then one add per quantity
+            key = cell * span + (c - lo)
             for q, wq in enumerate(weights):
-                self.run[q, cells, lo:hi] += np.bincount(key, wq, minlength=G * span).reshape(G, span)
-        else:  # few rows over a wide range of codes: scattered row by row
-            cell = 2 * g + label
+                self.run[q, :, lo:hi] += np.bincount(key, wq, minlength=2 * G * span).reshape(2 * G, span)
+        else:  # rows scattered one by one (numpy's add.at on a flat index: no code-range-sized temporaries)
+            at = cell * self.C + c
             for q, wq in enumerate(weights):
-                np.add.at(self.run[q], (cell, c), wq)
+                np.add.at(self.run[q].reshape(-1), at, wq)
 
     def _distinct(self, codes: np.ndarray) -> np.ndarray:
         """Each code of ``codes`` once (in no particular order), without a sort: the entry that a scatter into a

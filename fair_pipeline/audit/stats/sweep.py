@@ -74,12 +74,14 @@ def paired_dots(a: np.ndarray, rows_a: np.ndarray, b: np.ndarray, rows_b: np.nda
 EXACT_INTEGERS = 2.0**53  # doubles hold every integer below this
 
 
-def cumulate(counts: np.ndarray, start: np.ndarray, out: np.ndarray, small: bool = False) -> np.ndarray:
+def cumulate(counts: np.ndarray, start: np.ndarray, out: np.ndarray, small: bool = False, work=None) -> np.ndarray:
     """``start[:, None] + np.cumsum(counts, axis=1)`` into ``out``, as an int64 running sum when every count and
     start is a whole number: exact, and several times cheaper than the float one (whose adds wait on each other's
     latency). ``small``: the caller knows the counts are whole numbers whose sums stay far below 2**52 (e.g. 8-bit
-    counts of one-row blocks), which skips checking them."""
-    whole = counts.astype(np.int64)
+    counts of one-row blocks), which skips checking them. ``work``: an int64 array of ``counts``' shape to use."""
+    whole = counts.astype(np.int64) if work is None else work
+    if work is not None:
+        np.copyto(whole, counts, casting="unsafe")
     first = start.astype(np.int64)
     half = EXACT_INTEGERS / 2  # start and counts each below it: every running sum is an exact integer
     exact = whole.size > 0 and np.array_equal(first, start) and int(np.abs(first).max()) < half
@@ -96,18 +98,19 @@ def cumulate(counts: np.ndarray, start: np.ndarray, out: np.ndarray, small: bool
     return out
 
 
-def block_curves(pos, neg, p_above, n_above, m, n, out=None, small: bool = False):
+def block_curves(pos, neg, p_above, n_above, m, n, out=None, small: bool = False, work=None):
     """Per vector and block (descending scores): positives and negatives through the block (``p_above`` /
     ``n_above`` lie above the first), the half-credit ROC seen by a negative of the block (V) and FPR seen by
-    a positive of it (W); written into ``out`` (p_incl, n_incl, V, W) when given. ``small``: as `cumulate`."""
+    a positive of it (W); written into ``out`` (p_incl, n_incl, V, W) when given. ``small``, ``work`` (int64, both
+    shapes): as `cumulate`."""
     p_incl, n_incl, V, W = out if out is not None else (np.empty(pos.shape), np.empty(neg.shape),
                                                         np.empty(pos.shape), np.empty(neg.shape))
     # counts are whole numbers, so p_incl - pos/2 is exactly (p_incl - pos) + pos/2: no temporary
-    cumulate(pos, p_above, p_incl, small)
+    cumulate(pos, p_above, p_incl, small, None if work is None else work[:pos.shape[0]])
     np.multiply(pos, 0.5, out=V)
     np.subtract(p_incl, V, out=V)
     V /= m[:, None]
-    cumulate(neg, n_above, n_incl, small)
+    cumulate(neg, n_above, n_incl, small, None if work is None else work[:neg.shape[0]])
     np.multiply(neg, 0.5, out=W)
     np.subtract(n_incl, W, out=W)
     W /= n[:, None]
@@ -171,6 +174,13 @@ class RocSweep:
         self.tpr_lin = np.full((S, K), np.nan)  # linearly interpolated ROC curve at alpha
         self.pos_through = np.full((S, K), np.nan)  # positives at or above the boundary block
         self.done = np.zeros((S, K), dtype=bool)
+        self.scratch = {}  # work arrays reused from chunk to chunk (fresh ones cost page faults)
+
+    def _scratch(self, name: str, shape: tuple, dtype=np.float64) -> np.ndarray:
+        have = self.scratch.get(name)
+        if have is None or have.shape[0] != shape[0] or have.shape[1] < shape[1]:
+            have = self.scratch[name] = np.empty(shape, dtype)
+        return have[:, :shape[1]]
 
     def update(self, pos: np.ndarray, neg: np.ndarray):
         """Consume the next blocks (descending scores): ``pos`` (B, P), ``neg`` (B, Nv) counts.
@@ -194,7 +204,8 @@ class RocSweep:
         B = pos.shape[1]
         if B == 0:
             return np.empty((self.m.size, 0)), np.empty((self.n.size, 0))
-        p_cum, n_incl, V, W = block_curves(pos, neg, self.p_above, self.n_above, self.m, self.n, out, small)
+        work = self._scratch("whole", (max(pos.shape[0], neg.shape[0]), B), np.int64)
+        p_cum, n_incl, V, W = block_curves(pos, neg, self.p_above, self.n_above, self.m, self.n, out, small, work)
         crossings = {}  # negative vector -> (cutoffs crossed in this chunk, their straddling block)
         # a cutoff is crossed only where the vector has negatives: vectors without any in this chunk are skipped
         for j in np.flatnonzero(self.has_columns & (n_incl[:, -1] > self.n_above)).tolist():
@@ -220,7 +231,8 @@ class RocSweep:
         vector j listed there, the sums over the blocks before b that columns with negatives j need (row j of
         the first two matrices, column j of the last two). Those are matrix-vector products over the block
         ranges between j's stops, so the cost is one pass per vector, not a full product per stop."""
-        VV, WW = V * V, W * W
+        VV = np.multiply(V, V, out=self._scratch("VV", V.shape))
+        WW = np.multiply(W, W, out=self._scratch("WW", W.shape))
         base = [r.copy() for r in self.run]
         by_vector = {}
         for b in sorted(stops):
@@ -359,84 +371,3 @@ def lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, m, n, alphas) -> 
         "roc_at_cutoff": roc_at,
         "tpr_interp": tpr_lin,
     }
-
-
-_RANGE_CHUNK = 1 << 20  # elements per step: temporaries stay in cache, no page faults
-
-
-def _below_sums(pos_at: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    """Sums over positive ranks j in [lo, hi) of d_j, d_j^2 and j d_j, d_j = pos_at[j] - j.
-
-    d_j is the number of negatives below the rank-j positive (ascending order). Chunked so that
-    no array of the full size is allocated.
-    """
-    out = np.zeros(3)
-    for a in range(lo, hi, _RANGE_CHUNK):
-        b = min(hi, a + _RANGE_CHUNK)
-        j = np.arange(a, b, dtype=np.float64)
-        d = pos_at[a:b] - j
-        out += (d.sum(), np.einsum("i,i->", d, d), np.einsum("i,i->", j, d))  # no BLAS threads
-    return out
-
-
-def _first_rank_with_below_at_least(pos_at: np.ndarray, k: int) -> int:
-    """Smallest rank j with d_j = pos_at[j] - j >= k (d is non-decreasing): bisection."""
-    lo, hi = 0, pos_at.size
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if int(pos_at[mid]) - mid >= k:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-def sweep_no_cross_ties(pos_at: np.ndarray, n_total: int, alphas) -> dict:
-    """Algorithm 1 for one column when no positive ties a negative (same numbers as RocSweep).
-
-    ``pos_at``: positions of the positives in ascending score order among ``n_total`` rows.
-    With d_j = pos_at[j] - j negatives below the rank-j positive (non-decreasing in j), and
-    lo = n - k the ascending rank of the lowest of the k negatives above the cutoff:
-
-    * a positive is above the cutoff iff d_j >= lo, i.e. j >= J (one bisection); it sees
-      n - d_j negatives above it;
-    * the negatives of rank r >= lo see m - u_r positives above, u_r = #{j: d_j <= r}, and
-      sum_r u_r = sum_j (n - max(lo, d_j)), sum_r u_r^2 = sum_j (2j + 1)(n - max(lo, d_j)).
-
-    So every accumulator of Algorithm 1 is a closed form in suffix sums over the positives of
-    d_j, d_j^2 and j d_j: the negatives' positions are never materialized. Walking down the
-    scores (Algorithm 1) is growing that suffix.
-    """
-    alphas = np.asarray(alphas, dtype=np.float64)
-    m = pos_at.size
-    n = int(n_total) - m
-    K = alphas.size
-    a1, a2, s1, s2 = (np.zeros((1, K)) for _ in range(4))
-    roc_at, tpr_lin, pos_through = (np.full((1, K), np.nan) for _ in range(3))
-    done = np.zeros((1, K), dtype=bool)
-    x = alphas * n
-    suffix = np.zeros(3)  # sums of d, d^2, j d over ranks [J, m)
-    hi = m
-    for c in np.argsort(x, kind="stable"):  # grow the suffix cutoff by cutoff
-        k = min(int(np.floor(x[c])), n)  # negatives fully above the cutoff
-        lo = n - k
-        J = _first_rank_with_below_at_least(pos_at, lo)
-        suffix += _below_sums(pos_at, J, hi)
-        hi = J
-        sd, sd2, sjd = suffix
-        tail = m - J
-        u1 = J * (n - lo) + tail * n - sd
-        u2 = (n - lo) * J * J + n * (m * m - J * J) - 2 * sjd - sd
-        a1[0, c] = (k * m - u1) / m  # sum over the k negatives of their ROC
-        a2[0, c] = (k * m * m - 2 * m * u1 + u2) / m**2
-        s1[0, c] = (tail * n - sd) / n  # sum over positives above of their FPR
-        s2[0, c] = (tail * n * n - 2 * n * sd + sd2) / n**2
-        if lo > 0:  # the boundary negative (rank lo - 1) has J positives below it
-            r = (m - J) / m
-            frac = x[c] - k
-            a1[0, c] += frac * r
-            a2[0, c] += frac * r * r
-            roc_at[0, c] = tpr_lin[0, c] = r
-            pos_through[0, c] = tail
-            done[0, c] = True
-    return lemma3(a1, a2, s1, s2, roc_at, tpr_lin, pos_through, done, [m], [n], alphas)

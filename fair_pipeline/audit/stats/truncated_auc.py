@@ -12,7 +12,8 @@ from fair_pipeline.audit.stats.blocks import ScoreGrid, build_grid, grid_from_co
 from fair_pipeline.audit.stats.clustered import estimand_name, row_clusters
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit
 from fair_pipeline.audit.stats.small_sample import t_wald
-from fair_pipeline.audit.stats.sweep import RocSweep, sweep_no_cross_ties
+from fair_pipeline.audit.stats.sweep import RocSweep
+from fair_pipeline.audit.stats.sweep_no_ties import sweep_no_cross_ties
 from fair_pipeline.audit.stats.validation import AuditInputError, as_cutoffs, as_labels, as_scores, require_both_classes
 
 DEFAULT_CUTOFFS = (0.05, 0.1, 0.2, 0.5, 1.0)

@@ -2,8 +2,8 @@
 
 `DuckDBEngine` (default) is the warehouse file. `SparkEngine`
 (`engines.spark_engine`, needs the `[spark]` extra and Java 17) keeps Parquet tables partitioned by
-partition_date under a URI (`warehouse_files`; default `$FAIR_PIPELINE_HOME/spark_warehouse`), swapped in all or
-nothing by `partition_dirs` through the session's Hadoop FileSystem, and runs the same dbt_like_sql models, rendered
+partition_date under a URI (`warehouse_files`; default `$FAIR_PIPELINE_HOME/spark_warehouse`), each write a new
+version made live by a commit log written and read through Spark itself (`spark_tables`, `version_log`), and runs the same dbt_like_sql models, rendered
 from the DuckDB dialect by `engines.spark_sql` (pure Python: sqlglot, no pyspark). `build_model` builds one
 SQL model on either, `build_models` all of them. `select.open_engine` opens the engine a run is configured with
 (the `warehouse` resource's `engine`); the stages read raw, staging and marts tables through it, and `as_warehouse`

@@ -19,7 +19,7 @@ Params = Mapping[str, object] | Sequence[object] | None
 
 class WarehouseWriteError(ValueError):
     """A write the engine refused or could not complete (schema change, rows outside the partition,
-    failed swap); the message names the table and the partition. The table is left as it was."""
+    failed write); the message names the table and the partition. The table is left as it was."""
 
 
 def table_name(table: Table) -> str:

@@ -1,17 +1,13 @@
 """The Spark engine: the same SQL models on Spark (pyspark >= 4, the `[spark]` extra, Java 17).
 
-Tables are plain Parquet under `root`, a URI (default $FAIR_PIPELINE_SPARK_WAREHOUSE, else
-$FAIR_PIPELINE_HOME/spark_warehouse; `file://`, `hdfs://`, any scheme the session's Hadoop client knows):
-    <root>/<schema>/<table>/_schema.json                 Spark schema (column order and types)
-    <root>/<schema>/<table>/partition_date=YYYY-MM-DD/   one directory per partition (daily tables)
-    <root>/<schema>/<table>/current/                     the rows (and _schema.json) of an unpartitioned table
-    <root>/_views.json                                   view definitions (DuckDB-dialect SQL), in creation order
-Each partition (or `current`) is replaced all or nothing by `partition_dirs` (write to a staging directory,
-check it, swap directories; several tables' partitions in one journaled swap), so a zero-row or failed write never
-leaves a mixed or stale partition; plain Parquet overwrite would keep the old rows on a zero-row write and has no
-transactions. Spark writes the files; the swaps, listings and small files (schemas, views, journals) go through
-`warehouse_files`: the session's Hadoop FileSystem on a classic session, so executors on other hosts see the same
-tables; a Spark Connect client (no JVM) changes a `file://` warehouse it shares with its server. Queries see each table as the
+Tables are versioned Parquet under `root`, a URI (default $FAIR_PIPELINE_SPARK_WAREHOUSE, else
+$FAIR_PIPELINE_HOME/spark_warehouse; `file://`, `hdfs://`, any scheme the session's Hadoop client knows), and a
+commit log names the live version of every partition, table and view (`spark_tables`, `version_log`). Every write,
+listing and read of the warehouse is a Spark DataFrame operation, so a classic session and a Spark Connect client
+(no JVM on its side) change it alike, and executors on other hosts see the same tables: nothing of it is a file
+operation of the driver's (or the client's) process. A write lands in a new version directory and becomes live by a
+commit of one file, so a zero-row, failed or killed write never leaves a mixed or stale partition (plain Parquet
+overwrite would keep the old rows on a zero-row write and has no transactions). Queries see each table as the
 session view `<schema>__<table>` (re-registered after each write: a DataFrame keeps the file list it was read
 with); SQL arrives in DuckDB dialect and is rendered by `spark_sql` (parameters stay bound: `spark.sql(args=)`).
 One SparkSession per process (`spark_session`): starting the JVM costs 25-45 s here.
@@ -20,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,14 +29,10 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import LongType, StructType, TimestampType
 
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.engines import partition_dirs, spark_sql, warehouse_files
+from fair_pipeline.platform.engines import spark_sql, warehouse_files
 from fair_pipeline.platform.engines.base import Params, Table, WarehouseWriteError, table_name
-from fair_pipeline.platform.engines.warehouse_files import join
+from fair_pipeline.platform.engines.spark_tables import PARTITION_COLUMN, VersionedTables
 
-PARTITION_COLUMN = "partition_date"
-UNPARTITIONED_DATA = "current"
-SCHEMA_FILE = "_schema.json"
-VIEWS_FILE = "_views.json"
 # A `read_parquet` input given by a driver-local path is read by the driver: bounded (catalogue-sized files).
 MAX_DRIVER_FILE_ROWS = 1_000_000
 
@@ -50,7 +41,7 @@ DEFAULT_SESSION_CONFIG = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",  # as the DuckDB warehouse: hour(ts) and dates in UTC
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",  # types come from _schema.json
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",  # types come from the commit log
     # A fixed number of tasks per stage, whatever a day's rows: every task returns its status and metrics to the
     # driver, so a task count that grew with the files' bytes made the driver's traffic grow with the day.
     # Each shuffle runs spark.sql.shuffle.partitions tasks (AQE would coalesce fewer for small data, more for
@@ -100,71 +91,30 @@ def spark_session(master: str = "local[*]", driver_memory: str = "1g", shuffle_p
 
 
 class SparkEngine:
-    """`Warehouse` on a SparkSession and a directory of Parquet tables (see the module docstring)."""
+    """`Warehouse` on a SparkSession and versioned Parquet tables under a URI (see the module docstring)."""
 
     name = "spark"
 
     def __init__(self, spark: SparkSession, root: Path | str | None = None):
         self.spark = spark
         self.root = warehouse_files.location_uri(root or settings.spark_warehouse())
-        try:
-            self.files = warehouse_files.files_for(spark, self.root, connect=is_connect_session(spark))
-        except ValueError as error:
-            raise WarehouseWriteError(str(error)) from error
-        self.files.mkdirs(self.root)
+        # Listings of landing folders (ingestion): the warehouse itself is read and changed through Spark only.
+        self.files = warehouse_files.files_for(spark, connect=is_connect_session(spark))
+        self.tables = VersionedTables(spark, self.root)
         self._register_all()
 
-    # -- layout ---------------------------------------------------------------------------------------------
-    def _dir(self, table: Table) -> str:
-        return join(self.root, table[0], table[1])
-
     def _schema(self, table: Table) -> StructType | None:
-        """A partitioned table's schema sits beside its partitions; an unpartitioned table's inside `current`, so
-        that it is swapped in with the rows it describes."""
-        for uri in (join(self._dir(table), SCHEMA_FILE), join(self._dir(table), UNPARTITIONED_DATA, SCHEMA_FILE)):
-            text = self.files.read_text(uri)
-            if text is not None:
-                return StructType.fromJson(json.loads(text))
-        return None
-
-    def _write_schema(self, directory: str, schema: StructType) -> None:
-        self.files.write_text(join(directory, SCHEMA_FILE), schema.json())
-
-    def _views(self) -> dict[str, str]:
-        text = self.files.read_text(join(self.root, VIEWS_FILE))
-        return json.loads(text) if text is not None else {}
-
-    def _recover(self, directory: str) -> None:
-        """Complete interrupted swaps: those of several tables (journaled at the root), then the table's own."""
-        partition_dirs.recover(self.files, self.root)
-        partition_dirs.recover(self.files, directory)
+        return self.tables.schema(table_name(table))
 
     def _register_all(self) -> None:
-        partition_dirs.recover(self.files, self.root)
-        for schema_name in self.files.list_dirs(self.root):
-            if schema_name.startswith(("_", ".")):
-                continue
-            for table_dir in self.files.list_dirs(join(self.root, schema_name)):
-                table = (schema_name, table_dir)
-                partition_dirs.recover(self.files, self._dir(table))
-                if self._schema(table) is not None:
-                    self._register_table(table)
-        for name, sql in self._views().items():
+        for name in self.tables.table_names():
+            self._register_table(tuple(name.split(".", 1)))
+        for name, sql in self.tables.views():
             self._define_view(tuple(name.split(".", 1)), sql)
 
     def _register_table(self, table: Table) -> None:
-        """(Re)bind the session view of a stored table to its current files."""
-        directory = self._dir(table)
-        self._recover(directory)
-        schema = self._schema(table)
-        if PARTITION_COLUMN in schema.names:
-            frame = self.spark.read.schema(schema).option("basePath", directory).parquet(directory)
-        elif self.files.exists(join(directory, UNPARTITIONED_DATA)):
-            frame = self.spark.read.schema(schema).parquet(join(directory, UNPARTITIONED_DATA))
-        else:
-            frame = self.spark.createDataFrame([], schema)
-        # Spark puts partition columns last; the view keeps the table's own column order (as DuckDB's).
-        frame.select(*schema.names).createOrReplaceTempView(spark_sql.spark_view_name(*table))
+        """(Re)bind the session view of a stored table to its live versions."""
+        self.tables.frame(table_name(table)).createOrReplaceTempView(spark_sql.spark_view_name(*table))
 
     # -- queries --------------------------------------------------------------------------------------------
     def frame(self, sql: str, params: Params = None) -> DataFrame:
@@ -229,13 +179,13 @@ class SparkEngine:
             yield _batch(rows, schema)
 
     def table_exists(self, table: Table) -> bool:
-        return self._schema(table) is not None or table_name(table) in self._views()
+        return self._schema(table) is not None or table_name(table) in dict(self.tables.views())
 
     def table_columns(self, table: Table) -> list[str]:
         schema = self._schema(table)
         if schema is not None:
             return schema.names
-        if table_name(table) in self._views():
+        if table_name(table) in dict(self.tables.views()):
             return self.spark.table(spark_sql.spark_view_name(*table)).columns
         return []
 
@@ -251,84 +201,25 @@ class SparkEngine:
         return self.replace_partitions([(table, sql)], params, partition)[0]
 
     def replace_partitions(self, writes: Sequence[tuple[Table, str]], params: Params, partition: str) -> list[int]:
-        """Replace partition `partition` of several tables together: every query is written and checked first
-        (queries read the tables as they were), then all are swapped in one journaled swap (`partition_dirs`), so
-        a failure leaves every table as it was and a crash is completed for all of them. Returns each one's rows."""
-        name = f"{PARTITION_COLUMN}={_iso_date(partition)}"
-        staged: list[tuple[Table, str, str | None]] = []
-        try:
-            for table, sql in writes:
-                staging, rows_dir, schema = self._stage_partition(table, sql, params, partition, name)
-                staged.append((table, staging, rows_dir))
-                if self._schema(table) is None:
-                    self._write_schema(self._dir(table), schema)
-            counts = [self.spark.read.parquet(rows_dir).count() if rows_dir else 0 for _, _, rows_dir in staged]
-        except BaseException:
-            for _, staging, _ in staged:
-                partition_dirs.discard(self.files, staging)
-            raise
-        # From here the swap is journaled: a crash leaves the staged data for `recover` to finish the swap.
-        swaps = [partition_dirs.Swap(self._dir(table), name, rows_dir) for table, _, rows_dir in staged]
-        home = swaps[0].table if len(swaps) == 1 else self.root
-        partition_dirs.swap_together(self.files, home, swaps)
-        for table, staging, _ in staged:
-            partition_dirs.discard(self.files, staging)
+        """Replace partition `partition` of several tables together: each query is written as a new version and
+        counted (the queries read the tables as they were), then one commit makes them all live
+        (`spark_tables`), so a failure or a crash before the commit leaves every table as it was. Returns each
+        one's rows."""
+        day = _iso_date(partition)
+        frames = [(table_name(table), self.frame(sql, params)) for table, sql in writes]
+        counts = self.tables.write_partitions(frames, day)
+        for table, _ in writes:
             self._register_table(table)
         return counts
 
-    def _stage_partition(self, table: Table, sql: str, params: Params, partition: str,
-                         name: str) -> tuple[str, str | None, StructType]:
-        """Write the query's rows to a new staging directory of `table`; returns it and its partition directory (None:
-        no rows). Rows of another partition are refused (the staging directory is removed)."""
-        frame = self.frame(sql, params)
-        if PARTITION_COLUMN not in frame.columns:
-            raise WarehouseWriteError(f"{table_name(table)}: the query has no {PARTITION_COLUMN} column")
-        directory = self._dir(table)
-        self._recover(directory)
-        self._check_columns(table, frame)
-        staging = partition_dirs.new_staging_dir(self.files, directory)
-        try:
-            frame.write.partitionBy(PARTITION_COLUMN).parquet(staging)
-            written = self.files.list_dirs(staging)
-            strays = [p for p in written if p != name]
-            if strays:
-                stray_rows = sum(self.spark.read.parquet(join(staging, p)).count() for p in strays)
-                raise WarehouseWriteError(
-                    f"{table_name(table)}: the query wrote {stray_rows} rows whose partition_date is not {partition} "
-                    f"(partitions {strays}); filter every partitioned input on $partition_date")
-        except BaseException:
-            partition_dirs.discard(self.files, staging)
-            raise
-        return staging, (join(staging, name) if name in written else None), frame.schema
-
     def replace_table(self, table: Table, sql: str, params: Params = None) -> int:
-        frame = self.frame(sql, params)
-        directory = self._dir(table)
-        self._recover(directory)
-        staging = partition_dirs.new_staging_dir(self.files, directory)
-        try:
-            frame.write.parquet(staging)
-            rows = self.spark.read.parquet(staging).count()
-            self._write_schema(staging, frame.schema)  # rebuilt whole: the schema may change, with the rows
-        except BaseException:
-            partition_dirs.discard(self.files, staging)
-            raise
-        partition_dirs.swap_in(self.files, directory, UNPARTITIONED_DATA, staging)
+        rows = self.tables.write_table(table_name(table), self.frame(sql, params))
         self._register_table(table)
         return rows
 
-    def _check_columns(self, table: Table, frame: DataFrame) -> None:
-        schema = self._schema(table)
-        if schema is not None and schema.names != frame.columns:
-            raise WarehouseWriteError(
-                f"the query now returns columns {frame.columns} but {table_name(table)} has {schema.names}; "
-                f"drop {table_name(table)} (derived data) and backfill its partitions")
-
     def create_view(self, table: Table, sql: str) -> None:
         self._define_view(table, sql)
-        views = {k: v for k, v in self._views().items() if k != table_name(table)}
-        views[table_name(table)] = sql
-        self.files.write_text(join(self.root, VIEWS_FILE), json.dumps(views, indent=1))
+        self.tables.define_view(table_name(table), sql)
 
     def _define_view(self, table: Table, sql: str) -> None:
         statement = spark_sql.render(sql)

@@ -1,21 +1,18 @@
-"""Where the Spark engine's files live (a URI) and the file system that changes them.
+"""Locations of the Spark engine as URIs, and the file systems that list landing folders.
 
 A location is a URI: `file:///...`, `hdfs://...`, or any scheme the cluster's Hadoop client knows; a plain path
-is taken as `file://` on its absolute form. Two file systems, one interface:
+is taken as `file://` on its absolute form. The warehouse itself is read and changed through Spark only
+(`spark_tables`); these file systems list the landing folders a day's files are discovered in
+(`ingestion.landing_uris`), one interface for two:
 - `HadoopFiles`: the session's own Hadoop FileSystem API (in the driver JVM, with the session's Hadoop settings),
-  so renames and listings happen where the executors write, for every scheme. Classic sessions only: a Spark
-  Connect client has no JVM.
-- `LocalFiles`: Python's os/shutil on a `file://` location. What a Spark Connect client uses (its server shares the
-  client's file system, or the location is refused), what reads a warehouse without starting a JVM
-  (`fair-pipeline promote`), and what the pure tests of `partition_dirs` drive.
-Every write of a small file (a journal, a schema, the view list) is a temporary file renamed over the target.
+  for every scheme. Classic sessions only: a Spark Connect client has no JVM.
+- `LocalFiles`: this machine's file system, for plain paths and `file://` locations (a Spark Connect client's).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import stat
-import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -74,10 +71,6 @@ class LocalFiles:
         path = local_path(uri)
         return sorted(p.name for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
 
-    def list_files(self, uri: str) -> list[str]:
-        path = local_path(uri)
-        return sorted(p.name for p in path.iterdir() if p.is_file()) if path.is_dir() else []
-
     def list_entries(self, uri: str) -> list[tuple[str, str, int]]:
         """(name, kind, bytes) of each entry, sorted by name; kind is "dir", "file" (a regular file, links followed)
         or "other" (a FIFO, a socket, a broken link). An unreadable directory raises OSError."""
@@ -92,43 +85,22 @@ class LocalFiles:
             entries.append((entry.name, kind, status.st_size))
         return sorted(entries)
 
-    def mkdirs(self, uri: str) -> None:
-        local_path(uri).mkdir(parents=True, exist_ok=True)
+    def status(self, uri: str) -> tuple[int, int, str | None]:
+        """(bytes, modification time in ms, checksum or None) of a file, from its metadata (never opened)."""
+        status = os.stat(local_path(uri))
+        return status.st_size, status.st_mtime_ns // 1_000_000, None
 
-    def rename(self, source: str, target: str) -> None:
-        """Move `source` to the absent `target` (whose parent exists); raises OSError otherwise."""
-        if local_path(target).exists():
-            raise FileExistsError(f"cannot move {source} to {target}: it exists")
-        os.rename(local_path(source), local_path(target))
-
-    def delete(self, uri: str) -> None:
-        """Remove a file or a directory tree; nothing when it is absent."""
-        path = local_path(uri)
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-
-    def read_text(self, uri: str) -> str | None:
-        path = local_path(uri)
-        return path.read_text() if path.is_file() else None
-
-    def write_text(self, uri: str, text: str) -> None:
-        path = local_path(uri)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}.tmp")
-        temporary.write_text(text)
-        os.replace(temporary, path)
+    def copy_to_local(self, uri: str, target: Path) -> None:
+        shutil.copyfile(local_path(uri), target)
 
 
 class HadoopFiles:
     """The Hadoop FileSystem of a classic SparkSession (its JVM, its Hadoop configuration: credentials, HDFS name
     nodes, object-store settings given as spark.hadoop.* reach it). Each call is one round trip to the driver JVM;
-    the engine makes a handful per write, never one per row or per data file."""
+    a day's discovery makes one per folder, never one per row."""
 
     def __init__(self, spark):
         self._jvm = spark._jvm
-        self._gateway = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
 
     def _path(self, uri: str):
@@ -163,61 +135,22 @@ class HadoopFiles:
         return sorted((status.getPath().getName(), "dir" if status.isDirectory() else "file" if status.isFile()
                        else "other", int(status.getLen())) for status in statuses)
 
-    def list_files(self, uri: str) -> list[str]:
-        return self._list(uri, directories=False)
-
-    def mkdirs(self, uri: str) -> None:
-        path = self._path(uri)
-        if not self._fs(path).mkdirs(path):
-            raise OSError(f"cannot create the directory {uri}")
-
-    def rename(self, source: str, target: str) -> None:
-        """Move `source` to the absent `target`. Hadoop's rename moves a directory *into* an existing target
-        directory, so an existing target is refused rather than nested."""
-        source_path, target_path = self._path(source), self._path(target)
-        fs = self._fs(source_path)
-        if fs.exists(target_path):
-            raise FileExistsError(f"cannot move {source} to {target}: it exists")
-        if not fs.rename(source_path, target_path):
-            raise OSError(f"the file system refused to move {source} to {target}")
-
-    def delete(self, uri: str) -> None:
+    def status(self, uri: str) -> tuple[int, int, str | None]:
+        """As `LocalFiles.status`, from the FileSystem's FileStatus; the checksum is the file system's own
+        (`getFileChecksum`: HDFS's MD5 of its block CRCs; None where it keeps none, as on a local disk)."""
         path = self._path(uri)
         fs = self._fs(path)
-        if fs.exists(path) and not fs.delete(path, True):
-            raise OSError(f"cannot delete {uri}")
+        try:
+            status, checksum = fs.getFileStatus(path), fs.getFileChecksum(path)
+        except Exception as error:  # noqa: BLE001 - Py4J wraps the JVM's IOException
+            raise OSError(f"cannot read the status of {uri}: {_java_message(error)}") from error
+        described = None if checksum is None else f"{checksum.getAlgorithmName()}:{bytes(checksum.getBytes()).hex()}"
+        return int(status.getLen()), int(status.getModificationTime()), described
 
-    def read_text(self, uri: str) -> str | None:
+    def copy_to_local(self, uri: str, target: Path) -> None:
+        """Copy a file to this machine (no checksum file beside it)."""
         path = self._path(uri)
-        fs = self._fs(path)
-        if not fs.exists(path):
-            return None
-        stream = fs.open(path)
-        try:
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream)).decode("utf-8")
-        finally:
-            stream.close()
-
-    def write_text(self, uri: str, text: str) -> None:
-        """Write a temporary file beside `uri`, then rename it over `uri` (FileContext's rename with OVERWRITE:
-        FileSystem.rename refuses an existing target)."""
-        target = self._path(uri)
-        temporary = self._path(f"{uri}.{uuid.uuid4().hex}.tmp")
-        fs = self._fs(target)
-        fs.mkdirs(target.getParent())
-        stream = fs.create(temporary, True)
-        try:
-            stream.write(bytearray(text.encode("utf-8")))
-        finally:
-            stream.close()
-        hadoop = self._jvm.org.apache.hadoop.fs
-        options = self._gateway.new_array(hadoop.Options.Rename, 1)
-        options[0] = hadoop.Options.Rename.OVERWRITE
-        try:
-            hadoop.FileContext.getFileContext(target.toUri(), self._conf).rename(temporary, target, options)
-        except BaseException:
-            fs.delete(temporary, False)
-            raise
+        self._fs(path).copyToLocalFile(False, path, self._path(location_uri(target)), True)
 
 
 def _java_message(error: Exception) -> str:
@@ -225,13 +158,7 @@ def _java_message(error: Exception) -> str:
     return str(java.toString()) if java is not None else str(error)
 
 
-def files_for(spark, uri: str, connect: bool):
-    """The file system the engine changes `uri` with: the session's Hadoop client on a classic session; on a Spark
-    Connect client (no JVM here) this machine's, for a `file://` location only (see the module docstring)."""
-    if not connect:
-        return HadoopFiles(spark)
-    if not is_local(uri):
-        raise ValueError(f"the Spark warehouse {uri}: over Spark Connect the warehouse must be a file:// location "
-                         "that this client and the server share (the client has no Hadoop client of its own); "
-                         "use a classic session (local[N], spark://, yarn, k8s://) for other schemes")
-    return LocalFiles()
+def files_for(spark, connect: bool):
+    """The file system landing folders are listed with: the session's Hadoop client on a classic session; this
+    machine's on a Spark Connect client (no JVM here)."""
+    return LocalFiles() if connect else HadoopFiles(spark)

@@ -3,14 +3,16 @@ day's quarantine reasons) as JSON: what the Spark Connect and storage tests run 
 own (a Spark Connect client, or a driver on a standalone cluster, and the test session's classic SparkSession do not
 share a process):
 
-    python -m tests.platform.spark.raw_and_models ENGINE HOME OUT [MASTER] [--warehouse URI] [--landing URI] [--no-ingest]
-    python -m tests.platform.spark.raw_and_models spark HOME OUT MASTER --warehouse URI --die-in-swap DAY LANDING
+    python -m tests.platform.spark.raw_and_models ENGINE HOME OUT [MASTER] [--warehouse URI] [--landing URI]
+                                                  [--no-ingest] [--opened OUT] [--forbid DIR]
+    python -m tests.platform.spark.raw_and_models spark HOME OUT MASTER --warehouse URI --die-in-commit DAY LANDING
 
 `--landing URI` has the Spark loader read the days' files from that URI (listed through the session's Hadoop
-FileSystem) instead of HOME/landing (which still holds the item catalogue); `--no-ingest` builds the models over the raw tables as they are (after the engine's recovery on opening them);
-`--die-in-swap DAY LANDING`, after the usual run, reloads DAY's observational files from another landing directory
-and ends the process (exit 3, no clean-up) at the third rename of the swap that replaces the day's raw rows and
-quarantine rows together."""
+FileSystem) instead of HOME/landing (which still holds the item catalogue); `--no-ingest` builds the models over the
+raw tables as they are; `--opened OUT` first writes the tables as the warehouse serves them when the engine opens it;
+`--forbid DIR` ends the process if it touches DIR itself (`forbidden_paths`); `--die-in-commit DAY LANDING`, after
+the usual run, reloads DAY's observational files from another landing directory and ends the process (exit 3, no
+clean-up) when the new versions of the day's raw rows and quarantine rows are written and their commit is next."""
 from __future__ import annotations
 
 import argparse
@@ -25,8 +27,9 @@ from fair_pipeline.ingestion.catalogue import load_items
 from fair_pipeline.ingestion.landing import landed_dates
 from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models, fetch_rows
+from tests.platform.spark.forbidden_paths import forbid
 
-DIED_IN_SWAP = 3
+DIED_IN_COMMIT = 3
 _QUARANTINE_REASONS = """
 SELECT CAST(partition_date AS VARCHAR) AS day, source, reason, count(*) AS n FROM raw.quarantine
 WHERE partition_date IS NOT NULL GROUP BY ALL ORDER BY ALL
@@ -65,7 +68,7 @@ def _spark_engine(home: Path, master: str, location: str):
 
 
 def ingest_and_build(engine_name: str, home: Path, master: str = "", location: str = "",
-                     ingest: bool = True, landing_uri: str = "") -> dict[str, list]:
+                     ingest: bool = True, landing_uri: str = "", opened: Path | None = None) -> dict[str, list]:
     landing = home / "landing"
     days = landed_dates(landing, "observational")
     with warehouse.session(home / "warehouse.duckdb") as con:
@@ -77,6 +80,8 @@ def ingest_and_build(engine_name: str, home: Path, master: str = "", location: s
                     loads.load_partition(con, landing, source, day)
         else:
             engine = _spark_engine(home, master, location)
+            if opened is not None:
+                opened.write_text(json.dumps(tables_as_json(engine)))
             spark_catalogue.write_items(engine, con, landing)  # the executors read the catalogue files
             if landing_uri:
                 assert landing_uris.landed_dates(engine.files, landing_uri, "observational") == days
@@ -103,21 +108,18 @@ def tables_as_json(engine) -> dict[str, dict]:
     return tables
 
 
-def die_in_swap(home: Path, master: str, location: str, day: str, landing: str) -> None:
-    from fair_pipeline.platform.engines import partition_dirs
+def die_in_commit(home: Path, master: str, location: str, day: str, landing: str) -> None:
+    from fair_pipeline.platform.engines import version_log
 
     engine = _spark_engine(home, master, location)
-    real_rename, calls = partition_dirs._rename, []
 
-    def rename_then_die(fs, source, target):
-        calls.append(source)
-        if len(calls) == 3:  # raw's new rows are live, the quarantine's old rows in the trash, its new ones staged
-            os._exit(DIED_IN_SWAP)
-        real_rename(fs, source, target)
+    def die(spark, root, commit_id, entries):
+        assert {e.name for e in entries} == {"raw.observational_impressions", "raw.quarantine"}, entries
+        os._exit(DIED_IN_COMMIT)
 
-    partition_dirs._rename = rename_then_die
+    version_log._write_commit = die
     spark_loads.load_partition(engine, landing, "observational", day)
-    raise SystemExit("the swap ended without the injected death")
+    raise SystemExit("the load ended without the injected death")
 
 
 def main() -> None:
@@ -129,13 +131,17 @@ def main() -> None:
     parser.add_argument("--warehouse", default="")
     parser.add_argument("--landing", default="")
     parser.add_argument("--no-ingest", action="store_true")
-    parser.add_argument("--die-in-swap", nargs=2, metavar=("DAY", "LANDING"))
+    parser.add_argument("--opened", type=Path)
+    parser.add_argument("--forbid", type=Path, help="a directory this process must not touch (forbidden_paths)")
+    parser.add_argument("--die-in-commit", nargs=2, metavar=("DAY", "LANDING"))
     args = parser.parse_args()
+    if args.forbid:
+        forbid(args.forbid)
     tables = ingest_and_build(args.engine, args.home, args.master, args.warehouse, ingest=not args.no_ingest,
-                              landing_uri=args.landing)
+                              landing_uri=args.landing, opened=args.opened)
     args.out.write_text(json.dumps(tables))
-    if args.die_in_swap:
-        die_in_swap(args.home, args.master, args.warehouse, args.die_in_swap[0], args.die_in_swap[1])
+    if args.die_in_commit:
+        die_in_commit(args.home, args.master, args.warehouse, args.die_in_commit[0], args.die_in_commit[1])
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import pytest
 
 from fair_pipeline.commands import main
 from fair_pipeline.platform import settings, sql_models
+from fair_pipeline.platform.engines import version_log
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
 from tests.platform.spark.cluster import require_java, standalone_cluster
@@ -91,11 +92,14 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
     assert any((cluster.worker_dir / "work").iterdir())
     assert not (spark_home / "spark_warehouse").exists()
     models = sql_models.discover_models()
-    views = json.loads((tables / "_views.json").read_text())
-    for model in models.values():  # every model was built on Spark: a view definition or a table directory
-        assert (".".join(model.key) in views) if model.is_view else (tables / model.key[0] / model.key[1]).is_dir()
-    assert (tables / "raw" / "randomized_impressions" / "partition_date=2026-01-01").is_dir()
-    assert (tables / "raw" / "quarantine").is_dir()
+    live = version_log.live(version_log.read_local(f"file://{tables}"))
+    for model in models.values():  # every model was built on Spark: a view definition or a committed table
+        kinds = {kind for kind, name, _ in live if name == ".".join(model.key)}
+        wanted = (version_log.VIEW if model.is_view else version_log.PARTITION if sql_models.is_partitioned(model, models)
+                  else version_log.TABLE)
+        assert kinds == {wanted}, (model.key, kinds)
+    assert "2026-01-01" in version_log.live_partition_dates(live.values(), "raw.randomized_impressions")
+    assert any(name == "raw.quarantine" for _, name, _ in live)
     # The run's DuckDB file holds the result stores, no raw day and no SQL model: the executors ingested the landing
     # files and every stage read the raw tables, marts and staging views from Spark.
     with duckdb.connect(str(spark_home / "warehouse.duckdb"), read_only=True) as con:

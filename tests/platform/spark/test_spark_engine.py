@@ -1,14 +1,15 @@
 """The Spark engine's writes: all or nothing per partition (zero-row writes, failing queries, stray rows, schema
-changes, a crash mid-swap, several tables' partitions together), tables and views found again by a new engine on
-the same location (a path or a file:// URI, changed through the session's Hadoop FileSystem), queries with both
-parameter styles and results streamed in order."""
+changes, a crash before or after the commit, several tables' partitions together), superseded versions emptied,
+tables and views found again by a new engine on the same location (a path or a file:// URI, changed through Spark
+only), queries with both parameter styles and results streamed in order."""
 from __future__ import annotations
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from fair_pipeline.platform.engines import WarehouseWriteError, partition_dirs, warehouse_files
+from fair_pipeline.platform.engines import WarehouseWriteError, spark_tables, version_log, warehouse_files
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
 
 TABLE = ("marts", "t")
@@ -19,7 +20,6 @@ DAY1, DAY2 = "2026-01-01", "2026-01-02"
 def engine(spark, tmp_path):
     location = tmp_path / "spark warehouse+é"  # a space and non-ASCII: Hadoop takes the URI's path as written
     engine = SparkEngine(spark, f"file://{location}")
-    assert isinstance(engine.files, warehouse_files.HadoopFiles)
     engine.register_frame("src", pa.table({
         "partition_date": pa.array([pd.Timestamp(DAY1).date()] * 3 + [pd.Timestamp(DAY2).date()] * 2, pa.date32()),
         "v": pa.array([1, 2, 3, 10, 20], pa.int64()),
@@ -38,9 +38,12 @@ def _rows(engine):
 
 
 def _no_leftovers(engine):
-    table = warehouse_files.local_path(engine.root) / "marts" / "t"
-    for area in (partition_dirs.STAGING, partition_dirs.TRASH, partition_dirs.JOURNAL):
-        assert not any((table / area).glob("*")), f"{area} not cleaned"
+    """Only the live versions hold rows: superseded and failed writes were emptied (through Spark's writer)."""
+    live = {e.version for e in version_log.live(version_log.read_local(engine.root)).values() if e.version}
+    root = warehouse_files.local_path(engine.root)
+    for version in root.glob("*/*/write_id=*"):
+        rows = sum(pq.read_metadata(f).num_rows for f in version.rglob("*.parquet") if not f.name.startswith("."))
+        assert rows == 0 or version.name.removeprefix("write_id=") in live, (version, rows)
 
 
 def test_a_partition_is_replaced_exactly_and_a_zero_row_write_empties_it(engine):
@@ -76,29 +79,35 @@ def test_rows_outside_the_partition_and_changed_columns_are_refused(engine):
     _no_leftovers(engine)
 
 
-def test_a_crash_mid_swap_is_completed_when_the_table_is_next_opened(engine, spark, monkeypatch):
+def _crash_on_commit(monkeypatch):
+    def crash(spark, root, commit_id, entries):
+        raise OSError("injected crash")
+
+    monkeypatch.setattr(version_log, "_write_commit", crash)
+
+
+def test_a_crash_before_the_commit_leaves_the_old_rows_live_and_after_it_the_new(engine, spark, monkeypatch):
     _write(engine, DAY1)
-    real_rename = partition_dirs._rename
-    calls = []
-
-    def crash_on_second(fs, source, target):
-        calls.append(source)
-        if len(calls) == 2:  # the old partition is in the trash, the new one not yet live
-            raise OSError("injected crash")
-        real_rename(fs, source, target)
-
-    monkeypatch.setattr(partition_dirs, "_rename", crash_on_second)
-    with pytest.raises(OSError, match="injected crash"):
+    _crash_on_commit(monkeypatch)
+    with pytest.raises(OSError, match="injected crash"):  # the new version is written, not committed
         _write(engine, DAY1, "v = 3")
     monkeypatch.undo()
-    reopened = SparkEngine(spark, engine.root)  # a new process would do the same on start
-    assert _rows(reopened) == [["2026-01-01", 3]]
-    _no_leftovers(reopened)
+    reopened = SparkEngine(spark, engine.root)  # a new process sees the same
+    assert _rows(reopened) == [["2026-01-01", 1], ["2026-01-01", 2], ["2026-01-01", 3]]
+
+    def crash(*args):
+        raise OSError("injected crash after the commit")
+
+    monkeypatch.setattr(spark_tables.VersionedTables, "_empty", crash)
+    with pytest.raises(OSError, match="after the commit"):  # before the superseded version was emptied
+        _write(reopened, DAY1, "v = 3")
+    monkeypatch.undo()
+    assert _rows(SparkEngine(spark, engine.root)) == [["2026-01-01", 3]]
 
 
 def test_partitions_of_several_tables_are_replaced_together_or_not_at_all(engine, spark, monkeypatch):
-    """The loader's raw rows and quarantine rows of a day: a failing second query leaves both tables as they were;
-    a crash between the swaps' renames is completed for both when the warehouse is next opened."""
+    """The loader's raw rows and quarantine rows of a day: a failing second query, or a crash before the commit,
+    leaves both tables as they were; one commit makes both new."""
     other = ("raw", "q")
     both = [(TABLE, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND v >= 2"),
             (other, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND v < 2")]
@@ -108,26 +117,21 @@ def test_partitions_of_several_tables_are_replaced_together_or_not_at_all(engine
         engine.replace_partitions([(TABLE, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date"),
                                    failing], {"partition_date": DAY2}, DAY2)
     assert _rows(engine) == [["2026-01-01", 2], ["2026-01-01", 3]] and engine.row_count(other) == 1
-    real_rename, calls = partition_dirs._rename, []
-
-    def crash_on_third(fs, source, target):
-        calls.append(source)
-        if len(calls) == 3:  # the first table is new, the second's old rows are in the trash
-            raise OSError("injected crash")
-        real_rename(fs, source, target)
-
-    monkeypatch.setattr(partition_dirs, "_rename", crash_on_third)
+    _no_leftovers(engine)
     swapped = [(TABLE, "SELECT partition_date, v FROM src WHERE partition_date = $partition_date AND v = 1"),
                (other, "SELECT partition_date, v * 100 AS v FROM src WHERE partition_date = $partition_date")]
+    _crash_on_commit(monkeypatch)
     with pytest.raises(OSError, match="injected crash"):
         engine.replace_partitions(swapped, {"partition_date": DAY1}, DAY1)
     monkeypatch.undo()
     reopened = SparkEngine(spark, engine.root)
+    assert _rows(reopened) == [["2026-01-01", 2], ["2026-01-01", 3]]
+    assert reopened.query_df("SELECT v FROM raw.q ORDER BY v")["v"].tolist() == [1]
+    assert reopened.replace_partitions(swapped, {"partition_date": DAY1}, DAY1) == [1, 3]
     assert _rows(reopened) == [["2026-01-01", 1]]
     assert reopened.query_df("SELECT v FROM raw.q ORDER BY v")["v"].tolist() == [100, 200, 300]
-    _no_leftovers(reopened)
-    root = warehouse_files.local_path(engine.root)
-    assert not any((root / partition_dirs.JOURNAL).glob("*")) and not any((root / "raw" / "q" / "_trash").glob("*"))
+    commits = {e.commit_id for e in version_log.read_local(engine.root) if e.kind == version_log.PARTITION}
+    assert len(commits) == 2  # each successful replacement of both tables was one commit
 
 
 def test_tables_and_views_are_found_again_by_a_new_engine(engine, spark):

@@ -1,9 +1,10 @@
 """The Spark warehouse given as a `file://` URI on a standalone cluster (master and worker from the pyspark wheel,
 `tests/platform/spark/cluster.py`; the worker's working directory is not the driver's): ingestion, every SQL model,
-then a backfill that replaces a day whose landing files changed, with the driver killed in the middle of the swap
-that replaces the day's raw rows and quarantine rows together. The next driver recovers the swap on opening the
-warehouse and rebuilds the models; every table then equals DuckDB's build of the changed landing files (values to
-1e-9), and no staging, trash or journal is left anywhere in the warehouse.
+then a backfill that replaces a day whose landing files changed, with the driver killed once the new versions of the
+day's raw rows and quarantine rows are written and before their commit. The next driver finds the warehouse as it
+was before the backfill (the old day live in both tables), runs the backfill again and rebuilds the models; every
+table then equals DuckDB's build of the changed landing files (values to 1e-9), and the only rows no commit names are
+the killed driver's two uncommitted versions (every superseded version was emptied).
 
 The landing is given to the Spark loader as a `file://` URI too, in a folder whose name has a space, a `+`, a quote,
 non-Latin letters and a `%`, with files named alike, one in a hive-style `hour=` subfolder and a temporary file beside
@@ -11,7 +12,7 @@ them: the driver lists it through the session's Hadoop FileSystem and Spark read
 landing is read from the driver's paths (DuckDB reads the same files from its plain folder).
 
 Each driver is a process of its own (this one holds the local SparkSession of the other Spark tests; a process has one
-SparkContext). The partition swaps and listings go through the session's Hadoop FileSystem (`warehouse_files`)."""
+SparkContext). The warehouse is written, listed and read through Spark only (`spark_tables`, `version_log`)."""
 from __future__ import annotations
 
 import json
@@ -28,15 +29,15 @@ import pytest
 
 from fair_pipeline.commands import main
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.engines import partition_dirs
+from fair_pipeline.platform.engines import version_log
 from tests.platform.spark.cluster import require_java, standalone_cluster
-from tests.platform.spark.raw_and_models import DIED_IN_SWAP, assert_same_tables, ingest_and_build
+from tests.platform.spark.raw_and_models import DIED_IN_COMMIT, assert_same_tables, ingest_and_build
 
 SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "60", "--items", "300"]
 DAY = "2026-01-01"
 OTHER_DAY = "2026-01-02"
 ODD_NAME = "part 1+ü'ß%41"
-LEFTOVERS = (partition_dirs.STAGING, partition_dirs.TRASH, partition_dirs.JOURNAL)
+RAW, QUARANTINE = "raw.observational_impressions", "raw.quarantine"
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,19 @@ def _odd_names(landing: Path) -> None:
     (randomized / "part-0.parquet").rename(randomized / "hour=07 +ü" / f"{ODD_NAME}.parquet")
 
 
+def _live_versions(tables: Path) -> set[str]:
+    return {e.version for e in version_log.live(version_log.read_local(f"file://{tables}")).values() if e.version}
+
+
+def _versions_with_rows(tables: Path) -> set[tuple[str, str]]:
+    """(table, version) of every version directory holding rows."""
+    found = set()
+    for version in tables.glob("*/*/write_id=*"):
+        if sum(pq.read_metadata(f).num_rows for f in version.rglob("*.parquet") if not f.name.startswith(".")):
+            found.add((f"{version.parent.parent.name}.{version.parent.name}", version.name.removeprefix("write_id=")))
+    return found
+
+
 def _driver(cluster, home: Path, out: Path, warehouse: str, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "tests.platform.spark.raw_and_models", "spark", str(home), str(out), cluster.master_url,
@@ -78,7 +92,7 @@ def _driver(cluster, home: Path, out: Path, warehouse: str, cwd: Path, *args: st
 
 
 @pytest.mark.timeout(2400)
-def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(cluster, tmp_path, monkeypatch):
+def test_a_backfill_killed_before_its_commit_on_a_cluster_leaves_no_half_written_day(cluster, tmp_path, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     duck_home, spark_home, driver_cwd = tmp_path / "duckdb", tmp_path / "spark", tmp_path / "driver"
     assert main(["--home", str(duck_home), "simulate", *SIMULATION]) == 0
@@ -93,20 +107,20 @@ def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(clus
     tables = tmp_path / "shared warehouse"  # a space: Hadoop takes the URI's path as written
     warehouse = f"file://{tables}"
 
-    # First driver: ingest both days and build every model, then reload the changed day and die mid-swap.
+    # First driver: ingest both days and build every model, then reload the changed day and die before its commit.
     first = _driver(cluster, spark_home, tmp_path / "first.json", warehouse, driver_cwd, "--landing",
-                    f"file://{uri_landing}", "--die-in-swap", DAY, f"file://{changed_landing}")
-    assert first.returncode == DIED_IN_SWAP, first.stdout[-3000:] + first.stderr[-5000:]
+                    f"file://{uri_landing}", "--die-in-commit", DAY, f"file://{changed_landing}")
+    assert first.returncode == DIED_IN_COMMIT, first.stdout[-3000:] + first.stderr[-5000:]
     assert any((cluster.worker_dir / "work").iterdir()), "the executors did not run under the worker"
-    # Killed between the two tables: raw's day is new, the quarantine's day is in the trash, the journal names both.
-    raw_day = tables / "raw" / "observational_impressions" / f"partition_date={DAY}"
-    assert raw_day.is_dir() and not (tables / "raw" / "quarantine" / f"partition_date={DAY}").exists()
-    assert len(list((tables / partition_dirs.JOURNAL).glob("*.json"))) == 1
+    live = _live_versions(tables)
+    uncommitted = {(name, version) for name, version in _versions_with_rows(tables) if version not in live}
+    assert {name for name, _ in uncommitted} == {RAW, QUARANTINE}, uncommitted  # written, never committed
 
-    # Second driver: opening the warehouse completes the swap; then every model is rebuilt (a backfill) over it.
+    # Second driver: the warehouse serves the day as it was; the backfill runs again and every model is rebuilt.
     shutil.rmtree(spark_home / "landing")
     shutil.copytree(changed_landing, spark_home / "landing")
-    second = _driver(cluster, spark_home, tmp_path / "second.json", warehouse, driver_cwd, "--no-ingest")
+    second = _driver(cluster, spark_home, tmp_path / "second.json", warehouse, driver_cwd,
+                     "--opened", str(tmp_path / "opened.json"))
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-5000:]
 
     shutil.rmtree(duck_home / "landing")
@@ -117,7 +131,8 @@ def test_a_backfill_killed_mid_swap_on_a_cluster_leaves_no_half_written_day(clus
     assert_same_tables(expected, after)
     reasons = {(day, reason) for day, source, reason, _ in after["raw.quarantine reasons"]["rows"] if source == "observational"}
     assert len({reason for day, reason in reasons if day == DAY}) >= 2, reasons  # the two rejected rows, for two reasons
+    assert json.loads((tmp_path / "opened.json").read_text()) == before  # the killed backfill changed nothing
     assert before["raw.observational_impressions"] != after["raw.observational_impressions"]  # the day was replaced
-    left = [p for p in tables.rglob("*") if p.name in LEFTOVERS and any(p.iterdir())]
-    assert not left, left
+    live = _live_versions(tables)
+    assert {(n, v) for n, v in _versions_with_rows(tables) if v not in live} == uncommitted
     assert not any(driver_cwd.iterdir()), list(driver_cwd.iterdir())  # nothing written relative to the driver's cwd
