@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from fair_pipeline.platform.engines import version_log
 from fair_pipeline.platform.engines.base import WarehouseWriteError
+from fair_pipeline.platform.engines.earlier_layout import refuse_earlier_layout
 from fair_pipeline.platform.engines.version_log import Entry
 from fair_pipeline.platform.engines.warehouse_files import join
 
@@ -42,6 +43,8 @@ class VersionedTables:
         self.root = root
         self.state: dict[tuple[str, str, str], Entry] = {}
         self.refresh()
+        if not self.state:  # nothing committed: a new warehouse, or one of the layout before the commit log
+            refuse_earlier_layout(spark, root)
 
     def refresh(self) -> None:
         self.state = version_log.live(version_log.read(self.spark, self.root))

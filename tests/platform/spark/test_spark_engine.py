@@ -199,3 +199,53 @@ def test_a_stage_runs_as_many_tasks_whatever_the_rows(spark, tmp_path):
         tasks[rows] = (scan.rdd.getNumPartitions(), shuffled.distinct().count())
     expected = (spark.sparkContext.defaultParallelism, int(spark.conf.get("spark.sql.shuffle.partitions")))
     assert tasks[1_000] == tasks[300_000] == expected, tasks
+
+
+def _write_earlier_layout(root) -> dict[str, bytes]:
+    """A warehouse as the layout before the commit log left it (written with pyarrow, as Spark's writer lays it
+    out): two days of a partitioned table whose partition column is not last, an unpartitioned table and a view.
+    Returns every file's bytes."""
+    from pyspark.sql.types import DateType, LongType, StringType, StructField, StructType
+
+    labels = ['say "hi"', "a+b", "Ελληνικά 日本語", "<b>&amp;</b>"]
+    schema = StructType([StructField("source", StringType()), StructField("partition_date", DateType()),
+                         StructField("label", StringType()), StructField("n", LongType())])
+    table = root / "marts" / "daily"
+    for day, rows in ((DAY1, labels[:3]), (DAY2, labels[1:])):
+        (table / f"partition_date={day}").mkdir(parents=True)
+        pq.write_table(pa.table({"source": ["observational"] * len(rows), "label": rows,
+                                 "n": list(range(len(rows)))}), table / f"partition_date={day}" / "part-00000.parquet")
+    (table / "_schema.json").write_text(schema.json())
+    items = root / "raw" / "items" / "current"
+    items.mkdir(parents=True)
+    pq.write_table(pa.table({"item_id": labels, "group_id": ["g1", "g2", "g3", "g'4"]}), items / "part-00000.parquet")
+    (items / "_schema.json").write_text(StructType([StructField("item_id", StringType()),
+                                                    StructField("group_id", StringType())]).json())
+    (root / "_views.json").write_text('{"staging.v": "SELECT label FROM marts.daily"}')
+    return {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def test_a_warehouse_of_the_earlier_layout_is_refused_by_name_and_left_as_it_was(spark, tmp_path):
+    from fair_pipeline.platform.engines.earlier_layout import EarlierLayoutError
+
+    root = tmp_path / "old warehouse+é"
+    files = _write_earlier_layout(root)
+    for _ in range(2):  # refused each time it is opened, never changed
+        with pytest.raises(EarlierLayoutError) as refused:
+            SparkEngine(spark, f"file://{root}")
+        message = str(refused.value)
+        assert f"file://{root}" in message
+        assert f"marts.daily ({DAY1}..{DAY2})" in message and "raw.items" in message
+        assert f"--spark-warehouse NEW_URI --start {DAY1} --end {DAY2}" in message
+        assert {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()} == files
+
+
+def test_a_new_root_and_an_uncommitted_version_are_not_taken_for_the_earlier_layout(spark, tmp_path):
+    new_root = tmp_path / "brand new"
+    engine = SparkEngine(spark, f"file://{new_root}")
+    assert engine.tables.table_names() == [] and not new_root.exists()  # opened silently, nothing created
+    # A version written by a process killed before the warehouse's first commit: the commit-log layout, not adopted
+    version = tmp_path / "killed" / "marts" / "t" / "write_id=abc" / f"partition_date={DAY1}"
+    version.mkdir(parents=True)
+    pq.write_table(pa.table({"v": [1]}), version / "part-00000.parquet")
+    assert SparkEngine(spark, f"file://{tmp_path / 'killed'}").tables.table_names() == []
