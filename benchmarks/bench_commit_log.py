@@ -11,6 +11,7 @@ wall ratios to the smallest size.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import statistics
 import sys
@@ -32,10 +33,11 @@ ROWS_SQL = "SELECT CAST($partition_date AS DATE) AS partition_date, v FROM bench
 
 
 def _aged_log(root: Path, commits: int) -> None:
-    """`commits` commits of one row each, as `version_log.commit` writes them (days cycle over a year)."""
+    """`commits` commits of one row each, as `version_log.commit` writes them, each naming another day (every row
+    live: the most the driver collects for a log of that size)."""
     schema = pa.schema([(field, pa.string() if kind == "string" else pa.int64()) for field, kind in version_log._FIELDS])
     for n in range(commits):
-        day = f"2025-{1 + (n // 28) % 12:02d}-{1 + n % 28:02d}"
+        day = (dt.date(2000, 1, 1) + dt.timedelta(days=n)).isoformat()
         commit_id = f"{n:032x}"
         row = {"commit_id": commit_id, "committed_at": n + 1, "kind": version_log.PARTITION, "name": "marts.old",
                "partition": day, "version": None, "rows": 0, "definition": '{"type":"struct","fields":[]}'}

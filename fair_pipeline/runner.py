@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion import contract, landing_source
 from fair_pipeline.ingestion.landing import complete_days
 from fair_pipeline.platform import run_recovery, settings
 from fair_pipeline.platform.partitions import WINDOW_DAYS, min_window_days
@@ -50,8 +50,9 @@ def ensure_dagster_home() -> Path:
 
 
 def landed_partitions(landing: Path | None = None) -> list[str]:
-    """Dates with landing files for every source (a day missing a source cannot be ingested)."""
-    return complete_days(landing or settings.landing_dir())
+    """Dates with landing files for every source (a day missing a source cannot be ingested), in `landing` or in the
+    configured landing (`ingestion.landing_source`: a URI on the spark engine is listed through Spark)."""
+    return complete_days(landing) if landing else landing_source.configured().complete_days()
 
 
 def engine_run_config() -> dict:
@@ -215,10 +216,9 @@ def landing_changes(days: list[str], landing: Path | None = None,
     another code version, or when an asset of the ingestion job has no materialization of that day since then (a
     run that failed half-way)."""
     from fair_pipeline.ingestion.assets import FINGERPRINTS
-    from fair_pipeline.ingestion.fingerprints import catalogue_fingerprint, source_day_fingerprint
     from fair_pipeline.ingestion.hash_cache import HashCache
 
-    landing = landing or settings.landing_dir()
+    files = landing_source.LandingSource(str(landing)) if landing else landing_source.configured()
     instance = instance or current_instance()
     cache = HashCache.beside(instance)  # only files new or touched since their last hashing are read
     loads = {dg.AssetKey(["raw", f"{source}_impressions"]) for source in contract.SOURCES}
@@ -230,7 +230,7 @@ def landing_changes(days: list[str], landing: Path | None = None,
             key = dg.AssetKey(["raw", f"{source}_impressions"])
             record = _latest_record(instance, key, day)
             recorded = record.asset_materialization.metadata.get(FINGERPRINTS) if record else None
-            if (recorded is None or recorded.value.get(day) != source_day_fingerprint(landing, source, day, cache)
+            if (recorded is None or recorded.value.get(day) != files.day_fingerprint(source, day, cache)
                     or not _built_by_this_code(record, key, "ingest_logs")):
                 newest = None
                 break
@@ -243,7 +243,7 @@ def landing_changes(days: list[str], landing: Path | None = None,
     key = dg.AssetKey(["raw", "items"])
     items = _latest_record(instance, key)
     recorded = items.asset_materialization.metadata.get(FINGERPRINTS) if items else None
-    catalogue = (recorded is None or recorded.value.get("items") != catalogue_fingerprint(landing, cache)
+    catalogue = (recorded is None or recorded.value.get("items") != files.catalogue_fingerprint(cache)
                  or not _built_by_this_code(items, key, "ingest_logs"))
     cache.save()
     return changed, catalogue

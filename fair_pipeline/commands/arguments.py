@@ -117,6 +117,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the Spark engine keeps its tables: file:///..., hdfs://..., any scheme the "
                              "session's Hadoop client knows, or a path (over sc:// a file:// location the server "
                              f"shares) (default: ${settings.SPARK_WAREHOUSE_ENV}, else HOME/spark_warehouse)")
+    parser.add_argument("--landing", metavar="LOCATION", default=None,
+                        help="where the landing files are: a folder, or with --engine spark a URI (file:///..., "
+                             "hdfs://..., any scheme the session's Hadoop client knows) listed and read through Spark "
+                             f"(default: ${settings.LANDING_ENV}, else HOME/landing)")
     parser.add_argument("--spark-conf", metavar="KEY=VALUE", action="append", default=None, type=_spark_setting,
                         help="a Spark setting for the session, e.g. spark.executor.memory=4g; repeatable (default: "
                              f"${settings.SPARK_CONF_ENV}, KEY=VALUE lines)")
@@ -134,6 +138,10 @@ def apply_engine(args: argparse.Namespace) -> None:
         os.environ[settings.SPARK_DRIVER_MEMORY_ENV] = args.spark_driver_memory
     if args.spark_warehouse:
         os.environ[settings.SPARK_WAREHOUSE_ENV] = args.spark_warehouse
+    if args.landing:
+        os.environ[settings.LANDING_ENV] = args.landing
     if args.spark_conf:
         os.environ[settings.SPARK_CONF_ENV] = "\n".join(f"{k}={v}" for k, v in settings.parse_spark_conf(args.spark_conf).items())
     require_engine(settings.engine())
+    if settings.engine() == "duckdb":
+        settings.landing_dir()  # a URI that is not a folder of this machine is refused here, by name

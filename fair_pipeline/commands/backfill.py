@@ -8,8 +8,7 @@ import datetime as dt
 from fair_pipeline.commands.arguments import add_engine_arguments, add_verbose_flag, apply_engine, date
 from fair_pipeline.commands.console import say
 from fair_pipeline.commands.jobs import JobRuns, prepare_stores
-from fair_pipeline.commands.run import changed_landing, contiguous_ranges
-from fair_pipeline.platform import settings
+from fair_pipeline.commands.run import changed_landing, contiguous_ranges, landed, say_unread_entries
 
 
 
@@ -22,30 +21,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def backfill_problem(start: dt.date, end: dt.date) -> str | None:
     """Why a backfill of start..end cannot run, in one line, or None."""
-    from fair_pipeline.ingestion.landing import missing_sources
+    from fair_pipeline.ingestion import landing_source
 
     if end < start:
         return f"--end {end} is before --start {start}"
+    source = landing_source.configured()
     day = start
     while day <= end:
-        missing = missing_sources(settings.landing_dir(), day)
+        missing = source.missing_sources(day)
         if missing:
-            return (f"no landing files for partition {day} ({', '.join(missing)}) under {settings.landing_dir()}: "
+            return (f"no landing files for partition {day} ({', '.join(missing)}) under {source.location}: "
                     "simulate or import logs first (fair-pipeline simulate --start ... --days ...)")
         day += dt.timedelta(days=1)
     return None
 
 
 def run(args: argparse.Namespace) -> int:
-    from fair_pipeline import runner
-    from fair_pipeline.commands.unread import say_unread
-
     apply_engine(args)
-    say_unread(settings.landing_dir())
+    say_unread_entries()
     problem = backfill_problem(args.start, args.end)
     if problem:
         say(f"error: {problem}")
         return 2
+    landed()  # the definitions' first partition, for a landing URI (`run.landed`)
+    from fair_pipeline import runner
+
     if not prepare_stores(args.verbose):
         return 1
     jobs = JobRuns(args.verbose)

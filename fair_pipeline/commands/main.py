@@ -16,7 +16,8 @@ from fair_pipeline.platform import settings
 # in-process (tests, notebooks) leaves no --home, DAGSTER_HOME or quiet MLflow logging behind for later ones.
 COMMAND_ENVIRONMENT = (settings.HOME_ENV, "DAGSTER_HOME", "MLFLOW_LOGGING_LEVEL", settings.ENGINE_ENV,
                        settings.SPARK_MASTER_ENV,
-                       settings.SPARK_DRIVER_MEMORY_ENV, settings.SPARK_CONF_ENV, settings.SPARK_WAREHOUSE_ENV)
+                       settings.SPARK_DRIVER_MEMORY_ENV, settings.SPARK_CONF_ENV, settings.SPARK_WAREHOUSE_ENV,
+                       settings.LANDING_ENV, settings.START_DATE_ENV)
 COMMAND_LOGGERS = ("mlflow", "alembic", "mlflow.store.db.utils")
 
 

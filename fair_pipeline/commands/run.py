@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 
 from fair_pipeline.commands.arguments import (add_engine_arguments, add_simulation_arguments, add_verbose_flag,
                                              apply_engine, changed_simulation_flags)
@@ -49,7 +50,7 @@ def partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str] 
     """With --no-simulate, the landed partitions to materialize (all of them, or those in --start/--days);
     None, after saying why, when there are none."""
     if not landed:
-        say(f"no landing files under {settings.landing_dir()} and --no-simulate given; "
+        say(f"no landing files under {settings.landing_location()} and --no-simulate given; "
             "write some first (fair-pipeline simulate, or fair-pipeline import-open-bandit)")
         return None
     if args.start is None:
@@ -58,7 +59,7 @@ def partitions_to_run(args: argparse.Namespace, landed: list[str]) -> list[str] 
     chosen = [day for day in landed if day in wanted]
     if not chosen:
         end = args.start + dt.timedelta(days=args.days - 1)
-        say(f"no landed partition in {args.start}..{end} under {settings.landing_dir()} and --no-simulate given; "
+        say(f"no landed partition in {args.start}..{end} under {settings.landing_location()} and --no-simulate given; "
             f"{len(landed)} partitions are landed: {landed[0]}..{landed[-1]}")
         return None
     return chosen
@@ -74,10 +75,26 @@ def changed_landing(dates: list[str]) -> list[str]:
 
 
 def landed() -> list[str]:
-    """The days landed for every source (read without loading the definitions)."""
-    from fair_pipeline.ingestion.landing import complete_days
+    """The days landed for every source (read without loading the definitions; a landing URI on the spark engine is
+    listed through Spark). For such a landing the definitions' first partition is the first day listed here
+    ($FAIR_PIPELINE_START_DATE, unless set), since loading them lists nothing."""
+    from fair_pipeline.ingestion import landing_source
 
-    return complete_days(settings.landing_dir())
+    source = landing_source.configured()
+    days = source.complete_days()
+    if source.through_spark and days:
+        os.environ.setdefault(settings.START_DATE_ENV, days[0])
+    return days
+
+
+def say_unread_entries() -> None:
+    """Name what the run will not read in a folder landing (a URI's listing names what it refuses when it loads)."""
+    from fair_pipeline.commands.unread import say_unread
+    from fair_pipeline.ingestion import landing_source
+
+    source = landing_source.configured()
+    if not source.through_spark:
+        say_unread(source.path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         ignored = changed_simulation_flags(args) if landed() and not args.start else []
         if ignored:  # the landed logs would be used as they are, and the flags would change nothing
-            say(f"error: {', '.join(ignored)} given, but logs already landed under {settings.landing_dir()} and no "
+            say(f"error: {', '.join(ignored)} given, but logs already landed under {settings.landing_location()} and no "
                 "--start: nothing would be simulated. Pass --start to simulate new days with these settings, or "
                 "drop the flags (or use --no-simulate) to run on the landed logs")
             return 2
@@ -105,9 +122,8 @@ def run(args: argparse.Namespace) -> int:
         dates = landed()
     # Loaded only now: the definitions' partitions start at the first landed day, simulated ones included.
     from fair_pipeline import runner
-    from fair_pipeline.commands.unread import say_unread
 
-    say_unread(settings.landing_dir())
+    say_unread_entries()
 
     if not prepare_stores(args.verbose):
         return 1

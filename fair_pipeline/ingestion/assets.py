@@ -9,13 +9,11 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from fair_pipeline.ingestion import contract, spark_catalogue, spark_loads
-from fair_pipeline.ingestion.landing import partition_files
+from fair_pipeline.ingestion import contract, landing_source, spark_catalogue, spark_loads
 from fair_pipeline.ingestion.catalogue_dates import pin_undated_catalogue
 from fair_pipeline.ingestion.catalogue_history import DELIVERY_FINGERPRINTS, catalogue_read_since
-from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID, load_items
-from fair_pipeline.ingestion.fingerprints import (catalogue_fingerprint, combined, delivery_fingerprints,
-                                                 source_day_fingerprint)
+from fair_pipeline.ingestion.catalogue import CONFLICTING_ID, MISSING_ID
+from fair_pipeline.ingestion.fingerprints import combined
 from fair_pipeline.ingestion.hash_cache import HashCache
 from fair_pipeline.ingestion.loads import LandingFileError, PartitionLoad, load_partition
 from fair_pipeline.platform.asset_defaults import OWNERS, POOL
@@ -105,21 +103,22 @@ def _build_impressions_asset(source: str) -> dg.AssetsDefinition:
         context: dg.AssetExecutionContext, config: IngestionConfig, warehouse: DuckDBWarehouse, landing: LandingZone
     ) -> dg.MaterializeResult:
         keys = context.partition_keys
-        # Check every day's files before writing anything, so a missing day fails the run up front.
-        for key_ in keys:
-            partition_files(landing.resolved_path, source, key_)
-        # Taken before loading: a file rewritten meanwhile makes the next run load the day again, never the reverse.
-        cache = HashCache.beside(context.instance)
-        fingerprints = {key_: source_day_fingerprint(landing.resolved_path, source, key_, cache) for key_ in keys}
-        cache.save()
         with warehouse.connect() as con:
             engine = warehouse.engine_for(con)
+            files = landing_source.for_engine(engine, landing.location)
+            # Check every day's files before writing anything, so a missing day fails the run up front.
+            for key_ in keys:
+                files.check_day(source, key_)
+            # Taken before loading: a file rewritten meanwhile makes the next run load the day again, never the reverse.
+            cache = HashCache.beside(context.instance)
+            fingerprints = {key_: files.day_fingerprint(source, key_, cache) for key_ in keys}
+            cache.save()
             loads = []
             for key_ in keys:
                 if engine.name == "duckdb":
-                    load = load_partition(con, landing.resolved_path, source, key_, config.max_position, config.allow_empty)
+                    load = load_partition(con, files.path, source, key_, config.max_position, config.allow_empty)
                 else:  # the executors read and validate the files; no row passes through this process or DuckDB
-                    load = spark_loads.load_partition(engine, landing.resolved_path, source, key_, config.max_position,
+                    load = spark_loads.load_partition(engine, files.loader_landing, source, key_, config.max_position,
                                                       config.allow_empty)
                 context.log.info(f"{source} {key_}: {load.accepted} accepted, {load.rejected} rejected on {engine.name}")
                 if _extras_change(load):
@@ -194,20 +193,21 @@ randomized_impressions = _build_impressions_asset("randomized")
 )
 def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing: LandingZone) -> dg.MaterializeResult:
     with warehouse.connect() as con:
+        engine = warehouse.engine_for(con)
+        files = landing_source.for_engine(engine, landing.location)
         try:
-            pinned = pin_undated_catalogue(landing.resolved_path)  # first: the fingerprint is of the files as loaded
+            # First: the fingerprint is of the files as loaded (a landing read through Spark is never changed).
+            pinned = None if files.through_spark else pin_undated_catalogue(files.path)
             cache = HashCache.beside(context.instance)
-            fingerprint = catalogue_fingerprint(landing.resolved_path, cache)
-            by_delivery = delivery_fingerprints(landing.resolved_path, cache)
+            fingerprint, by_delivery = files.catalogue_fingerprints(cache)
             cache.save()
             read_since = catalogue_read_since(context.instance, context.asset_key, by_delivery,
                                               context.assets_def.code_versions_by_key[context.asset_key])
-            load = load_items(con, landing.resolved_path)
+            load, read = files.load_catalogue(con)
         except LandingFileError as error:
             raise dg.Failure(description=str(error)) from error
-        engine = warehouse.engine_for(con)
         if engine.name != "duckdb":  # read by the executors: no catalogue row passes through this process
-            spark_catalogue.write_items(engine, con, landing.resolved_path)
+            spark_catalogue.write_items(engine, con, files.loader_landing)
     if load.non_numeric_columns:
         context.log.warning(f"raw.items columns that are not numeric (rankers do not use them): {list(load.non_numeric_columns)}")
     if load.rejected:
@@ -227,7 +227,7 @@ def items(context: dg.AssetExecutionContext, warehouse: DuckDBWarehouse, landing
             "rejected_rows": load.rejected,
             "rejected_by_reason": dg.MetadataValue.json(load.rejected_by_reason),
             "exact_copies_dropped": load.exact_copies,
-            "source_files": dg.MetadataValue.json(list(load.files)),
+            "source_files": dg.MetadataValue.json(read),
             "non_numeric_columns": dg.MetadataValue.json(list(load.non_numeric_columns)),
             "deliveries": dg.MetadataValue.json([str(day) if day else "undated" for day in load.delivery_days]),
         }

@@ -42,7 +42,7 @@ class Delivery:
     """One catalogue delivery: its day (None: undated), its files, and the days it holds on (from <= D < until)."""
 
     day: dt.date | None
-    files: tuple[Path, ...]
+    files: tuple[Path | str, ...]  # paths, or URIs for a landing read through Spark
     valid_from: dt.date = ALWAYS_FROM
     valid_until: dt.date = ALWAYS_UNTIL
 
@@ -69,11 +69,16 @@ def _by_day(landing: Path) -> dict[dt.date | None, list[Path]]:
 def deliveries(landing: Path) -> list[Delivery]:
     """The catalogue deliveries in day order with the days each holds on (module docstring). An undated catalogue
     next to dated ones is refused until `pin_undated_catalogue` has dated it."""
-    found = _by_day(landing)
+    return deliveries_of(_by_day(landing), items_folder(landing))
+
+
+def deliveries_of(found: dict, folder) -> list[Delivery]:
+    """The deliveries of catalogue files found by delivery day (None: undated) in `folder` (a path or a URI), as
+    `deliveries` dates them."""
     if None in found and len(found) > 1:
         raise LandingFileError(
-            f"{items_folder(landing)} has an undated catalogue ({', '.join(p.name for p in found[None])}) next to "
-            "dated ones (date=YYYY-MM-DD/); deliver it under the day it holds from")
+            f"{folder} has an undated catalogue ({', '.join(str(p).rsplit('/', 1)[-1] for p in found[None])}) next "
+            "to dated ones (date=YYYY-MM-DD/); deliver it under the day it holds from")
     days = sorted((d for d in found if d is not None))
     if not days:
         return [Delivery(None, tuple(found[None]))] if found else []

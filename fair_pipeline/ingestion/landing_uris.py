@@ -15,6 +15,7 @@ import datetime as dt
 from pathlib import PurePosixPath
 
 from fair_pipeline.ingestion import contract
+from fair_pipeline.ingestion.catalogue_dates import Delivery, deliveries_of
 from fair_pipeline.ingestion.landing import (DAY_FOLDER_PREFIX, PARQUET_SUFFIX, LandingFileError, folder_day,
                                              is_hive_folder, skipped_name)
 from fair_pipeline.platform.engines.warehouse_files import has_scheme, join, location_uri
@@ -95,12 +96,36 @@ def landed_dates(fs, landing: str, source: str) -> list[str]:
     return sorted(day.isoformat() for day, uri in days if landing_files(fs, uri))
 
 
-def _day(folder: str, name: str) -> dt.date:
+def _day(folder: str, name: str) -> dt.date | None:
     try:
         return folder_day(PurePosixPath(name))
     except LandingFileError as error:
         raise LandingFileError(str(error).replace(f"landing folder {name}", f"landing folder {join(folder, name)}", 1)) \
             from error
+
+
+def complete_days(fs, landing: str) -> list[str]:
+    """As `landing.complete_days`, for a landing URI: the days landed for every source."""
+    per_source = [set(landed_dates(fs, landing, source)) for source in contract.SOURCES]
+    return sorted(set.intersection(*per_source))
+
+
+def missing_sources(fs, landing: str, day: dt.date | str) -> list[str]:
+    return [source for source in contract.SOURCES if not landing_files(fs, partition_uri(landing, source, day))]
+
+
+def catalogue_deliveries(fs, landing: str) -> list[Delivery]:
+    """As `catalogue_dates.deliveries`, for a landing URI (each delivery's files as URIs). An undated catalogue next
+    to dated ones is refused: dating it moves files, which a landing read through Spark leaves as they are."""
+    folder = join(location_uri(landing), contract.ITEMS_DIR)
+    files, refused = discover(fs, folder)
+    if refused:
+        raise LandingFileError(f"landing folder {folder} has files ingestion can't read: {'; '.join(refused)}")
+    found: dict[dt.date | None, list[str]] = {}
+    for uri in files:
+        first, nested, _ = uri[len(folder) + 1:].partition("/")
+        found.setdefault(_day(folder, first) if nested else None, []).append(uri)
+    return deliveries_of(found, folder)
 
 
 def extras_files(fs, landing: str, source: str, day: dt.date | str) -> list[str]:

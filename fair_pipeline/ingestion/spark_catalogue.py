@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import sqlglot
 
+from fair_pipeline.ingestion import landing_uris
 from fair_pipeline.ingestion.catalogue import CLASSIFY_ITEMS, CONFLICTING_ID, EXACT_COPY, MISSING_ID
 from fair_pipeline.ingestion.catalogue_dates import CATALOGUE_DATE, DATE_COLUMNS, VALID_FROM, VALID_UNTIL, deliveries
 from fair_pipeline.ingestion.loads import BLANK_CHARACTERS, unused_name
@@ -41,16 +42,18 @@ def spark_type(duckdb_type: str) -> str:
         raise ValueError(f"raw.items column type {duckdb_type} has no Spark equivalent") from error
 
 
-def write_items(engine, con: duckdb.DuckDBPyConnection, landing: Path) -> int:
-    """Replace the Spark engine's raw.items from the catalogue files under `landing` (after `load_items` loaded them
-    into DuckDB over `con`); returns its rows."""
+def write_items(engine, con: duckdb.DuckDBPyConnection, landing: Path | str) -> int:
+    """Replace the Spark engine's raw.items from the catalogue files under `landing`, a folder or a URI listed through
+    the engine's file system (after `load_items` loaded the same files into DuckDB over `con`); returns its rows."""
     from pyspark.sql import functions  # here: the ingestion assets import this module on either engine
 
     types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE raw.items)").fetchall())
     delivered = [name for name in types if name not in DATE_COLUMNS]
     file_column = unused_name("_landing_file", set(types))
     frames = []
-    for delivery in deliveries(landing):
+    found = (landing_uris.catalogue_deliveries(engine.files, str(landing)) if landing_uris.is_uri(landing)
+             else deliveries(landing))
+    for delivery in found:
         for path in delivery.files:
             read = engine.spark.read.parquet(str(path))
             columns = [(functions.col(f"`{name}`") if name in read.columns else functions.lit(None))

@@ -10,6 +10,7 @@ import dagster as dg
 
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.day_folders import DAY_FOLDER_PREFIX, folder_day
+from fair_pipeline.platform.engines.warehouse_files import has_scheme
 from fair_pipeline.platform.settings import (  # noqa: F401 - re-exported: the mappings' settings live here too
     DEFAULT_WINDOW_DAYS,
     MIN_WINDOW_DAYS_ENV,
@@ -25,15 +26,15 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 # The daily job mixes single-run log assets with one-partition-per-run stages; it runs one partition at a time.
 warnings.filterwarnings("ignore", message=r"Asset job \S+ materializes assets with varying BackfillPolicies")
 
-START_DATE_ENV = "FAIR_PIPELINE_START_DATE"
+START_DATE_ENV = settings.START_DATE_ENV
 # Before anything has landed: the month of the shipped Open Bandit sample, the oldest logs the project ships.
 DEFAULT_START_DATE = "2019-11-01"
 
 
 def first_partition_day(landing: Path | None = None) -> str:
     """The first daily partition: $FAIR_PIPELINE_START_DATE if set, else the first landed day of any source, else
-    DEFAULT_START_DATE. Read when the definitions load (a Dagster code location fixes its partitions then), so the
-    UI lists the days since the first landed one instead of years of empty partitions; a process (or the UI after
+    DEFAULT_START_DATE (a landing URI the spark engine reads is not listed here). Read when the definitions load (a
+    Dagster code location fixes its partitions then), so the UI lists the days since the first landed one instead of years of empty partitions; a process (or the UI after
     "Reload definitions") that loads them after older days landed starts there."""
     configured = os.environ.get(START_DATE_ENV, "").strip()
     if configured:
@@ -41,7 +42,11 @@ def first_partition_day(landing: Path | None = None) -> str:
             return dt.date.fromisoformat(configured).isoformat()
         except ValueError:
             raise ValueError(f"{START_DATE_ENV}={configured!r} is not a date (YYYY-MM-DD)") from None
-    days = _landed_days(landing or settings.landing_dir())
+    location = str(landing) if landing else settings.landing_location()
+    # A landing URI is listed through Spark, which loading definitions does not start (20-45 s): the CLI passes the
+    # first day it listed as $FAIR_PIPELINE_START_DATE.
+    through_spark = has_scheme(location) and settings.engine() == "spark"
+    days = [] if through_spark else _landed_days(settings.landing_dir(location))
     return min(days) if days else DEFAULT_START_DATE
 
 

@@ -51,13 +51,19 @@ class DuckDBWarehouse(dg.ConfigurableResource):
 
 
 class LandingZone(dg.ConfigurableResource):
-    """Where landing files arrive; empty `path` means $FAIR_PIPELINE_HOME/landing."""
+    """Where landing files arrive: a folder, or a URI (`file://`, `hdfs://`, ...) that the spark engine reads through
+    its session's Hadoop client; empty `path` means $FAIR_PIPELINE_LANDING, else $FAIR_PIPELINE_HOME/landing."""
 
     path: str = ""
 
     @property
+    def location(self) -> str:
+        return settings.landing_location(self.path)
+
+    @property
     def resolved_path(self) -> Path:
-        return Path(self.path) if self.path else settings.landing_dir()
+        """The landing as a folder of this machine; a URI of another scheme raises RemoteLandingError naming it."""
+        return settings.landing_dir(self.path)
 
 
 def default_resources() -> dict[str, object]:

@@ -18,6 +18,8 @@ SPARK_MASTER_ENV = "FAIR_PIPELINE_SPARK_MASTER"
 SPARK_DRIVER_MEMORY_ENV = "FAIR_PIPELINE_SPARK_DRIVER_MEMORY"
 SPARK_CONF_ENV = "FAIR_PIPELINE_SPARK_CONF"  # KEY=VALUE lines, one Spark setting a line
 SPARK_WAREHOUSE_ENV = "FAIR_PIPELINE_SPARK_WAREHOUSE"  # a URI (file://, hdfs://, ...) or a path
+START_DATE_ENV = "FAIR_PIPELINE_START_DATE"  # the first daily partition (platform.partitions)
+LANDING_ENV = "FAIR_PIPELINE_LANDING"  # a folder, or a URI (file://, hdfs://, ...) that the spark engine reads
 ENGINES = ("duckdb", "spark")
 DEFAULT_ENGINE = "duckdb"
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -64,8 +66,29 @@ def home() -> Path:
     return path
 
 
-def landing_dir() -> Path:
-    return home() / "landing"
+class RemoteLandingError(ValueError):
+    """The landing is a URI this machine's file system cannot open (only the spark engine reads it)."""
+
+
+def landing_location(configured: str = "") -> str:
+    """Where landing files arrive, a folder or a URI: `configured`, else $FAIR_PIPELINE_LANDING, else the home's
+    `landing` folder. The spark engine reads a URI through its session's Hadoop client (`ingestion.landing_source`)."""
+    return configured or os.environ.get(LANDING_ENV) or str(home() / "landing")
+
+
+def landing_dir(configured: str = "") -> Path:
+    """The landing as a folder of this machine (a plain path or a `file://` URI); any other scheme raises
+    RemoteLandingError naming it: only the spark engine reads it."""
+    location = landing_location(configured)
+    scheme, separator, rest = location.partition(":")
+    if not separator or len(scheme) < 2 or not scheme.replace("+", "").replace("-", "").replace(".", "").isalnum():
+        return Path(location).expanduser().resolve()
+    host, _, path = rest[2:].partition("/") if rest.startswith("//") else ("", "", rest.lstrip("/"))
+    if scheme.lower() == "file" and host in ("", "localhost"):
+        return Path("/" + path)  # as written, not %-decoded: Hadoop names the same file
+    raise RemoteLandingError(f"the landing {location} is not a folder of this machine: only --engine spark reads it "
+                             "(through the Spark session's Hadoop client); the duckdb engine, simulating and importing "
+                             "logs need a folder or a file:// URI")
 
 
 def warehouse_path() -> Path:

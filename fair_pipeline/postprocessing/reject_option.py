@@ -13,7 +13,9 @@ AIF360: 0 .. min(t, 1 - t) for probability scores), keeps the (t, margin) whose 
 (AIF360's choice; `objective="accuracy"` maximizes accuracy instead). Kamiran et al. fix t = 0.5 for
 calibrated probabilities and search the margin only: pass threshold=0.5.
 Every grid point is evaluated by binary search on the sorted scores of each (group, label) cell:
-O(n log n + grid * log n). A fixed `threshold` and / or `margin` restricts the grid to that value.
+O(n log n + grid * log n). A fixed `threshold` and / or `margin` restricts the grid to that value. With
+`sample_weight` (counts) every count is a sum of weights (cumulative weights over the sorted scores), so a row of
+weight k fits exactly as k copies of it would.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from sklearn.base import BaseEstimator
 
 from fair_pipeline.postprocessing.hull import PostProcessingInputError
 from fair_pipeline.postprocessing.rates import rate_table
-from fair_pipeline.postprocessing.threshold import as_groups, as_labels, as_scores, check_known
+from fair_pipeline.postprocessing.threshold import as_groups, as_labels, as_scores, as_weights, check_known
 
 METRICS = ("statistical_parity", "equal_opportunity", "average_odds")
 
@@ -84,7 +86,8 @@ class RejectOptionClassifier(BaseEstimator):
         widths = np.minimum(ts, 1.0 - ts).clip(min=0.0)
         return np.repeat(ts, frac.size), (widths[:, None] * frac[None, :]).ravel()
 
-    def fit(self, scores, labels, *, sensitive_features):
+    def fit(self, scores, labels, *, sensitive_features, sample_weight=None):
+        """Fit on rows (score, label, group), each standing for `sample_weight` identical rows (default 1)."""
         if self.objective not in ("balanced_accuracy", "accuracy"):
             raise PostProcessingInputError(f"objective must be 'balanced_accuracy' or 'accuracy', got {self.objective!r}")
         if self.metric not in METRICS:
@@ -92,33 +95,36 @@ class RejectOptionClassifier(BaseEstimator):
         s = as_scores(scores)
         y = as_labels(labels, s.size)
         g = as_groups(sensitive_features, s.size)
+        w = as_weights(sample_weight, s.size, g)
         groups = sorted(set(g.tolist()), key=str)
         if len(groups) < 2:
             raise PostProcessingInputError(f"reject option needs at least two groups, got {groups}")
         for level in groups:
-            n_pos, n_neg = int(y[g == level].sum()), int((~y[g == level]).sum())
+            n_pos, n_neg = float(w[(g == level) & y].sum()), float(w[(g == level) & ~y].sum())
             if n_pos == 0 or n_neg == 0:
-                raise PostProcessingInputError(
-                    f"group {level!r} has {n_pos} positives and {n_neg} negatives: rates need both classes")
+                raise PostProcessingInputError(f"group {level!r} has {n_pos:g} positives and {n_neg:g} negatives "
+                                               f"(weighted): rates need both classes")
         privileged = self.privileged
         if privileged is None:
             mid = 0.5 * (self.low + self.high) if self.threshold is None else float(self.threshold)
-            privileged = max(groups, key=lambda a: float(np.mean(s[g == a] > mid)))
+            privileged = max(groups, key=lambda a: float(w[(g == a) & (s > mid)].sum() / w[g == a].sum()))
         elif privileged not in groups:
             raise PostProcessingInputError(f"privileged={privileged!r} is not among the groups {groups}")
         priv = g == privileged
         ts, ms = self._grid()
-        # positive counts per (side, label) for every grid point, by binary search
+        # weighted positive counts per (side, label) for every grid point, by binary search on sorted scores
         out = {}
         for side, mask in (("u", ~priv), ("p", priv)):
             for lab, lm in (("1", y), ("0", ~y)):
-                v = np.sort(s[mask & lm])
+                order = np.argsort(s[mask & lm], kind="stable")
+                v = s[mask & lm][order]
+                below = np.r_[0.0, np.cumsum(w[mask & lm][order])]  # weight of the first i sorted scores
                 if side == "u":
-                    pos = v.size - np.searchsorted(v, ts - ms, side="left")  # score >= t - m
+                    cut = np.searchsorted(v, ts - ms, side="left")  # score >= t - m
                 else:
-                    pos = v.size - np.searchsorted(v, ts + ms, side="right")  # score > t + m
-                out[side + lab] = (pos, v.size)
-        rate = {k: pos / max(n, 1) for k, (pos, n) in out.items()}
+                    cut = np.searchsorted(v, ts + ms, side="right")  # score > t + m
+                out[side + lab] = (below[-1] - below[cut], below[-1])
+        rate = {k: pos / n if n > 0 else np.zeros_like(pos) for k, (pos, n) in out.items()}
         n_u, n_p = out["u1"][1] + out["u0"][1], out["p1"][1] + out["p0"][1]
         if self.metric == "statistical_parity":
             metric = (out["u1"][0] + out["u0"][0]) / n_u - (out["p1"][0] + out["p0"][0]) / n_p
@@ -128,7 +134,7 @@ class RejectOptionClassifier(BaseEstimator):
             metric = 0.5 * ((rate["u1"] - rate["p1"]) + (rate["u0"] - rate["p0"]))
         tp = out["u1"][0] + out["p1"][0]
         fp = out["u0"][0] + out["p0"][0]
-        n1, n0 = int(y.sum()), int((~y).sum())
+        n1, n0 = float(w[y].sum()), float(w[~y].sum())
         bal = 0.5 * (tp / n1 + 1.0 - fp / n0)
         acc = (tp + n0 - fp) / (n1 + n0)
         goal = bal if self.objective == "balanced_accuracy" else acc

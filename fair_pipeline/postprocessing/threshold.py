@@ -17,7 +17,9 @@ costs. Constraints against the first group g_0, for every other group a:
 equalized odds FPR_a = FPR_{g0} and TPR_a = TPR_{g0}; equal opportunity TPR_a = TPR_{g0};
 demographic parity (n_{a,1} TPR_a + n_{a,0} FPR_a) / n_a equal. With a `selection_rate` q, one more
 equality fixes the expected share of positive decisions: sum_a (n_{a,1} TPR_a + n_{a,0} FPR_a) = q n (a fixed
-budget, as the top slots of a ranking; always feasible, the hulls' diagonal meets every constraint). scipy's HiGHS solves the LP exactly
+budget, as the top slots of a ranking; always feasible, the hulls' diagonal meets every constraint). With
+`sample_weight` (counts) every n above is a sum of weights and the ROC points are weighted, so a row of weight k
+fits exactly as k copies of it would. scipy's HiGHS solves the LP exactly
 (sum of hull sizes variables, a few equalities); on the training data the expected rates equal the
 LP's rates exactly.
 """
@@ -77,13 +79,38 @@ def as_groups(sensitive_features, n: int) -> np.ndarray:
     return g
 
 
+def as_weights(sample_weight, n: int, g: np.ndarray) -> np.ndarray:
+    """Non-negative finite weights of the rows (counts, as Fairlearn's `sample_weight`), ones when None; every
+    group needs a positive total weight."""
+    if sample_weight is None:
+        return np.ones(n)
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise PostProcessingInputError(f"sample_weight must be numbers: {error}") from None
+    if w.ndim == 2 and w.shape[1] == 1:
+        w = w[:, 0]
+    if w.ndim != 1 or w.size != n:
+        raise PostProcessingInputError(f"sample_weight must have shape ({n},) like scores, got shape {w.shape}")
+    for bad, what in ((~np.isfinite(w), "non-finite (NaN or infinite)"), (w < 0, "negative")):
+        bad = np.flatnonzero(bad)
+        if bad.size:
+            raise PostProcessingInputError(
+                f"sample_weight has {bad.size} {what} values (first at row {bad[0]}: {w[bad[0]]})")
+    totals = pd.Series(w).groupby(pd.Series(g), sort=False).sum()
+    empty = sorted(totals.index[totals.to_numpy() == 0].tolist(), key=str)
+    if empty:
+        raise PostProcessingInputError(f"sample_weight is 0 on every row of group(s) {empty}")
+    return w
+
+
 def check_known(g: np.ndarray, groups) -> None:
     unseen = sorted(set(g.tolist()) - set(groups), key=str)
     if unseen:
         raise UnseenGroupError(f"sensitive_features has groups {unseen} that fit() never saw (fitted: {list(groups)})")
 
 
-def unit_costs(objective, n_pos: int, n_neg: int) -> tuple[float, float]:
+def unit_costs(objective, n_pos: float, n_neg: float) -> tuple[float, float]:
     """(cost of a false positive, cost of a false negative) per row for an objective."""
     n = n_pos + n_neg
     if isinstance(objective, Mapping):
@@ -116,7 +143,8 @@ class ThresholdPostProcessor(BaseEstimator):
     -----------------
     groups_ : sorted group labels. hulls_ : {group: DataFrame threshold, fpr, tpr of the upper-hull vertices}.
     mixtures_ : {group: DataFrame threshold, weight} (the rule draws a threshold with that probability).
-    operating_points_ : DataFrame group, fpr, tpr, selection_rate, n_pos, n_neg (expected, training data).
+    operating_points_ : DataFrame group, fpr, tpr, selection_rate, n_pos, n_neg (expected, training data; n_pos
+        and n_neg are sums of `sample_weight`).
     objective_value_ : the LP optimum (expected accuracy, balanced accuracy, or expected cost per row).
     equalized_odds_gap_ : max over groups of |TPR_a - TPR_b| and |FPR_a - FPR_b| at the solution.
     """
@@ -126,7 +154,8 @@ class ThresholdPostProcessor(BaseEstimator):
         self.objective = objective
         self.selection_rate = selection_rate
 
-    def fit(self, scores, labels, *, sensitive_features):
+    def fit(self, scores, labels, *, sensitive_features, sample_weight=None):
+        """Fit on rows (score, label, group), each standing for `sample_weight` identical rows (default 1)."""
         if self.constraint not in CONSTRAINTS:
             raise PostProcessingInputError(f"constraint must be one of {CONSTRAINTS}, got {self.constraint!r}")
         if self.selection_rate is not None and not 0.0 < self.selection_rate <= 1.0:
@@ -134,20 +163,21 @@ class ThresholdPostProcessor(BaseEstimator):
         s = as_scores(scores)
         y = as_labels(labels, s.size)
         g = as_groups(sensitive_features, s.size)
+        w = as_weights(sample_weight, s.size, g)
         groups = sorted(set(g.tolist()), key=str)
         curves, hulls = {}, {}
         for level in groups:
             m = g == level
-            n_pos, n_neg = int(y[m].sum()), int((~y[m]).sum())
+            n_pos, n_neg = float(w[m & y].sum()), float(w[m & ~y].sum())
             if n_pos == 0 or n_neg == 0:
                 raise PostProcessingInputError(
-                    f"group {level!r} has {n_pos} positives and {n_neg} negatives: its ROC curve (and any "
-                    f"rate constraint on it) needs both classes")
-            curve = roc_points(s[m], y[m])
+                    f"group {level!r} has {n_pos:g} positives and {n_neg:g} negatives (weighted): its ROC curve "
+                    f"(and any rate constraint on it) needs both classes")
+            curve = roc_points(s[m], y[m], w[m])
             k = upper_hull_indices(curve.fpr, curve.tpr)
             curves[level] = curve
             hulls[level] = pd.DataFrame({"threshold": curve.thresholds[k], "fpr": curve.fpr[k], "tpr": curve.tpr[k]})
-        c_fp, c_fn = unit_costs(self.objective, int(y.sum()), int((~y).sum()))
+        c_fp, c_fn = unit_costs(self.objective, float(w[y].sum()), float(w[~y].sum()))
         weights, value = self._solve(groups, hulls, curves, c_fp, c_fn)
         self.groups_ = groups
         self.hulls_ = hulls

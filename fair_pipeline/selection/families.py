@@ -97,33 +97,36 @@ def probability(score: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(score, dtype=float)))
 
 
-def expand_counts(score: np.ndarray, items: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(scores, labels, groups) with one row per labelled example of the item counts (n_pos ones, n_neg zeros)."""
-    pos, neg = items["n_pos"].to_numpy(dtype=np.int64), items["n_neg"].to_numpy(dtype=np.int64)
+def weighted_rows(score: np.ndarray, items: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(scores, labels, groups, weights): each item's score once as a positive of weight n_pos and once as a
+    negative of weight n_neg, zero-weight rows left out. Two rows per item, however many impressions it has."""
+    pos, neg = items["n_pos"].to_numpy(dtype=np.float64), items["n_neg"].to_numpy(dtype=np.float64)
     groups = items["group"].astype(str).to_numpy(dtype=object)
-    return (np.r_[np.repeat(score, pos), np.repeat(score, neg)],
-            np.r_[np.ones(pos.sum(), dtype=int), np.zeros(neg.sum(), dtype=int)],
-            np.r_[np.repeat(groups, pos), np.repeat(groups, neg)])
+    weights = np.r_[pos, neg]
+    keep = weights != 0  # a NaN or negative count stays, for the fit to reject by name
+    return (np.r_[score, score][keep], np.r_[np.ones(pos.size, dtype=int), np.zeros(neg.size, dtype=int)][keep],
+            np.r_[groups, groups][keep], weights[keep])
 
 
 def fit_postprocessors(base, fit_items: pd.DataFrame, selection_rate: float, families) -> list[FamilyCandidate]:
     """The threshold post-processor and reject option members fitted on `fit_items` (group, n_pos, n_neg and the
-    base ranker's features: labelled rows of days before the evaluated one)."""
+    base ranker's features: labelled rows of days before the evaluated one), weighted by the counts."""
     out = []
     score = base.score(fit_items)
-    scores, labels, groups = expand_counts(score, fit_items)
+    scores, labels, groups, weights = weighted_rows(score, fit_items)
     if "threshold_postprocessor" in families:
         for constraint in POSTPROCESSOR_CONSTRAINTS:
             out.append(_fitted("threshold_postprocessor", f"constraint={constraint}", base, lambda c=constraint:
                                ThresholdPostProcessor(constraint=c, selection_rate=selection_rate)
-                               .fit(scores, labels, sensitive_features=groups)))
+                               .fit(scores, labels, sensitive_features=groups, sample_weight=weights)))
     if "reject_option" in families:
         cut = float(probability(selection_threshold(fit_items[["group", "n_pos", "n_neg"]].assign(score=score),
                                                     selection_rate)))
         for bound in REJECT_OPTION_BOUNDS:
             out.append(_fitted("reject_option", f"bound={bound:g}", base, lambda b=bound:
                                RejectOptionClassifier(threshold=cut, metric="equal_opportunity", bound=b)
-                               .fit(probability(scores), labels, sensitive_features=groups)))
+                               .fit(probability(scores), labels, sensitive_features=groups,
+                                    sample_weight=weights)))
     return out
 
 

@@ -3,6 +3,7 @@ run config, help shows the defaults, and a missing pyspark or Java is one line b
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,17 @@ def test_the_command_restores_the_engine_environment(fp_home, monkeypatch):
     import os
 
     assert settings.ENGINE_ENV not in os.environ and settings.SPARK_MASTER_ENV not in os.environ
+
+
+def test_the_landing_is_a_folder_or_a_file_uri_on_duckdb(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(settings.LANDING_ENV, raising=False)
+    monkeypatch.setenv(settings.HOME_ENV, str(tmp_path / "home"))
+    assert settings.landing_dir() == tmp_path / "home" / "landing"
+    # A file:// URI's path as written (not %-decoded, as Hadoop reads it), with or without a host of localhost.
+    for uri in ("file:///data/land ing+ü'%41", "file://localhost/data/land ing+ü'%41", "file:/data/land ing+ü'%41"):
+        assert settings.landing_dir(uri) == Path("/data/land ing+ü'%41")
+    code = main(["backfill", "--start", "2026-03-01", "--end", "2026-03-01", "--engine", "duckdb",
+                 "--landing", "hdfs://namenode/fair/landing"])
+    assert code == 2
+    assert ("error: the landing hdfs://namenode/fair/landing is not a folder of this machine: only --engine spark "
+            "reads it") in capsys.readouterr().out

@@ -85,11 +85,19 @@ def _write_commit(spark, root: str, commit_id: str, entries: Sequence[Entry]) ->
 
 
 def read(spark, root: str) -> list[Entry]:
-    """Every committed entry, through the session (its executors list and read the log where it is)."""
+    """The live entry of each (kind, name, partition), as `live` picks it, through the session (its executors read
+    the log where it is)."""
     from pyspark.errors import AnalysisException
+    from pyspark.sql import Window, functions
 
+    # Only the live rows reach the driver: the log grows with every write ever made, its live rows with the tables'
+    # partitions.
+    latest = Window.partitionBy("kind", "name", "partition").orderBy(functions.desc("committed_at"),
+                                                                     functions.desc("commit_id"))
     try:
-        rows = spark.read.schema(LOG_DDL).parquet(log_uri(root)).select(*(f for f, _ in _FIELDS)).collect()
+        log = spark.read.schema(LOG_DDL).parquet(log_uri(root))
+        rows = (log.withColumn("latest", functions.row_number().over(latest)).where("latest = 1")
+                .select(*(f for f, _ in _FIELDS)).collect())
     except AnalysisException as error:
         condition = error.getCondition() if hasattr(error, "getCondition") else error.getErrorClass()
         if condition == "PATH_NOT_FOUND":  # nothing committed yet

@@ -11,6 +11,7 @@ is taken as `file://` on its absolute form. The warehouse itself is read and cha
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -84,6 +85,14 @@ class LocalFiles:
             entries.append((entry.name, kind, status.st_size))
         return sorted(entries)
 
+    def status(self, uri: str) -> tuple[int, int, str | None]:
+        """(bytes, modification time in ms, checksum or None) of a file, from its metadata (never opened)."""
+        status = os.stat(local_path(uri))
+        return status.st_size, status.st_mtime_ns // 1_000_000, None
+
+    def copy_to_local(self, uri: str, target: Path) -> None:
+        shutil.copyfile(local_path(uri), target)
+
 
 class HadoopFiles:
     """The Hadoop FileSystem of a classic SparkSession (its JVM, its Hadoop configuration: credentials, HDFS name
@@ -125,6 +134,23 @@ class HadoopFiles:
             raise OSError(f"cannot list {uri}: {_java_message(error)}") from error
         return sorted((status.getPath().getName(), "dir" if status.isDirectory() else "file" if status.isFile()
                        else "other", int(status.getLen())) for status in statuses)
+
+    def status(self, uri: str) -> tuple[int, int, str | None]:
+        """As `LocalFiles.status`, from the FileSystem's FileStatus; the checksum is the file system's own
+        (`getFileChecksum`: HDFS's MD5 of its block CRCs; None where it keeps none, as on a local disk)."""
+        path = self._path(uri)
+        fs = self._fs(path)
+        try:
+            status, checksum = fs.getFileStatus(path), fs.getFileChecksum(path)
+        except Exception as error:  # noqa: BLE001 - Py4J wraps the JVM's IOException
+            raise OSError(f"cannot read the status of {uri}: {_java_message(error)}") from error
+        described = None if checksum is None else f"{checksum.getAlgorithmName()}:{bytes(checksum.getBytes()).hex()}"
+        return int(status.getLen()), int(status.getModificationTime()), described
+
+    def copy_to_local(self, uri: str, target: Path) -> None:
+        """Copy a file to this machine (no checksum file beside it)."""
+        path = self._path(uri)
+        self._fs(path).copyToLocalFile(False, path, self._path(location_uri(target)), True)
 
 
 def _java_message(error: Exception) -> str:
