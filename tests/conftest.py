@@ -49,9 +49,12 @@ LONG_MODULES = {
 # SparkSession, and a worker that ran any of them started a JVM (25-45 s) of its own.
 ONE_WORKER = ("tests/platform/spark/",)
 # Spark modules that start a cluster or a Connect server of their own and never the shared session: units of their
-# own, so that the other worker runs them beside the shared-session tests.
+# own, so that the other worker runs them beside the shared-session tests. The modules on the session's standalone
+# cluster (tests/platform/spark/conftest.py's `shared_cluster`) are one unit, so that one worker starts it once.
 OWN_JVM = ("tests/platform/spark/test_connect.py", "tests/platform/spark/test_engine_run.py",
            "tests/platform/spark/test_spark_audit_driver.py")
+SHARED_CLUSTER = ("tests/platform/spark/test_engine_run.py", "tests/platform/spark/test_spark_audit_driver.py")
+SHARED_CLUSTER_UNIT = "tests/platform/spark/ (shared standalone cluster)"
 
 # Modules whose tests share no module-scoped setup (each builds its own home): every test is a unit of its own, so
 # the two workers share a module that would otherwise keep one of them busy for many minutes. Worker-seconds of
@@ -74,11 +77,13 @@ LONG_TESTS = {
 
 
 def work_unit(nodeid: str) -> str:
-    """The work unit xdist hands to one worker: a test's module, its ONE_WORKER directory, or (SPLIT_MODULES) the
-    test itself."""
+    """The work unit xdist hands to one worker: a test's module, its ONE_WORKER directory, the SHARED_CLUSTER
+    modules together, or (SPLIT_MODULES) the test itself."""
     module = nodeid.split("::")[0]
     if module in SPLIT_MODULES:
         return nodeid
+    if module in SHARED_CLUSTER:
+        return SHARED_CLUSTER_UNIT
     if module in OWN_JVM:
         return module
     return next((directory for directory in ONE_WORKER if module.startswith(directory)), module)

@@ -16,6 +16,7 @@ def test_every_long_module_and_one_worker_directory_named_for_scheduling_exists(
     assert [name for name in conftest.LONG_MODULES if not (REPO / name).is_file()] == []
     assert [name for name in conftest.ONE_WORKER if not (REPO / name).is_dir()] == []
     assert [name for name in conftest.OWN_JVM if not (REPO / name).is_file()] == []
+    assert set(conftest.SHARED_CLUSTER) <= set(conftest.OWN_JVM)
     assert [name for name in conftest.SPLIT_MODULES if not (REPO / name).is_file()] == []
 
 
@@ -63,7 +64,8 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
     many_short = [f"tests/training/test_penalized.py::test_{k}" for k in range(10)]
     spark = ["tests/platform/spark/test_parity.py::test_a", "tests/platform/spark/test_parity.py::test_b",
              "tests/platform/spark/test_spark_engine.py::test_run", "tests/platform/spark/test_bench_engines.py::test_b"]
-    own_cluster = [f"tests/platform/spark/test_engine_run.py::test_{k}" for k in range(4)]
+    own_cluster = [f"tests/platform/spark/test_engine_run.py::test_{k}" for k in range(2)] + [
+        f"tests/platform/spark/test_spark_audit_driver.py::test_{k}" for k in range(2)]
     one_long = ["tests/platform/test_concurrent_runs.py::test_two"]
     kills = list(conftest.LONG_TESTS)  # SPLIT_MODULES' long tests, each a unit of its own
     items = [SimpleNamespace(nodeid=nodeid) for nodeid in many_short + spark + own_cluster + one_long + kills]
@@ -80,9 +82,9 @@ def test_long_units_go_first_in_their_order_and_the_spark_tests_to_one_worker(py
 
     sent = [{collection[i] for i in worker.batches[0]} for worker in workers]
     # Longest unit first (LONG_MODULES summed by unit), the next one to the other worker, every Spark module on the
-    # shared session together as one unit, a module with a cluster of its own apart; the rest waits in the same
+    # shared session together as one unit, the modules on the shared standalone cluster together apart; the rest waits in the same
     # order: xdist's own reordering by number of tests would hand out the 10 short tests first and the long one last.
-    units = {"tests/platform/spark/": set(spark), "tests/platform/spark/test_engine_run.py": set(own_cluster),
+    units = {"tests/platform/spark/": set(spark), conftest.SHARED_CLUSTER_UNIT: set(own_cluster),
              "tests/platform/test_concurrent_runs.py": set(one_long), "tests/training/test_penalized.py": set(many_short),
              **{nodeid: {nodeid} for nodeid in kills}}
     seconds = conftest.unit_seconds()

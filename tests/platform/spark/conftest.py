@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.platform.spark.cluster import require_java
+from tests.platform.spark.cluster import require_java, standalone_cluster
 
 
 def pytest_collection_modifyitems(items):
@@ -25,3 +25,13 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory):
+    """One standalone master and worker (two JVM starts) for the modules whose jobs run on a cluster in processes of
+    their own, never in this process (tests/conftest.py's SHARED_CLUSTER: one worker runs them together). Each such
+    process ends its application, so the next one gets the worker's cores."""
+    require_java("the cluster tests")
+    with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g") as started:
+        yield started

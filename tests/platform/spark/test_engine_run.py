@@ -1,7 +1,8 @@
 """The main job on a standalone Spark cluster gives DuckDB's findings, measured by the cluster benchmark.
 
 A master and a worker started from the pyspark wheel (`tests/platform/spark/cluster.py`: separate processes on
-127.0.0.1, the worker in its own working directory, away from the driver's). One main job runs on it, through
+127.0.0.1, the worker in its own working directory, away from the driver's), shared with the other modules whose jobs
+run on a cluster in processes of their own (`shared_cluster`). One main job runs on it, through
 benchmarks/bench_spark_cluster.py (documented in docs/spark.md) at its smallest size: the benchmark simulates two days
 and runs `fair-pipeline run --engine spark --spark-master spark://... --spark-warehouse file://... --no-simulate` in
 a process of its own (this one holds the local SparkSession the other Spark tests share, and a process has one
@@ -26,18 +27,10 @@ from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.platform.engines import version_log
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
-from tests.platform.spark.cluster import require_java, standalone_cluster
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_spark_cluster.py"
 CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", settings.ENGINE_ENV, settings.SPARK_MASTER_ENV,
            settings.SPARK_CONF_ENV, settings.SPARK_DRIVER_MEMORY_ENV)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    require_java("the cluster test")
-    with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g") as started:
-        yield started
 
 
 def _findings(home) -> dict:
@@ -62,10 +55,13 @@ def _bench_module():
 
 
 @pytest.mark.timeout(2400)
-def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings(cluster, tmp_path, monkeypatch,
-                                                                                      capsys):
+def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_findings(shared_cluster, tmp_path,
+                                                                                      monkeypatch, capsys):
     for name in CLEARED:
         monkeypatch.delenv(name, raising=False)
+    cluster = shared_cluster
+    # The worker's application directories from earlier modules on the same cluster, told apart from this run's.
+    earlier_apps = set((cluster.worker_dir / "work").glob("*"))
     bench = _bench_module()
     storage = tmp_path / "shared storage"  # outside the home; a space, as Hadoop takes URIs' paths
     # Two tasks per shuffle on the 2-core cluster (the default 8 runs four waves of tiny tasks per shuffle; the test
@@ -89,7 +85,7 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
     assert "growth 2e+04 -> 4e+04 (x2 impressions)" in out and "result_bytes 1.00x" in out, out
 
     # The executors ran under the worker (its own directory); the tables live at the URI, none in the home.
-    assert any((cluster.worker_dir / "work").iterdir())
+    assert set((cluster.worker_dir / "work").glob("*")) - earlier_apps
     assert not (spark_home / "spark_warehouse").exists()
     models = sql_models.discover_models()
     live = version_log.live(version_log.read_local(f"file://{tables}"))

@@ -2,26 +2,17 @@
 influence sums shuffled by item) and the two-way clustered pairwise accuracies (`audit.spark_pairwise`: whole
 queries per partition, item x query cells shuffled by item) on a standalone cluster, through
 benchmarks/bench_spark_audit.py at two small sizes, return as many bytes to the driver at 10x the rows, from Spark's
-event log (SparkListenerTaskEnd task metrics "Result Size" of each pass's jobs). One cluster start for the module
-(a JVM start is 20-45 s)."""
+event log (SparkListenerTaskEnd task metrics "Result Size" of each pass's jobs), on the session's standalone cluster
+(`shared_cluster`: a JVM start is 20-45 s; the benchmark's child processes end their applications)."""
 from __future__ import annotations
 
 import importlib.util
 import json
 from pathlib import Path
 
-import pytest
 
-from tests.platform.spark.cluster import require_java, standalone_cluster
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_spark_audit.py"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    require_java("the cluster test")
-    with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="1g") as started:
-        yield started
 
 
 def _bench():
@@ -31,11 +22,11 @@ def _bench():
     return bench
 
 
-def test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows(cluster, tmp_path, capsys):
+def test_bytes_returned_to_the_driver_do_not_grow_with_the_days_rows(shared_cluster, tmp_path, capsys):
     small, large = 20_000, 200_000
     out = tmp_path / "figures.json"
     _bench().main(["--rows", f"{small},{large}", "--items", "2000", "--partitions", "6", "--source-partitions", "4",
-                   "--executor-memory", "1g", "--master", cluster.master_url, "--json", str(out)])
+                   "--executor-memory", "1g", "--master", shared_cluster.master_url, "--json", str(out)])
     figures = {int(k): v for k, v in json.loads(out.read_text()).items()}
     printed = capsys.readouterr().out
     for name in ("audit", "pairwise"):
