@@ -12,7 +12,8 @@ whole or not at all. A zero-row write commits "no version": the partition is the
 versions it superseded, and the version of a write that failed, are emptied by Spark's overwrite writer (an
 empty DataFrame: the directory keeps one empty Parquet file). A version superseded by another process's commit
 between this writer's reading of the log and its own commit, or written by a process killed before its commit,
-is never named live and stays on disk: it costs space, never correctness.
+is never named live and stays on disk: it costs space, never correctness. A warehouse of the layout before the
+commit log is adopted when it is opened with an empty log (`earlier_layout`).
 """
 from __future__ import annotations
 
@@ -23,9 +24,8 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, functions
 from pyspark.sql.types import StructType
 
-from fair_pipeline.platform.engines import version_log
+from fair_pipeline.platform.engines import earlier_layout, version_log
 from fair_pipeline.platform.engines.base import WarehouseWriteError
-from fair_pipeline.platform.engines.earlier_layout import refuse_earlier_layout
 from fair_pipeline.platform.engines.version_log import Entry
 from fair_pipeline.platform.engines.warehouse_files import join
 
@@ -44,7 +44,7 @@ class VersionedTables:
         self.state: dict[tuple[str, str, str], Entry] = {}
         self.refresh()
         if not self.state:  # nothing committed: a new warehouse, or one of the layout before the commit log
-            refuse_earlier_layout(spark, root)
+            earlier_layout.adopt(self, root)
 
     def refresh(self) -> None:
         self.state = version_log.live(version_log.read(self.spark, self.root))
@@ -57,9 +57,9 @@ class VersionedTables:
         return sorted({e.name for e in self.state.values() if e.kind != version_log.VIEW})
 
     def views(self) -> list[tuple[str, str]]:
-        """(name, SQL) of every view, in the order they were last defined."""
+        """(name, SQL) of every view, in the order they were last defined (within one commit, by `rows`)."""
         entries = sorted((e for e in self.state.values() if e.kind == version_log.VIEW),
-                         key=lambda e: (e.committed_at, e.commit_id))
+                         key=lambda e: (e.committed_at, e.commit_id, e.rows))
         return [(e.name, e.definition) for e in entries]
 
     def schema(self, name: str) -> StructType | None:
@@ -69,24 +69,24 @@ class VersionedTables:
             return None
         return StructType.fromJson(_json(max(entries, key=lambda e: (e.committed_at, e.commit_id)).definition))
 
-    def _dir(self, name: str) -> str:
+    def table_dir(self, name: str) -> str:
         return join(self.root, *name.split(".", 1))
 
-    def _version_dir(self, name: str, version: str) -> str:
-        return join(self._dir(name), f"{WRITE_COLUMN}={version}")
+    def version_dir(self, name: str, version: str) -> str:
+        return join(self.table_dir(name), f"{WRITE_COLUMN}={version}")
 
     def frame(self, name: str) -> DataFrame:
         """The table's live rows, columns in the table's order."""
         schema = self.schema(name)
         if PARTITION_COLUMN in schema.names:
-            paths = [join(self._version_dir(name, e.version), f"{PARTITION_COLUMN}={e.partition}")
+            paths = [join(self.version_dir(name, e.version), f"{PARTITION_COLUMN}={e.partition}")
                      for e in sorted(self.state.values(), key=lambda e: e.partition)
                      if e.kind == version_log.PARTITION and e.name == name and e.version]
-            reader = self.spark.read.schema(schema).option("basePath", self._dir(name))
+            reader = self.spark.read.schema(schema).option("basePath", self.table_dir(name))
             frame = reader.parquet(*paths) if paths else _no_rows(self.spark, schema)
         else:
             entry = self.state.get((version_log.TABLE, name, ""))
-            frame = (self.spark.read.schema(schema).parquet(self._version_dir(name, entry.version))
+            frame = (self.spark.read.schema(schema).parquet(self.version_dir(name, entry.version))
                      if entry is not None and entry.version else _no_rows(self.spark, schema))
         return frame.select(*schema.names)  # Spark puts partition columns (and write_id) last
 
@@ -103,7 +103,7 @@ class VersionedTables:
             for name, frame in writes:
                 self._check_columns(name, frame)
                 version = version_log.new_id()
-                written.append((self._version_dir(name, version), frame.schema))
+                written.append((self.version_dir(name, version), frame.schema))
                 frame.write.partitionBy(PARTITION_COLUMN).parquet(written[-1][0])
                 counts = {row[0]: row[1] for row in self.spark.read.schema(frame.schema).parquet(written[-1][0])
                           .groupBy(PARTITION_COLUMN).count().collect()}
@@ -126,7 +126,7 @@ class VersionedTables:
         """Write the frame as the new version of an unpartitioned table (its schema may change) and commit it."""
         self.refresh()
         version = version_log.new_id()
-        directory = self._version_dir(name, version)
+        directory = self.version_dir(name, version)
         try:
             frame.write.parquet(directory)
             rows = self.spark.read.schema(frame.schema).parquet(directory).count()
@@ -158,7 +158,10 @@ class VersionedTables:
         self.refresh()
         for old in superseded:
             if old.version and old.kind != version_log.VIEW and self.state.get(old.key) != old:
-                self._empty(self._version_dir(old.name, old.version), StructType.fromJson(_json(old.definition)))
+                directory = self.version_dir(old.name, old.version)
+                if old.kind == version_log.PARTITION:  # a version may hold other days, still live (adoption)
+                    directory = join(directory, f"{PARTITION_COLUMN}={old.partition}")
+                self._empty(directory, StructType.fromJson(_json(old.definition)))
 
     def _empty(self, directory: str, schema: StructType) -> None:
         """Remove a version's rows through Spark's writer (overwrite with no rows); a failure is logged, not raised:

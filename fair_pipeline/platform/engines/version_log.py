@@ -10,7 +10,8 @@ through the session (classic or Spark Connect) or, without a JVM, read with pyar
 
 Kinds: "partition" (a daily partition of a table: its version, or none when the write had no rows), "table" (an
 unpartitioned table's version) and "view" (a view's DuckDB-dialect SQL). `definition` is the table's Spark schema
-(JSON) or the view's SQL.
+(JSON) or the view's SQL. A view's `rows` is its place among the views of its commit (one commit may define
+several, in order: adopting an earlier-layout warehouse).
 """
 from __future__ import annotations
 

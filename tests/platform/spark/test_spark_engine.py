@@ -225,19 +225,83 @@ def _write_earlier_layout(root) -> dict[str, bytes]:
     return {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
 
-def test_a_warehouse_of_the_earlier_layout_is_refused_by_name_and_left_as_it_was(spark, tmp_path):
-    from fair_pipeline.platform.engines.earlier_layout import EarlierLayoutError
+def _earlier_files(root) -> dict[str, bytes]:
+    return {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
+
+def _commits(root) -> set[str]:
+    return {e.commit_id for e in version_log.read_local(f"file://{root}")}
+
+
+OLD_DAILY = sorted([(DAY1, "observational", label, n) for n, label in enumerate(['say "hi"', "a+b", "Ελληνικά 日本語"])]
+                   + [(DAY2, "observational", label, n) for n, label in enumerate(["a+b", "Ελληνικά 日本語", "<b>&amp;</b>"])])
+
+
+def _daily(engine):
+    return sorted(tuple(r) for r in engine.query_df(
+        "SELECT CAST(partition_date AS VARCHAR) AS d, source, label, n FROM marts.daily").values.tolist())
+
+
+def test_a_warehouse_of_the_earlier_layout_is_adopted_in_one_commit(spark, tmp_path, caplog):
     root = tmp_path / "old warehouse+é"
     files = _write_earlier_layout(root)
-    for _ in range(2):  # refused each time it is opened, never changed
-        with pytest.raises(EarlierLayoutError) as refused:
+    (root / "_views.json").write_text('{"staging.v": "SELECT label, n FROM marts.daily", '
+                                      '"staging.w": "SELECT label FROM staging.v WHERE n > 0"}')
+    files = _earlier_files(root)
+    with caplog.at_level("INFO", logger="fair_pipeline.platform.engines.earlier_layout"):
+        engine = SparkEngine(spark, f"file://{root}")
+    adopted = [r.getMessage() for r in caplog.records if "adopted" in r.getMessage()]
+    assert len(adopted) == 4 and f"adopted marts.daily from the earlier layout of file://{root}: 6 rows in 2 days" \
+        in adopted[0] and "adopted raw.items" in adopted[1]
+    assert engine.table_columns(("marts", "daily")) == ["source", "partition_date", "label", "n"]  # order kept
+    assert _daily(engine) == OLD_DAILY
+    items = sorted(engine.query_df("SELECT group_id, item_id FROM raw.items").values.tolist())
+    assert items == [["g'4", "<b>&amp;</b>"], ["g1", 'say "hi"'], ["g2", "a+b"], ["g3", "Ελληνικά 日本語"]]
+    assert sorted(engine.query_df("SELECT label FROM staging.w")["label"]) == sorted(
+        ["a+b", "Ελληνικά 日本語", "Ελληνικά 日本語", "<b>&amp;</b>"])
+    assert len(_commits(root)) == 1
+    assert {k: v for k, v in _earlier_files(root).items() if k in files} == files  # the earlier files untouched
+    caplog.clear()
+    with caplog.at_level("INFO", logger="fair_pipeline.platform.engines.earlier_layout"):
+        again = SparkEngine(spark, f"file://{root}")
+    assert not caplog.records and len(_commits(root)) == 1 and _daily(again) == OLD_DAILY
+    # Rewriting one day of the adopted version leaves its other day live
+    again.register_frame("src", pa.table({"source": ["randomized"], "partition_date": pa.array(
+        [pd.Timestamp(DAY1).date()], pa.date32()), "label": ["new"], "n": pa.array([9], pa.int64())}))
+    again.replace_partition(("marts", "daily"), "SELECT * FROM src WHERE partition_date = $partition_date",
+                            {"partition_date": DAY1}, DAY1)
+    assert _daily(SparkEngine(spark, f"file://{root}")) == sorted(
+        [(DAY1, "randomized", "new", 9)] + [r for r in OLD_DAILY if r[0] == DAY2])
+
+
+def test_an_adoption_killed_before_its_commit_changes_nothing_and_is_done_again(spark, tmp_path, monkeypatch):
+    root = tmp_path / "old"
+    _write_earlier_layout(root)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("killed before the commit")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(version_log, "commit", killed)
+        with pytest.raises(KeyboardInterrupt):
             SparkEngine(spark, f"file://{root}")
-        message = str(refused.value)
-        assert f"file://{root}" in message
-        assert f"marts.daily ({DAY1}..{DAY2})" in message and "raw.items" in message
-        assert f"--spark-warehouse NEW_URI --start {DAY1} --end {DAY2}" in message
-        assert {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()} == files
+    assert _commits(root) == set()
+    engine = SparkEngine(spark, f"file://{root}")
+    assert _daily(engine) == OLD_DAILY and len(_commits(root)) == 1
+    assert engine.query_df("SELECT count(*) AS n FROM raw.items")["n"].tolist() == [4]
+
+
+def test_an_earlier_layout_with_an_interrupted_swap_is_refused_by_name(spark, tmp_path):
+    from fair_pipeline.platform.engines.earlier_layout import EarlierLayoutError
+
+    root = tmp_path / "old"
+    _write_earlier_layout(root)
+    (root / "marts" / "daily" / "_swap").mkdir()
+    (root / "marts" / "daily" / "_swap" / "abc.json").write_text('{"swaps": []}')
+    files = _earlier_files(root)
+    with pytest.raises(EarlierLayoutError, match="a partition swap was interrupted.*_swap/abc.json"):
+        SparkEngine(spark, f"file://{root}")
+    assert _earlier_files(root) == files
 
 
 def test_a_new_root_and_an_uncommitted_version_are_not_taken_for_the_earlier_layout(spark, tmp_path):
