@@ -63,3 +63,32 @@ def test_ingestion_and_sql_models_over_spark_connect_equal_duckdbs(server, tmp_p
                    "--warehouse", f"file://{tables}", "--forbid", str(tables))
     assert_same_tables(duck, spark)
     assert any(tables.glob("_commits/commit=*/*.parquet")) and any(tables.glob("marts/*/write_id=*"))
+
+
+ADOPT_OVER_CONNECT = """
+import json, sys
+from pathlib import Path
+from tests.platform.spark.forbidden_paths import forbid
+from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
+root = Path(sys.argv[2])
+forbid(root)
+engine = SparkEngine(spark_session(sys.argv[1]), f"file://{root}")
+rows = engine.query_df("SELECT CAST(partition_date AS VARCHAR) AS d, source, label, n FROM marts.daily")
+print(json.dumps({"columns": engine.table_columns(("marts", "daily")), "rows": sorted(map(list, rows.values.tolist())),
+                  "items": engine.row_count(("raw", "items"))}))
+"""
+
+
+def test_an_earlier_layout_warehouse_is_adopted_over_spark_connect(server, tmp_path):
+    """The adoption of a warehouse of the layout before the commit log, by a client forbidden to touch it."""
+    from tests.platform.spark.test_spark_engine import OLD_DAILY, _write_earlier_layout
+
+    root = tmp_path / "old warehouse"
+    _write_earlier_layout(root)
+    run = subprocess.run([sys.executable, "-c", ADOPT_OVER_CONNECT, server.url, str(root)], cwd=settings.REPO_ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    adopted = json.loads(run.stdout.strip().splitlines()[-1])
+    assert adopted["columns"] == ["source", "partition_date", "label", "n"]
+    assert adopted["rows"] == [list(row) for row in OLD_DAILY] and adopted["items"] == 4
+    assert len(list(root.glob("_commits/commit=*/*.parquet"))) == 1
