@@ -103,6 +103,14 @@ def adopt(tables, root: str) -> list[str]:
         table_entries = (_adopt_partitioned if partitioned else _adopt_unpartitioned)(tables, name, schema)
         entries += table_entries
         adopted.append((name, table_entries))
+    # A partitioned table none of whose days had rows kept no day directory: it is committed as "no rows" on the
+    # first adopted day, so that it exists with its schema (as it did) and views over it resolve.
+    days = sorted(e.partition for e in entries if e.kind == version_log.PARTITION)
+    for index, (name, table_entries) in enumerate(adopted):
+        schema, partitioned = schemas[name]
+        if partitioned and not table_entries and days:
+            adopted[index] = (name, [Entry(version_log.PARTITION, name, days[0], None, 0, schema.json())])
+            entries += adopted[index][1]
     views = _texts(spark, join(root, _VIEWS))
     # A view's place among its commit's views is kept in `rows` (views defined on views are registered in order).
     view_sql = json.loads(views[0][1]) if views else {}
@@ -114,8 +122,8 @@ def adopt(tables, root: str) -> list[str]:
     for name, table_entries in adopted:
         rows = sum(e.rows for e in table_entries)
         days = [e.partition for e in table_entries if e.kind == version_log.PARTITION]
-        if not table_entries:  # the earlier layout kept no directory for a day without rows
-            logger.warning("%s of the earlier layout of %s has no rows: not adopted", name, root)
+        if not table_entries:
+            logger.warning("%s of the earlier layout of %s has no rows and no day: not adopted", name, root)
             continue
         logger.warning("adopted %s from the earlier layout of %s: %s rows%s", name, root, f"{rows:,}",
                        f" in {len(days)} days ({days[0]}..{days[-1]})" if days else "")

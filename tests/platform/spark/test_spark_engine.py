@@ -221,6 +221,9 @@ def _write_earlier_layout(root) -> dict[str, bytes]:
     pq.write_table(pa.table({"item_id": labels, "group_id": ["g1", "g2", "g3", "g'4"]}), items / "part-00000.parquet")
     (items / "_schema.json").write_text(StructType([StructField("item_id", StringType()),
                                                     StructField("group_id", StringType())]).json())
+    (root / "raw" / "quarantine").mkdir()  # no day had rows: the earlier layout kept its schema only
+    (root / "raw" / "quarantine" / "_schema.json").write_text(StructType([
+        StructField("partition_date", DateType()), StructField("reason", StringType())]).json())
     (root / "_views.json").write_text('{"staging.v": "SELECT label FROM marts.daily"}')
     return {str(path): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
 
@@ -246,12 +249,13 @@ def test_a_warehouse_of_the_earlier_layout_is_adopted_in_one_commit(spark, tmp_p
     root = tmp_path / "old warehouse+é"
     files = _write_earlier_layout(root)
     (root / "_views.json").write_text('{"staging.v": "SELECT label, n FROM marts.daily", '
-                                      '"staging.w": "SELECT label FROM staging.v WHERE n > 0"}')
+                                      '"staging.w": "SELECT label FROM staging.v WHERE n > 0", '
+                                      '"staging.q": "SELECT reason FROM raw.quarantine"}')
     files = _earlier_files(root)
     with caplog.at_level("INFO", logger="fair_pipeline.platform.engines.earlier_layout"):
         engine = SparkEngine(spark, f"file://{root}")
     adopted = [r.getMessage() for r in caplog.records if "adopted" in r.getMessage()]
-    assert len(adopted) == 4 and f"adopted marts.daily from the earlier layout of file://{root}: 6 rows in 2 days" \
+    assert len(adopted) == 6 and f"adopted marts.daily from the earlier layout of file://{root}: 6 rows in 2 days" \
         in adopted[0] and "adopted raw.items" in adopted[1]
     assert engine.table_columns(("marts", "daily")) == ["source", "partition_date", "label", "n"]  # order kept
     assert _daily(engine) == OLD_DAILY
@@ -259,6 +263,9 @@ def test_a_warehouse_of_the_earlier_layout_is_adopted_in_one_commit(spark, tmp_p
     assert items == [["g'4", "<b>&amp;</b>"], ["g1", 'say "hi"'], ["g2", "a+b"], ["g3", "Ελληνικά 日本語"]]
     assert sorted(engine.query_df("SELECT label FROM staging.w")["label"]) == sorted(
         ["a+b", "Ελληνικά 日本語", "Ελληνικά 日本語", "<b>&amp;</b>"])
+    assert engine.table_columns(("raw", "quarantine")) == ["partition_date", "reason"]
+    assert engine.row_count(("staging", "q")) == 0 and engine.query_df("SELECT * FROM raw.quarantine").empty
+    assert version_log.live_partition_dates(version_log.read_local(f"file://{root}"), "raw.quarantine") == []
     assert len(_commits(root)) == 1
     assert {k: v for k, v in _earlier_files(root).items() if k in files} == files  # the earlier files untouched
     caplog.clear()
