@@ -140,6 +140,7 @@ def _adopt_partitioned(tables, name: str, schema: StructType) -> list[Entry]:
     table_dir = tables.table_dir(name)
     try:
         frame = spark.read.schema(schema).option("basePath", table_dir).parquet(join(table_dir, f"{PARTITION_COLUMN}=*"))
+        frame.schema  # analysed now: a Spark Connect client analyses lazily, and a missing path must raise here
     except AnalysisException as error:
         if _missing(error):  # no day had rows
             return []

@@ -31,7 +31,7 @@ def server(tmp_path_factory):
 def _build(engine: str, home, out, *spark: str) -> dict:
     run = subprocess.run([sys.executable, "-m", "tests.platform.spark.raw_and_models", engine, str(home), str(out), *spark],
                          cwd=settings.REPO_ROOT, capture_output=True, text=True, timeout=1500)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[:6000]
     return json.loads(out.read_text())
 
 
@@ -87,7 +87,7 @@ def test_an_earlier_layout_warehouse_is_adopted_over_spark_connect(server, tmp_p
     _write_earlier_layout(root)
     run = subprocess.run([sys.executable, "-c", ADOPT_OVER_CONNECT, server.url, str(root)], cwd=settings.REPO_ROOT,
                          capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[:6000]
     adopted = json.loads(run.stdout.strip().splitlines()[-1])
     assert adopted["columns"] == ["source", "partition_date", "label", "n"]
     assert adopted["rows"] == [list(row) for row in OLD_DAILY] and adopted["items"] == 4
