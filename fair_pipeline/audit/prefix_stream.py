@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats import StreamingAudit
+from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
 from fair_pipeline.audit.stats.singleton_cells import SINGLE, IntersectionSums
@@ -69,13 +70,14 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
 
 
 def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True) -> list:
-    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes); two-way's
-    intersection stream also sums its one-impression cells apart (`IntersectionSums`) unless
-    ``split_singletons`` is false (a score range swept on its own cannot tell a cell's one impression from a
+    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes; two-way's
+    second, the queries, `BandedClusterSums`); two-way's intersection stream also sums its one-impression cells
+    apart (`IntersectionSums`) unless ``split_singletons`` is false (a score range swept on its own cannot tell a cell's one impression from a
     cell whose other impressions lie in other ranges)."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
-    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, PrefixClusterSums,
+    # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
+    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, BandedClusterSums,
                                                                        intersection]
     return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
 
