@@ -239,7 +239,7 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
                       batch_rows: int, sort_rows: bool) -> list:
     """The sweep and the cluster-robust sums in one pass in descending score order (`audit.prefix_stream`);
     returns the signed sums for `StreamingAudit.report`."""
-    joins, sizes = cluster_codes(con, src, params, n_cluster_cols)
+    joins, sizes, cells = cluster_codes(con, src, params, n_cluster_cols)
     k = len(params)
     cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
     codes = code_columns(sizes)
@@ -249,7 +249,7 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
         sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
                f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
-    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes)
+    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes, cells)
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,
