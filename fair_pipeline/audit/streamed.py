@@ -155,7 +155,7 @@ def _clustered_sweep(con, scored: Path, groups, stream: StreamingAudit, n_cluste
            f"SELECT s, gi * 2 + 1 AS cell, n_pos AS n, {coded} FROM coded WHERE n_pos > 0 UNION ALL "
            f"SELECT s, gi * 2 AS cell, n_neg AS n, {coded} FROM coded WHERE n_neg > 0 ORDER BY s DESC")
     rel = con.sql(sql, params=[str(scored), list(groups)])
-    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes, cells)
+    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes, cells=cells)
 
 
 def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
