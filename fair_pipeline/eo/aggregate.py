@@ -168,6 +168,12 @@ def aggregate_weighted_sums(sums: pd.DataFrame, missing_group: str = "error") ->
     return _aggregate(sums)
 
 
+def unit_weights(sums: pd.DataFrame) -> pd.DataFrame:
+    """A table of WEIGHTED_SUM_COLUMNS with every click weighing 1 (Lemma 1's unweighted CDF)."""
+    clicks = sums["clicks"].to_numpy(dtype=float)
+    return sums.assign(weighted_clicks=clicks, weighted_click_squares=clicks)
+
+
 def _aggregate(sums: pd.DataFrame) -> ScoreAggregate:
     """ScoreAggregate of a checked weighted-sum table (rows without a group are left out)."""
     values = sums["score_value"].to_numpy(dtype=float)
