@@ -7,7 +7,9 @@ needs impression counts per score. Both come from one table of
     group_id, position, score_value, impressions, clicks
 
 which `dbt_like_sql/marts/eo_score_click_counts.sql` computes out of core and `click_counts` computes
-in numpy (same binning rule, same output), so the two fitting paths meet here and give the same knots.
+in numpy (same binning rule, same output), so the two fitting paths meet here and give the same knots. The
+warehouse path applies the weights where the rows are and sums over positions (WEIGHTED_SUM_COLUMNS,
+`eo.sql.read_weighted_sums`), which `aggregate_weighted_sums` takes.
 """
 from __future__ import annotations
 
