@@ -247,6 +247,15 @@ class PrefixClusterSums(ClusterSumsBase):
                            per_cluster(np.stack([ne * (ge == g) for g in range(G)])),
                            per_cluster(np.stack([pe * (ge == g) for g in range(G)]))))
 
+    def shrink(self, n_clusters: int) -> None:
+        """Keep codes 0..n_clusters-1 only, once the stream has ended (it was sized by an upper bound on the
+        clusters and used no higher code)."""
+        if n_clusters > self.C:
+            raise RuntimeError(f"cannot shrink {self.C} cluster codes to {n_clusters}")
+        self.C = int(n_clusters)
+        self.run, self.last = self.run[:, :, :n_clusters], self.last[:n_clusters]
+        self._mark = None
+
     def start_at(self, pos_above, neg_above) -> None:
         """Rows fed from here on lie below ``pos_above`` / ``neg_above`` (per group) rows of higher scores (a
         score range swept on its own: its rows sit at their global places on every ROC curve)."""
