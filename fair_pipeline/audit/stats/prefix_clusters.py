@@ -294,15 +294,18 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _records_in(self, lo: int, hi: int):
         """The copies of clusters lo..hi-1: codes - lo, checkpoints since / until, values (G + 2, 2 G, n)."""
-        if self._sorted is None:  # the stream has ended: all copies by code, once
+        if self._sorted is None:  # the stream has ended: all copies in one array, and their order by code, once
             records = self._records or [(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int32),
                                          np.zeros(0, dtype=np.int32), np.zeros(self.run.shape[:2] + (0,)))]
-            codes, since, until, values = (np.concatenate(part, axis=-1) for part in zip(*records))
+            codes, since, until = (np.concatenate(part) for part in list(zip(*records))[:3])
+            values = np.concatenate([r[3] for r in records], axis=-1)
+            self._records = None
             order = np.argsort(codes, kind="stable")
-            self._sorted, self._records = (codes[order], since[order], until[order], values[..., order]), None
-        codes, since, until, values = self._sorted
+            # the values are gathered chunk by chunk: one reordered copy of all of them would double their memory
+            self._sorted = codes[order], since[order], until[order], values, order
+        codes, since, until, values, order = self._sorted
         a, b = np.searchsorted(codes, [lo, hi])
-        return codes[a:b] - lo, since[a:b], until[a:b], values[:, :, a:b]
+        return codes[a:b] - lo, since[a:b], until[a:b], values[:, :, order[a:b]]
 
     def _chunk(self, lo: int, hi: int):
         G, K = self.G, self.alphas.size
