@@ -310,7 +310,7 @@ def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
-        if name.endswith("queries only") or len(g) < 8:
+        if name.endswith("queries only") or len(g) < 2:
             continue
         err = g["estimate"].to_numpy() - truths(config)[name]
         se = g["cr2_z"].to_numpy() / critical_value(0.95)
