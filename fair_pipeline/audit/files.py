@@ -23,6 +23,7 @@ import pandas as pd
 from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
+from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes, fits_lookup_table
 from fair_pipeline.audit.stats.sweep_rows import SortedRowFeed
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.pairwise_file import stream_pairwise
@@ -37,6 +38,7 @@ BATCH_ROWS = 1 << 18
 DEFAULT_MAX_GROUPS = 50  # a guard against auditing an id column as groups; raise it for thousands of real groups
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
+INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}  # fit int64
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
 
 
@@ -238,18 +240,35 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
 def _stream_clustered(con, src: str, params: list, groups: list, stream: StreamingAudit, n_cluster_cols: int,
                       batch_rows: int, sort_rows: bool) -> list:
     """The sweep and the cluster-robust sums in one pass in descending score order (`audit.prefix_stream`);
-    returns the signed sums for `StreamingAudit.report`."""
-    joins, sizes = cluster_codes(con, src, params, n_cluster_cols)
+    returns the signed sums for `StreamingAudit.report`. One integer cluster column of a compact range is
+    numbered as the stream meets its ids (`stats.first_seen_codes`), any other by `cluster_codes`."""
+    numbering = _integer_ids(con, src, params) if n_cluster_cols == 1 else None
+    if numbering is None:
+        joins, sizes = cluster_codes(con, src, params, n_cluster_cols)
+        codes = code_columns(sizes)
+    else:
+        joins, sizes, codes = "", [numbering[1]], "c0"
     k = len(params)
     cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
-    codes = code_columns(sizes)
     if sort_rows:
         sql = f"SELECT s, {cell} AS cell, 1 AS n, {codes} FROM ({src}) r {joins} ORDER BY s DESC"
     else:
         sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
                f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
-    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes)
+    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes,
+                                   None if numbering is None else numbering[0])
+
+
+def _integer_ids(con, src: str, params: list) -> tuple[FirstSeenCodes, int] | None:
+    """The numbering of the cluster column c0 as the stream meets its ids and a bound on their number, when c0 is
+    an integer column whose range fits a lookup table (`first_seen_codes.fits_lookup_table`); else None."""
+    if str(con.sql(f"SELECT c0 FROM ({src}) LIMIT 0", params=params).types[0]) not in INTEGER_TYPES:
+        return None
+    lo, hi, rows = con.execute(f"SELECT min(c0), max(c0), count(*) FROM ({src})", params).fetchall()[0]
+    if lo is None or not fits_lookup_table(int(lo), int(hi), int(rows)):
+        return None
+    return FirstSeenCodes(lo, hi), min(int(hi) - int(lo) + 1, int(rows))
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,

@@ -86,19 +86,29 @@ def signed_streams(sums: list) -> list:
     return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]
 
 
-def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int]) -> list:
+def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int], numbering=None) -> list:
     """Feed Arrow batches of rows (score, cell = group code * 2 + label, count, cluster codes per stream) in
     descending score order into the sweep ``stream`` and into one `PrefixClusterSums` per clustering stream;
-    returns the signed sums for ``stream.report(prefix=...)``."""
+    returns the signed sums for ``stream.report(prefix=...)``. ``numbering``: one-way clustering's rows carry
+    integer ids instead of codes, numbered as they arrive (`stats.first_seen_codes.FirstSeenCodes`; ``sizes``
+    then bounds the ids' number)."""
     sums = cluster_sums(stream, sizes)
-    feed_rows(batches, stream, sums)
+    feed_rows(batches, stream, sums, numbering)
+    if numbering is not None:
+        sums[0].shrink(numbering.count)
     return signed_streams(sums)
 
 
-def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums]) -> None:
+def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], numbering=None) -> None:
     """`sweep_with_cluster_sums` into given sums (e.g. started at a score range's offsets)."""
     G = len(stream.groups)
     blocks = SortedRowBlocks(2 * G)
+
+    def columns(pending):
+        cols = _columns(pending)
+        if numbering is not None:
+            cols[3] = numbering(cols[3])
+        return cols
 
     def feed(done) -> None:
         if done is None:
@@ -115,8 +125,8 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums]) ->
         pending.append(batch)
         rows += batch.num_rows
         if rows >= CLUSTER_FEED_ROWS:
-            feed(blocks.push(*_columns(pending)))
+            feed(blocks.push(*columns(pending)))
             pending, rows = [], 0
     if pending:
-        feed(blocks.push(*_columns(pending)))
+        feed(blocks.push(*columns(pending)))
     feed(blocks.finish())

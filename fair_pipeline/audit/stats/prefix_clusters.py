@@ -247,6 +247,15 @@ class PrefixClusterSums(ClusterSumsBase):
                            per_cluster(np.stack([ne * (ge == g) for g in range(G)])),
                            per_cluster(np.stack([pe * (ge == g) for g in range(G)]))))
 
+    def shrink(self, n_clusters: int) -> None:
+        """Keep codes 0..n_clusters-1 only, once the stream has ended (it was sized by an upper bound on the
+        clusters and used no higher code)."""
+        if n_clusters > self.C:
+            raise RuntimeError(f"cannot shrink {self.C} cluster codes to {n_clusters}")
+        self.C = int(n_clusters)
+        self.run, self.last = self.run[:, :, :n_clusters], self.last[:n_clusters]
+        self._mark = None
+
     def start_at(self, pos_above, neg_above) -> None:
         """Rows fed from here on lie below ``pos_above`` / ``neg_above`` (per group) rows of higher scores (a
         score range swept on its own: its rows sit at their global places on every ROC curve)."""
@@ -285,15 +294,18 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _records_in(self, lo: int, hi: int):
         """The copies of clusters lo..hi-1: codes - lo, checkpoints since / until, values (G + 2, 2 G, n)."""
-        if self._sorted is None:  # the stream has ended: all copies by code, once
+        if self._sorted is None:  # the stream has ended: all copies in one array, and their order by code, once
             records = self._records or [(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int32),
                                          np.zeros(0, dtype=np.int32), np.zeros(self.run.shape[:2] + (0,)))]
-            codes, since, until, values = (np.concatenate(part, axis=-1) for part in zip(*records))
+            codes, since, until = (np.concatenate(part) for part in list(zip(*records))[:3])
+            values = np.concatenate([r[3] for r in records], axis=-1)
+            self._records = None
             order = np.argsort(codes, kind="stable")
-            self._sorted, self._records = (codes[order], since[order], until[order], values[..., order]), None
-        codes, since, until, values = self._sorted
+            # the values are gathered chunk by chunk: one reordered copy of all of them would double their memory
+            self._sorted = codes[order], since[order], until[order], values, order
+        codes, since, until, values, order = self._sorted
         a, b = np.searchsorted(codes, [lo, hi])
-        return codes[a:b] - lo, since[a:b], until[a:b], values[:, :, a:b]
+        return codes[a:b] - lo, since[a:b], until[a:b], values[:, :, order[a:b]]
 
     def _chunk(self, lo: int, hi: int):
         G, K = self.G, self.alphas.size
