@@ -83,6 +83,12 @@ SMALLER = {
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
         "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --reps 500 --jobs 1 --seed 11 --rows pareto1.1,pareto1.3,"
+    "minority45_pareto1.3,query_pareto1.3": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 --seed 0":
+        "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 --seed 7":
+        "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45,selection_pareto1.3,"
     "selection_minority45_pareto1.3,selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 500 --jobs 2 --seed 0":
         "--reps 1 --jobs 1",
