@@ -244,10 +244,10 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
     numbered as the stream meets its ids (`stats.first_seen_codes`), any other by `cluster_codes`."""
     numbering = _integer_ids(con, src, params) if n_cluster_cols == 1 else None
     if numbering is None:
-        joins, sizes = cluster_codes(con, src, params, n_cluster_cols)
+        joins, sizes, cells = cluster_codes(con, src, params, n_cluster_cols)
         codes = code_columns(sizes)
     else:
-        joins, sizes, codes = "", [numbering[1]], "c0"
+        joins, sizes, codes, cells = "", [numbering[1]], "c0", None
     k = len(params)
     cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
     if sort_rows:
@@ -257,7 +257,7 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
                f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
     return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes,
-                                   None if numbering is None else numbering[0])
+                                   None if numbering is None else numbering[0], cells)
 
 
 def _integer_ids(con, src: str, params: list) -> tuple[FirstSeenCodes, int] | None:
