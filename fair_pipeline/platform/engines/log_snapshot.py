@@ -14,9 +14,11 @@ checkpoints read their full log once; the first write then checkpoints it.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from fair_pipeline.platform.engines import version_log
 from fair_pipeline.platform.engines.version_log import Entry, live
@@ -26,6 +28,8 @@ CHECKPOINT_DIR = "_checkpoints"
 COVERED = "covered"
 # A checkpoint every 100 commits: a write then reads at most ~100 small commit files besides one checkpoint.
 CHECKPOINT_EVERY = 100
+SERIAL_LISTING_SCHEMES = {"file", "hdfs", "viewfs"}
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 _COMMIT_DIR = re.compile(r"/commit=([^/]+)/[^/]+$")
 _CHECKPOINT_DIR = re.compile(r"/checkpoint=([^/]+)/[^/]+$")
 
@@ -54,11 +58,12 @@ def checkpoints_uri(root: str) -> str:
 def read(spark, root: str) -> Snapshot:
     """The live state of the warehouse at `root`: its latest checkpoint and the commits it does not cover, through
     the session (classic or Spark Connect)."""
-    checkpoint = _latest_checkpoint(spark, root)
-    state, covered = _read_checkpoint(spark, root, checkpoint) if checkpoint else ({}, set())
-    listed = _listed(spark, version_log.log_uri(root), _COMMIT_DIR)
-    tail = sorted(set(listed) - covered)
-    tail_entries = version_log.read_commits(spark, root, tail) if tail else []
+    with _listing_by_the_driver(spark, root):
+        checkpoint = _latest_checkpoint(spark, root)
+        state, covered = _read_checkpoint(spark, root, checkpoint) if checkpoint else ({}, set())
+        listed = _listed(spark, version_log.log_uri(root), _COMMIT_DIR)
+        tail = sorted(set(listed) - covered)
+        tail_entries = version_log.read_commits(spark, root, tail) if tail else []
     return Snapshot(live([*state.values(), *tail_entries]), covered | set(tail), len(tail))
 
 
@@ -76,6 +81,24 @@ def write(spark, root: str, snapshot: Snapshot) -> str:
     frame = spark.createDataFrame(rows, schema).coalesce(1)  # one task, one file: seen whole or not at all
     frame.write.parquet(join(checkpoints_uri(root), f"checkpoint={name}"))
     return name
+
+
+@contextlib.contextmanager
+def _listing_by_the_driver(spark, root: str):
+    """Spark lists more than 32 directories by a job of one task per directory, which costs ~3 ms of CPU each: the
+    log's thousands of one-file commit directories then cost more than everything else a write does. On file
+    systems where a listing is one cheap call (local, HDFS) the driver's Hadoop client lists them itself, for the
+    log's reads only; on object stores (a request per directory) Spark's parallel listing stays. The setting is the
+    session's: another thread's read meanwhile is listed the same way, a cost, never a different result."""
+    if urlsplit(root).scheme not in SERIAL_LISTING_SCHEMES:
+        yield
+        return
+    previous = spark.conf.get(_LISTING_THRESHOLD)
+    spark.conf.set(_LISTING_THRESHOLD, str(2**31 - 1))
+    try:
+        yield
+    finally:
+        spark.conf.set(_LISTING_THRESHOLD, previous)
 
 
 def _listed(spark, uri: str, pattern: re.Pattern) -> dict[str, list[str]]:
