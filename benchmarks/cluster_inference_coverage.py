@@ -46,7 +46,7 @@ from fair_pipeline.audit.stats.blocks import build_grid  # noqa: E402
 from fair_pipeline.audit.stats.cluster_pass import contrast_df, part_design_df  # noqa: E402
 from fair_pipeline.audit.stats.clustered import row_clusters  # noqa: E402
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_COUNT, estimability  # noqa: E402
-from fair_pipeline.audit.stats.equivalence import EQUIVALENT, LARGER, WITHIN, classify_gaps  # noqa: E402
+from fair_pipeline.audit.stats.equivalence import EQUIVALENT, INCONCLUSIVE, LARGER, WITHIN, classify_gaps  # noqa: E402
 from fair_pipeline.audit.stats.grid_audit import column_df, run_grid_audit  # noqa: E402
 from fair_pipeline.audit.stats.small_sample import (adjusted_parts, cluster_robust_interval, critical_value,  # noqa: E402
                                                     parts_design_df)
@@ -229,6 +229,14 @@ def _rate_design_dfs(decision, label, group, item) -> dict:
             "FPR1-FPR0": df(("1", "fpr"), ("0", "fpr"))}
 
 
+def _reported_interval(row) -> dict:
+    """The reported CI's distances below and above the estimate where it is not estimate ± t x se (`rate_table`'s
+    "weighted binomial" interval: asymmetric); coverage and verdicts of ``cr2_t`` then use them."""
+    if row.get("interval", "t") == "t":
+        return {}
+    return {"ci_below": float(row["estimate"] - row["ci_low"]), "ci_above": float(row["ci_high"] - row["estimate"])}
+
+
 def heldout_statistics(d: dict, kind: str) -> list[dict]:
     """Post-processed rule's held-out rates (`rate_table`) or selection's paired cost difference, clustered by item."""
     g = np.where(d["group"] == "0", "0", "1")
@@ -245,7 +253,8 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
             est, se, df = float(r["estimate"]), float(r["se"]), float(r["df"])
             rows.append({"statistic": name, "estimate": est, "df": df,
                          **_intervals(est, np.nan, se**2, df, df_design=design[name]),
-                         "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)), "margin": 0.02})
+                         **_reported_interval(r), "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)),
+                         "margin": 0.02})
         return rows
     from fair_pipeline.selection.elicitation.paired import (candidate_parts, cluster_variance, clustered_interval,
                                                             clustered_parts, paired_summary)
@@ -286,16 +295,48 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         truth = truths(config)[name]
         est_ok = g["estimable"].astype(bool)
-        g = g[est_ok & g["cr2_t"].notna()]
+        reported = g["ci_below"].notna() if "ci_below" in g.columns else False  # a weighted binomial CI exists
+        g = g[est_ok & (g["cr2_t"].notna() | reported)]  # even where the SE is 0 (a rate of 0 or 1)
         err = g["estimate"] - truth
         row = {"config": config, "statistic": name, "truth": truth, "reps": len(g),
                "not_estimable": float(1 - est_ok.mean()), "bias/sd": err.mean() / g["estimate"].std(ddof=1),
                "median_df": g["df"].median(), "median_df_design": g["df_design"].median()}
-        for m in METHODS:  # NaN: the method does not apply (held-out rates have no CR1 here)
-            row[m] = float((np.abs(err) <= g[m]).mean()) if g[m].notna().all() else np.nan
+        for m in METHODS:  # NaN: the method does not apply (held-out rates have no CR1 here, t none at SE 0)
+            has = g[m].notna()
+            row[m] = float((np.abs(err[has]) <= g[m][has]).mean()) if has.any() else np.nan
+        if "ci_below" in g.columns and g["ci_below"].notna().all():  # the reported, asymmetric interval
+            row["cr2_t"] = float(((err <= g["ci_below"]) & (-err <= g["ci_above"])).mean())
         row["cov_se"] = float(np.sqrt(row["cr2_t"] * (1 - row["cr2_t"]) / max(row["reps"], 1)))
         row["se/sd_cr2"] = float((g["cr2_z"] / critical_value(0.95)).mean() / g["estimate"].std(ddof=1))
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration x statistic, over the replications the rule keeps: is a row's miscoverage the SE's or the
+    critical value's? ``var/mse`` = mean(SE²) / mean(error²) (the CR2 variance's relative bias, 1 if unbiased);
+    ``t_needed`` = the 95% quantile of |error| / SE (the critical value that would cover 95% in these draws) against
+    ``t_used`` (the median t_{0.975, df} of the audit's df); ``corr_abs_err_se`` = corr(|error|, SE) (positive:
+    the draws with large errors also have large SEs, which is what makes a t ratio lighter-tailed than its SE's
+    bias suggests); ``miss_low`` / ``miss_high`` = the share of intervals lying entirely below / above the truth;
+    ``cov_df_q1`` / ``cov_df_q4`` = cr2_t's coverage in the quarter of replications with the smallest / largest df."""
+    rows = []
+    for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
+        g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
+        if name.endswith("queries only") or len(g) < 2:
+            continue
+        err = g["estimate"].to_numpy() - truths(config)[name]
+        se = g["cr2_z"].to_numpy() / critical_value(0.95)
+        half, df = g["cr2_t"].to_numpy(), g["df"].to_numpy()
+        low, high = df <= np.quantile(df, 0.25), df >= np.quantile(df, 0.75)
+        rows.append({"config": config, "statistic": name, "reps": len(g),
+                     "var/mse": float(np.mean(se**2) / np.mean(err**2)),
+                     "t_needed": float(np.quantile(np.abs(err) / se, 0.95)),
+                     "t_used": float(np.median(critical_value(0.95, df))),
+                     "corr_abs_err_se": float(np.corrcoef(np.abs(err), se)[0, 1]),
+                     "miss_low": float(np.mean(err < -half)), "miss_high": float(np.mean(err > half)),
+                     "cov_df_q1": float(np.mean(np.abs(err[low]) <= half[low])),
+                     "cov_df_q4": float(np.mean(np.abs(err[high]) <= half[high]))})
     return pd.DataFrame(rows)
 
 
@@ -321,6 +362,15 @@ def coverage_by_disagreement(raw: pd.DataFrame, least=(1, 5, 10, 15, 20)) -> pd.
     return pd.DataFrame(rows)
 
 
+def _interval_verdicts(estimate, below, above, delta):
+    """`classify_gaps`' rule applied to an interval [estimate - below, estimate + above] that is not symmetric:
+    "larger than δ" when it lies beyond ±δ, "equivalent" when inside (-δ, δ), else inconclusive."""
+    low, high = estimate - below, estimate + above
+    verdict = np.where((low > delta) | (high < -delta), LARGER,
+                       np.where((low > -delta) & (high < delta), EQUIVALENT, INCONCLUSIVE))
+    return verdict, None
+
+
 def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
     """Verdict error rates of the audit's rule (`classify_gaps` with the CR2 SE and df) at a true gap of 0 and of
     ±δ, by shifting each replication's error to that truth (the same draws, relabelled: the estimate's error does not
@@ -339,8 +389,10 @@ def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
         df = g["df"].to_numpy()
         delta = np.full(len(g), 3.0 * float(np.median(se)))
         out = {"config": config, "statistic": name, "reps": len(g), "δ": delta[0]}
+        asymmetric = "ci_below" in g.columns and g["ci_below"].notna().all()
         for label, theta in (("0", 0.0), ("δ", delta), ("-δ", -delta)):
-            verdict, _ = classify_gaps(theta + err, se, delta, df=df)
+            verdict, _ = (_interval_verdicts(theta + err, g["ci_below"].to_numpy(), g["ci_above"].to_numpy(), delta)
+                          if asymmetric else classify_gaps(theta + err, se, delta, df=df))
             if label == "0":
                 out["larger|gap=0"] = float(np.mean(verdict == LARGER))
             else:
@@ -350,7 +402,7 @@ def verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
         out["max_err"], out["err_se"] = worst, float(np.sqrt(max(worst, 1e-9) * (1 - worst) / len(g)))
         for label, theta in (("δ", delta), ("-δ", -delta)):
             textbook = np.abs(theta + err) + critical_value(0.90, df) * se < delta
-            out[f"tost90_eq|{label}"] = float(np.mean(textbook))
+            out[f"tost90_eq|{label}"] = np.nan if asymmetric else float(np.mean(textbook))
         rows.append(out)
     return pd.DataFrame(rows)
 
@@ -380,6 +432,9 @@ def main(argv=None) -> None:
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
         print(errors.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        diagnosed = diagnostics(raw)
+        print()
+        print(diagnosed.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         by_disagreement = coverage_by_disagreement(raw)
         if not by_disagreement.empty:
             print()
@@ -389,6 +444,7 @@ def main(argv=None) -> None:
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"table": table.to_dict(orient="records"), "verdict_errors": errors.to_dict(orient="records"),
+                       "diagnostics": diagnosed.to_dict(orient="records"),
                        "by_disagreement": by_disagreement.to_dict(orient="records"),
                        "raw": raw.to_dict(orient="records")}, fh)
 

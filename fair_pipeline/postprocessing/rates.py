@@ -6,10 +6,17 @@ expected rate of a randomized rule: the randomization noise is not part of its s
 linearization e_i = u_i (p_i - A) / sum u, summed per independent unit c (rows by default, or `clusters`, e.g.
 items, queries or users with repeated rows), gives the totals E_c. The variance is CR2's (Bell & McCaffrey 2002;
 `audit.stats.small_sample`): each total divided by sqrt(1 - h_c), h_c the cluster's share of the cell's rows (the
-cell's own finite-cluster factor; with one row per cluster the usual s^2 / n), and the CI uses Student's t with
-the smaller of the totals' effective clusters and the design df of the shares: a few items holding most of a
-cell's rows leave few degrees of freedom. A difference of two rates is a sum of two such parts (each with its own
-shares), so rates sharing clusters keep their covariance.
+cell's own finite-cluster factor; with one row per cluster the usual s^2 / n), or where larger the
+exchangeable-items variance (`audit.stats.exchangeable`), reported as ``se`` with ``df``: the smaller of the totals'
+effective clusters and the design df of the shares (a few items holding most of a cell's rows leave few degrees of
+freedom). A difference of two rates is a sum of two such parts (each with its own shares), so rates sharing
+clusters keep their covariance.
+
+The CI: where every cluster of the cell decides all-or-nothing (a deterministic rule, one decision per item), the
+rate is a binomial count with unequal item sizes and its CI inverts that distribution given the sizes
+(`audit.stats.item_binomial`; column ``interval`` = "weighted binomial"; a difference of two such cells on
+disjoint clusters by MOVER): a symmetric interval around a sum of a few large jumps was either one-sided (CR2) or
+conservative (the exchangeable variance). Otherwise ("t") it is Student's t at ``df`` with ``se``.
 """
 from __future__ import annotations
 
@@ -18,8 +25,10 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.small_sample import adjusted_parts, cluster_robust_interval, t_wald
 from fair_pipeline.audit.stats.exchangeable import exchangeable_parts_variance
+from fair_pipeline.audit.stats.item_binomial import mover_difference, weighted_binomial_interval
 
-RATE_COLUMNS = ["group", "metric", "estimate", "se", "ci_low", "ci_high", "n", "clusters", "df"]
+RATE_COLUMNS = ["group", "metric", "estimate", "se", "ci_low", "ci_high", "n", "clusters", "df", "interval"]
+WEIGHTED_BINOMIAL, T_INTERVAL = "weighted binomial", "t"
 
 
 def _check_confidence(confidence: float) -> float:
@@ -44,20 +53,24 @@ class _Linearizer:
         self.Q = int(cluster_codes.max()) + 1 if cluster_codes.size else 0
 
     def residual(self, mask: np.ndarray):
-        """(rate, its part: (per-cluster totals, per-cluster shares of the cell's rows), rows in the cell)."""
+        """(rate, its part: (per-cluster totals, per-cluster shares of the cell's rows, the rate, whether every
+        cluster's rows in the cell share one decision 0 or 1), rows in the cell)."""
         n = int(mask.sum())
         if n == 0:
             return np.nan, None, 0
         A = float(self.p[mask].mean())
         e = np.where(mask, self.p - A, 0.0) / n
         totals = np.bincount(self.codes, weights=e, minlength=self.Q)
-        shares = np.bincount(self.codes, weights=mask.astype(np.float64), minlength=self.Q) / n
-        return A, (totals, shares), n
+        rows = np.bincount(self.codes, weights=mask.astype(np.float64), minlength=self.Q)
+        held = rows > 0
+        mean = np.bincount(self.codes, weights=np.where(mask, self.p, 0.0), minlength=self.Q)[held] / rows[held]
+        all_or_nothing = bool(np.all((np.abs(mean) <= 1e-12) | (np.abs(mean - 1.0) <= 1e-12)))
+        return A, (totals, rows / n, A, all_or_nothing), n
 
 
 def _interval(estimate: float, parts: list, signs: list, confidence: float) -> dict:
     """se, CI, clusters holding the cell(s) and df of ``estimate`` = sum of signs x parts (NaN without two clusters)."""
-    nan = {"se": np.nan, "ci_low": np.nan, "ci_high": np.nan, "clusters": 0, "df": np.nan}
+    nan = {"se": np.nan, "ci_low": np.nan, "ci_high": np.nan, "clusters": 0, "df": np.nan, "interval": T_INTERVAL}
     if any(part is None for part in parts):
         return nan
     totals = np.stack([sign * part[0] for sign, part in zip(signs, parts)])
@@ -70,9 +83,29 @@ def _interval(estimate: float, parts: list, signs: list, confidence: float) -> d
     variance, df = exchangeable_parts_variance(adjusted_parts(totals, shares), shares)
     if variance > ci.se ** 2 * (1 + 1e-9):  # ties (equal clusters) and NaN (too few clusters) keep CR2's
         t = t_wald(estimate, variance, df, confidence)
-        return {"se": float(t["se"]), "ci_low": float(t["ci_low"]), "ci_high": float(t["ci_high"]), "clusters": held,
-                "df": float(df)}
-    return {"se": ci.se, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "clusters": held, "df": ci.df}
+        out = {"se": float(t["se"]), "ci_low": float(t["ci_low"]), "ci_high": float(t["ci_high"]), "clusters": held,
+               "df": float(df), "interval": T_INTERVAL}
+    else:
+        out = {"se": ci.se, "ci_low": ci.ci_low, "ci_high": ci.ci_high, "clusters": held, "df": ci.df,
+               "interval": T_INTERVAL}
+    exact = _weighted_binomial(parts, signs, confidence)
+    if exact is not None and np.isfinite(out["se"]):
+        out.update(ci_low=exact[0], ci_high=exact[1], interval=WEIGHTED_BINOMIAL)
+    return out
+
+
+def _weighted_binomial(parts: list, signs: list, confidence: float):
+    """(low, high) of a cell's rate, or of a difference of two cells on disjoint clusters, when every cluster of
+    the cells decides all-or-nothing (`audit.stats.item_binomial`); None otherwise."""
+    if not all(part[3] for part in parts):
+        return None
+    if len(parts) == 1 and signs[0] == 1.0:
+        return weighted_binomial_interval(parts[0][1], parts[0][2], confidence)
+    if len(parts) == 2 and sorted(signs) == [-1.0, 1.0] and not np.any((parts[0][1] > 0) & (parts[1][1] > 0)):
+        (a, b) = parts if signs[0] == 1.0 else parts[::-1]
+        return mover_difference(a[2], weighted_binomial_interval(a[1], a[2], confidence),
+                                b[2], weighted_binomial_interval(b[1], b[2], confidence))
+    return None
 
 
 def rate_table(p, labels, groups, *, clusters=None, reference=None, confidence: float = 0.95) -> pd.DataFrame:
@@ -80,8 +113,9 @@ def rate_table(p, labels, groups, *, clusters=None, reference=None, confidence: 
 
     p: (n,) probability of a positive decision (0/1 for deterministic rules); labels: 0/1;
     groups: group of each row; reference: the group differences are taken against (default: first).
-    Rows: group, metric, estimate, se, ci_low, ci_high (t interval), n (rows behind the rate), clusters (clusters
-    holding those rows) and df (the t reference's degrees of freedom: the effective number of clusters).
+    Rows: group, metric, estimate, se, ci_low, ci_high, n (rows behind the rate), clusters (clusters holding those
+    rows), df (the t reference's degrees of freedom: the effective number of clusters) and interval (how the CI was
+    formed: "weighted binomial" where every cluster decides all-or-nothing, else "t" at df with se; module doc).
     """
     confidence = _check_confidence(confidence)
     p = np.asarray(p, dtype=np.float64).ravel()
