@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats import StreamingAudit
-from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums
+from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums, fits_bands
+from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
 from fair_pipeline.audit.stats.singleton_cells import CellCodes, IntersectionSums
@@ -45,14 +46,30 @@ def cluster_codes(con, src: str, params: list, n_cluster_cols: int,
         joins.append(f"JOIN {name} k{n} USING ({keys[0]})")
     if n_cluster_cols == 1:
         return " ".join(joins), sizes, None
-    cells = con.execute(f"SELECT k0.code AS first, k1.code AS second, "
-                        f"CAST(row_number() OVER (ORDER BY top DESC) - 1 AS BIGINT) AS code "
-                        f"FROM (SELECT c0, c1, max(s) AS top FROM ({src}) GROUP BY c0, c1 HAVING {impressions} > 1) d "
+    cells = con.execute(f"SELECT k0.code AS first, k1.code AS second, {CELL_CODE} "
+                        f"FROM ({repeated_cells(src, impressions)}) d "
                         f"JOIN __cluster_codes_0 k0 USING (c0) JOIN __cluster_codes_1 k1 USING (c1)",
                         params).fetchnumpy()
-    first, second, code = (np.asarray(cells[k], dtype=np.int64) for k in ("first", "second", "code"))
-    sizes.append(code.size)
-    return " ".join(joins), sizes, CellCodes(first, second, code, sizes[1])
+    cells = CellCodes(cells["first"], cells["second"], cells["code"], sizes[1])
+    sizes.append(cells.size)
+    return " ".join(joins), sizes, cells
+
+
+CELL_CODE = "CAST(row_number() OVER (ORDER BY top DESC) - 1 AS BIGINT) AS code"
+
+
+def repeated_cells(src: str, impressions: str = "count(*)") -> str:
+    """The SQL of two-way's (c0, c1) cells holding more than one impression, with their highest score ``top``."""
+    return f"SELECT c0, c1, max(s) AS top FROM ({src}) GROUP BY c0, c1 HAVING {impressions} > 1"
+
+
+def integer_cells(con, src: str, params: list, numbering: list[FirstSeenCodes]) -> CellCodes:
+    """Two-way's repeated cells keyed by their integer item and query ids (numbered in the stream,
+    `stats.first_seen_codes`): no cluster table is joined to the rows."""
+    cells = con.execute(f"SELECT c0 AS first, c1 AS second, {CELL_CODE} FROM ({repeated_cells(src)}) d",
+                        params).fetchnumpy()
+    return CellCodes(cells["first"], cells["second"], cells["code"], numbering[1].hi - numbering[1].lo + 1,
+                     lo=(numbering[0].lo, numbering[1].lo))
 
 
 def code_expressions(n_streams: int) -> list[str]:
@@ -85,8 +102,11 @@ def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: boo
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
     # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
-    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, BandedClusterSums,
-                                                                       intersection]
+    # unless the queries are so many that the bands would outweigh one copy of the running sums per row
+    rows = float(np.sum(stream.n_pos) + np.sum(stream.n_neg))
+    queries = BandedClusterSums if len(sizes) > 1 and fits_bands(sizes[1], rows, len(stream.groups), alphas.size) \
+        else PrefixClusterSums
+    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, queries, intersection]
     return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
 
 
@@ -100,15 +120,19 @@ def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int], n
                             cells: CellCodes | None = None) -> list:
     """Feed Arrow batches of rows (score, cell = group code * 2 + label, count, cluster codes per stream) in
     descending score order into the sweep ``stream`` and into one `PrefixClusterSums` per clustering stream;
-    returns the signed sums for ``stream.report(prefix=...)``. ``numbering``: one-way clustering's rows carry
-    integer ids instead of codes, numbered as they arrive (`stats.first_seen_codes.FirstSeenCodes`; ``sizes``
-    then bounds the ids' number). ``cells``: two-way's rows carry the item and query codes only, and their
-    intersection code is looked up (`cluster_codes`)."""
+    returns the signed sums for ``stream.report(prefix=...)``. ``numbering``: the rows carry integer ids instead
+    of codes, numbered as they arrive (a `stats.first_seen_codes.FirstSeenCodes`, or one per id column; ``sizes``
+    then bounds the ids' number). ``cells``: two-way's rows carry the item and query codes (or ids) only, and
+    their intersection code is looked up (`cluster_codes`, `integer_cells`)."""
     sums = cluster_sums(stream, sizes)
     feed_rows(batches, stream, sums, numbering, cells)
-    if numbering is not None:
-        sums[0].shrink(numbering.count)
+    for acc, ids in zip(sums, _numberings(numbering)):
+        acc.shrink(ids.count)
     return signed_streams(sums)
+
+
+def _numberings(numbering) -> list:
+    return [] if numbering is None else list(numbering) if isinstance(numbering, (list, tuple)) else [numbering]
 
 
 def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], numbering=None,
@@ -119,8 +143,10 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], nu
 
     def columns(pending):
         cols = _columns(pending)
-        if numbering is not None:
-            cols[3] = numbering(cols[3])
+        if cells is not None:  # looked up by the codes or ids the rows carry, before those are numbered
+            cols.append(cells.lookup(cols[3], cols[4]))
+        for n, ids in enumerate(_numberings(numbering)):
+            cols[3 + n] = ids(cols[3 + n])
         return cols
 
     def feed(done) -> None:
@@ -130,8 +156,6 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], nu
         pos, neg = table[1::2], table[0::2]
         curves = stream.update_columns(scores, pos, neg, keep_curves=True)  # reused by every clustering stream
         label = cell & 1
-        if cells is not None:
-            codes.append(cells.lookup(codes[0], codes[1]))
         for acc, code in zip(sums, codes):
             acc.update(pos, neg, row_block, cell >> 1, counts * label, counts * (1 - label), code, curves)
 

@@ -49,15 +49,22 @@ def _frame(rng, n, ties):
     return pd.concat([frame, repeats, lone, only], ignore_index=True)
 
 
+@pytest.mark.parametrize("ids", ["text", "integer"])  # integer: numbered in the stream, cells keyed by the ids
 @pytest.mark.parametrize("ties", [0, 2])  # 0: distinct scores, the rows are sorted; 2: GROUP BY score, cell, codes
-def test_two_way_file_audit_equals_the_sort_by_cluster_audit(tmp_path, monkeypatch, ties):
+def test_two_way_file_audit_equals_the_sort_by_cluster_audit(tmp_path, monkeypatch, ties, ids):
     monkeypatch.setattr(prefix_stream, "CLUSTER_FEED_ROWS", 97)
     frame = _frame(np.random.default_rng(21), 1500, ties)
+    if ids == "integer":  # negative ids, gaps between them
+        frame["item"] = 3 * pd.Index(ITEMS).get_indexer(frame["item"]) - 50
+        frame["query"] = pd.Index(QUERIES).get_indexer(frame["query"]) + 10**12  # (a tight range: per-band sums)
+    keyed = []
+    monkeypatch.setattr(files, "integer_cells", lambda *a: keyed.append(1) or prefix_stream.integer_cells(*a))
     cells = frame.groupby(["item", "query"]).size()
     assert (cells > 1).sum() >= 50 and (cells == 1).sum() >= 500
     path = tmp_path / "two way + cells.parquet"
     frame.to_parquet(path)
     got = files.audit_file(path, "score", "label", "grp", clusters=["item", "query"], batch_rows=61).report
+    assert len(keyed) == (ids == "integer")
     aggregates = frame.assign(n_pos=frame["label"], n_neg=1 - frame["label"]).rename(columns={"grp": "group"})
     want = audit_aggregates(aggregates, cluster_cols=["item", "query"], estimand="two_way")
     pairs = [(got, want, name) for name in ("groups", "pairs", "overall")]

@@ -18,6 +18,12 @@ import numpy as np
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, vector_sums
 
 
+def fits_bands(n_clusters: int, rows: float, n_groups: int, n_alphas: int) -> bool:
+    """Do per-band sums of ``n_clusters`` clusters take no more memory than one copy of a cluster's running sums
+    per row (the most `PrefixClusterSums` can keep)? At most one band per checkpoint (a cutoff of a vector) + 1."""
+    return n_clusters * ((n_groups + 1) * n_alphas + 1) <= rows
+
+
 class BandedClusterSums(PrefixClusterSums):
     """`PrefixClusterSums` (same constructor, ``update``, covariance and ``per_cluster``) with per-band sums."""
 
@@ -25,6 +31,13 @@ class BandedClusterSums(PrefixClusterSums):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
         self.run = self.last = None  # no running sums or copies: the bands below
         self.bands: dict[int, np.ndarray] = {}  # checkpoints passed -> (G + 2, 2 G, C) sums of the rows fed then
+
+    def shrink(self, n_clusters: int) -> None:
+        if n_clusters > self.C:
+            raise RuntimeError(f"cannot shrink {self.C} cluster codes to {n_clusters}")
+        self.C = int(n_clusters)
+        self.bands = {e: band[:, :, :n_clusters] for e, band in self.bands.items()}
+        self._mark = None
 
     def _running(self, c: np.ndarray) -> np.ndarray:
         band = self.bands.get(self.passed)
