@@ -8,7 +8,8 @@ first feature with a boost for group b, candidate W by both features; each is th
 its rates and re-ranks the logged requests for its exposure D. The estimand is the difference of the two totals at
 the configuration's population values (the pooled sums of `--truth-reps` fresh replications). Printed: coverage
 of the paired t interval (two-way on the logs' items and requests, joined by item with the held-out rows),
-of the same with the two parts' variances added as if independent, and of the rates-only paired interval.
+of the same with the two parts' variances added as if independent, and of the rates-only paired interval; and
+the same two for candidate A's own total (its cost CI in the ranking) against A's population total.
 
     python benchmarks/exposure_paired_coverage.py --reps 400
 """
@@ -31,9 +32,14 @@ from fair_pipeline.audit.exposure_offpolicy import reranked_positions  # noqa: E
 from fair_pipeline.audit.stats.exposure import exposure_parity  # noqa: E402
 from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 from fair_pipeline.selection.elicitation import FairQuadraticMetric  # noqa: E402
-from fair_pipeline.selection.elicitation.paired import candidate_parts, paired_summary  # noqa: E402
+from fair_pipeline.selection.elicitation.paired import (  # noqa: E402
+    candidate_parts,
+    clustered_interval,
+    paired_summary,
+)
 from fair_pipeline.selection.elicitation.paired_exposure import (  # noqa: E402
     disparity_totals,
+    exposure_weighted_cost,
     exposure_weighted_difference,
 )
 
@@ -102,13 +108,19 @@ def one_replication(seed: int, weight: float = WEIGHT) -> list[dict]:
     rates = paired_summary(ca, pa, cw, pw, held, LABELS, held["item_id"])
     zero = np.zeros_like(pa)  # the exposure part alone: its variance added to the rates' as if independent
     alone = exposure_weighted_difference(0.0, zero, da, 0.0, zero, dw, held, LABELS, weight, clusters=held["item_id"])
+    own = exposure_weighted_cost(ca, pa, da, held, LABELS, weight, clusters=held["item_id"])
+    own_rates = clustered_interval(ca, pa, held, LABELS, held["item_id"])
+    own_alone = exposure_weighted_difference(0.0, zero, da, 0.0, zero, None, held, LABELS, weight,
+                                             clusters=held["item_id"])
     return [{"estimate": joined.estimate, "se": joined.se, "df": joined.df, "low": joined.ci_low, "high": joined.ci_high,
              "rates_estimate": rates.estimate, "rates_se": rates.se, "rates_low": rates.ci_low,
-             "rates_high": rates.ci_high, "separate_se": float(np.hypot(rates.se, alone.se))}]
+             "rates_high": rates.ci_high, "separate_se": float(np.hypot(rates.se, alone.se)),
+             "own_estimate": own.estimate, "own_se": own.se, "own_df": own.df, "own_low": own.ci_low,
+             "own_high": own.ci_high, "own_separate_se": float(np.hypot(own_rates.se, own_alone.se))}]
 
 
-def truth(reps: int, weight: float = WEIGHT) -> tuple[float, float]:
-    """(total difference, rates-only difference) at the population values: the estimators on `reps` pooled pools."""
+def truth(reps: int, weight: float = WEIGHT) -> tuple[float, float, float]:
+    """(total difference, rates-only difference, candidate A's own total) at the population values: the estimators on `reps` pooled pools."""
     held, logged = zip(*(draw(np.random.default_rng([999, r]), offset=r * 10_000) for r in range(reps)))
     held = pd.concat(held, ignore_index=True)
     logged = pd.concat(logged, ignore_index=True).assign(
@@ -119,7 +131,7 @@ def truth(reps: int, weight: float = WEIGHT) -> tuple[float, float]:
         l = np.log(exposure_of(logged, name, keep_totals=False).per_group.set_index("group")["exposure_over_merit"])
         ds[name] = 0.5 * float((l["b"] - l["a"]) ** 2)
     rates = costs["A"] - costs["W"]
-    return rates + weight * (ds["A"] - ds["W"]), rates
+    return rates + weight * (ds["A"] - ds["W"]), rates, costs["A"] + weight * ds["A"]
 
 
 def main(argv=None) -> None:
@@ -132,13 +144,13 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     raw = pd.DataFrame(replication_rows(one_replication, [args.seed * 1_000_003 + r for r in range(args.reps)],
                                         args.jobs))
-    total, rates = truth(args.truth_reps)
-    print(summary(raw, total, rates).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    total, rates, own = truth(args.truth_reps)
+    print(summary(raw, total, rates, own).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"{len(raw)} of {args.reps} replications estimable; truth {total:.5f} (rates part {rates:.5f}) from "
           f"{args.truth_reps} pooled pools; {time.perf_counter() - t0:.0f} s")
 
 
-def summary(raw: pd.DataFrame, total: float, rates: float) -> pd.DataFrame:
+def summary(raw: pd.DataFrame, total: float, rates: float, own: float) -> pd.DataFrame:
     covered = (raw["low"] <= total) & (total <= raw["high"])
     rows = [("paired total, joined by item (reported)", covered.mean(), raw["se"].mean() / raw["estimate"].std(),
              raw["df"].median(), raw["estimate"].mean() - total)]
@@ -149,6 +161,15 @@ def summary(raw: pd.DataFrame, total: float, rates: float) -> pd.DataFrame:
     separate = (raw["estimate"] - crit * raw["separate_se"] <= total) & (total <= raw["estimate"] + crit * raw["separate_se"])
     rows.append(("paired total, parts' variances added as if independent", separate.mean(),
                  raw["separate_se"].mean() / raw["estimate"].std(), raw["df"].median(), raw["estimate"].mean() - total))
+    own_covered = (raw["own_low"] <= own) & (own <= raw["own_high"])
+    rows.append(("A's own total, joined by item (reported)", own_covered.mean(),
+                 raw["own_se"].mean() / raw["own_estimate"].std(), raw["own_df"].median(), raw["own_estimate"].mean() - own))
+    crit = (raw["own_high"] - raw["own_estimate"]) / raw["own_se"]
+    separate = ((raw["own_estimate"] - crit * raw["own_separate_se"] <= own)
+                & (own <= raw["own_estimate"] + crit * raw["own_separate_se"]))
+    rows.append(("A's own total, parts' variances added as if independent", separate.mean(),
+                 raw["own_separate_se"].mean() / raw["own_estimate"].std(), raw["own_df"].median(),
+                 raw["own_estimate"].mean() - own))
     n = len(raw)
     out = pd.DataFrame(rows, columns=["interval", "coverage", "SE / SD", "median df", "bias"])
     out.insert(2, "MC SE", np.sqrt(out["coverage"] * (1 - out["coverage"]) / n))

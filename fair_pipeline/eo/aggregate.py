@@ -7,7 +7,9 @@ needs impression counts per score. Both come from one table of
     group_id, position, score_value, impressions, clicks
 
 which `dbt_like_sql/marts/eo_score_click_counts.sql` computes out of core and `click_counts` computes
-in numpy (same binning rule, same output), so the two fitting paths meet here and give the same knots.
+in numpy (same binning rule, same output), so the two fitting paths meet here and give the same knots. The
+warehouse path applies the weights where the rows are and sums over positions (WEIGHTED_SUM_COLUMNS,
+`eo.sql.read_weighted_sums`), which `aggregate_weighted_sums` takes.
 """
 from __future__ import annotations
 
@@ -166,6 +168,12 @@ def aggregate_weighted_sums(sums: pd.DataFrame, missing_group: str = "error") ->
         raise EOInputError(f"weighted-sum table lacks columns {missing_cols}; expected {list(WEIGHTED_SUM_COLUMNS)}")
     _check_scores_and_groups(sums, missing_group)
     return _aggregate(sums)
+
+
+def unit_weights(sums: pd.DataFrame) -> pd.DataFrame:
+    """A table of WEIGHTED_SUM_COLUMNS with every click weighing 1 (Lemma 1's unweighted CDF)."""
+    clicks = sums["clicks"].to_numpy(dtype=float)
+    return sums.assign(weighted_clicks=clicks, weighted_click_squares=clicks)
 
 
 def _aggregate(sums: pd.DataFrame) -> ScoreAggregate:

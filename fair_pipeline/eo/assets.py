@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import Field
 
 from fair_pipeline.eo import store as eo_store
-from fair_pipeline.eo.aggregate import EOInputError
+from fair_pipeline.eo.aggregate import EOInputError, unit_weights
 from fair_pipeline.eo.evaluation import DEFAULT_ALPHAS, MAX_DEFAULT_REQUESTS, default_requests, evaluate_rerankings
 from fair_pipeline.eo.figures import SIMULATION_LABEL
 from fair_pipeline.eo.report import (
@@ -29,8 +29,8 @@ from fair_pipeline.eo.report import (
     transforms_figure,
 )
 from fair_pipeline.eo.serving import log_fair_ranker, production_ranker
-from fair_pipeline.eo.sql import read_click_counts
-from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_click_counts
+from fair_pipeline.eo.sql import read_weighted_sums
+from fair_pipeline.eo.transform import WeightedCDFTransformer, fit_from_weighted_sums
 from fair_pipeline.eo.window import eo_partition_window
 from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.platform.asset_defaults import pipeline_asset
@@ -126,7 +126,7 @@ def _serving_input(landing_path, truth, day: dt.date) -> tuple[list[str], pd.Dat
 @dataclasses.dataclass
 class TransformFit:
     """What `compute_eo_transform` made for partition D: the window, the position-bias curve it weighted by, the
-    click counts, both variants (fitted, or None with the reason) and their stored copies read back."""
+    window's weighted sums per group and score value, both variants (fitted, or None with the reason) and their stored copies read back."""
 
     day: dt.date
     window: PartitionWindow
@@ -146,14 +146,17 @@ def compute_eo_transform(con, marts, config: EOTransformConfig, day: dt.date, sp
                   score_bin_width=float(SQL_PARAMETERS["eo_score_bin_width"]))
     window = eo_partition_window(marts, *span, day, min_window_days())
     curve = load_chosen_position_bias(con, day)
-    counts = read_click_counts(marts, window.first, window.last)
+    try:  # bad data (e.g. clicks where the curve has no weight): name the window
+        counts = read_weighted_sums(marts, window.first, window.last, curve[["position", "weight"]])
+    except EOInputError as error:
+        raise EOInputError(f"EO transform over {window.label}: {error}") from error
     reason = too_few_clicks(counts, config.min_positives)
     fits: dict[str, WeightedCDFTransformer | str] = {"weighted": reason, "unweighted": reason}
     if reason is None:
         try:
-            fits = {"weighted": fit_from_click_counts(counts, curve[["position", "weight"]], **params),
-                    "unweighted": fit_from_click_counts(counts, {int(p): 1.0 for p in counts["position"].unique()}, **params)}
-        except EOInputError as error:  # bad data (e.g. clicks where the curve has no weight): name the window
+            fits = {"weighted": fit_from_weighted_sums(counts, **params),
+                    "unweighted": fit_from_weighted_sums(unit_weights(counts), **params)}
+        except EOInputError as error:
             raise EOInputError(f"EO transform over {window.label}: {error}") from error
     eo_store.write_transforms(con, window.first, window.last, len(window.dates), fits, curve.attrs.get("method"),
                               run_id, partition=day)

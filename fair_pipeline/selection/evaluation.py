@@ -37,7 +37,9 @@ INTERVALS_NOTE = (
     "SE incl. the selection-rate threshold; CI and p two-sided for equal cost, Student t at diff_df degrees of "
     f"freedom; NaN when the two decide differently on fewer than {MIN_DISAGREEING} items, diff_disagreeing, a "
     "difference too few items hold for an interval); cost_se_clustered: the candidate's own "
-    "cost SE clustered by item. Compare candidates with the paired difference.")
+    "cost SE clustered by item. When the metric weighs exposure (mu > 0), cost is cost + mu x exposure_disparity "
+    "and cost_se / ci_low / ci_high / cost_se_clustered are the total's: the rates' and the exposure's influence "
+    "joined by item (two-way with the logged requests), Student t. Compare candidates with the paired difference.")
 
 
 def selection_label_source(name: str, landing, day=None) -> str:

@@ -25,7 +25,8 @@ from scipy.stats import norm
 from fair_pipeline.audit import exposure_offpolicy as offpolicy
 from fair_pipeline.audit.sql import AuditDataError
 from fair_pipeline.selection.elicitation.paired import DIFF_COLUMNS, every_candidates_parts
-from fair_pipeline.selection.elicitation.paired_exposure import disparity_totals, exposure_weighted_difference
+from fair_pipeline.selection.elicitation.paired_exposure import (disparity_totals, exposure_weighted_cost,
+                                                                exposure_weighted_difference)
 
 EXPOSURE_NOTE = ("exposure_ratio[g]: exposure per unit of merit of group g over the reference group's when the "
                  "candidate re-ranks the shown items of the logged production requests (off-policy, from the logs; "
@@ -125,6 +126,24 @@ def held_out_parts(metric, items: pd.DataFrame, labels, names, scores: dict, dec
     return HeldOut(items, list(labels), parts, disparities)
 
 
+def _own_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: float) -> pd.DataFrame:
+    """Each estimable candidate's own CI of cost + weight · D from its rates' and exposure's influence joined by item
+    (`paired_exposure.exposure_weighted_cost`: the parts share items, so their variances do not simply add)."""
+    if "cost_se_clustered" not in out.columns:
+        out["cost_se_clustered"] = np.nan
+    for i in out.index[out["estimable"].astype(bool)]:
+        name = out.at[i, "model"]
+        if name not in held.parts or held.disparities.get(name) is None:
+            continue
+        cost, parts, _ = held.parts[name]
+        own = exposure_weighted_cost(cost, parts, held.disparities[name], held.rows, held.labels, weight,
+                                     clusters=held.rows["item_id"].to_numpy(), confidence=confidence)
+        half = own.ci_high - own.estimate
+        out.loc[i, ["cost_se", "ci_low", "ci_high", "cost_se_clustered"]] = [
+            own.se, out.at[i, "cost"] - half, out.at[i, "cost"] + half, own.se]
+    return out
+
+
 def _paired_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: float) -> pd.DataFrame:
     """Each estimable candidate's paired difference of cost + weight · D to the winner (`paired_exposure`)."""
     estimable = out[out["estimable"].astype(bool)]
@@ -150,11 +169,12 @@ def _paired_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: 
 def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
                    confidence: float = 0.95, held_out: HeldOut | None = None) -> pd.DataFrame:
     """The ranking with each candidate's `exposure_disparity` (and its SE) and, when ``weight`` > 0, its cost, CI
-    and rank taken over the total cost(rates) + weight · D (its own CI adds the two parts' variances); a
-    candidate without exposure parity on the logs is then not estimable. With ``held_out``, each candidate's
-    paired difference of the totals to the winner (`paired_exposure`: the rates' and the exposure's influence
-    totals joined by item, the exposure's two-way by request, the curve's delta-method term); without it, or for
-    a candidate lacking either part, only ``diff_vs_winner`` (the totals' difference) is filled."""
+    and rank taken over the total cost(rates) + weight · D; a candidate without exposure parity on the logs is
+    then not estimable. With ``held_out``, each candidate's own CI (``cost_se``, ``ci_low``, ``ci_high``, also
+    ``cost_se_clustered``) and its paired difference of the totals to the winner come from the rates' and the
+    exposure's influence totals joined by item (`paired_exposure`: the exposure's two-way by request, the curve's
+    delta-method term, Student t); without it, or for a candidate lacking either part, the own CI adds the two
+    parts' variances as if independent (normal) and only ``diff_vs_winner`` (the totals' difference) is filled."""
     found = {}
     if not exposure.empty:
         for name, part in exposure.groupby("candidate", sort=False):
@@ -182,4 +202,6 @@ def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
     for column in (*DIFF_COLUMNS[1:], "cost_se_clustered"):
         if column in out.columns:
             out[column] = np.nan
-    return out if held_out is None else _paired_totals(out, held_out, weight, confidence)
+    if held_out is None:
+        return out
+    return _paired_totals(_own_totals(out, held_out, weight, confidence), held_out, weight, confidence)

@@ -9,6 +9,7 @@ import fair_pipeline.audit.prefix_stream as prefix_stream
 import fair_pipeline.audit.stats.prefix_clusters as prefix
 from fair_pipeline.audit import audit_aggregates
 from fair_pipeline.audit.stats.blocks import build_grid
+from fair_pipeline.audit.stats.cluster_pass import contrast_df
 from fair_pipeline.audit.stats.grid_audit import run_grid_audit, variance_alphas
 from tests.audit import bruteforce as bf
 
@@ -26,13 +27,13 @@ def _rows(rng, n=900, clusters=70, ties=4):
     return s, y, g, c
 
 
-def _feed(s, y, g, c, batch_rows):
+def _feed(s, y, g, c, batch_rows, kind=prefix.PrefixClusterSums):
     """Sweep the rows in descending score order in batches (ties straddling batches held back), feeding the
-    prefix sums as `audit_file` does; returns the sweep's result and the sums."""
+    prefix sums (``kind``) as `audit_file` does; returns the sweep's result and the sums."""
     grid = build_grid(s, y, g, GROUPS)
     res = run_grid_audit(grid, CUTS)
     pairs = res["pairs"]
-    sums = prefix.PrefixClusterSums(grid.n_pos, grid.n_neg, variance_alphas(CUTS), pairs, int(c.max()) + 1)
+    sums = kind(grid.n_pos, grid.n_neg, variance_alphas(CUTS), pairs, int(c.max()) + 1)
     order = np.argsort(-s, kind="stable")
     blocks = prefix.SortedRowBlocks(2 * len(GROUPS))
     cells = g * 2 + y
@@ -105,3 +106,32 @@ def test_file_audit_equals_the_sort_by_cluster_accumulator(tmp_path, monkeypatch
         floats = [col for col in b.columns if b[col].dtype.kind == "f"]
         pd.testing.assert_frame_equal(a.drop(columns=floats), b.drop(columns=floats), check_dtype=False)
         np.testing.assert_allclose(a[floats].to_numpy(), b[floats].to_numpy(), rtol=1e-11, atol=1e-12)
+
+
+def test_columns_needed_at_the_last_cutoff_only_equal_the_full_sums_there():
+    """The one-way audit forms the xAUC columns' cross products at FPR 1 only (`cluster_parts.LastCutoffColumns`):
+    the covariances, df and counts it forms equal those of every column at every cutoff; the others are NaN."""
+    s, y, g, c = _rows(np.random.default_rng(13))
+    res, sums = _feed(s, y, g, c, 200)
+    sel = np.searchsorted(res["alphas"], variance_alphas(CUTS))
+    auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
+    every = [k for k, (kind, _, _) in enumerate(res["columns"]) if kind in ("group", "overall")]
+    full, part = sums.covariance(auc, roc), sums.covariance(auc, roc, every=every)
+    K, S = auc.shape[1], auc.shape[0]
+    formed = np.zeros((K, S, S), dtype=bool)
+    formed[:-1, np.ix_(every, every)[0], np.ix_(every, every)[1]] = True
+    formed[-1] = True
+    for name in ("covariance", "cr1_covariance"):
+        want, got = getattr(full, name)(), getattr(part, name)()
+        np.testing.assert_allclose(got[formed], want[formed], rtol=1e-13, atol=1e-17)
+        assert np.isnan(got[~formed]).all()
+    assert part.clusters == full.clusters and np.array_equal(part.clusters_with, full.clusters_with)
+    xab, xba = res["columns"].index(("xauc", 0, 1)), res["columns"].index(("xauc", 1, 0))
+    for weights in ({every[0]: 1.0}, {every[0]: 1.0, every[1]: -1.0}, {xab: 1.0}, {xab: 1.0, xba: -1.0}):
+        w = np.zeros(S)
+        w[list(weights)] = list(weights.values())
+        want = contrast_df([full.totals()], w, [full.design], res["pairs"])
+        got = contrast_df([part.totals()], w, [part.design], res["pairs"])
+        at = slice(None) if set(weights) <= set(every) else slice(-1, None)
+        np.testing.assert_allclose(got[at], want[at], rtol=1e-12)
+        assert set(weights) <= set(every) or np.isnan(got[:-1]).all()

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from fair_pipeline.eo import WeightedCDFTransformer, fit_from_click_counts, read_click_counts
+from fair_pipeline.eo.sql import read_weighted_sums
+from fair_pipeline.eo.transform import fit_from_weighted_sums
 from fair_pipeline.eo.assets import (
     EO_EVALUATION_KEY,
     EO_TRANSFORM_KEY,
@@ -96,12 +98,19 @@ def test_stored_transforms_round_trip_and_equal_a_refit_from_the_warehouse(home)
     assert rows["window_end"].dt.date.astype(str).tolist() == [DAYS[-2]] * 2
     assert rows["partitions"].tolist() == [2, 2] and rows["estimable"].all()
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        counts = read_click_counts(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(DAYS[-2]))
+        first, last = dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(DAYS[-2])
+        counts = read_click_counts(con, first, last)
         curve = load_chosen_position_bias(con)
+        sums = read_weighted_sums(con, first, last, curve[["position", "weight"]])
         stored = load_latest_transforms(con)
-    refit = fit_from_click_counts(counts, curve[["position", "weight"]], score_bin_width=1e-3)
+    refit = fit_from_weighted_sums(sums, score_bin_width=1e-3)
     json_text = rows.set_index("variant").loc["weighted", "transform_json"]
     assert json_text == refit.to_json()  # exact: same knots, same counts, same params
+    # the per-position counts weighted in numpy: the same fit (the weighted sums added in another order)
+    per_position = fit_from_click_counts(counts, curve[["position", "weight"]], score_bin_width=1e-3)
+    for group in refit.groups_:
+        np.testing.assert_allclose(refit.group_quantiles_[group], per_position.group_quantiles_[group], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(refit.reference_quantiles_, per_position.reference_quantiles_)
     assert WeightedCDFTransformer.from_json(json_text).to_json() == json_text
     assert stored["weighted"].position_bias_method == "adjacent_pairwise" and stored["unweighted"].position_bias_method is None
 
@@ -266,9 +275,10 @@ def test_an_older_partition_registers_its_own_version_and_never_moves_candidate(
     assert rows["window_start"].dt.date.astype(str).tolist() == rows["window_end"].dt.date.astype(str).tolist() == [DAYS[0]] * 2
     assert rows["partitions"].tolist() == [1, 1] and rows["estimable"].all()
     with duckdb.connect(str(settings.warehouse_path()), read_only=True) as con:
-        counts = read_click_counts(con, dt.date.fromisoformat(DAYS[0]), dt.date.fromisoformat(DAYS[0]))
         curve = load_chosen_position_bias(con, DAYS[1])
-    refit = fit_from_click_counts(counts, curve[["position", "weight"]], score_bin_width=1e-3)
+        day = dt.date.fromisoformat(DAYS[0])
+        refit = fit_from_weighted_sums(read_weighted_sums(con, day, day, curve[["position", "weight"]]),
+                                       score_bin_width=1e-3)
     assert rows.set_index("variant").loc["weighted", "transform_json"] == refit.to_json()
     assert _transform_rows().equals(newest)  # the newest partition's fit is untouched
     assert client.get_model_version_by_alias("fair-ranker", "candidate").version == candidate.version

@@ -10,7 +10,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from fair_pipeline.eo import click_counts, combine_click_counts, fit_from_click_counts, read_click_counts
+from fair_pipeline.eo import EOInputError, click_counts, combine_click_counts, fit_from_click_counts, read_click_counts
+from fair_pipeline.eo.aggregate import WEIGHTED_SUM_COLUMNS, unit_weights
+from fair_pipeline.eo.sql import read_weighted_sums
+from fair_pipeline.eo.transform import fit_from_weighted_sums
 from fair_pipeline.ingestion.simulated_landing import simulate_day_tables
 from fair_pipeline.ingestion.simulator import SimulationConfig, bias_curve, simulate_items
 from fair_pipeline.platform.settings import SQL_ROOT
@@ -115,3 +118,49 @@ def test_empty_window_is_reported(warehouse):
     con, _, _ = warehouse
     with pytest.raises(ValueError, match="no rows for partitions 2030-01-01"):
         read_click_counts(con, dt.date(2030, 1, 1), dt.date(2030, 1, 2))
+
+
+def _assert_same_fit(a, b, atol: float) -> None:
+    assert a.groups_ == b.groups_ and a.n_positives_ == b.n_positives_ and a.n_reference_ == b.n_reference_
+    np.testing.assert_array_equal(a.reference_quantiles_, b.reference_quantiles_)
+    for g in a.groups_:
+        np.testing.assert_allclose(a.group_quantiles_[g], b.group_quantiles_[g], rtol=0, atol=atol)
+        assert a.positive_weight_[g] == pytest.approx(b.positive_weight_[g], rel=1e-14)
+        assert a.n_effective_[g] == pytest.approx(b.n_effective_[g], rel=1e-14)
+
+
+def test_weighted_sums_per_score_equal_the_per_position_fit(warehouse):
+    """The engine applies 1 / w_position and sums over positions: one row per (group, score value), and the fit
+    equals the fit of the per-position counts weighted in numpy (sums exact to the double's last bits)."""
+    con, impressions, config = warehouse
+    w = bias_curve(config)
+    params = dict(score_bin_width=BIN_WIDTH, missing_group="exclude")
+    per_position = read_click_counts(con, DAYS[0], DAYS[-1])
+    sums = read_weighted_sums(con, DAYS[0], DAYS[-1], w)
+    assert list(sums.columns) == list(WEIGHTED_SUM_COLUMNS)
+    distinct = per_position[["group_id", "score_value"]].astype(str).drop_duplicates()
+    assert len(sums) == len(distinct) < len(per_position)
+    assert int(sums["impressions"].sum()) == len(impressions)
+    assert int(sums["clicks"].sum()) == int(impressions["click"].sum())
+    # brute force: per group, the sum of 1 / w over the clicked rows, and of 1 / w^2
+    clicked = impressions[impressions["click"] == 1]
+    by_group = (1.0 / w[clicked["position"].to_numpy() - 1]).astype(float)
+    expected = pd.Series(by_group, index=clicked.index).groupby(clicked["group_id"].fillna("<none>")).sum()
+    got = sums.assign(g=sums["group_id"].fillna("<none>")).groupby("g")["weighted_clicks"].sum()
+    np.testing.assert_allclose(got.sort_index().to_numpy(), expected.sort_index().to_numpy(), rtol=1e-12)
+    _assert_same_fit(fit_from_weighted_sums(sums, **params), fit_from_click_counts(per_position, w, **params), 1e-12)
+    ones = {int(p): 1.0 for p in per_position["position"].unique()}
+    unweighted = fit_from_weighted_sums(unit_weights(sums), **params)
+    assert unweighted.to_json() == fit_from_click_counts(per_position, ones, **params).to_json()  # integers: exact
+
+
+def test_weighted_sums_refuse_a_clicked_position_without_a_weight(warehouse):
+    con, impressions, config = warehouse
+    w = bias_curve(config).copy()
+    w[4] = 0.0
+    with pytest.raises(EOInputError, match=r"position weights must be finite and > 0 .*position: weight \{5: 0.0\}"):
+        read_weighted_sums(con, DAYS[0], DAYS[-1], w)
+    with pytest.raises(EOInputError, match=r"1 positions have a missing or non-positive weight"):
+        read_weighted_sums(con, DAYS[0], DAYS[-1], {p: 1.0 for p in range(1, config.slots)})
+    with pytest.raises(ValueError, match="no rows for partitions 2030-01-01"):
+        read_weighted_sums(con, dt.date(2030, 1, 1), dt.date(2030, 1, 2), w)

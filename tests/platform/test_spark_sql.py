@@ -164,6 +164,7 @@ def stage_statements(tmp_path_factory) -> list[str]:
             call(audit_sql, "query_rows", source, 5)
             call(audit_sql, "queries_in_window", source)
         call(eo_sql, "read_click_counts", first, last)
+        call(eo_sql, "read_weighted_sums", first, last, np.full(small_warehouse.CONFIG.slots, 0.5))
         for table in (position_bias_sql.SCORE_BINS_TABLE, position_bias_sql.SWAP_CELLS_TABLE):
             call(position_bias_sql, "window_aggregates", table, first, last, "shuffle")
         call(position_bias_sql, "estimate_position_bias_sql", "adjacent_swap", first, last)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals
+from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals, PartSums
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 CROSS_CHUNK = 1 << 13  # clusters per step of the final cross products (their temporaries stay cache-sized)
@@ -40,51 +40,107 @@ class ClusterSumsBase:
     def _held(self, lo: int, hi: int) -> np.ndarray:
         raise NotImplementedError
 
-    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterCrossSums:
+    def covariance(self, auc, roc, keep_totals: bool = True, every=None) -> ClusterCrossSums:
         """The clusters' CR2 totals and covariances (`cluster_pass.ClusterTotals`), given the sweep's I(alpha)
         and ROC(alpha) of every column at every cutoff ((S, K) each); without ``keep_totals`` (two-way's
-        intersection stream, which adds no df) only the covariances and counts (`ClusterCrossSums`)."""
+        intersection stream, which adds no df) only the covariances and counts (`ClusterCrossSums`).
+        ``every``: the columns needed at every cutoff; the others only at the last one (FPR 1, xAUC), so
+        their other cross products are not formed (`LastCutoffColumns`)."""
         C = self.held_clusters()
         if C < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
         K, S, V = self.alphas.size, len(self.pairs), self.G + 1
+        if every is not None and keep_totals and K > 1:
+            every = np.asarray(every, dtype=np.intp)
+            out = (ClusterTotals([self.pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(self.pairs, 1, S, V))
+            self.add_to(out, auc, roc, every)
+            return LastCutoffColumns(*out, every, S)
         out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
         return self.add_to(out, auc, roc)
 
-    def add_to(self, out, auc, roc):
-        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`)."""
+    def add_to(self, out, auc, roc, every=None):
+        """Add the clusters' influence parts and counts to ``out`` (`ClusterTotals`, or `ClusterMoments`); with
+        ``every``, ``out`` is a pair: the sums of those columns at the cutoffs before the last, then of all
+        columns at the last."""
         G, K, S = self.G, self.alphas.size, len(self.pairs)
         auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
         a = self.alphas[:, None, None]
-        columns = [np.array([(s, i) for s, (i, jj) in enumerate(self.pairs) if jj == j], dtype=np.intp).reshape(-1, 2)
-                   for j in range(G + 1)]
+        # per negative vector j: (cutoffs, its columns formed there); with ``every``, the others at the last only
+        plan = []
+        for j in range(G + 1):
+            s, i = np.array([(s, i) for s, (i, jj) in enumerate(self.pairs) if jj == j], dtype=np.intp).reshape(-1, 2).T
+            keep = np.ones(s.size, dtype=bool) if every is None else np.isin(s, every)
+            plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
+        targets = ([(out, slice(0, K), slice(None))] if every is None else
+                   [(out[0], slice(0, K - 1), every), (out[1], slice(K - 1, K), slice(None))])
+        empty = np.empty if every is None else np.zeros  # (entries not formed are never read, but are added to)
         for lo in range(0, self.C, CROSS_CHUNK):
             hi = min(self.C, lo + CROSS_CHUNK)
             N, P, edges, owners = self._chunk(lo, hi)
             N = np.vstack([N, N.sum(axis=0, keepdims=True)])
             P = np.vstack([P, P.sum(axis=0, keepdims=True)])
             # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S)
-            Uneg, Upos = np.empty((K, S, hi - lo)), np.empty((K, S, hi - lo))
+            Uneg, Upos = empty((K, S, hi - lo)), empty((K, S, hi - lo))
             for j, neg, pos in owners:
-                s, i = columns[j].T
-                if not s.size:
-                    continue
-                R, I = roc[s].T[:, :, None], auc[s].T[:, :, None]  # (K, columns, 1)
-                outside = a * N[j] - neg[:, :1]  # n_j B of these columns
-                Uneg[:, s] = (neg[:, 1 + i] + R * outside - I * N[j]) / self.n[j]
-                counts = np.concatenate([pos[:, 0], pos[:, 0].sum(axis=1, keepdims=True)], axis=1)  # (K, G + 1, w)
-                fpr = np.concatenate([pos[:, 1], pos[:, 1].sum(axis=1, keepdims=True)], axis=1)
-                Upos[:, s] = (a * counts[:, i] - fpr[:, i] - I * P[i]) / self.m[i][:, None]
+                for ks, s, i in plan[j]:
+                    R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
+                    outside = a[ks] * N[j] - neg[ks, :1]  # n_j B of these columns
+                    Uneg[ks, s] = (neg[ks][:, 1 + i] + R * outside - I * N[j]) / self.n[j]
+                    p = pos[ks]
+                    counts = np.concatenate([p[:, 0], p[:, 0].sum(axis=1, keepdims=True)], axis=1)  # (k, G + 1, w)
+                    fpr = np.concatenate([p[:, 1], p[:, 1].sum(axis=1, keepdims=True)], axis=1)
+                    Upos[ks, s] = (a[ks] * counts[:, i] - fpr[:, i] - I * P[i]) / self.m[i][:, None]
             for codes, neg_sums, pos_sums in edges:
                 Uneg[:, :, codes] += neg_sums.transpose(1, 0, 2)
                 Upos[:, :, codes] += pos_sums.transpose(1, 0, 2)
-            Uneg, Upos = (np.ascontiguousarray(u.transpose(0, 2, 1)) for u in (Uneg, Upos))
             held = (N[G] + P[G]) > 0  # codes may be unused
-            if held.all():  # dense codes of distinct keys: every one holds rows
-                out.add(Uneg, Upos, P.T, N.T, self.m, self.n)
-            else:
-                out.add(Uneg[:, held], Upos[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
+            for target, ks, cols in targets:
+                un, up = (np.ascontiguousarray(u[ks][:, cols].transpose(0, 2, 1)) for u in (Uneg, Upos))
+                if held.all():  # dense codes of distinct keys: every one holds rows
+                    target.add(un, up, P.T, N.T, self.m, self.n)
+                else:
+                    target.add(un[:, held], up[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
         return out
+
+
+class LastCutoffColumns:
+    """The `ClusterTotals` interface over columns some of which are needed at the last cutoff only: ``first``
+    holds the columns ``every`` at the cutoffs before the last, ``last`` all S columns at the last. Covariances of
+    the cross products not formed are NaN, and so are the df of contrasts using such a column there."""
+
+    def __init__(self, first: ClusterTotals, last: ClusterTotals, every, S: int):
+        self.first, self.last, self.every, self.S = first, last, np.asarray(every, dtype=np.intp), S
+        self.clusters, self.clusters_with = last.clusters, last.clusters_with
+        K = first.cross.shape[0] + 1
+        self.design = PartSums(K, S, last.design.moments.shape[2])
+        self.design.moments = last.design.moments  # the clusters' shares: the same for every cutoff and column
+        # zeros, not NaN, where not formed: a contrast's design variance weights every column (most by 0)
+        self.design.part_cross[:, :-1] = self._full(first.design.part_cross, 0.0, axis=1)
+        self.design.part_cross[:, -1:] = last.design.part_cross
+
+    def _full(self, sums: np.ndarray, fill: float, axis: int = 0) -> np.ndarray:
+        """(..., K - 1, S, S) from the sums of the ``every`` columns (..., K - 1, s, s)."""
+        shape = list(sums.shape)
+        shape[-2:] = [self.S, self.S]
+        out = np.full(shape, fill)
+        out[..., self.every[:, None], self.every[None, :]] = sums
+        return out
+
+    def covariance(self) -> np.ndarray:
+        return np.concatenate([self._full(self.first.covariance(), np.nan), self.last.covariance()])
+
+    def cr1_covariance(self) -> np.ndarray:
+        return np.concatenate([self._full(self.first.cr1_covariance(), np.nan), self.last.cr1_covariance()])
+
+    def totals(self) -> LastCutoffColumns:
+        return self
+
+    def contrast_df(self, weights) -> np.ndarray:
+        """Satterthwaite df per cutoff of sum_s weights[s] * column s (`cluster_pass.ColumnTotals`)."""
+        w = np.asarray(weights, dtype=np.float64)
+        first = (self.first.totals().contrast_df(w[self.every]) if np.isin(np.flatnonzero(w), self.every).all()
+                 else np.full(self.first.cross.shape[0], np.nan))
+        return np.r_[first, self.last.totals().contrast_df(w)]
 
 
 class SummedClusterSums(ClusterSumsBase):

@@ -20,7 +20,8 @@ excess where `paired.clustered_interval` uses it, plus the examination curve's d
 mu (dD_A/d log w - dD_B/d log w) (common to both candidates: paired, and independent of the clicks and labels).
 Student t with the combined totals' effective number of items ((Σ U²)² / Σ U⁴, at most items - 1; the smaller
 with the requests' when two-way), Welch-combined with the other parts' df. With mu = 0 it is the rates-only paired
-difference (`paired.paired_summary`).
+difference (`paired.paired_summary`). A candidate's own total (`exposure_weighted_cost`) is the same with nothing
+subtracted: U_i = R_i(A) + mu T_i(A) · c.
 """
 from __future__ import annotations
 
@@ -69,17 +70,32 @@ def _cluster_keys(rows: pd.DataFrame, clusters) -> pd.Index:
     return pd.Index(pd.factorize(pd.Series(np.asarray(clusters, dtype=object)), use_na_sentinel=False)[1])
 
 
+def exposure_weighted_cost(cost: float, parts, disparity: DisparityTotals, rows: pd.DataFrame, labels,
+                           weight: float, clusters=None, confidence: float = 0.95) -> PairedDifference:
+    """One candidate's own total cost + ``weight`` · D with its interval: the same joined influence per item as
+    the paired difference (`exposure_weighted_difference`) with nothing subtracted, so the rates' and the
+    exposure's parts, which share items, are not added as if independent."""
+    if not weight > 0:
+        raise ValueError(f"the exposure weight of a total must be a positive number, got {weight!r}")
+    return exposure_weighted_difference(cost, parts, disparity, 0.0, np.zeros_like(np.asarray(parts, dtype=float)),
+                                        None, rows, labels, weight, clusters, confidence)
+
+
 def exposure_weighted_difference(cost_a: float, parts_a, disparity_a: DisparityTotals, cost_b: float, parts_b,
-                                 disparity_b: DisparityTotals, rows: pd.DataFrame, labels, weight: float,
+                                 disparity_b: DisparityTotals | None, rows: pd.DataFrame, labels, weight: float,
                                  clusters=None, confidence: float = 0.95) -> PairedDifference:
     """The `PairedDifference` of totals cost + ``weight`` · D of two candidates: costs and `candidate_parts` on the
     same held-out ``rows`` (clustered by ``clusters``, whose values are the audit's first dimension's, the items),
-    and `disparity_totals` of their re-rankings of the same logged requests (module doc)."""
+    and `disparity_totals` of their re-rankings of the same logged requests (module doc). ``disparity_b`` None:
+    B has no exposure part (D = 0, no totals; `exposure_weighted_cost`)."""
     if not weight >= 0:
         raise ValueError(f"the exposure weight must be a non-negative number, got {weight!r}")
     if weight == 0:
         return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence)
     dims = list(disparity_a.totals)
+    if disparity_b is None:
+        disparity_b = DisparityTotals(0.0, {name: pd.Series(dtype=np.float64) for name in dims},
+                                      np.zeros_like(disparity_a.examination_gradient), disparity_a.examination)
     if dims != list(disparity_b.totals):
         raise ValueError(f"the two candidates' exposure audits are clustered differently: {dims} vs "
                          f"{list(disparity_b.totals)}")

@@ -15,6 +15,8 @@ import pytest
 from fair_pipeline.audit import sql as audit_sql
 from fair_pipeline.audit.stats import StreamingAudit, audit_aggregates
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
+from fair_pipeline.eo.sql import read_click_counts, read_weighted_sums
+from fair_pipeline.eo.transform import fit_from_click_counts, fit_from_weighted_sums
 from fair_pipeline.platform import sql_models, warehouse
 from fair_pipeline.platform.engines import DuckDBEngine, build_models
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
@@ -148,3 +150,26 @@ def test_exact_partial_aucs_on_spark_from_streamed_aggregates_match_duckdb(engin
     assert reference.groups["n_pos"].sum() > 0 and len(reference.groups["group"].unique()) >= 2
     _assert_reports_equal(reference, on_duckdb, atol=1e-12)
     _assert_reports_equal(on_duckdb, on_spark, atol=1e-12)
+
+
+def test_eo_weighted_sums_and_fits_on_spark_equal_duckdb(engines):
+    """The EO window's weights applied by the engine (one row per group and score value) give the same table and the
+    same fits on Spark as on DuckDB, and as the per-position counts weighted in numpy."""
+    duck, spark_engine, _, _ = engines
+    days = [dt.date.fromisoformat(day) for day in small_warehouse.PARTITIONS]
+    curve = pd.DataFrame({"position": np.arange(1, small_warehouse.CONFIG.slots + 1)})
+    curve["weight"] = 1.0 / (1.0 + 0.3 * (curve["position"] - 1))
+    tables = {name: read_weighted_sums(engine, days[0], days[-1], curve)
+              for name, engine in (("duckdb", duck), ("spark", spark_engine))}
+    assert len(tables["duckdb"]) > 100
+    _assert_same_rows("eo weighted sums", tables["duckdb"], tables["spark"])
+    params = dict(score_bin_width=float(sql_models.SQL_PARAMETERS["eo_score_bin_width"]), missing_group="exclude")
+    fits = {name: fit_from_weighted_sums(table, **params) for name, table in tables.items()}
+    per_position = fit_from_click_counts(read_click_counts(duck, days[0], days[-1]), curve, **params)
+    for fit in (fits["spark"], per_position):
+        assert fit.groups_ == fits["duckdb"].groups_ and fit.n_positives_ == fits["duckdb"].n_positives_
+        np.testing.assert_allclose(fit.reference_quantiles_, fits["duckdb"].reference_quantiles_, rtol=0, atol=1e-12)
+        for group in fit.groups_:
+            np.testing.assert_allclose(fit.group_quantiles_[group], fits["duckdb"].group_quantiles_[group], rtol=0,
+                                       atol=1e-12)
+            assert fit.n_effective_[group] == pytest.approx(fits["duckdb"].n_effective_[group], rel=1e-12)
