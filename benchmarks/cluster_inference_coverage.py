@@ -320,6 +320,15 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _one_sided_misses(g: pd.DataFrame, err, half) -> dict:
+    """Shares of intervals entirely below / above the truth: of the reported asymmetric interval where there is one
+    (``ci_below`` / ``ci_above``), else of estimate ± half."""
+    if "ci_below" in g.columns and g["ci_below"].notna().all():
+        return {"miss_low": float(np.mean(err < -g["ci_above"].to_numpy())),
+                "miss_high": float(np.mean(err > g["ci_below"].to_numpy()))}
+    return {"miss_low": float(np.mean(err < -half)), "miss_high": float(np.mean(err > half))}
+
+
 def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
     """Per configuration x statistic, over the replications the rule keeps: is a row's miscoverage the SE's or the
     critical value's? ``var/mse`` = mean(SE²) / mean(error²) (the CR2 variance's relative bias, 1 if unbiased);
@@ -342,7 +351,7 @@ def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
                      "t_needed": float(np.quantile(np.abs(err) / se, 0.95)),
                      "t_used": float(np.median(critical_value(0.95, df))),
                      "corr_abs_err_se": float(np.corrcoef(np.abs(err), se)[0, 1]),
-                     "miss_low": float(np.mean(err < -half)), "miss_high": float(np.mean(err > half)),
+                     **_one_sided_misses(g, err, half),
                      "cov_df_q1": float(np.mean(np.abs(err[low]) <= half[low])),
                      "cov_df_q4": float(np.mean(np.abs(err[high]) <= half[high]))})
     return pd.DataFrame(rows)
