@@ -319,7 +319,8 @@ def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
     ``t_used`` (the median t_{0.975, df} of the audit's df); ``corr_abs_err_se`` = corr(|error|, SE) (positive:
     the draws with large errors also have large SEs, which is what makes a t ratio lighter-tailed than its SE's
     bias suggests); ``miss_low`` / ``miss_high`` = the share of intervals lying entirely below / above the truth;
-    ``cov_df_q1`` / ``cov_df_q4`` = cr2_t's coverage in the quarter of replications with the smallest / largest df."""
+    ``cov_df_q1`` / ``cov_df_q4`` = cr2_t's coverage in the quarter of replications with the smallest / largest df.
+    Misses and coverage are the reported interval's (`rate_table`'s asymmetric one for the rates rows)."""
     rows = []
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
@@ -328,15 +329,18 @@ def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
         err = g["estimate"].to_numpy() - truths(config)[name]
         se = g["cr2_z"].to_numpy() / critical_value(0.95)
         half, df = g["cr2_t"].to_numpy(), g["df"].to_numpy()
+        below = above = half
+        if "ci_below" in g.columns and g["ci_below"].notna().all():  # the reported interval is asymmetric
+            below, above = g["ci_below"].to_numpy(), g["ci_above"].to_numpy()
         low, high = df <= np.quantile(df, 0.25), df >= np.quantile(df, 0.75)
+        covered = (err <= below) & (-err <= above)
         rows.append({"config": config, "statistic": name, "reps": len(g),
                      "var/mse": float(np.mean(se**2) / np.mean(err**2)),
                      "t_needed": float(np.quantile(np.abs(err) / se, 0.95)),
                      "t_used": float(np.median(critical_value(0.95, df))),
                      "corr_abs_err_se": float(np.corrcoef(np.abs(err), se)[0, 1]),
-                     "miss_low": float(np.mean(err < -half)), "miss_high": float(np.mean(err > half)),
-                     "cov_df_q1": float(np.mean(np.abs(err[low]) <= half[low])),
-                     "cov_df_q4": float(np.mean(np.abs(err[high]) <= half[high]))})
+                     "miss_low": float(np.mean(-err > above)), "miss_high": float(np.mean(err > below)),
+                     "cov_df_q1": float(np.mean(covered[low])), "cov_df_q4": float(np.mean(covered[high]))})
     return pd.DataFrame(rows)
 
 
