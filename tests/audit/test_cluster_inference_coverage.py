@@ -125,6 +125,10 @@ def test_diagnostics_separate_the_ses_bias_from_the_critical_value():
     df = np.r_[np.full(50, 2.0), np.full(50, 50.0)]
     d = diagnostics(_raw(np.r_[np.zeros(50), np.full(50, 5.0)], 1.0, df)).iloc[0]
     assert (d["cov_df_q1"], d["cov_df_q4"]) == (1.0, 0.0)
+    # an asymmetric reported interval (rates): its own sides decide the misses, not t x SE
+    raw = _raw(np.array([-0.5, 2.5, -2.5]), 1.0, 10.0).assign(ci_below=[1.0, 3.0, 1.0], ci_above=1.0)
+    d = diagnostics(raw).iloc[0]  # t_10 x SE = 2.23 would miss the error of 2.5 above instead
+    assert (d["miss_low"], d["miss_high"]) == (pytest.approx(1 / 3), 0.0)
     # with SEs proportional to |error| the t ratio is bounded and the correlation positive
     d = diagnostics(_raw(err[:400], np.abs(err[:400]) + 0.5, 5.0)).iloc[0]
     assert d["corr_abs_err_se"] > 0.9 and d["t_needed"] < 1.0
