@@ -312,6 +312,31 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
+    """Per row, over the replications the rule keeps: is a miscoverage the SE's or the critical value's? ``var/mse``
+    = mean(SE²) / mean(error²) (1: unbiased); ``t_needed`` = the 95% quantile of |error| / SE beside ``t_used``, the
+    median t_{0.975, df}; ``corr_abs_err_se`` (positive: large errors come with large SEs, a light-tailed t ratio);
+    ``miss_low`` / ``miss_high``: intervals entirely below / above the truth; ``cov_df_q1`` / ``cov_df_q4``: coverage
+    in the quarter of draws with the smallest / largest df (the reported interval's: the rates' is asymmetric)."""
+    rows = []
+    for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
+        g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
+        if name.endswith("queries only") or len(g) < 2:
+            continue
+        err, se = g["estimate"].to_numpy() - truths(config)[name], g["cr2_z"].to_numpy() / critical_value(0.95)
+        half, df = g["cr2_t"].to_numpy(), g["df"].to_numpy()
+        asymmetric = "ci_below" in g.columns and g["ci_below"].notna().all()  # the reported interval (rates)
+        below, above = (g["ci_below"].to_numpy(), g["ci_above"].to_numpy()) if asymmetric else (half, half)
+        low, high = df <= np.quantile(df, 0.25), df >= np.quantile(df, 0.75)
+        covered = (err <= below) & (-err <= above)
+        rows.append({"config": config, "statistic": name, "reps": len(g), "var/mse": float(np.mean(se**2) / np.mean(err**2)),
+                     "t_needed": float(np.quantile(np.abs(err) / se, 0.95)), "t_used": float(np.median(critical_value(0.95, df))),
+                     "corr_abs_err_se": float(np.corrcoef(np.abs(err), se)[0, 1]),
+                     "miss_low": float(np.mean(-err > above)), "miss_high": float(np.mean(err > below)),
+                     "cov_df_q1": float(np.mean(covered[low])), "cov_df_q4": float(np.mean(covered[high]))})
+    return pd.DataFrame(rows)
+
+
 def coverage_by_disagreement(raw: pd.DataFrame, least=(1, 5, 10, 15, 20)) -> pd.DataFrame:
     """Selection rows, every replication before the estimability rule: the items on which the two candidates decide
     differently (the whole difference rests on them; the rule needs MIN_DISAGREEING of them) and, over the
@@ -404,6 +429,9 @@ def main(argv=None) -> None:
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         print()
         print(errors.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        diagnosed = diagnostics(raw)
+        print()
+        print(diagnosed.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
         by_disagreement = coverage_by_disagreement(raw)
         if not by_disagreement.empty:
             print()
@@ -413,6 +441,7 @@ def main(argv=None) -> None:
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"table": table.to_dict(orient="records"), "verdict_errors": errors.to_dict(orient="records"),
+                       "diagnostics": diagnosed.to_dict(orient="records"),
                        "by_disagreement": by_disagreement.to_dict(orient="records"),
                        "raw": raw.to_dict(orient="records")}, fh)
 

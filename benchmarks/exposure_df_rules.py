@@ -103,25 +103,36 @@ def compare(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, summary
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=400)
-    parser.add_argument("--jobs", type=int, default=2)
+def development_rows(task, names, reps: int, jobs: int, truth_reps: int) -> pd.DataFrame:
+    """``task(seed, config)``'s rows over ``reps`` replications (seeds SEED + r) of each configuration, with each
+    row's estimand (``truth``)."""
+    frames = []
+    for name in names:
+        config = CONFIGS[name]
+        raw = pd.DataFrame(replication_rows(partial(task, config=config), [SEED + r for r in range(reps)], jobs))
+        frames.append(raw.assign(truth=raw["what"].map(truth(config, truth_reps))))
+    return pd.concat(frames, ignore_index=True)
+
+
+def comparison_main(argv, description: str, task, compare_rows, reps: int, jobs: int) -> None:
+    """Parse the arguments, run ``task`` on the development configurations and print ``compare_rows``' tables."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--jobs", type=int, default=jobs)
     parser.add_argument("--truth-reps", type=int, default=400, help="fresh logs pooled for each estimand")
     parser.add_argument("--config", choices=DEVELOPMENT, action="append", help="default: every development one")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
-    frames = []
-    for name in args.config or DEVELOPMENT:
-        config = CONFIGS[name]
-        raw = pd.DataFrame(replication_rows(partial(one_replication, config=config),
-                                            [SEED + r for r in range(args.reps)], args.jobs))
-        frames.append(raw.assign(truth=raw["what"].map(truth(config, args.truth_reps))))
-    table, summary = compare(pd.concat(frames, ignore_index=True))
-    pd.set_option("display.width", 250)
+    table, summary = compare_rows(development_rows(task, args.config or DEVELOPMENT, args.reps, args.jobs,
+                                                   args.truth_reps))
+    pd.set_option("display.width", 300)
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"{args.reps} replications per configuration, item clustering, {time.perf_counter() - t0:.0f} s")
+
+
+def main(argv=None) -> None:
+    comparison_main(argv, __doc__.splitlines()[0], one_replication, compare, reps=400, jobs=2)
 
 
 if __name__ == "__main__":

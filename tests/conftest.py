@@ -24,7 +24,7 @@ START = dt.date(2026, 1, 1)
 
 
 # Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10; test_engine_run's
-# is its idle time scaled by the same load). xdist (`--dist loadfile`, `--no-loadscope-reorder`) hands work units to
+# is its idle time scaled by the same load; the last three from a later full run's `--durations`). xdist (`--dist loadfile`, `--no-loadscope-reorder`) hands work units to
 # the workers in collection order, so these go first, longest first, and the short ones fill the gaps: a long
 # module drawn last by the random order leaves the other worker idle until it ends. (Without
 # `--no-loadscope-reorder`, xdist >= 3.8 sorts the units by their number of tests, which put these last.) A stale
@@ -43,6 +43,8 @@ LONG_MODULES = {
     "tests/platform/spark/test_bench_engines.py": 31, "tests/platform/spark/test_spark_audit_driver.py": 300,
     "tests/platform/spark/test_spark_audit.py": 80, "tests/e2e/test_open_bandit_campaigns.py": 200,
     "tests/selection/test_interactive_elicitation.py": 120,
+    "tests/platform/spark/test_storage_on_cluster.py": 368, "tests/platform/spark/test_landing_uri_job.py": 282,
+    "tests/platform/spark/test_spark_cell_audit.py": 119,
 }
 
 # Directories whose modules are one work unit (one worker runs all of them): the Spark tests share the session's
@@ -52,8 +54,9 @@ ONE_WORKER = ("tests/platform/spark/",)
 # own, so that the other worker runs them beside the shared-session tests. The modules on the session's standalone
 # cluster (tests/platform/spark/conftest.py's `shared_cluster`) are one unit, so that one worker starts it once.
 OWN_JVM = ("tests/platform/spark/test_connect.py", "tests/platform/spark/test_engine_run.py",
-           "tests/platform/spark/test_spark_audit_driver.py")
-SHARED_CLUSTER = ("tests/platform/spark/test_engine_run.py", "tests/platform/spark/test_spark_audit_driver.py")
+           "tests/platform/spark/test_spark_audit_driver.py", "tests/platform/spark/test_storage_on_cluster.py")
+SHARED_CLUSTER = ("tests/platform/spark/test_engine_run.py", "tests/platform/spark/test_spark_audit_driver.py",
+                  "tests/platform/spark/test_storage_on_cluster.py")
 SHARED_CLUSTER_UNIT = "tests/platform/spark/ (shared standalone cluster)"
 
 # Modules whose tests share no module-scoped setup (each builds its own home): every test is a unit of its own, so

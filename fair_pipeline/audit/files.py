@@ -20,10 +20,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, sweep_with_cluster_sums
+from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, integer_cells, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
+from fair_pipeline.audit.stats.banded_clusters import fits_bands
 from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes, fits_lookup_table
+from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from fair_pipeline.audit.stats.sweep_rows import SortedRowFeed
 from fair_pipeline.audit.stats.compare import DEFAULT_MIN_CLUSTERS, DEFAULT_MIN_COUNT
 from fair_pipeline.audit.pairwise_file import stream_pairwise
@@ -240,14 +242,17 @@ def _stream_grid(con, src: str, params: list, groups: list, stream: StreamingAud
 def _stream_clustered(con, src: str, params: list, groups: list, stream: StreamingAudit, n_cluster_cols: int,
                       batch_rows: int, sort_rows: bool) -> list:
     """The sweep and the cluster-robust sums in one pass in descending score order (`audit.prefix_stream`);
-    returns the signed sums for `StreamingAudit.report`. One integer cluster column of a compact range is
-    numbered as the stream meets its ids (`stats.first_seen_codes`), any other by `cluster_codes`."""
-    numbering = _integer_ids(con, src, params) if n_cluster_cols == 1 else None
+    returns the signed sums for `StreamingAudit.report`. Integer cluster columns of compact ranges are numbered
+    as the stream meets their ids (`stats.first_seen_codes`; two-way's repeated cells by `integer_cells`), any
+    other by `cluster_codes`."""
+    numbering, sizes = _integer_ids(con, src, params, n_cluster_cols, stream)
     if numbering is None:
-        joins, sizes = cluster_codes(con, src, params, n_cluster_cols)
+        joins, sizes, cells = cluster_codes(con, src, params, n_cluster_cols)
         codes = code_columns(sizes)
     else:
-        joins, sizes, codes = "", [numbering[1]], "c0"
+        joins, codes = "", ", ".join(f"c{n}" for n in range(n_cluster_cols))
+        cells = integer_cells(con, src, params, numbering) if n_cluster_cols == 2 else None
+        sizes += [cells.size] if cells is not None else []
     k = len(params)
     cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
     if sort_rows:
@@ -256,19 +261,29 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
         sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
                f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
-    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes,
-                                   None if numbering is None else numbering[0])
+    return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes, numbering,
+                                   cells)
 
 
-def _integer_ids(con, src: str, params: list) -> tuple[FirstSeenCodes, int] | None:
-    """The numbering of the cluster column c0 as the stream meets its ids and a bound on their number, when c0 is
-    an integer column whose range fits a lookup table (`first_seen_codes.fits_lookup_table`); else None."""
-    if str(con.sql(f"SELECT c0 FROM ({src}) LIMIT 0", params=params).types[0]) not in INTEGER_TYPES:
-        return None
-    lo, hi, rows = con.execute(f"SELECT min(c0), max(c0), count(*) FROM ({src})", params).fetchall()[0]
-    if lo is None or not fits_lookup_table(int(lo), int(hi), int(rows)):
-        return None
-    return FirstSeenCodes(lo, hi), min(int(hi) - int(lo) + 1, int(rows))
+def _integer_ids(con, src: str, params: list, n_cluster_cols: int,
+                 stream: StreamingAudit) -> tuple[list[FirstSeenCodes] | None, list[int]]:
+    """The numberings of the cluster columns c0[, c1] as the stream meets their ids and bounds on their numbers,
+    when each is an integer column whose range fits a lookup table (`first_seen_codes.fits_lookup_table`) and,
+    two-way, the queries' bound fits their per-band sums (`banded_clusters.fits_bands`); else (None, [])."""
+    keys = [f"c{n}" for n in range(n_cluster_cols)]
+    types = con.sql(f"SELECT {', '.join(keys)} FROM ({src}) LIMIT 0", params=params).types
+    if any(str(t) not in INTEGER_TYPES for t in types):
+        return None, []
+    bounds = ", ".join(f"min({c}), max({c})" for c in keys)
+    rows, *ends = con.execute(f"SELECT count(*), {bounds} FROM ({src})", params).fetchall()[0]
+    ranges = [(ends[2 * n], ends[2 * n + 1]) for n in range(n_cluster_cols)]
+    if any(lo is None or not fits_lookup_table(int(lo), int(hi), int(rows)) for lo, hi in ranges):
+        return None, []
+    sizes = [min(int(hi) - int(lo) + 1, int(rows)) for lo, hi in ranges]
+    if n_cluster_cols == 2 and not fits_bands(sizes[1], rows, len(stream.groups),
+                                              variance_alphas(stream.cutoffs).size):
+        return None, []
+    return [FirstSeenCodes(lo, hi) for lo, hi in ranges], sizes
 
 
 def audit_file(path, score: str, label: str, group: str | None = None, query: str | None = None,

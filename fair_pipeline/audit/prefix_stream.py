@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats import StreamingAudit
+from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums, fits_bands
+from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
-from fair_pipeline.audit.stats.singleton_cells import SINGLE, IntersectionSums
+from fair_pipeline.audit.stats.singleton_cells import CellCodes, IntersectionSums
 
 # rows per update of the cluster sums: an update's per-row temporaries (curves, bands, weights) stay cache-sized; its
 # per-cluster work spans only the codes its rows carry (codes follow the score order, `cluster_codes`)
@@ -25,31 +27,55 @@ def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
 
 
 def cluster_codes(con, src: str, params: list, n_cluster_cols: int,
-                  impressions: str = "count(*)") -> tuple[str, list[int]]:
+                  impressions: str = "count(*)") -> tuple[str, list[int], CellCodes | None]:
     """Temp tables numbering the distinct cluster keys of ``src`` (columns c0[, c1], score s) densely (0..C-1) in
     descending order of each cluster's highest score; returns the joins that add the codes to rows aliased ``r``
-    (`code_expressions`) and each C. A cluster's rows tend to lie near its highest score, so in the score-ordered
-    stream nearby rows carry nearby codes: the per-cluster sums touch a narrow, cache-resident range of codes.
-    Two-way's intersection table numbers only the cells holding more than one impression (``impressions``: the SQL
-    aggregate counting a cell's impressions): in a click log nearly every cell is shown once, so the table and the
-    hash join that reads it stay small; the rows it does not match take code `SINGLE` (`stats.singleton_cells`)."""
+    (`code_expressions`), each stream's C and, two-way, the intersection's `CellCodes`. A cluster's rows tend to
+    lie near its highest score, so in the score-ordered stream nearby rows carry nearby codes: the per-cluster sums
+    touch a narrow range of codes. Two-way's intersection numbers only the cells holding more than one impression
+    (``impressions``: the SQL aggregate counting a cell's impressions), fetched as their item and query codes: in
+    a click log nearly every cell is shown once, so numpy looks a row's cell up among a few sorted keys instead of
+    DuckDB joining every row to a cell table; the other rows take code `SINGLE` (`stats.singleton_cells`)."""
     joins, sizes = [], []
-    for n, keys in enumerate(cluster_key_sets(n_cluster_cols)):
+    for n, keys in enumerate(cluster_key_sets(n_cluster_cols)[:2]):
         name = f"__cluster_codes_{n}"
-        cols = ", ".join(keys)
-        several = f" HAVING {impressions} > 1" if len(keys) > 1 else ""
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {cols}, "
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT {keys[0]}, "
                     f"CAST(row_number() OVER (ORDER BY max(s) DESC) - 1 AS BIGINT) AS code "
-                    f"FROM ({src}) GROUP BY {cols}{several}", params)
+                    f"FROM ({src}) GROUP BY {keys[0]}", params)
         sizes.append(int(con.execute(f"SELECT count(*) FROM {name}").fetchall()[0][0]))
-        joins.append(f"{'LEFT JOIN' if several else 'JOIN'} {name} k{n} USING ({cols})")
-    return " ".join(joins), sizes
+        joins.append(f"JOIN {name} k{n} USING ({keys[0]})")
+    if n_cluster_cols == 1:
+        return " ".join(joins), sizes, None
+    cells = con.execute(f"SELECT k0.code AS first, k1.code AS second, {CELL_CODE} "
+                        f"FROM ({repeated_cells(src, impressions)}) d "
+                        f"JOIN __cluster_codes_0 k0 USING (c0) JOIN __cluster_codes_1 k1 USING (c1)",
+                        params).fetchnumpy()
+    cells = CellCodes(cells["first"], cells["second"], cells["code"], sizes[1])
+    sizes.append(cells.size)
+    return " ".join(joins), sizes, cells
+
+
+CELL_CODE = "CAST(row_number() OVER (ORDER BY top DESC) - 1 AS BIGINT) AS code"
+
+
+def repeated_cells(src: str, impressions: str = "count(*)") -> str:
+    """The SQL of two-way's (c0, c1) cells holding more than one impression, with their highest score ``top``."""
+    return f"SELECT c0, c1, max(s) AS top FROM ({src}) GROUP BY c0, c1 HAVING {impressions} > 1"
+
+
+def integer_cells(con, src: str, params: list, numbering: list[FirstSeenCodes]) -> CellCodes:
+    """Two-way's repeated cells keyed by their integer item and query ids (numbered in the stream,
+    `stats.first_seen_codes`): no cluster table is joined to the rows."""
+    cells = con.execute(f"SELECT c0 AS first, c1 AS second, {CELL_CODE} FROM ({repeated_cells(src)}) d",
+                        params).fetchnumpy()
+    return CellCodes(cells["first"], cells["second"], cells["code"], numbering[1].hi - numbering[1].lo + 1,
+                     lo=(numbering[0].lo, numbering[1].lo))
 
 
 def code_expressions(n_streams: int) -> list[str]:
-    """The SQL of each clustering stream's code in rows joined by `cluster_codes`: two-way's intersection cells
-    missing from its table hold one impression (`SINGLE`)."""
-    return [f"coalesce(k{n}.code, {SINGLE})" if n == 2 else f"k{n}.code" for n in range(n_streams)]
+    """The SQL of the codes rows joined by `cluster_codes` carry: the items' [and the queries'] (two-way's
+    intersection codes come from `CellCodes`)."""
+    return [f"k{n}.code" for n in range(min(n_streams, 2))]
 
 
 def code_columns(sizes: list[int]) -> str:
@@ -69,14 +95,18 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
 
 
 def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True) -> list:
-    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes); two-way's
-    intersection stream also sums its one-impression cells apart (`IntersectionSums`) unless
-    ``split_singletons`` is false (a score range swept on its own cannot tell a cell's one impression from a
-    cell whose other impressions lie in other ranges)."""
+    """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes; two-way's
+    second, the queries, `BandedClusterSums`); two-way's intersection stream also sums its one-impression cells
+    apart (`IntersectionSums`) unless ``split_singletons`` is false (a score range swept on its own cannot tell a
+    cell's one impression from a cell whose other impressions lie in other ranges)."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
-    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, PrefixClusterSums,
-                                                                       intersection]
+    # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
+    # unless the queries are so many that the bands would outweigh one copy of the running sums per row
+    rows = float(np.sum(stream.n_pos) + np.sum(stream.n_neg))
+    queries = BandedClusterSums if len(sizes) > 1 and fits_bands(sizes[1], rows, len(stream.groups), alphas.size) \
+        else PrefixClusterSums
+    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, queries, intersection]
     return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
 
 
@@ -86,39 +116,48 @@ def signed_streams(sums: list) -> list:
     return [(1, sums[0])] if len(sums) == 1 else [(1, sums[0]), (1, sums[1]), (-1, sums[2])]
 
 
-def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int], numbering=None) -> list:
+def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int], numbering=None,
+                            cells: CellCodes | None = None) -> list:
     """Feed Arrow batches of rows (score, cell = group code * 2 + label, count, cluster codes per stream) in
     descending score order into the sweep ``stream`` and into one `PrefixClusterSums` per clustering stream;
-    returns the signed sums for ``stream.report(prefix=...)``. ``numbering``: one-way clustering's rows carry
-    integer ids instead of codes, numbered as they arrive (`stats.first_seen_codes.FirstSeenCodes`; ``sizes``
-    then bounds the ids' number)."""
+    returns the signed sums for ``stream.report(prefix=...)``. ``numbering``: the rows carry integer ids instead
+    of codes, numbered as they arrive (a `stats.first_seen_codes.FirstSeenCodes`, or one per id column; ``sizes``
+    then bounds the ids' number). ``cells``: two-way's rows carry the item and query codes (or ids) only, and
+    their intersection code is looked up (`cluster_codes`, `integer_cells`)."""
     sums = cluster_sums(stream, sizes)
-    feed_rows(batches, stream, sums, numbering)
-    if numbering is not None:
-        sums[0].shrink(numbering.count)
+    feed_rows(batches, stream, sums, numbering, cells)
+    for acc, ids in zip(sums, _numberings(numbering)):
+        acc.shrink(ids.count)
     return signed_streams(sums)
 
 
-def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], numbering=None) -> None:
+def _numberings(numbering) -> list:
+    return [] if numbering is None else list(numbering) if isinstance(numbering, (list, tuple)) else [numbering]
+
+
+def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], numbering=None,
+              cells: CellCodes | None = None) -> None:
     """`sweep_with_cluster_sums` into given sums (e.g. started at a score range's offsets)."""
     G = len(stream.groups)
     blocks = SortedRowBlocks(2 * G)
 
     def columns(pending):
         cols = _columns(pending)
-        if numbering is not None:
-            cols[3] = numbering(cols[3])
+        if cells is not None:  # looked up by the codes or ids the rows carry, before those are numbered
+            cols.append(cells.lookup(cols[3], cols[4]))
+        for n, ids in enumerate(_numberings(numbering)):
+            cols[3 + n] = ids(cols[3 + n])
         return cols
 
     def feed(done) -> None:
         if done is None:
             return
-        scores, table, row_block, cells, counts, *codes = done
+        scores, table, row_block, cell, counts, *codes = done
         pos, neg = table[1::2], table[0::2]
         curves = stream.update_columns(scores, pos, neg, keep_curves=True)  # reused by every clustering stream
-        label = cells & 1
+        label = cell & 1
         for acc, code in zip(sums, codes):
-            acc.update(pos, neg, row_block, cells >> 1, counts * label, counts * (1 - label), code, curves)
+            acc.update(pos, neg, row_block, cell >> 1, counts * label, counts * (1 - label), code, curves)
 
     pending, rows = [], 0
     for batch in batches:

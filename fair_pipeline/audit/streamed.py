@@ -147,15 +147,15 @@ def _clustered_sweep(con, scored: Path, groups, stream: StreamingAudit, n_cluste
     (row, class) with its count and cluster codes (`audit.prefix_stream`); returns the signed sums."""
     keys = ", ".join(f"c{k}" for k in range(n_cluster_cols))
     src = f"SELECT grp, {keys}, s, n_pos, n_neg FROM read_parquet($1)"
-    joins, sizes = cluster_codes(con, src, [str(scored)], n_cluster_cols, impressions="sum(n_pos + n_neg)")
+    joins, sizes, cells = cluster_codes(con, src, [str(scored)], n_cluster_cols, impressions="sum(n_pos + n_neg)")
     codes = ", ".join(f"{code} AS k{n}" for n, code in enumerate(code_expressions(len(sizes))))
-    coded = ", ".join(f"k{n}" for n in range(len(sizes)))
+    coded = ", ".join(f"k{n}" for n in range(min(len(sizes), 2)))
     sql = (f"WITH coded AS (SELECT r.s, CAST(list_position($2, r.grp) - 1 AS INTEGER) AS gi, r.n_pos, r.n_neg, {codes} "
            f"FROM ({src}) r {joins}) "
            f"SELECT s, gi * 2 + 1 AS cell, n_pos AS n, {coded} FROM coded WHERE n_pos > 0 UNION ALL "
            f"SELECT s, gi * 2 AS cell, n_neg AS n, {coded} FROM coded WHERE n_neg > 0 ORDER BY s DESC")
     rel = con.sql(sql, params=[str(scored), list(groups)])
-    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes)
+    return sweep_with_cluster_sums(rel.to_arrow_reader(batch_rows), stream, sizes, cells=cells)
 
 
 def audit_spilled(con, rows: SpilledRows, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,

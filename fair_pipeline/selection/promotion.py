@@ -12,7 +12,7 @@ import datetime as dt
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.tracking import CHAMPION, FAIR_RANKER, TAG_MODEL_PARTITION, MLflowTracking
 from fair_pipeline.platform.warehouse import session
-from fair_pipeline.platform.engines import version_log, warehouse_files
+from fair_pipeline.platform.engines import log_snapshot, version_log, warehouse_files
 from fair_pipeline.platform.windows import OBSERVATIONAL_TABLES, newest_partition
 
 
@@ -54,7 +54,7 @@ def _spark_log(root: str) -> list[version_log.Entry]:
     require_engine("spark")
     spark = spark_session(master=settings.spark_master(), driver_memory=settings.spark_driver_memory(),
                           config=settings.spark_conf())
-    return version_log.read(spark, root)
+    return list(log_snapshot.read(spark, root).state.values())
 
 
 def promote(day: dt.date, *, force: bool = False, tracking: MLflowTracking | None = None) -> str:

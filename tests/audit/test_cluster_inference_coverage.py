@@ -24,7 +24,9 @@ def test_the_documented_command_runs(tmp_path, capsys):
     # 500 items: the candidates decide differently on a handful, so the rule finds the difference not estimable
     assert [(r["reps"], r["not_estimable"]) for r in held_out if r["config"] == "selection_pareto1.3"] == [(0, 1.0)]
     assert all(r["median_df_design"] >= r["median_df"] for r in report["table"] if r["reps"] and r["config"] != "pairwise_fresh")
-    assert "cr2_t_design" in printed
+    assert "cr2_t_design" in printed and "t_needed" in printed
+    # every row with kept replications is diagnosed (selection at 500 items has none: not estimable)
+    assert {r["config"] for r in report["diagnostics"]} == {r["config"] for r in report["table"] if r["reps"] >= 2}
 
 
 def test_held_out_truths_are_the_simulators_rates():
@@ -93,3 +95,40 @@ def test_pairwise_gap_covers_with_fresh_items():
     assert table.at["A0>1-A1>0", "cr2_t"] >= 0.87, table
     assert table.at["A0>1-A1>0 queries only", "cr2_t"] < 0.6  # these items only: not the population's CI
     assert np.isfinite(table.at["A0>1-A1>0", "median_df"])
+
+
+def _raw(errors, se, df, config="pareto1.3", statistic="I0-I1(1)"):
+    from benchmarks.cluster_inference_coverage import critical_value, truths
+    truth = truths(config)[statistic]
+    se, df = np.broadcast_to(se, errors.shape), np.broadcast_to(df, errors.shape)
+    return pd.DataFrame({"config": config, "statistic": statistic, "estimate": truth + errors, "estimable": True,
+                         "cr2_z": critical_value(0.95) * se, "cr2_t": critical_value(0.95, df) * se, "df": df})
+
+
+def test_diagnostics_separate_the_ses_bias_from_the_critical_value():
+    """Normal errors with an SE of exactly their SD: unbiased variance, a needed critical value of 1.96 and misses
+    split evenly; the same errors with SEs 0.7 of that: variance ratio 0.49 and a needed critical value of 2.8; an
+    estimate always 3 SEs too low misses only below; the df quarters are the smallest and largest dfs."""
+    from benchmarks.cluster_inference_coverage import diagnostics
+    rng = np.random.default_rng(1)
+    err = rng.standard_normal(40_000)
+    d = diagnostics(_raw(err, 1.0, np.inf)).iloc[0]
+    assert d["var/mse"] == pytest.approx(1.0, abs=0.02) and d["t_needed"] == pytest.approx(1.96, abs=0.03)
+    assert d["t_used"] == pytest.approx(1.96, abs=1e-3)
+    assert d["miss_low"] == pytest.approx(0.025, abs=0.004) and d["miss_high"] == pytest.approx(0.025, abs=0.004)
+    d = diagnostics(_raw(err, 0.7, 4.0)).iloc[0]
+    assert d["var/mse"] == pytest.approx(0.49, abs=0.01) and d["t_needed"] == pytest.approx(1.96 / 0.7, abs=0.05)
+    assert d["t_used"] == pytest.approx(2.776, abs=1e-3)
+    d = diagnostics(_raw(np.full(100, -3.0), 1.0, 10.0)).iloc[0]
+    assert (d["miss_low"], d["miss_high"]) == (1.0, 0.0)
+    # coverage by df quarter: draws with df 2 are covered (error 0), draws with df 50 are not (error 5 SEs)
+    df = np.r_[np.full(50, 2.0), np.full(50, 50.0)]
+    d = diagnostics(_raw(np.r_[np.zeros(50), np.full(50, 5.0)], 1.0, df)).iloc[0]
+    assert (d["cov_df_q1"], d["cov_df_q4"]) == (1.0, 0.0)
+    # an asymmetric reported interval (rates): its own sides decide the misses, not t x SE
+    raw = _raw(np.array([-0.5, 2.5, -2.5]), 1.0, 10.0).assign(ci_below=[1.0, 3.0, 1.0], ci_above=1.0)
+    d = diagnostics(raw).iloc[0]  # t_10 x SE = 2.23 would miss the error of 2.5 above instead
+    assert (d["miss_low"], d["miss_high"]) == (pytest.approx(1 / 3), 0.0)
+    # with SEs proportional to |error| the t ratio is bounded and the correlation positive
+    d = diagnostics(_raw(err[:400], np.abs(err[:400]) + 0.5, 5.0)).iloc[0]
+    assert d["corr_abs_err_se"] > 0.9 and d["t_needed"] < 1.0

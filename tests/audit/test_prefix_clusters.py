@@ -27,13 +27,13 @@ def _rows(rng, n=900, clusters=70, ties=4):
     return s, y, g, c
 
 
-def _feed(s, y, g, c, batch_rows):
+def _feed(s, y, g, c, batch_rows, kind=prefix.PrefixClusterSums):
     """Sweep the rows in descending score order in batches (ties straddling batches held back), feeding the
-    prefix sums as `audit_file` does; returns the sweep's result and the sums."""
+    prefix sums (``kind``) as `audit_file` does; returns the sweep's result and the sums."""
     grid = build_grid(s, y, g, GROUPS)
     res = run_grid_audit(grid, CUTS)
     pairs = res["pairs"]
-    sums = prefix.PrefixClusterSums(grid.n_pos, grid.n_neg, variance_alphas(CUTS), pairs, int(c.max()) + 1)
+    sums = kind(grid.n_pos, grid.n_neg, variance_alphas(CUTS), pairs, int(c.max()) + 1)
     order = np.argsort(-s, kind="stable")
     blocks = prefix.SortedRowBlocks(2 * len(GROUPS))
     cells = g * 2 + y

@@ -53,6 +53,12 @@ SMALLER = {
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
         "--reps 2 --jobs 1 --truth-reps 2 --config '25 items, uniform popularity'",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config '25 items, uniform "
+    "popularity'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config 'hidden 2: 35 items, "
+    "uniform, 7 slots, groups 60/22/18%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
+        "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_clustered_audit.py --rows 1e7 --rounds 2 --no-two-way": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 3": "--rows 3000 --rounds 1",
@@ -80,6 +86,12 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --reps 200 --rows pareto1.1,minority45_pareto1.3,minority45 --jobs 1":
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --reps 600 --rows minority45_pareto1.3,minority30 --jobs 1 --seed 7":
+        "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --reps 500 --jobs 1 --seed 11 --rows pareto1.1,pareto1.3,"
+    "minority45_pareto1.3,query_pareto1.3": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 --seed 0":
+        "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 --seed 7":
         "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --rows rates_pareto1.3,rates_minority45,selection_pareto1.3,"
     "selection_minority45_pareto1.3,selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 500 --jobs 2 --seed 0":

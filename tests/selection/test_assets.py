@@ -433,3 +433,7 @@ def test_a_metric_weighing_exposure_ranks_by_the_total_with_paired_differences_o
     assert losers["diff_vs_winner"].to_numpy() == pytest.approx((losers["cost"] - fitted["cost"].iloc[0]).to_numpy())
     assert losers[["diff_se", "diff_ci_low", "diff_ci_high", "diff_df"]].notna().all().all()
     assert ((losers["diff_ci_low"] <= losers["diff_vs_winner"]) & (losers["diff_vs_winner"] <= losers["diff_ci_high"])).all()
+    # each own CI is the total's, rates and exposure joined by item (clustered: the same as cost_se_clustered)
+    assert (fitted["cost_se"] > 0).all() and fitted["cost_se"].to_numpy() == pytest.approx(
+        fitted["cost_se_clustered"].to_numpy())
+    assert ((fitted["ci_low"] < fitted["cost"]) & (fitted["cost"] < fitted["ci_high"])).all()

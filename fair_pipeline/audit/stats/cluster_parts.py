@@ -65,37 +65,41 @@ class ClusterSumsBase:
         G, K, S = self.G, self.alphas.size, len(self.pairs)
         auc, roc = np.asarray(auc, dtype=np.float64), np.asarray(roc, dtype=np.float64)
         a = self.alphas[:, None, None]
-        columns = [np.array([(s, i) for s, (i, jj) in enumerate(self.pairs) if jj == j], dtype=np.intp).reshape(-1, 2)
-                   for j in range(G + 1)]
+        # per negative vector j: (cutoffs, its columns formed there); with ``every``, the others at the last only
+        plan = []
+        for j in range(G + 1):
+            s, i = np.array([(s, i) for s, (i, jj) in enumerate(self.pairs) if jj == j], dtype=np.intp).reshape(-1, 2).T
+            keep = np.ones(s.size, dtype=bool) if every is None else np.isin(s, every)
+            plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
+        targets = ([(out, slice(0, K), slice(None))] if every is None else
+                   [(out[0], slice(0, K - 1), every), (out[1], slice(K - 1, K), slice(None))])
+        empty = np.empty if every is None else np.zeros  # (entries not formed are never read, but are added to)
         for lo in range(0, self.C, CROSS_CHUNK):
             hi = min(self.C, lo + CROSS_CHUNK)
             N, P, edges, owners = self._chunk(lo, hi)
             N = np.vstack([N, N.sum(axis=0, keepdims=True)])
             P = np.vstack([P, P.sum(axis=0, keepdims=True)])
             # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S)
-            Uneg, Upos = np.empty((K, S, hi - lo)), np.empty((K, S, hi - lo))
+            Uneg, Upos = empty((K, S, hi - lo)), empty((K, S, hi - lo))
             for j, neg, pos in owners:
-                s, i = columns[j].T
-                if not s.size:
-                    continue
-                R, I = roc[s].T[:, :, None], auc[s].T[:, :, None]  # (K, columns, 1)
-                outside = a * N[j] - neg[:, :1]  # n_j B of these columns
-                Uneg[:, s] = (neg[:, 1 + i] + R * outside - I * N[j]) / self.n[j]
-                counts = np.concatenate([pos[:, 0], pos[:, 0].sum(axis=1, keepdims=True)], axis=1)  # (K, G + 1, w)
-                fpr = np.concatenate([pos[:, 1], pos[:, 1].sum(axis=1, keepdims=True)], axis=1)
-                Upos[:, s] = (a * counts[:, i] - fpr[:, i] - I * P[i]) / self.m[i][:, None]
+                for ks, s, i in plan[j]:
+                    R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
+                    outside = a[ks] * N[j] - neg[ks, :1]  # n_j B of these columns
+                    Uneg[ks, s] = (neg[ks][:, 1 + i] + R * outside - I * N[j]) / self.n[j]
+                    p = pos[ks]
+                    counts = np.concatenate([p[:, 0], p[:, 0].sum(axis=1, keepdims=True)], axis=1)  # (k, G + 1, w)
+                    fpr = np.concatenate([p[:, 1], p[:, 1].sum(axis=1, keepdims=True)], axis=1)
+                    Upos[ks, s] = (a[ks] * counts[:, i] - fpr[:, i] - I * P[i]) / self.m[i][:, None]
             for codes, neg_sums, pos_sums in edges:
                 Uneg[:, :, codes] += neg_sums.transpose(1, 0, 2)
                 Upos[:, :, codes] += pos_sums.transpose(1, 0, 2)
-            Uneg, Upos = (np.ascontiguousarray(u.transpose(0, 2, 1)) for u in (Uneg, Upos))
             held = (N[G] + P[G]) > 0  # codes may be unused
-            if not held.all():  # dense codes of distinct keys hold rows, others may not
-                Uneg, Upos, P, N = Uneg[:, held], Upos[:, held], P[:, held], N[:, held]
-            if every is None:
-                out.add(Uneg, Upos, P.T, N.T, self.m, self.n)
-            else:
-                out[0].add(Uneg[:-1][..., every], Upos[:-1][..., every], P.T, N.T, self.m, self.n)
-                out[1].add(Uneg[-1:], Upos[-1:], P.T, N.T, self.m, self.n)
+            for target, ks, cols in targets:
+                un, up = (np.ascontiguousarray(u[ks][:, cols].transpose(0, 2, 1)) for u in (Uneg, Upos))
+                if held.all():  # dense codes of distinct keys: every one holds rows
+                    target.add(un, up, P.T, N.T, self.m, self.n)
+                else:
+                    target.add(un[:, held], up[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
         return out
 
 

@@ -79,6 +79,13 @@ def cutoff_blocks(n_incl, neg, pooled_neg, x) -> tuple[np.ndarray, np.ndarray]:
     return at, np.array(sorted(edges), dtype=np.intp)
 
 
+def vector_sums(sums: np.ndarray, j: int, G: int) -> list[np.ndarray]:
+    """The sums vector j's cutoffs need of (G + 2, 2 G, ...) cell sums (``...``: clusters, or cutoffs and
+    clusters): its negatives' (summed over their groups) (G + 2, ...), the positives' counts and FPR_j (2, G, ...)."""
+    negatives = slice(0, 2 * G, 2) if j == G else slice(2 * j, 2 * j + 1)
+    return [sums[:, negatives].sum(axis=1), sums[[0, 1 + j], 1::2]]
+
+
 class PrefixClusterSums(ClusterSumsBase):
     """Per-cluster sums of the influence values of every column and cutoff, fed in score order.
 
@@ -180,17 +187,9 @@ class PrefixClusterSums(ClusterSumsBase):
         """Rows ``idx`` (class ``label``, count ``w``), all between the same two checkpoints, into the running sums
         of their (group, class) cells; a cluster last fed before a checkpoint since passed first records its sums.
         ``curve``: (2, G + 1, blocks) the ROC of each vector at each block (for negatives), then the FPR."""
-        G, now = self.G, self.passed
+        G = self.G
         c = codes[idx]
-        seen = self.last[c]
-        stale = seen < now
-        if stale.any():
-            back = c[stale & (seen >= 0)]
-            if back.size:
-                back = self._distinct(back)
-                self._records.append((back, self.last[back], np.full(back.size, now, dtype=np.int32),
-                                      self.run[:, :, back]))
-            self.last[c[stale]] = now
+        run = self._running(c)
         cell, rb = 2 * group[idx] + label, b[idx]
         at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
         flat = curve.reshape(-1)
@@ -200,11 +199,26 @@ class PrefixClusterSums(ClusterSumsBase):
         if c.size >= DENSE_RUN_SHARE * span:  # summed per (cell, code) first, then one add per quantity
             key = cell * span + (c - lo)
             for q, wq in enumerate(weights):
-                self.run[q, :, lo:hi] += np.bincount(key, wq, minlength=2 * G * span).reshape(2 * G, span)
+                run[q, :, lo:hi] += np.bincount(key, wq, minlength=2 * G * span).reshape(2 * G, span)
         else:  # rows scattered one by one (numpy's add.at on a flat index: no code-range-sized temporaries)
             at = cell * self.C + c
             for q, wq in enumerate(weights):
-                np.add.at(self.run[q].reshape(-1), at, wq)
+                np.add.at(run[q].reshape(-1), at, wq)
+
+    def _running(self, c: np.ndarray) -> np.ndarray:
+        """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
+        first records its sums."""
+        now = self.passed
+        seen = self.last[c]
+        stale = seen < now
+        if stale.any():
+            back = c[stale & (seen >= 0)]
+            if back.size:
+                back = self._distinct(back)
+                self._records.append((back, self.last[back], np.full(back.size, now, dtype=np.int32),
+                                      self.run[:, :, back]))
+            self.last[c[stale]] = now
+        return self.run
 
     def _distinct(self, codes: np.ndarray) -> np.ndarray:
         """Each code of ``codes`` once (in no particular order), without a sort: the entry that a scatter into a
@@ -272,11 +286,16 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _counts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included."""
-        N, P = self.run[0, 0::2, lo:hi].copy(), self.run[0, 1::2, lo:hi].copy()
+        total = self._total(lo, hi)
+        N, P = total[0, 0::2].copy(), total[0, 1::2].copy()
         for codes, _, _, _, n_e, p_e in self._edges_in(lo, hi):
             N[:, codes] += n_e
             P[:, codes] += p_e
         return N, P
+
+    def _total(self, lo: int, hi: int) -> np.ndarray:
+        """(G + 2, 2 G, w) all the sums of clusters lo..hi-1."""
+        return self.run[:, :, lo:hi]
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
@@ -319,10 +338,7 @@ class PrefixClusterSums(ClusterSumsBase):
         def owners():
             for j in range(G + 1):
                 e = self.checkpoint[j]
-                negatives = slice(0, 2 * G, 2) if j == G else slice(2 * j, 2 * j + 1)
-                # the sums j's cutoffs need: its negatives' (summed over their groups), the positives' counts and FPR_j
-                runs = [total[:, negatives].sum(axis=1), total[[0, 1 + j], 1::2]]
-                kept = [values[:, negatives].sum(axis=1), values[[0, 1 + j], 1::2]]
+                runs, kept = vector_sums(total, j, G), vector_sums(values, j, G)
                 before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
                 inside = [np.where(before.reshape(before.shape[:1] + (1,) * (r.ndim - 1) + before.shape[1:]), r, 0.0)
                           for r in runs]  # all of a cluster's sums if so, else none...

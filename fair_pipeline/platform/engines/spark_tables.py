@@ -4,11 +4,14 @@ a classic session and a Spark Connect client, and executors on other hosts see w
     <root>/<schema>/<table>/write_id=<id>/partition_date=YYYY-MM-DD/part-*.parquet   a daily partition's version
     <root>/<schema>/<table>/write_id=<id>/part-*.parquet                             an unpartitioned table's version
     <root>/_commits/commit=<id>/part-*.parquet                                       the commit log (`version_log`)
+    <root>/_checkpoints/checkpoint=<n>-<id>/part-*.parquet                           its checkpoints (`log_snapshot`)
 
 A write goes to a new `write_id=` directory (Spark's writer), is counted back (rows per partition: a row of another
 partition is refused), then one commit names the new versions of every table written together. Until that commit
 the old versions stay live, so a failed or killed write changes nothing readers see; the commit is one file, seen
-whole or not at all. A zero-row write commits "no version": the partition is then empty. After a commit the
+whole or not at all. Each write reads the log once, before it writes (the latest checkpoint and the commits
+after it), and applies its own commit to what it read; every `CHECKPOINT_EVERY` commits read past the checkpoint,
+it writes a new one. A zero-row write commits "no version": the partition is then empty. After a commit the
 versions it superseded, and the version of a write that failed, are emptied by Spark's overwrite writer (an
 empty DataFrame: the directory keeps one empty Parquet file). A version superseded by another process's commit
 between this writer's reading of the log and its own commit, or written by a process killed before its commit,
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, functions
 from pyspark.sql.types import StructType
 
-from fair_pipeline.platform.engines import earlier_layout, version_log
+from fair_pipeline.platform.engines import earlier_layout, log_snapshot, version_log
 from fair_pipeline.platform.engines.base import WarehouseWriteError
 from fair_pipeline.platform.engines.version_log import Entry
 from fair_pipeline.platform.engines.warehouse_files import join
@@ -36,18 +39,24 @@ logger = logging.getLogger(__name__)
 
 
 class VersionedTables:
-    """The live state of the warehouse at `root` (re-read from the commit log by `refresh`)."""
+    """The live state of the warehouse at `root` (re-read from the commit log by `refresh`). A checkpoint is written
+    once a read went `checkpoint_every` commits past the latest one (0: never)."""
 
-    def __init__(self, spark, root: str):
+    def __init__(self, spark, root: str, checkpoint_every: int = log_snapshot.CHECKPOINT_EVERY):
         self.spark = spark
         self.root = root
-        self.state: dict[tuple[str, str, str], Entry] = {}
+        self.checkpoint_every = checkpoint_every
+        self.snapshot = log_snapshot.Snapshot({}, set())
         self.refresh()
         if not self.state:  # nothing committed: a new warehouse, or one of the layout before the commit log
             earlier_layout.adopt(self, root)
 
+    @property
+    def state(self) -> dict[tuple[str, str, str], Entry]:
+        return self.snapshot.state
+
     def refresh(self) -> None:
-        self.state = version_log.live(version_log.read(self.spark, self.root))
+        self.snapshot = log_snapshot.read(self.spark, self.root)
 
     def _latest(self) -> int:
         return max((e.committed_at for e in self.state.values()), default=0)
@@ -152,16 +161,27 @@ class VersionedTables:
                 f"drop {name} (derived data) and backfill its partitions")
 
     def _commit(self, entries: list[Entry]) -> None:
-        """Commit, then empty the versions the commit superseded (as this writer last read the log)."""
+        """Commit, apply the commit to the state read before it (another process's commit made meanwhile is read by
+        the next write's `refresh`), checkpoint when due, then empty the versions the commit superseded (as this
+        writer last read the log)."""
         superseded = [self.state[e.key] for e in entries if e.key in self.state]
-        version_log.commit(self.spark, self.root, entries, after=self._latest())
-        self.refresh()
+        self.snapshot.apply(version_log.commit(self.spark, self.root, entries, after=self._latest()))
+        if self.checkpoint_every and self.snapshot.tail >= self.checkpoint_every:
+            self._checkpoint()
         for old in superseded:
-            if old.version and old.kind != version_log.VIEW and self.state.get(old.key) != old:
+            if old.version and old.kind != version_log.VIEW:
                 directory = self.version_dir(old.name, old.version)
                 if old.kind == version_log.PARTITION:  # a version may hold other days, still live (adoption)
                     directory = join(directory, f"{PARTITION_COLUMN}={old.partition}")
                 self._empty(directory, StructType.fromJson(_json(old.definition)))
+
+    def _checkpoint(self) -> None:
+        """A failed checkpoint is logged, not raised: the commit is made, and the next write checkpoints again."""
+        try:
+            log_snapshot.write(self.spark, self.root, self.snapshot)
+            self.snapshot.tail = 0
+        except Exception as error:  # noqa: BLE001 - cost only: readers read the commits from the previous checkpoint
+            logger.warning("could not write a checkpoint of the commit log of %s: %s", self.root, error)
 
     def _empty(self, directory: str, schema: StructType) -> None:
         """Remove a version's rows through Spark's writer (overwrite with no rows); a failure is logged, not raised:

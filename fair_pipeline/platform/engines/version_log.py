@@ -7,6 +7,7 @@ one rename, so a commit is seen whole or not at all, and the several rows of one
 quarantine rows) become live together. A reader takes, for each (kind, name, partition), the row of the latest
 commit (by its time, then its id). Nothing here is a file operation of this process: the log is written and read
 through the session (classic or Spark Connect) or, without a JVM, read with pyarrow on a `file://` warehouse.
+Writers read the live state from the latest checkpoint and the commits after it (`log_snapshot`).
 
 Kinds: "partition" (a daily partition of a table: its version, or none when the write had no rows), "table" (an
 unpartitioned table's version) and "view" (a view's DuckDB-dialect SQL). `definition` is the table's Spark schema
@@ -24,9 +25,9 @@ from fair_pipeline.platform.engines.warehouse_files import join, local_path
 
 LOG_DIR = "_commits"
 PARTITION, TABLE, VIEW = "partition", "table", "view"
-_FIELDS = (("commit_id", "string"), ("committed_at", "bigint"), ("kind", "string"), ("name", "string"),
+FIELDS = (("commit_id", "string"), ("committed_at", "bigint"), ("kind", "string"), ("name", "string"),
            ("partition", "string"), ("version", "string"), ("rows", "bigint"), ("definition", "string"))
-LOG_DDL = ", ".join(f"`{field}` {kind}" for field, kind in _FIELDS)
+LOG_DDL = ", ".join(f"`{field}` {kind}" for field, kind in FIELDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ def _write_commit(spark, root: str, commit_id: str, entries: Sequence[Entry]) ->
     selects, args = [], {}
     for n, entry in enumerate(entries):
         cells = []
-        for field, kind in _FIELDS:
+        for field, kind in FIELDS:
             value = getattr(entry, field)
             args[f"{field}_{n}"] = "" if value is None else value
             cell = f"CAST(:{field}_{n} AS {kind})"
@@ -85,9 +86,25 @@ def _write_commit(spark, root: str, commit_id: str, entries: Sequence[Entry]) ->
     frame.write.parquet(join(log_uri(root), f"commit={commit_id}"))
 
 
-def read(spark, root: str) -> list[Entry]:
-    """The live entry of each (kind, name, partition), as `live` picks it, through the session (its executors read
-    the log where it is)."""
+def read_full(spark, root: str) -> list[Entry]:
+    """The live entry of each (kind, name, partition), as `live` picks it, from every commit ever written, through
+    the session (its executors read the log where it is). Every commit file is opened: writers read the latest
+    checkpoint and the commits after it instead (`log_snapshot`)."""
+    return _latest_rows(spark, lambda reader: reader.parquet(log_uri(root)))
+
+
+def read_commits(spark, root: str, commit_ids: Sequence[str]) -> list[Entry]:
+    """As `read_full`, from the named commits only."""
+    paths = [join(log_uri(root), f"commit={commit_id}") for commit_id in commit_ids]
+    return _latest_rows(spark, lambda reader: reader.option("basePath", log_uri(root)).parquet(*paths))
+
+
+def is_missing_path(error) -> bool:
+    condition = error.getCondition() if hasattr(error, "getCondition") else error.getErrorClass()
+    return condition == "PATH_NOT_FOUND"
+
+
+def _latest_rows(spark, scan) -> list[Entry]:
     from pyspark.errors import AnalysisException
     from pyspark.sql import Window, functions
 
@@ -96,26 +113,25 @@ def read(spark, root: str) -> list[Entry]:
     latest = Window.partitionBy("kind", "name", "partition").orderBy(functions.desc("committed_at"),
                                                                      functions.desc("commit_id"))
     try:
-        log = spark.read.schema(LOG_DDL).parquet(log_uri(root))
+        log = scan(spark.read.schema(LOG_DDL))
         rows = (log.withColumn("latest", functions.row_number().over(latest)).where("latest = 1")
-                .select(*(f for f, _ in _FIELDS)).collect())
+                .select(*(f for f, _ in FIELDS)).collect())
     except AnalysisException as error:
-        condition = error.getCondition() if hasattr(error, "getCondition") else error.getErrorClass()
-        if condition == "PATH_NOT_FOUND":  # nothing committed yet
+        if is_missing_path(error):  # nothing committed yet
             return []
         raise
     return [Entry(**row.asDict()) for row in rows]
 
 
 def read_local(root: str) -> list[Entry]:
-    """As `read`, without a JVM, for a `file://` warehouse (pyarrow skips `_temporary` and hidden files, so a commit
+    """Every commit's entries (pass them to `live`), without a JVM, for a `file://` warehouse (pyarrow skips `_temporary` and hidden files, so a commit
     being written is not seen)."""
     import pyarrow.dataset as ds
 
     path = local_path(log_uri(root))
     if not path.is_dir():
         return []
-    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(columns=[f for f, _ in _FIELDS])
+    table = ds.dataset(str(path), format="parquet", partitioning="hive").to_table(columns=[f for f, _ in FIELDS])
     return [Entry(**row) for row in table.to_pylist()]
 
 

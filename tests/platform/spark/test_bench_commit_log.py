@@ -13,5 +13,5 @@ def test_the_commit_log_benchmark_runs_small_in_the_shared_session(spark, capsys
     spec.loader.exec_module(bench)
     results = bench.main(["--commits", "5,20", "--repeats", "1", "--master", "local[2]"])
     out = capsys.readouterr().out
-    assert "| 20 | " in out and "replace_partition, wall / CPU s" in out, out
+    assert "| 20 | " in out and "replace_partition, after: wall / CPU s" in out and "after / before" in out, out
     assert all(wall > 0 for steps in results.values() for wall, _ in steps.values()), results

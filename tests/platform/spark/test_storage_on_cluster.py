@@ -12,7 +12,8 @@ them: the driver lists it through the session's Hadoop FileSystem and Spark read
 landing is read from the driver's paths (DuckDB reads the same files from its plain folder).
 
 Each driver is a process of its own (this one holds the local SparkSession of the other Spark tests; a process has one
-SparkContext). The warehouse is written, listed and read through Spark only (`spark_tables`, `version_log`)."""
+SparkContext), on the standalone cluster shared with the other modules whose drivers are processes of their own
+(`shared_cluster`: one cluster start less). The warehouse is written, listed and read through Spark only (`spark_tables`, `version_log`)."""
 from __future__ import annotations
 
 import json
@@ -30,7 +31,6 @@ import pytest
 from fair_pipeline.commands import main
 from fair_pipeline.platform import settings
 from fair_pipeline.platform.engines import version_log
-from tests.platform.spark.cluster import require_java, standalone_cluster
 from tests.platform.spark.raw_and_models import DIED_IN_COMMIT, assert_same_tables, ingest_and_build
 
 SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "60", "--items", "300"]
@@ -38,13 +38,6 @@ DAY = "2026-01-01"
 OTHER_DAY = "2026-01-02"
 ODD_NAME = "part 1+ü'ß%41"
 RAW, QUARANTINE = "raw.observational_impressions", "raw.quarantine"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    require_java("the storage test on a cluster")
-    with standalone_cluster(tmp_path_factory.mktemp("cluster"), cores=2, memory="2g") as started:
-        yield started
 
 
 def _changed_day(landing: Path) -> None:
@@ -92,8 +85,12 @@ def _driver(cluster, home: Path, out: Path, warehouse: str, cwd: Path, *args: st
 
 
 @pytest.mark.timeout(2400)
-def test_a_backfill_killed_before_its_commit_on_a_cluster_leaves_no_half_written_day(cluster, tmp_path, monkeypatch):
+def test_a_backfill_killed_before_its_commit_on_a_cluster_leaves_no_half_written_day(shared_cluster, tmp_path,
+                                                                                      monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    cluster = shared_cluster
+    # The worker's application directories from earlier modules on the same cluster, told apart from this test's.
+    earlier_apps = set((cluster.worker_dir / "work").glob("*"))
     duck_home, spark_home, driver_cwd = tmp_path / "duckdb", tmp_path / "spark", tmp_path / "driver"
     assert main(["--home", str(duck_home), "simulate", *SIMULATION]) == 0
     _odd_names(duck_home / "landing")
@@ -111,7 +108,7 @@ def test_a_backfill_killed_before_its_commit_on_a_cluster_leaves_no_half_written
     first = _driver(cluster, spark_home, tmp_path / "first.json", warehouse, driver_cwd, "--landing",
                     f"file://{uri_landing}", "--die-in-commit", DAY, f"file://{changed_landing}")
     assert first.returncode == DIED_IN_COMMIT, first.stdout[-3000:] + first.stderr[-5000:]
-    assert any((cluster.worker_dir / "work").iterdir()), "the executors did not run under the worker"
+    assert set((cluster.worker_dir / "work").glob("*")) - earlier_apps, "the executors did not run under the worker"
     live = _live_versions(tables)
     uncommitted = {(name, version) for name, version in _versions_with_rows(tables) if version not in live}
     assert {name for name, _ in uncommitted} == {RAW, QUARANTINE}, uncommitted  # written, never committed
