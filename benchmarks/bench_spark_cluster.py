@@ -9,7 +9,8 @@ report. Per step (Dagster's step start and end times in the run's event log; Spa
 which they were submitted) it prints: wall time, the executors' CPU time and the bytes tasks returned to the driver
 (Spark's event log: task metrics `Executor CPU Time`, `Result Size`), the driver's peak memory: Python (the driver
 process's RSS, sampled every 0.2 s) and JVM: the live heap (the largest heap left after a collection during the step,
-from the driver JVM's GC log), the peak heap used (the event log's driver metrics: garbage included) and the driver
+from the driver JVM's GC log: Young, Mixed and Full pauses, not a concurrent cycle's Remark and Cleanup, which copy
+no live objects: the heap after them still holds what died while the cycle marked), the peak heap used (the event log's driver metrics: garbage included) and the driver
 JVM's peak RSS (sampled). Then the growth ratios from the smallest size to each larger one: flat driver figures mean
 nothing row-sized reaches the driver; and, stage by stage, the bytes returned by the Spark stages completed at both
 sizes (the same job sequence: matched by stage id, name and tasks).
@@ -230,11 +231,13 @@ def parse_event_log(event_dir: Path, windows=None) -> dict[str, dict[str, float]
 
 
 # -Xlog:gc:file=...:timemillis,uptime lines: [12.345s][1795803933660ms] GC(3) Pause Young (...) 120M->40M(256M) 3.1ms
-_GC_LINE = re.compile(r"^\[[0-9.]+s\]\[(\d+)ms\].*Pause.* (\d+)M->(\d+)M\((\d+)M\)")
+# Only pauses that evacuate or compact (G1's Young, Mixed and Full): the heap after a concurrent cycle's Remark or
+# Cleanup pause still holds what was allocated, and died, while the cycle marked, so it is not a live heap.
+_GC_LINE = re.compile(r"^\[[0-9.]+s\]\[(\d+)ms\].*Pause (?:Young|Full).* (\d+)M->(\d+)M\((\d+)M\)")
 
 
 def parse_gc_log(path: Path) -> list[tuple[float, int]]:
-    """(epoch s, heap MB after the collection) of each of the driver JVM's collections."""
+    """(epoch s, heap MB after the collection) of each of the driver JVM's collections (Young, Mixed, Full)."""
     if not path.exists():
         return []
     return [(int(m.group(1)) / 1000, int(m.group(3))) for line in path.read_text().splitlines()

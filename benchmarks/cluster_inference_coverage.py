@@ -313,31 +313,24 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def diagnostics(raw: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration x statistic, over the replications the rule keeps: is a row's miscoverage the SE's or the
-    critical value's? ``var/mse`` = mean(SE²) / mean(error²) (the CR2 variance's relative bias, 1 if unbiased);
-    ``t_needed`` = the 95% quantile of |error| / SE (the critical value that would cover 95% in these draws) against
-    ``t_used`` (the median t_{0.975, df} of the audit's df); ``corr_abs_err_se`` = corr(|error|, SE) (positive:
-    the draws with large errors also have large SEs, which is what makes a t ratio lighter-tailed than its SE's
-    bias suggests); ``miss_low`` / ``miss_high`` = the share of intervals lying entirely below / above the truth;
-    ``cov_df_q1`` / ``cov_df_q4`` = cr2_t's coverage in the quarter of replications with the smallest / largest df.
-    Misses and coverage are the reported interval's (`rate_table`'s asymmetric one for the rates rows)."""
+    """Per row, over the replications the rule keeps: is a miscoverage the SE's or the critical value's? ``var/mse``
+    = mean(SE²) / mean(error²) (1: unbiased); ``t_needed`` = the 95% quantile of |error| / SE beside ``t_used``, the
+    median t_{0.975, df}; ``corr_abs_err_se`` (positive: large errors come with large SEs, a light-tailed t ratio);
+    ``miss_low`` / ``miss_high``: intervals entirely below / above the truth; ``cov_df_q1`` / ``cov_df_q4``: coverage
+    in the quarter of draws with the smallest / largest df (the reported interval's: the rates' is asymmetric)."""
     rows = []
     for (config, name), g in raw.groupby(["config", "statistic"], sort=False):
         g = g[g["estimable"].astype(bool) & g["cr2_t"].notna()]
         if name.endswith("queries only") or len(g) < 2:
             continue
-        err = g["estimate"].to_numpy() - truths(config)[name]
-        se = g["cr2_z"].to_numpy() / critical_value(0.95)
+        err, se = g["estimate"].to_numpy() - truths(config)[name], g["cr2_z"].to_numpy() / critical_value(0.95)
         half, df = g["cr2_t"].to_numpy(), g["df"].to_numpy()
-        below = above = half
-        if "ci_below" in g.columns and g["ci_below"].notna().all():  # the reported interval is asymmetric
-            below, above = g["ci_below"].to_numpy(), g["ci_above"].to_numpy()
+        asymmetric = "ci_below" in g.columns and g["ci_below"].notna().all()  # the reported interval (rates)
+        below, above = (g["ci_below"].to_numpy(), g["ci_above"].to_numpy()) if asymmetric else (half, half)
         low, high = df <= np.quantile(df, 0.25), df >= np.quantile(df, 0.75)
         covered = (err <= below) & (-err <= above)
-        rows.append({"config": config, "statistic": name, "reps": len(g),
-                     "var/mse": float(np.mean(se**2) / np.mean(err**2)),
-                     "t_needed": float(np.quantile(np.abs(err) / se, 0.95)),
-                     "t_used": float(np.median(critical_value(0.95, df))),
+        rows.append({"config": config, "statistic": name, "reps": len(g), "var/mse": float(np.mean(se**2) / np.mean(err**2)),
+                     "t_needed": float(np.quantile(np.abs(err) / se, 0.95)), "t_used": float(np.median(critical_value(0.95, df))),
                      "corr_abs_err_se": float(np.corrcoef(np.abs(err), se)[0, 1]),
                      "miss_low": float(np.mean(-err > above)), "miss_high": float(np.mean(err > below)),
                      "cov_df_q1": float(np.mean(covered[low])), "cov_df_q4": float(np.mean(covered[high]))})
