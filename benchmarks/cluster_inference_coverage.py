@@ -257,14 +257,20 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
                          "margin": 0.02})
         return rows
     from fair_pipeline.selection.elicitation.paired import (candidate_parts, cluster_variance, clustered_interval,
-                                                            clustered_parts, paired_summary)
+                                                            clustered_parts, group_codes, paired_summary)
+    from fair_pipeline.selection.elicitation.paired_binomial import paired_binomial_interval
     held = pd.DataFrame({"group": g, "n_pos": d["label"].astype(int), "n_neg": (~d["label"]).astype(int)})
     labels = ["0", "1"]
     cost_a, parts_a, _ = candidate_parts(SELECTION_METRIC, held, d["score"], labels, threshold=RULE_THRESHOLD)
     cost_w, parts_w, _ = candidate_parts(SELECTION_METRIC, held, d["score"] + W_SHIFT * (g == "1"), labels,
                                          threshold=RULE_THRESHOLD)
-    differ = (d["score"] >= RULE_THRESHOLD) != (d["score"] + W_SHIFT * (g == "1") >= RULE_THRESHOLD)
-    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"], differing=differ)
+    decided_a = (d["score"] >= RULE_THRESHOLD).astype(float)
+    decided_w = (d["score"] + W_SHIFT * (g == "1") >= RULE_THRESHOLD).astype(float)
+    differ = decided_a != decided_w
+    binomial = paired_binomial_interval(SELECTION_METRIC, held, group_codes(held["group"], labels), decided_a,
+                                        decided_w, d["item"])  # fixed thresholds: the reported CI is this one
+    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"], differing=differ,
+                         binomial=binomial)
     var_cr1 = cluster_variance((parts_a - parts_w).sum(axis=1), d["item"])[0]
     totals, shares = clustered_parts(parts_a - parts_w, held, labels, d["item"])
     df_design = parts_design_df(adjusted_parts(totals, shares), shares)
@@ -275,6 +281,8 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
              **_intervals(out.estimate, var_cr1, se**2, df, df_design=df_design), "clusters": n_clusters_held,
              "disagreeing": out.disagreeing, "cr2_only": critical_value(0.95, cr2.df) * cr2.se,
              "floored": critical_value(0.95, floored.df) * floored.se,
+             **({"ci_below": out.estimate - out.ci_low, "ci_above": out.ci_high - out.estimate}
+                if binomial is not None and np.isfinite(out.ci_low) else {}),
              "estimable": bool(np.isfinite(out.se)), "margin": 0.02}]
 
 

@@ -47,6 +47,9 @@ Here the difference D = c(A) - c(W) gets an influence-function (delta-method) st
   difference is those items' share of the rows: with a handful of them it is too discrete for any Wald interval.
   With fewer than MIN_DISAGREEING clusters on which the decisions differ the difference is not estimable: no SE,
   CI or p, and the count is reported (Monte Carlo in docs/audit_inference.md).
+* Fixed rules. Where both candidates decide all-or-nothing per item with fixed thresholds, the difference is a
+  linear combination of the cells' weighted-binomial counts of the items between the thresholds, and its CI and p
+  are that combination's (`paired_binomial`; the SE and df stay the variance's).
 
 Pure numpy / scipy / pandas.
 """
@@ -63,6 +66,7 @@ from fair_pipeline.audit.stats.small_sample import (ClusterInterval, adjusted_to
                                                     critical_value, t_wald, upper_tail)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
 from fair_pipeline.selection.elicitation.operating_point import selection_threshold
+from fair_pipeline.selection.elicitation.paired_binomial import paired_binomial_interval
 
 
 # Fewer clusters than this on which two candidates decide differently: their difference is a handful of items'
@@ -263,8 +267,12 @@ def paired_cost_difference(metric: FairQuadraticMetric, rows: pd.DataFrame, scor
                                            selection_rate=selection_rate, n_clusters=n_clusters)
     cost_b, parts_b, t_b = candidate_parts(metric, rows, score_b, labels, threshold=threshold_b,
                                            selection_rate=selection_rate, n_clusters=n_clusters)
-    differing = decisions_of(score_a, t_a) != decisions_of(score_b, t_b)
-    return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence, differing=differing)
+    decided_a, decided_b = decisions_of(score_a, t_a), decisions_of(score_b, t_b)
+    binomial = (None if selection_rate is not None else  # estimated thresholds: their terms need the t interval
+                paired_binomial_interval(metric, rows, group_codes(rows["group"], labels), decided_a, decided_b,
+                                         clusters, confidence))
+    return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence,
+                          differing=decided_a != decided_b, binomial=binomial)
 
 
 def decisions_of(score, threshold: float, decision=None) -> np.ndarray:
@@ -284,19 +292,24 @@ def disagreeing_clusters(differing, clusters=None) -> int:
 
 def paired_summary(cost_a: float, parts_a, cost_b: float, parts_b, rows: pd.DataFrame, labels, clusters=None,
                    confidence: float = 0.95, differing=None,
-                   min_disagreeing: int = MIN_DISAGREEING) -> PairedDifference:
+                   min_disagreeing: int = MIN_DISAGREEING, binomial=None) -> PairedDifference:
     """The `PairedDifference` of two candidates from their costs and `candidate_parts` on the same rows
     (`clustered_interval`). ``differing`` (per row:
     the candidates' decisions differ) counts the clusters the difference rests on; with fewer than
-    ``min_disagreeing`` the difference is not estimable (SE, CI and p NaN; ``disagreeing`` says how many)."""
+    ``min_disagreeing`` the difference is not estimable (SE, CI and p NaN; ``disagreeing`` says how many).
+    ``binomial``: (low, high, p) of `paired_binomial.paired_binomial_interval`, which then replace the t
+    interval's (the SE and df stay the variance's)."""
     g = len(rows) if clusters is None else int(pd.Series(np.asarray(clusters, dtype=object)).nunique(dropna=False))
     k = -1 if differing is None else disagreeing_clusters(differing, clusters)
     if 0 <= k < min_disagreeing:
         return replace(summarize(cost_a - cost_b, np.nan, cost_a, cost_b, g, len(rows), confidence, df=np.nan),
                        disagreeing=k)
     ci = clustered_interval(cost_a - cost_b, np.asarray(parts_a) - np.asarray(parts_b), rows, labels, clusters, confidence)
-    return replace(summarize(cost_a - cost_b, ci.se ** 2, cost_a, cost_b, g, len(rows), confidence, df=ci.df),
-                   disagreeing=k)
+    out = replace(summarize(cost_a - cost_b, ci.se ** 2, cost_a, cost_b, g, len(rows), confidence, df=ci.df),
+                  disagreeing=k)
+    if binomial is not None:
+        out = replace(out, ci_low=binomial[0], ci_high=binomial[1], p_value=binomial[2])
+    return out
 
 
 def summarize(estimate: float, variance: float, cost_a: float, cost_b: float, n_clusters: int, n_rows: int,
@@ -358,8 +371,12 @@ def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, score
             row.update(diff_vs_winner=0.0, diff_se=np.nan, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan,
                        diff_df=np.nan, diff_disagreeing=np.nan)
         else:
+            binomial = (None if selection_rate is not None else
+                        paired_binomial_interval(metric, rows, group_codes(rows["group"], labels), decided[name],
+                                                 decided[winner], clusters, confidence))
             d = paired_summary(cost, mine, cost_w, parts_w, rows, labels, clusters, confidence,
-                               differing=decided[name] != decided[winner], min_disagreeing=min_disagreeing)
+                               differing=decided[name] != decided[winner], min_disagreeing=min_disagreeing,
+                               binomial=binomial)
             row.update(diff_vs_winner=d.estimate, diff_se=d.se, diff_ci_low=d.ci_low, diff_ci_high=d.ci_high, diff_p=d.p_value,
                        diff_df=d.df, diff_disagreeing=d.disagreeing)
         out.append(row)
