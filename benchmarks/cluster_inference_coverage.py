@@ -229,12 +229,9 @@ def _rate_design_dfs(decision, label, group, item) -> dict:
             "FPR1-FPR0": df(("1", "fpr"), ("0", "fpr"))}
 
 
-def _reported_interval(row) -> dict:
-    """The reported CI's distances below and above the estimate where it is not estimate ± t x se (`rate_table`'s
-    "weighted binomial" interval: asymmetric); coverage and verdicts of ``cr2_t`` then use them."""
-    if row.get("interval", "t") == "t":
-        return {}
-    return {"ci_below": float(row["estimate"] - row["ci_low"]), "ci_above": float(row["ci_high"] - row["estimate"])}
+def _reported_interval(estimate, low, high, asymmetric: bool) -> dict:
+    """The reported weighted-binomial CI's distances below / above the estimate (``cr2_t``'s coverage and verdicts)."""
+    return {"ci_below": float(estimate - low), "ci_above": float(high - estimate)} if asymmetric and np.isfinite(low) else {}
 
 
 def heldout_statistics(d: dict, kind: str) -> list[dict]:
@@ -251,26 +248,21 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
         for name, (group, metric, _) in picks.items():
             r = t.loc[(group, metric)]
             est, se, df = float(r["estimate"]), float(r["se"]), float(r["df"])
-            rows.append({"statistic": name, "estimate": est, "df": df,
-                         **_intervals(est, np.nan, se**2, df, df_design=design[name]),
-                         **_reported_interval(r), "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)),
-                         "margin": 0.02})
+            rows.append({"statistic": name, "estimate": est, "df": df, **_intervals(est, np.nan, se**2, df, df_design=design[name]),
+                         **_reported_interval(est, r["ci_low"], r["ci_high"], r["interval"] != "t"),
+                         "clusters": int(r["clusters"]), "estimable": bool(np.isfinite(se)), "margin": 0.02})
         return rows
     from fair_pipeline.selection.elicitation.paired import (candidate_parts, cluster_variance, clustered_interval,
-                                                            clustered_parts, group_codes, paired_summary)
-    from fair_pipeline.selection.elicitation.paired_binomial import paired_binomial_interval
+                                                            clustered_parts, group_codes, paired_binomial_interval, paired_summary)
     held = pd.DataFrame({"group": g, "n_pos": d["label"].astype(int), "n_neg": (~d["label"]).astype(int)})
     labels = ["0", "1"]
     cost_a, parts_a, _ = candidate_parts(SELECTION_METRIC, held, d["score"], labels, threshold=RULE_THRESHOLD)
     cost_w, parts_w, _ = candidate_parts(SELECTION_METRIC, held, d["score"] + W_SHIFT * (g == "1"), labels,
                                          threshold=RULE_THRESHOLD)
-    decided_a = (d["score"] >= RULE_THRESHOLD).astype(float)
-    decided_w = (d["score"] + W_SHIFT * (g == "1") >= RULE_THRESHOLD).astype(float)
-    differ = decided_a != decided_w
-    binomial = paired_binomial_interval(SELECTION_METRIC, held, group_codes(held["group"], labels), decided_a,
-                                        decided_w, d["item"])  # fixed thresholds: the reported CI is this one
-    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"], differing=differ,
-                         binomial=binomial)
+    decided = [(s >= RULE_THRESHOLD).astype(float) for s in (d["score"], d["score"] + W_SHIFT * (g == "1"))]
+    binomial = paired_binomial_interval(SELECTION_METRIC, held, group_codes(held["group"], labels), *decided, d["item"])
+    out = paired_summary(cost_a, parts_a, cost_w, parts_w, held, labels, d["item"], differing=decided[0] != decided[1],
+                         binomial=binomial)  # fixed thresholds: the reported CI is the weighted-binomial one
     var_cr1 = cluster_variance((parts_a - parts_w).sum(axis=1), d["item"])[0]
     totals, shares = clustered_parts(parts_a - parts_w, held, labels, d["item"])
     df_design = parts_design_df(adjusted_parts(totals, shares), shares)
@@ -281,8 +273,7 @@ def heldout_statistics(d: dict, kind: str) -> list[dict]:
              **_intervals(out.estimate, var_cr1, se**2, df, df_design=df_design), "clusters": n_clusters_held,
              "disagreeing": out.disagreeing, "cr2_only": critical_value(0.95, cr2.df) * cr2.se,
              "floored": critical_value(0.95, floored.df) * floored.se,
-             **({"ci_below": out.estimate - out.ci_low, "ci_above": out.ci_high - out.estimate}
-                if binomial is not None and np.isfinite(out.ci_low) else {}),
+             **_reported_interval(out.estimate, out.ci_low, out.ci_high, binomial is not None),
              "estimable": bool(np.isfinite(out.se)), "margin": 0.02}]
 
 
