@@ -104,6 +104,8 @@ SMALLER = {
     "--jobs 1 --seed 11": "--reps 1",
     "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 300 "
     "--jobs 1 --seed 12": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 250 "
+    "--jobs 1 --seed 0": "--reps 1",
     "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500": "--swap-reps 2",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
