@@ -14,3 +14,14 @@ def assert_tables_close(got: pd.DataFrame, want: pd.DataFrame, name: str) -> Non
         scale = np.nanmax(np.abs(want[c].to_numpy(float)), initial=0.0)
         np.testing.assert_allclose(got[c].to_numpy(float), want[c].to_numpy(float), rtol=1e-12, atol=1e-12 * scale,
                                    equal_nan=True, err_msg=f"{name}.{c}")
+
+
+def assert_reports_close(got, want) -> None:
+    """Every table of two audit reports, the xAUC ones included: labels and counts exactly, floats to 1e-11."""
+    pairs = [(got, want, name) for name in ("groups", "pairs", "overall")]
+    pairs += [(got.xauc, want.xauc, name) for name in ("pairs", "deltas", "balanced", "balanced_deltas")]
+    for a, b, name in pairs:
+        a, b = getattr(a, name), getattr(b, name)
+        floats = [col for col in b.columns if b[col].dtype.kind == "f"]
+        pd.testing.assert_frame_equal(a.drop(columns=floats), b.drop(columns=floats), check_dtype=False, obj=name)
+        np.testing.assert_allclose(a[floats].to_numpy(), b[floats].to_numpy(), rtol=1e-11, atol=1e-12, err_msg=name)

@@ -58,10 +58,7 @@ class BandedClusterSums(PrefixClusterSums):
         cum = np.zeros((passed.size + 1, G + 2, 2 * G, w))
         for b, e in enumerate(passed):
             np.add(cum[b], self.bands[int(e)][:, :, lo:hi], out=cum[b + 1])
-        nc_edges, edges = [], []
-        for codes_e, neg_sums, pos_sums, nc, _, _ in self._edges_in(lo, hi):
-            nc_edges.append((codes_e, nc))
-            edges.append((codes_e, neg_sums, pos_sums))
+        nc_edges, edges = self._edge_lists(lo, hi)
 
         def owners():
             for j in range(G + 1):

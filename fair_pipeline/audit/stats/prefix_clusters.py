@@ -284,6 +284,14 @@ class PrefixClusterSums(ClusterSumsBase):
             if mine.any():
                 yield (codes[mine] - lo, *(s[..., mine] for s in sums))
 
+    def _edge_lists(self, lo: int, hi: int) -> tuple[list, list]:
+        """The straddling rows of clusters lo..hi-1: (codes, ROC coefficients) and (codes, negative, positive sums)."""
+        nc_edges, edges = [], []
+        for codes_e, neg_sums, pos_sums, nc, _, _ in self._edges_in(lo, hi):
+            nc_edges.append((codes_e, nc))
+            edges.append((codes_e, neg_sums, pos_sums))
+        return nc_edges, edges
+
     def _counts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included."""
         total = self._total(lo, hi)
@@ -330,10 +338,7 @@ class PrefixClusterSums(ClusterSumsBase):
         G, K = self.G, self.alphas.size
         codes, since, until, values = self._records_in(lo, hi)
         total, last = self.run[:, :, lo:hi], self.last[lo:hi]
-        nc_edges, edges = [], []
-        for codes_e, neg_sums, pos_sums, nc, _, _ in self._edges_in(lo, hi):
-            nc_edges.append((codes_e, nc))
-            edges.append((codes_e, neg_sums, pos_sums))
+        nc_edges, edges = self._edge_lists(lo, hi)
 
         def owners():
             for j in range(G + 1):
