@@ -6,6 +6,7 @@ import pytest
 
 import fair_pipeline.audit.files as files
 import fair_pipeline.audit.prefix_stream as prefix_stream
+import fair_pipeline.audit.stats.cluster_parts as cluster_parts
 import fair_pipeline.audit.stats.prefix_clusters as prefix
 from fair_pipeline.audit import audit_aggregates
 from fair_pipeline.audit.stats.blocks import build_grid
@@ -54,8 +55,12 @@ def _feed(s, y, g, c, batch_rows, kind=prefix.PrefixClusterSums):
 
 @pytest.mark.parametrize("dense_share", [0.0, np.inf])  # every run scattered row by row / summed per cell first
 @pytest.mark.parametrize("batch_rows", [37, 10_000])
-def test_prefix_sums_equal_brute_force_cluster_variances(monkeypatch, dense_share, batch_rows):
+@pytest.mark.parametrize("chunk", [None, 16])  # 16: the final step's clusters in chunks, the last one partial
+def test_prefix_sums_equal_brute_force_cluster_variances(monkeypatch, dense_share, batch_rows, chunk):
     monkeypatch.setattr(prefix, "DENSE_RUN_SHARE", dense_share)
+    if chunk:
+        monkeypatch.setattr(prefix, "CROSS_CHUNK", chunk)
+        monkeypatch.setattr(cluster_parts, "CROSS_CHUNK", chunk)
     s, y, g, c = _rows(np.random.default_rng(11))
     res, sums = _feed(s, y, g, c, batch_rows)
     alphas = variance_alphas(CUTS)

@@ -44,8 +44,13 @@ class FirstSeenCodes:
         fresh = np.flatnonzero(codes < 0)
         if fresh.size:
             keys = at[fresh]
-            uniq, first = np.unique(keys, return_index=True)  # the new ids (a sort of the new rows only)
-            self.table[uniq[np.argsort(first)]] = np.arange(self.count, self.count + uniq.size, dtype=np.int32)
-            self.count += uniq.size
+            # each new id's first row, without a sort: the smallest row number scattered onto its table entry
+            # (the entries of new ids are free until numbered)
+            row = np.arange(keys.size, dtype=np.int32)
+            self.table[keys] = np.iinfo(np.int32).max
+            np.minimum.at(self.table, keys, row)
+            first = keys[self.table[keys] == row]  # the new ids in order of first appearance
+            self.table[first] = np.arange(self.count, self.count + first.size, dtype=np.int32)
+            self.count += first.size
             codes[fresh] = self.table[keys]
         return codes.astype(np.intp)

@@ -215,8 +215,9 @@ class PrefixClusterSums(ClusterSumsBase):
             back = c[stale & (seen >= 0)]
             if back.size:
                 back = self._distinct(back)
+                # one row of all its sums per copy: the final step gathers copies by cluster, row by row
                 self._records.append((back, self.last[back], np.full(back.size, now, dtype=np.int32),
-                                      self.run[:, :, back]))
+                                      self.run[:, :, back].reshape(-1, back.size).T))
             self.last[c[stale]] = now
         return self.run
 
@@ -321,18 +322,24 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _records_in(self, lo: int, hi: int):
         """The copies of clusters lo..hi-1: codes - lo, checkpoints since / until, values (G + 2, 2 G, n)."""
-        if self._sorted is None:  # the stream has ended: all copies in one array, and their order by code, once
+        if self._sorted is None:  # the stream has ended: all copies in one array, and their order by chunk, once
+            width = self.run.shape[0] * self.run.shape[1]
             records = self._records or [(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int32),
-                                         np.zeros(0, dtype=np.int32), np.zeros(self.run.shape[:2] + (0,)))]
+                                         np.zeros(0, dtype=np.int32), np.zeros((0, width)))]
             codes, since, until = (np.concatenate(part) for part in list(zip(*records))[:3])
-            values = np.concatenate([r[3] for r in records], axis=-1)
+            values = np.concatenate([r[3] for r in records])  # (copies, sums)
             self._records = None
-            order = np.argsort(codes, kind="stable")
+            # grouped by chunk of CROSS_CHUNK codes only (the final step's unit): a radix sort of small keys
+            chunk = codes // CROSS_CHUNK
+            chunk = chunk.astype(np.int16 if self.C // CROSS_CHUNK < np.iinfo(np.int16).max else np.int64)
+            order = np.argsort(chunk, kind="stable")
             # the values are gathered chunk by chunk: one reordered copy of all of them would double their memory
-            self._sorted = codes[order], since[order], until[order], values, order
-        codes, since, until, values, order = self._sorted
-        a, b = np.searchsorted(codes, [lo, hi])
-        return codes[a:b] - lo, since[a:b], until[a:b], values[:, :, order[a:b]]
+            self._sorted = chunk[order], codes[order], since[order], until[order], values, order
+        chunk, codes, since, until, values, order = self._sorted
+        a, b = np.searchsorted(chunk, [lo // CROSS_CHUNK, -(-hi // CROSS_CHUNK)])
+        mine = np.arange(a, b)[(codes[a:b] >= lo) & (codes[a:b] < hi)]
+        return (codes[mine] - lo, since[mine], until[mine],
+                values[order[mine]].T.reshape(self.run.shape[:2] + (mine.size,)))
 
     def _chunk(self, lo: int, hi: int):
         G, K = self.G, self.alphas.size
