@@ -71,6 +71,7 @@ SMALLER = {
     "python benchmarks/bench_audit_groups.py": "--groups 3,5 --rows 2000",
     "python benchmarks/bench_audit_groups.py --groups 5000 --all-up-to 0": "--groups 12 --rows 2000",
     "python benchmarks/bench_candidates.py": "--impressions 100000 --repeats 1",
+    "python benchmarks/bench_exposure_totals.py --requests 5000 --candidates 44": "--requests 200 --candidates 3",
     "python benchmarks/bench_main_job.py --sizes 25000 100000 250000 --days 3 --top 6": "--sizes 300 --days 2 --top 2",
     "python benchmarks/bench_noop_run.py --days 4 --requests-per-day 1000": "--days 2 --requests-per-day 200",
     "python benchmarks/bench_ingestion.py --days 2 --repeats 5": "--days 1 --repeats 1 --requests-per-day 200",
