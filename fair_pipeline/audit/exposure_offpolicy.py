@@ -23,6 +23,8 @@ import pandas as pd
 from fair_pipeline.ingestion.catalogue_dates import items_as_of
 from fair_pipeline.audit.sql import ITEMS_VIEW, OBSERVATIONAL_VIEW, UNKNOWN_GROUP, AuditDataError
 from fair_pipeline.audit.stats.exposure import ExposureParity, exposure_parity
+from fair_pipeline.audit.stats.exposure_clusters import cluster_dimensions
+from fair_pipeline.audit.stats.validation import AuditInputError
 from fair_pipeline.platform.engines import as_warehouse
 from fair_pipeline.platform.warehouse import quote_identifier
 from fair_pipeline.platform.windows import PartitionWindow
@@ -92,6 +94,10 @@ def offpolicy_exposure(rows: pd.DataFrame, scorers: Mapping[str, Callable[[pd.Da
     on item_id and request_id; `options` go to `exposure_parity` (reference, pairs, confidence, margin, ...)."""
     out: dict[str, ExposureParity | str] = {}
     clusters = {"item_id": rows["item_id"].to_numpy(), "request_id": rows["request_id"].to_numpy()}
+    try:  # the same logged rows for every scorer: factorized once, and their kept totals share one index
+        clusters = cluster_dimensions(clusters, len(rows), labelled=bool(options.get("keep_totals")))
+    except AuditInputError as error:
+        return {name: f"{name}: off-policy exposure not computed: {error}" for name in scorers}
     for name, score in scorers.items():
         try:
             ranked = reranked_positions(rows["request_id"], rows["position"], score(rows))

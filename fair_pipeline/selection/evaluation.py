@@ -155,7 +155,7 @@ def compute_model_selection(con, marts, config, landing, day) -> Selection:
     families_cpu += time.process_time() - started  # fits + rates of the new families (the benchmark times the rest)
     ranking = rank(rates, metric, list(info["group_labels"]), config, source, window, items, scores, decisions)
     exposure, note, disparities = candidate_exposure(marts, window, load_chosen_position_bias(con, day),
-                                                     [*candidates, *families])
+                                                     [*candidates, *families], keep_totals=metric.exposure_weight > 0)
     held = None
     if metric.exposure_weight > 0:  # the totals' paired differences join the held-out rows and the logs by item
         names = ranking.loc[ranking["estimable"].astype(bool), "model"].tolist()

@@ -40,11 +40,13 @@ def _scorer(candidate):
     return lambda rows: np.asarray(candidate.score(rows), dtype=float)
 
 
-def candidate_exposure(marts, window, curve: pd.DataFrame, candidates, max_requests: int = offpolicy.DEFAULT_MAX_REQUESTS
-                       ) -> tuple[pd.DataFrame, str, dict]:
+def candidate_exposure(marts, window, curve: pd.DataFrame, candidates, max_requests: int = offpolicy.DEFAULT_MAX_REQUESTS,
+                       keep_totals: bool = True) -> tuple[pd.DataFrame, str, dict]:
     """(candidate x group rows: candidate, group, reference, ratio, ci_low, ci_high, log_ratio, se_log, verdict,
     note; a note naming what could not be computed; {candidate: `paired_exposure.DisparityTotals`}, the
-    influence totals of its exposure disparity per item and request) for the candidates that have a fitted model."""
+    influence totals of its exposure disparity per item and request) for the candidates that have a fitted model.
+    Without ``keep_totals`` the disparities are None: the totals, one per item x request cell of the sampled logs
+    and candidate, are only read by the totals' paired differences (a metric weighing exposure)."""
     usable = [c for c in candidates if getattr(c, "transform", True) is not None and getattr(c, "model", True) is not None]
     if not usable:
         return pd.DataFrame(), "", {}
@@ -56,7 +58,7 @@ def candidate_exposure(marts, window, curve: pd.DataFrame, candidates, max_reque
     if rows.empty:
         return (pd.DataFrame(), f"exposure of the candidates not computed: no logged production request in "
                 f"{window.label}", {})
-    found = offpolicy.offpolicy_exposure(rows, {c.name: _scorer(c) for c in usable}, curve, keep_totals=True)
+    found = offpolicy.offpolicy_exposure(rows, {c.name: _scorer(c) for c in usable}, curve, keep_totals=keep_totals)
     frames, notes, disparities = [], [], {}
     for name, result in found.items():
         if isinstance(result, str):

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.stats.equivalence import classify_gaps
+from fair_pipeline.audit.stats.exposure_clusters import cluster_dimensions
 from fair_pipeline.audit.stats.exposure_examination import Examination, as_examination, check_positions
 from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.records import records
@@ -343,29 +344,6 @@ def _reference(labels: np.ndarray, n: np.ndarray, reference) -> int:
     return hits[0]
 
 
-def _cluster_arrays(clusters, n: int) -> list[tuple[str, np.ndarray]]:
-    if clusters is None:
-        return []
-    if isinstance(clusters, dict):
-        named = list(clusters.items())
-    elif isinstance(clusters, tuple):
-        named = [(f"cluster {i + 1}", c) for i, c in enumerate(clusters)]
-    else:
-        named = [("cluster", clusters)]
-    if len(named) not in (1, 2):
-        raise AuditInputError(f"clusters takes one or two clustering dimensions, got {len(named)}")
-    out = []
-    for name, values in named:
-        arr = pd.Series(np.asarray(values) if not isinstance(values, pd.Series) else values.to_numpy())
-        if arr.size != n:
-            raise AuditInputError(f"clusters {name!r} has {arr.size} values for {n} impressions")
-        if arr.isna().any():
-            raise AuditInputError(f"clusters {name!r} has {int(arr.isna().sum())} missing values")
-        codes, uniques = pd.factorize(arr)
-        out.append((str(name), codes, np.asarray(uniques, dtype=object)))
-    return out
-
-
 def _as_positions(positions, name: str, n: int | None = None) -> np.ndarray:
     pos = np.asarray(positions)
     if pos.ndim != 1 or pos.size == 0 or (n is not None and pos.size != n):
@@ -387,7 +365,8 @@ def exposure_parity(positions, clicks, sensitive_features, examination, *, clust
     label per impression (missing labels are an error: label them, e.g. "unknown", to audit them);
     ``examination``: weights (``examination[k-1]`` for position k) or the position-bias stage's curve (its SEs
     enter the CI); ``clusters``: an array (e.g. item ids), a tuple of two or a dict ``{"item_id": ..,
-    "request_id": ..}`` for two-way clustering; ``reference``: the baseline group (default: the largest);
+    "request_id": ..}`` for two-way clustering (or their `exposure_clusters.cluster_dimensions`, factorized once for
+    several audits of the same impressions); ``reference``: the baseline group (default: the largest);
     ``pairs``: "reference" (each group vs the reference) or "all" (every pair), Holm-adjusted as one family;
     ``margin``: δ on the log-ratio scale; a group with fewer than ``min_clicks`` clicks or fewer than two
     clusters is reported as not estimable (it stays in both tables).
@@ -411,23 +390,20 @@ def exposure_parity(positions, clicks, sensitive_features, examination, *, clust
     np.add.at(c, (codes, pos - 1), y)
     gi, pi = np.nonzero((n > 0) | (c > 0))
     cells = pd.DataFrame({"group": labels[gi], "position": pi + 1, "impressions": n[gi, pi], "clicks": c[gi, pi]})
-    dims = _cluster_arrays(clusters, pos.size)
+    dims = list(cluster_dimensions(clusters, pos.size, labelled=keep_totals).dims)
     sums, kept = None, {}
     if dims:
         a, b = influence_coefficients(n, c, exam.weights)
         d, mean_w = displacement_coefficients(n, c, exam.weights)
         excess = np.where(np.isnan(exam.weights), 1.0, exam.weights)[ranked - 1] - mean_w
         parts = (codes, ranked - 1, y, a, b, pos - 1, excess, d)
-        if len(dims) == 2:
-            both = pd.factorize(pd.MultiIndex.from_arrays([dims[0][2][dims[0][1]], dims[1][2][dims[1][1]]]))
-            dims.append((f"{dims[0][0]} × {dims[1][0]}", both[0], np.asarray(both[1], dtype=object)))
         sums = []
         for name, arr, uniques in dims:  # factorized codes: np.unique keeps their order
             totals, present = cluster_totals(arr, *parts)
             sums.append(ClusterSums(name, totals.T @ totals, totals.shape[0], present.sum(axis=0),
                                     fourth_sums(totals), leverage_adjusted=True))
             if keep_totals:
-                kept[name] = pd.DataFrame(totals, index=pd.Index(uniques, name=name), columns=labels)
+                kept[name] = pd.DataFrame(totals, index=uniques, columns=labels)
     result = exposure_parity_from_aggregates(
         cells, sums, exam, reference=reference, pairs=pairs,
         confidence=confidence, margin=margin, min_clicks=min_clicks, group_order=labels)
