@@ -140,8 +140,9 @@ class _Stream:
     def __init__(self, shuffled: ShuffledClusterSums, n: int):
         self.shuffled, self.n = shuffled, n
 
-    def covariance(self, auc, roc, keep_totals: bool = True) -> ClusterMoments:
-        # moments are small whatever the stream, so two-way's intersection (``keep_totals`` False) keeps them too
+    def covariance(self, auc, roc, keep_totals: bool = True, every=None) -> ClusterMoments:
+        # moments are small whatever the stream, so two-way's intersection (``keep_totals`` False) keeps them too,
+        # and every column's are formed at every cutoff (``every``, the columns read below FPR 1, is a subset)
         moments = self.shuffled.moments(auc, roc)[self.n]
         if moments.clusters < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {moments.clusters}")
