@@ -140,9 +140,9 @@ def _own_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: flo
         cost, parts, _ = held.parts[name]
         own = exposure_weighted_cost(cost, parts, held.disparities[name], held.rows, held.labels, weight,
                                      clusters=held.rows["item_id"].to_numpy(), confidence=confidence)
-        half = own.ci_high - own.estimate
+        below, above = own.estimate - own.ci_low, own.ci_high - own.estimate  # not symmetric: D's root scale
         out.loc[i, ["cost_se", "ci_low", "ci_high", "cost_se_clustered"]] = [
-            own.se, out.at[i, "cost"] - half, out.at[i, "cost"] + half, own.se]
+            own.se, out.at[i, "cost"] - below, out.at[i, "cost"] + above, own.se]
     return out
 
 
