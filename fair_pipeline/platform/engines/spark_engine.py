@@ -9,7 +9,8 @@ operation of the driver's (or the client's) process. A write lands in a new vers
 commit of one file, so a zero-row, failed or killed write never leaves a mixed or stale partition (plain Parquet
 overwrite would keep the old rows on a zero-row write and has no transactions). Queries see each table as the
 session view `<schema>__<table>` (re-registered after each write: a DataFrame keeps the file list it was read
-with); SQL arrives in DuckDB dialect and is rendered by `spark_sql` (parameters stay bound: `spark.sql(args=)`).
+with; a new engine rebinds only the views whose live versions differ from the session's binding); SQL arrives in
+DuckDB dialect and is rendered by `spark_sql` (parameters stay bound: `spark.sql(args=)`).
 One SparkSession per process (`spark_session`): starting the JVM costs 25-45 s here.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import datetime as dt
 import functools
 import os
 import sys
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -107,14 +109,21 @@ class SparkEngine:
         return self.tables.schema(table_name(table))
 
     def _register_all(self) -> None:
+        """Bind every table's and view's session view, skipping those the session already binds to the same live
+        versions (or view SQL): a Dagster run constructs an engine per step in one session, and binding a table
+        lists its files (a Spark job when it has many partitions)."""
         for name in self.tables.table_names():
-            self._register_table(tuple(name.split(".", 1)))
+            self._register_table(tuple(name.split(".", 1)), unless_bound=True)
         for name, sql in self.tables.views():
-            self._define_view(tuple(name.split(".", 1)), sql)
+            self._define_view(tuple(name.split(".", 1)), sql, unless_bound=True)
 
-    def _register_table(self, table: Table) -> None:
+    def _register_table(self, table: Table, unless_bound: bool = False) -> None:
         """(Re)bind the session view of a stored table to its live versions."""
-        self.tables.frame(table_name(table)).createOrReplaceTempView(spark_sql.spark_view_name(*table))
+        view, binding = spark_sql.spark_view_name(*table), (self.root, self.tables.live_key(table_name(table)))
+        if unless_bound and _session_bindings(self.spark).get(view) == binding:
+            return
+        self.tables.frame(table_name(table)).createOrReplaceTempView(view)
+        _session_bindings(self.spark)[view] = binding
 
     # -- queries --------------------------------------------------------------------------------------------
     def frame(self, sql: str, params: Params = None) -> DataFrame:
@@ -221,14 +230,21 @@ class SparkEngine:
         self._define_view(table, sql)
         self.tables.define_view(table_name(table), sql)
 
-    def _define_view(self, table: Table, sql: str) -> None:
+    def _define_view(self, table: Table, sql: str, unless_bound: bool = False) -> None:
         statement = spark_sql.render(sql)
         if statement.named or statement.positional or statement.file_inputs:
             raise WarehouseWriteError(f"view {table_name(table)} cannot take parameters or file inputs")
+        view = spark_sql.spark_view_name(*table)
+        # A temporary view keeps its SQL text and resolves the views it names when queried, so the same text is
+        # the same view whatever the tables it reads are bound to now.
+        if unless_bound and _session_bindings(self.spark).get(view) == ("view", statement.sql):
+            return
         # Identifiers only (the view's own name, made by spark_view_name from code); no value enters the text.
-        self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{spark_sql.spark_view_name(*table)}` AS {statement.sql}")
+        self.spark.sql(f"CREATE OR REPLACE TEMP VIEW `{view}` AS {statement.sql}")
+        _session_bindings(self.spark)[view] = ("view", statement.sql)
 
     def register_frame(self, name: str, frame: pd.DataFrame | pa.Table) -> None:
+        _session_bindings(self.spark).pop(name, None)
         if isinstance(frame, pa.Table):
             # Types from Arrow: a timestamp without zone stays one (TIMESTAMP_NTZ), one with a zone is an instant.
             spark_frame = self.spark.createDataFrame(frame, schema=from_arrow_schema(frame.schema, prefer_timestamp_ntz=True))
@@ -237,6 +253,7 @@ class SparkEngine:
         spark_frame.createOrReplaceTempView(name)
 
     def unregister_frame(self, name: str) -> None:
+        _session_bindings(self.spark).pop(name, None)
         self.spark.catalog.dropTempView(name)
 
     def register_files(self, name: str, files: Mapping[str, str], columns: Mapping[str, str]) -> None:
@@ -256,7 +273,16 @@ class SparkEngine:
             frames.append(frame.select(
                 *selected, functions.lit(path).alias("filename"),
                 functions.col("_metadata.row_index").alias("file_row_number"), functions.lit(stored).alias("stored_file")))
+        _session_bindings(self.spark).pop(name, None)
         functools.reduce(lambda a, b: a.unionByName(b), frames).createOrReplaceTempView(name)
+
+
+# Per session: the warehouse tables' session views and what each is bound to ((root, live key) or ("view", SQL)).
+_BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _session_bindings(spark) -> dict[str, tuple]:
+    return _BINDINGS.setdefault(spark, {})
 
 
 def _typed_column(name: str, read_type, spark_type: str):

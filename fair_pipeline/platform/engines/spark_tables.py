@@ -78,6 +78,12 @@ class VersionedTables:
             return None
         return StructType.fromJson(_json(max(entries, key=lambda e: (e.committed_at, e.commit_id)).definition))
 
+    def live_key(self, name: str) -> tuple:
+        """What `frame(name)` reads: the commits, versions and partitions of the table's live entries (any commit
+        that changes them changes the key)."""
+        return tuple(sorted((e.kind, e.partition, e.version or "", e.commit_id, e.committed_at)
+                            for e in self.state.values() if e.name == name and e.kind != version_log.VIEW))
+
     def table_dir(self, name: str) -> str:
         return join(self.root, *name.split(".", 1))
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from benchmarks.spark_cluster_logs import STEPS
 from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.platform.engines import version_log
 from fair_pipeline.reporting.build import FINDINGS_NAME
@@ -91,7 +92,7 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
 
     # The benchmark: every step measured, Spark ran the work of the steps that read rows (its event log's tasks,
     # attributed by the steps' Dagster times), the growth table is printed from figures given as two sizes.
-    steps = [step for step in bench.STEPS if step != "between steps"]
+    steps = [step for step in STEPS if step != "between steps"]
     for step in steps:
         assert f"| 20,000 | {step} |" in out, out
     rows = json.loads((tmp_path / "bench" / "results_2e+04.json").read_text())

@@ -147,6 +147,42 @@ def test_tables_and_views_are_found_again_by_a_new_engine(engine, spark):
     assert reopened.row_count(("staging", "doubled"), DAY2) == 2
 
 
+
+def test_a_new_engine_rebinds_exactly_the_tables_another_writer_changed(engine, spark, tmp_path, monkeypatch):
+    """Each Dagster step constructs an engine in the run's one session: a table the session already binds to its
+    live versions is not read again, and one whose versions changed since (a commit of another process, here a
+    writer with its own reading of the log, or the same view names bound to another warehouse) is, so a binding
+    never serves superseded rows."""
+    _write(engine, DAY1)
+    _write(engine, DAY2)
+    engine.create_view(("staging", "doubled"), "SELECT partition_date, 2 * v AS v2 FROM marts.t")
+    engine.replace_table(("marts", "total"), "SELECT sum(v) AS s FROM marts.t")
+    reads = []
+    frame = spark_tables.VersionedTables.frame
+    monkeypatch.setattr(spark_tables.VersionedTables, "frame", lambda self, name: reads.append(name) or frame(self, name))
+    assert _rows(SparkEngine(spark, engine.root)) == [["2026-01-01", 1], ["2026-01-01", 2], ["2026-01-01", 3],
+                                                       ["2026-01-02", 10], ["2026-01-02", 20]]
+    assert reads == []
+
+    other_process = spark_tables.VersionedTables(spark, engine.root)  # binds no session view
+    other_process.write_partitions([("marts.t", spark.sql(
+        "SELECT partition_date, 7 * v AS v FROM src WHERE partition_date = DATE'2026-01-01'"))], DAY1)
+    other_process.write_table("marts.total", spark.sql("SELECT CAST(-5 AS BIGINT) AS s"))
+    fresh = SparkEngine(spark, engine.root)
+    assert sorted(reads) == ["marts.t", "marts.total"]
+    expected = [["2026-01-01", 7], ["2026-01-02", 10], ["2026-01-01", 14], ["2026-01-02", 20], ["2026-01-01", 21]]
+    assert _rows(fresh) == expected
+    assert fresh.query_df("SELECT sum(v2) AS s FROM staging.doubled")["s"].tolist() == [2 * (7 + 14 + 21 + 10 + 20)]
+    assert fresh.query_df("SELECT s FROM marts.total")["s"].tolist() == [-5]
+
+    elsewhere = SparkEngine(spark, f"file://{tmp_path / 'another warehouse'}")  # the same view names, other rows
+    _write(elsewhere, DAY1, "v = 1")
+    elsewhere.replace_table(("marts", "total"), "SELECT CAST(0 AS BIGINT) AS s")
+    assert _rows(elsewhere) == [["2026-01-01", 1]]
+    back = SparkEngine(spark, engine.root)
+    assert _rows(back) == expected and back.query_df("SELECT s FROM marts.total")["s"].tolist() == [-5]
+    assert back.query_df("SELECT sum(v2) AS s FROM staging.doubled")["s"].tolist() == [2 * (7 + 14 + 21 + 10 + 20)]
+
 def test_parameters_and_ordered_streams(engine):
     _write(engine, DAY1)
     _write(engine, DAY2)
