@@ -5,6 +5,7 @@ a classic session and a Spark Connect client, and executors on other hosts see w
     <root>/<schema>/<table>/write_id=<id>/part-*.parquet                             an unpartitioned table's version
     <root>/_commits/commit=<id>/part-*.parquet                                       the commit log (`version_log`)
     <root>/_checkpoints/checkpoint=<n>-<id>/part-*.parquet                           its checkpoints (`log_snapshot`)
+    <root>/_checkpoints/trim=<n>-<id>/part-*.parquet                                 trim markers (`log_retention`)
 
 A write goes to a new `write_id=` directory (Spark's writer), is counted back (rows per partition: a row of another
 partition is refused), then one commit names the new versions of every table written together. Until that commit
