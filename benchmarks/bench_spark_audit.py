@@ -142,7 +142,7 @@ def _gc_log(event_dir: Path) -> Path:
 
 def live_heap(gc_log: Path, window: tuple[float, float]) -> dict[str, float]:
     """The largest heap left after a collection of the driver JVM during a pass (MB) and the collections."""
-    from bench_spark_cluster import parse_gc_log
+    from spark_cluster_logs import parse_gc_log
 
     after = [mb for at, mb in parse_gc_log(gc_log) if window[0] <= at <= window[1]]
     return {"jvm_live_heap_mb": float(max(after)) if after else float("nan"), "gcs": float(len(after))}
@@ -152,7 +152,7 @@ def run_sizes(master: str, base: Path, sizes: list[int], items: int, partitions:
               executor_memory: str, variance: str, passes: list[str], rows_per_query: int) -> dict[int, dict]:
     """Each size in a fresh driver process; {rows: {pass: its figures joined with its event log's}}."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_spark_cluster import parse_event_log
+    from spark_cluster_logs import parse_event_log
 
     out = {}
     for rows in sizes:
