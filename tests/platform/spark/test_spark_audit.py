@@ -45,8 +45,13 @@ def test_the_sessions_setting_chooses_the_score_ranges(spark, tmp_path, monkeypa
 
     df, ranges = _rows(2_000, False), []
     counts = spark_audit._partition_counts
-    monkeypatch.setattr(spark_audit, "_partition_counts",
-                        lambda ranged, groups: ranges.append(ranged.rdd.getNumPartitions()) or counts(ranged, groups))
+
+    def counted(ranged, groups):  # one row per non-empty range: every distinct score is its own block here
+        found = counts(ranged, groups)
+        ranges.append(len(found))
+        return found
+
+    monkeypatch.setattr(spark_audit, "_partition_counts", counted)
     before = spark.conf.get(spark_audit.PARTITIONS_CONF, None)  # the shared session's, put back after
     try:
         spark.conf.unset(spark_audit.PARTITIONS_CONF)
