@@ -6,8 +6,11 @@ with a checkpoint covering all but the last 50 commits (halfway between two of t
 writes every 100 commits). Measured: reading the live state from the full log (before) and from the checkpoint and
 the commits after it (after); one `replace_partition` as before (the full log read before and after its commit,
 never checkpointed) and as now (one read of checkpoint + tail, its own commit applied locally); writing one
-checkpoint (what a writer pays every 100 commits). Wall and CPU time (this process and the local session's JVM),
-medians of `--repeats`; the ratios to the smallest size, and after / before.
+checkpoint (what a writer pays every 100 commits); reading the log as retention leaves it (a second checkpoint
+built on the first, the commits the first covers deleted: the same tail) and that one trim (a single sample);
+`promote`'s read without a JVM (pyarrow) of every commit (before) and of the checkpoint and tail (after). Wall and
+CPU time (this process and the local session's JVM), medians of `--repeats`; the ratios to the smallest size, and
+after / before.
 
     python benchmarks/bench_commit_log.py --commits 100,1000,3000 --repeats 3
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -29,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fair_pipeline.platform.engines import log_snapshot, version_log  # noqa: E402
+from fair_pipeline.platform.engines import log_files, log_retention, log_snapshot, version_log  # noqa: E402
 from fair_pipeline.platform.engines.spark_tables import VersionedTables  # noqa: E402
 
 TABLE = ("marts", "aged")
@@ -87,14 +91,24 @@ def measure(spark, commits: int, repeats: int) -> dict[str, tuple[float, float]]
     jvm_pid = int(spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getName().split("@")[0])
     rows = pa.table({"v": pa.array(range(10), pa.int64())})
     with tempfile.TemporaryDirectory(prefix="commit_log_") as tmp:
-        before, after = Path(tmp) / "before", Path(tmp) / "after"
+        before, after, trimmed = Path(tmp) / "before", Path(tmp) / "after", Path(tmp) / "trimmed"
         _aged_log(before, range(commits))
         _aged_log(after, range(commits - min(TAIL, commits // 2)))
         log_snapshot.write(spark, f"file://{after}", log_snapshot.read(spark, f"file://{after}"))
         _aged_log(after, range(commits - min(TAIL, commits // 2), commits))
-        old, new = f"file://{before}", f"file://{after}"
+        old, new, kept = f"file://{before}", f"file://{after}", f"file://{trimmed}"
         assert len(version_log.read_full(spark, old)) == commits
         assert log_snapshot.read(spark, new).state == version_log.live(version_log.read_full(spark, new))
+        # As retention leaves it: a second checkpoint on the first, whose covered commits are then deleted.
+        shutil.copytree(after, trimmed)
+        files = log_files.SparkLogFiles(spark, kept)
+        first = max(files.checkpoints()[0])
+        covered = files.checkpoint(first)  # the second covers the same commits: `after`'s tail stays a tail
+        log_snapshot.write(spark, kept, log_snapshot.Snapshot(dict(covered.state), set(covered.covered), 1, first,
+                                                              log_files.count_of(first)))
+        trim = _timed(jvm_pid, lambda: log_retention.trim(spark, kept), 1)
+        assert log_snapshot.read(spark, kept).state == log_snapshot.read(spark, new).state
+        assert len(list((trimmed / version_log.LOG_DIR).iterdir())) == min(TAIL, commits // 2)
         engines = {}
         for name, uri, tables in (("before", old, _AsBefore), ("after", new, VersionedTables)):
             engines[name] = SparkEngine(spark, uri)
@@ -113,6 +127,12 @@ def measure(spark, commits: int, repeats: int) -> dict[str, tuple[float, float]]
             "replace_partition, before": _timed(jvm_pid, lambda: write(engines["before"])(), repeats),
             "replace_partition, after": _timed(jvm_pid, lambda: write(engines["after"])(), repeats),
             "checkpoint write": _timed(jvm_pid, lambda: log_snapshot.write(spark, new, snapshot), repeats),
+            "log read, trimmed": _timed(jvm_pid, lambda: log_snapshot.read(spark, kept), repeats),
+            "trim (once)": trim,
+            "promote's read, before (every commit, pyarrow)": _timed(
+                jvm_pid, lambda: version_log.live(version_log.read_local(old)), repeats),
+            "promote's read, after (checkpoint + tail, pyarrow)": _timed(
+                jvm_pid, lambda: log_snapshot.read_local(new), repeats),
         }
 
 
@@ -135,14 +155,16 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, tuple[float, floa
                  for step, (wall, cpu) in results[size].items()]
         print(f"| {size:,} | {' | '.join(cells)} |")
     print()
-    print("| commits in the log | log read, after / before: wall, CPU | replace_partition, after / before: wall, CPU |")
-    print("|---:|---:|---:|")
+    print("| commits in the log | log read, after / before: wall, CPU | replace_partition, after / before: wall, CPU "
+          "| promote's read, after / before: wall, CPU |")
+    print("|---:|---:|---:|---:|")
     for size in sizes:
         step = results[size]
         cells = [f"{step[f'{what}, after' + extra][0] / step[f'{what}, before' + old][0]:.2f}x, "
                  f"{step[f'{what}, after' + extra][1] / step[f'{what}, before' + old][1]:.2f}x"
                  for what, extra, old in (("log read", " (checkpoint + tail)", " (full log)"),
-                                          ("replace_partition", "", ""))]
+                                          ("replace_partition", "", ""),
+                                          ("promote's read", " (checkpoint + tail, pyarrow)", " (every commit, pyarrow)"))]
         print(f"| {size:,} | {' | '.join(cells)} |")
     return results
 

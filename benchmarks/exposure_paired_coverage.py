@@ -9,7 +9,8 @@ its rates and re-ranks the logged requests for its exposure D. The estimand is t
 the configuration's population values (the pooled sums of `--truth-reps` fresh replications). Printed: coverage
 of the paired t interval (two-way on the logs' items and requests, joined by item with the held-out rows),
 of the same with the two parts' variances added as if independent, and of the rates-only paired interval; and
-the same two for candidate A's own total (its cost CI in the ranking) against A's population total.
+for candidate A's own total (its cost CI in the ranking) against A's population total: the reported interval (on
+D's root scale), the same SE with the parts' variances added, and the delta method's symmetric interval.
 
     python benchmarks/exposure_paired_coverage.py --reps 400
 """
@@ -30,6 +31,7 @@ import pandas as pd  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fair_pipeline.audit.exposure_offpolicy import reranked_positions  # noqa: E402
 from fair_pipeline.audit.stats.exposure import exposure_parity  # noqa: E402
+from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
 from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 from fair_pipeline.selection.elicitation import FairQuadraticMetric  # noqa: E402
 from fair_pipeline.selection.elicitation.paired import (  # noqa: E402
@@ -164,7 +166,11 @@ def summary(raw: pd.DataFrame, total: float, rates: float, own: float) -> pd.Dat
     own_covered = (raw["own_low"] <= own) & (own <= raw["own_high"])
     rows.append(("A's own total, joined by item (reported)", own_covered.mean(),
                  raw["own_se"].mean() / raw["own_estimate"].std(), raw["own_df"].median(), raw["own_estimate"].mean() - own))
-    crit = (raw["own_high"] - raw["own_estimate"]) / raw["own_se"]
+    crit = critical_value(0.95, raw["own_df"])  # the own interval is not symmetric (D's root scale)
+    delta = (raw["own_estimate"] - crit * raw["own_se"] <= own) & (own <= raw["own_estimate"] + crit * raw["own_se"])
+    rows.append(("A's own total, the delta method's symmetric interval", delta.mean(),
+                 raw["own_se"].mean() / raw["own_estimate"].std(), raw["own_df"].median(),
+                 raw["own_estimate"].mean() - own))
     separate = ((raw["own_estimate"] - crit * raw["own_separate_se"] <= own)
                 & (own <= raw["own_estimate"] + crit * raw["own_separate_se"]))
     rows.append(("A's own total, parts' variances added as if independent", separate.mean(),

@@ -7,6 +7,8 @@ shares of the group's exposure Σ w and merit Σ click / w, and d_c X_i the expo
 (`exposure.displacement_coefficients`). Three own parts:
 
 - CR2 (reported): (a_i - h_i) / sqrt(1 - h_i); the benchmark checks its variance and df against `exposure_parity`'s;
+- CR2 (exposure share): (a_i - h_i) / sqrt(1 - a_i), the hat value of merit (the clicks) regressed on exposure (the
+  design) through the origin instead of the reverse;
 - CR3: (a_i - h_i) / (1 - h_i), the leverage-adjusted jackknife of a linear estimator;
 - jackknife: log(1 - h_i) - log(1 - a_i), exactly the log ratio minus the log ratio without item i's rows.
 
@@ -36,6 +38,8 @@ from fair_pipeline.audit.stats.exposure import MAX_LEVERAGE, displacement_coeffi
 
 OWN_PARTS = {  # (a, h) -> own part, h capped in the leverage only, as the estimator does
     "CR2": lambda a, h: (a - h) / np.sqrt(1.0 - np.minimum(h, MAX_LEVERAGE)),
+    # the hat value of the ratio as a regression of merit (clicks: the random part) on exposure (the design)
+    "CR2 (exposure share)": lambda a, h: (a - h) / np.sqrt(1.0 - np.minimum(a, MAX_LEVERAGE)),
     "CR3": lambda a, h: (a - h) / (1.0 - np.minimum(h, MAX_LEVERAGE)),
     "jackknife": lambda a, h: np.log1p(-np.minimum(h, MAX_LEVERAGE)) - np.log1p(-np.minimum(a, MAX_LEVERAGE)),
 }

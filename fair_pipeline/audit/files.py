@@ -256,13 +256,13 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
     k = len(params)
     cell = f"CAST((list_position(${k + 1}, g) - 1) * 2 + CAST(l AS INTEGER) AS INTEGER)"
     if sort_rows:
-        sql = f"SELECT s, {cell} AS cell, 1 AS n, {codes} FROM ({src}) r {joins} ORDER BY s DESC"
+        sql = f"SELECT s, {cell} AS cell, {codes} FROM ({src}) r {joins} ORDER BY s DESC"  # each row counts 1
     else:
         sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
                f"GROUP BY s, cell, {codes} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
     return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes, numbering,
-                                   cells)
+                                   cells, counted=not sort_rows)
 
 
 def _integer_ids(con, src: str, params: list, n_cluster_cols: int,

@@ -94,11 +94,13 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
     return [pair for _, pair in build_columns(n_groups, n_groups > 1, compared)]
 
 
-def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True) -> list:
+def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True,
+                 diagonal: bool = False) -> list:
     """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes; two-way's
     second, the queries, `BandedClusterSums`); two-way's intersection stream also sums its one-impression cells
     apart (`IntersectionSums`) unless ``split_singletons`` is false (a score range swept on its own cannot tell a
-    cell's one impression from a cell whose other impressions lie in other ranges)."""
+    cell's one impression from a cell whose other impressions lie in other ranges). ``diagonal``: one-way sums
+    read below FPR 1 for the groups' and the pooled AUC only (`StreamingAudit.report`), so they keep less."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
     # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
@@ -106,7 +108,9 @@ def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: boo
     rows = float(np.sum(stream.n_pos) + np.sum(stream.n_neg))
     queries = BandedClusterSums if len(sizes) > 1 and fits_bands(sizes[1], rows, len(stream.groups), alphas.size) \
         else PrefixClusterSums
-    kinds = [PrefixClusterSums] * len(sizes) if len(sizes) == 1 else [PrefixClusterSums, queries, intersection]
+    if len(sizes) == 1:
+        return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, sizes[0], diagonal=diagonal)]
+    kinds = [PrefixClusterSums, queries, intersection]
     return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
 
 
@@ -117,15 +121,16 @@ def signed_streams(sums: list) -> list:
 
 
 def sweep_with_cluster_sums(batches, stream: StreamingAudit, sizes: list[int], numbering=None,
-                            cells: CellCodes | None = None) -> list:
+                            cells: CellCodes | None = None, counted: bool = True) -> list:
     """Feed Arrow batches of rows (score, cell = group code * 2 + label, count, cluster codes per stream) in
     descending score order into the sweep ``stream`` and into one `PrefixClusterSums` per clustering stream;
     returns the signed sums for ``stream.report(prefix=...)``. ``numbering``: the rows carry integer ids instead
     of codes, numbered as they arrive (a `stats.first_seen_codes.FirstSeenCodes`, or one per id column; ``sizes``
     then bounds the ids' number). ``cells``: two-way's rows carry the item and query codes (or ids) only, and
-    their intersection code is looked up (`cluster_codes`, `integer_cells`)."""
-    sums = cluster_sums(stream, sizes)
-    feed_rows(batches, stream, sums, numbering, cells)
+    their intersection code is looked up (`cluster_codes`, `integer_cells`). Without ``counted`` the rows carry
+    no count column: each is one impression (a sorted stream of the rows themselves)."""
+    sums = cluster_sums(stream, sizes, diagonal=True)
+    feed_rows(batches, stream, sums, numbering, cells, counted)
     for acc, ids in zip(sums, _numberings(numbering)):
         acc.shrink(ids.count)
     return signed_streams(sums)
@@ -136,13 +141,15 @@ def _numberings(numbering) -> list:
 
 
 def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], numbering=None,
-              cells: CellCodes | None = None) -> None:
+              cells: CellCodes | None = None, counted: bool = True) -> None:
     """`sweep_with_cluster_sums` into given sums (e.g. started at a score range's offsets)."""
     G = len(stream.groups)
     blocks = SortedRowBlocks(2 * G)
 
     def columns(pending):
         cols = _columns(pending)
+        if not counted:
+            cols.insert(2, np.ones(cols[0].size))
         if cells is not None:  # looked up by the codes or ids the rows carry, before those are numbered
             cols.append(cells.lookup(cols[3], cols[4]))
         for n, ids in enumerate(_numberings(numbering)):

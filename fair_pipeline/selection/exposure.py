@@ -140,9 +140,9 @@ def _own_totals(out: pd.DataFrame, held: HeldOut, weight: float, confidence: flo
         cost, parts, _ = held.parts[name]
         own = exposure_weighted_cost(cost, parts, held.disparities[name], held.rows, held.labels, weight,
                                      clusters=held.rows["item_id"].to_numpy(), confidence=confidence)
-        half = own.ci_high - own.estimate
+        below, above = own.estimate - own.ci_low, own.ci_high - own.estimate  # not symmetric: D's root scale
         out.loc[i, ["cost_se", "ci_low", "ci_high", "cost_se_clustered"]] = [
-            own.se, out.at[i, "cost"] - half, out.at[i, "cost"] + half, own.se]
+            own.se, out.at[i, "cost"] - below, out.at[i, "cost"] + above, own.se]
     return out
 
 
@@ -175,7 +175,7 @@ def weigh_exposure(ranking: pd.DataFrame, exposure: pd.DataFrame, weight: float,
     then not estimable. With ``held_out``, each candidate's own CI (``cost_se``, ``ci_low``, ``ci_high``, also
     ``cost_se_clustered``) and its paired difference of the totals to the winner come from the rates' and the
     exposure's influence totals joined by item (`paired_exposure`: the exposure's two-way by request, the curve's
-    delta-method term, Student t); without it, or for a candidate lacking either part, the own CI adds the two
+    delta-method term, Student t; the own CI on D's root scale, not symmetric); without it, or for a candidate lacking either part, the own CI adds the two
     parts' variances as if independent (normal) and only ``diff_vs_winner`` (the totals' difference) is filled."""
     found = {}
     if not exposure.empty:

@@ -34,12 +34,14 @@ def selected_versions(tracking: MLflowTracking, day: dt.date) -> list:
 def newest_partition_with_data() -> dt.date | None:
     """The newest day holding observational impressions on either engine: a home run with `--engine spark` keeps
     its raw days in the Spark warehouse's partitions, not in the DuckDB file (whose raw tables stay empty), and
-    `promote` takes no engine option, so both are read. Spark's live partitions come from its commit log: read on
-    this machine for a `file://` warehouse (no JVM), else through the configured Spark session."""
+    `promote` takes no engine option, so both are read. Spark's live partitions come from its commit log (its
+    latest checkpoint and the commits after it): read on this machine for a `file://` warehouse (no JVM,
+    pyarrow), else through the configured Spark session."""
     with session(settings.warehouse_path(), read_only=True) as con:
         duckdb_newest = newest_partition(con)
     root = warehouse_files.location_uri(settings.spark_warehouse())
-    entries = version_log.read_local(root) if warehouse_files.is_local(root) else _spark_log(root)
+    entries = (list(log_snapshot.read_local(root).state.values()) if warehouse_files.is_local(root)
+               else _spark_log(root))
     spark_days = [dt.date.fromisoformat(day) for table in OBSERVATIONAL_TABLES
                   for day in version_log.live_partition_dates(entries, table)]
     return max([*spark_days, *([duckdb_newest] if duckdb_newest else [])], default=None)

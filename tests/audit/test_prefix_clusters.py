@@ -1,11 +1,14 @@
 """Cluster-robust variances from the one pass in score order (`stats.prefix_clusters`) against brute force and
 against the sort-by-cluster accumulator (`stats.clustered`), ties and several groups included."""
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
 
 import fair_pipeline.audit.files as files
 import fair_pipeline.audit.prefix_stream as prefix_stream
+import fair_pipeline.audit.stats.checkpoint_copies as checkpoint_copies
 import fair_pipeline.audit.stats.cluster_parts as cluster_parts
 import fair_pipeline.audit.stats.prefix_clusters as prefix
 from fair_pipeline.audit import audit_aggregates
@@ -108,15 +111,29 @@ def test_file_audit_equals_the_sort_by_cluster_accumulator(tmp_path, monkeypatch
     assert_reports_close(got, want)
 
 
-def test_columns_needed_at_the_last_cutoff_only_equal_the_full_sums_there():
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_columns_needed_at_the_last_cutoff_only_equal_the_full_sums_there(monkeypatch, diagonal):
     """The one-way audit forms the xAUC columns' cross products at FPR 1 only (`cluster_parts.LastCutoffColumns`):
-    the covariances, df and counts it forms equal those of every column at every cutoff; the others are NaN."""
+    the covariances, df and counts it forms equal those of every column at every cutoff; the others are NaN.
+    ``diagonal``: the sums themselves keep only what those columns read below FPR 1 (`checkpoint_copies`), the
+    final step in chunks of 16 clusters, so copies of straddling clusters are picked per chunk."""
+    monkeypatch.setattr(prefix, "CROSS_CHUNK", 16)
+    monkeypatch.setattr(cluster_parts, "CROSS_CHUNK", 16)
+    monkeypatch.setattr(checkpoint_copies, "BUCKET_BITS", 3)
     s, y, g, c = _rows(np.random.default_rng(13))
-    res, sums = _feed(s, y, g, c, 200)
+    res, full_sums = _feed(s, y, g, c, 200)
+    kind = functools.partial(prefix.PrefixClusterSums, diagonal=True) if diagonal else prefix.PrefixClusterSums
+    _, sums = _feed(s, y, g, c, 200, kind)
+    assert sum(len(p) for p in sums.copies._parts.values()) > 20  # clusters straddling checkpoints
     sel = np.searchsorted(res["alphas"], variance_alphas(CUTS))
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
     every = [k for k, (kind, _, _) in enumerate(res["columns"]) if kind in ("group", "overall")]
-    full, part = sums.covariance(auc, roc), sums.covariance(auc, roc, every=every)
+    full, part = full_sums.covariance(auc, roc), sums.covariance(auc, roc, every=every)
+    if diagonal:
+        with pytest.raises(ValueError, match="diagonal"):
+            sums.covariance(auc, roc)
+        with pytest.raises(ValueError, match="diagonal"):
+            sums.per_cluster()
     K, S = auc.shape[1], auc.shape[0]
     formed = np.zeros((K, S, S), dtype=bool)
     formed[:-1, np.ix_(every, every)[0], np.ix_(every, every)[1]] = True

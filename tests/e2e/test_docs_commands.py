@@ -51,6 +51,8 @@ SMALLER = {
     "python benchmarks/exposure_small_sample_coverage.py --reps 400 --seed 7":
         "--reps 3 --jobs 1 --truth-reps 3 --config 'hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%'",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400 --seed 13":
+        "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
         "--reps 2 --jobs 1 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config '25 items, uniform "
@@ -108,6 +110,11 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --rows selection_pareto1.3_2000,selection_pareto1.3_4000 --reps 250 "
     "--jobs 1 --seed 0": "--reps 1",
     "python benchmarks/position_bias_accuracy.py --only-swap --swap-reps 500": "--swap-reps 2",
+    "python benchmarks/cluster_inference_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority30,minority45,"
+    "minority60,minority45_pareto1.3,query_pareto1.3,pairwise_fresh,rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 "
+    "--seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
+        "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

@@ -30,25 +30,25 @@ class BandedClusterSums(PrefixClusterSums):
     def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
         self.run = self.last = None  # no running sums or copies: the bands below
-        self.bands: dict[int, np.ndarray] = {}  # checkpoints passed -> (G + 2, 2 G, C) sums of the rows fed then
+        self.bands: dict[int, np.ndarray] = {}  # checkpoints passed -> (C, G + 2, 2 G) sums of the rows fed then
 
     def shrink(self, n_clusters: int) -> None:
         if n_clusters > self.C:
             raise RuntimeError(f"cannot shrink {self.C} cluster codes to {n_clusters}")
         self.C = int(n_clusters)
-        self.bands = {e: band[:, :, :n_clusters] for e, band in self.bands.items()}
+        self.bands = {e: band[:n_clusters] for e, band in self.bands.items()}
         self._mark = None
 
     def _running(self, c: np.ndarray) -> np.ndarray:
         band = self.bands.get(self.passed)
         if band is None:
-            band = self.bands[self.passed] = np.zeros((self.G + 2, 2 * self.G, self.C))
+            band = self.bands[self.passed] = np.zeros((self.C, self.G + 2, 2 * self.G))
         return band
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
         total = np.zeros((self.G + 2, 2 * self.G, hi - lo))
         for band in self.bands.values():
-            total += band[:, :, lo:hi]
+            total += np.moveaxis(band[lo:hi], 0, -1)
         return total
 
     def _chunk(self, lo: int, hi: int):
@@ -57,7 +57,7 @@ class BandedClusterSums(PrefixClusterSums):
         # (bands + 1, G + 2, 2 G, w): row b + 1 holds the sums of the bands before passed[b + 1]; row 0 none
         cum = np.zeros((passed.size + 1, G + 2, 2 * G, w))
         for b, e in enumerate(passed):
-            np.add(cum[b], self.bands[int(e)][:, :, lo:hi], out=cum[b + 1])
+            np.add(cum[b], np.moveaxis(self.bands[int(e)][lo:hi], 0, -1), out=cum[b + 1])
         nc_edges, edges = self._edge_lists(lo, hi)
 
         def owners():

@@ -23,14 +23,16 @@ clusters straddling a checkpoint need one). Rows of a block straddling a cutoff 
 exactly, split into its parts free of and proportional to ROC(alpha). These are the values `ClusterAccumulator`
 sums after sorting by cluster, in another order (tests/audit/test_prefix_clusters.py).
 
-Memory: per cluster code, 2 G (G + 2) float64 running sums (16 with two groups) and its last checkpoint, plus a
-copy of those sums per checkpoint a cluster straddles: catalogue sized (items or queries), not day sized.
+Memory: per cluster code, 2 G (G + 2) float64 running sums (16 with two groups, contiguous: a row's additions and
+a cluster's copy touch two cache lines) and its last checkpoint, plus per checkpoint a cluster straddles the few
+sums that checkpoint reads (`checkpoint_copies`): catalogue sized (items or queries), not day sized.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
 
+from fair_pipeline.audit.stats.checkpoint_copies import CheckpointCopies
 from fair_pipeline.audit.stats.cluster_parts import CROSS_CHUNK, ClusterSumsBase, SummedClusterSums
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.sweep import block_curves
@@ -91,28 +93,29 @@ class PrefixClusterSums(ClusterSumsBase):
 
     ``n_pos`` / ``n_neg``: per group totals; ``alphas``: ascending cutoffs that need a variance (the last
     one 1); ``pairs``: (positive vector, negative vector) of each column (vector G = all groups pooled);
-    ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry.
+    ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry; ``diagonal``:
+    below FPR 1 only columns (v, v) will be read (`covariance` with such ``every``), so copies keep less.
 
-    Kept per cluster (float64, ``run``, (G + 2, 2 G, C)): per cell (group g, class) the running sum of the rows'
-    counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC for a
-    negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The stream
-    passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it gets a
-    copy of its running sums then (`_records`). A batch's rows between two checkpoints are added per quantity by
-    one ``add.at`` on a flat (cell, code) index, or summed per cell and code first (``bincount`` over the nearby
-    codes they span) when they are at least as many as those codes.
+    Kept per cluster (float64, ``run``, (C, G + 2, 2 G)): per quantity and cell (group g, class) the running sum
+    of the rows' counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC
+    for a negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The
+    stream passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it
+    gets a copy of what e reads of its sums then (`checkpoint_copies`). A batch's rows between two checkpoints
+    are added by one ``add.at`` on a flat (code, quantity, cell) index, or summed per (code, quantity, cell) first
+    (``bincount`` over the nearby codes they span) when they are at least as many as those codes.
     """
 
-    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int, diagonal: bool = False):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
         G, K, C = self.G, self.alphas.size, self.C
         self.x = self.alphas[None, :] * self.n[:, None]  # (G + 1, K) thresholds on cumulative negatives
-        self.run = np.zeros((G + 2, 2 * G, C))
+        self.run = np.zeros((C, G + 2, 2 * G))
         self.last = np.full(C, -1, dtype=np.int32)  # checkpoints passed when the cluster last took rows
         self._mark = None  # (C,) scratch: one entry per code among a batch's rows
         self.passed = 0
         self.checkpoint = np.full((G + 1, K), NOT_PASSED, dtype=np.int32)  # its number once passed (1, 2, ...)
-        self._records = []  # (codes, last, now, run[:, :, codes]): sums inside checkpoints last + 1 .. now
-        self._sorted = None  # the records by code, once the stream has ended
+        self.copies = CheckpointCopies(G, diagonal)
+        self._ended = False  # the final step has read the sums
         self.edges = []  # rows of blocks straddling a cutoff, per update: (codes, neg, pos, NC, N, P) sums
         self.running = np.zeros((2, G + 1))  # positives / negatives of every vector above the next block
         self.rows = 0
@@ -123,7 +126,7 @@ class PrefixClusterSums(ClusterSumsBase):
         the sweep's curves of these blocks (`grid_audit.GridAudit.update_columns` with ``keep_curves``), so the
         blocks are cumulated once; without them they are computed here (`sweep.block_curves`)."""
         G, C = self.G, self.C
-        if self._records is None:
+        if self._ended:
             raise RuntimeError("update after the sums were read")
         codes = np.asarray(codes, dtype=np.intp)
         if codes.size and (codes.min() < 0 or codes.max() >= C):
@@ -176,6 +179,7 @@ class PrefixClusterSums(ClusterSumsBase):
                 for u, k in zip(*np.nonzero(reached & (at == blk))):
                     self.passed += 1
                     self.checkpoint[u, k] = self.passed
+                    self.copies.passed(u)
         rows_e = np.flatnonzero(edge_rows)
         if rows_e.size:  # (the rows fed may be a subset of the blocks': a straddling block may hold none of them)
             be = edge_blocks  # the edge blocks' counts, as the exact path needs them
@@ -188,22 +192,24 @@ class PrefixClusterSums(ClusterSumsBase):
         of their (group, class) cells; a cluster last fed before a checkpoint since passed first records its sums.
         ``curve``: (2, G + 1, blocks) the ROC of each vector at each block (for negatives), then the FPR."""
         G = self.G
+        Q, cells = G + 2, 2 * G
         c = codes[idx]
         run = self._running(c)
         cell, rb = 2 * group[idx] + label, b[idx]
         at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
         flat = curve.reshape(-1)
-        weights = [w] + [w * flat[at + v * curve.shape[2]] for v in range(G + 1)]
+        weights = np.empty((Q, c.size))
+        weights[0] = w
+        for v in range(G + 1):
+            np.multiply(w, flat[at + v * curve.shape[2]], out=weights[1 + v])
         lo, hi = int(c.min()), int(c.max()) + 1
-        span = hi - lo
-        if c.size >= DENSE_RUN_SHARE * span:  # summed per (cell, code) first, then one add per quantity
-            key = cell * span + (c - lo)
-            for q, wq in enumerate(weights):
-                run[q, :, lo:hi] += np.bincount(key, wq, minlength=2 * G * span).reshape(2 * G, span)
-        else:  # rows scattered one by one (numpy's add.at on a flat index: no code-range-sized temporaries)
-            at = cell * self.C + c
-            for q, wq in enumerate(weights):
-                np.add.at(run[q].reshape(-1), at, wq)
+        offsets = (np.arange(Q) * cells)[:, None]  # quantity q of a cell: q * cells further
+        if c.size >= DENSE_RUN_SHARE * (hi - lo):  # summed per (code, quantity, cell) over the codes they span
+            key = ((c - lo) * (Q * cells) + cell)[None, :] + offsets
+            run[lo:hi] += np.bincount(key.ravel(), weights.ravel(), minlength=(hi - lo) * Q * cells).reshape(
+                hi - lo, Q, cells)
+        else:  # scattered row by row (numpy's add.at on a flat index: a row's sums share two cache lines)
+            np.add.at(run.reshape(-1), ((c * (Q * cells) + cell)[None, :] + offsets).ravel(), weights.ravel())
 
     def _running(self, c: np.ndarray) -> np.ndarray:
         """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
@@ -215,9 +221,7 @@ class PrefixClusterSums(ClusterSumsBase):
             back = c[stale & (seen >= 0)]
             if back.size:
                 back = self._distinct(back)
-                # one row of all its sums per copy: the final step gathers copies by cluster, row by row
-                self._records.append((back, self.last[back], np.full(back.size, now, dtype=np.int32),
-                                      self.run[:, :, back].reshape(-1, back.size).T))
+                self.copies.take(back, self.last[back], now, self.run[back])
             self.last[c[stale]] = now
         return self.run
 
@@ -268,7 +272,7 @@ class PrefixClusterSums(ClusterSumsBase):
         if n_clusters > self.C:
             raise RuntimeError(f"cannot shrink {self.C} cluster codes to {n_clusters}")
         self.C = int(n_clusters)
-        self.run, self.last = self.run[:, :, :n_clusters], self.last[:n_clusters]
+        self.run, self.last = self.run[:n_clusters], self.last[:n_clusters]
         self._mark = None
 
     def start_at(self, pos_above, neg_above) -> None:
@@ -303,8 +307,8 @@ class PrefixClusterSums(ClusterSumsBase):
         return N, P
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
-        """(G + 2, 2 G, w) all the sums of clusters lo..hi-1."""
-        return self.run[:, :, lo:hi]
+        """(G + 2, 2 G, w) all the sums of clusters lo..hi-1 (a copy: the final step reads it by quantity)."""
+        return np.ascontiguousarray(np.moveaxis(self.run[lo:hi], 0, -1))
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
@@ -320,47 +324,31 @@ class PrefixClusterSums(ClusterSumsBase):
         """(G, C) each cluster's positives per group."""
         return self._counts(0, self.C)[1]
 
-    def _records_in(self, lo: int, hi: int):
-        """The copies of clusters lo..hi-1: codes - lo, checkpoints since / until, values (G + 2, 2 G, n)."""
-        if self._sorted is None:  # the stream has ended: all copies in one array, and their order by chunk, once
-            width = self.run.shape[0] * self.run.shape[1]
-            records = self._records or [(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int32),
-                                         np.zeros(0, dtype=np.int32), np.zeros((0, width)))]
-            codes, since, until = (np.concatenate(part) for part in list(zip(*records))[:3])
-            values = np.concatenate([r[3] for r in records])  # (copies, sums)
-            self._records = None
-            # grouped by chunk of CROSS_CHUNK codes only (the final step's unit): a radix sort of small keys
-            chunk = codes // CROSS_CHUNK
-            chunk = chunk.astype(np.int16 if self.C // CROSS_CHUNK < np.iinfo(np.int16).max else np.int64)
-            order = np.argsort(chunk, kind="stable")
-            # the values are gathered chunk by chunk: one reordered copy of all of them would double their memory
-            self._sorted = chunk[order], codes[order], since[order], until[order], values, order
-        chunk, codes, since, until, values, order = self._sorted
-        a, b = np.searchsorted(chunk, [lo // CROSS_CHUNK, -(-hi // CROSS_CHUNK)])
-        mine = np.arange(a, b)[(codes[a:b] >= lo) & (codes[a:b] < hi)]
-        return (codes[mine] - lo, since[mine], until[mine],
-                values[order[mine]].T.reshape(self.run.shape[:2] + (mine.size,)))
+    def covariance(self, auc, roc, keep_totals: bool = True, every=None):
+        if self.copies.diagonal and (every is None or not keep_totals or
+                                     any(self.pairs[s][0] != self.pairs[s][1] for s in every)):
+            raise ValueError("diagonal sums hold the columns (v, v) below FPR 1 only: pass those as every")
+        return super().covariance(auc, roc, keep_totals, every)
 
     def _chunk(self, lo: int, hi: int):
-        G, K = self.G, self.alphas.size
-        codes, since, until, values = self._records_in(lo, hi)
-        total, last = self.run[:, :, lo:hi], self.last[lo:hi]
+        G = self.G
+        self._ended = True
+        total, last = self._total(lo, hi), self.last[lo:hi]
         nc_edges, edges = self._edge_lists(lo, hi)
 
         def owners():
             for j in range(G + 1):
                 e = self.checkpoint[j]
-                runs, kept = vector_sums(total, j, G), vector_sums(values, j, G)
                 before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
-                inside = [np.where(before.reshape(before.shape[:1] + (1,) * (r.ndim - 1) + before.shape[1:]), r, 0.0)
-                          for r in runs]  # all of a cluster's sums if so, else none...
-                for k in range(K):
-                    copy = (since < e[k]) & (e[k] <= until)  # ...but the copy of a cluster on both sides of it
-                    for now, held in zip(inside, kept):
-                        now[k][..., codes[copy]] = held[..., copy]
+                run_neg, run_pos = vector_sums(total, j, G)
+                # all of a cluster's sums if so, else none, but the copy of a cluster on both sides of it
+                neg = np.where(before[:, None, :], run_neg[None], 0.0)  # (K, G + 2, w)
+                pos = np.where(before[:, None, None, :], run_pos[None], 0.0)  # (K, 2, G, w)
+                for k in np.flatnonzero(e != NOT_PASSED):
+                    self.copies.scatter(e[k], lo, hi, neg[k], pos[k])
                 for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff
-                    inside[0][:, 0, codes_e] += nc[j]
-                yield j, inside[0], inside[1]
+                    neg[:, 0, codes_e] += nc[j]
+                yield j, neg, pos
 
         N, P = self._counts(lo, hi)
         return N, P, edges, owners()
@@ -368,6 +356,8 @@ class PrefixClusterSums(ClusterSumsBase):
     def per_cluster(self) -> np.ndarray:
         """(C, D) this pass's sums per cluster code (per band between cutoffs, not cumulated): for disjoint score
         ranges swept on their own, the sums of a cluster over all ranges are the one pass's (`from_per_cluster`)."""
+        if self.copies.diagonal:
+            raise ValueError("diagonal sums hold the columns (v, v) below FPR 1 only")
         G, S, K = self.G, len(self.pairs), self.alphas.size
         out = []
         for lo in range(0, self.C, CROSS_CHUNK):

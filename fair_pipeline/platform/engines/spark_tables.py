@@ -11,8 +11,8 @@ partition is refused), then one commit names the new versions of every table wri
 the old versions stay live, so a failed or killed write changes nothing readers see; the commit is one file, seen
 whole or not at all. Each write reads the log once, before it writes (the latest checkpoint and the commits
 after it), and applies its own commit to what it read; every `CHECKPOINT_EVERY` commits read past the checkpoint,
-it writes a new one. A zero-row write commits "no version": the partition is then empty. After a commit the
-versions it superseded, and the version of a write that failed, are emptied by Spark's overwrite writer (an
+it writes a new one, then deletes older checkpoints and the commits they make unneeded (`log_retention`). A
+zero-row write commits "no version": the partition is then empty. After a commit the versions it superseded, and the version of a write that failed, are emptied by Spark's overwrite writer (an
 empty DataFrame: the directory keeps one empty Parquet file). A version superseded by another process's commit
 between this writer's reading of the log and its own commit, or written by a process killed before its commit,
 is never named live and stays on disk: it costs space, never correctness. A warehouse of the layout before the
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, functions
 from pyspark.sql.types import StructType
 
-from fair_pipeline.platform.engines import earlier_layout, log_snapshot, version_log
+from fair_pipeline.platform.engines import earlier_layout, log_retention, log_snapshot, version_log
 from fair_pipeline.platform.engines.base import WarehouseWriteError
 from fair_pipeline.platform.engines.version_log import Entry
 from fair_pipeline.platform.engines.warehouse_files import join
@@ -40,12 +40,16 @@ logger = logging.getLogger(__name__)
 
 class VersionedTables:
     """The live state of the warehouse at `root` (re-read from the commit log by `refresh`). A checkpoint is written
-    once a read went `checkpoint_every` commits past the latest one (0: never)."""
+    once a read went `checkpoint_every` commits past the latest one (0: never); then the newest `keep_checkpoints`
+    are kept and the commits the oldest of them covers deleted."""
 
-    def __init__(self, spark, root: str, checkpoint_every: int = log_snapshot.CHECKPOINT_EVERY):
+    def __init__(self, spark, root: str, checkpoint_every: int = log_snapshot.CHECKPOINT_EVERY,
+                 keep_checkpoints: int = log_retention.KEEP_CHECKPOINTS):
         self.spark = spark
         self.root = root
         self.checkpoint_every = checkpoint_every
+        log_retention.check_keep(keep_checkpoints)
+        self.keep_checkpoints = keep_checkpoints
         self.snapshot = log_snapshot.Snapshot({}, set())
         self.refresh()
         if not self.state:  # nothing committed: a new warehouse, or one of the layout before the commit log
@@ -182,12 +186,17 @@ class VersionedTables:
                 self._empty(directory, StructType.fromJson(_json(old.definition)))
 
     def _checkpoint(self) -> None:
-        """A failed checkpoint is logged, not raised: the commit is made, and the next write checkpoints again."""
+        """A failed checkpoint is logged, not raised: the commit is made, and the next write checkpoints again. Once
+        it is written, the log is trimmed (`log_retention`); a failed trim costs space only."""
         try:
-            log_snapshot.write(self.spark, self.root, self.snapshot)
-            self.snapshot.tail = 0
+            self.snapshot.checkpointed(log_snapshot.write(self.spark, self.root, self.snapshot))
         except Exception as error:  # noqa: BLE001 - cost only: readers read the commits from the previous checkpoint
             logger.warning("could not write a checkpoint of the commit log of %s: %s", self.root, error)
+            return
+        try:
+            log_retention.trim(self.spark, self.root, self.keep_checkpoints)
+        except Exception as error:  # noqa: BLE001 - space only: whatever it left, readers read correctly
+            logger.warning("could not trim the commit log of %s: %s", self.root, error)
 
     def _empty(self, directory: str, schema: StructType) -> None:
         """Remove a version's rows through Spark's writer (overwrite with no rows); a failure is logged, not raised:

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 
-from fair_pipeline.platform.engines.warehouse_files import join, local_path
+from fair_pipeline.platform.engines.warehouse_files import children, join, local_path
 
 LOG_DIR = "_commits"
 PARTITION, TABLE, VIEW = "partition", "table", "view"
@@ -90,7 +90,8 @@ def read_full(spark, root: str) -> list[Entry]:
     """The live entry of each (kind, name, partition), as `live` picks it, from every commit ever written, through
     the session (its executors read the log where it is). Every commit file is opened: writers read the latest
     checkpoint and the commits after it instead (`log_snapshot`)."""
-    return _latest_rows(spark, lambda reader: reader.parquet(log_uri(root)))
+    return _latest_rows(spark, lambda reader: reader.option("basePath", log_uri(root))
+                        .parquet(children(log_uri(root), "commit=*")))
 
 
 def read_commits(spark, root: str, commit_ids: Sequence[str]) -> list[Entry]:
@@ -124,8 +125,9 @@ def _latest_rows(spark, scan) -> list[Entry]:
 
 
 def read_local(root: str) -> list[Entry]:
-    """Every commit's entries (pass them to `live`), without a JVM, for a `file://` warehouse (pyarrow skips `_temporary` and hidden files, so a commit
-    being written is not seen)."""
+    """The entries of every commit file there is (pass them to `live`), without a JVM, for a `file://` warehouse
+    (pyarrow skips `_temporary` and hidden files, so a commit being written is not seen). Once the log is trimmed
+    (`log_retention`) the commits a checkpoint covers are gone: the live state is `log_snapshot.read_local`'s."""
     import pyarrow.dataset as ds
 
     path = local_path(log_uri(root))

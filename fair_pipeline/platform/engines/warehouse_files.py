@@ -2,7 +2,8 @@
 
 A location is a URI: `file:///...`, `hdfs://...`, or any scheme the cluster's Hadoop client knows; a plain path
 is taken as `file://` on its absolute form. The warehouse itself is read and changed through Spark only
-(`spark_tables`); these file systems list the landing folders a day's files are discovered in
+(`spark_tables`; the commit log's old files are deleted by the session's Hadoop client, `log_retention`); these
+file systems list the landing folders a day's files are discovered in
 (`ingestion.landing_uris`), one interface for two:
 - `HadoopFiles`: the session's own Hadoop FileSystem API (in the driver JVM, with the session's Hadoop settings),
   for every scheme. Classic sessions only: a Spark Connect client has no JVM.
@@ -11,6 +12,7 @@ is taken as `file://` on its absolute form. The warehouse itself is read and cha
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -34,6 +36,16 @@ def location_uri(location: str | Path) -> str:
 
 def join(uri: str, *parts: str) -> str:
     return "/".join([uri.rstrip("/"), *parts])
+
+
+def children(uri: str, pattern: str) -> str:
+    """The Hadoop glob of `uri`'s children matching `pattern` (`commit=*`), `uri`'s own glob characters escaped.
+    Reading a directory by its children also keeps Spark from warning "All paths were ignored" about a directory
+    whose own name starts with `_` (which it reads all the same)."""
+    return join(_GLOB_SPECIAL.sub(r"\\\1", uri), pattern)
+
+
+_GLOB_SPECIAL = re.compile(r"([\\{}\[\]*?])")
 
 
 def parent(uri: str) -> str:
@@ -146,6 +158,12 @@ class HadoopFiles:
             raise OSError(f"cannot read the status of {uri}: {_java_message(error)}") from error
         described = None if checksum is None else f"{checksum.getAlgorithmName()}:{bytes(checksum.getBytes()).hex()}"
         return int(status.getLen()), int(status.getModificationTime()), described
+
+    def delete(self, uri: str) -> None:
+        """Remove a file or a directory with everything in it (the commit log's housekeeping: `log_retention`); a
+        path already gone is not an error."""
+        path = self._path(uri)
+        self._fs(path).delete(path, True)
 
     def copy_to_local(self, uri: str, target: Path) -> None:
         """Copy a file to this machine (no checksum file beside it)."""

@@ -30,7 +30,7 @@ import pytest
 from benchmarks.spark_cluster_logs import STEPS
 from fair_pipeline.audit.spark_audit import PARTITIONS_CONF
 from fair_pipeline.platform import settings, sql_models
-from fair_pipeline.platform.engines import version_log
+from fair_pipeline.platform.engines import log_snapshot, version_log
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
 
@@ -110,7 +110,7 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
     assert set((cluster.worker_dir / "work").glob("*")) - earlier_apps
     assert not (spark_home / "spark_warehouse").exists()
     models = sql_models.discover_models()
-    live = version_log.live(version_log.read_local(f"file://{tables}"))
+    live = log_snapshot.read_local(f"file://{tables}").state
     for model in models.values():  # every model was built on Spark: a view definition or a committed table
         kinds = {kind for kind, name, _ in live if name == ".".join(model.key)}
         wanted = (version_log.VIEW if model.is_view else version_log.PARTITION if sql_models.is_partitioned(model, models)

@@ -12,10 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fair_pipeline.platform.engines import log_snapshot, version_log, warehouse_files
+from fair_pipeline.platform.engines import log_files, log_snapshot, version_log, warehouse_files
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
 from fair_pipeline.platform.engines.spark_tables import VersionedTables
 from fair_pipeline.platform.engines.version_log import Entry
+from tests.platform.spark.log_journal import Journal, checkpoint_rows, on_disk
 
 ODD = ['say "hi"', "a+b", "Ελληνικά 日本語", "<b>&amp;</b>", "O'Brien", "%41/..", ""]
 DAYS = [f"2026-01-0{n}" for n in range(1, 6)]
@@ -27,12 +28,12 @@ def _replayed(root: str) -> dict:
 
 
 def _checkpoints(root: str) -> list[str]:
-    path = warehouse_files.local_path(log_snapshot.checkpoints_uri(root))
+    path = warehouse_files.local_path(log_files.checkpoints_uri(root))
     return sorted(p.name for p in path.glob("checkpoint=*") if any(path.glob(f"{p.name}/part-*")))
 
 
 def _checkpoint_rows(root: str, name: str) -> list[dict]:
-    files = sorted((warehouse_files.local_path(log_snapshot.checkpoints_uri(root)) / name).glob("part-*.parquet"))
+    files = sorted((warehouse_files.local_path(log_files.checkpoints_uri(root)) / name).glob("part-*.parquet"))
     return [row for f in files for row in pq.read_table(f).to_pylist()]
 
 
@@ -48,10 +49,13 @@ def _entry(kind, name, partition, version, rows=1, definition=SCHEMA):
     return Entry(kind, name, partition, version, rows, definition)
 
 
-def test_checkpoint_and_tail_equal_the_full_log_with_odd_keys_replaced_and_emptied(spark, root):
+def test_checkpoint_and_tail_equal_the_full_log_with_odd_keys_replaced_and_emptied(spark, root, monkeypatch):
     """Keys and definitions with quotes, `+`, non-Latin and HTML text: every checkpoint holds each live entry once and
-    the ids it covers, and checkpoint + tail equals the replay after every commit."""
+    the ids of the commits it reflects that are still there, and checkpoint + tail equals the replay of every commit
+    written after each commit, while the log is trimmed (the two newest checkpoints kept)."""
+    journal = Journal().record(monkeypatch)
     tables = VersionedTables(spark, root, checkpoint_every=2)
+    live, lives = 0, []
     for step in range(9):
         name = f"marts.{ODD[step % len(ODD)]}"
         partition = f"{DAYS[step % 3]} {ODD[(step * 3) % len(ODD)]}"
@@ -61,20 +65,29 @@ def test_checkpoint_and_tail_equal_the_full_log_with_odd_keys_replaced_and_empti
             batch.append(_entry(version_log.VIEW, "staging.v", "", None, 0, f"SELECT '{ODD[step % len(ODD)]}' AS x"))
         tables._commit(batch)
         reread = log_snapshot.read(spark, root)
-        assert reread.state == _replayed(root) == tables.state
-        assert reread.commits == {e.commit_id for e in version_log.read_local(root)}
-    checkpoints = _checkpoints(root)
-    assert len(checkpoints) == 4  # after the 2nd, 4th, 6th and 8th commits
-    latest = _checkpoint_rows(root, checkpoints[-1])
-    covered = [r["commit_id"] for r in latest if r["kind"] == log_snapshot.COVERED]
-    entries = [r for r in latest if r["kind"] != log_snapshot.COVERED]
+        assert reread.state == journal.state() == tables.state == log_snapshot.read_local(root).state
+        assert len(reread.state) >= live  # never fewer live entries
+        live = len(reread.state)
+        lives.append(live)
+        assert reread.commits == set(on_disk(root, "commit"))
+    checkpoints = on_disk(root, "checkpoint")
+    # Checkpoints after the 2nd, 4th, 6th and 8th commits; the two newest kept, the 6th's the horizon: the commits
+    # it covers (the 3rd to the 6th) deleted with the older checkpoints.
+    assert [log_files.count_of(name) for name in checkpoints] == [6, 8] and on_disk(root, "trim") == checkpoints[:1]
+    assert len(on_disk(root, "commit")) == 3
+    latest = checkpoint_rows(root, checkpoints[-1])
+    covered = [r["commit_id"] for r in latest if r["kind"] == log_files.COVERED]
+    entries = [r for r in latest if r["kind"] not in (log_files.COVERED, log_files.BASED_ON)]
+    # This writer never read the log again (its commits are made directly), so its checkpoint still names the commits
+    # deleted since; a reader's next checkpoint names only those its listing found (`reread.commits` above).
     assert len(covered) == len(set(covered)) == 8
+    assert {r["name"] for r in latest if r["kind"] == log_files.BASED_ON} == {checkpoints[0]} | {
+        r["name"] for r in checkpoint_rows(root, checkpoints[0]) if r["kind"] == log_files.BASED_ON}
     keys = [(r["kind"], r["name"], r["partition"]) for r in entries]
-    assert len(keys) == len(set(keys))  # no entry twice
+    assert len(keys) == len(set(keys)) == lives[7]  # every live entry after the 8th commit, once
     assert log_snapshot.read(spark, root).tail == 1
-    emptied = [e for e in _replayed(root).values() if e.kind == version_log.PARTITION and e.version is None]
+    emptied = [e for e in journal.state().values() if e.kind == version_log.PARTITION and e.version is None]
     assert emptied and all(e.key in tables.state and tables.state[e.key].version is None for e in emptied)
-    assert version_log.live(version_log.read_full(spark, root)) == _replayed(root)
 
 
 def test_a_commit_appearing_after_a_checkpoint_is_read_even_with_an_older_time(spark, root):
@@ -118,12 +131,12 @@ def test_a_checkpoint_killed_while_written_is_not_used_and_a_failing_one_is_retr
     tables._commit([_entry(version_log.PARTITION, "marts.t", DAYS[0], "v1")])
     # What a process killed during the checkpoint's write leaves: its task's file under Spark's _temporary, never
     # renamed into place (this one claims to cover a commit that does not exist and to hold a wrong entry).
-    leftover = (warehouse_files.local_path(log_snapshot.checkpoints_uri(root)) / "checkpoint=999999999999-killed"
+    leftover = (warehouse_files.local_path(log_files.checkpoints_uri(root)) / "checkpoint=999999999999-killed"
                 / "_temporary" / "0" / "_temporary" / "attempt_0" / "part-00000.parquet")
     leftover.parent.mkdir(parents=True)
     bogus = [{"commit_id": "x", "committed_at": 2**62, "kind": version_log.PARTITION, "name": "marts.t",
               "partition": DAYS[0], "version": "wrong", "rows": 1, "definition": "{}"},
-             {"commit_id": "nothing", "committed_at": None, "kind": log_snapshot.COVERED, "name": None,
+             {"commit_id": "nothing", "committed_at": None, "kind": log_files.COVERED, "name": None,
               "partition": None, "version": None, "rows": None, "definition": None}]
     schema = pa.schema([(f, pa.string() if k == "string" else pa.int64()) for f, k in version_log.FIELDS])
     pq.write_table(pa.Table.from_pylist(bogus, schema=schema), leftover)
@@ -173,6 +186,7 @@ def test_a_home_without_checkpoints_reads_its_full_log_and_the_engine_checkpoint
     assert _checkpoints(root) == []
     reopened = SparkEngine(spark, root)
     assert reopened.tables.state == _replayed(root) and reopened.tables.snapshot.tail == 4
+    assert version_log.live(version_log.read_full(spark, root)) == _replayed(root)
     reopened.tables.checkpoint_every = 5
     reopened.replace_partition(("marts", "t"), f"{sql} AND n > 1", {"partition_date": DAYS[0]}, DAYS[0])  # empties
     assert len(_checkpoints(root)) == 1

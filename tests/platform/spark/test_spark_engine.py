@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fair_pipeline.platform.engines import WarehouseWriteError, spark_tables, version_log, warehouse_files
+from fair_pipeline.platform.engines import WarehouseWriteError, log_snapshot, spark_tables, version_log, warehouse_files
 from fair_pipeline.platform.engines.spark_engine import SparkEngine
 
 TABLE = ("marts", "t")
@@ -39,7 +39,7 @@ def _rows(engine):
 
 def _no_leftovers(engine):
     """Only the live versions hold rows: superseded and failed writes were emptied (through Spark's writer)."""
-    live = {e.version for e in version_log.live(version_log.read_local(engine.root)).values() if e.version}
+    live = {e.version for e in log_snapshot.read_local(engine.root).state.values() if e.version}
     root = warehouse_files.local_path(engine.root)
     for version in root.glob("*/*/write_id=*"):
         rows = sum(pq.read_metadata(f).num_rows for f in version.rglob("*.parquet") if not f.name.startswith("."))

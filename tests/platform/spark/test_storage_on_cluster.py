@@ -30,7 +30,7 @@ import pytest
 
 from fair_pipeline.commands import main
 from fair_pipeline.platform import settings
-from fair_pipeline.platform.engines import version_log
+from fair_pipeline.platform.engines import log_snapshot, version_log
 from tests.platform.spark.raw_and_models import DIED_IN_COMMIT, assert_same_tables, ingest_and_build
 
 SIMULATION = ["--start", "2026-01-01", "--days", "2", "--requests-per-day", "60", "--items", "300"]
@@ -64,7 +64,7 @@ def _odd_names(landing: Path) -> None:
 
 
 def _live_versions(tables: Path) -> set[str]:
-    return {e.version for e in version_log.live(version_log.read_local(f"file://{tables}")).values() if e.version}
+    return {e.version for e in log_snapshot.read_local(f"file://{tables}").state.values() if e.version}
 
 
 def _versions_with_rows(tables: Path) -> set[tuple[str, str]]:

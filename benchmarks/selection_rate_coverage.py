@@ -1,0 +1,133 @@
+"""Monte Carlo coverage of model selection's paired cost difference for candidates at the pipeline's DEFAULT threshold
+rule, a selection rate (each candidate selects the top share q = 0.4 of the held-out examples, its threshold chosen
+from the same rows), clustered by item.
+
+Every replication draws fresh items and heavy-tailed impressions exactly as the ``selection_*`` rows of
+`cluster_inference_coverage.py` (its `draw`: Pareto(1.3) popularity, one row per impression), and compares the same
+two candidates (the merit, and the merit + W_SHIFT in group "1") by the same metric, but each at its own 40%
+selection-rate threshold. The truth is in closed form: each candidate's population threshold solves
+Σ_{g,y} P(g) P(y | g) S_{g,y}(t) = q over the simulator's normal-plus-uniform score components (impressions are
+independent of the item, so the impression-weighted population is the item population), and the cost difference
+is the metric's at the rates there.
+
+Intervals per replication, over the replications the pipeline calls estimable (>= MIN_DISAGREEING items decide
+differently): ``reported`` (what `paired_cost_difference` reports: CR2 of the linearised threshold term floored by
+the exchangeable-items variance, t at its df), ``cr2_t`` (CR2 alone, t at its df) and ``resampled``
+(`paired_resample`: items resampled into the observed sizes, thresholds re-chosen, the basic bootstrap interval).
+``above`` / ``below``: intervals entirely above / below the truth; ``width`` the mean width beside ``sd_estimate``;
+``cov_se`` the binomial MC SE of a coverage near the reported one.
+
+    python benchmarks/selection_rate_coverage.py --reps 500 --seed 0
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy.optimize import brentq  # noqa: E402
+
+from fair_pipeline.audit.stats.small_sample import cluster_robust_interval  # noqa: E402
+from fair_pipeline.ingestion.simulation_config import SimulationConfig  # noqa: E402
+from fair_pipeline.platform.replications import replication_pool  # noqa: E402
+from fair_pipeline.selection.elicitation.paired import (candidate_parts, clustered_parts, group_codes,  # noqa: E402
+                                                        paired_cost_difference)
+from fair_pipeline.selection.elicitation.paired_resample import resampled_costs  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("cic", Path(__file__).with_name("cluster_inference_coverage.py"))
+cic = importlib.util.module_from_spec(_spec)  # the sibling benchmark: its draws, metric and score components
+_spec.loader.exec_module(cic)
+
+SELECTION_RATE = 0.4  # the pipeline's default (selection.assets)
+ROWS = ("selection_pareto1.3_2000", "selection_pareto1.3_4000")
+LABELS = ["0", "1"]
+
+
+def true_difference(rate: float = SELECTION_RATE) -> float:
+    """cost(A) - cost(W) at the population's selection-rate thresholds (module doc)."""
+    cfg = SimulationConfig()
+    comp = {c: (cic.ac._Component(cfg.relevance_effect + cfg.group_effect * c, cfg.relevance_sd, 2.0 * (1 - c)),
+                cic.ac._Component(cfg.group_effect * c, cfg.relevance_sd, 1.0 * (1 - c))) for c in (0, 1)}
+    share = {0: 1 - cfg.p_group, 1: cfg.p_group}
+    relevant = {0: cfg.p_relevant_group0, 1: cfg.p_relevant_group1}
+
+    def rates(shift: float) -> np.ndarray:
+        def selected(t):
+            return sum(share[c] * (relevant[c] * (1 - comp[c][0].cdf(t - shift * c))
+                                   + (1 - relevant[c]) * (1 - comp[c][1].cdf(t - shift * c))) for c in (0, 1))
+        t = brentq(lambda t: selected(t) - rate, -5.0, 10.0)
+        return np.array([[1 - comp[c][0].cdf(t - shift * c), comp[c][1].cdf(t - shift * c)] for c in (0, 1)])
+
+    return float(cic.SELECTION_METRIC(rates(0.0)) - cic.SELECTION_METRIC(rates(cic.W_SHIFT)))
+
+
+def one_replication(args) -> dict:
+    config, rep, seed = args
+    d = cic.draw(config, [seed, rep, list(cic.CONFIGS).index(config)])
+    g = np.where(d["group"] == "0", "0", "1")
+    held = pd.DataFrame({"group": g, "n_pos": d["label"].astype(int), "n_neg": (~d["label"]).astype(int)})
+    a, w = d["score"], d["score"] + cic.W_SHIFT * (g == "1")
+    out = paired_cost_difference(cic.SELECTION_METRIC, held, a, w, LABELS, selection_rate=SELECTION_RATE,
+                                 clusters=d["item"])
+    n_items = int(np.unique(d["item"]).size)
+    parts = [candidate_parts(cic.SELECTION_METRIC, held, s, LABELS, selection_rate=SELECTION_RATE, n_clusters=n_items)[1]
+             for s in (a, w)]
+    totals, shares = clustered_parts(parts[0] - parts[1], held, LABELS, d["item"])
+    cr2 = cluster_robust_interval(out.estimate, totals, shares)
+    resampled = resampled_costs(cic.SELECTION_METRIC, held, group_codes(held["group"], LABELS), {"a": a, "w": w},
+                                selection_rate=SELECTION_RATE, clusters=d["item"], seed=rep)
+    low, high, _, sd = resampled.difference("a", "w", out.estimate)
+    return {"config": config, "rep": rep, "estimate": out.estimate, "estimable": bool(np.isfinite(out.se)),
+            "disagreeing": out.disagreeing, "reported": (out.ci_low, out.ci_high), "se": out.se, "resampled_sd": sd,
+            "cr2_t": (cr2.ci_low, cr2.ci_high), "resampled": (low, high)}
+
+
+def coverage(raw: pd.DataFrame, truth: float) -> pd.DataFrame:
+    rows = []
+    for config, g in raw.groupby("config", sort=False):
+        kept = g[g["estimable"]]
+        row = {"config": config, "truth": truth, "reps": len(kept), "not_estimable": 1 - len(kept) / len(g),
+               "sd_estimate": kept["estimate"].std(ddof=1), "rms_se": float(np.sqrt((kept["se"] ** 2).mean())),
+               "rms_resampled_sd": float(np.sqrt((kept["resampled_sd"] ** 2).mean()))}
+        for method in ("reported", "cr2_t", "resampled"):
+            low = kept[method].map(lambda x: x[0]).to_numpy()
+            high = kept[method].map(lambda x: x[1]).to_numpy()
+            row[method] = float(np.mean((low <= truth) & (truth <= high)))
+            row[f"{method}_above"] = float(np.mean(low > truth))
+            row[f"{method}_below"] = float(np.mean(high < truth))
+            row[f"{method}_width"] = float(np.mean(high - low))
+        row["cov_se"] = float(np.sqrt(row["reported"] * (1 - row["reported"]) / max(len(kept), 1)))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=500)
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=1)
+    a = ap.parse_args(argv)
+    tasks = [(c, r, a.seed) for c in a.rows.split(",") for r in range(a.reps)]
+    t0, c0 = time.time(), time.process_time()
+    if a.jobs > 1:
+        with replication_pool(a.jobs) as pool:
+            found = pool.map(one_replication, tasks, chunksize=max(1, len(tasks) // (16 * a.jobs)))
+    else:
+        found = [one_replication(t) for t in tasks]
+    table = coverage(pd.DataFrame(found), true_difference())
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(f"{len(tasks)} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
+          f"{time.process_time() - c0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

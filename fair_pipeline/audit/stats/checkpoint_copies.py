@@ -1,0 +1,107 @@
+"""The copies `prefix_clusters.PrefixClusterSums` keeps of clusters straddling a checkpoint, per checkpoint and
+holding only what that checkpoint's cutoff reads.
+
+The stream passes checkpoint e (a cutoff's threshold on vector u's negatives) once. A cluster whose rows lie on
+both sides of it needs its sums as they stood then: they are taken when its first row after e arrives, from its
+running sums (unchanged since its last row). The final step reads, at checkpoint e, only vector u's sums
+(`prefix_clusters.vector_sums`): u's negatives' count and their sums of the ROC of each vector (G + 2 numbers),
+each group's positives' count and their sums of FPR_u (2 G). So a copy is kept per checkpoint it covers, as
+those numbers only: 8 with two groups instead of a cluster's 16 running sums. Below FPR 1 the one-way audit forms
+only the columns of one vector (a group's or the pooled AUC, `cluster_parts.LastCutoffColumns`): with
+``diagonal`` a copy keeps u's negatives' count and ROC_u sums and the positives' count and FPR_u sums of u's own
+groups (4 numbers for a group, 2 + 2 G for the pooled vector); the other entries read as zeros.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+BUCKET_BITS = 13  # copies are ordered by code >> BUCKET_BITS only (a radix sort of small keys), then picked by code
+
+
+class CheckpointCopies:
+    """Per checkpoint passed (numbered 1, 2, ...), the codes of the clusters straddling it and their sums there."""
+
+    def __init__(self, n_groups: int, diagonal: bool = False):
+        self.G, self.diagonal = int(n_groups), bool(diagonal)
+        self.vector_of = [None]  # checkpoint number -> its vector
+        self._parts: dict[int, list] = {}  # checkpoint -> [(codes, values (n, width))]
+        self._sorted: dict[int, tuple] | None = None
+        self._layouts: dict[int, tuple] = {}
+
+    def passed(self, vector: int) -> None:
+        """The stream passed the next checkpoint, a threshold of ``vector``."""
+        self.vector_of.append(int(vector))
+
+    def layout(self, u: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For checkpoint vector ``u``: the quantities kept of its negatives, their cells (summed), the groups
+        whose positives are kept."""
+        if u not in self._layouts:
+            G = self.G
+            quantities = np.array([0, 1 + u]) if self.diagonal else np.arange(G + 2)
+            neg_cells = np.arange(0, 2 * G, 2) if u == G else np.array([2 * u])
+            groups = np.array([u]) if self.diagonal and u < G else np.arange(G)
+            # the entries a copy does not keep (read as zeros)
+            self._layouts[u] = (quantities, neg_cells, groups, np.setdiff1d(np.arange(G + 2), quantities),
+                                np.setdiff1d(np.arange(G), groups))
+        return self._layouts[u][:3]
+
+    def take(self, codes: np.ndarray, since: np.ndarray, now: int, sums: np.ndarray) -> None:
+        """Clusters ``codes`` (distinct), last fed when ``since`` checkpoints were passed and fed again now that
+        ``now`` are: their running sums ``sums`` (n, G + 2, 2 G) stood so at every checkpoint in (since, now]."""
+        if self._sorted is not None:
+            raise RuntimeError("copies taken after they were read")
+        for e in range(int(since.min()) + 1, now + 1):
+            mine = np.flatnonzero(since < e)
+            if not mine.size:
+                continue
+            quantities, neg_cells, groups = self.layout(self.vector_of[e])
+            rows = sums[mine]
+            neg = rows[:, quantities][:, :, neg_cells].sum(axis=2)  # (n, quantities)
+            pos = rows[:, [0, 1 + self.vector_of[e]]][:, :, 2 * groups + 1].reshape(mine.size, -1)  # (n, 2 x groups)
+            self._parts.setdefault(e, []).append((codes[mine], np.hstack([neg, pos])))
+
+    def _finish(self) -> None:
+        """Each checkpoint's copies in one array, by bucket of codes (a cluster is copied at most once per
+        checkpoint)."""
+        self._sorted = {}
+        for e, parts in self._parts.items():
+            codes = np.concatenate([p[0] for p in parts])
+            values = np.concatenate([p[1] for p in parts])
+            bucket = codes >> BUCKET_BITS
+            bucket = bucket.astype(np.int16) if bucket.max() < np.iinfo(np.int16).max else bucket
+            order = np.argsort(bucket, kind="stable")
+            self._sorted[e] = (bucket[order], codes[order], values[order])
+        self._parts = None
+
+    def scatter(self, e: int, lo: int, hi: int, neg: np.ndarray, pos: np.ndarray) -> None:
+        """Write the copies at checkpoint ``e`` of clusters lo..hi-1 over ``neg`` (G + 2, w) (vector u's negatives'
+        sums) and ``pos`` (2, G, w) (each group's positives' count and FPR_u sums), u the checkpoint's vector."""
+        if self._sorted is None:
+            self._finish()
+        held = self._sorted.get(int(e))
+        if held is None:
+            return
+        bucket, codes, values = held
+        a, b = np.searchsorted(bucket, [lo >> BUCKET_BITS, ((hi - 1) >> BUCKET_BITS) + 1])
+        codes, values = codes[a:b], values[a:b]
+        if codes.size and (codes.min() < lo or codes.max() >= hi):  # a bucket shared with other chunks
+            mine = (codes >= lo) & (codes < hi)
+            codes, values = codes[mine], values[mine]
+        if not codes.size:
+            return
+        at = codes - lo
+        u = self.vector_of[e]
+        quantities, _, groups = self.layout(u)
+        rest, others = self._layouts[u][3:]
+        # entry by entry: one-dimensional scatters, several times cheaper than a two-dimensional fancy index
+        for n, q in enumerate(quantities):
+            neg[q, at] = values[:, n]
+        for q in rest:
+            neg[q, at] = 0.0
+        n = quantities.size
+        for side in range(2):
+            for g in groups:
+                pos[side, g, at] = values[:, n]
+                n += 1
+            for g in others:
+                pos[side, g, at] = 0.0
