@@ -113,6 +113,7 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority30,minority45,"
     "minority60,minority45_pareto1.3,query_pareto1.3,pairwise_fresh,rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 "
     "--seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 3": "--reps 1",
     "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
         "--reps 1 --rows pareto1.3",
 }

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from fair_pipeline.platform.engines import version_log
 from fair_pipeline.platform.engines.version_log import Entry, live
-from fair_pipeline.platform.engines.warehouse_files import children, join, local_path
+from fair_pipeline.platform.engines.warehouse_files import join, listing_uri, local_path
 
 CHECKPOINT_DIR = "_checkpoints"
 COVERED = "covered"  # a checkpoint's row naming a commit its entries were taken from
@@ -73,11 +73,11 @@ class SparkLogFiles:
 
     def checkpoints(self) -> tuple[set[str], set[str]]:
         """(checkpoint names, names of the checkpoints of the trim markers)."""
-        listed = self._listed(checkpoints_uri(self.root), "{checkpoint,trim}=*")
+        listed = self._listed(checkpoints_uri(self.root))
         return listed.get("checkpoint", set()), listed.get("trim", set())
 
     def commits(self) -> set[str]:
-        return self._listed(version_log.log_uri(self.root), "commit=*").get("commit", set())
+        return self._listed(version_log.log_uri(self.root)).get("commit", set())
 
     def checkpoint(self, name: str) -> Checkpoint:
         frame = self.spark.read.schema(version_log.LOG_DDL).parquet(join(checkpoints_uri(self.root),
@@ -87,15 +87,16 @@ class SparkLogFiles:
     def read_commits(self, commit_ids: Sequence[str]) -> list[Entry]:
         return version_log.read_commits(self.spark, self.root, commit_ids)
 
-    def _listed(self, uri: str, pattern: str) -> dict[str, set[str]]:
-        """The ids of the children of `uri` matching the glob `pattern` that hold a data file, by the kind in their
-        name (the children are read, not `uri`, named with `_`: `warehouse_files.children`)."""
+    def _listed(self, uri: str) -> dict[str, set[str]]:
+        """The ids of the children of `uri` that hold a data file, by the kind in their name. No partition
+        discovery (`recursiveFileLookup`): checkpoints and trim markers sit side by side under other names."""
         from pyspark.errors import AnalysisException
 
         try:
-            files = self.spark.read.schema(version_log.LOG_DDL).parquet(children(uri, pattern)).inputFiles()
+            files = (self.spark.read.schema(version_log.LOG_DDL).option("recursiveFileLookup", "true")
+                     .parquet(listing_uri(uri)).inputFiles())
         except AnalysisException as error:
-            if version_log.is_missing_path(error):  # nothing matched: none written yet
+            if version_log.is_missing_path(error):  # none written yet
                 return {}
             raise
         return _by_kind(files)
@@ -124,12 +125,18 @@ class LocalLogFiles:
 
     @staticmethod
     def _files(uri: str) -> list[str]:
-        """The data files one level down (`<uri>/<child>/<file>`), as URIs; none for a missing directory."""
+        """The data files one level down (`<uri>/<child>/<file>`), as URIs; none for a missing directory. A child
+        deleted while it is listed is left out, as a listing a moment later would."""
         path = local_path(uri)
         if not path.is_dir():
             return []
-        return [f"{uri}/{child.name}/{file.name}" for child in path.iterdir() if child.is_dir()
-                for file in child.iterdir() if file.is_file()]
+        files = []
+        for child in path.iterdir():
+            try:
+                files += [f"{uri}/{child.name}/{file.name}" for file in child.iterdir() if file.is_file()]
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return files
 
     @staticmethod
     def _rows(uri: str) -> list[dict]:

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 
-from fair_pipeline.platform.engines.warehouse_files import children, join, local_path
+from fair_pipeline.platform.engines.warehouse_files import join, listing_uri, local_path
 
 LOG_DIR = "_commits"
 PARTITION, TABLE, VIEW = "partition", "table", "view"
@@ -90,8 +90,7 @@ def read_full(spark, root: str) -> list[Entry]:
     """The live entry of each (kind, name, partition), as `live` picks it, from every commit ever written, through
     the session (its executors read the log where it is). Every commit file is opened: writers read the latest
     checkpoint and the commits after it instead (`log_snapshot`)."""
-    return _latest_rows(spark, lambda reader: reader.option("basePath", log_uri(root))
-                        .parquet(children(log_uri(root), "commit=*")))
+    return _latest_rows(spark, lambda reader: reader.parquet(listing_uri(log_uri(root))))
 
 
 def read_commits(spark, root: str, commit_ids: Sequence[str]) -> list[Entry]:

@@ -12,7 +12,6 @@ file systems list the landing folders a day's files are discovered in
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 from pathlib import Path
@@ -38,14 +37,12 @@ def join(uri: str, *parts: str) -> str:
     return "/".join([uri.rstrip("/"), *parts])
 
 
-def children(uri: str, pattern: str) -> str:
-    """The Hadoop glob of `uri`'s children matching `pattern` (`commit=*`), `uri`'s own glob characters escaped.
-    Reading a directory by its children also keeps Spark from warning "All paths were ignored" about a directory
-    whose own name starts with `_` (which it reads all the same)."""
-    return join(_GLOB_SPECIAL.sub(r"\\\1", uri), pattern)
-
-
-_GLOB_SPECIAL = re.compile(r"([\\{}\[\]*?])")
+def listing_uri(uri: str) -> str:
+    """`uri` as Spark should be given a directory whose own name starts with `_` (the commit log's): as `<uri>/.`,
+    which Hadoop's Path normalizes to `<uri>/`, whose name is empty. Given `<uri>`, Spark logs `WARN DataSource: All
+    paths were ignored` (it filters names starting with `_`, then reads the directory all the same); a glob of its
+    children instead makes it log that it found no metadata directory at the glob."""
+    return join(uri, ".")
 
 
 def parent(uri: str) -> str:
