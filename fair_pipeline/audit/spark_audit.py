@@ -47,6 +47,20 @@ from fair_pipeline.audit.stats.validation import as_cutoffs
 from fair_pipeline.audit.streamed import output_scores
 
 DEFAULT_PARTITIONS = 16  # score ranges swept in parallel; the driver receives one state per range
+# The session's setting of the ranges (and of the pairwise pass's query partitions), e.g. `--spark-conf
+# spark.fair_pipeline.audit.partitions=4`: each range is a task of every stage of an audit, so a small cluster
+# spends its time scheduling tasks of a few rows.
+PARTITIONS_CONF = "spark.fair_pipeline.audit.partitions"
+
+
+def session_partitions(rows: DataFrame) -> int:
+    """The session's PARTITIONS_CONF (a positive integer), else DEFAULT_PARTITIONS."""
+    text = rows.sparkSession.conf.get(PARTITIONS_CONF, None)
+    if text is None:
+        return DEFAULT_PARTITIONS
+    if not str(text).strip().isdigit() or int(text) < 1:
+        raise ValueError(f"{PARTITIONS_CONF}={text!r} must be a positive integer")
+    return int(text)
 
 
 def _scored_fields(n_cluster_cols: int) -> list[tuple[str, pa.DataType]]:
@@ -175,13 +189,15 @@ def _states(swept: DataFrame) -> dict[int, dict]:
 def audit_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str, cutoffs, *,
                      prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, min_count: int,
                      confidence: float, estimand: str | None = None, margins=None, cluster_cols=(),
-                     partitions: int = DEFAULT_PARTITIONS, **stream_options) -> tuple[AuditReport, int]:
+                     partitions: int | None = None, **stream_options) -> tuple[AuditReport, int]:
     """`audit_aggregates` of the output's rescored rows (group[, cluster columns], score, n_pos, n_neg; rows may
     repeat a (group, score)), computed on the executors: ``score(frame)`` scores a batch of ``rows`` (after
     ``prepare``). Variances are cluster-robust by ``cluster_cols`` (one column, or item and query: two-way),
     else the conditional (iid) ones; ``stream_options``: min_clusters, comparisons, reference of `StreamingAudit`.
-    Returns the report and the number of rows audited."""
+    ``partitions``: the score ranges (default: `session_partitions`). Returns the report and the number of rows
+    audited."""
     cutoffs, cluster_cols = as_cutoffs(cutoffs), tuple(cluster_cols)
+    partitions = partitions or session_partitions(rows)
     scored = score_on_executors(rows, score, name, prepare, cluster_cols)
     ranged = scored.repartitionByRange(int(partitions), F.col("s").desc()).persist(StorageLevel.MEMORY_AND_DISK)
     swept = None

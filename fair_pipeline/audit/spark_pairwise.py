@@ -30,7 +30,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fair_pipeline.audit.spark_audit import score_on_executors
+from fair_pipeline.audit.spark_audit import score_on_executors, session_partitions
 from fair_pipeline.audit.spark_errors import executor_input_errors
 from fair_pipeline.audit.stats import AuditInputError
 from fair_pipeline.audit.stats.pairwise import (
@@ -177,11 +177,12 @@ def _items(cells: DataFrame, G: int) -> DataFrame:
 @executor_input_errors()
 def pairwise_spark_rows(rows: DataFrame, score: Callable[[pd.DataFrame], np.ndarray], name: str, levels, *,
                         prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None, confidence: float = 0.95,
-                        margins=None, partitions: int = 16) -> tuple[PairwiseResult, int]:
+                        margins=None, partitions: int | None = None) -> tuple[PairwiseResult, int]:
     """The output's pairwise accuracies on ``rows`` (query_id, item_id, group, n_pos, n_neg and the scored columns),
     two-way clustered by item and query (new items and new queries), computed on the executors; and the number of
-    queries the rows hold."""
+    queries the rows hold. ``partitions``: of the queries (default: `spark_audit.session_partitions`)."""
     levels = [str(g) for g in levels]
+    partitions = partitions or session_partitions(rows)
     scored = score_on_executors(rows, score, name, prepare, cluster_cols=("query_id", "item_id"))
     parts = _per_query_parts(scored, levels, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:

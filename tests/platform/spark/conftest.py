@@ -1,5 +1,5 @@
 """One SparkSession for every Spark test (the JVM starts once): local[2], 1 GB driver, no UI, two shuffle
-partitions. Every test here is marked `spark`. They run in CI: .ci/run installs Java 17 when it is absent and
+partitions, four score ranges per audit. Every test here is marked `spark`. They run in CI: .ci/run installs Java 17 when it is absent and
 pyspark comes with the dev extra, so in CI a missing Java fails; on a developer machine without Java they are
 skipped with the reason in pytest's summary."""
 from __future__ import annotations
@@ -19,9 +19,12 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def spark():
     require_java("the Spark tests")
+    from fair_pipeline.audit.spark_audit import PARTITIONS_CONF
     from fair_pipeline.platform.engines.spark_engine import spark_session
 
-    session = spark_session(master="local[2]", driver_memory="1g", shuffle_partitions=2)
+    # Four score ranges per audit (default 16): every range is a task of each of an audit's stages, and the
+    # pipeline's audits here have a few thousand rows; tests that check the merge of many ranges name theirs.
+    session = spark_session(master="local[2]", driver_memory="1g", shuffle_partitions=2, config={PARTITIONS_CONF: "4"})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -28,12 +28,14 @@ import duckdb
 import pytest
 
 from benchmarks.spark_cluster_logs import STEPS
+from fair_pipeline.audit.spark_audit import PARTITIONS_CONF
 from fair_pipeline.platform import settings, sql_models
 from fair_pipeline.platform.engines import log_snapshot, version_log
 from fair_pipeline.reporting.build import FINDINGS_NAME
 from fair_pipeline.reporting.latest import latest_report_dir
 
 BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_spark_cluster.py"
+SMALL_TASKS = ("--spark-conf", "spark.sql.shuffle.partitions=2", "--spark-conf", f"{PARTITIONS_CONF}=4")
 CLEARED = ("DAGSTER_HOME", "MLFLOW_TRACKING_URI", settings.ENGINE_ENV, settings.SPARK_MASTER_ENV,
            settings.SPARK_CONF_ENV, settings.SPARK_DRIVER_MEMORY_ENV)
 
@@ -80,9 +82,10 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
                                      "--no-simulate"], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
                                     env={k: v for k, v in os.environ.items() if k not in CLEARED})
     try:
-        # Two tasks per shuffle on the 2-core cluster (the default 8 runs four waves of tiny tasks per shuffle; the
-        # test checks findings and that tasks ran, not task counts). The landing written above is reused.
-        bench.main([*bench_args, "--spark-conf", "spark.sql.shuffle.partitions=2"])
+        # Two tasks per shuffle and four score ranges per audit on the 2-core cluster (the defaults, 8 and 16, run
+        # waves of tiny tasks: most of the audit step's time; the test checks findings and that tasks ran, not task
+        # counts). The landing written above is reused.
+        bench.main([*bench_args, *SMALL_TASKS])
         duck_code = duck_run.wait(timeout=1800)
     finally:
         if duck_run.poll() is None:
@@ -129,7 +132,7 @@ def test_the_main_job_on_a_standalone_cluster_is_measured_and_gives_duckdbs_find
 
     # --steps: only the EO and selection steps again, on the home the main job left, in a driver of their own and
     # with the same instrumentation; the figures of that run alone, its logs in a folder of the home.
-    bench.main([*bench_args, "--spark-conf", "spark.sql.shuffle.partitions=2", "--steps", "eo,selection"])
+    bench.main([*bench_args, *SMALL_TASKS, "--steps", "eo,selection"])
     out = capsys.readouterr().out
     again = json.loads((tmp_path / "bench" / "results_steps_eo+selection_2e+04.json").read_text())
     assert set(again) - {"_run", "between steps"} == {"eo", "selection"}, again

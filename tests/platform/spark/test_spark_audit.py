@@ -38,6 +38,39 @@ def _duckdb_audit(tmp_path, df):
                              confidence=0.95, estimand="conditional")
 
 
+def test_the_sessions_setting_chooses_the_score_ranges(spark, tmp_path, monkeypatch):
+    """`--spark-conf spark.fair_pipeline.audit.partitions=N` sets the ranges of an audit that names none (the
+    pipeline's): the same report, N tasks a stage; a value that is not a positive integer is named."""
+    from fair_pipeline.audit import spark_audit
+
+    df, ranges = _rows(2_000, False), []
+    counts = spark_audit._partition_counts
+
+    def counted(ranged, groups):  # one row per non-empty range: every distinct score is its own block here
+        found = counts(ranged, groups)
+        ranges.append(len(found))
+        return found
+
+    monkeypatch.setattr(spark_audit, "_partition_counts", counted)
+    before = spark.conf.get(spark_audit.PARTITIONS_CONF, None)  # the shared session's, put back after
+    try:
+        spark.conf.unset(spark_audit.PARTITIONS_CONF)
+        assert spark_audit.session_partitions(spark.createDataFrame(df)) == spark_audit.DEFAULT_PARTITIONS
+        spark.conf.set(spark_audit.PARTITIONS_CONF, "3")
+        got, _ = audit_spark_rows(spark.createDataFrame(df), rescore, "test", CUTS, min_count=10, confidence=0.95,
+                                  estimand="conditional")
+        spark.conf.set(spark_audit.PARTITIONS_CONF, "0")
+        with pytest.raises(ValueError, match="spark.fair_pipeline.audit.partitions='0' must be a positive integer"):
+            audit_spark_rows(spark.createDataFrame(df), rescore, "test", CUTS, min_count=10, confidence=0.95)
+    finally:
+        spark.conf.unset(spark_audit.PARTITIONS_CONF)
+        if before is not None:
+            spark.conf.set(spark_audit.PARTITIONS_CONF, before)
+    assert ranges == [3]
+    want = _duckdb_audit(tmp_path, df)
+    for name in ("groups", "pairs", "overall"):
+        assert_tables_close(getattr(got, name), getattr(want, name), name)
+
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("partitions", [1, 7])
 def test_spark_audit_equals_the_duckdb_path(spark, tmp_path, ties, partitions):
