@@ -13,7 +13,7 @@ is the metric's at the rates there.
 Intervals per replication, over the replications the pipeline calls estimable (>= MIN_DISAGREEING items decide
 differently): ``reported`` (what `paired_cost_difference` reports: CR2 of the linearised threshold term floored by
 the exchangeable-items variance, t at its df), ``cr2_t`` (CR2 alone, t at its df) and ``resampled``
-(`paired_resample`: items resampled into the observed sizes, thresholds re-chosen, the basic bootstrap interval).
+(`benchmarks/selection_resample.py`: items resampled into the observed sizes, thresholds re-chosen, the basic bootstrap interval).
 ``above`` / ``below``: intervals entirely above / below the truth; ``width`` the mean width beside ``sd_estimate``;
 ``cov_se`` the binomial MC SE of a coverage near the reported one.
 
@@ -39,7 +39,7 @@ from fair_pipeline.ingestion.simulation_config import SimulationConfig  # noqa: 
 from fair_pipeline.platform.replications import replication_pool  # noqa: E402
 from fair_pipeline.selection.elicitation.paired import (candidate_parts, clustered_parts, group_codes,  # noqa: E402
                                                         paired_cost_difference)
-from fair_pipeline.selection.elicitation.paired_resample import resampled_costs  # noqa: E402
+from selection_resample import resampled_costs  # noqa: E402  (beside this script)
 
 _spec = importlib.util.spec_from_file_location("cic", Path(__file__).with_name("cluster_inference_coverage.py"))
 cic = importlib.util.module_from_spec(_spec)  # the sibling benchmark: its draws, metric and score components

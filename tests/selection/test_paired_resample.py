@@ -10,7 +10,7 @@ import pytest
 
 from fair_pipeline.selection.elicitation import FairQuadraticMetric
 from fair_pipeline.selection.elicitation.paired import candidate_parts, group_codes
-from fair_pipeline.selection.elicitation.paired_resample import SEED, resampled_costs
+from benchmarks.selection_resample import SEED, resampled_costs
 
 LABELS = ["a", "b"]
 METRIC = FairQuadraticMetric.from_pairs([0.6, 0.8], [np.eye(2) * np.sqrt(2)], lam=0.5)
