@@ -52,7 +52,7 @@ from fair_pipeline.audit.stats.small_sample import (adjusted_parts, cluster_robu
                                                     parts_design_df)
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric  # noqa: E402
 from fair_pipeline.ingestion.simulator import SimulationConfig, simulate_items  # noqa: E402
-from fair_pipeline.platform.replications import replication_pool  # noqa: E402
+from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("audit_coverage", Path(__file__).with_name("audit_coverage.py"))
 ac = importlib.util.module_from_spec(_spec)  # the sibling benchmark: closed-form truths of the simulator's items
@@ -417,12 +417,7 @@ def main(argv=None) -> None:
         ap.error(f"unknown rows {unknown}; known: {list(CONFIGS)}")
     tasks = [(c, r, a.seed) for c in names for r in range(a.reps)]
     t0, c0 = time.time(), time.process_time()
-    if a.jobs > 1:
-        with replication_pool(a.jobs) as pool:
-            chunks = pool.map(one_replication, tasks, chunksize=max(1, len(tasks) // (16 * a.jobs)))
-    else:
-        chunks = [one_replication(t) for t in tasks]
-    raw = pd.DataFrame([row for chunk in chunks for row in chunk])
+    raw = pd.DataFrame(replication_rows(one_replication, tasks, a.jobs, chunks_per_job=16))
     table, errors = coverage(raw), verdict_errors(raw)
     with pd.option_context("display.width", 220, "display.max_columns", 30):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))

@@ -36,7 +36,7 @@ from scipy.optimize import brentq  # noqa: E402
 
 from fair_pipeline.audit.stats.small_sample import cluster_robust_interval  # noqa: E402
 from fair_pipeline.ingestion.simulation_config import SimulationConfig  # noqa: E402
-from fair_pipeline.platform.replications import replication_pool  # noqa: E402
+from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 from fair_pipeline.selection.elicitation.paired import (candidate_parts, clustered_parts, group_codes,  # noqa: E402
                                                         paired_cost_difference)
 from selection_resample import resampled_costs  # noqa: E402  (beside this script)
@@ -108,6 +108,10 @@ def coverage(raw: pd.DataFrame, truth: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _as_rows(task) -> list[dict]:
+    return [one_replication(task)]
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=500)
@@ -117,11 +121,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     tasks = [(c, r, a.seed) for c in a.rows.split(",") for r in range(a.reps)]
     t0, c0 = time.time(), time.process_time()
-    if a.jobs > 1:
-        with replication_pool(a.jobs) as pool:
-            found = pool.map(one_replication, tasks, chunksize=max(1, len(tasks) // (16 * a.jobs)))
-    else:
-        found = [one_replication(t) for t in tasks]
+    found = replication_rows(_as_rows, tasks, a.jobs, chunks_per_job=16)
     table = coverage(pd.DataFrame(found), true_difference())
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
