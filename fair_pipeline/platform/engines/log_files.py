@@ -33,6 +33,11 @@ class Checkpoint:
     covered: frozenset[str]
     based_on: frozenset[str]
 
+    def usable(self, name: str, markers: set[str]) -> bool:
+        """Whether this checkpoint, named `name`, includes every trim marker's checkpoint: only then does it hold
+        the entries of every commit a trim may have deleted."""
+        return markers <= self.based_on | {name}
+
 
 def checkpoints_uri(root: str) -> str:
     return join(root, CHECKPOINT_DIR)

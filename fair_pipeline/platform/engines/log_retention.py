@@ -63,7 +63,7 @@ def trim(spark, root: str, keep: int = KEEP_CHECKPOINTS, files=None, delete=None
     kept = []
     for name in sorted(checkpoints, reverse=True):
         checkpoint = files.checkpoint(name)
-        if markers <= checkpoint.based_on | {name}:
+        if checkpoint.usable(name, markers):
             kept.append((name, checkpoint))
             if len(kept) == keep:
                 break

@@ -98,7 +98,7 @@ def read_snapshot(files) -> Snapshot:
             for name in sorted(checkpoints, reverse=True):  # the most commits first
                 used, checkpoint = name, _NONE
                 checkpoint = files.checkpoint(name)
-                if _includes(name, checkpoint, trims):
+                if checkpoint.usable(name, trims):
                     break
             else:
                 used, checkpoint = None, _NONE
@@ -121,17 +121,13 @@ def read_snapshot(files) -> Snapshot:
 _NONE = Checkpoint({}, frozenset(), frozenset())
 
 
-def _includes(name: str, checkpoint: Checkpoint, trims: set[str]) -> bool:
-    return trims <= checkpoint.based_on | {name}
-
-
 def _still_valid(files, used: str | None, checkpoint: Checkpoint) -> bool:
     """The checkpoint read is still there and includes every trim marker (none without a checkpoint): no commit it
     needed was deleted before its commits were listed."""
     checkpoints, trims = files.checkpoints()
     if used is None:
         return not trims
-    return used in checkpoints and _includes(used, checkpoint, trims)
+    return used in checkpoints and checkpoint.usable(used, trims)
 
 
 def write(spark, root: str, snapshot: Snapshot) -> str:
