@@ -33,11 +33,15 @@ def _cost(rows, score):
     return candidate_parts(METRIC, rows, score, LABELS, selection_rate=RATE)[0]
 
 
+def _resampled(rows, a, w, reps, clusters=None):
+    """Candidates A and W on ``rows`` (clustered by ``clusters``, default the rows' items), resampled ``reps`` times."""
+    return resampled_costs(METRIC, rows, group_codes(rows["group"], LABELS), {"A": a, "W": w}, selection_rate=RATE,
+                           clusters=rows["item_id"] if clusters is None else clusters, reps=reps)
+
+
 def test_every_resample_is_the_drawn_items_put_into_the_observed_sizes():
     rows, a, w = _items(np.random.default_rng(1), 60)
-    codes = group_codes(rows["group"], LABELS)
-    out = resampled_costs(METRIC, rows, codes, {"A": a, "W": w}, selection_rate=RATE, clusters=rows["item_id"],
-                          reps=4)
+    out = _resampled(rows, a, w, reps=4)
     sizes = (rows["n_pos"] + rows["n_neg"]).to_numpy()
     drawn = np.random.default_rng(SEED).integers(0, len(rows), (4, len(rows)))
     for b in range(4):
@@ -53,15 +57,12 @@ def test_every_resample_is_the_drawn_items_put_into_the_observed_sizes():
 
 def test_an_items_rows_keep_their_shares_and_impression_rows_give_the_item_rows_costs():
     rows, a, w = _items(np.random.default_rng(2), 80)
-    codes = group_codes(rows["group"], LABELS)
-    per_item = resampled_costs(METRIC, rows, codes, {"A": a, "W": w}, selection_rate=RATE, clusters=rows["item_id"],
-                               reps=50)
+    per_item = _resampled(rows, a, w, reps=50)
     shows = (rows["n_pos"] + rows["n_neg"]).to_numpy()
     expand = np.repeat(np.arange(len(rows)), shows)  # one row per impression, as the benchmark's logs
     imp = pd.DataFrame({"group": rows["group"].to_numpy()[expand], "n_pos": (rows["n_pos"].to_numpy()[expand] > 0) * 1,
                         "n_neg": (rows["n_neg"].to_numpy()[expand] > 0) * 1})
-    per_row = resampled_costs(METRIC, imp, codes[expand], {"A": a[expand], "W": w[expand]}, selection_rate=RATE,
-                              clusters=rows["item_id"].to_numpy()[expand], reps=50)
+    per_row = _resampled(imp, a[expand], w[expand], reps=50, clusters=rows["item_id"].to_numpy()[expand])
     assert per_row.costs == pytest.approx(per_item.costs, abs=1e-12)
     low, high, p, sd = per_item.difference("A", "W", _cost(rows, a) - _cost(rows, w))
     assert low < high and 0 < p <= 1 and sd > 0
