@@ -53,6 +53,7 @@ class ClusterSumsBase:
         if every is not None and keep_totals and K > 1:
             every = np.asarray(every, dtype=np.intp)
             out = (ClusterTotals([self.pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(self.pairs, 1, S, V))
+            out[0].design.moments = None  # the clusters' shares are the last cutoff's (`LastCutoffColumns`)
             self.add_to(out, auc, roc, every)
             return LastCutoffColumns(*out, every, S)
         out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
@@ -73,14 +74,16 @@ class ClusterSumsBase:
             plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
         targets = ([(out, slice(0, K), slice(None))] if every is None else
                    [(out[0], slice(0, K - 1), every), (out[1], slice(K - 1, K), slice(None))])
-        empty = np.empty if every is None else np.zeros  # (entries not formed are never read, but are added to)
+        # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S); one pair of buffers
+        # for every chunk (entries not formed are never read, but are added to: zeros, not garbage)
+        empty = np.empty if every is None else np.zeros
+        buffers = empty((2, K, S, min(self.C, CROSS_CHUNK)))
         for lo in range(0, self.C, CROSS_CHUNK):
             hi = min(self.C, lo + CROSS_CHUNK)
             N, P, edges, owners = self._chunk(lo, hi)
             N = np.vstack([N, N.sum(axis=0, keepdims=True)])
             P = np.vstack([P, P.sum(axis=0, keepdims=True)])
-            # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S)
-            Uneg, Upos = empty((K, S, hi - lo)), empty((K, S, hi - lo))
+            Uneg, Upos = buffers[..., :hi - lo]
             for j, neg, pos in owners:
                 for ks, s, i in plan[j]:
                     R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
