@@ -36,26 +36,35 @@ SINGLE = -1  # the cluster code of a cell holding one impression
 class CellCodes:
     """The (item, query) cells holding more than one impression, by their item and query codes (or integer ids,
     less ``lo``; ``n_second``: the query codes' range): a row's cell code, or `SINGLE` for a cell missing here,
-    looked up among the sorted keys (item code x queries + query code)."""
+    looked up among the sorted keys (item code x queries + query code). Few items hold such a cell, so a table
+    of flags by item code picks the rows worth looking up (a gather per row instead of a binary search)."""
 
     def __init__(self, first, second, codes, n_second: int, lo=(0, 0)):
         self.n_second, self.lo = max(int(n_second), 1), (int(lo[0]), int(lo[1]))
-        keys = (np.asarray(first, dtype=np.int64) - self.lo[0]) * self.n_second + \
-            (np.asarray(second, dtype=np.int64) - self.lo[1])
+        first = np.asarray(first, dtype=np.int64) - self.lo[0]
+        keys = first * self.n_second + (np.asarray(second, dtype=np.int64) - self.lo[1])
         self.size = keys.size
         order = np.argsort(keys, kind="stable")
         self.keys, self.codes = keys[order], np.asarray(codes, dtype=np.int64)[order]
         if self.keys.size > 1 and np.any(self.keys[1:] == self.keys[:-1]):
             raise ValueError("each cell must be listed once")
+        # items are numbered from 0 (codes, or ids less lo): the flags span the highest item holding a listed cell
+        self.has_cell = np.zeros(int(first.max()) + 1 if first.size else 0, dtype=bool)
+        self.has_cell[first] = True
 
     def lookup(self, first, second) -> np.ndarray:
         """The cell code of each row (item code ``first``, query code ``second``)."""
-        first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+        first = np.asarray(first, dtype=np.int64) - self.lo[0]
+        out = np.full(first.size, SINGLE, dtype=np.int64)
         if not self.keys.size:
-            return np.full(first.size, SINGLE, dtype=np.int64)
-        keys = (first - self.lo[0]) * self.n_second + (second - self.lo[1])
+            return out
+        flagged = self.has_cell[np.clip(first, 0, self.has_cell.size - 1)]
+        flagged &= (first >= 0) & (first < self.has_cell.size)
+        rows = np.flatnonzero(flagged)
+        keys = first[rows] * self.n_second + (np.asarray(second, dtype=np.int64)[rows] - self.lo[1])
         at = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
-        return np.where(self.keys[at] == keys, self.codes[at], SINGLE)
+        out[rows] = np.where(self.keys[at] == keys, self.codes[at], SINGLE)
+        return out
 
 
 class SingletonMoments:
