@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fair_pipeline.audit.stats.cluster_parts import LastCutoffColumns, last_cutoff_sums
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.prefix_clusters import ClassTotals, PrefixClusterSums, PrefixRows, cutoff_blocks
@@ -251,8 +252,8 @@ class IntersectionSums:
     """Two-way clustering's intersection stream: cells of several rows (codes 0..C-1) into `PrefixClusterSums`,
     one-impression cells (code `SINGLE`) into `SingletonMoments`; `covariance` as `PrefixClusterSums`'s."""
 
-    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
-        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters)
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int, diagonal: bool = False):
+        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters, diagonal=diagonal)
         self.single = SingletonMoments(n_pos, n_neg, alphas, pairs)
 
     def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves) -> None:
@@ -263,16 +264,29 @@ class IntersectionSums:
         self.several.update(pos, neg, *(a[rest] for a in args), codes[rest], curves)
         self.single.update(pos, neg, *(a[one] for a in args), curves)
 
-    def covariance(self, auc, roc, keep_totals: bool = False) -> ClusterCrossSums:
+    def covariance(self, auc, roc, keep_totals: bool = False, every=None):
+        """`ClusterCrossSums` of both kinds of cells (``every``: as `PrefixClusterSums.covariance`'s, then a
+        `cluster_parts.LastCutoffColumns`)."""
         if keep_totals:
             raise ValueError("the intersection stream keeps no totals")
         several = self.several
-        out = ClusterCrossSums(several.pairs, several.alphas.size, len(several.pairs), several.G + 1, design=False)
-        several.add_to(out, auc, roc)
+        K, S, V = several.alphas.size, len(several.pairs), several.G + 1
         cross, cross_cr2 = self.single.cross_sums(auc, roc)
-        out.cross += cross
-        out.cross_cr2 += cross_cr2
-        out.clusters += self.single.rows
+        if every is not None and K > 1:
+            first, last = last_cutoff_sums(several.pairs, K, V, every, keep_totals=False)
+            several.add_to((first, last), auc, roc, first.every)
+            pick = np.ix_(first.every, first.every)
+            for out, (a, b) in ((first, (cross[:-1], cross_cr2[:-1])), (last, (cross[-1:], cross_cr2[-1:]))):
+                out.cross += a if out is last else a[:, pick[0], pick[1]]
+                out.cross_cr2 += b if out is last else b[:, pick[0], pick[1]]
+            out = LastCutoffColumns(first, last)
+            out.add_clusters(self.single.rows)
+        else:
+            out = ClusterCrossSums(several.pairs, K, S, V, design=False)
+            several.add_to(out, auc, roc)
+            out.cross += cross
+            out.cross_cr2 += cross_cr2
+            out.clusters += self.single.rows
         if out.clusters < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {out.clusters}")
         return out
