@@ -99,8 +99,8 @@ def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: boo
     """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes; two-way's
     second, the queries, `BandedClusterSums`); two-way's intersection stream also sums its one-impression cells
     apart (`IntersectionSums`) unless ``split_singletons`` is false (a score range swept on its own cannot tell a
-    cell's one impression from a cell whose other impressions lie in other ranges). ``diagonal``: one-way sums
-    read below FPR 1 for the groups' and the pooled AUC only (`StreamingAudit.report`), so they keep less."""
+    cell's one impression from a cell whose other impressions lie in other ranges). ``diagonal``: the sums are
+    read below FPR 1 for the groups' and the pooled AUC only (`StreamingAudit.report`), so copies keep less."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
     # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
@@ -111,7 +111,7 @@ def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: boo
     if len(sizes) == 1:
         return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, sizes[0], diagonal=diagonal)]
     kinds = [PrefixClusterSums, queries, intersection]
-    return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
+    return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size, diagonal=diagonal) for kind, size in zip(kinds, sizes)]
 
 
 def signed_streams(sums: list) -> list:

@@ -27,8 +27,8 @@ def fits_bands(n_clusters: int, rows: float, n_groups: int, n_alphas: int) -> bo
 class BandedClusterSums(PrefixClusterSums):
     """`PrefixClusterSums` (same constructor, ``update``, covariance and ``per_cluster``) with per-band sums."""
 
-    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
-        super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int, diagonal: bool = False):
+        super().__init__(n_pos, n_neg, alphas, pairs, n_clusters, diagonal=diagonal)
         self.run = self.last = None  # no running sums or copies: the bands below
         self.bands: dict[int, np.ndarray] = {}  # checkpoints passed -> (C, G + 2, 2 G) sums of the rows fed then
 
