@@ -117,10 +117,10 @@ def _contrasts(res, with_xauc: bool) -> dict:
     return out
 
 
-def one_replication(args) -> list[dict]:
-    config, rep, seed = args
+def contrast_totals(config: str, rep: int, seed: int) -> list[tuple[dict, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per AUC contrast of one replication (cluster_inference_coverage's draw): its row (estimate, audit SE and
+    df, estimability, error) and its live items' CR2 totals Ũ, shares of their parts' rows and part codes."""
     d = cic.draw(config, [seed, rep, list(cic.CONFIGS).index(config)])
-    rng = np.random.default_rng([seed, rep, list(cic.CONFIGS).index(config), 99])
     s, y, g = d["score"], d["label"], d["group"]
     codes, levels = np.unique(g, return_inverse=True)[1], np.unique(g)
     grid = build_grid(s, y, codes, levels)
@@ -152,8 +152,17 @@ def one_replication(args) -> list[dict]:
                "estimable": bool(ok[0][a] and ok[1][a]), "error": est - truth[name]}
         u = np.asarray(item_totals[k] @ vec)
         live = u != 0
+        out.append((row, u[live], share[live], part[live]))
+    return out
+
+
+def one_replication(args) -> list[dict]:
+    config, rep, seed = args
+    rng = np.random.default_rng([seed, rep, list(cic.CONFIGS).index(config), 99])
+    out = []
+    for row, u, share, part in contrast_totals(config, rep, seed):
         if row["estimable"]:
-            wild = WildTotals(u[live], share[live], part[live], rng.choice([-1.0, 1.0], (BOOTSTRAP_DRAWS, live.sum())))
+            wild = WildTotals(u, share, part, rng.choice([-1.0, 1.0], (BOOTSTRAP_DRAWS, u.size)))
             row["wcu_q"] = wild.unrestricted_quantile()
             row["wcr_below"], row["wcr_above"] = wild.restricted_interval()
             row["wcr_se"] = wild.se  # the item stream's CR2 SE (two-way: the audit's SE adds the query stream)
