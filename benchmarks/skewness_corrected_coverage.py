@@ -28,10 +28,8 @@ replications the audit's estimability rule keeps; ``miss_below`` / ``miss_above`
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
-import time
 from pathlib import Path
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -41,7 +39,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fair_pipeline.audit.stats.small_sample import critical_value  # noqa: E402
-from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("wild", Path(__file__).with_name("wild_bootstrap_coverage.py"))
 wild = importlib.util.module_from_spec(_spec)  # the sibling benchmark: each contrast's per-item totals and parts
@@ -149,23 +146,7 @@ def boot_verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=300)
-    ap.add_argument("--rows", default=",".join(wild.AUC_ROWS), help=f"comma-separated, of {wild.AUC_ROWS}")
-    ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=1)
-    a = ap.parse_args(argv)
-    names = a.rows.split(",")
-    if any(n not in wild.AUC_ROWS for n in names):
-        ap.error(f"unknown rows {[n for n in names if n not in wild.AUC_ROWS]}; known: {wild.AUC_ROWS}")
-    t0, c0 = time.time(), time.process_time()
-    raw = pd.DataFrame(replication_rows(one_replication, [(c, r, a.seed) for c in names for r in range(a.reps)], a.jobs))
-    with pd.option_context("display.width", 220, "display.max_columns", 30):
-        print(coverage(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        print()
-        print(boot_verdict_errors(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    print(f"{len(names) * a.reps} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
-          f"{time.process_time() - c0:.0f} s)")
+    wild.run_study(argv, __doc__.split("\n")[0], one_replication, [coverage, boot_verdict_errors], default_reps=300)
 
 
 if __name__ == "__main__":

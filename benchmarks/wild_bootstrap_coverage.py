@@ -195,9 +195,11 @@ def wcr_verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
     return cic.verdict_errors(kept).drop(columns=["tost90_eq|δ", "tost90_eq|-δ"])
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=150)
+def run_study(argv, description: str, one_replication, tables, default_reps: int) -> None:
+    """Parse --reps/--rows/--seed/--jobs, run ``one_replication`` over the AUC rows' replications and print each
+    of ``tables`` (functions of the raw rows) with the run's wall time."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--reps", type=int, default=default_reps)
     ap.add_argument("--rows", default=",".join(AUC_ROWS), help=f"comma-separated, of {AUC_ROWS}")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1)
@@ -208,11 +210,16 @@ def main(argv=None) -> None:
     t0, c0 = time.time(), time.process_time()
     raw = pd.DataFrame(replication_rows(one_replication, [(c, r, a.seed) for c in names for r in range(a.reps)], a.jobs))
     with pd.option_context("display.width", 220, "display.max_columns", 30):
-        print(coverage(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        print()
-        print(wcr_verdict_errors(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        for k, table in enumerate(tables):
+            if k:
+                print()
+            print(table(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"{len(names) * a.reps} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
           f"{time.process_time() - c0:.0f} s)")
+
+
+def main(argv=None) -> None:
+    run_study(argv, __doc__.split("\n")[0], one_replication, [coverage, wcr_verdict_errors], default_reps=150)
 
 
 if __name__ == "__main__":
