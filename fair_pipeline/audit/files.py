@@ -23,7 +23,7 @@ import pandas as pd
 from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, integer_cells, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
-from fair_pipeline.audit.stats.banded_clusters import fits_bands
+from fair_pipeline.audit.stats.snapshot_clusters import fits_snapshots
 from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes, fits_lookup_table
 from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from fair_pipeline.audit.stats.sweep_rows import SortedRowFeed
@@ -269,7 +269,7 @@ def _integer_ids(con, src: str, params: list, n_cluster_cols: int,
                  stream: StreamingAudit) -> tuple[list[FirstSeenCodes] | None, list[int]]:
     """The numberings of the cluster columns c0[, c1] as the stream meets their ids and bounds on their numbers,
     when each is an integer column whose range fits a lookup table (`first_seen_codes.fits_lookup_table`) and,
-    two-way, the queries' bound fits their per-band sums (`banded_clusters.fits_bands`); else (None, [])."""
+    two-way, the queries' bound fits their copies at every checkpoint (`snapshot_clusters.fits_snapshots`); else (None, [])."""
     keys = [f"c{n}" for n in range(n_cluster_cols)]
     types = con.sql(f"SELECT {', '.join(keys)} FROM ({src}) LIMIT 0", params=params).types
     if any(str(t) not in INTEGER_TYPES for t in types):
@@ -280,8 +280,8 @@ def _integer_ids(con, src: str, params: list, n_cluster_cols: int,
     if any(lo is None or not fits_lookup_table(int(lo), int(hi), int(rows)) for lo, hi in ranges):
         return None, []
     sizes = [min(int(hi) - int(lo) + 1, int(rows)) for lo, hi in ranges]
-    if n_cluster_cols == 2 and not fits_bands(sizes[1], rows, len(stream.groups),
-                                              variance_alphas(stream.cutoffs).size):
+    if n_cluster_cols == 2 and not fits_snapshots(sizes[1], rows, len(stream.groups),
+                                                  variance_alphas(stream.cutoffs).size):
         return None, []
     return [FirstSeenCodes(lo, hi) for lo, hi in ranges], sizes
 
