@@ -325,8 +325,7 @@ class PrefixClusterSums(ClusterSumsBase):
         return self._counts(0, self.C)[1]
 
     def covariance(self, auc, roc, keep_totals: bool = True, every=None):
-        if self.copies.diagonal and (every is None or not keep_totals or
-                                     any(self.pairs[s][0] != self.pairs[s][1] for s in every)):
+        if self.copies.diagonal and (every is None or any(self.pairs[s][0] != self.pairs[s][1] for s in every)):
             raise ValueError("diagonal sums hold the columns (v, v) below FPR 1 only: pass those as every")
         return super().covariance(auc, roc, keep_totals, every)
 

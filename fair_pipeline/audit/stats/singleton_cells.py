@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fair_pipeline.audit.stats.cluster_parts import LastCutoffColumns, last_cutoff_sums
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.prefix_clusters import ClassTotals, PrefixClusterSums, PrefixRows, cutoff_blocks
@@ -36,26 +37,35 @@ SINGLE = -1  # the cluster code of a cell holding one impression
 class CellCodes:
     """The (item, query) cells holding more than one impression, by their item and query codes (or integer ids,
     less ``lo``; ``n_second``: the query codes' range): a row's cell code, or `SINGLE` for a cell missing here,
-    looked up among the sorted keys (item code x queries + query code)."""
+    looked up among the sorted keys (item code x queries + query code). Few items hold such a cell, so a table
+    of flags by item code picks the rows worth looking up (a gather per row instead of a binary search)."""
 
     def __init__(self, first, second, codes, n_second: int, lo=(0, 0)):
         self.n_second, self.lo = max(int(n_second), 1), (int(lo[0]), int(lo[1]))
-        keys = (np.asarray(first, dtype=np.int64) - self.lo[0]) * self.n_second + \
-            (np.asarray(second, dtype=np.int64) - self.lo[1])
+        first = np.asarray(first, dtype=np.int64) - self.lo[0]
+        keys = first * self.n_second + (np.asarray(second, dtype=np.int64) - self.lo[1])
         self.size = keys.size
         order = np.argsort(keys, kind="stable")
         self.keys, self.codes = keys[order], np.asarray(codes, dtype=np.int64)[order]
         if self.keys.size > 1 and np.any(self.keys[1:] == self.keys[:-1]):
             raise ValueError("each cell must be listed once")
+        # items are numbered from 0 (codes, or ids less lo): the flags span the highest item holding a listed cell
+        self.has_cell = np.zeros(int(first.max()) + 1 if first.size else 0, dtype=bool)
+        self.has_cell[first] = True
 
     def lookup(self, first, second) -> np.ndarray:
         """The cell code of each row (item code ``first``, query code ``second``)."""
-        first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+        first = np.asarray(first, dtype=np.int64) - self.lo[0]
+        out = np.full(first.size, SINGLE, dtype=np.int64)
         if not self.keys.size:
-            return np.full(first.size, SINGLE, dtype=np.int64)
-        keys = (first - self.lo[0]) * self.n_second + (second - self.lo[1])
+            return out
+        flagged = self.has_cell[np.clip(first, 0, self.has_cell.size - 1)]
+        flagged &= (first >= 0) & (first < self.has_cell.size)
+        rows = np.flatnonzero(flagged)
+        keys = first[rows] * self.n_second + (np.asarray(second, dtype=np.int64)[rows] - self.lo[1])
         at = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
-        return np.where(self.keys[at] == keys, self.codes[at], SINGLE)
+        out[rows] = np.where(self.keys[at] == keys, self.codes[at], SINGLE)
+        return out
 
 
 class SingletonMoments:
@@ -242,8 +252,8 @@ class IntersectionSums:
     """Two-way clustering's intersection stream: cells of several rows (codes 0..C-1) into `PrefixClusterSums`,
     one-impression cells (code `SINGLE`) into `SingletonMoments`; `covariance` as `PrefixClusterSums`'s."""
 
-    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
-        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters)
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int, diagonal: bool = False):
+        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters, diagonal=diagonal)
         self.single = SingletonMoments(n_pos, n_neg, alphas, pairs)
 
     def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves) -> None:
@@ -254,16 +264,29 @@ class IntersectionSums:
         self.several.update(pos, neg, *(a[rest] for a in args), codes[rest], curves)
         self.single.update(pos, neg, *(a[one] for a in args), curves)
 
-    def covariance(self, auc, roc, keep_totals: bool = False) -> ClusterCrossSums:
+    def covariance(self, auc, roc, keep_totals: bool = False, every=None):
+        """`ClusterCrossSums` of both kinds of cells (``every``: as `PrefixClusterSums.covariance`'s, then a
+        `cluster_parts.LastCutoffColumns`)."""
         if keep_totals:
             raise ValueError("the intersection stream keeps no totals")
         several = self.several
-        out = ClusterCrossSums(several.pairs, several.alphas.size, len(several.pairs), several.G + 1, design=False)
-        several.add_to(out, auc, roc)
+        K, S, V = several.alphas.size, len(several.pairs), several.G + 1
         cross, cross_cr2 = self.single.cross_sums(auc, roc)
-        out.cross += cross
-        out.cross_cr2 += cross_cr2
-        out.clusters += self.single.rows
+        if every is not None and K > 1:
+            first, last = last_cutoff_sums(several.pairs, K, V, every, keep_totals=False)
+            several.add_to((first, last), auc, roc, first.every)
+            pick = np.ix_(first.every, first.every)
+            for out, (a, b) in ((first, (cross[:-1], cross_cr2[:-1])), (last, (cross[-1:], cross_cr2[-1:]))):
+                out.cross += a if out is last else a[:, pick[0], pick[1]]
+                out.cross_cr2 += b if out is last else b[:, pick[0], pick[1]]
+            out = LastCutoffColumns(first, last)
+            out.add_clusters(self.single.rows)
+        else:
+            out = ClusterCrossSums(several.pairs, K, S, V, design=False)
+            several.add_to(out, auc, roc)
+            out.cross += cross
+            out.cross_cr2 += cross_cr2
+            out.clusters += self.single.rows
         if out.clusters < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {out.clusters}")
         return out
