@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats import StreamingAudit
-from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums, fits_bands
+from fair_pipeline.audit.stats.snapshot_clusters import SnapshotClusterSums, fits_snapshots
 from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
@@ -97,16 +97,16 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
 def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True,
                  diagonal: bool = False) -> list:
     """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes; two-way's
-    second, the queries, `BandedClusterSums`); two-way's intersection stream also sums its one-impression cells
+    second, the queries, `SnapshotClusterSums`); two-way's intersection stream also sums its one-impression cells
     apart (`IntersectionSums`) unless ``split_singletons`` is false (a score range swept on its own cannot tell a
     cell's one impression from a cell whose other impressions lie in other ranges). ``diagonal``: the sums are
     read below FPR 1 for the groups' and the pooled AUC only (`StreamingAudit.report`), so copies keep less."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
-    # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
-    # unless the queries are so many that the bands would outweigh one copy of the running sums per row
+    # a query's rows span the score range: its sums are copied at every checkpoint (`stats.snapshot_clusters`)
+    # unless the queries are so many that the copies would outweigh one copy of the running sums per row
     rows = float(np.sum(stream.n_pos) + np.sum(stream.n_neg))
-    queries = BandedClusterSums if len(sizes) > 1 and fits_bands(sizes[1], rows, len(stream.groups), alphas.size) \
+    queries = SnapshotClusterSums if len(sizes) > 1 and fits_snapshots(sizes[1], rows, len(stream.groups), alphas.size) \
         else PrefixClusterSums
     if len(sizes) == 1:
         return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, sizes[0], diagonal=diagonal)]
