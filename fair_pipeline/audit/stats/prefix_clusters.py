@@ -340,14 +340,19 @@ class PrefixClusterSums(ClusterSumsBase):
         total, last = self._total(lo, hi), self.last[lo:hi]
         nc_edges, edges = self._edge_lists(lo, hi)
 
+        K = self.alphas.size
+        # one pair of buffers for every vector (each vector's are read before the next one's are formed)
+        neg, pos = np.empty((K, G + 2, hi - lo)), np.empty((K, 2, G, hi - lo))
+
         def owners():
             for j in range(G + 1):
                 e = self.checkpoint[j]
                 before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
                 run_neg, run_pos = vector_sums(total, j, G)
-                # all of a cluster's sums if so, else none, but the copy of a cluster on both sides of it
-                neg = np.where(before[:, None, :], run_neg[None], 0.0)  # (K, G + 2, w)
-                pos = np.where(before[:, None, None, :], run_pos[None], 0.0)  # (K, 2, G, w)
+                # all of a cluster's sums if so, else none (the sums are of counts and curves, never negative: x
+                # times False is +0), but the copy of a cluster on both sides of it
+                np.multiply(run_neg[None], before[:, None, :], out=neg)  # (K, G + 2, w)
+                np.multiply(run_pos[None], before[:, None, None, :], out=pos)  # (K, 2, G, w)
                 for k in np.flatnonzero(e != NOT_PASSED):
                     self.copies.scatter(e[k], lo, hi, neg[k], pos[k])
                 for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff
