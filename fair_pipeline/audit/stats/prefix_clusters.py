@@ -221,7 +221,7 @@ class PrefixClusterSums(ClusterSumsBase):
             back = c[stale & (seen >= 0)]
             if back.size:
                 back = self._distinct(back)
-                self.copies.take(back, self.last[back], now, self.run[back])
+                self.copies.take(back, self.last[back], now, self.run)
             self.last[c[stale]] = now
         return self.run
 
