@@ -163,8 +163,11 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], nu
         pos, neg = table[1::2], table[0::2]
         curves = stream.update_columns(scores, pos, neg, keep_curves=True)  # reused by every clustering stream
         label = cell & 1
-        for acc, code in zip(sums, codes):
-            acc.update(pos, neg, row_block, cell >> 1, counts * label, counts * (1 - label), code, curves)
+        rows = (pos, neg, row_block, cell >> 1, counts * label, counts * (1 - label))
+        # two-way's item and query streams take every row: their rows' shared work is done once
+        sums[0].update(*rows, codes[0], curves, also=list(zip(sums[1:2], codes[1:2])))
+        for acc, code in zip(sums[2:], codes[2:]):
+            acc.update(*rows, code, curves)
 
     pending, rows = [], 0
     for batch in batches:

@@ -72,14 +72,16 @@ class ClusterSumsBase:
             plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
         targets = ([(out, slice(0, K), slice(None))] if every is None else
                    [(out[0], slice(0, K - 1), every), (out[1], slice(K - 1, K), slice(None))])
-        empty = np.empty if every is None else np.zeros  # (entries not formed are never read, but are added to)
+        # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S); one pair of buffers
+        # for every chunk (entries not formed are never read, but are added to: zeros, not garbage)
+        empty = np.empty if every is None else np.zeros
+        buffers = empty((2, K, S, min(self.C, CROSS_CHUNK)))
         for lo in range(0, self.C, CROSS_CHUNK):
             hi = min(self.C, lo + CROSS_CHUNK)
             N, P, edges, owners = self._chunk(lo, hi)
             N = np.vstack([N, N.sum(axis=0, keepdims=True)])
             P = np.vstack([P, P.sum(axis=0, keepdims=True)])
-            # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S)
-            Uneg, Upos = empty((K, S, hi - lo)), empty((K, S, hi - lo))
+            Uneg, Upos = buffers[..., :hi - lo]
             for j, neg, pos in owners:
                 for ks, s, i in plan[j]:
                     R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
@@ -109,6 +111,7 @@ def last_cutoff_sums(pairs, K: int, V: int, every, keep_totals: bool = True) -> 
     every = np.asarray(every, dtype=np.intp)
     if keep_totals:
         out = (ClusterTotals([pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(pairs, 1, len(pairs), V))
+        out[0].design.moments = None  # the clusters' shares are the last cutoff's (`LastCutoffColumns`)
     else:
         out = (ClusterCrossSums([pairs[s] for s in every], K - 1, every.size, V, design=False),
                ClusterCrossSums(pairs, 1, len(pairs), V, design=False))
