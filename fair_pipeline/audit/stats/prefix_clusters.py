@@ -34,37 +34,12 @@ from scipy import sparse
 
 from fair_pipeline.audit.stats.checkpoint_copies import CheckpointCopies
 from fair_pipeline.audit.stats.cluster_parts import CROSS_CHUNK, ClusterSumsBase, SummedClusterSums
-from fair_pipeline.audit.stats.clustered import row_influence
+from fair_pipeline.audit.stats.clustered import ClassTotals, PrefixRows, row_influence
 from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 DENSE_RUN_SHARE = 1.0  # rows at least this share of the codes they span: summed per (cell, code) by bincount
 NOT_PASSED = np.iinfo(np.int32).max  # the checkpoint of a threshold the stream never passed (alpha = 1)
-
-
-class ClassTotals:
-    """What `row_influence` needs of the table: groups, class totals per vector (floored at 1)."""
-
-    def __init__(self, n_groups, m, n):
-        self.n_groups, self.m, self.n = n_groups, m, n
-
-
-class PrefixRows:
-    """A batch of rows seen through their blocks' prefix counts (the `CountRows` interface of
-    `row_influence`): ``pos``/``neg`` the block's counts, ``pos_incl``/``neg_incl`` those through it, all
-    (G + 1, rows) with the pooled vector last."""
-
-    def __init__(self, pos, neg, pos_incl, neg_incl):
-        self._pos, self._neg, self._pos_incl, self._neg_incl = pos, neg, pos_incl, neg_incl
-
-    def take(self, idx):
-        return PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
-
-    def incl(self, v):
-        return self._pos_incl[v], self._neg_incl[v]
-
-    def counts(self, v):
-        return self._pos[v], self._neg[v]
 
 
 def cutoff_blocks(n_incl, neg, pooled_neg, x) -> tuple[np.ndarray, np.ndarray]:
@@ -86,11 +61,6 @@ def vector_sums(sums: np.ndarray, j: int, G: int) -> list[np.ndarray]:
     clusters): its negatives' (summed over their groups) (G + 2, ...), the positives' counts and FPR_j (2, G, ...)."""
     negatives = slice(0, 2 * G, 2) if j == G else slice(2 * j, 2 * j + 1)
     return [sums[:, negatives].sum(axis=1), sums[[0, 1 + j], 1::2]]
-
-
-def by_quantity(sums: np.ndarray) -> np.ndarray:
-    """(G + 2, 2 G, w) view of the (w, 2 G, G + 2) sums of w clusters (as kept, cell by cell)."""
-    return sums.transpose(2, 1, 0)
 
 
 class PrefixClusterSums(ClusterSumsBase):
@@ -337,7 +307,7 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
         """(G + 2, 2 G, w) all the sums of clusters lo..hi-1 (a copy: the final step reads it by quantity)."""
-        return np.ascontiguousarray(by_quantity(self.run[lo:hi]))
+        return np.ascontiguousarray(self.run[lo:hi].transpose(2, 1, 0))  # kept (w, 2 G, G + 2)
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
@@ -364,9 +334,8 @@ class PrefixClusterSums(ClusterSumsBase):
         total, last = self._total(lo, hi), self.last[lo:hi]
         nc_edges, edges = self._edge_lists(lo, hi)
 
-        K = self.alphas.size
         # one pair of buffers for every vector (each vector's are read before the next one's are formed)
-        neg, pos = np.empty((K, G + 2, hi - lo)), np.empty((K, 2, G, hi - lo))
+        neg, pos = np.empty((self.alphas.size, G + 2, hi - lo)), np.empty((self.alphas.size, 2, G, hi - lo))
 
         def owners():
             for j in range(G + 1):
