@@ -117,10 +117,10 @@ def _contrasts(res, with_xauc: bool) -> dict:
     return out
 
 
-def one_replication(args) -> list[dict]:
-    config, rep, seed = args
+def contrast_totals(config: str, rep: int, seed: int) -> list[tuple[dict, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per AUC contrast of one replication (cluster_inference_coverage's draw): its row (estimate, audit SE and
+    df, estimability, error) and its live items' CR2 totals Ũ, shares of their parts' rows and part codes."""
     d = cic.draw(config, [seed, rep, list(cic.CONFIGS).index(config)])
-    rng = np.random.default_rng([seed, rep, list(cic.CONFIGS).index(config), 99])
     s, y, g = d["score"], d["label"], d["group"]
     codes, levels = np.unique(g, return_inverse=True)[1], np.unique(g)
     grid = build_grid(s, y, codes, levels)
@@ -152,8 +152,17 @@ def one_replication(args) -> list[dict]:
                "estimable": bool(ok[0][a] and ok[1][a]), "error": est - truth[name]}
         u = np.asarray(item_totals[k] @ vec)
         live = u != 0
+        out.append((row, u[live], share[live], part[live]))
+    return out
+
+
+def one_replication(args) -> list[dict]:
+    config, rep, seed = args
+    rng = np.random.default_rng([seed, rep, list(cic.CONFIGS).index(config), 99])
+    out = []
+    for row, u, share, part in contrast_totals(config, rep, seed):
         if row["estimable"]:
-            wild = WildTotals(u[live], share[live], part[live], rng.choice([-1.0, 1.0], (BOOTSTRAP_DRAWS, live.sum())))
+            wild = WildTotals(u, share, part, rng.choice([-1.0, 1.0], (BOOTSTRAP_DRAWS, u.size)))
             row["wcu_q"] = wild.unrestricted_quantile()
             row["wcr_below"], row["wcr_above"] = wild.restricted_interval()
             row["wcr_se"] = wild.se  # the item stream's CR2 SE (two-way: the audit's SE adds the query stream)
@@ -186,9 +195,11 @@ def wcr_verdict_errors(raw: pd.DataFrame) -> pd.DataFrame:
     return cic.verdict_errors(kept).drop(columns=["tost90_eq|δ", "tost90_eq|-δ"])
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=150)
+def run_study(argv, description: str, one_replication, tables, default_reps: int) -> None:
+    """Parse --reps/--rows/--seed/--jobs, run ``one_replication`` over the AUC rows' replications and print each
+    of ``tables`` (functions of the raw rows) with the run's wall time."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--reps", type=int, default=default_reps)
     ap.add_argument("--rows", default=",".join(AUC_ROWS), help=f"comma-separated, of {AUC_ROWS}")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=1)
@@ -199,11 +210,16 @@ def main(argv=None) -> None:
     t0, c0 = time.time(), time.process_time()
     raw = pd.DataFrame(replication_rows(one_replication, [(c, r, a.seed) for c in names for r in range(a.reps)], a.jobs))
     with pd.option_context("display.width", 220, "display.max_columns", 30):
-        print(coverage(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        print()
-        print(wcr_verdict_errors(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        for k, table in enumerate(tables):
+            if k:
+                print()
+            print(table(raw).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print(f"{len(names) * a.reps} replications in {time.time() - t0:.0f} s wall ({a.jobs} processes; parent CPU "
           f"{time.process_time() - c0:.0f} s)")
+
+
+def main(argv=None) -> None:
+    run_study(argv, __doc__.split("\n")[0], one_replication, [coverage, wcr_verdict_errors], default_reps=150)
 
 
 if __name__ == "__main__":

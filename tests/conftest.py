@@ -23,16 +23,16 @@ SMALL = SimulationConfig(n_items=2_000, requests_per_day=60, shuffle_share=0.5, 
 START = dt.date(2026, 1, 1)
 
 
-# Modules that take minutes (worker-seconds of one full run, `--durations=0`, load ~10; test_engine_run's
-# is its idle time scaled by the same load; the last three from a later full run's `--durations`). xdist (`--dist loadfile`, `--no-loadscope-reorder`) hands work units to
+# Modules that take minutes (worker-seconds: the last full run's `--durations` for the seven slowest tests it
+# listed, on a loaded machine; earlier full runs' `--durations=0` at load ~10 for the others). xdist (`--dist loadfile`, `--no-loadscope-reorder`) hands work units to
 # the workers in collection order, so these go first, longest first, and the short ones fill the gaps: a long
 # module drawn last by the random order leaves the other worker idle until it ends. (Without
 # `--no-loadscope-reorder`, xdist >= 3.8 sorts the units by their number of tests, which put these last.) A stale
 # figure only costs time; the order among the remaining modules and within every module stays pytest-randomly's.
 LONG_MODULES = {
-    "tests/e2e/test_readme.py": 390,
-    "tests/e2e/test_main_job.py": 375, "tests/platform/spark/test_engine_run.py": 530,
-    "tests/platform/test_disk_full.py": 309, "tests/e2e/test_browser.py": 240, "tests/e2e/test_partitions.py": 130,
+    "tests/e2e/test_readme.py": 465,
+    "tests/e2e/test_main_job.py": 375, "tests/platform/spark/test_engine_run.py": 611,
+    "tests/platform/test_disk_full.py": 309, "tests/e2e/test_browser.py": 240, "tests/e2e/test_partitions.py": 175,
     "tests/audit/test_assets.py": 220, "tests/reporting/test_assets.py": 235, "tests/platform/spark/test_ingestion_parity.py": 200,
     "tests/e2e/test_group_labels.py": 150, "tests/e2e/test_three_groups.py": 150, "tests/audit/test_coverage.py": 167,
     "tests/audit/test_cluster_inference_coverage.py": 150, "tests/audit/test_exposure_coverage.py": 120,
@@ -43,7 +43,7 @@ LONG_MODULES = {
     "tests/platform/spark/test_bench_engines.py": 31, "tests/platform/spark/test_spark_audit_driver.py": 300,
     "tests/platform/spark/test_spark_audit.py": 80, "tests/e2e/test_open_bandit_campaigns.py": 200,
     "tests/selection/test_interactive_elicitation.py": 120,
-    "tests/platform/spark/test_storage_on_cluster.py": 368, "tests/platform/spark/test_landing_uri_job.py": 282,
+    "tests/platform/spark/test_storage_on_cluster.py": 309, "tests/platform/spark/test_landing_uri_job.py": 282,
     "tests/platform/spark/test_spark_cell_audit.py": 119,
 }
 
@@ -65,14 +65,14 @@ SHARED_CLUSTER_UNIT = "tests/platform/spark/ (shared standalone cluster)"
 # test_docs_commands 420 s, four tests of it 330 s).
 SPLIT_MODULES = ("tests/platform/test_kill_recovery.py", "tests/e2e/test_docs_commands.py")
 LONG_TESTS = {
-    "tests/e2e/test_docs_commands.py::test_the_documented_week_run": 125,
+    "tests/e2e/test_docs_commands.py::test_the_documented_week_run": 202,
     "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes[python benchmarks/bench_noop_run.py "
-    "--days 4 --requests-per-day 1000]": 115,
+    "--days 4 --requests-per-day 1000]": 234,
     "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes[python benchmarks/bench_main_job.py "
     "--sizes 25000 100000 250000 --days 3 --top 6]": 75,
     "tests/e2e/test_docs_commands.py::test_benchmark_runs_with_smaller_sizes[python benchmarks/bench_penalized.py "
     "--repeats 5 --parts objective,fits,path]": 20,
-    "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps": 500,
+    "tests/platform/test_kill_recovery.py::test_run_recovers_after_kill_in_sql_model_audit_and_selection_steps": 302,
     "tests/platform/test_kill_recovery.py::test_backfill_completes_after_run_killed_mid_step[mlflow_logging]": 165,
     "tests/platform/test_kill_recovery.py::test_backfill_completes_after_run_killed_mid_step[ingestion]": 160,
     "tests/platform/test_kill_recovery.py::test_run_waiting_for_a_live_runs_slot_obeys_sigterm": 55,

@@ -23,7 +23,7 @@ import pandas as pd
 from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, integer_cells, sweep_with_cluster_sums
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
-from fair_pipeline.audit.stats.banded_clusters import fits_bands
+from fair_pipeline.audit.stats.snapshot_clusters import fits_snapshots
 from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes, fits_lookup_table
 from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from fair_pipeline.audit.stats.sweep_rows import SortedRowFeed
@@ -248,9 +248,10 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
     numbering, sizes = _integer_ids(con, src, params, n_cluster_cols, stream)
     if numbering is None:
         joins, sizes, cells = cluster_codes(con, src, params, n_cluster_cols)
-        codes = code_columns(sizes)
+        codes = keys = code_columns(sizes)
     else:
-        joins, codes = "", ", ".join(f"c{n}" for n in range(n_cluster_cols))
+        joins, keys = "", ", ".join(f"c{n}" for n in range(n_cluster_cols))
+        codes = ", ".join(_narrow_ids(f"c{n}", ids) for n, ids in enumerate(numbering))
         cells = integer_cells(con, src, params, numbering) if n_cluster_cols == 2 else None
         sizes += [cells.size] if cells is not None else []
     k = len(params)
@@ -259,17 +260,24 @@ def _stream_clustered(con, src: str, params: list, groups: list, stream: Streami
         sql = f"SELECT s, {cell} AS cell, {codes} FROM ({src}) r {joins} ORDER BY s DESC"  # each row counts 1
     else:
         sql = (f"SELECT s, {cell} AS cell, COUNT(*) AS n, {codes} FROM ({src}) r {joins} "
-               f"GROUP BY s, cell, {codes} ORDER BY s DESC")
+               f"GROUP BY s, cell, {keys} ORDER BY s DESC")
     rel = con.sql(sql, params=params + [list(groups)])
     return sweep_with_cluster_sums(_finite_scores(rel.to_arrow_reader(batch_rows)), stream, sizes, numbering,
                                    cells, counted=not sort_rows)
+
+
+def _narrow_ids(column: str, ids: FirstSeenCodes) -> str:
+    """The SQL of an integer id column as the sorted stream carries it: INTEGER when its range fits (DuckDB's sort
+    then moves 4 bytes per row and id less), else as it is."""
+    int32 = np.iinfo(np.int32)
+    return f"CAST({column} AS INTEGER) AS {column}" if int32.min <= ids.lo and ids.hi <= int32.max else column
 
 
 def _integer_ids(con, src: str, params: list, n_cluster_cols: int,
                  stream: StreamingAudit) -> tuple[list[FirstSeenCodes] | None, list[int]]:
     """The numberings of the cluster columns c0[, c1] as the stream meets their ids and bounds on their numbers,
     when each is an integer column whose range fits a lookup table (`first_seen_codes.fits_lookup_table`) and,
-    two-way, the queries' bound fits their per-band sums (`banded_clusters.fits_bands`); else (None, [])."""
+    two-way, the queries' bound fits their copies at every checkpoint (`snapshot_clusters.fits_snapshots`); else (None, [])."""
     keys = [f"c{n}" for n in range(n_cluster_cols)]
     types = con.sql(f"SELECT {', '.join(keys)} FROM ({src}) LIMIT 0", params=params).types
     if any(str(t) not in INTEGER_TYPES for t in types):
@@ -280,8 +288,8 @@ def _integer_ids(con, src: str, params: list, n_cluster_cols: int,
     if any(lo is None or not fits_lookup_table(int(lo), int(hi), int(rows)) for lo, hi in ranges):
         return None, []
     sizes = [min(int(hi) - int(lo) + 1, int(rows)) for lo, hi in ranges]
-    if n_cluster_cols == 2 and not fits_bands(sizes[1], rows, len(stream.groups),
-                                              variance_alphas(stream.cutoffs).size):
+    if n_cluster_cols == 2 and not fits_snapshots(sizes[1], rows, len(stream.groups),
+                                                  variance_alphas(stream.cutoffs).size):
         return None, []
     return [FirstSeenCodes(lo, hi) for lo, hi in ranges], sizes
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from fair_pipeline.audit.stats import StreamingAudit
-from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums, fits_bands
+from fair_pipeline.audit.stats.snapshot_clusters import SnapshotClusterSums, fits_snapshots
 from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
@@ -97,21 +97,21 @@ def column_pairs(n_groups: int, compared=None) -> list[tuple[int, int]]:
 def cluster_sums(stream: StreamingAudit, sizes: list[int], split_singletons: bool = True,
                  diagonal: bool = False) -> list:
     """One empty `PrefixClusterSums` per clustering stream (``sizes``: its number of cluster codes; two-way's
-    second, the queries, `BandedClusterSums`); two-way's intersection stream also sums its one-impression cells
+    second, the queries, `SnapshotClusterSums`); two-way's intersection stream also sums its one-impression cells
     apart (`IntersectionSums`) unless ``split_singletons`` is false (a score range swept on its own cannot tell a
-    cell's one impression from a cell whose other impressions lie in other ranges). ``diagonal``: one-way sums
-    read below FPR 1 for the groups' and the pooled AUC only (`StreamingAudit.report`), so they keep less."""
+    cell's one impression from a cell whose other impressions lie in other ranges). ``diagonal``: the sums are
+    read below FPR 1 for the groups' and the pooled AUC only (`StreamingAudit.report`), so copies keep less."""
     alphas, pairs = variance_alphas(stream.cutoffs), column_pairs(len(stream.groups), stream.compared)
     intersection = IntersectionSums if split_singletons else PrefixClusterSums
-    # a query's rows span the score range: its sums are kept per band between cutoffs (`stats.banded_clusters`)
-    # unless the queries are so many that the bands would outweigh one copy of the running sums per row
+    # a query's rows span the score range: its sums are copied at every checkpoint (`stats.snapshot_clusters`)
+    # unless the queries are so many that the copies would outweigh one copy of the running sums per row
     rows = float(np.sum(stream.n_pos) + np.sum(stream.n_neg))
-    queries = BandedClusterSums if len(sizes) > 1 and fits_bands(sizes[1], rows, len(stream.groups), alphas.size) \
+    queries = SnapshotClusterSums if len(sizes) > 1 and fits_snapshots(sizes[1], rows, len(stream.groups), alphas.size) \
         else PrefixClusterSums
     if len(sizes) == 1:
         return [PrefixClusterSums(stream.n_pos, stream.n_neg, alphas, pairs, sizes[0], diagonal=diagonal)]
     kinds = [PrefixClusterSums, queries, intersection]
-    return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size) for kind, size in zip(kinds, sizes)]
+    return [kind(stream.n_pos, stream.n_neg, alphas, pairs, size, diagonal=diagonal) for kind, size in zip(kinds, sizes)]
 
 
 def signed_streams(sums: list) -> list:
@@ -163,8 +163,11 @@ def feed_rows(batches, stream: StreamingAudit, sums: list[PrefixClusterSums], nu
         pos, neg = table[1::2], table[0::2]
         curves = stream.update_columns(scores, pos, neg, keep_curves=True)  # reused by every clustering stream
         label = cell & 1
-        for acc, code in zip(sums, codes):
-            acc.update(pos, neg, row_block, cell >> 1, counts * label, counts * (1 - label), code, curves)
+        rows = (pos, neg, row_block, cell >> 1, counts * label, counts * (1 - label))
+        # two-way's item and query streams take every row: their rows' shared work is done once
+        sums[0].update(*rows, codes[0], curves, also=list(zip(sums[1:2], codes[1:2])))
+        for acc, code in zip(sums[2:], codes[2:]):
+            acc.update(*rows, code, curves)
 
     pending, rows = [], 0
     for batch in batches:

@@ -119,6 +119,10 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 3": "--reps 1",
     "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
         "--reps 1 --rows pareto1.3",
+    "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
+    "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
+    "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 3": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

@@ -24,7 +24,7 @@ class CheckpointCopies:
     def __init__(self, n_groups: int, diagonal: bool = False):
         self.G, self.diagonal = int(n_groups), bool(diagonal)
         self.vector_of = [None]  # checkpoint number -> its vector
-        self._parts: dict[int, list] = {}  # checkpoint -> [(codes, values (n, width))]
+        self._parts: dict[int, list] = {}  # checkpoint -> [(codes, values (numbers kept, n))]
         self._sorted: dict[int, tuple] | None = None
         self._layouts: dict[int, tuple] = {}
 
@@ -45,20 +45,32 @@ class CheckpointCopies:
                                 np.setdiff1d(np.arange(G), groups))
         return self._layouts[u][:3]
 
-    def take(self, codes: np.ndarray, since: np.ndarray, now: int, sums: np.ndarray) -> None:
+    def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray) -> None:
         """Clusters ``codes`` (distinct), last fed when ``since`` checkpoints were passed and fed again now that
-        ``now`` are: their running sums ``sums`` (n, G + 2, 2 G) stood so at every checkpoint in (since, now]."""
+        ``now`` are: their running sums ``run[codes]`` (``run``: (C, 2 G, G + 2)) stood so at every checkpoint in
+        (since, now]. Each kept number is one gather from the flat sums (no copy of a cluster's whole sums)."""
         if self._sorted is not None:
             raise RuntimeError("copies taken after they were read")
+        flat, Q = run.reshape(-1), run.shape[2]  # quantity q of cell c: c * Q + q further
+        base = codes.astype(np.intp) * (run.shape[1] * Q)
         for e in range(int(since.min()) + 1, now + 1):
             mine = np.flatnonzero(since < e)
             if not mine.size:
                 continue
-            quantities, neg_cells, groups = self.layout(self.vector_of[e])
-            rows = sums[mine]
-            neg = rows[:, quantities][:, :, neg_cells].sum(axis=2)  # (n, quantities)
-            pos = rows[:, [0, 1 + self.vector_of[e]]][:, :, 2 * groups + 1].reshape(mine.size, -1)  # (n, 2 x groups)
-            self._parts.setdefault(e, []).append((codes[mine], np.hstack([neg, pos])))
+            u = self.vector_of[e]
+            quantities, neg_cells, groups = self.layout(u)
+            at = base if mine.size == codes.size else base[mine]
+            values = np.empty((quantities.size + 2 * groups.size, mine.size))  # (numbers kept, clusters)
+            for n, q in enumerate(quantities):  # u's negatives, summed over their cells
+                np.take(flat, at + (neg_cells[0] * Q + q), out=values[n])
+                for cell in neg_cells[1:]:
+                    values[n] += flat[at + (cell * Q + q)]
+            n = quantities.size
+            for q in (0, 1 + u):  # each kept group's positives: count, then FPR_u sums
+                for g in groups:
+                    np.take(flat, at + ((2 * g + 1) * Q + q), out=values[n])
+                    n += 1
+            self._parts.setdefault(e, []).append((codes[mine], values))
 
     def _finish(self) -> None:
         """Each checkpoint's copies in one array, by bucket of codes (a cluster is copied at most once per
@@ -66,11 +78,13 @@ class CheckpointCopies:
         self._sorted = {}
         for e, parts in self._parts.items():
             codes = np.concatenate([p[0] for p in parts])
-            values = np.concatenate([p[1] for p in parts])
             bucket = codes >> BUCKET_BITS
             bucket = bucket.astype(np.int16) if bucket.max() < np.iinfo(np.int16).max else bucket
             order = np.argsort(bucket, kind="stable")
-            self._sorted[e] = (bucket[order], codes[order], values[order])
+            values = np.empty((parts[0][1].shape[0], codes.size))
+            for n, row in enumerate(values):  # number by number: one-dimensional gathers
+                np.take(np.concatenate([p[1][n] for p in parts]), order, out=row)
+            self._sorted[e] = (bucket[order], codes[order], values)
         self._parts = None
 
     def scatter(self, e: int, lo: int, hi: int, neg: np.ndarray, pos: np.ndarray) -> None:
@@ -82,11 +96,13 @@ class CheckpointCopies:
         if held is None:
             return
         bucket, codes, values = held
-        a, b = np.searchsorted(bucket, [lo >> BUCKET_BITS, ((hi - 1) >> BUCKET_BITS) + 1])
-        codes, values = codes[a:b], values[a:b]
+        # bounds of the buckets' own type (other keys would convert the whole array at every call)
+        top = min(((hi - 1) >> BUCKET_BITS) + 1, int(np.iinfo(bucket.dtype).max))
+        a, b = np.searchsorted(bucket, np.array([lo >> BUCKET_BITS, top], dtype=bucket.dtype))
+        codes, values = codes[a:b], values[:, a:b]
         if codes.size and (codes.min() < lo or codes.max() >= hi):  # a bucket shared with other chunks
             mine = (codes >= lo) & (codes < hi)
-            codes, values = codes[mine], values[mine]
+            codes, values = codes[mine], values[:, mine]
         if not codes.size:
             return
         at = codes - lo
@@ -95,13 +111,13 @@ class CheckpointCopies:
         rest, others = self._layouts[u][3:]
         # entry by entry: one-dimensional scatters, several times cheaper than a two-dimensional fancy index
         for n, q in enumerate(quantities):
-            neg[q, at] = values[:, n]
+            neg[q, at] = values[n]
         for q in rest:
             neg[q, at] = 0.0
         n = quantities.size
         for side in range(2):
             for g in groups:
-                pos[side, g, at] = values[:, n]
+                pos[side, g, at] = values[n]
                 n += 1
             for g in others:
                 pos[side, g, at] = 0.0

@@ -50,11 +50,10 @@ class ClusterSumsBase:
         if C < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {C}")
         K, S, V = self.alphas.size, len(self.pairs), self.G + 1
-        if every is not None and keep_totals and K > 1:
-            every = np.asarray(every, dtype=np.intp)
-            out = (ClusterTotals([self.pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(self.pairs, 1, S, V))
-            self.add_to(out, auc, roc, every)
-            return LastCutoffColumns(*out, every, S)
+        if every is not None and K > 1:
+            out = last_cutoff_sums(self.pairs, K, V, every, keep_totals)
+            self.add_to(out, auc, roc, out[0].every)
+            return LastCutoffColumns(*out)
         out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
         return self.add_to(out, auc, roc)
 
@@ -73,14 +72,16 @@ class ClusterSumsBase:
             plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
         targets = ([(out, slice(0, K), slice(None))] if every is None else
                    [(out[0], slice(0, K - 1), every), (out[1], slice(K - 1, K), slice(None))])
-        empty = np.empty if every is None else np.zeros  # (entries not formed are never read, but are added to)
+        # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S); one pair of buffers
+        # for every chunk (entries not formed are never read, but are added to: zeros, not garbage)
+        empty = np.empty if every is None else np.zeros
+        buffers = empty((2, K, S, min(self.C, CROSS_CHUNK)))
         for lo in range(0, self.C, CROSS_CHUNK):
             hi = min(self.C, lo + CROSS_CHUNK)
             N, P, edges, owners = self._chunk(lo, hi)
             N = np.vstack([N, N.sum(axis=0, keepdims=True)])
             P = np.vstack([P, P.sum(axis=0, keepdims=True)])
-            # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S)
-            Uneg, Upos = empty((K, S, hi - lo)), empty((K, S, hi - lo))
+            Uneg, Upos = buffers[..., :hi - lo]
             for j, neg, pos in owners:
                 for ks, s, i in plan[j]:
                     R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
@@ -103,20 +104,47 @@ class ClusterSumsBase:
         return out
 
 
+def last_cutoff_sums(pairs, K: int, V: int, every, keep_totals: bool = True) -> tuple:
+    """Empty sums for `LastCutoffColumns`: of the columns ``every`` at the K - 1 cutoffs before the last, of all
+    columns at the last (`ClusterTotals`, or with ``keep_totals`` false cross products only, `ClusterCrossSums`);
+    the first carries ``every``."""
+    every = np.asarray(every, dtype=np.intp)
+    if keep_totals:
+        out = (ClusterTotals([pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(pairs, 1, len(pairs), V))
+        out[0].design.moments = None  # the clusters' shares are the last cutoff's (`LastCutoffColumns`)
+    else:
+        out = (ClusterCrossSums([pairs[s] for s in every], K - 1, every.size, V, design=False),
+               ClusterCrossSums(pairs, 1, len(pairs), V, design=False))
+    out[0].every = every
+    return out
+
+
 class LastCutoffColumns:
     """The `ClusterTotals` interface over columns some of which are needed at the last cutoff only: ``first``
-    holds the columns ``every`` at the cutoffs before the last, ``last`` all S columns at the last. Covariances of
-    the cross products not formed are NaN, and so are the df of contrasts using such a column there."""
+    holds the columns ``first.every`` at the cutoffs before the last, ``last`` all columns at the last
+    (`last_cutoff_sums`). Covariances of the cross products not formed are NaN, and so are the df of contrasts
+    using such a column there. Sums of cross products only (two-way's intersection) have no totals or design."""
 
-    def __init__(self, first: ClusterTotals, last: ClusterTotals, every, S: int):
-        self.first, self.last, self.every, self.S = first, last, np.asarray(every, dtype=np.intp), S
-        self.clusters, self.clusters_with = last.clusters, last.clusters_with
-        K = first.cross.shape[0] + 1
-        self.design = PartSums(K, S, last.design.moments.shape[2])
-        self.design.moments = last.design.moments  # the clusters' shares: the same for every cutoff and column
-        # zeros, not NaN, where not formed: a contrast's design variance weights every column (most by 0)
-        self.design.part_cross[:, :-1] = self._full(first.design.part_cross, 0.0, axis=1)
-        self.design.part_cross[:, -1:] = last.design.part_cross
+    def __init__(self, first: ClusterCrossSums, last: ClusterCrossSums):
+        self.first, self.last, self.every, self.S = first, last, first.every, len(last.pairs)
+        self.clusters_with = last.clusters_with
+        self.design = None
+        if last.design is not None:
+            K = first.cross.shape[0] + 1
+            self.design = PartSums(K, self.S, last.design.moments.shape[2])
+            self.design.moments = last.design.moments  # the clusters' shares: the same for every cutoff and column
+            # zeros, not NaN, where not formed: a contrast's design variance weights every column (most by 0)
+            self.design.part_cross[:, :-1] = self._full(first.design.part_cross, 0.0, axis=1)
+            self.design.part_cross[:, -1:] = last.design.part_cross
+
+    @property
+    def clusters(self) -> int:
+        return self.last.clusters
+
+    def add_clusters(self, n: int) -> None:
+        """Count ``n`` more clusters, whose cross products were added to ``first`` and ``last`` directly."""
+        self.first.clusters += n
+        self.last.clusters += n
 
     def _full(self, sums: np.ndarray, fill: float, axis: int = 0) -> np.ndarray:
         """(..., K - 1, S, S) from the sums of the ``every`` columns (..., K - 1, s, s)."""

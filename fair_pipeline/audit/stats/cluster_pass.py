@@ -24,27 +24,21 @@ def gram(a: np.ndarray) -> np.ndarray:
     return np.matmul(np.swapaxes(a, -1, -2), a)
 
 
-def column_shares(pos_counts, neg_counts, pairs, m, n) -> tuple[np.ndarray, np.ndarray]:
-    """(clusters, columns) shares of each column's positives and negatives held by each cluster.
-
-    ``pos_counts`` / ``neg_counts``: (clusters, vectors) counts; ``m`` / ``n``: per-vector class totals."""
-    i = np.array([p for p, _ in pairs], dtype=np.intp)
-    j = np.array([q for _, q in pairs], dtype=np.intp)
-    m, n = np.asarray(m, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    return pos_counts[:, i] / m[i], neg_counts[:, j] / n[j]
-
-
 def cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
     """(2, K, clusters, columns) CR2-adjusted negatives' and positives' parts from the parts (K, clusters, columns)
     and counts (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df (the
     adjusted totals are their sum over the first axis)."""
-    h_pos, h_neg = column_shares(pos_counts, neg_counts, pairs, m, n)
+    i = np.array([p for p, _ in pairs], dtype=np.intp)
+    j = np.array([q for _, q in pairs], dtype=np.intp)
+    # each vector's shares, then its columns' (columns share vectors: the factors are taken once per vector)
+    h_pos = np.asarray(pos_counts) / np.asarray(m, dtype=np.float64)[None, :]
+    h_neg = np.asarray(neg_counts) / np.asarray(n, dtype=np.float64)[None, :]
     out = np.empty((2,) + np.shape(neg_part))
-    for p, (part, h) in enumerate(((neg_part, h_neg), (pos_part, h_pos))):
-        if np.all(h < 1.0):  # every factor finite: `adjusted_totals` reduces to the product (zeros stay zero)
-            np.multiply(part, leverage_factor(h)[None], out=out[p])
+    for p, (part, h, col) in enumerate(((neg_part, h_neg, j), (pos_part, h_pos, i))):
+        if np.all(h[:, np.unique(col)] < 1.0):  # every factor finite: `adjusted_totals` is the product
+            np.multiply(part, leverage_factor(h)[:, col][None], out=out[p])
         else:
-            out[p] = adjusted_totals(part[None], h[None, None])
+            out[p] = adjusted_totals(part[None], h[:, col][None, None])
     return out
 
 
@@ -60,6 +54,8 @@ class PartSums:
 
     def add(self, parts, pos_counts, neg_counts, m, n) -> None:
         self.part_cross += gram(parts)
+        if self.moments is None:  # read from another `PartSums` over the same clusters (`LastCutoffColumns`)
+            return
         with np.errstate(divide="ignore", invalid="ignore"):
             shares = (np.asarray(neg_counts) / np.asarray(n)[None, :], np.asarray(pos_counts) / np.asarray(m)[None, :])
         self.moments += np.stack([leverage_moments(h) for h in shares])

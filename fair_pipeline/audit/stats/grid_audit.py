@@ -184,12 +184,9 @@ def add_cluster_covariance(res: dict, grid: ScoreGrid | BlockTotals | None, cuto
     sel = np.searchsorted(res["alphas"], var_alphas)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
     if prefix is not None:
-        # one-way: the xAUC columns' variances are read at FPR 1 only (`xauc`), so only those are formed
-        if len(prefix) == 1:
-            every = [s for s, (kind, _, _) in enumerate(res["columns"]) if kind in ("group", "overall")]
-            parts = [(1, prefix[0][1].covariance(auc, roc, every=every))]
-        else:
-            parts = [(sign, sums.covariance(auc, roc, keep_totals=sign > 0)) for sign, sums in prefix]
+        # the xAUC columns' variances are read at FPR 1 only (`xauc`), so only those are formed there, in every stream
+        every = [s for s, (kind, _, _) in enumerate(res["columns"]) if kind in ("group", "overall")]
+        parts = [(sign, sums.covariance(auc, roc, keep_totals=sign > 0, every=every)) for sign, sums in prefix]
         return _store_covariance(res, var_alphas, sel, parts)
     table = grid if isinstance(grid, BlockTotals) else BlockTable(grid)
     if streams is None:

@@ -88,6 +88,11 @@ def vector_sums(sums: np.ndarray, j: int, G: int) -> list[np.ndarray]:
     return [sums[:, negatives].sum(axis=1), sums[[0, 1 + j], 1::2]]
 
 
+def by_quantity(sums: np.ndarray) -> np.ndarray:
+    """(G + 2, 2 G, w) view of the (w, 2 G, G + 2) sums of w clusters (as kept, cell by cell)."""
+    return sums.transpose(2, 1, 0)
+
+
 class PrefixClusterSums(ClusterSumsBase):
     """Per-cluster sums of the influence values of every column and cutoff, fed in score order.
 
@@ -96,7 +101,7 @@ class PrefixClusterSums(ClusterSumsBase):
     ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry; ``diagonal``:
     below FPR 1 only columns (v, v) will be read (`covariance` with such ``every``), so copies keep less.
 
-    Kept per cluster (float64, ``run``, (C, G + 2, 2 G)): per quantity and cell (group g, class) the running sum
+    Kept per cluster (float64, ``run``, (C, 2 G, G + 2)): per cell (group g, class) and quantity the running sum
     of the rows' counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC
     for a negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The
     stream passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it
@@ -109,7 +114,7 @@ class PrefixClusterSums(ClusterSumsBase):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
         G, K, C = self.G, self.alphas.size, self.C
         self.x = self.alphas[None, :] * self.n[:, None]  # (G + 1, K) thresholds on cumulative negatives
-        self.run = np.zeros((C, G + 2, 2 * G))
+        self.run = np.zeros((C, 2 * G, G + 2))  # a row's quantities are adjacent (one cache line)
         self.last = np.full(C, -1, dtype=np.int32)  # checkpoints passed when the cluster last took rows
         self._mark = None  # (C,) scratch: one entry per code among a batch's rows
         self.passed = 0
@@ -120,17 +125,20 @@ class PrefixClusterSums(ClusterSumsBase):
         self.running = np.zeros((2, G + 1))  # positives / negatives of every vector above the next block
         self.rows = 0
 
-    def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves=None) -> None:
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves=None, also=()) -> None:
         """Next blocks (per group counts (G, B), descending scores, continuing the previous ones) and their
         rows: block index within this update, group code, positives and negatives, cluster code. ``curves``:
         the sweep's curves of these blocks (`grid_audit.GridAudit.update_columns` with ``keep_curves``), so the
-        blocks are cumulated once; without them they are computed here (`sweep.block_curves`)."""
-        G, C = self.G, self.C
-        if self._ended:
-            raise RuntimeError("update after the sums were read")
-        codes = np.asarray(codes, dtype=np.intp)
-        if codes.size and (codes.min() < 0 or codes.max() >= C):
-            raise AuditInputError(f"cluster codes must lie in [0, {C}), got [{codes.min()}, {codes.max()}]")
+        blocks are cumulated once; without them they are computed here (`sweep.block_curves`). ``also``: other
+        (sums, codes) of the same audit fed the very same rows, every time (two-way's query stream beside its item
+        stream): the rows' weights, the checkpoints and the straddling rows' influence are worked out once."""
+        fed = [(self, codes), *also]
+        for acc, _ in fed:
+            if acc._ended:
+                raise RuntimeError("update after the sums were read")
+            if acc.passed != self.passed or acc.rows != self.rows:
+                raise RuntimeError("sums updated together must have been fed the same rows")
+        fed = [(acc, acc._checked(codes)) for acc, codes in fed]
         B = pos.shape[1]
         pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
         pooled = (pos.sum(axis=0), neg.sum(axis=0))
@@ -140,12 +148,12 @@ class PrefixClusterSums(ClusterSumsBase):
             curves = block_curves(np.vstack([pos, pooled[0]]), np.vstack([neg, pooled[1]]), *self.running, self.m,
                                   self.n)
         p_incl, n_incl, roc_of, fpr_of = curves
-        if B:
-            self.running = np.stack([p_incl[:, -1], n_incl[:, -1]])
         b = np.asarray(row_block, dtype=np.intp)
+        for acc, _ in fed:
+            acc.running = np.stack([p_incl[:, -1], n_incl[:, -1]]) if B else acc.running
+            acc.rows += b.size
         group = np.asarray(group, dtype=np.intp)
         n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
-        self.rows += b.size
         if not B:
             return
         # per vector, the block holding each threshold: the first whose cumulative negatives pass it; rows of
@@ -173,43 +181,59 @@ class PrefixClusterSums(ClusterSumsBase):
             end = idx.size if blk is None else int(np.searchsorted(b[idx], blk, side="left"))
             if end > start:
                 part = slice(start, end)
-                self._add_rows(idx[part], label[part], w[part], b, group, codes, curve)
+                cell, weights = self._row_weights(idx[part], label[part], w[part], b, group, curve)
+                for acc, codes in fed:
+                    acc._add_rows(codes[idx[part]], cell, weights)
             start = end
             if blk is not None:
                 for u, k in zip(*np.nonzero(reached & (at == blk))):
-                    self.passed += 1
-                    self.checkpoint[u, k] = self.passed
-                    self.copies.passed(u)
+                    for acc, _ in fed:
+                        acc.passed += 1
+                        acc.checkpoint[u, k] = acc.passed
+                        acc.copies.passed(u)
         rows_e = np.flatnonzero(edge_rows)
         if rows_e.size:  # (the rows fed may be a subset of the blocks': a straddling block may hold none of them)
             be = edge_blocks  # the edge blocks' counts, as the exact path needs them
             counts = [np.vstack([a[:, be], pooled[side][be]]) for side, a in enumerate((pos, neg))]
-            self._edge_rows(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
-                            n_incl[:, be], group, n_pos, n_neg, codes)
+            values = self._edge_values(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
+                                       n_incl[:, be], group, n_pos, n_neg)
+            for acc, codes in fed:
+                acc._keep_edges(codes[rows_e], *values)
 
-    def _add_rows(self, idx, label, w, b, group, codes, curve) -> None:
-        """Rows ``idx`` (class ``label``, count ``w``), all between the same two checkpoints, into the running sums
-        of their (group, class) cells; a cluster last fed before a checkpoint since passed first records its sums.
-        ``curve``: (2, G + 1, blocks) the ROC of each vector at each block (for negatives), then the FPR."""
+    def _checked(self, codes) -> np.ndarray:
+        codes = np.asarray(codes, dtype=np.intp)
+        if codes.size and (codes.min() < 0 or codes.max() >= self.C):
+            raise AuditInputError(f"cluster codes must lie in [0, {self.C}), got [{codes.min()}, {codes.max()}]")
+        return codes
+
+    def _row_weights(self, idx, label, w, b, group, curve) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``idx`` (class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
+        rows): the count, then the count x the curve of each vector the row sees. ``curve``: (2, G + 1, blocks) the
+        ROC of each vector at each block (for negatives), then the FPR."""
         G = self.G
-        Q, cells = G + 2, 2 * G
-        c = codes[idx]
-        run = self._running(c)
+        Q = G + 2
         cell, rb = 2 * group[idx] + label, b[idx]
         at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
         flat = curve.reshape(-1)
-        weights = np.empty((Q, c.size))
+        weights = np.empty((Q, idx.size))
         weights[0] = w
         for v in range(G + 1):
             np.multiply(w, flat[at + v * curve.shape[2]], out=weights[1 + v])
+        return cell, weights
+
+    def _add_rows(self, c, cell, weights) -> None:
+        """Rows of cluster codes ``c`` (cells and weights: `_row_weights`), all between the same two checkpoints, into
+        the running sums of their cells; a cluster last fed before a checkpoint since passed first records its sums."""
+        Q, cells = self.G + 2, 2 * self.G
+        run = self._running(c)
         lo, hi = int(c.min()), int(c.max()) + 1
-        offsets = (np.arange(Q) * cells)[:, None]  # quantity q of a cell: q * cells further
-        if c.size >= DENSE_RUN_SHARE * (hi - lo):  # summed per (code, quantity, cell) over the codes they span
-            key = ((c - lo) * (Q * cells) + cell)[None, :] + offsets
+        offsets = np.arange(Q)[:, None]  # quantity q of a cell: q further
+        if c.size >= DENSE_RUN_SHARE * (hi - lo):  # summed per (code, cell, quantity) over the codes they span
+            key = ((c - lo) * (Q * cells) + cell * Q)[None, :] + offsets
             run[lo:hi] += np.bincount(key.ravel(), weights.ravel(), minlength=(hi - lo) * Q * cells).reshape(
-                hi - lo, Q, cells)
-        else:  # scattered row by row (numpy's add.at on a flat index: a row's sums share two cache lines)
-            np.add.at(run.reshape(-1), ((c * (Q * cells) + cell)[None, :] + offsets).ravel(), weights.ravel())
+                hi - lo, cells, Q)
+        else:  # scattered row by row (numpy's add.at on a flat index: a row's sums share one cache line)
+            np.add.at(run.reshape(-1), ((c * (Q * cells) + cell * Q)[None, :] + offsets).ravel(), weights.ravel())
 
     def _running(self, c: np.ndarray) -> np.ndarray:
         """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
@@ -221,7 +245,7 @@ class PrefixClusterSums(ClusterSumsBase):
             back = c[stale & (seen >= 0)]
             if back.size:
                 back = self._distinct(back)
-                self.copies.take(back, self.last[back], now, self.run[back])
+                self.copies.take(back, self.last[back], now, self.run)
             self.last[c[stale]] = now
         return self.run
 
@@ -234,15 +258,14 @@ class PrefixClusterSums(ClusterSumsBase):
         self._mark[codes] = order
         return codes[self._mark[codes] == order]
 
-    def _edge_rows(self, rows_e, be, p, q, p_incl, n_incl, group, n_pos, n_neg, codes) -> None:
-        """Rows of blocks straddling a cutoff: `row_influence` per column and cutoff, its ROC-free part kept
-        per cluster and its ROC coefficient as a correction of NC at that cutoff (`edges`, few), with the
-        rows' counts. ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
+    def _edge_values(self, rows_e, be, p, q, p_incl, n_incl, group, n_pos, n_neg) -> tuple:
+        """Rows of blocks straddling a cutoff: `row_influence` per column and cutoff, its ROC-free parts (2, S, K,
+        rows) and its ROC coefficient as a correction of NC at that cutoff (G + 1, K, rows), with the rows' groups
+        and counts. ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
         G, K = self.G, self.alphas.size
         table = ClassTotals(G, self.m, self.n)
         rows = PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
         ge, pe, ne = group[rows_e], n_pos[rows_e], n_neg[rows_e]
-        uniq, inv = np.unique(codes[rows_e], return_inverse=True)
         a_vals = np.empty((2, len(self.pairs), K, rows_e.size))  # negatives' and positives' parts
         nc_vals = np.empty((G + 1, K, rows_e.size))
         no_pos = np.zeros(pe.size)
@@ -255,6 +278,12 @@ class PrefixClusterSums(ClusterSumsBase):
                     nc_vals[j, k] = alpha * ne * in_j - self.n[j] * (roc1 - roc0)
                 for s, (i, j) in enumerate(self.pairs):
                     a_vals[:, s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, rows, ge, pe, ne, parts=True)
+        return a_vals, nc_vals, ge, pe, ne
+
+    def _keep_edges(self, codes_e, a_vals, nc_vals, ge, pe, ne) -> None:
+        """Straddling rows of cluster codes ``codes_e`` (`_edge_values`) summed per cluster (`edges`, few)."""
+        G = self.G
+        uniq, inv = np.unique(codes_e, return_inverse=True)
         members = sparse.csr_matrix((np.ones(inv.size), (np.arange(inv.size), inv.ravel())),
                                     shape=(inv.size, uniq.size))  # row -> its cluster
 
@@ -308,7 +337,7 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
         """(G + 2, 2 G, w) all the sums of clusters lo..hi-1 (a copy: the final step reads it by quantity)."""
-        return np.ascontiguousarray(np.moveaxis(self.run[lo:hi], 0, -1))
+        return np.ascontiguousarray(by_quantity(self.run[lo:hi]))
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
@@ -325,8 +354,7 @@ class PrefixClusterSums(ClusterSumsBase):
         return self._counts(0, self.C)[1]
 
     def covariance(self, auc, roc, keep_totals: bool = True, every=None):
-        if self.copies.diagonal and (every is None or not keep_totals or
-                                     any(self.pairs[s][0] != self.pairs[s][1] for s in every)):
+        if self.copies.diagonal and (every is None or any(self.pairs[s][0] != self.pairs[s][1] for s in every)):
             raise ValueError("diagonal sums hold the columns (v, v) below FPR 1 only: pass those as every")
         return super().covariance(auc, roc, keep_totals, every)
 
@@ -336,14 +364,19 @@ class PrefixClusterSums(ClusterSumsBase):
         total, last = self._total(lo, hi), self.last[lo:hi]
         nc_edges, edges = self._edge_lists(lo, hi)
 
+        K = self.alphas.size
+        # one pair of buffers for every vector (each vector's are read before the next one's are formed)
+        neg, pos = np.empty((K, G + 2, hi - lo)), np.empty((K, 2, G, hi - lo))
+
         def owners():
             for j in range(G + 1):
                 e = self.checkpoint[j]
                 before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
                 run_neg, run_pos = vector_sums(total, j, G)
-                # all of a cluster's sums if so, else none, but the copy of a cluster on both sides of it
-                neg = np.where(before[:, None, :], run_neg[None], 0.0)  # (K, G + 2, w)
-                pos = np.where(before[:, None, None, :], run_pos[None], 0.0)  # (K, 2, G, w)
+                # all of a cluster's sums if so, else none (the sums are of counts and curves, never negative: x
+                # times False is +0), but the copy of a cluster on both sides of it
+                np.multiply(run_neg[None], before[:, None, :], out=neg)  # (K, G + 2, w)
+                np.multiply(run_pos[None], before[:, None, None, :], out=pos)  # (K, 2, G, w)
                 for k in np.flatnonzero(e != NOT_PASSED):
                     self.copies.scatter(e[k], lo, hi, neg[k], pos[k])
                 for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fair_pipeline.audit.stats.cluster_parts import LastCutoffColumns, last_cutoff_sums
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
 from fair_pipeline.audit.stats.clustered import row_influence
 from fair_pipeline.audit.stats.prefix_clusters import ClassTotals, PrefixClusterSums, PrefixRows, cutoff_blocks
@@ -36,26 +37,35 @@ SINGLE = -1  # the cluster code of a cell holding one impression
 class CellCodes:
     """The (item, query) cells holding more than one impression, by their item and query codes (or integer ids,
     less ``lo``; ``n_second``: the query codes' range): a row's cell code, or `SINGLE` for a cell missing here,
-    looked up among the sorted keys (item code x queries + query code)."""
+    looked up among the sorted keys (item code x queries + query code). Few items hold such a cell, so a table
+    of flags by item code picks the rows worth looking up (a gather per row instead of a binary search)."""
 
     def __init__(self, first, second, codes, n_second: int, lo=(0, 0)):
         self.n_second, self.lo = max(int(n_second), 1), (int(lo[0]), int(lo[1]))
-        keys = (np.asarray(first, dtype=np.int64) - self.lo[0]) * self.n_second + \
-            (np.asarray(second, dtype=np.int64) - self.lo[1])
+        first = np.asarray(first, dtype=np.int64) - self.lo[0]
+        keys = first * self.n_second + (np.asarray(second, dtype=np.int64) - self.lo[1])
         self.size = keys.size
         order = np.argsort(keys, kind="stable")
         self.keys, self.codes = keys[order], np.asarray(codes, dtype=np.int64)[order]
         if self.keys.size > 1 and np.any(self.keys[1:] == self.keys[:-1]):
             raise ValueError("each cell must be listed once")
+        # items are numbered from 0 (codes, or ids less lo): the flags span the highest item holding a listed cell
+        self.has_cell = np.zeros(int(first.max()) + 1 if first.size else 0, dtype=bool)
+        self.has_cell[first] = True
 
     def lookup(self, first, second) -> np.ndarray:
         """The cell code of each row (item code ``first``, query code ``second``)."""
-        first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+        first = np.asarray(first, dtype=np.int64) - self.lo[0]
+        out = np.full(first.size, SINGLE, dtype=np.int64)
         if not self.keys.size:
-            return np.full(first.size, SINGLE, dtype=np.int64)
-        keys = (first - self.lo[0]) * self.n_second + (second - self.lo[1])
+            return out
+        flagged = self.has_cell[np.clip(first, 0, self.has_cell.size - 1)]
+        flagged &= (first >= 0) & (first < self.has_cell.size)
+        rows = np.flatnonzero(flagged)
+        keys = first[rows] * self.n_second + (np.asarray(second, dtype=np.int64)[rows] - self.lo[1])
         at = np.minimum(np.searchsorted(self.keys, keys), self.keys.size - 1)
-        return np.where(self.keys[at] == keys, self.codes[at], SINGLE)
+        out[rows] = np.where(self.keys[at] == keys, self.codes[at], SINGLE)
+        return out
 
 
 class SingletonMoments:
@@ -82,76 +92,83 @@ class SingletonMoments:
         self.rows = 0
         self.running = np.zeros((2, V))
 
-    def update(self, pos, neg, row_block, group, n_pos, n_neg, curves) -> None:
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, curves, skip=None) -> None:
         """Next blocks (per group counts (G, B)) and the sweep's curves of them; rows: block, group code,
-        positives and negatives (one of them 1, the other 0)."""
+        positives and negatives (one of them 1, the other 0). ``skip``: a mask of rows to leave out (fed elsewhere;
+        a mask, not a copy of the others)."""
         G, K = self.G, self.alphas.size
         b = np.asarray(row_block, dtype=np.intp)
         group = np.asarray(group, dtype=np.intp)
         n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
-        if b.size and not np.all(n_pos + n_neg == 1):
+        skip = np.zeros(b.size, dtype=bool) if skip is None else np.asarray(skip, dtype=bool)
+        if b.size and not np.all((n_pos + n_neg == 1) | skip):
             raise AuditInputError("a one-impression cell must hold exactly one positive or one negative")
         p_incl, n_incl, roc_of, fpr_of = curves
         pooled_neg = neg.sum(axis=0)
         at, edge_blocks = cutoff_blocks(n_incl, neg, pooled_neg, self.x)
-        self.rows += b.size
-        edge = np.isin(b, edge_blocks) if edge_blocks.size else np.zeros(b.size, dtype=bool)
-        band = np.stack([np.searchsorted(at[v], b, side="right") for v in range(G + 1)])  # (V, rows)
+        self.rows += b.size - int(np.count_nonzero(skip))
+        edge = (np.isin(b, edge_blocks) & ~skip) if edge_blocks.size else np.zeros(b.size, dtype=bool)
+        cuts, cut_band = self._segments(b, at)
+        kept = ~(edge | skip)
         for g in range(G):
-            mine = (group == g) & ~edge
+            mine = (group == g) & kept
             rows = np.flatnonzero(mine & (n_neg > 0))
             if rows.size:
-                self._add_negatives(g, band[g, rows] * (K + 1) + band[G, rows], roc_of[:, b[rows]])
+                starts, band = self._runs(rows, cuts, cut_band)
+                self._add_negatives(g, starts, band[g] * (K + 1) + band[G], roc_of[:, b[rows]])
             rows = np.flatnonzero(mine & (n_pos > 0))
             if rows.size:
-                self._add_positives(g, band[:, rows], fpr_of[:, b[rows]])
+                self._add_positives(g, *self._runs(rows, cuts, cut_band), fpr_of[:, b[rows]])
         if edge.any():
             self._edge_rows(np.flatnonzero(edge), b, pos, neg, pooled_neg, p_incl, n_incl, group, n_pos, n_neg)
 
-    def _products(self, curve: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
-        """(1 + V + V (V + 1) / 2, rows): ones, each vector's curve and the products of every two (v <= w)."""
-        V = curve.shape[0]
-        pairs = [(v, w) for v in range(V) for w in range(v, V)]
-        out = np.empty((1 + V + len(pairs), curve.shape[1]))
-        out[0] = 1.0
-        out[1:1 + V] = curve
-        for r, (v, w) in enumerate(pairs):
-            np.multiply(curve[v], curve[w], out=out[1 + V + r])
-        return out, pairs
+    @staticmethod
+    def _segments(b: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of blocks ``b`` (ascending: score order) cut where any vector's band grows (its first row in or past
+        the block of a threshold ``at`` (V, K)): the first row of each segment and every vector's band there
+        (V, segments), found by a few searches of the thresholds among the rows, none per row."""
+        if b.size > 1 and np.any(b[1:] < b[:-1]):
+            raise ValueError("one-impression rows must come in score order")
+        grows = [np.searchsorted(b, at[v], side="left") for v in range(at.shape[0])]  # band v counts those <= row
+        cuts = np.unique(np.r_[0, np.concatenate(grows)])
+        cuts = cuts[cuts < b.size]
+        return cuts, np.stack([np.searchsorted(g, cuts, side="right") for g in grows])
 
-    def _add_negatives(self, g, key, roc) -> None:
+    @staticmethod
+    def _runs(rows: np.ndarray, cuts: np.ndarray, cut_band: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The runs of ``rows`` (ascending) lying in one segment: where each starts in ``rows``, its bands (V, runs)."""
+        starts = np.searchsorted(rows, cuts, side="left")
+        held = np.r_[starts[1:], rows.size] > starts
+        return starts[held], cut_band[:, held]
+
+    @staticmethod
+    def _run_moments(curve: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per run of rows (from each of ``starts`` to the next) of ``curve`` (V, rows): its rows, the sums of each
+        vector's curve (runs, V) and of the products of every two (runs, V, V), one small matrix product per run
+        (runs are few: the bands only grow down the stream)."""
+        ends = np.r_[starts[1:], curve.shape[1]]
+        sums = np.add.reduceat(curve, starts, axis=1).T
+        cross = np.stack([curve[:, lo:hi] @ curve[:, lo:hi].T for lo, hi in zip(starts.tolist(), ends.tolist())])
+        return (ends - starts).astype(np.float64), sums, cross
+
+    def _add_negatives(self, g, starts, key, roc) -> None:
         """Negatives of group g (score order), binned by (band of g, band pooled): both bands grow down the stream,
-        so runs of rows share a bin and their sums are one ``add.reduceat`` over all weights at once."""
-        V = self.G + 1
-        starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]
-        sums, pairs = self._products(roc)
-        sums = np.add.reduceat(sums, starts, axis=1)
-        key = key[starts]
-        per_bin = [np.bincount(key, w, minlength=self.bins) for w in sums]  # (few runs; a bin may hold several)
-        self.neg_1[g] += per_bin[0]
-        for v in range(V):
-            self.neg_r[g, :, v] += per_bin[1 + v]
-        for r, (v, w) in enumerate(pairs):
-            self.neg_rr[g, :, v, w] += per_bin[1 + V + r]
-            if w != v:
-                self.neg_rr[g, :, w, v] += per_bin[1 + V + r]
+        so runs of rows (from ``starts``, bin ``key`` each) share a bin and each run's sums are taken at once (a bin
+        may hold several runs)."""
+        ones, sums, cross = self._run_moments(roc, starts)
+        np.add.at(self.neg_1[g], key, ones)
+        np.add.at(self.neg_r[g], key, sums)
+        np.add.at(self.neg_rr[g], key, cross)
 
-    def _add_positives(self, g, band, fpr) -> None:
-        """Positives of group g (score order) with their band for every vector (V, rows): runs of rows sharing all
-        bands are summed once (``add.reduceat``), then each (j, j') bin adds its few runs."""
+    def _add_positives(self, g, starts, run_band, fpr) -> None:
+        """Positives of group g (score order) in runs sharing every vector's band (from ``starts``, bands
+        ``run_band`` (V, runs)): each run is summed once, then each (j, j') bin adds its few runs."""
         V, K1 = self.G + 1, self.alphas.size + 1
-        change = np.flatnonzero((band[:, 1:] != band[:, :-1]).any(axis=0)) + 1
-        starts = np.r_[0, change]
-        sums, pairs = self._products(fpr)
-        sums = np.add.reduceat(sums, starts, axis=1)
-        run_band = band[:, starts]
-        product = {pair: sums[1 + V + r] for r, pair in enumerate(pairs)}
+        ones, sums, cross = self._run_moments(fpr, starts)
         for j in range(V):
             for jj in range(V):
-                key = run_band[j] * K1 + run_band[jj]
-                out = self.pos[g, j, jj]
-                for c, w in enumerate((sums[0], sums[1 + j], sums[1 + jj], product[min(j, jj), max(j, jj)])):
-                    out[:, c] += np.bincount(key, w, minlength=self.bins)
+                np.add.at(self.pos[g, j, jj], run_band[j] * K1 + run_band[jj],
+                          np.stack([ones, sums[:, j], sums[:, jj], cross[:, j, jj]], axis=1))
 
     def _edge_rows(self, rows, b, pos, neg, pooled_neg, p_incl, n_incl, group, n_pos, n_neg) -> None:
         """Rows of blocks straddling a cutoff: their exact influence, as coefficients of I and ROC."""
@@ -242,28 +259,41 @@ class IntersectionSums:
     """Two-way clustering's intersection stream: cells of several rows (codes 0..C-1) into `PrefixClusterSums`,
     one-impression cells (code `SINGLE`) into `SingletonMoments`; `covariance` as `PrefixClusterSums`'s."""
 
-    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int):
-        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters)
+    def __init__(self, n_pos, n_neg, alphas, pairs, n_clusters: int, diagonal: bool = False):
+        self.several = PrefixClusterSums(n_pos, n_neg, alphas, pairs, n_clusters, diagonal=diagonal)
         self.single = SingletonMoments(n_pos, n_neg, alphas, pairs)
 
     def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves) -> None:
         codes = np.asarray(codes)
-        one = codes == SINGLE
-        rest = ~one
+        several = codes != SINGLE  # few rows: taken apart; the others are fed in place
+        rest = np.flatnonzero(several)
         args = (np.asarray(row_block), np.asarray(group), np.asarray(n_pos), np.asarray(n_neg))
         self.several.update(pos, neg, *(a[rest] for a in args), codes[rest], curves)
-        self.single.update(pos, neg, *(a[one] for a in args), curves)
+        self.single.update(pos, neg, *args, curves, skip=several)
 
-    def covariance(self, auc, roc, keep_totals: bool = False) -> ClusterCrossSums:
+    def covariance(self, auc, roc, keep_totals: bool = False, every=None):
+        """`ClusterCrossSums` of both kinds of cells (``every``: as `PrefixClusterSums.covariance`'s, then a
+        `cluster_parts.LastCutoffColumns`)."""
         if keep_totals:
             raise ValueError("the intersection stream keeps no totals")
         several = self.several
-        out = ClusterCrossSums(several.pairs, several.alphas.size, len(several.pairs), several.G + 1, design=False)
-        several.add_to(out, auc, roc)
+        K, S, V = several.alphas.size, len(several.pairs), several.G + 1
         cross, cross_cr2 = self.single.cross_sums(auc, roc)
-        out.cross += cross
-        out.cross_cr2 += cross_cr2
-        out.clusters += self.single.rows
+        if every is not None and K > 1:
+            first, last = last_cutoff_sums(several.pairs, K, V, every, keep_totals=False)
+            several.add_to((first, last), auc, roc, first.every)
+            pick = np.ix_(first.every, first.every)
+            for out, (a, b) in ((first, (cross[:-1], cross_cr2[:-1])), (last, (cross[-1:], cross_cr2[-1:]))):
+                out.cross += a if out is last else a[:, pick[0], pick[1]]
+                out.cross_cr2 += b if out is last else b[:, pick[0], pick[1]]
+            out = LastCutoffColumns(first, last)
+            out.add_clusters(self.single.rows)
+        else:
+            out = ClusterCrossSums(several.pairs, K, S, V, design=False)
+            several.add_to(out, auc, roc)
+            out.cross += cross
+            out.cross_cr2 += cross_cr2
+            out.clusters += self.single.rows
         if out.clusters < 2:
             raise AuditInputError(f"a cluster-robust variance needs at least 2 clusters, got {out.clusters}")
         return out

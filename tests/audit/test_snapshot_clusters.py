@@ -1,10 +1,10 @@
-"""Per-band cluster sums (`stats.banded_clusters`, two-way's query stream) against the running sums of
-`stats.prefix_clusters` and brute force: clusters spanning the whole score range, ties, three groups."""
+"""Cluster sums copied at every checkpoint (`stats.snapshot_clusters`, two-way's query stream) against the running
+sums of `stats.prefix_clusters` and brute force: clusters spanning the whole score range, ties, three groups."""
 import numpy as np
 import pytest
 
 import fair_pipeline.audit.stats.prefix_clusters as prefix
-from fair_pipeline.audit.stats.banded_clusters import BandedClusterSums
+from fair_pipeline.audit.stats.snapshot_clusters import SnapshotClusterSums
 from fair_pipeline.audit.stats.grid_audit import variance_alphas
 from tests.audit import bruteforce as bf
 from tests.audit.test_prefix_clusters import CUTS, _feed, _rows
@@ -28,17 +28,17 @@ def _spanning_rows(rng, n=1200, clusters=25, ties=4):
 @pytest.mark.parametrize("dense_share", [0.0, np.inf])
 @pytest.mark.parametrize("batch_rows", [29, 10_000])
 @pytest.mark.parametrize("ties", [0, 4])  # 0: distinct scores; 4: ties within and across classes and groups
-def test_banded_sums_equal_the_running_sums_and_brute_force(monkeypatch, dense_share, batch_rows, ties):
+def test_snapshot_sums_equal_the_running_sums_and_brute_force(monkeypatch, dense_share, batch_rows, ties):
     monkeypatch.setattr(prefix, "DENSE_RUN_SHARE", dense_share)
     s, y, g, c = _spanning_rows(np.random.default_rng(31 + ties), ties=ties)
     res, running = _feed(s, y, g, c, batch_rows)
-    _, banded = _feed(s, y, g, c, batch_rows, kind=BandedClusterSums)
-    assert len(banded.bands) > 2  # rows were fed in several bands
-    np.testing.assert_allclose(banded.per_cluster(), running.per_cluster(), rtol=1e-12, atol=1e-12)
+    _, copied = _feed(s, y, g, c, batch_rows, kind=SnapshotClusterSums)
+    assert copied.copied > 2  # rows were fed after several checkpoints
+    np.testing.assert_allclose(copied.per_cluster(), running.per_cluster(), rtol=1e-12, atol=1e-12)
     alphas = variance_alphas(CUTS)
     sel = np.searchsorted(res["alphas"], alphas)
     auc, roc = res["auc"][:, sel], res["tpr_interp"][:, sel]
-    got, want = banded.covariance(auc, roc), running.covariance(auc, roc)
+    got, want = copied.covariance(auc, roc), running.covariance(auc, roc)
     np.testing.assert_allclose(got.covariance(), want.covariance(), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(got.cr1_covariance(), want.cr1_covariance(), rtol=1e-12, atol=1e-15)
     assert got.clusters == want.clusters == np.unique(c).size
