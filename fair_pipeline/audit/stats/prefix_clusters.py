@@ -88,11 +88,6 @@ def vector_sums(sums: np.ndarray, j: int, G: int) -> list[np.ndarray]:
     return [sums[:, negatives].sum(axis=1), sums[[0, 1 + j], 1::2]]
 
 
-def by_quantity(sums: np.ndarray) -> np.ndarray:
-    """(G + 2, 2 G, w) view of the (w, 2 G, G + 2) sums of w clusters (as kept, cell by cell)."""
-    return sums.transpose(2, 1, 0)
-
-
 class PrefixClusterSums(ClusterSumsBase):
     """Per-cluster sums of the influence values of every column and cutoff, fed in score order.
 
@@ -337,7 +332,7 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
         """(G + 2, 2 G, w) all the sums of clusters lo..hi-1 (a copy: the final step reads it by quantity)."""
-        return np.ascontiguousarray(by_quantity(self.run[lo:hi]))
+        return np.ascontiguousarray(self.run[lo:hi].transpose(2, 1, 0))  # kept (w, 2 G, G + 2)
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
@@ -364,9 +359,8 @@ class PrefixClusterSums(ClusterSumsBase):
         total, last = self._total(lo, hi), self.last[lo:hi]
         nc_edges, edges = self._edge_lists(lo, hi)
 
-        K = self.alphas.size
         # one pair of buffers for every vector (each vector's are read before the next one's are formed)
-        neg, pos = np.empty((K, G + 2, hi - lo)), np.empty((K, 2, G, hi - lo))
+        neg, pos = np.empty((self.alphas.size, G + 2, hi - lo)), np.empty((self.alphas.size, 2, G, hi - lo))
 
         def owners():
             for j in range(G + 1):
