@@ -34,37 +34,12 @@ from scipy import sparse
 
 from fair_pipeline.audit.stats.checkpoint_copies import CheckpointCopies
 from fair_pipeline.audit.stats.cluster_parts import CROSS_CHUNK, ClusterSumsBase, SummedClusterSums
-from fair_pipeline.audit.stats.clustered import row_influence
+from fair_pipeline.audit.stats.clustered import ClassTotals, PrefixRows, row_influence
 from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 DENSE_RUN_SHARE = 1.0  # rows at least this share of the codes they span: summed per (cell, code) by bincount
 NOT_PASSED = np.iinfo(np.int32).max  # the checkpoint of a threshold the stream never passed (alpha = 1)
-
-
-class ClassTotals:
-    """What `row_influence` needs of the table: groups, class totals per vector (floored at 1)."""
-
-    def __init__(self, n_groups, m, n):
-        self.n_groups, self.m, self.n = n_groups, m, n
-
-
-class PrefixRows:
-    """A batch of rows seen through their blocks' prefix counts (the `CountRows` interface of
-    `row_influence`): ``pos``/``neg`` the block's counts, ``pos_incl``/``neg_incl`` those through it, all
-    (G + 1, rows) with the pooled vector last."""
-
-    def __init__(self, pos, neg, pos_incl, neg_incl):
-        self._pos, self._neg, self._pos_incl, self._neg_incl = pos, neg, pos_incl, neg_incl
-
-    def take(self, idx):
-        return PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
-
-    def incl(self, v):
-        return self._pos_incl[v], self._neg_incl[v]
-
-    def counts(self, v):
-        return self._pos[v], self._neg[v]
 
 
 def cutoff_blocks(n_incl, neg, pooled_neg, x) -> tuple[np.ndarray, np.ndarray]:

@@ -26,8 +26,8 @@ import numpy as np
 
 from fair_pipeline.audit.stats.cluster_parts import LastCutoffColumns, last_cutoff_sums
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
-from fair_pipeline.audit.stats.clustered import row_influence
-from fair_pipeline.audit.stats.prefix_clusters import ClassTotals, PrefixClusterSums, PrefixRows, cutoff_blocks
+from fair_pipeline.audit.stats.clustered import ClassTotals, PrefixRows, row_influence
+from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, cutoff_blocks
 from fair_pipeline.audit.stats.small_sample import leverage_factor
 from fair_pipeline.audit.stats.validation import AuditInputError
 
