@@ -130,9 +130,11 @@ def coverage(raw: pd.DataFrame) -> pd.DataFrame:
             row[rule] = np.mean((t >= low) & (t <= high))
         low, high = rule_bounds(g)["resid_boot"]
         row["boot_se"] = np.sqrt(row["resid_boot"] * (1 - row["resid_boot"]) / len(g))
-        row["miss_below"], row["miss_above"] = np.mean(t > high), np.mean(t < low)
+        # the interval is [estimate - high SE, estimate - low SE]: it lies below the truth when t < low
+        row["miss_below"], row["miss_above"] = np.mean(t < low), np.mean(t > high)
         row["median_gamma_design"] = g["gamma_design"].median()
-        row["corr_t_gamma_own"] = np.corrcoef(t, g["gamma_own"])[0, 1] if len(g) > 2 else np.nan
+        varies = len(g) > 2 and np.std(t) > 0 and g["gamma_own"].std() > 0
+        row["corr_t_gamma_own"] = np.corrcoef(t, g["gamma_own"])[0, 1] if varies else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 

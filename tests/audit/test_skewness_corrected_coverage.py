@@ -4,9 +4,10 @@ the documented command at a tiny size."""
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from benchmarks.skewness_corrected_coverage import (design_skewness, hall_bounds, main, own_skewness,
+from benchmarks.skewness_corrected_coverage import (coverage, design_skewness, hall_bounds, main, own_skewness,
                                                     residual_bootstrap_t)
 from fair_pipeline.audit.stats.small_sample import critical_value
 
@@ -80,6 +81,16 @@ def test_residual_bootstrap_re_estimates_each_part_on_resampled_residuals():
             error += est
             variance += np.sum((h[i] * (draw - est)) ** 2 / (1 - h[i]))
         assert star[b] == pytest.approx(error / np.sqrt(variance), rel=1e-10)
+
+
+def test_coverage_counts_an_interval_above_the_truth_as_missing_above():
+    """Estimates 5 SE above the truth: every interval lies above it; at 0.5 SE every rule covers."""
+    raw = pd.DataFrame({"config": "c", "statistic": "s", "estimable": True, "se": 0.1, "df": 30.0,
+                        "error": [0.5, 0.5, 0.05, 0.05], "gamma_own": 0.0, "gamma_design": 0.0,
+                        "boot_low": -2.0, "boot_high": 2.0})
+    row = coverage(raw).iloc[0]
+    assert row["miss_above"] == 0.5 and row["miss_below"] == 0.0
+    assert row["cr2_t"] == row["hall_own"] == row["hall_design_2df"] == row["resid_boot"] == 0.5
 
 
 def test_documented_command_runs_small(capsys):

@@ -62,6 +62,8 @@ SMALLER = {
     "uniform, 7 slots, groups 60/22/18%'": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config 'hidden 2: 500 items, "
     "log-normal σ=1, 12 slots, small group 4%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config '40 items, Pareto 1.1 "
+    "popularity, small group 10%'": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
         "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
@@ -117,6 +119,10 @@ SMALLER = {
     "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 3": "--reps 1",
     "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
         "--reps 1 --rows pareto1.3",
+    "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
+    "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
+    "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 3": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

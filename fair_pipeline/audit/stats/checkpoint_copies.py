@@ -47,12 +47,12 @@ class CheckpointCopies:
 
     def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray) -> None:
         """Clusters ``codes`` (distinct), last fed when ``since`` checkpoints were passed and fed again now that
-        ``now`` are: their running sums ``run[codes]`` (``run``: (C, G + 2, 2 G)) stood so at every checkpoint in
+        ``now`` are: their running sums ``run[codes]`` (``run``: (C, 2 G, G + 2)) stood so at every checkpoint in
         (since, now]. Each kept number is one gather from the flat sums (no copy of a cluster's whole sums)."""
         if self._sorted is not None:
             raise RuntimeError("copies taken after they were read")
-        flat, cells = run.reshape(-1), run.shape[2]
-        base = codes * (run.shape[1] * cells)
+        flat, Q = run.reshape(-1), run.shape[2]  # quantity q of cell c: c * Q + q further
+        base = codes.astype(np.intp) * (run.shape[1] * Q)
         for e in range(int(since.min()) + 1, now + 1):
             mine = np.flatnonzero(since < e)
             if not mine.size:
@@ -62,13 +62,13 @@ class CheckpointCopies:
             at = base if mine.size == codes.size else base[mine]
             values = np.empty((quantities.size + 2 * groups.size, mine.size))  # (numbers kept, clusters)
             for n, q in enumerate(quantities):  # u's negatives, summed over their cells
-                np.take(flat, at + (q * cells + neg_cells[0]), out=values[n])
+                np.take(flat, at + (neg_cells[0] * Q + q), out=values[n])
                 for cell in neg_cells[1:]:
-                    values[n] += flat[at + (q * cells + cell)]
+                    values[n] += flat[at + (cell * Q + q)]
             n = quantities.size
             for q in (0, 1 + u):  # each kept group's positives: count, then FPR_u sums
                 for g in groups:
-                    np.take(flat, at + (q * cells + 2 * g + 1), out=values[n])
+                    np.take(flat, at + ((2 * g + 1) * Q + q), out=values[n])
                     n += 1
             self._parts.setdefault(e, []).append((codes[mine], values))
 

@@ -291,3 +291,28 @@ def two_way_keys(first, second) -> np.ndarray:
     a = np.unique(np.asarray(first), return_inverse=True)[1].ravel().astype(np.int64)
     b = np.unique(np.asarray(second), return_inverse=True)[1].ravel().astype(np.int64)
     return a * (int(b.max()) + 1) + b
+
+
+class ClassTotals:
+    """What `row_influence` needs of the table: groups, class totals per vector (floored at 1)."""
+
+    def __init__(self, n_groups, m, n):
+        self.n_groups, self.m, self.n = n_groups, m, n
+
+
+class PrefixRows:
+    """A batch of rows seen through their blocks' prefix counts (the `CountRows` interface of
+    `row_influence`): ``pos``/``neg`` the block's counts, ``pos_incl``/``neg_incl`` those through it, all
+    (G + 1, rows) with the pooled vector last."""
+
+    def __init__(self, pos, neg, pos_incl, neg_incl):
+        self._pos, self._neg, self._pos_incl, self._neg_incl = pos, neg, pos_incl, neg_incl
+
+    def take(self, idx):
+        return PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
+
+    def incl(self, v):
+        return self._pos_incl[v], self._neg_incl[v]
+
+    def counts(self, v):
+        return self._pos[v], self._neg[v]

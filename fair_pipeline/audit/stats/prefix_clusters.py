@@ -34,37 +34,12 @@ from scipy import sparse
 
 from fair_pipeline.audit.stats.checkpoint_copies import CheckpointCopies
 from fair_pipeline.audit.stats.cluster_parts import CROSS_CHUNK, ClusterSumsBase, SummedClusterSums
-from fair_pipeline.audit.stats.clustered import row_influence
+from fair_pipeline.audit.stats.clustered import ClassTotals, PrefixRows, row_influence
 from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 DENSE_RUN_SHARE = 1.0  # rows at least this share of the codes they span: summed per (cell, code) by bincount
 NOT_PASSED = np.iinfo(np.int32).max  # the checkpoint of a threshold the stream never passed (alpha = 1)
-
-
-class ClassTotals:
-    """What `row_influence` needs of the table: groups, class totals per vector (floored at 1)."""
-
-    def __init__(self, n_groups, m, n):
-        self.n_groups, self.m, self.n = n_groups, m, n
-
-
-class PrefixRows:
-    """A batch of rows seen through their blocks' prefix counts (the `CountRows` interface of
-    `row_influence`): ``pos``/``neg`` the block's counts, ``pos_incl``/``neg_incl`` those through it, all
-    (G + 1, rows) with the pooled vector last."""
-
-    def __init__(self, pos, neg, pos_incl, neg_incl):
-        self._pos, self._neg, self._pos_incl, self._neg_incl = pos, neg, pos_incl, neg_incl
-
-    def take(self, idx):
-        return PrefixRows(*(a[:, idx] for a in (self._pos, self._neg, self._pos_incl, self._neg_incl)))
-
-    def incl(self, v):
-        return self._pos_incl[v], self._neg_incl[v]
-
-    def counts(self, v):
-        return self._pos[v], self._neg[v]
 
 
 def cutoff_blocks(n_incl, neg, pooled_neg, x) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +71,7 @@ class PrefixClusterSums(ClusterSumsBase):
     ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry; ``diagonal``:
     below FPR 1 only columns (v, v) will be read (`covariance` with such ``every``), so copies keep less.
 
-    Kept per cluster (float64, ``run``, (C, G + 2, 2 G)): per quantity and cell (group g, class) the running sum
+    Kept per cluster (float64, ``run``, (C, 2 G, G + 2)): per cell (group g, class) and quantity the running sum
     of the rows' counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC
     for a negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The
     stream passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it
@@ -109,7 +84,7 @@ class PrefixClusterSums(ClusterSumsBase):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
         G, K, C = self.G, self.alphas.size, self.C
         self.x = self.alphas[None, :] * self.n[:, None]  # (G + 1, K) thresholds on cumulative negatives
-        self.run = np.zeros((C, G + 2, 2 * G))
+        self.run = np.zeros((C, 2 * G, G + 2))  # a row's quantities are adjacent (one cache line)
         self.last = np.full(C, -1, dtype=np.int32)  # checkpoints passed when the cluster last took rows
         self._mark = None  # (C,) scratch: one entry per code among a batch's rows
         self.passed = 0
@@ -222,13 +197,13 @@ class PrefixClusterSums(ClusterSumsBase):
         Q, cells = self.G + 2, 2 * self.G
         run = self._running(c)
         lo, hi = int(c.min()), int(c.max()) + 1
-        offsets = (np.arange(Q) * cells)[:, None]  # quantity q of a cell: q * cells further
-        if c.size >= DENSE_RUN_SHARE * (hi - lo):  # summed per (code, quantity, cell) over the codes they span
-            key = ((c - lo) * (Q * cells) + cell)[None, :] + offsets
+        offsets = np.arange(Q)[:, None]  # quantity q of a cell: q further
+        if c.size >= DENSE_RUN_SHARE * (hi - lo):  # summed per (code, cell, quantity) over the codes they span
+            key = ((c - lo) * (Q * cells) + cell * Q)[None, :] + offsets
             run[lo:hi] += np.bincount(key.ravel(), weights.ravel(), minlength=(hi - lo) * Q * cells).reshape(
-                hi - lo, Q, cells)
-        else:  # scattered row by row (numpy's add.at on a flat index: a row's sums share two cache lines)
-            np.add.at(run.reshape(-1), ((c * (Q * cells) + cell)[None, :] + offsets).ravel(), weights.ravel())
+                hi - lo, cells, Q)
+        else:  # scattered row by row (numpy's add.at on a flat index: a row's sums share one cache line)
+            np.add.at(run.reshape(-1), ((c * (Q * cells) + cell * Q)[None, :] + offsets).ravel(), weights.ravel())
 
     def _running(self, c: np.ndarray) -> np.ndarray:
         """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
@@ -332,7 +307,7 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
         """(G + 2, 2 G, w) all the sums of clusters lo..hi-1 (a copy: the final step reads it by quantity)."""
-        return np.ascontiguousarray(np.moveaxis(self.run[lo:hi], 0, -1))
+        return np.ascontiguousarray(self.run[lo:hi].transpose(2, 1, 0))  # kept (w, 2 G, G + 2)
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
@@ -359,14 +334,18 @@ class PrefixClusterSums(ClusterSumsBase):
         total, last = self._total(lo, hi), self.last[lo:hi]
         nc_edges, edges = self._edge_lists(lo, hi)
 
+        # one pair of buffers for every vector (each vector's are read before the next one's are formed)
+        neg, pos = np.empty((self.alphas.size, G + 2, hi - lo)), np.empty((self.alphas.size, 2, G, hi - lo))
+
         def owners():
             for j in range(G + 1):
                 e = self.checkpoint[j]
                 before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
                 run_neg, run_pos = vector_sums(total, j, G)
-                # all of a cluster's sums if so, else none, but the copy of a cluster on both sides of it
-                neg = np.where(before[:, None, :], run_neg[None], 0.0)  # (K, G + 2, w)
-                pos = np.where(before[:, None, None, :], run_pos[None], 0.0)  # (K, 2, G, w)
+                # all of a cluster's sums if so, else none (the sums are of counts and curves, never negative: x
+                # times False is +0), but the copy of a cluster on both sides of it
+                np.multiply(run_neg[None], before[:, None, :], out=neg)  # (K, G + 2, w)
+                np.multiply(run_pos[None], before[:, None, None, :], out=pos)  # (K, 2, G, w)
                 for k in np.flatnonzero(e != NOT_PASSED):
                     self.copies.scatter(e[k], lo, hi, neg[k], pos[k])
                 for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff

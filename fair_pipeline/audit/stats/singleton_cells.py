@@ -26,8 +26,8 @@ import numpy as np
 
 from fair_pipeline.audit.stats.cluster_parts import LastCutoffColumns, last_cutoff_sums
 from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums
-from fair_pipeline.audit.stats.clustered import row_influence
-from fair_pipeline.audit.stats.prefix_clusters import ClassTotals, PrefixClusterSums, PrefixRows, cutoff_blocks
+from fair_pipeline.audit.stats.clustered import ClassTotals, PrefixRows, row_influence
+from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, cutoff_blocks
 from fair_pipeline.audit.stats.small_sample import leverage_factor
 from fair_pipeline.audit.stats.validation import AuditInputError
 
@@ -92,23 +92,26 @@ class SingletonMoments:
         self.rows = 0
         self.running = np.zeros((2, V))
 
-    def update(self, pos, neg, row_block, group, n_pos, n_neg, curves) -> None:
+    def update(self, pos, neg, row_block, group, n_pos, n_neg, curves, skip=None) -> None:
         """Next blocks (per group counts (G, B)) and the sweep's curves of them; rows: block, group code,
-        positives and negatives (one of them 1, the other 0)."""
+        positives and negatives (one of them 1, the other 0). ``skip``: a mask of rows to leave out (fed elsewhere;
+        a mask, not a copy of the others)."""
         G, K = self.G, self.alphas.size
         b = np.asarray(row_block, dtype=np.intp)
         group = np.asarray(group, dtype=np.intp)
         n_pos, n_neg = np.asarray(n_pos, dtype=np.float64), np.asarray(n_neg, dtype=np.float64)
-        if b.size and not np.all(n_pos + n_neg == 1):
+        skip = np.zeros(b.size, dtype=bool) if skip is None else np.asarray(skip, dtype=bool)
+        if b.size and not np.all((n_pos + n_neg == 1) | skip):
             raise AuditInputError("a one-impression cell must hold exactly one positive or one negative")
         p_incl, n_incl, roc_of, fpr_of = curves
         pooled_neg = neg.sum(axis=0)
         at, edge_blocks = cutoff_blocks(n_incl, neg, pooled_neg, self.x)
-        self.rows += b.size
-        edge = np.isin(b, edge_blocks) if edge_blocks.size else np.zeros(b.size, dtype=bool)
+        self.rows += b.size - int(np.count_nonzero(skip))
+        edge = (np.isin(b, edge_blocks) & ~skip) if edge_blocks.size else np.zeros(b.size, dtype=bool)
         cuts, cut_band = self._segments(b, at)
+        kept = ~(edge | skip)
         for g in range(G):
-            mine = (group == g) & ~edge
+            mine = (group == g) & kept
             rows = np.flatnonzero(mine & (n_neg > 0))
             if rows.size:
                 starts, band = self._runs(rows, cuts, cut_band)
@@ -262,11 +265,11 @@ class IntersectionSums:
 
     def update(self, pos, neg, row_block, group, n_pos, n_neg, codes, curves) -> None:
         codes = np.asarray(codes)
-        one = codes == SINGLE
-        rest = ~one
+        several = codes != SINGLE  # few rows: taken apart; the others are fed in place
+        rest = np.flatnonzero(several)
         args = (np.asarray(row_block), np.asarray(group), np.asarray(n_pos), np.asarray(n_neg))
         self.several.update(pos, neg, *(a[rest] for a in args), codes[rest], curves)
-        self.single.update(pos, neg, *(a[one] for a in args), curves)
+        self.single.update(pos, neg, *args, curves, skip=several)
 
     def covariance(self, auc, roc, keep_totals: bool = False, every=None):
         """`ClusterCrossSums` of both kinds of cells (``every``: as `PrefixClusterSums.covariance`'s, then a

@@ -24,13 +24,13 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from fair_pipeline.audit.stats.item_binomial import weighted_binomial_interval
+from fair_pipeline.audit.stats.item_binomial import WeightedBinomial
 from fair_pipeline.selection.elicitation.metric import FairQuadraticMetric
 
 
 def _cells(rows: pd.DataFrame, codes: np.ndarray, decision_a, decision_b, clusters, n_groups: int):
-    """Per cell with a changed cluster: (shares of its clusters, 0/1 changed per cluster, sign of the rate change,
-    (group, column)); None when a condition of the module doc fails."""
+    """Per cell with a changed cluster: (the weighted binomial of its clusters' shares, the changed share, sign of
+    the rate change, (group, column)); None when a condition of the module doc fails."""
     a, b = np.asarray(decision_a, dtype=np.float64), np.asarray(decision_b, dtype=np.float64)
     if not (np.all((a == 0) | (a == 1)) and np.all((b == 0) | (b == 1))):
         return None
@@ -59,7 +59,8 @@ def _cells(rows: pd.DataFrame, codes: np.ndarray, decision_a, decision_b, cluste
             if np.any(owner[ids] >= 0):
                 return None
             owner[ids] = len(cells)
-            cells.append((rows_of[held] / rows_of.sum(), (change != 0).astype(np.float64), float(np.sign(change.sum())),
+            shares = rows_of[held] / rows_of.sum()
+            cells.append((WeightedBinomial(shares), float(shares @ (change != 0)), float(np.sign(change.sum())),
                           (g, column)))
     return cells
 
@@ -70,9 +71,8 @@ def _mover(cells, gradient: np.ndarray, confidence: float, slope=(0.0, np.inf)) 
     from fair_pipeline.audit.stats.small_sample import critical_value
     estimate = 0.0
     below = above = float(critical_value(confidence, slope[1])) ** 2 * slope[0] if slope[0] > 0 else 0.0
-    for shares, changed, sign, (g, column) in cells:
-        theta = float(shares @ changed)
-        low, high = weighted_binomial_interval(shares, theta, confidence)
+    for distribution, theta, sign, (g, column) in cells:
+        low, high = distribution.interval(theta, confidence)
         k = sign * gradient[g, column]
         ends = (k * low, k * high)
         estimate += k * theta
