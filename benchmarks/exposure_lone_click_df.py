@@ -25,6 +25,12 @@ def lone_click_fourth(d: pd.DataFrame, w: np.ndarray, groups: np.ndarray) -> np.
     return np.bincount(g, weights=share**4, minlength=len(groups))
 
 
+def bounded_df(reported: float, lone_out: float, smallest: float) -> float:
+    """The lone-click df allowed above the reported one only up to the smallest group's clusters - 1
+    (``smallest``): a ratio with a 4-item group cannot rest on 20 effective clusters of the other group."""
+    return min(lone_out, max(reported, smallest))
+
+
 def contrast_dfs(totals: list[np.ndarray], caps: list[float], lam: np.ndarray, lone: np.ndarray) -> tuple[float, float]:
     """(reported df, df with the lone clicks out) of the contrast λ: per clustering dimension (clusters × groups
     totals, two-way's intersection left out as the estimator leaves it) (Σ U²)² / Σ U⁴, resp. / (Σ U⁴ - Σ λ⁴ F),

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.exposure_lone_click_df import contrast_dfs, lone_click_fourth
+from benchmarks.exposure_lone_click_df import bounded_df, contrast_dfs, lone_click_fourth
 from benchmarks.exposure_small_sample_coverage import CONFIGS, GROUPS, draw, one_replication
 
 CONFIG = CONFIGS["hidden 2: 500 items, log-normal σ=1, 12 slots, small group 4%"]
@@ -39,6 +39,13 @@ def test_contrast_df_known_answers():
         min(reported, max(min((u[:5] @ u[:5]) ** 2 / np.sum(u[:5] ** 4), 4.0), 1.0)))
 
 
+def test_bounded_df_rises_only_up_to_the_smallest_groups_clusters():
+    assert bounded_df(3.0, 27.0, 3.0) == 3.0  # a 4-item group: no rise
+    assert bounded_df(3.0, 27.0, 18.0) == 18.0
+    assert bounded_df(3.0, 6.0, 18.0) == 6.0
+    assert bounded_df(5.0, 5.0, 2.0) == 5.0  # never below the reported df
+
+
 def test_rebuilt_reported_df_equals_the_estimators_and_the_lone_click_df_is_not_smaller():
     """`one_replication` raises when the rebuilt df differs from `exposure_parity`'s (both clusterings)."""
     rows = pd.DataFrame([row for seed in range(4)
@@ -46,5 +53,6 @@ def test_rebuilt_reported_df_equals_the_estimators_and_the_lone_click_df_is_not_
     done = rows.dropna(subset=["df"])
     assert len(done) >= 30
     assert (done["df_lone"] >= done["df"] - 1e-9).all()
+    assert (done["df_lone_bounded"] >= done["df"] - 1e-9).all() and (done["df_lone_bounded"] <= done["df_lone"]).all()
     small = done[done["what"].str.contains("small")]
     assert (small["df_lone"] > small["df"] * 1.1).any()  # the 4% group's clicks do move it
