@@ -12,7 +12,8 @@ clusters dominate the variance estimate.
 Estimand: log(E[Σ w] / E[Σ r u]) per group over the configuration's draws (pool and requests), and its differences
 to the largest group: the value the ratio of sums estimates, computed by pooling the sums of `--truth-reps` fresh
 logs. Both intervals use the same (two-way or item-clustered) variance; "t" is what `exposure_parity` reports
-(df = (Σ U²)² / Σ U⁴ of each contrast's cluster totals), "normal" is estimate ± 1.96 SE.
+(df = (Σ U²)² / Σ U⁴ of each contrast's cluster totals), "normal" is estimate ± 1.96 SE, "t_lone_clicks_out" the
+same SE with the df of `exposure_lone_click_df` (measured, not adopted), "t_lone_bounded" its bounded version.
 
     python benchmarks/exposure_small_sample_coverage.py --reps 400            # the docs' table (2 processes)
     python benchmarks/exposure_small_sample_coverage.py --reps 100 --jobs 1
@@ -32,8 +33,10 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from scipy.stats import t as student  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.exposure_lone_click_df import bounded_df, contrast_dfs, lone_click_fourth  # noqa: E402
 from fair_pipeline.audit.stats.exposure import exposure_parity  # noqa: E402
 from fair_pipeline.platform.replications import replication_rows  # noqa: E402
 
@@ -121,15 +124,29 @@ def one_replication(seed: int, config: Config, clusterings=CLUSTERINGS) -> list[
     rows = []
     for clustering in clusterings:
         clusters = {"item": d["item"], "request": d["request"]} if clustering.startswith("two") else d["item"]
-        res = exposure_parity(d["position"], d["click"], d["group"], w, clusters=clusters, reference=GROUPS[0])
+        res = exposure_parity(d["position"], d["click"], d["group"], w, clusters=clusters, reference=GROUPS[0],
+                              keep_totals=True)
         items = dict(zip(res.per_group["group"], res.per_group["n_clusters"]))
+        eye = dict(zip(GROUPS, np.eye(GROUPS.size)))
         found = [(f"group {r.group}", np.log(r.exposure_over_merit), r.se_log, r.df, np.log(r.ci_low),
-                  np.log(r.ci_high), items[r.group]) for r in res.per_group.itertuples()]
+                  np.log(r.ci_high), items[r.group], eye[r.group]) for r in res.per_group.itertuples()]
         found += [(f"{r.group} / {r.reference}", r.log_ratio, r.se_log, r.df, np.log(r.ci_low), np.log(r.ci_high),
-                   items[r.group]) for r in res.pairs.itertuples()]
-        for what, est, se, df, low, high, n_items in found:
-            rows.append({"config": config.name, "clustering": clustering, "what": what, "estimate": est, "se": se,
-                         "df": df, "t_low": low, "t_high": high, "items": n_items})
+                   items[r.group], eye[r.group] - eye[r.reference]) for r in res.pairs.itertuples()]
+        totals = [t.reindex(columns=GROUPS).fillna(0.0).to_numpy() for t in list(res.cluster_totals.values())[:2]]
+        clusters_of = [res.per_group.set_index("group")[c].reindex(GROUPS).to_numpy(dtype=float)
+                       for c in ("n_clusters", "n_clusters_2")[:len(totals)]]
+        lone = lone_click_fourth(d, w, GROUPS)
+        for what, est, se, df, low, high, n_items, lam in found:
+            row = {"config": config.name, "clustering": clustering, "what": what, "estimate": est, "se": se,
+                   "df": df, "t_low": low, "t_high": high, "items": n_items, "df_lone": np.nan, "df_lone_bounded": np.nan}
+            if np.isfinite(df):
+                caps = [float(n[lam != 0].sum()) - 1.0 for n in clusters_of]
+                reported, row["df_lone"] = contrast_dfs(totals, caps, lam, lone)
+                smallest = min(float(n[lam != 0].min()) - 1.0 for n in clusters_of)
+                row["df_lone_bounded"] = bounded_df(reported, row["df_lone"], smallest)
+                if not np.isclose(reported, df, rtol=1e-6):  # the comparison is like for like
+                    raise AssertionError(f"{what}: rebuilt df {reported}, exposure_parity {df}")
+            rows.append(row)
     return rows
 
 
@@ -146,13 +163,17 @@ def coverage(raw: pd.DataFrame, truths: dict) -> pd.DataFrame:
     raw["t_covered"] = (raw["t_low"] <= raw["truth"]) & (raw["truth"] <= raw["t_high"])
     raw["normal_covered"] = (raw["estimate"] - Z95 * raw["se"] <= raw["truth"]) & \
         (raw["truth"] <= raw["estimate"] + Z95 * raw["se"])
+    for rule in ("lone", "lone_bounded"):
+        raw[f"{rule}_covered"] = (raw["estimate"] - raw["truth"]).abs() <= student.ppf(0.975, raw[f"df_{rule}"]) * raw["se"]
     raw["error"] = raw["estimate"] - raw["truth"]
     # coverage in the replications whose df is at most / above the row's median df (the df is computed from the
     # same cluster totals as the SE: small exactly when one cluster's large total inflates the SE)
     low_df = raw["df"] <= raw.groupby(["config", "clustering", "what"], sort=False)["df"].transform("median")
     raw["t_low_df"], raw["t_high_df"] = raw["t_covered"].where(low_df), raw["t_covered"].where(~low_df)
     out = raw.groupby(["config", "clustering", "what"], sort=False).agg(
-        t=("t_covered", "mean"), normal=("normal_covered", "mean"), median_df=("df", "median"),
+        t=("t_covered", "mean"), normal=("normal_covered", "mean"), t_lone_clicks_out=("lone_covered", "mean"),
+        t_lone_bounded=("lone_bounded_covered", "mean"),
+        median_df=("df", "median"), median_df_lone=("df_lone", "median"),
         median_items=("items", "median"), mean_se=("se", "mean"), sd=("estimate", "std"),
         bias=("error", "mean"), reps=("t_covered", "size"), t_low_df=("t_low_df", "mean"),
         t_high_df=("t_high_df", "mean"))

@@ -62,6 +62,12 @@ SMALLER = {
     "uniform, 7 slots, groups 60/22/18%'": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config 'hidden 2: 500 items, "
     "log-normal σ=1, 12 slots, small group 4%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 11 --jobs 1 --config '40 items, Pareto 1.1 "
+    "popularity, small group 10%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 31 --jobs 1 --config 'hidden 2: 500 items, "
+    "log-normal σ=1, 12 slots, small group 4%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 31 --jobs 1 --config '40 items, Pareto 1.1 "
+    "popularity, small group 10%'": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
         "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
@@ -140,6 +146,7 @@ ELSEWHERE = {
         "tests/datasets/test_open_bandit_campaigns.py::test_the_documented_exposure_study_reproduces",
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
+    "python -m pytest tests/platform/spark/test_engine_run.py -n 0 -p no:randomly": "tests/platform/spark/test_engine_run.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
     "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
     # Both engines from the same landing files; the Spark run with the same options on a standalone cluster's master.
