@@ -9,7 +9,8 @@ each group's positives' count and their sums of FPR_u (2 G). So a copy is kept p
 those numbers only: 8 with two groups instead of a cluster's 16 running sums. Below FPR 1 the one-way audit forms
 only the columns of one vector (a group's or the pooled AUC, `cluster_parts.LastCutoffColumns`): with
 ``diagonal`` a copy keeps u's negatives' count and ROC_u sums and the positives' count and FPR_u sums of u's own
-groups (4 numbers for a group, 2 + 2 G for the pooled vector); the other entries read as zeros.
+groups (4 numbers for a group, 2 + 2 G for the pooled vector); the other entries read as zeros. The running sums
+hold the groups' curves only: a copy's sums of the pooled curve are their weighted sum (`prefix_clusters`).
 """
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ BUCKET_BITS = 13  # copies are ordered by code >> BUCKET_BITS only (a radix sort
 class CheckpointCopies:
     """Per checkpoint passed (numbered 1, 2, ...), the codes of the clusters straddling it and their sums there."""
 
-    def __init__(self, n_groups: int, diagonal: bool = False):
+    def __init__(self, n_groups: int, pooled_weights: np.ndarray, diagonal: bool = False):
+        """``pooled_weights``: (2, G) the weight of each group's curve in the pooled one, for negatives (ROC) and
+        positives (FPR)."""
         self.G, self.diagonal = int(n_groups), bool(diagonal)
+        self.pooled_weights = np.asarray(pooled_weights, dtype=np.float64)
         self.vector_of = [None]  # checkpoint number -> its vector
         self._parts: dict[int, list] = {}  # checkpoint -> [(codes, values (numbers kept, n))]
         self._sorted: dict[int, tuple] | None = None
@@ -47,8 +51,8 @@ class CheckpointCopies:
 
     def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray) -> None:
         """Clusters ``codes`` (distinct), last fed when ``since`` checkpoints were passed and fed again now that
-        ``now`` are: their running sums ``run[codes]`` (``run``: (C, 2 G, G + 2)) stood so at every checkpoint in
-        (since, now]. Each kept number is one gather from the flat sums (no copy of a cluster's whole sums)."""
+        ``now`` are: their running sums ``run[codes]`` (``run``: (C, 2 G, G + 1)) stood so at every checkpoint in
+        (since, now]. Each kept number is gathered from the flat sums (no copy of a cluster's whole sums)."""
         if self._sorted is not None:
             raise RuntimeError("copies taken after they were read")
         flat, Q = run.reshape(-1), run.shape[2]  # quantity q of cell c: c * Q + q further
@@ -62,15 +66,30 @@ class CheckpointCopies:
             at = base if mine.size == codes.size else base[mine]
             values = np.empty((quantities.size + 2 * groups.size, mine.size))  # (numbers kept, clusters)
             for n, q in enumerate(quantities):  # u's negatives, summed over their cells
-                np.take(flat, at + (neg_cells[0] * Q + q), out=values[n])
-                for cell in neg_cells[1:]:
-                    values[n] += flat[at + (cell * Q + q)]
+                if q == self.G + 1 and n == q:  # every group's ROC sums are in the rows above
+                    np.dot(self.pooled_weights[0], values[1:q], out=values[n])
+                else:
+                    self._gather(flat, at, neg_cells, q, Q, values[n])
             n = quantities.size
             for q in (0, 1 + u):  # each kept group's positives: count, then FPR_u sums
                 for g in groups:
-                    np.take(flat, at + ((2 * g + 1) * Q + q), out=values[n])
+                    self._gather(flat, at, [2 * g + 1], q, Q, values[n])
                     n += 1
             self._parts.setdefault(e, []).append((codes[mine], values))
+
+    def _gather(self, flat, at, cells, q, Q, out) -> None:
+        """Quantity ``q`` of the clusters at flat offsets ``at``, summed over ``cells`` (of one class), into ``out``;
+        q = G + 1, the pooled curve's sums, as the weighted sum of the groups' (quantities 1 .. G)."""
+        terms = [(None, q)] if q <= self.G else [(w, 1 + g) for g, w in enumerate(self.pooled_weights[cells[0] % 2])]
+        first = True
+        for cell in cells:
+            for weight, kept in terms:
+                part = np.take(flat, at + (cell * Q + kept), out=out if first else None)
+                if weight is not None:
+                    part *= weight
+                if not first:
+                    out += part
+                first = False
 
     def _finish(self) -> None:
         """Each checkpoint's copies in one array, by bucket of codes (a cluster is copied at most once per

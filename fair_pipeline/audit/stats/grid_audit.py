@@ -82,11 +82,11 @@ class GridAudit:
 
     def update_columns(self, pos: np.ndarray, neg: np.ndarray, keep_curves: bool = False):
         """Next blocks as per-group count vectors, (G, B) (e.g. one array per group from a SQL cursor). With
-        ``keep_curves`` returns the sweep's block curves of every vector (groups, then pooled), (G + 1, B)
-        each: positives and negatives through each block, ROC seen by its negatives, FPR seen by its positives
+        ``keep_curves`` returns the sweep's block curves of every vector (groups, then pooled), (4, G + 1, B):
+        positives and negatives through each block, ROC seen by its negatives, FPR seen by its positives
         (`sweep.block_curves`; the cluster sums fed alongside reuse them instead of cumulating again)."""
         G, B = pos.shape
-        curves = tuple(np.empty((G + 1, B)) for _ in range(4)) if keep_curves else None
+        curves = np.empty((4, G + 1, B)) if keep_curves else None
         width = min(B, CHUNK_BLOCKS)
         # counts of at most 16 bits (e.g. a table of one-row blocks): whole, and a chunk's sums stay far below
         # 2**52, so the sweep cumulates them without checking (`sweep.cumulate`)

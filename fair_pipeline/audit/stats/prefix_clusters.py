@@ -23,8 +23,11 @@ clusters straddling a checkpoint need one). Rows of a block straddling a cutoff 
 exactly, split into its parts free of and proportional to ROC(alpha). These are the values `ClusterAccumulator`
 sums after sorting by cluster, in another order (tests/audit/test_prefix_clusters.py).
 
-Memory: per cluster code, 2 G (G + 2) float64 running sums (16 with two groups, contiguous: a row's additions and
-a cluster's copy touch two cache lines) and its last checkpoint, plus per checkpoint a cluster straddles the few
+The pooled vector's curve is a fixed weighted sum of the groups' (ROC: weights m_g / m, FPR: n_g / n), so are a
+cell's sums of it: they are derived from the groups' sums when read, not added row by row.
+
+Memory: per cluster code, 2 G (G + 1) float64 running sums (12 with two groups, contiguous: a row's additions and
+a cluster's copy touch at most two cache lines) and its last checkpoint, plus per checkpoint a cluster straddles the few
 sums that checkpoint reads (`checkpoint_copies`): catalogue sized (items or queries), not day sized.
 """
 from __future__ import annotations
@@ -71,9 +74,9 @@ class PrefixClusterSums(ClusterSumsBase):
     ``n_clusters``: the number of dense cluster codes (0 .. n_clusters - 1) the rows will carry; ``diagonal``:
     below FPR 1 only columns (v, v) will be read (`covariance` with such ``every``), so copies keep less.
 
-    Kept per cluster (float64, ``run``, (C, 2 G, G + 2)): per cell (group g, class) and quantity the running sum
-    of the rows' counts (quantity 0) and of counts x the curve of vector v seen by the row (quantity 1 + v: ROC
-    for a negative, FPR for a positive); ``last``: the checkpoint count when the cluster last took rows. The
+    Kept per cluster (float64, ``run``, (C, 2 G, G + 1)): per cell (group g, class) and quantity the running sum
+    of the rows' counts (quantity 0) and of counts x the curve of group g' seen by the row (quantity 1 + g': ROC
+    for a negative, FPR for a positive); the pooled curve's sums (quantity G + 1 when read) are their weighted sum; ``last``: the checkpoint count when the cluster last took rows. The
     stream passes checkpoint e (vector u's threshold of cutoff k) once; a cluster whose rows continue past it
     gets a copy of what e reads of its sums then (`checkpoint_copies`). A batch's rows between two checkpoints
     are added by one ``add.at`` on a flat (code, quantity, cell) index, or summed per (code, quantity, cell) first
@@ -84,12 +87,14 @@ class PrefixClusterSums(ClusterSumsBase):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters)
         G, K, C = self.G, self.alphas.size, self.C
         self.x = self.alphas[None, :] * self.n[:, None]  # (G + 1, K) thresholds on cumulative negatives
-        self.run = np.zeros((C, 2 * G, G + 2))  # a row's quantities are adjacent (one cache line)
+        self.run = np.zeros((C, 2 * G, G + 1))  # a row's quantities are adjacent (one cache line)
+        # per class (negatives' ROC, positives' FPR): the weight of each group's curve in the pooled one
+        self.pooled_weights = np.stack([self.m[:G] / self.m[G], self.n[:G] / self.n[G]])
         self.last = np.full(C, -1, dtype=np.int32)  # checkpoints passed when the cluster last took rows
         self._mark = None  # (C,) scratch: one entry per code among a batch's rows
         self.passed = 0
         self.checkpoint = np.full((G + 1, K), NOT_PASSED, dtype=np.int32)  # its number once passed (1, 2, ...)
-        self.copies = CheckpointCopies(G, diagonal)
+        self.copies = CheckpointCopies(G, self.pooled_weights, diagonal)
         self._ended = False  # the final step has read the sums
         self.edges = []  # rows of blocks straddling a cutoff, per update: (codes, neg, pos, NC, N, P) sums
         self.running = np.zeros((2, G + 1))  # positives / negatives of every vector above the next block
@@ -115,9 +120,11 @@ class PrefixClusterSums(ClusterSumsBase):
         # per vector (the groups, then pooled): counts through each block, the half-credit ROC seen by its
         # negatives and FPR seen by its positives
         if curves is None:
-            curves = block_curves(np.vstack([pos, pooled[0]]), np.vstack([neg, pooled[1]]), *self.running, self.m,
-                                  self.n)
-        p_incl, n_incl, roc_of, fpr_of = curves
+            curves = np.empty((4, self.G + 1, B))
+            block_curves(np.vstack([pos, pooled[0]]), np.vstack([neg, pooled[1]]), *self.running, self.m, self.n,
+                         out=curves)
+        curves = np.asarray(curves)  # (4, G + 1, B): one array, so the two curves a row may see are one view
+        p_incl, n_incl = curves[:2]
         b = np.asarray(row_block, dtype=np.intp)
         for acc, _ in fed:
             acc.running = np.stack([p_incl[:, -1], n_incl[:, -1]]) if B else acc.running
@@ -144,7 +151,7 @@ class PrefixClusterSums(ClusterSumsBase):
             idx = idx[order]
             label = np.concatenate([np.full(i.size, side, dtype=np.intp) for i, _, side in both])[order]
             w = np.concatenate([cnt[i] for i, cnt, _ in both])[order]
-        curve = np.stack([roc_of, fpr_of])  # the curve a negative sees, a positive sees
+        curve = curves[2:]  # the curve a negative sees, a positive sees
         reached = (self.checkpoint == NOT_PASSED) & (at < B)  # thresholds this update passes, at their blocks
         start = 0
         for blk in [*np.unique(at[reached]), None]:
@@ -178,23 +185,23 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _row_weights(self, idx, label, w, b, group, curve) -> tuple[np.ndarray, np.ndarray]:
         """Rows ``idx`` (class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
-        rows): the count, then the count x the curve of each vector the row sees. ``curve``: (2, G + 1, blocks) the
+        rows): the count, then the count x the curve of each group the row sees. ``curve``: (2, G + 1, blocks) the
         ROC of each vector at each block (for negatives), then the FPR."""
         G = self.G
-        Q = G + 2
+        Q = G + 1
         cell, rb = 2 * group[idx] + label, b[idx]
         at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
         flat = curve.reshape(-1)
         weights = np.empty((Q, idx.size))
         weights[0] = w
-        for v in range(G + 1):
+        for v in range(G):
             np.multiply(w, flat[at + v * curve.shape[2]], out=weights[1 + v])
         return cell, weights
 
     def _add_rows(self, c, cell, weights) -> None:
         """Rows of cluster codes ``c`` (cells and weights: `_row_weights`), all between the same two checkpoints, into
         the running sums of their cells; a cluster last fed before a checkpoint since passed first records its sums."""
-        Q, cells = self.G + 2, 2 * self.G
+        Q, cells = self.G + 1, 2 * self.G
         run = self._running(c)
         lo, hi = int(c.min()), int(c.max()) + 1
         offsets = np.arange(Q)[:, None]  # quantity q of a cell: q further
@@ -306,8 +313,16 @@ class PrefixClusterSums(ClusterSumsBase):
         return N, P
 
     def _total(self, lo: int, hi: int) -> np.ndarray:
-        """(G + 2, 2 G, w) all the sums of clusters lo..hi-1 (a copy: the final step reads it by quantity)."""
-        return np.ascontiguousarray(self.run[lo:hi].transpose(2, 1, 0))  # kept (w, 2 G, G + 2)
+        """(G + 2, 2 G, w) all the sums of clusters lo..hi-1, the pooled curve's derived (a copy: the final step
+        reads it by quantity)."""
+        G = self.G
+        total = np.empty((G + 2, 2 * G, hi - lo))
+        total[:G + 1] = self.run[lo:hi].transpose(2, 1, 0)  # kept (w, 2 G, G + 1)
+        weight = self.pooled_weights[np.arange(2 * G) % 2]  # (2 G cells, G groups)
+        np.multiply(total[1], weight[:, :1], out=total[G + 1])
+        for g in range(1, G):
+            total[G + 1] += total[1 + g] * weight[:, g:g + 1]
+        return total
 
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
