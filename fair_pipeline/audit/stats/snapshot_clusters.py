@@ -6,7 +6,7 @@ first row after a checkpoint (a cutoff's threshold on a vector's negatives) arri
 lie near one score, but a query's rows appear at nearly every checkpoint, so nearly every query would be copied
 one by one at every checkpoint, after tracking which ones straddle it. Here, once the stream has passed a
 checkpoint, the running sums of every cluster are copied at once (`checkpoint_copies`: only what that checkpoint
-reads, fewer numbers below FPR 1 with ``diagonal``). Memory: the running sums, 2 G (G + 2) float64 per cluster,
+reads, fewer numbers below FPR 1 with ``diagonal``). Memory: the running sums, 2 G (G + 1) float64 per cluster,
 plus per checkpoint at most as many (~0.7 KB per query with two groups and five cutoffs below FPR 1, ~0.5 KB with
 ``diagonal``); the final step reads them as `PrefixClusterSums` reads its copies. Same sums as `PrefixClusterSums`
 (tests/audit/test_snapshot_clusters.py).
