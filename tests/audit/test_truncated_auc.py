@@ -8,7 +8,7 @@ from sklearn.metrics import roc_auc_score
 
 from fair_pipeline.audit import truncated_auc
 from fair_pipeline.audit.stats.blocks import build_grid, positive_positions
-from fair_pipeline.audit.stats.sweep import RocSweep
+from fair_pipeline.audit.stats.sweep import SPLIT_BLOCKS, RocSweep, products
 from fair_pipeline.audit.stats.sweep_no_ties import sweep_no_cross_ties
 from tests.audit import bruteforce as bf
 
@@ -271,3 +271,14 @@ def test_cumulate_equals_cumsum_for_whole_fractional_and_huge_counts(counts, sta
 
     out = np.empty_like(counts)
     assert np.array_equal(cumulate(counts, start, out), start[:, None] + np.cumsum(counts, axis=1))
+
+
+@pytest.mark.parametrize("rows_a, rows_b", [(1, 1), (1, 3), (3, 1), (2, 3), (3, 3), (3, 4), (5, 2), (4, 4)])
+def test_products_of_odd_row_counts_equal_the_plain_product(rows_a, rows_b):
+    """`products` splits an odd row off gemm past SPLIT_BLOCKS blocks: every entry still sums all the blocks."""
+    rng = np.random.default_rng(rows_a * 10 + rows_b)
+    a, b = rng.random((rows_a, 2 * SPLIT_BLOCKS)), rng.random((rows_b, 2 * SPLIT_BLOCKS))
+    brute = np.array([[sum(x * y for x, y in zip(u.tolist(), v.tolist())) for v in b] for u in a])
+    assert products(a, b).shape == (rows_a, rows_b)
+    np.testing.assert_allclose(products(a, b), brute, rtol=1e-12)
+    np.testing.assert_allclose(products(a[:, :100], b[:, :100]), a[:, :100] @ b[:, :100].T, rtol=1e-12)
