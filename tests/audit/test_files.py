@@ -117,6 +117,20 @@ def _bad(tmp_path, frame, **changes):
     return p
 
 
+def test_label_errors_are_counted_per_group_even_where_no_label_is_numeric(tmp_path):
+    """Group b's labels are one non-numeric and one empty (NULL): its counts of 0s and 1s are zero, not missing,
+    so its bad labels are still counted, beside group a's label 2 and the NULL group's NaN label."""
+    p = tmp_path / "labels.csv"
+    pd.DataFrame({"s": [1, 2, 3, 4, 5, 6], "l": ["1", "0", "x", "", "2", "nan"],
+                  "g": ["a", "a", "b", "b", "a", None]}).to_csv(p, index=False)
+    with pytest.raises(AuditInputError) as raised:
+        audit_file(p, "s", "l", "g")
+    assert str(raised.value).split(": ", 1)[1] == (
+        "--group column 'g': 1 rows with NULL group; --label column 'l': 1 NULL values in group 'b'; "
+        "--label column 'l': 1 not 0/1 values in group nan; --label column 'l': 1 not 0/1 values in group 'a'; "
+        "--label column 'l': 1 not 0/1 values in group 'b'")
+
+
 def test_errors_name_column_group_and_count(frame, tmp_path):
     y_rows = frame.index[frame[GROUP] == "y"][:3]
     p = _bad(tmp_path, frame, **{SCORE: (y_rows, None)})
