@@ -305,8 +305,8 @@ class PrefixClusterSums(ClusterSumsBase):
 
     def _counts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included."""
-        total = self._total(lo, hi)
-        N, P = total[0, 0::2].copy(), total[0, 1::2].copy()
+        counts = self.run[lo:hi, :, 0].T  # (2 G cells, w): negatives of group g at 2 g, positives at 2 g + 1
+        N, P = counts[0::2].copy(), counts[1::2].copy()
         for codes, _, _, _, n_e, p_e in self._edges_in(lo, hi):
             N[:, codes] += n_e
             P[:, codes] += p_e
@@ -354,14 +354,18 @@ class PrefixClusterSums(ClusterSumsBase):
 
         def owners():
             for j in range(G + 1):
-                e = self.checkpoint[j]
-                before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
+                e = self.checkpoint[j]  # a cluster whose last rows came before checkpoint e[k] is inside cutoff k
                 run_neg, run_pos = vector_sums(total, j, G)
                 # all of a cluster's sums if so, else none (the sums are of counts and curves, never negative: x
-                # times False is +0), but the copy of a cluster on both sides of it
-                np.multiply(run_neg[None], before[:, None, :], out=neg)  # (K, G + 2, w)
-                np.multiply(run_pos[None], before[:, None, None, :], out=pos)  # (K, 2, G, w)
-                for k in np.flatnonzero(e != NOT_PASSED):
+                # times False is +0), but the copy of a cluster on both sides of it; a threshold never passed
+                # (FPR 1) holds every cluster's sums
+                for k in range(e.size):
+                    if e[k] == NOT_PASSED:
+                        neg[k], pos[k] = run_neg, run_pos
+                        continue
+                    before = last < e[k]
+                    np.multiply(run_neg, before, out=neg[k])  # (G + 2, w)
+                    np.multiply(run_pos, before, out=pos[k])  # (2, G, w)
                     self.copies.scatter(e[k], lo, hi, neg[k], pos[k])
                 for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff
                     neg[:, 0, codes_e] += nc[j]
