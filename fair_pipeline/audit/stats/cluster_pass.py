@@ -271,14 +271,21 @@ class ClusterTotals(ClusterCrossSums):
     def __init__(self, pairs, K: int, S: int, V: int):
         super().__init__(pairs, K, S, V)
         self._totals: list[np.ndarray] = []
+        # per column and cutoff, what the df of the column alone reads (`ColumnTotals`), summed while a chunk is in cache
+        self._nonzero, self._squares = np.zeros((S, K), dtype=np.int64), np.zeros((2, S, K))
 
     def add(self, Uneg, Upos, pos_counts, neg_counts, m, n, factors=None) -> np.ndarray:
         adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n, factors)
-        self._totals.append(np.ascontiguousarray(np.moveaxis(adj, 2, 0)))  # column by column, (S, K, clusters)
+        chunk = np.ascontiguousarray(np.moveaxis(adj, 2, 0))  # column by column, (S, K, clusters)
+        self._totals.append(chunk)
+        self._nonzero += np.count_nonzero(chunk, axis=2)
+        self._squares[0] += np.einsum("skc,skc->sk", chunk, chunk)
+        squared = chunk * chunk
+        self._squares[1] += np.einsum("skc,skc->sk", squared, squared)
         return adj
 
     def totals(self) -> ColumnTotals:
-        return ColumnTotals(self._totals)
+        return ColumnTotals(self._totals, (self._nonzero, *self._squares))
 
 
 class ColumnTotals:
@@ -286,13 +293,18 @@ class ColumnTotals:
     contiguous, so the df of a contrast of a few columns reads only those columns, a cache-sized chunk at a time
     (an audit asks a dozen contrasts of catalogue-sized totals)."""
 
-    def __init__(self, chunks: list[np.ndarray]):
-        self.chunks = chunks
+    def __init__(self, chunks: list[np.ndarray], column_sums=None):
+        """``column_sums``: per column and cutoff (S, K), its nonzero totals and the sums of their squares and fourth
+        powers, if known (a column alone then reads no chunk)."""
+        self.chunks, self.column_sums = chunks, column_sums
 
     def contrast_df(self, weights) -> np.ndarray:
         """`satterthwaite_df` over clusters of sum_s weights[s] * column s, per cutoff."""
         w = np.asarray(weights, dtype=np.float64)
         used = np.flatnonzero(w)
+        if self.column_sums is not None and used.size == 1 and w[used[0]] == 1.0:
+            nonzero, s2, s4 = (sums[used[0]] for sums in self.column_sums)
+            return satterthwaite_from_sums(s2, s4, nonzero)
         K = self.chunks[0].shape[1] if self.chunks else 0
         s2, s4, nonzero = np.zeros(K), np.zeros(K), np.zeros(K, dtype=np.int64)
         for chunk in self.chunks if used.size else ():

@@ -142,8 +142,11 @@ class PrefixClusterSums(ClusterSumsBase):
             edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
         # one entry per row and class it holds (a row holds one class but for aggregates of both), in score order
         if np.all((n_pos > 0) != (n_neg > 0)):
-            idx = np.flatnonzero(~edge_rows)
-            label, w = (n_pos[idx] > 0).astype(np.intp), (n_pos + n_neg)[idx]
+            # no straddling block among these rows (nearly every update): all of them, read through views
+            idx = np.flatnonzero(~edge_rows) if edge_blocks.size else None
+            label, w = (n_pos > 0).astype(np.intp), n_pos + n_neg
+            if idx is not None:
+                label, w = label[idx], w[idx]
         else:
             both = [(np.flatnonzero(~edge_rows & (cnt > 0)), cnt, side) for side, cnt in enumerate((n_neg, n_pos))]
             idx = np.concatenate([i for i, _, _ in both])
@@ -153,14 +156,15 @@ class PrefixClusterSums(ClusterSumsBase):
             w = np.concatenate([cnt[i] for i, cnt, _ in both])[order]
         curve = curves[2:]  # the curve a negative sees, a positive sees
         reached = (self.checkpoint == NOT_PASSED) & (at < B)  # thresholds this update passes, at their blocks
-        start = 0
+        start, row_blocks = 0, b if idx is None else b[idx]
         for blk in [*np.unique(at[reached]), None]:
-            end = idx.size if blk is None else int(np.searchsorted(b[idx], blk, side="left"))
+            end = row_blocks.size if blk is None else int(np.searchsorted(row_blocks, blk, side="left"))
             if end > start:
                 part = slice(start, end)
-                cell, weights = self._row_weights(idx[part], label[part], w[part], b, group, curve)
+                rows = part if idx is None else idx[part]
+                cell, weights = self._row_weights(rows, label[part], w[part], b, group, curve)
                 for acc, codes in fed:
-                    acc._add_rows(codes[idx[part]], cell, weights)
+                    acc._add_rows(codes[rows], cell, weights)
             start = end
             if blk is not None:
                 for u, k in zip(*np.nonzero(reached & (at == blk))):
@@ -184,7 +188,7 @@ class PrefixClusterSums(ClusterSumsBase):
         return codes
 
     def _row_weights(self, idx, label, w, b, group, curve) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``idx`` (class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
+        """Rows ``idx`` (indices or a slice; class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
         rows): the count, then the count x the curve of each group the row sees. ``curve``: (2, G + 1, blocks) the
         ROC of each vector at each block (for negatives), then the FPR."""
         G = self.G
@@ -192,7 +196,7 @@ class PrefixClusterSums(ClusterSumsBase):
         cell, rb = 2 * group[idx] + label, b[idx]
         at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
         flat = curve.reshape(-1)
-        weights = np.empty((Q, idx.size))
+        weights = np.empty((Q, w.size))
         weights[0] = w
         for v in range(G):
             np.multiply(w, flat[at + v * curve.shape[2]], out=weights[1 + v])
