@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals, PartSums, cr2_factors
+from fair_pipeline.audit.stats.cluster_pass import (ClusterCrossSums, ClusterTotals, PartSums, compared_contrasts,
+                                                    cr2_factors)
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 CROSS_CHUNK = 1 << 13  # clusters per step of the final cross products (their temporaries stay cache-sized)
@@ -54,7 +55,8 @@ class ClusterSumsBase:
             out = last_cutoff_sums(self.pairs, K, V, every, keep_totals)
             self.add_to(out, auc, roc, out[0].every)
             return LastCutoffColumns(*out)
-        out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
+        out = ClusterTotals(self.pairs, K, S, V, compared_contrasts(self.pairs, self.G)) if keep_totals else \
+            ClusterCrossSums(self.pairs, K, S, V, design=False)
         return self.add_to(out, auc, roc)
 
     def add_to(self, out, auc, roc, every=None):
@@ -124,7 +126,10 @@ def last_cutoff_sums(pairs, K: int, V: int, every, keep_totals: bool = True) -> 
     the first carries ``every``."""
     every = np.asarray(every, dtype=np.intp)
     if keep_totals:
-        out = (ClusterTotals([pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(pairs, 1, len(pairs), V))
+        first = [pairs[s] for s in every]  # the group pairs compared are those of the xAUC columns among all
+        compared = [(a, b) for a, b in pairs if a < b < V - 1 and (b, a) in pairs]
+        out = (ClusterTotals(first, K - 1, every.size, V, compared_contrasts(first, V - 1, compared)),
+               ClusterTotals(pairs, 1, len(pairs), V, compared_contrasts(pairs, V - 1)))
         out[0].design.moments = None  # the clusters' shares are the last cutoff's (`LastCutoffColumns`)
     else:
         out = (ClusterCrossSums([pairs[s] for s in every], K - 1, every.size, V, design=False),

@@ -266,18 +266,34 @@ class ClusterCrossSums:
 
 class ClusterTotals(ClusterCrossSums):
     """Finished per-cluster parts fed in chunks of clusters (`prefix_clusters`): the same covariances, totals and
-    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes)."""
+    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes).
 
-    def __init__(self, pairs, K: int, S: int, V: int):
+    ``contrasts``: the (s, t) differences of two columns whose df will be asked (`compared_contrasts`): their sums and
+    each column's are then taken while a chunk is in cache, and no cluster's totals are kept (a catalogue's totals
+    are hundreds of MB); the df of any other contrast is then an error. Without, every chunk is kept."""
+
+    def __init__(self, pairs, K: int, S: int, V: int, contrasts=None):
         super().__init__(pairs, K, S, V)
         self._totals: list[np.ndarray] = []
-        # per column and cutoff, what the df of the column alone reads (`ColumnTotals`), summed while a chunk is in cache
-        self._nonzero, self._squares = np.zeros((S, K), dtype=np.int64), np.zeros((2, S, K))
+        self.contrasts = None if contrasts is None else [(int(s), int(t)) for s, t in contrasts]
+        # per column, then per contrast, and cutoff: nonzero totals, sums of squares and of fourth powers
+        rows = S + len(self.contrasts or ())
+        self._nonzero, self._squares = np.zeros((rows, K), dtype=np.int64), np.zeros((2, rows, K))
+        self._buffer = None  # one chunk's totals column by column, reused when the totals are not kept
 
     def add(self, Uneg, Upos, pos_counts, neg_counts, m, n, factors=None) -> np.ndarray:
         adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n, factors)
-        chunk = np.ascontiguousarray(np.moveaxis(adj, 2, 0))  # column by column, (S, K, clusters)
-        self._totals.append(chunk)
+        S = adj.shape[2]
+        if self.contrasts is None:
+            chunk = np.ascontiguousarray(np.moveaxis(adj, 2, 0))  # column by column, (S, K, clusters)
+            self._totals.append(chunk)
+        else:
+            if self._buffer is None or self._buffer.shape[1:] != adj.shape[:2]:
+                self._buffer = np.empty((S + len(self.contrasts),) + adj.shape[:2])
+            chunk = self._buffer
+            np.copyto(chunk[:S], np.moveaxis(adj, 2, 0))
+            for row, (s, t) in enumerate(self.contrasts, start=S):
+                np.subtract(chunk[s], chunk[t], out=chunk[row])
         self._nonzero += np.count_nonzero(chunk, axis=2)
         self._squares[0] += np.einsum("skc,skc->sk", chunk, chunk)
         squared = chunk * chunk
@@ -285,7 +301,24 @@ class ClusterTotals(ClusterCrossSums):
         return adj
 
     def totals(self) -> ColumnTotals:
-        return ColumnTotals(self._totals, (self._nonzero, *self._squares))
+        return ColumnTotals(self._totals, (self._nonzero, *self._squares), self.contrasts)
+
+
+def compared_contrasts(pairs, pooled: int, compared=None) -> list[tuple[int, int]]:
+    """The differences of two columns an audit asks the df of (`compare`, `xauc`), as (s, t) column indices of
+    ``pairs``: for each pair of groups (a, b) compared, their AUCs (a, a) and (b, b), xAUC(a, b) and xAUC(b, a),
+    and the balanced xAUCs (G, a) and (G, b), (a, G) and (b, G), those of them among ``pairs`` (G = ``pooled``, the
+    pooled vector). ``compared``: the group pairs, default those with xAUC columns both ways in ``pairs``."""
+    at = {(int(i), int(j)): s for s, (i, j) in enumerate(pairs)}
+    G = int(pooled)
+    if compared is None:
+        compared = [(i, j) for i, j in at if i < j < G and (j, i) in at]
+    out = []
+    for a, b in compared:
+        for x, y in (((a, a), (b, b)), ((a, b), (b, a)), ((G, a), (G, b)), ((a, G), (b, G))):
+            if x in at and y in at:
+                out.append((at[x], at[y]))
+    return out
 
 
 class ColumnTotals:
@@ -293,18 +326,30 @@ class ColumnTotals:
     contiguous, so the df of a contrast of a few columns reads only those columns, a cache-sized chunk at a time
     (an audit asks a dozen contrasts of catalogue-sized totals)."""
 
-    def __init__(self, chunks: list[np.ndarray], column_sums=None):
-        """``column_sums``: per column and cutoff (S, K), its nonzero totals and the sums of their squares and fourth
-        powers, if known (a column alone then reads no chunk)."""
+    def __init__(self, chunks: list[np.ndarray], column_sums=None, contrasts=None):
+        """``column_sums``: per column, then per contrast of ``contrasts`` ((s, t): column s minus column t), and
+        cutoff, the nonzero totals and the sums of their squares and fourth powers, if known (a column alone or such
+        a difference then reads no chunk)."""
         self.chunks, self.column_sums = chunks, column_sums
+        self.rows = {}  # (s, t, weight of s) -> the row of column_sums: weights +-1, the same squares either sign
+        if column_sums is not None:
+            S = column_sums[0].shape[0] - len(contrasts or ())
+            for row, (s, t) in [*((s, (s, s)) for s in range(S)), *enumerate(contrasts or (), start=S)]:
+                for key in ((s, t), (t, s)):
+                    self.rows[(*key, 1.0)] = self.rows[(*key, -1.0)] = row
 
     def contrast_df(self, weights) -> np.ndarray:
         """`satterthwaite_df` over clusters of sum_s weights[s] * column s, per cutoff."""
         w = np.asarray(weights, dtype=np.float64)
         used = np.flatnonzero(w)
-        if self.column_sums is not None and used.size == 1 and w[used[0]] == 1.0:
-            nonzero, s2, s4 = (sums[used[0]] for sums in self.column_sums)
+        key = (used[0], used[0], w[used[0]]) if used.size == 1 else \
+            (used[0], used[1], w[used[0]]) if used.size == 2 and w[used[0]] == -w[used[1]] else None
+        if key in self.rows:  # (the sums of a difference s - t serve t - s: the same squares)
+            nonzero, s2, s4 = (sums[self.rows[key]] for sums in self.column_sums)
             return satterthwaite_from_sums(s2, s4, nonzero)
+        if used.size and not self.chunks:
+            raise AuditInputError(f"the df of this contrast was not summed (a column alone, or the difference of "
+                                  f"two compared columns): {w.tolist()}")
         K = self.chunks[0].shape[1] if self.chunks else 0
         s2, s4, nonzero = np.zeros(K), np.zeros(K), np.zeros(K, dtype=np.int64)
         for chunk in self.chunks if used.size else ():
