@@ -106,7 +106,8 @@ def test_estimated_thresholds_scale_it_by_the_thresholds_share_of_the_se():
     rows, a, w, item = _draw(np.random.default_rng(6), items=1500)
     codes = group_codes(rows["group"], LABELS)
     out = paired_cost_difference(METRIC, rows, a, w, LABELS, selection_rate=0.4, clusters=item)
-    (_, parts_a, ta), (_, parts_w, tw) = (candidate_parts(METRIC, rows, s, LABELS, selection_rate=0.4) for s in (a, w))
+    (_, parts_a, ta), (_, parts_w, tw) = (candidate_parts(METRIC, rows, s, LABELS, selection_rate=0.4,
+                                                          n_clusters=np.unique(item).size) for s in (a, w))
     # the same candidates with their thresholds fixed: the rates' influence alone, computed apart
     (_, fixed_a, _), (_, fixed_w, _) = (candidate_parts(METRIC, rows, s, LABELS, threshold=t) for s, t in ((a, ta), (w, tw)))
     assert not (fixed_a - fixed_w)[:, 2].any() and (parts_a - parts_w)[:, 2].any()
