@@ -73,6 +73,31 @@ def row_sides(qcode, s, codes, y, n_groups: int, weights=None) -> tuple[np.ndarr
     return t, c
 
 
+def inside_sides(cell, s, codes, y, n_groups: int, w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`row_sides` inside each row's cell (both ends in it), per unit weight times ``w``, for the rows of cells
+    holding more than one row: (those rows, their t, c); a cell of one row holds no pair (in a click log nearly
+    every item x query cell), so only the few repeated cells are sorted and counted."""
+    cell = np.asarray(cell, dtype=np.int64)
+    rows = np.flatnonzero(np.bincount(cell)[cell] > 1) if cell.size else np.zeros(0, dtype=np.intp)
+    if not rows.size:
+        return rows, np.zeros((0, n_groups)), np.zeros((0, n_groups))
+    local = np.unique(cell[rows], return_inverse=True)[1].ravel()  # same order as the cell codes: same sums
+    t, c = row_sides(local, s[rows], codes[rows], y[rows], n_groups, w[rows])
+    return rows, t * w[rows, None], c * w[rows, None]
+
+
+def less_half_inside(out_t, out_c, key, codes, y, inside) -> tuple[np.ndarray, np.ndarray]:
+    """Per key (``out_t``, ``out_c`` (keys, G, G), changed in place) less half the pairs inside its rows' cells
+    (`inside_sides`), summed over the few keys holding such rows only."""
+    rows, in_t, in_c = inside
+    if rows.size:
+        keys, local = np.unique(np.asarray(key)[rows], return_inverse=True)
+        part_t, part_c = sum_sides(local.ravel(), keys.size, codes[rows], y[rows], in_t, in_c)
+        out_t[keys] -= part_t / 2
+        out_c[keys] -= part_c / 2
+    return out_t, out_c
+
+
 def is_function_of(a, b) -> bool:
     """Does each value of ``b`` (non-negative integer codes) come with a single value of ``a``?"""
     seen = np.empty(int(b.max()) + 1 if b.size else 0, dtype=np.asarray(a).dtype)
@@ -137,10 +162,9 @@ class PairwiseClusters:
                 self._sums.append((out_t - out_t / 2, out_c - out_c / 2))
                 continue
             if id(cell) not in insides:
-                in_t, in_c = row_sides(cell, s, codes, y, n_groups, w)
-                insides[id(cell)] = (in_t * w[:, None], in_c * w[:, None])
-            out_t, out_c, in_t, in_c = sum_sides(key, n_keys, codes, y, t, c, *insides[id(cell)])
-            self._sums.append((out_t - in_t / 2, out_c - in_c / 2))
+                insides[id(cell)] = inside_sides(cell, s, codes, y, n_groups, w)
+            out_t, out_c = sum_sides(key, n_keys, codes, y, t, c)
+            self._sums.append(less_half_inside(out_t, out_c, key, codes, y, insides[id(cell)]))
 
     def moments(self, contrasts: Contrasts) -> PairwiseMoments:
         """The `PairwiseMoments` of ``contrasts`` over every cluster of every stream."""
