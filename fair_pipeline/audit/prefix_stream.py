@@ -20,6 +20,7 @@ from fair_pipeline.audit.stats.singleton_cells import CellCodes, IntersectionSum
 # rows per update of the cluster sums: an update's per-row temporaries (curves, bands, weights) stay cache-sized; its
 # per-cluster work spans only the codes its rows carry (codes follow the score order, `cluster_codes`)
 CLUSTER_FEED_ROWS = 1 << 16
+INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}  # fit int64
 KEY_BATCH_ROWS = 1 << 20  # rows per batch of two-way's cell keys (`integer_cells`)
 
 

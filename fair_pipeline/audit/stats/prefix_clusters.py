@@ -307,9 +307,11 @@ class PrefixClusterSums(ClusterSumsBase):
             edges.append((codes_e, neg_sums, pos_sums))
         return nc_edges, edges
 
-    def _counts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included."""
-        counts = self.run[lo:hi, :, 0].T  # (2 G cells, w): negatives of group g at 2 g, positives at 2 g + 1
+    def _counts(self, lo: int, hi: int, total=None) -> tuple[np.ndarray, np.ndarray]:
+        """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included (``total``: their
+        `_total`, if taken)."""
+        # (2 G cells, w): negatives of group g at 2 g, positives at 2 g + 1
+        counts = self.run[lo:hi, :, 0].T if total is None else total[0]
         N, P = counts[0::2].copy(), counts[1::2].copy()
         for codes, _, _, _, n_e, p_e in self._edges_in(lo, hi):
             N[:, codes] += n_e
@@ -331,6 +333,13 @@ class PrefixClusterSums(ClusterSumsBase):
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
         return (N.sum(axis=0) + P.sum(axis=0)) > 0
+
+    def held_clusters(self) -> int:
+        # counts are never negative: a cluster holds rows if any of its counts is positive
+        held = (self.run[:, :, 0] > 0).any(axis=1)
+        for codes, _, _, _, n_e, p_e in self.edges:
+            held[codes] |= (n_e > 0).any(axis=0) | (p_e > 0).any(axis=0)
+        return int(np.count_nonzero(held))
 
     @property
     def N(self) -> np.ndarray:
@@ -375,7 +384,7 @@ class PrefixClusterSums(ClusterSumsBase):
                     neg[:, 0, codes_e] += nc[j]
                 yield j, neg, pos
 
-        N, P = self._counts(lo, hi)
+        N, P = self._counts(lo, hi, total)
         return N, P, edges, owners()
 
     def per_cluster(self) -> np.ndarray:
@@ -443,6 +452,13 @@ class SortedRowBlocks:
         new_block[0] = True
         np.not_equal(scores[1:], scores[:-1], out=new_block[1:])
         starts = np.flatnonzero(new_block)
+        if starts.size == scores.size and counts.min() == 1.0 == counts.max():
+            # one impression per distinct score (a sorted stream of rows): 8-bit counts, which the sweep cumulates
+            # as integers unchecked (`sweep.cumulate`), one-hot
+            block = np.arange(starts.size)
+            table = np.zeros((self.n_cells, starts.size), dtype=np.int8)
+            table.reshape(-1)[cells * starts.size + block] = 1
+            return scores, table, block, cells, counts, *cols[3:]
         block = np.arange(starts.size) if starts.size == scores.size else np.cumsum(new_block) - 1
         table = np.bincount(cells * starts.size + block, weights=counts, minlength=self.n_cells * starts.size)
         return (scores[starts], table.reshape(self.n_cells, starts.size), block, cells, counts, *cols[3:])
