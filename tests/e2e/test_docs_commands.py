@@ -150,6 +150,8 @@ ELSEWHERE = {
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "python -m pytest tests/platform/spark/test_engine_run.py -n 0 -p no:randomly": "tests/platform/spark/test_engine_run.py",
+    "python -m pytest tests/platform/spark/test_storage_on_cluster.py -n 0 -p no:randomly":
+        "tests/platform/spark/test_storage_on_cluster.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
     "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
     # Both engines from the same landing files; the Spark run with the same options on a standalone cluster's master.
