@@ -220,14 +220,12 @@ class PrefixClusterSums(ClusterSumsBase):
         """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
         first records its sums."""
         now = self.passed
-        seen = self.last[c]
-        stale = seen < now
-        if stale.any():
-            back = c[stale & (seen >= 0)]
-            if back.size:
-                back = self._distinct(back)
-                self.copies.take(back, self.last[back], now, self.run)
-            self.last[c[stale]] = now
+        # fed before (never fed: -1, the largest unsigned) but not since the last checkpoint passed
+        back = c[self.last[c].view(np.uint32) < now]
+        if back.size:
+            back = self._distinct(back)
+            self.copies.take(back, self.last[back], now, self.run)
+        self.last[c] = now
         return self.run
 
     def _distinct(self, codes: np.ndarray) -> np.ndarray:
