@@ -1,7 +1,8 @@
 """Coverage of `exposure_parity`'s 95% t intervals under other degrees-of-freedom rules, on the same replications.
 
-The reported df of a contrast is the effective number of clusters of its totals U, (Σ U²)² / Σ U⁴, at most the
-clusters of the groups involved − 1 ("reported"). This benchmark keeps each replication's estimate and SE (item
+The reported df of a contrast is the effective number of clusters of its totals U, (Σ U²)² / Σ U⁴ with the lone
+clicks' part of Σ U⁴ taken out, at most the clusters of the groups involved − 1 and above the whole-Σ U⁴ df only
+up to the smallest group's clusters − 1 ("reported"; `exposure_df`). This benchmark keeps each replication's estimate and SE (item
 clustering) and swaps only the critical value: 1.5, 2 and 3 times the reported df (3: normal-theory
 Satterthwaite; 2: Satterthwaite with Var(U²) bounded by E U⁴ for any kurtosis), each still at most clusters − 1;
 a Bell–McCaffrey df from the design (working model: a cluster's total varies in proportion to its share of the

@@ -1,13 +1,14 @@
-"""A df rule measured beside the reported one and not adopted: the effective number of clusters with the lone
-clicks' fourth-power mass taken out, (Σ U²)² / (Σ U⁴ - Σ_c λ_c⁴ F_c), F_c = Σ over group c's clicks of the click's
-share of the group's merit Σ click / w, to the fourth power.
+"""The reported df of `exposure_parity` rebuilt from the rows, independently of the estimator's cells, and the
+rules it is compared with: the effective number of clusters with the lone clicks' fourth-power mass taken out,
+(Σ U²)² / (Σ U⁴ - Σ_c λ_c⁴ F_c), F_c = Σ over group c's clicks of the click's share of the group's merit
+Σ click / w, to the fourth power, bounded by the smallest group's clusters - 1 (reported); the same without the
+bound; and (Σ U²)² / Σ U⁴ with the lone clicks left in.
 
-Why it was tried: clicks are independent within a cluster, so the part of Σ U⁴ that single clicks carry is click
-noise (many units), not a dominant cluster. Where a small group's variance is mostly its ~30 clicks spread over ~10
-items (the 500-item pool's 4% group: SE / SD 1.01, normal 0.94) the reported df (~5) over-covers (0.975), and with
-the lone clicks out it does not. Where the t is needed because the SE is low (heavy-tailed popularity), it also
-raises the df of a few replications to the cap (a small group whose Σ U⁴ is mostly lone clicks) and lowers the
-small group's ratio by about 0.015 (docs/exposure.md).
+Why the lone clicks come out: clicks are independent within a cluster, so the part of Σ U⁴ that single clicks
+carry is click noise (many units), not a dominant cluster. Where a small group's variance is mostly its ~30 clicks
+spread over ~10 items (the 500-item pool's 4% group: SE / SD 1.01, normal 0.94) the whole-Σ U⁴ df (~5)
+over-covers (0.975). Unbounded, the rule also lifts the df of a few replications to the cap (a small group whose
+Σ U⁴ is mostly lone clicks) where the t is needed because the SE is low; the bound stops that (docs/exposure.md).
 """
 from __future__ import annotations
 

@@ -11,9 +11,11 @@ clusters dominate the variance estimate.
 
 Estimand: log(E[Σ w] / E[Σ r u]) per group over the configuration's draws (pool and requests), and its differences
 to the largest group: the value the ratio of sums estimates, computed by pooling the sums of `--truth-reps` fresh
-logs. Both intervals use the same (two-way or item-clustered) variance; "t" is what `exposure_parity` reports
-(df = (Σ U²)² / Σ U⁴ of each contrast's cluster totals), "normal" is estimate ± 1.96 SE, "t_lone_clicks_out" the
-same SE with the df of `exposure_lone_click_df` (measured, not adopted), "t_lone_bounded" its bounded version.
+logs. All intervals use the same (two-way or item-clustered) variance; "t" is what `exposure_parity` reports
+(df = (Σ U²)² / (Σ U⁴ - the lone clicks' part) of each contrast's cluster totals, bounded by the smallest group's
+clusters - 1; rebuilt from the rows by `exposure_lone_click_df` and checked equal), "normal" is estimate ± 1.96 SE,
+"t_whole_fourth" the same SE with df = (Σ U²)² / Σ U⁴ (the lone clicks left in), "t_lone_unbounded" with the lone
+clicks out and no bound.
 
     python benchmarks/exposure_small_sample_coverage.py --reps 400            # the docs' table (2 processes)
     python benchmarks/exposure_small_sample_coverage.py --reps 100 --jobs 1
@@ -138,14 +140,15 @@ def one_replication(seed: int, config: Config, clusterings=CLUSTERINGS) -> list[
         lone = lone_click_fourth(d, w, GROUPS)
         for what, est, se, df, low, high, n_items, lam in found:
             row = {"config": config.name, "clustering": clustering, "what": what, "estimate": est, "se": se,
-                   "df": df, "t_low": low, "t_high": high, "items": n_items, "df_lone": np.nan, "df_lone_bounded": np.nan}
+                   "df": df, "t_low": low, "t_high": high, "items": n_items, "df_whole_fourth": np.nan,
+                   "df_lone_unbounded": np.nan}
             if np.isfinite(df):
                 caps = [float(n[lam != 0].sum()) - 1.0 for n in clusters_of]
-                reported, row["df_lone"] = contrast_dfs(totals, caps, lam, lone)
+                row["df_whole_fourth"], row["df_lone_unbounded"] = contrast_dfs(totals, caps, lam, lone)
                 smallest = min(float(n[lam != 0].min()) - 1.0 for n in clusters_of)
-                row["df_lone_bounded"] = bounded_df(reported, row["df_lone"], smallest)
-                if not np.isclose(reported, df, rtol=1e-6):  # the comparison is like for like
-                    raise AssertionError(f"{what}: rebuilt df {reported}, exposure_parity {df}")
+                rebuilt = bounded_df(row["df_whole_fourth"], row["df_lone_unbounded"], smallest)
+                if not np.isclose(rebuilt, df, rtol=1e-6):  # the comparison is like for like
+                    raise AssertionError(f"{what}: rebuilt df {rebuilt}, exposure_parity {df}")
             rows.append(row)
     return rows
 
@@ -163,7 +166,7 @@ def coverage(raw: pd.DataFrame, truths: dict) -> pd.DataFrame:
     raw["t_covered"] = (raw["t_low"] <= raw["truth"]) & (raw["truth"] <= raw["t_high"])
     raw["normal_covered"] = (raw["estimate"] - Z95 * raw["se"] <= raw["truth"]) & \
         (raw["truth"] <= raw["estimate"] + Z95 * raw["se"])
-    for rule in ("lone", "lone_bounded"):
+    for rule in ("whole_fourth", "lone_unbounded"):
         raw[f"{rule}_covered"] = (raw["estimate"] - raw["truth"]).abs() <= student.ppf(0.975, raw[f"df_{rule}"]) * raw["se"]
     raw["error"] = raw["estimate"] - raw["truth"]
     # coverage in the replications whose df is at most / above the row's median df (the df is computed from the
@@ -171,9 +174,9 @@ def coverage(raw: pd.DataFrame, truths: dict) -> pd.DataFrame:
     low_df = raw["df"] <= raw.groupby(["config", "clustering", "what"], sort=False)["df"].transform("median")
     raw["t_low_df"], raw["t_high_df"] = raw["t_covered"].where(low_df), raw["t_covered"].where(~low_df)
     out = raw.groupby(["config", "clustering", "what"], sort=False).agg(
-        t=("t_covered", "mean"), normal=("normal_covered", "mean"), t_lone_clicks_out=("lone_covered", "mean"),
-        t_lone_bounded=("lone_bounded_covered", "mean"),
-        median_df=("df", "median"), median_df_lone=("df_lone", "median"),
+        t=("t_covered", "mean"), normal=("normal_covered", "mean"), t_whole_fourth=("whole_fourth_covered", "mean"),
+        t_lone_unbounded=("lone_unbounded_covered", "mean"),
+        median_df=("df", "median"), median_df_whole_fourth=("df_whole_fourth", "median"),
         median_items=("items", "median"), mean_se=("se", "mean"), sd=("estimate", "std"),
         bias=("error", "mean"), reps=("t_covered", "size"), t_low_df=("t_low_df", "mean"),
         t_high_df=("t_high_df", "mean"))

@@ -13,8 +13,10 @@ shares of the group's exposure Σ w and merit Σ click / w, and d_c X_i the expo
 - jackknife: log(1 - h_i) - log(1 - a_i), exactly the log ratio minus the log ratio without item i's rows.
 
 (h capped at 0.99, as the estimator caps it.) Each with the df rules of `exposure_df_rules` that do not use the
-totals (Bell-McCaffrey with the exposure shares, Kish of the exposure shares, normal) and the totals' own effective
-number of items (Σ U²)² / Σ U⁴ ("data", the reported rule) and twice it ("2 x data").
+totals (Bell-McCaffrey with the exposure shares, Kish of the exposure shares, normal), the totals' own effective
+number of items with the lone clicks out and bounded by the smallest group's items - 1 ("data", the reported rule,
+`exposure_lone_click_df`), twice it ("2 x data"), and (Σ U²)² / Σ U⁴ with the lone clicks left in ("data, whole
+Σ U⁴").
 
     python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1       # the docs' comparison
 """
@@ -33,6 +35,7 @@ from scipy.stats import t as student  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.exposure_df_rules import bell_mccaffrey_df, comparison_main, kish_df  # noqa: E402
+from benchmarks.exposure_lone_click_df import bounded_df, contrast_dfs, lone_click_fourth  # noqa: E402
 from benchmarks.exposure_small_sample_coverage import GROUPS, draw  # noqa: E402
 from fair_pipeline.audit.stats.exposure import MAX_LEVERAGE, displacement_coefficients, exposure_parity  # noqa: E402
 
@@ -72,6 +75,7 @@ def one_replication(seed: int, config) -> list[dict]:
     w = 1.0 / np.log2(1.0 + np.arange(1, config.slots + 1))
     res = exposure_parity(d["position"], d["click"], d["group"], w, clusters=d["item"], reference=GROUPS[0])
     totals, present, shares = item_totals(d, w)
+    lone = lone_click_fourth(d, w, GROUPS)
     reported = {f"group {r.group}": (np.log(r.exposure_over_merit), r.se_log, r.df)
                 for r in res.per_group.itertuples() if r.estimable}
     reported.update({f"{r.group} / {r.reference}": (r.log_ratio, r.se_log, r.df)
@@ -85,14 +89,19 @@ def one_replication(seed: int, config) -> list[dict]:
         estimate, se, df = reported[what]
         involved = [c for _, c in lams]
         cap = float(present[:, involved].sum()) - 1.0
+        smallest = float(present[:, involved].sum(axis=0).min()) - 1.0
+        lam_vector = np.zeros(GROUPS.size)
+        for lam, c in lams:
+            lam_vector[c] = lam
         design = [(lam, shares[present[:, c], c]) for lam, c in lams]
         row = {"config": config.name, "what": what, "estimate": estimate, "cap": cap,
                "bell_mccaffrey": max(min(bell_mccaffrey_df(design), cap), 1.0),
                "kish": kish_df([s for _, s in design])}
         for name, t in totals.items():
-            u = sum(lam * t[:, c] for lam, c in lams)
-            s2, s4 = float(u @ u), float((u**4).sum())
-            row[f"se {name}"], row[f"df {name}"] = np.sqrt(s2), max(min(s2 * s2 / s4, cap), 1.0)
+            u = t @ lam_vector
+            whole, lone_out = contrast_dfs([t], [cap], lam_vector, lone)
+            row[f"se {name}"], row[f"df {name}"] = np.sqrt(float(u @ u)), bounded_df(whole, lone_out, smallest)
+            row[f"df whole {name}"] = whole
         # the CR2 totals are the estimator's: same SE and df (a check that the comparison is like for like)
         if not (np.isclose(row["se CR2"], se, rtol=1e-6) and np.isclose(row["df CR2"], df, rtol=1e-6)):
             raise AssertionError(f"{what}: CR2 totals give SE {row['se CR2']}, df {row['df CR2']}; "
@@ -109,7 +118,8 @@ def compare(raw: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     for name in OWN_PARTS:
         se = raw[f"se {name}"]
         dfs = {"data": raw[f"df {name}"], "2 x data": np.minimum(2 * raw[f"df {name}"], raw["cap"]),
-               "Bell-McCaffrey": raw["bell_mccaffrey"], "Kish": raw["kish"], "normal": np.inf}
+               "data, whole Σ U⁴": raw[f"df whole {name}"], "Bell-McCaffrey": raw["bell_mccaffrey"],
+               "Kish": raw["kish"], "normal": np.inf}
         for rule, df in dfs.items():
             table[f"{name} + {rule}"] = (error <= student.ppf(0.975, df) * se).groupby(keys, sort=False).mean()
     table = pd.DataFrame(table)

@@ -6,6 +6,10 @@ import os
 # Multi-threaded BLAS on a small shared machine makes sklearn fits ~10x slower; set before numpy loads.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# Every JVM the tests start (the Spark session, drivers in subprocesses, a standalone master, worker and executors, a
+# Connect server) inherits this: the tests' Spark jobs are small and short, so C2's optimizing compiles cost a JVM
+# more than they save: with C1 alone the cluster tests took 13-28% less time (docs/development.md).
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 # fair_pipeline.platform.tracking.store sets this on import, for the whole process (not a leak of one test).
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # Tests of one process use homes with different first days; the partitions (fixed when the definitions load) must

@@ -20,7 +20,13 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.prefix_stream import cluster_codes, code_columns, integer_cells, sweep_with_cluster_sums
+from fair_pipeline.audit.prefix_stream import (
+    INTEGER_TYPES,
+    cluster_codes,
+    code_columns,
+    integer_cells,
+    sweep_with_cluster_sums,
+)
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
 from fair_pipeline.audit.stats.blocks import SortedCellBlocks
 from fair_pipeline.audit.stats.snapshot_clusters import fits_snapshots
@@ -40,7 +46,6 @@ BATCH_ROWS = 1 << 18
 DEFAULT_MAX_GROUPS = 50  # a guard against auditing an id column as groups; raise it for thousands of real groups
 MEMORY_LIMIT = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
 REMOTE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # s3://, http://, gs://, ...: DuckDB extensions would fetch them
-INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}  # fit int64
 SORT_ROWS_SHARE = 0.5  # stream sorted rows, not GROUP BY score, when distinct scores are at least this share of rows
 
 

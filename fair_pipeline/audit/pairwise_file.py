@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fair_pipeline.audit.prefix_stream import INTEGER_TYPES
 from fair_pipeline.audit.stats.pairwise import (
     TWO_WAY_DIMS,
     PairwiseAccumulator,
@@ -42,12 +43,18 @@ def _whole_queries(con, batch_rows: int):
 
 
 def _aggregate(con, src: str, params: list, item: str | None) -> int:
-    """The (query, group[, item code], score) -> n_pos, n_neg table; returns the number of items (0 without)."""
+    """The (query, group[, item code], score) -> n_pos, n_neg table; returns the number of item codes (0 without)."""
     if item is None:
         con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS SELECT q, g, s, "
                     "COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
                     f"FROM ({src}) GROUP BY q, g, s", params)
         return 0
+    lo, n_codes = _integer_item_range(con, src, params, item)
+    if lo is not None:  # integer ids of a range no wider than the rows: the id less the lowest is the code
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS SELECT q, g, CAST({item} AS BIGINT) - ({lo}) AS i, s, "
+                    "COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
+                    f"FROM ({src}) GROUP BY ALL", params)
+        return n_codes
     con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS WITH r AS (SELECT q, g, s, l, {item} AS i FROM ({src})), "
                 "items AS (SELECT i, CAST(row_number() OVER () - 1 AS BIGINT) AS code FROM (SELECT DISTINCT i FROM r)) "
                 "SELECT r.q, r.g, items.code AS i, r.s, COUNT(*) FILTER (WHERE r.l = 1) AS n_pos, "
@@ -55,6 +62,20 @@ def _aggregate(con, src: str, params: list, item: str | None) -> int:
                 "GROUP BY r.q, r.g, items.code, r.s", params)
     [(n_items,)] = con.execute(f"SELECT COALESCE(max(i) + 1, 0) FROM {TABLE}").fetchall()
     return int(n_items)
+
+
+def _integer_item_range(con, src: str, params: list, item: str) -> tuple[int | None, int]:
+    """(lowest id, ids' range) when ``item`` is an integer column without NULLs whose range is no wider than the
+    rows (so the per-item totals take no more memory than numbering the distinct ids would), else (None, 0): the
+    ids then need no table of distinct ids joined to every row."""
+    kind = str(con.sql(f"SELECT {item} FROM ({src}) LIMIT 0", params=params).types[0])
+    if kind not in INTEGER_TYPES:
+        return None, 0
+    rows, ids, lo, hi = con.execute(f"SELECT count(*), count({item}), min({item}), max({item}) FROM ({src})",
+                                    params).fetchall()[0]
+    if lo is None or ids < rows or int(hi) - int(lo) + 1 > rows:
+        return None, 0
+    return int(lo), int(hi) - int(lo) + 1
 
 
 def stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int, confidence: float, margins=None,
@@ -73,9 +94,10 @@ def stream_pairwise(con, src: str, params: list, groups: list, batch_rows: int, 
             return query_clustered_result(matrix, marginals, parity, overall, None, gaps)
         Ct, Tt = acc.sums["matrix"][:2]
         two_way = TwoWayMoments(levels.size, Tt, Ct, n_items)
-        code = {g: i for i, g in enumerate(levels)}
+        index = pd.Index(levels)  # a hash lookup of the group column (a per-row map of its strings costs ~10x)
         for df in _whole_queries(con, batch_rows):
-            rows = labelled_rows(pd.factorize(df["q"])[0], df["i"], df["s"], df["g"].map(code), df["n_pos"], df["n_neg"])
+            rows = labelled_rows(pd.factorize(df["q"])[0], df["i"], df["s"], index.get_indexer(df["g"]), df["n_pos"],
+                                 df["n_neg"])
             two_way.update(*rows)
         return clustered_result(two_way.result(), levels, matrix, marginals, parity, overall, None, gaps, "two_way",
                                 confidence, margins, dims=TWO_WAY_DIMS)

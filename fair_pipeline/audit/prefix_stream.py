@@ -14,11 +14,14 @@ from fair_pipeline.audit.stats.snapshot_clusters import SnapshotClusterSums, fit
 from fair_pipeline.audit.stats.first_seen_codes import FirstSeenCodes
 from fair_pipeline.audit.stats.grid_audit import build_columns, variance_alphas
 from fair_pipeline.audit.stats.prefix_clusters import PrefixClusterSums, SortedRowBlocks
+from fair_pipeline.audit.stats.repeated_cells import StreamCellCodes
 from fair_pipeline.audit.stats.singleton_cells import CellCodes, IntersectionSums
 
 # rows per update of the cluster sums: an update's per-row temporaries (curves, bands, weights) stay cache-sized; its
 # per-cluster work spans only the codes its rows carry (codes follow the score order, `cluster_codes`)
 CLUSTER_FEED_ROWS = 1 << 16
+INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}  # fit int64
+KEY_BATCH_ROWS = 1 << 20  # rows per batch of two-way's cell keys (`integer_cells`)
 
 
 def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
@@ -65,11 +68,13 @@ def repeated_cells(src: str, impressions: str = "count(*)") -> str:
 
 def integer_cells(con, src: str, params: list, numbering: list[FirstSeenCodes]) -> CellCodes:
     """Two-way's repeated cells keyed by their integer item and query ids (numbered in the stream,
-    `stats.first_seen_codes`): no cluster table is joined to the rows."""
-    cells = con.execute(f"SELECT c0 AS first, c1 AS second, {CELL_CODE} FROM ({repeated_cells(src)}) d",
-                        params).fetchnumpy()
-    return CellCodes(cells["first"], cells["second"], cells["code"], numbering[1].hi - numbering[1].lo + 1,
-                     lo=(numbering[0].lo, numbering[1].lo))
+    `stats.first_seen_codes`): every row's cell key read in one scan and sorted (`stats.repeated_cells`), no
+    GROUP BY over the cells and no cluster table joined to the rows."""
+    n_second, lo = numbering[1].hi - numbering[1].lo + 1, (numbering[0].lo, numbering[1].lo)
+    key = f"(CAST(c0 AS BIGINT) - ({lo[0]})) * {n_second} + (CAST(c1 AS BIGINT) - ({lo[1]}))"
+    keys = [batch.column(0).to_numpy() for batch in
+            con.sql(f"SELECT {key} AS k FROM ({src})", params=params).to_arrow_reader(KEY_BATCH_ROWS)]
+    return StreamCellCodes(np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64), n_second, lo=lo)
 
 
 def code_expressions(n_streams: int) -> list[str]:

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from fair_pipeline.audit import pairwise_accuracies
-from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, row_pairs
+from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, inside_sides, row_pairs, row_sides
 
 
 def _data(seed=0, n=70):
@@ -103,3 +103,17 @@ def test_aggregated_rows_give_the_row_level_two_way_result():
         assert np.allclose(a["se"], b["se"], rtol=1e-10, equal_nan=True), table
         assert (a["variance_estimand"] == "two_way").all()
     assert np.allclose(got.gaps["df"], want.gaps["df"], rtol=1e-10)
+
+
+def test_inside_sides_count_pairs_only_in_repeated_cells_and_equal_row_sides_there():
+    rng = np.random.default_rng(12)
+    n = 400
+    cell, s = rng.integers(0, 300, n), np.round(rng.normal(size=n), 1)  # ~a third of the rows share a cell
+    codes, y, w = rng.integers(0, 3, n), rng.random(n) < 0.4, rng.integers(1, 4, n).astype(float)
+    rows, t, c = inside_sides(cell, s, codes, y, 3, w)
+    want_t, want_c = row_sides(cell, s, codes, y, 3, w)
+    repeated = np.bincount(cell)[cell] > 1
+    np.testing.assert_array_equal(rows, np.flatnonzero(repeated))
+    np.testing.assert_array_equal(t, want_t[rows] * w[rows, None])
+    np.testing.assert_array_equal(c, want_c[rows] * w[rows, None])
+    assert not want_t[~repeated].any() and t.sum() > 20  # a cell of one row pairs with nothing inside it

@@ -104,6 +104,17 @@ def test_cli_file_audit_is_two_way_with_an_item_column_and_says_query_clustered_
     assert (two_way.gaps["se"] > 1.5 * plain.gaps["se"]).all()
 
 
+
+@pytest.mark.parametrize("spread", [3, 10**6])  # 3: a compact range, the id less the lowest is the code; else a join
+def test_cli_file_audit_with_integer_item_ids_equals_the_all_rows_computation(tmp_path, spread):
+    log = _log(seed=5)
+    log["item_id"] = spread * pd.factorize(log["item_id"])[0] - 40  # negative ids, gaps between them
+    path = tmp_path / "integer items.parquet"
+    log.to_parquet(path)
+    got = audit_file(path, "score", "label", "grp", "query_id", clusters=["item_id", "query_id"], batch_rows=301)
+    _assert_same(got.pairwise, _reference(log))
+    assert got.pairwise.matrix["n_items"].min() > 10
+
 def _output() -> ScoredOutput:
     return ScoredOutput("production", "logged score", "logged_score", lambda frame: frame["score"].to_numpy(float))
 

@@ -7,6 +7,7 @@ import pytest
 import fair_pipeline.audit.files as files
 import fair_pipeline.audit.prefix_stream as prefix_stream
 from fair_pipeline.audit import audit_aggregates
+from fair_pipeline.audit.stats.repeated_cells import StreamCellCodes
 from fair_pipeline.audit.stats.singleton_cells import SINGLE, CellCodes
 from fair_pipeline.audit.stats.validation import AuditInputError
 from tests.audit.tables import assert_reports_close
@@ -32,6 +33,27 @@ def test_cell_codes_give_each_listed_cell_its_code_and_others_single():
     np.testing.assert_array_equal(CellCodes([], [], [], 70).lookup(a, b), np.full(a.size, SINGLE))
     with pytest.raises(ValueError, match="once"):
         CellCodes([1, 1], [2, 2], [0, 1], 70)
+
+
+
+def test_stream_cell_codes_number_the_repeated_cells_as_first_met():
+    rng = np.random.default_rng(8)
+    item, query = rng.integers(-20, 40, 4000), rng.integers(10**12, 10**12 + 90, 4000)  # ids less lo: the keys
+    keys = (item + 20) * 90 + (query - 10**12)
+    cells = StreamCellCodes(keys.copy(), 90, lo=(-20, 10**12))
+    counts = {}
+    for key in keys.tolist():
+        counts[key] = counts.get(key, 0) + 1
+    repeated = {k for k, c in counts.items() if c > 1}
+    assert cells.size == len(repeated) and 50 < len(repeated) < len(counts)
+    order = {}  # the codes the stream gives, batch after batch: first met, first numbered
+    for lo in range(0, 4000, 333):
+        got = cells.lookup(item[lo:lo + 333], query[lo:lo + 333])
+        for key, code in zip(keys[lo:lo + 333].tolist(), got.tolist()):
+            if key in repeated:
+                order.setdefault(key, len(order))
+            assert code == (order[key] if key in repeated else SINGLE)
+    assert sorted(order.values()) == list(range(len(repeated)))
 
 
 def _frame(rng, n, ties):

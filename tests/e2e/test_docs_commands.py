@@ -68,6 +68,9 @@ SMALLER = {
     "log-normal σ=1, 12 slots, small group 4%'": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 31 --jobs 1 --config '40 items, Pareto 1.1 "
     "popularity, small group 10%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 41 --jobs 1 --config '300 items, "
+    "log-normal σ=2, small group 5%' --config 'hidden 2: 500 items, log-normal σ=1, 12 slots, small group 4%' "
+    "--config '40 items, Pareto 1.1 popularity, small group 10%'": "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
         "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
@@ -150,6 +153,8 @@ ELSEWHERE = {
     "fair-pipeline ui": "tests/e2e/test_browser.py::test_ui_serves_both_on_the_requested_ports",
     "python -m pytest tests/eo/test_evaluation.py": "tests/eo/test_evaluation.py",
     "python -m pytest tests/platform/spark/test_engine_run.py -n 0 -p no:randomly": "tests/platform/spark/test_engine_run.py",
+    "python -m pytest tests/platform/spark/test_storage_on_cluster.py -n 0 -p no:randomly":
+        "tests/platform/spark/test_storage_on_cluster.py",
     "pytest -m browser": "tests/e2e/test_browser.py",
     "python -m pytest tests/platform/spark": "tests/platform/spark/test_parity.py",
     # Both engines from the same landing files; the Spark run with the same options on a standalone cluster's master.

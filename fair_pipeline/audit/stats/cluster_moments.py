@@ -31,9 +31,9 @@ class ClusterMoments(ClusterCrossSums):
         super().__init__(pairs, K, S, V)
         self.sq, self.fourth, self.nonzero = np.zeros((K, S, S)), np.zeros((K, S, S)), np.zeros((K, S, S))
 
-    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n, factors=None) -> np.ndarray:
         """Clusters' influence parts (K, clusters, S) and class counts (clusters, vectors), as `ClusterTotals.add`."""
-        adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n)
+        adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n, factors)
         K, C, S = adj.shape
         step = max(1, PAIR_CELLS // max(1, K * S * S))
         eye = np.eye(S, dtype=bool)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.cluster_pass import ClusterCrossSums, ClusterTotals, PartSums
+from fair_pipeline.audit.stats.cluster_pass import (ClusterCrossSums, ClusterTotals, PartSums, compared_contrasts,
+                                                    cr2_factors)
 from fair_pipeline.audit.stats.validation import AuditInputError
 
 CROSS_CHUNK = 1 << 13  # clusters per step of the final cross products (their temporaries stay cache-sized)
@@ -54,7 +55,8 @@ class ClusterSumsBase:
             out = last_cutoff_sums(self.pairs, K, V, every, keep_totals)
             self.add_to(out, auc, roc, out[0].every)
             return LastCutoffColumns(*out)
-        out = ClusterTotals(self.pairs, K, S, V) if keep_totals else ClusterCrossSums(self.pairs, K, S, V, design=False)
+        out = ClusterTotals(self.pairs, K, S, V, compared_contrasts(self.pairs, self.G)) if keep_totals else \
+            ClusterCrossSums(self.pairs, K, S, V, design=False)
         return self.add_to(out, auc, roc)
 
     def add_to(self, out, auc, roc, every=None):
@@ -71,7 +73,7 @@ class ClusterSumsBase:
             keep = np.ones(s.size, dtype=bool) if every is None else np.isin(s, every)
             plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
         targets = ([(out, slice(0, K), slice(None))] if every is None else
-                   [(out[0], slice(0, K - 1), every), (out[1], slice(K - 1, K), slice(None))])
+                   [(out[0], slice(0, K - 1), as_slice(every)), (out[1], slice(K - 1, K), slice(None))])
         # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S); one pair of buffers
         # for every chunk (entries not formed are never read, but are added to: zeros, not garbage)
         empty = np.empty if every is None else np.zeros
@@ -87,21 +89,35 @@ class ClusterSumsBase:
                     R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
                     outside = a[ks] * N[j] - neg[ks, :1]  # n_j B of these columns
                     Uneg[ks, s] = (neg[ks][:, 1 + i] + R * outside - I * N[j]) / self.n[j]
-                    p = pos[ks]
-                    counts = np.concatenate([p[:, 0], p[:, 0].sum(axis=1, keepdims=True)], axis=1)  # (k, G + 1, w)
-                    fpr = np.concatenate([p[:, 1], p[:, 1].sum(axis=1, keepdims=True)], axis=1)
-                    Upos[ks, s] = (a[ks] * counts[:, i] - fpr[:, i] - I * P[i]) / self.m[i][:, None]
+                    counts, fpr = (vector_rows(pos[ks, side], i) for side in range(2))  # (k, columns, w)
+                    Upos[ks, s] = (a[ks] * counts - fpr - I * P[i]) / self.m[i][:, None]
             for codes, neg_sums, pos_sums in edges:
                 Uneg[:, :, codes] += neg_sums.transpose(1, 0, 2)
                 Upos[:, :, codes] += pos_sums.transpose(1, 0, 2)
             held = (N[G] + P[G]) > 0  # codes may be unused
+            if not held.all():  # (dense codes of distinct keys: every one holds rows)
+                N, P, Uneg, Upos = N[:, held], P[:, held], Uneg[..., held], Upos[..., held]
+            factors = cr2_factors(P.T, N.T, self.m, self.n)  # the same clusters for every target
             for target, ks, cols in targets:
-                un, up = (np.ascontiguousarray(u[ks][:, cols].transpose(0, 2, 1)) for u in (Uneg, Upos))
-                if held.all():  # dense codes of distinct keys: every one holds rows
-                    target.add(un, up, P.T, N.T, self.m, self.n)
-                else:
-                    target.add(un[:, held], up[:, held], P[:, held].T, N[:, held].T, self.m, self.n)
+                un, up = (np.ascontiguousarray(u[ks, cols].transpose(0, 2, 1)) for u in (Uneg, Upos))
+                target.add(un, up, P.T, N.T, self.m, self.n, factors)
         return out
+
+
+def as_slice(columns) -> slice | np.ndarray:
+    """Column indices as a slice when they are a run (numpy then takes a view, not a copy)."""
+    columns = np.asarray(columns, dtype=np.intp)
+    if columns.size and np.array_equal(columns, np.arange(columns[0], columns[0] + columns.size)):
+        return slice(int(columns[0]), int(columns[0]) + columns.size)
+    return columns
+
+
+def vector_rows(counts, i) -> np.ndarray:
+    """(k, len(i), w) rows ``i`` of per-group sums (k, G, w), row G being the pooled vector (their sum)."""
+    G = counts.shape[1]
+    if np.all(i < G):
+        return counts[:, i]
+    return np.concatenate([counts, counts.sum(axis=1, keepdims=True)], axis=1)[:, i]
 
 
 def last_cutoff_sums(pairs, K: int, V: int, every, keep_totals: bool = True) -> tuple:
@@ -110,7 +126,10 @@ def last_cutoff_sums(pairs, K: int, V: int, every, keep_totals: bool = True) -> 
     the first carries ``every``."""
     every = np.asarray(every, dtype=np.intp)
     if keep_totals:
-        out = (ClusterTotals([pairs[s] for s in every], K - 1, every.size, V), ClusterTotals(pairs, 1, len(pairs), V))
+        first = [pairs[s] for s in every]  # the group pairs compared are those of the xAUC columns among all
+        compared = [(a, b) for a, b in pairs if a < b < V - 1 and (b, a) in pairs]
+        out = (ClusterTotals(first, K - 1, every.size, V, compared_contrasts(first, V - 1, compared)),
+               ClusterTotals(pairs, 1, len(pairs), V, compared_contrasts(pairs, V - 1)))
         out[0].design.moments = None  # the clusters' shares are the last cutoff's (`LastCutoffColumns`)
     else:
         out = (ClusterCrossSums([pairs[s] for s in every], K - 1, every.size, V, design=False),

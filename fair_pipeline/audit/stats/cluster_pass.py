@@ -24,19 +24,28 @@ def gram(a: np.ndarray) -> np.ndarray:
     return np.matmul(np.swapaxes(a, -1, -2), a)
 
 
-def cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n) -> np.ndarray:
+def cr2_factors(pos_counts, neg_counts, m, n) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per class (negatives, positives): the clusters' shares of each vector's class total (clusters, vectors),
+    their CR2 factors (`leverage_factor`) and, per vector, whether all of its factors are finite. Columns share
+    vectors, and the sums of several column sets over the same clusters share these (`cr2_parts`)."""
+    out = []
+    for counts, total in ((neg_counts, n), (pos_counts, m)):
+        h = np.asarray(counts) / np.asarray(total, dtype=np.float64)[None, :]
+        out.append((h, leverage_factor(h), (h < 1.0).all(axis=0)))
+    return out
+
+
+def cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n, factors=None) -> np.ndarray:
     """(2, K, clusters, columns) CR2-adjusted negatives' and positives' parts from the parts (K, clusters, columns)
     and counts (clusters, vectors): what any engine producing per-cluster sums hands to the covariance and df (the
-    adjusted totals are their sum over the first axis)."""
+    adjusted totals are their sum over the first axis). ``factors``: `cr2_factors` of these counts, if known."""
     i = np.array([p for p, _ in pairs], dtype=np.intp)
     j = np.array([q for _, q in pairs], dtype=np.intp)
-    # each vector's shares, then its columns' (columns share vectors: the factors are taken once per vector)
-    h_pos = np.asarray(pos_counts) / np.asarray(m, dtype=np.float64)[None, :]
-    h_neg = np.asarray(neg_counts) / np.asarray(n, dtype=np.float64)[None, :]
+    factors = factors or cr2_factors(pos_counts, neg_counts, m, n)
     out = np.empty((2,) + np.shape(neg_part))
-    for p, (part, h, col) in enumerate(((neg_part, h_neg, j), (pos_part, h_pos, i))):
-        if np.all(h[:, np.unique(col)] < 1.0):  # every factor finite: `adjusted_totals` is the product
-            np.multiply(part, leverage_factor(h)[:, col][None], out=out[p])
+    for p, (part, (h, factor, finite), col) in enumerate(zip((neg_part, pos_part), factors, (j, i))):
+        if finite[col].all():  # every factor finite: `adjusted_totals` is the product
+            np.multiply(part, factor[:, col][None], out=out[p])
         else:
             out[p] = adjusted_totals(part[None], h[:, col][None, None])
     return out
@@ -52,12 +61,15 @@ class PartSums:
         self.part_cross = np.zeros((2, K, S, S))
         self.moments = np.zeros((2, N_MOMENTS, V))
 
-    def add(self, parts, pos_counts, neg_counts, m, n) -> None:
+    def add(self, parts, pos_counts, neg_counts, m, n, shares=None) -> None:
+        """``shares``: the clusters' shares of each class total (negatives', positives'), if known."""
         self.part_cross += gram(parts)
         if self.moments is None:  # read from another `PartSums` over the same clusters (`LastCutoffColumns`)
             return
-        with np.errstate(divide="ignore", invalid="ignore"):
-            shares = (np.asarray(neg_counts) / np.asarray(n)[None, :], np.asarray(pos_counts) / np.asarray(m)[None, :])
+        if shares is None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                shares = (np.asarray(neg_counts) / np.asarray(n)[None, :],
+                          np.asarray(pos_counts) / np.asarray(m)[None, :])
         self.moments += np.stack([leverage_moments(h) for h in shares])
 
 
@@ -230,14 +242,15 @@ class ClusterCrossSums:
         self.clusters = 0
         self.clusters_with = np.zeros((2, V), dtype=np.int64)
 
-    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n, factors=None) -> np.ndarray:
         """Clusters' influence parts (K, clusters, S) and class counts (clusters, vectors); returns the clusters'
-        adjusted totals (K, clusters, S)."""
+        adjusted totals (K, clusters, S). ``factors``: `cr2_factors` of these counts, if known."""
         U = Uneg + Upos
         self.cross += gram(U)
-        parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n)
+        factors = factors or cr2_factors(pos_counts, neg_counts, m, n)
+        parts = cr2_parts(Uneg, Upos, pos_counts, neg_counts, self.pairs, m, n, factors)
         if self.design is not None:
-            self.design.add(parts, pos_counts, neg_counts, m, n)
+            self.design.add(parts, pos_counts, neg_counts, m, n, shares=[h for h, _, _ in factors])
         adj = parts.sum(axis=0)
         self.cross_cr2 += gram(adj)
         self.clusters += U.shape[1]
@@ -253,19 +266,59 @@ class ClusterCrossSums:
 
 class ClusterTotals(ClusterCrossSums):
     """Finished per-cluster parts fed in chunks of clusters (`prefix_clusters`): the same covariances, totals and
-    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes)."""
+    counts as `ClusterAccumulator` (CR2, CR1, adjusted totals, clusters holding each vector's classes).
 
-    def __init__(self, pairs, K: int, S: int, V: int):
+    ``contrasts``: the (s, t) differences of two columns whose df will be asked (`compared_contrasts`): their sums and
+    each column's are then taken while a chunk is in cache, and no cluster's totals are kept (a catalogue's totals
+    are hundreds of MB); the df of any other contrast is then an error. Without, every chunk is kept."""
+
+    def __init__(self, pairs, K: int, S: int, V: int, contrasts=None):
         super().__init__(pairs, K, S, V)
         self._totals: list[np.ndarray] = []
+        self.contrasts = None if contrasts is None else [(int(s), int(t)) for s, t in contrasts]
+        # per column, then per contrast, and cutoff: nonzero totals, sums of squares and of fourth powers
+        rows = S + len(self.contrasts or ())
+        self._nonzero, self._squares = np.zeros((rows, K), dtype=np.int64), np.zeros((2, rows, K))
+        self._buffer = None  # one chunk's totals column by column, reused when the totals are not kept
 
-    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n) -> np.ndarray:
-        adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n)
-        self._totals.append(np.ascontiguousarray(np.moveaxis(adj, 2, 0)))  # column by column, (S, K, clusters)
+    def add(self, Uneg, Upos, pos_counts, neg_counts, m, n, factors=None) -> np.ndarray:
+        adj = super().add(Uneg, Upos, pos_counts, neg_counts, m, n, factors)
+        S = adj.shape[2]
+        if self.contrasts is None:
+            chunk = np.ascontiguousarray(np.moveaxis(adj, 2, 0))  # column by column, (S, K, clusters)
+            self._totals.append(chunk)
+        else:
+            if self._buffer is None or self._buffer.shape[1:] != adj.shape[:2]:
+                self._buffer = np.empty((S + len(self.contrasts),) + adj.shape[:2])
+            chunk = self._buffer
+            np.copyto(chunk[:S], np.moveaxis(adj, 2, 0))
+            for row, (s, t) in enumerate(self.contrasts, start=S):
+                np.subtract(chunk[s], chunk[t], out=chunk[row])
+        self._nonzero += np.count_nonzero(chunk, axis=2)
+        self._squares[0] += np.einsum("skc,skc->sk", chunk, chunk)
+        squared = chunk * chunk
+        self._squares[1] += np.einsum("skc,skc->sk", squared, squared)
         return adj
 
     def totals(self) -> ColumnTotals:
-        return ColumnTotals(self._totals)
+        return ColumnTotals(self._totals, (self._nonzero, *self._squares), self.contrasts)
+
+
+def compared_contrasts(pairs, pooled: int, compared=None) -> list[tuple[int, int]]:
+    """The differences of two columns an audit asks the df of (`compare`, `xauc`), as (s, t) column indices of
+    ``pairs``: for each pair of groups (a, b) compared, their AUCs (a, a) and (b, b), xAUC(a, b) and xAUC(b, a),
+    and the balanced xAUCs (G, a) and (G, b), (a, G) and (b, G), those of them among ``pairs`` (G = ``pooled``, the
+    pooled vector). ``compared``: the group pairs, default those with xAUC columns both ways in ``pairs``."""
+    at = {(int(i), int(j)): s for s, (i, j) in enumerate(pairs)}
+    G = int(pooled)
+    if compared is None:
+        compared = [(i, j) for i, j in at if i < j < G and (j, i) in at]
+    out = []
+    for a, b in compared:
+        for x, y in (((a, a), (b, b)), ((a, b), (b, a)), ((G, a), (G, b)), ((a, G), (b, G))):
+            if x in at and y in at:
+                out.append((at[x], at[y]))
+    return out
 
 
 class ColumnTotals:
@@ -273,13 +326,30 @@ class ColumnTotals:
     contiguous, so the df of a contrast of a few columns reads only those columns, a cache-sized chunk at a time
     (an audit asks a dozen contrasts of catalogue-sized totals)."""
 
-    def __init__(self, chunks: list[np.ndarray]):
-        self.chunks = chunks
+    def __init__(self, chunks: list[np.ndarray], column_sums=None, contrasts=None):
+        """``column_sums``: per column, then per contrast of ``contrasts`` ((s, t): column s minus column t), and
+        cutoff, the nonzero totals and the sums of their squares and fourth powers, if known (a column alone or such
+        a difference then reads no chunk)."""
+        self.chunks, self.column_sums = chunks, column_sums
+        self.rows = {}  # (s, t, weight of s) -> the row of column_sums: weights +-1, the same squares either sign
+        if column_sums is not None:
+            S = column_sums[0].shape[0] - len(contrasts or ())
+            for row, (s, t) in [*((s, (s, s)) for s in range(S)), *enumerate(contrasts or (), start=S)]:
+                for key in ((s, t), (t, s)):
+                    self.rows[(*key, 1.0)] = self.rows[(*key, -1.0)] = row
 
     def contrast_df(self, weights) -> np.ndarray:
         """`satterthwaite_df` over clusters of sum_s weights[s] * column s, per cutoff."""
         w = np.asarray(weights, dtype=np.float64)
         used = np.flatnonzero(w)
+        key = (used[0], used[0], w[used[0]]) if used.size == 1 else \
+            (used[0], used[1], w[used[0]]) if used.size == 2 and w[used[0]] == -w[used[1]] else None
+        if key in self.rows:  # (the sums of a difference s - t serve t - s: the same squares)
+            nonzero, s2, s4 = (sums[self.rows[key]] for sums in self.column_sums)
+            return satterthwaite_from_sums(s2, s4, nonzero)
+        if used.size and not self.chunks:
+            raise AuditInputError(f"the df of this contrast was not summed (a column alone, or the difference of "
+                                  f"two compared columns): {w.tolist()}")
         K = self.chunks[0].shape[1] if self.chunks else 0
         s2, s4, nonzero = np.zeros(K), np.zeros(K), np.zeros(K, dtype=np.int64)
         for chunk in self.chunks if used.size else ():

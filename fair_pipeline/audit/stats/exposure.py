@@ -39,10 +39,11 @@ import pandas as pd
 
 from fair_pipeline.audit.stats.equivalence import classify_gaps
 from fair_pipeline.audit.stats.exposure_clusters import cluster_dimensions
+from fair_pipeline.audit.stats.exposure_df import effective_df, lone_click_fourth
 from fair_pipeline.audit.stats.exposure_examination import Examination, as_examination, check_positions
 from fair_pipeline.audit.stats.inference import holm
 from fair_pipeline.audit.stats.records import records
-from fair_pipeline.audit.stats.small_sample import MIN_DF, t_wald, welch_df
+from fair_pipeline.audit.stats.small_sample import t_wald
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels
 
 DEFAULT_EXPOSURE_MARGIN = float(np.log(1.25))
@@ -174,28 +175,6 @@ def _contrast_variance(dims: list[ClusterSums], lam: np.ndarray) -> float:
     return combined if combined > 0 else max(v[0], v[1])
 
 
-def _effective_df(dims: list[ClusterSums], lam: np.ndarray, var_cluster: float, var_exam: float,
-                  exam_df: float | None) -> float:
-    """Degrees of freedom of λ'·log ratios' t ratio: each dimension's effective clusters (Σ U²)² / Σ U⁴ of the
-    contrast's totals, at most its clusters - 1, the smaller over two dimensions (inf without fourth sums:
-    impressions as clusters); then Welch-Satterthwaite with the examination term at its own df (the clicks behind
-    the curve; unknown: the clustered part's), so the df never exceeds the two parts' sum."""
-    involved = np.flatnonzero(lam)
-    dfs = []
-    for d in dims[:2]:
-        if d.fourth is None:
-            dfs.append(np.inf)
-            continue
-        a, b = (involved[0], involved[0]) if involved.size == 1 else involved[:2]
-        s2, s4 = float(lam @ d.cross @ lam), float(d.fourth[a, b])
-        df = s2 * s2 / s4 if s4 > 0 else np.inf
-        dfs.append(max(min(df, float(np.sum(np.asarray(d.per_group)[involved])) - 1.0), MIN_DF))
-    df = min(dfs)
-    if not var_exam > 0:
-        return df
-    return float(welch_df([max(var_cluster, 0.0), var_exam], [df, df if exam_df is None else exam_df]))
-
-
 def _impression_sums(n: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray, weights) -> ClusterSums:
     """Impressions as clusters (CR2 as for any clusters), from the (group, position) cells: an unclicked impression
     of group g at slot k has own total a[g, k] and no merit share, a clicked one a - b and share b (y is 0/1); both
@@ -296,8 +275,9 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
     var_cl = np.array([_contrast_variance(clusters, eye[c]) for c in range(k)])
     var_ex = np.array([exam.variance(gradient[c])[0] for c in range(k)])
     var_group = np.where(estimable, var_cl + var_ex, np.nan)
-    df_group = np.array([_effective_df(clusters, eye[c], var_cl[c], var_ex[c], exam.df) if estimable[c] else np.nan
-                         for c in range(k)])
+    lone = lone_click_fourth(y, b)
+    df_group = np.array([effective_df(clusters, eye[c], var_cl[c], var_ex[c], exam.df, lone) if estimable[c]
+                         else np.nan for c in range(k)])
     group_t = t_wald(log_ratio, var_group, df_group, confidence)
     se_group = group_t["se"]
     per_group = pd.DataFrame({"group": labels, "n": n_c.astype(np.int64), "clicks": y_c.astype(np.int64)})
@@ -316,7 +296,7 @@ def exposure_parity_from_aggregates(cells: pd.DataFrame, clusters: list[ClusterS
         ok = bool(estimable[c] and estimable[r])
         v_cl = _contrast_variance(clusters, lam) if ok else np.nan
         v_ex = exam.variance(gradient[c] - gradient[r])[0] if ok else np.nan
-        df = _effective_df(clusters, lam, v_cl, v_ex, exam.df) if ok else np.nan
+        df = effective_df(clusters, lam, v_cl, v_ex, exam.df, lone) if ok else np.nan
         est = log_ratio[c] - log_ratio[r] if ok else np.nan
         why = "; ".join(f"{labels[i]!s}: {notes[i]}" for i in (c, r) if notes[i])
         rows.append((labels[c], labels[r], est, v_cl + v_ex, df, why))

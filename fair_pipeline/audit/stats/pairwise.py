@@ -26,7 +26,7 @@ import pandas as pd
 from fair_pipeline.audit.stats.equivalence import EQUIVALENCE_COLUMNS, add_equivalence
 from fair_pipeline.audit.stats.inference import holm, wald
 from fair_pipeline.audit.stats.pairwise_cells import TwoWayMoments
-from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables
+from fair_pipeline.audit.stats.pairwise_clustered import PairwiseClusters, clustered_tables, score_blocks
 from fair_pipeline.audit.stats.pairwise_moments import pairwise_contrasts
 from fair_pipeline.audit.stats.records import records
 from fair_pipeline.audit.stats.validation import AuditInputError, as_groups, as_labels, as_scores
@@ -82,16 +82,6 @@ def _row(estimate, var, pairs, queries, confidence):
             "n_pairs": float(pairs), "n_queries": int(queries), "estimable": ok}
 
 
-def _score_blocks(qcode: np.ndarray, s: np.ndarray):
-    """Sort by (query, score ascending); ids of (query, score) blocks and their query."""
-    order = np.lexsort((s, qcode))
-    qs, ss = qcode[order], s[order]
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = (qs[1:] != qs[:-1]) | (ss[1:] != ss[:-1])
-    block = np.cumsum(new) - 1
-    return order, block, qs[new]
-
-
 def _below_within_query(counts: np.ndarray, block_query: np.ndarray) -> np.ndarray:
     """Per block, the counts in lower-scoring blocks of the same query (exclusive prefix sums)."""
     excl = np.cumsum(counts, axis=0) - counts
@@ -112,7 +102,7 @@ def _cross_counts(qcode, s, cells, n_cells, better, worse, weights=None):
 
     ``weights``: multiplicity of each row (rows of an aggregate table), default 1.
     """
-    order, block, bq = _score_blocks(qcode, s)
+    order, block, bq = score_blocks(qcode, s)
     B = bq.size
     w = None if weights is None else np.asarray(weights, dtype=np.float64)[order]
     counts = np.bincount(block * n_cells + cells[order], weights=w, minlength=B * n_cells)

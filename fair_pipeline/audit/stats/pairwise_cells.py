@@ -13,7 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.pairwise_clustered import pair_codes, row_sides, sum_by, sum_sides
+from fair_pipeline.audit.stats.pairwise_clustered import (
+    inside_sides,
+    less_half_inside,
+    pair_codes,
+    row_sides,
+    sum_by,
+    sum_sides,
+)
 from fair_pipeline.audit.stats.pairwise_moments import PairwiseMoments, pairwise_contrasts
 
 ITEM, QUERY, CELL = 0, 1, 2  # the streams of a two-way `PairwiseMoments`: V_item + V_query - V_item x query
@@ -31,13 +38,11 @@ def query_cell_sums(qcode, item, s, codes, y, n_groups: int, weights=None):
     t *= w[:, None]
     c *= w[:, None]
     cell_query, cell_item, cell = pair_codes(qcode, item)
-    inside_t, inside_c = row_sides(cell, s, codes, y, n_groups, w)
-    inside_t *= w[:, None]
-    inside_c *= w[:, None]
-    cell_T, cell_C, in_T, in_C = sum_sides(cell, cell_query.size, codes, y, t, c, inside_t, inside_c)
+    cell_T, cell_C = sum_sides(cell, cell_query.size, codes, y, t, c)
+    less_half_inside(cell_T, cell_C, cell, codes, y, inside_sides(cell, s, codes, y, n_groups, w))
     queries, q = np.unique(qcode, return_inverse=True)
     query_T, query_C = sum_sides(q.ravel(), queries.size, codes, y, t, c)
-    return (queries, query_T / 2, query_C / 2), (cell_query, cell_item, cell_T - in_T / 2, cell_C - in_C / 2)
+    return (queries, query_T / 2, query_C / 2), (cell_query, cell_item, cell_T, cell_C)
 
 
 class TwoWayMoments:

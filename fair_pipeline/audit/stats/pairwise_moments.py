@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from fair_pipeline.audit.stats.small_sample import (
     N_MOMENTS,
@@ -26,8 +27,9 @@ from fair_pipeline.audit.stats.small_sample import (
 
 MOMENTS = ("adj_sq", "adj_fourth", "adj_nonzero", "raw_sq", "raw_nonzero", "clusters_with_pairs")
 TERM_MOMENTS = N_MOMENTS + 1  # `small_sample.leverage_moments` of the shares, then the ratio's CR2 variance
-# clusters per step: bounds the (clusters, terms) temporaries, and keeps the products with the masks and weights small
-# enough for OpenBLAS to run them on one thread (its threads spin for larger ones: 2.5-3x the CPU time, measured)
+# clusters per step: bounds the (clusters, terms) temporaries; the products with the masks and weights run on one BLAS
+# thread (`stream_moments`): at these sizes OpenBLAS's threads mostly spin, and on a loaded machine their waits cost
+# ~10x the products' CPU time (measured)
 CHUNK = 1 << 11
 
 
@@ -88,6 +90,13 @@ def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: n
     out = np.zeros((contrasts.weights.shape[1], len(MOMENTS)))
     terms = np.zeros((contrasts.weights.shape[0], TERM_MOMENTS))
     used = (contrasts.weights != 0).astype(np.float64)
+    with threadpool_limits(limits=1, user_api="blas"):
+        _chunk_moments(T_k, C_k, A, denom, contrasts, used, out, terms, variance_only)
+    return out, terms
+
+
+def _chunk_moments(T_k, C_k, A, denom, contrasts: Contrasts, used, out, terms, variance_only: bool) -> None:
+    """`stream_moments`' sums over clusters, ``CHUNK`` clusters at a time, into ``out`` and ``terms``."""
     for lo in range(0, T_k.shape[0], CHUNK):
         Tk, Ck = T_k[lo:lo + CHUNK] @ contrasts.masks, C_k[lo:lo + CHUNK] @ contrasts.masks
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -106,7 +115,6 @@ def stream_moments(T_k: np.ndarray, C_k: np.ndarray, tot_T: np.ndarray, tot_C: n
         out[:, 1] += (adj2 * adj2).sum(axis=0)
         out[:, 2] += np.count_nonzero(adj, axis=0)
         out[:, 5] += np.count_nonzero((Tk > 0).astype(np.float64) @ used, axis=0)
-    return out, terms
 
 
 @dataclass

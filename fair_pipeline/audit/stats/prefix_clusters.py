@@ -142,8 +142,11 @@ class PrefixClusterSums(ClusterSumsBase):
             edge_rows[np.searchsorted(b, blk, side="left"):np.searchsorted(b, blk, side="right")] = True
         # one entry per row and class it holds (a row holds one class but for aggregates of both), in score order
         if np.all((n_pos > 0) != (n_neg > 0)):
-            idx = np.flatnonzero(~edge_rows)
-            label, w = (n_pos[idx] > 0).astype(np.intp), (n_pos + n_neg)[idx]
+            # no straddling block among these rows (nearly every update): all of them, read through views
+            idx = np.flatnonzero(~edge_rows) if edge_blocks.size else None
+            label, w = (n_pos > 0).astype(np.intp), n_pos + n_neg
+            if idx is not None:
+                label, w = label[idx], w[idx]
         else:
             both = [(np.flatnonzero(~edge_rows & (cnt > 0)), cnt, side) for side, cnt in enumerate((n_neg, n_pos))]
             idx = np.concatenate([i for i, _, _ in both])
@@ -153,14 +156,15 @@ class PrefixClusterSums(ClusterSumsBase):
             w = np.concatenate([cnt[i] for i, cnt, _ in both])[order]
         curve = curves[2:]  # the curve a negative sees, a positive sees
         reached = (self.checkpoint == NOT_PASSED) & (at < B)  # thresholds this update passes, at their blocks
-        start = 0
+        start, row_blocks = 0, b if idx is None else b[idx]
         for blk in [*np.unique(at[reached]), None]:
-            end = idx.size if blk is None else int(np.searchsorted(b[idx], blk, side="left"))
+            end = row_blocks.size if blk is None else int(np.searchsorted(row_blocks, blk, side="left"))
             if end > start:
                 part = slice(start, end)
-                cell, weights = self._row_weights(idx[part], label[part], w[part], b, group, curve)
+                rows = part if idx is None else idx[part]
+                cell, weights = self._row_weights(rows, label[part], w[part], b, group, curve)
                 for acc, codes in fed:
-                    acc._add_rows(codes[idx[part]], cell, weights)
+                    acc._add_rows(codes[rows], cell, weights)
             start = end
             if blk is not None:
                 for u, k in zip(*np.nonzero(reached & (at == blk))):
@@ -184,7 +188,7 @@ class PrefixClusterSums(ClusterSumsBase):
         return codes
 
     def _row_weights(self, idx, label, w, b, group, curve) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``idx`` (class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
+        """Rows ``idx`` (indices or a slice; class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
         rows): the count, then the count x the curve of each group the row sees. ``curve``: (2, G + 1, blocks) the
         ROC of each vector at each block (for negatives), then the FPR."""
         G = self.G
@@ -192,7 +196,7 @@ class PrefixClusterSums(ClusterSumsBase):
         cell, rb = 2 * group[idx] + label, b[idx]
         at = label * curve[0].size + rb  # each row's curve value of vector v: flat index at + v * blocks
         flat = curve.reshape(-1)
-        weights = np.empty((Q, idx.size))
+        weights = np.empty((Q, w.size))
         weights[0] = w
         for v in range(G):
             np.multiply(w, flat[at + v * curve.shape[2]], out=weights[1 + v])
@@ -216,14 +220,12 @@ class PrefixClusterSums(ClusterSumsBase):
         """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
         first records its sums."""
         now = self.passed
-        seen = self.last[c]
-        stale = seen < now
-        if stale.any():
-            back = c[stale & (seen >= 0)]
-            if back.size:
-                back = self._distinct(back)
-                self.copies.take(back, self.last[back], now, self.run)
-            self.last[c[stale]] = now
+        # fed before (never fed: -1, the largest unsigned) but not since the last checkpoint passed
+        back = c[self.last[c].view(np.uint32) < now]
+        if back.size:
+            back = self._distinct(back)
+            self.copies.take(back, self.last[back], now, self.run)
+        self.last[c] = now
         return self.run
 
     def _distinct(self, codes: np.ndarray) -> np.ndarray:
@@ -303,10 +305,12 @@ class PrefixClusterSums(ClusterSumsBase):
             edges.append((codes_e, neg_sums, pos_sums))
         return nc_edges, edges
 
-    def _counts(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included."""
-        total = self._total(lo, hi)
-        N, P = total[0, 0::2].copy(), total[0, 1::2].copy()
+    def _counts(self, lo: int, hi: int, total=None) -> tuple[np.ndarray, np.ndarray]:
+        """(G, w) negatives and positives per group of clusters lo..hi-1, straddling rows included (``total``: their
+        `_total`, if taken)."""
+        # (2 G cells, w): negatives of group g at 2 g, positives at 2 g + 1
+        counts = self.run[lo:hi, :, 0].T if total is None else total[0]
+        N, P = counts[0::2].copy(), counts[1::2].copy()
         for codes, _, _, _, n_e, p_e in self._edges_in(lo, hi):
             N[:, codes] += n_e
             P[:, codes] += p_e
@@ -327,6 +331,13 @@ class PrefixClusterSums(ClusterSumsBase):
     def _held(self, lo: int, hi: int) -> np.ndarray:
         N, P = self._counts(lo, hi)
         return (N.sum(axis=0) + P.sum(axis=0)) > 0
+
+    def held_clusters(self) -> int:
+        # counts are never negative: a cluster holds rows if any of its counts is positive
+        held = (self.run[:, :, 0] > 0).any(axis=1)
+        for codes, _, _, _, n_e, p_e in self.edges:
+            held[codes] |= (n_e > 0).any(axis=0) | (p_e > 0).any(axis=0)
+        return int(np.count_nonzero(held))
 
     @property
     def N(self) -> np.ndarray:
@@ -354,20 +365,24 @@ class PrefixClusterSums(ClusterSumsBase):
 
         def owners():
             for j in range(G + 1):
-                e = self.checkpoint[j]
-                before = last[None, :] < e[:, None]  # (K, w): the cluster's last rows came before the checkpoint
+                e = self.checkpoint[j]  # a cluster whose last rows came before checkpoint e[k] is inside cutoff k
                 run_neg, run_pos = vector_sums(total, j, G)
                 # all of a cluster's sums if so, else none (the sums are of counts and curves, never negative: x
-                # times False is +0), but the copy of a cluster on both sides of it
-                np.multiply(run_neg[None], before[:, None, :], out=neg)  # (K, G + 2, w)
-                np.multiply(run_pos[None], before[:, None, None, :], out=pos)  # (K, 2, G, w)
-                for k in np.flatnonzero(e != NOT_PASSED):
+                # times False is +0), but the copy of a cluster on both sides of it; a threshold never passed
+                # (FPR 1) holds every cluster's sums
+                for k in range(e.size):
+                    if e[k] == NOT_PASSED:
+                        neg[k], pos[k] = run_neg, run_pos
+                        continue
+                    before = last < e[k]
+                    np.multiply(run_neg, before, out=neg[k])  # (G + 2, w)
+                    np.multiply(run_pos, before, out=pos[k])  # (2, G, w)
                     self.copies.scatter(e[k], lo, hi, neg[k], pos[k])
                 for codes_e, nc in nc_edges:  # straddling rows: their ROC coefficient at each cutoff
                     neg[:, 0, codes_e] += nc[j]
                 yield j, neg, pos
 
-        N, P = self._counts(lo, hi)
+        N, P = self._counts(lo, hi, total)
         return N, P, edges, owners()
 
     def per_cluster(self) -> np.ndarray:
@@ -435,6 +450,13 @@ class SortedRowBlocks:
         new_block[0] = True
         np.not_equal(scores[1:], scores[:-1], out=new_block[1:])
         starts = np.flatnonzero(new_block)
+        if starts.size == scores.size and counts.min() == 1.0 == counts.max():
+            # one impression per distinct score (a sorted stream of rows): 8-bit counts, which the sweep cumulates
+            # as integers unchecked (`sweep.cumulate`), one-hot
+            block = np.arange(starts.size)
+            table = np.zeros((self.n_cells, starts.size), dtype=np.int8)
+            table.reshape(-1)[cells * starts.size + block] = 1
+            return scores, table, block, cells, counts, *cols[3:]
         block = np.arange(starts.size) if starts.size == scores.size else np.cumsum(new_block) - 1
         table = np.bincount(cells * starts.size + block, weights=counts, minlength=self.n_cells * starts.size)
         return (scores[starts], table.reshape(self.n_cells, starts.size), block, cells, counts, *cols[3:])
