@@ -131,6 +131,9 @@ SMALLER = {
     "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 0": "--reps 1 --rows pareto1.3",
     "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
     "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/effective_clusters_rule.py --seed 0 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/effective_clusters_rule.py --seed 11 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/effective_clusters_rule.py --seed 41 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
