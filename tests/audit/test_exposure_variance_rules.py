@@ -22,7 +22,7 @@ def log():
 
 
 def test_rebuilt_cr2_totals_give_the_estimators_se_and_df_for_every_contrast():
-    """`one_replication` raises when the rebuilt CR2 totals' Σ U² or (Σ U²)² / Σ U⁴ (capped at items - 1) differ
+    """`one_replication` raises when the rebuilt CR2 totals' Σ U² or reported df (lone clicks out, bounded) differ
     from `exposure_parity`'s SE or df; over a few fresh pools of every development configuration."""
     for name in DEVELOPMENT:
         for seed in range(3):

@@ -52,6 +52,7 @@ SMALLER = {
         "--reps 3 --jobs 1 --truth-reps 3 --config 'hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%'",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
     "python benchmarks/selection_rate_coverage.py --reps 200 --rows selection_pareto1.3_2000 --seed 0": "--reps 2",
+    "python benchmarks/selection_rate_coverage.py --reps 200 --seed 23": "--reps 1",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400 --seed 13":
         "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
@@ -130,6 +131,9 @@ SMALLER = {
     "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 0": "--reps 1 --rows pareto1.3",
     "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
     "minority45_pareto1.3,pareto2.5,minority60 --reps 300 --seed 3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/effective_clusters_rule.py --seed 0 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/effective_clusters_rule.py --seed 11 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/effective_clusters_rule.py --seed 41 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

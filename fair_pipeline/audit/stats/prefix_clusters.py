@@ -33,11 +33,11 @@ sums that checkpoint reads (`checkpoint_copies`): catalogue sized (items or quer
 from __future__ import annotations
 
 import numpy as np
-from scipy import sparse
 
 from fair_pipeline.audit.stats.checkpoint_copies import CheckpointCopies
 from fair_pipeline.audit.stats.cluster_parts import CROSS_CHUNK, ClusterSumsBase, SummedClusterSums
-from fair_pipeline.audit.stats.clustered import ClassTotals, PrefixRows, row_influence
+from fair_pipeline.audit.stats.clustered import PrefixRows
+from fair_pipeline.audit.stats.straddling_rows import straddling_values, summed_per_cluster
 from fair_pipeline.audit.stats.sweep import block_curves
 from fair_pipeline.audit.stats.validation import AuditInputError
 
@@ -115,14 +115,15 @@ class PrefixClusterSums(ClusterSumsBase):
                 raise RuntimeError("sums updated together must have been fed the same rows")
         fed = [(acc, acc._checked(codes)) for acc, codes in fed]
         B = pos.shape[1]
-        pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+        # 8-bit counts (`SortedRowBlocks`) stay so: only the few straddling blocks' are read, as floats
+        pos, neg = np.asarray(pos), np.asarray(neg)
         pooled = (pos.sum(axis=0), neg.sum(axis=0))
         # per vector (the groups, then pooled): counts through each block, the half-credit ROC seen by its
         # negatives and FPR seen by its positives
         if curves is None:
             curves = np.empty((4, self.G + 1, B))
-            block_curves(np.vstack([pos, pooled[0]]), np.vstack([neg, pooled[1]]), *self.running, self.m, self.n,
-                         out=curves)
+            block_curves(np.vstack([pos, pooled[0]]).astype(np.float64), np.vstack([neg, pooled[1]]).astype(np.float64),
+                         *self.running, self.m, self.n, out=curves)
         curves = np.asarray(curves)  # (4, G + 1, B): one array, so the two curves a row may see are one view
         p_incl, n_incl = curves[:2]
         b = np.asarray(row_block, dtype=np.intp)
@@ -175,11 +176,12 @@ class PrefixClusterSums(ClusterSumsBase):
         rows_e = np.flatnonzero(edge_rows)
         if rows_e.size:  # (the rows fed may be a subset of the blocks': a straddling block may hold none of them)
             be = edge_blocks  # the edge blocks' counts, as the exact path needs them
-            counts = [np.vstack([a[:, be], pooled[side][be]]) for side, a in enumerate((pos, neg))]
-            values = self._edge_values(rows_e, np.searchsorted(be, b[rows_e]), counts[0], counts[1], p_incl[:, be],
-                                       n_incl[:, be], group, n_pos, n_neg)
+            counts = [np.vstack([a[:, be], pooled[side][be]]).astype(np.float64) for side, a in enumerate((pos, neg))]
+            rows = PrefixRows(*(a[:, np.searchsorted(be, b[rows_e])] for a in (*counts, p_incl[:, be], n_incl[:, be])))
+            values = straddling_values(self.pairs, self.alphas, self.m, self.n, rows, group[rows_e], n_pos[rows_e],
+                                       n_neg[rows_e])
             for acc, codes in fed:
-                acc._keep_edges(codes[rows_e], *values)
+                acc.edges.append(summed_per_cluster(codes[rows_e], *values))
 
     def _checked(self, codes) -> np.ndarray:
         codes = np.asarray(codes, dtype=np.intp)
@@ -188,9 +190,9 @@ class PrefixClusterSums(ClusterSumsBase):
         return codes
 
     def _row_weights(self, idx, label, w, b, group, curve) -> tuple[np.ndarray, np.ndarray]:
-        """Rows ``idx`` (indices or a slice; class ``label``, count ``w``): their (group, class) cell and their weights per quantity (Q,
-        rows): the count, then the count x the curve of each group the row sees. ``curve``: (2, G + 1, blocks) the
-        ROC of each vector at each block (for negatives), then the FPR."""
+        """Rows ``idx`` (indices or a slice; class ``label``, count ``w``): their (group, class) cell and their
+        weights per quantity (Q, rows): the count, then the count x the curve of each group the row sees. ``curve``:
+        (2, G + 1, blocks) the ROC of each vector at each block (for negatives), then the FPR."""
         G = self.G
         Q = G + 1
         cell, rb = 2 * group[idx] + label, b[idx]
@@ -220,14 +222,12 @@ class PrefixClusterSums(ClusterSumsBase):
         """The running sums that rows of codes ``c`` go into; a cluster last fed before a checkpoint since passed
         first records its sums."""
         now = self.passed
-        seen = self.last[c]
-        stale = seen < now
-        if stale.any():
-            back = c[stale & (seen >= 0)]
-            if back.size:
-                back = self._distinct(back)
-                self.copies.take(back, self.last[back], now, self.run)
-            self.last[c[stale]] = now
+        # fed before (never fed: -1, the largest unsigned) but not since the last checkpoint passed
+        back = c[self.last[c].view(np.uint32) < now]
+        if back.size:
+            back = self._distinct(back)
+            self.copies.take(back, self.last[back], now, self.run)
+        self.last[c] = now
         return self.run
 
     def _distinct(self, codes: np.ndarray) -> np.ndarray:
@@ -238,43 +238,6 @@ class PrefixClusterSums(ClusterSumsBase):
         order = np.arange(codes.size, dtype=np.int32)
         self._mark[codes] = order
         return codes[self._mark[codes] == order]
-
-    def _edge_values(self, rows_e, be, p, q, p_incl, n_incl, group, n_pos, n_neg) -> tuple:
-        """Rows of blocks straddling a cutoff: `row_influence` per column and cutoff, its ROC-free parts (2, S, K,
-        rows) and its ROC coefficient as a correction of NC at that cutoff (G + 1, K, rows), with the rows' groups
-        and counts. ``be``: each row's column in the edge blocks' counts (G + 1, E)."""
-        G, K = self.G, self.alphas.size
-        table = ClassTotals(G, self.m, self.n)
-        rows = PrefixRows(p[:, be], q[:, be], p_incl[:, be], n_incl[:, be])
-        ge, pe, ne = group[rows_e], n_pos[rows_e], n_neg[rows_e]
-        a_vals = np.empty((2, len(self.pairs), K, rows_e.size))  # negatives' and positives' parts
-        nc_vals = np.empty((G + 1, K, rows_e.size))
-        no_pos = np.zeros(pe.size)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for k, alpha in enumerate(self.alphas):
-                for j in range(G + 1):
-                    in_j = np.ones(ge.size, dtype=bool) if j == G else ge == j
-                    roc0 = row_influence(table, j, j, alpha, 0.0, 0.0, rows, ge, no_pos, ne)
-                    roc1 = row_influence(table, j, j, alpha, 0.0, 1.0, rows, ge, no_pos, ne)
-                    nc_vals[j, k] = alpha * ne * in_j - self.n[j] * (roc1 - roc0)
-                for s, (i, j) in enumerate(self.pairs):
-                    a_vals[:, s, k] = row_influence(table, i, j, alpha, 0.0, 0.0, rows, ge, pe, ne, parts=True)
-        return a_vals, nc_vals, ge, pe, ne
-
-    def _keep_edges(self, codes_e, a_vals, nc_vals, ge, pe, ne) -> None:
-        """Straddling rows of cluster codes ``codes_e`` (`_edge_values`) summed per cluster (`edges`, few)."""
-        G = self.G
-        uniq, inv = np.unique(codes_e, return_inverse=True)
-        members = sparse.csr_matrix((np.ones(inv.size), (np.arange(inv.size), inv.ravel())),
-                                    shape=(inv.size, uniq.size))  # row -> its cluster
-
-        def per_cluster(vals):
-            flat = vals.reshape(-1, inv.size)
-            return np.asarray(members.T @ flat.T).T.reshape(vals.shape[:-1] + (uniq.size,))
-
-        self.edges.append((uniq, per_cluster(a_vals[0]), per_cluster(a_vals[1]), per_cluster(nc_vals),
-                           per_cluster(np.stack([ne * (ge == g) for g in range(G)])),
-                           per_cluster(np.stack([pe * (ge == g) for g in range(G)]))))
 
     def shrink(self, n_clusters: int) -> None:
         """Keep codes 0..n_clusters-1 only, once the stream has ended (it was sized by an upper bound on the
