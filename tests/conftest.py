@@ -10,7 +10,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # inherit this: each lives for a few small jobs, so C2's optimizing compiles cost it more than they save (with C1
 # alone the cluster tests took 13-38% less time, docs/development.md). The shared SparkSession, which runs every
 # Spark test's queries for many minutes, keeps C2 (tests/platform/spark/conftest.py).
-SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+from tests.platform.spark.cluster import SHORT_LIVED_JVM_OPTIONS  # noqa: E402
+
 os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_LIVED_JVM_OPTIONS)
 # fair_pipeline.platform.tracking.store sets this on import, for the whole process (not a leak of one test).
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")

@@ -9,8 +9,7 @@ import os
 
 import pytest
 
-from tests.conftest import SHORT_LIVED_JVM_OPTIONS
-from tests.platform.spark.cluster import require_java, standalone_cluster
+from tests.platform.spark.cluster import SHORT_LIVED_JVM_OPTIONS, require_java, standalone_cluster
 
 
 def pytest_collection_modifyitems(items):
