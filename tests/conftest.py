@@ -6,10 +6,13 @@ import os
 # Multi-threaded BLAS on a small shared machine makes sklearn fits ~10x slower; set before numpy loads.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
-# Every JVM the tests start (the Spark session, drivers in subprocesses, a standalone master, worker and executors, a
-# Connect server) inherits this: the tests' Spark jobs are small and short, so C2's optimizing compiles cost a JVM
-# more than they save: with C1 alone the cluster tests took 13-28% less time (docs/development.md).
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# The JVMs the tests start in subprocesses (drivers, a standalone master, worker and executors, a Connect server)
+# inherit this: each lives for a few small jobs, so C2's optimizing compiles cost it more than they save (with C1
+# alone the cluster tests took 13-38% less time, docs/development.md). The shared SparkSession, which runs every
+# Spark test's queries for many minutes, keeps C2 (tests/platform/spark/conftest.py).
+from tests.platform.spark.cluster import SHORT_LIVED_JVM_OPTIONS  # noqa: E402
+
+os.environ.setdefault("JAVA_TOOL_OPTIONS", SHORT_LIVED_JVM_OPTIONS)
 # fair_pipeline.platform.tracking.store sets this on import, for the whole process (not a leak of one test).
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # Tests of one process use homes with different first days; the partitions (fixed when the definitions load) must

@@ -27,6 +27,8 @@ from pathlib import Path
 MASTER_READY = "I have been elected leader"
 WORKER_READY = "Successfully registered with master"
 CONNECT_READY = "Spark Connect server started"
+# The tests' JVMs in subprocesses run C1 alone (tests/conftest.py sets it as JAVA_TOOL_OPTIONS; docs/development.md).
+SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 START_TIMEOUT_S = 180.0  # a JVM start is 20-45 s on an idle machine; several minutes when 8 test suites share 2 cores
 
 

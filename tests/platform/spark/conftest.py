@@ -5,9 +5,11 @@ skipped with the reason in pytest's summary."""
 from __future__ import annotations
 
 
+import os
+
 import pytest
 
-from tests.platform.spark.cluster import require_java, standalone_cluster
+from tests.platform.spark.cluster import SHORT_LIVED_JVM_OPTIONS, require_java, standalone_cluster
 
 
 def pytest_collection_modifyitems(items):
@@ -24,7 +26,13 @@ def spark():
 
     # Four score ranges per audit (default 16): every range is a task of each of an audit's stages, and the
     # pipeline's audits here have a few thousand rows; tests that check the merge of many ranges name theirs.
-    session = spark_session(master="local[2]", driver_memory="1g", shuffle_partitions=2, config={PARTITIONS_CONF: "4"})
+    with pytest.MonkeyPatch.context() as env:
+        # Its JVM runs the queries of every test here for many minutes: C2's compiled code pays off there, unlike in
+        # the short-lived JVMs tests/conftest.py gives C1 alone (a user's own JAVA_TOOL_OPTIONS is kept).
+        if os.environ.get("JAVA_TOOL_OPTIONS") == SHORT_LIVED_JVM_OPTIONS:
+            env.delenv("JAVA_TOOL_OPTIONS")
+        session = spark_session(master="local[2]", driver_memory="1g", shuffle_partitions=2,
+                                config={PARTITIONS_CONF: "4"})
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
