@@ -21,10 +21,10 @@ import numpy as np
 import pandas as pd
 
 from fair_pipeline.audit.prefix_stream import (
-    INTEGER_TYPES,
     cluster_codes,
     code_columns,
     integer_cells,
+    integer_id_ranges,
     sweep_with_cluster_sums,
 )
 from fair_pipeline.audit.stats import DEFAULT_CUTOFFS, AuditInputError, AuditReport, StreamingAudit
@@ -283,13 +283,11 @@ def _integer_ids(con, src: str, params: list, n_cluster_cols: int,
     """The numberings of the cluster columns c0[, c1] as the stream meets their ids and bounds on their numbers,
     when each is an integer column whose range fits a lookup table (`first_seen_codes.fits_lookup_table`) and,
     two-way, the queries' bound fits their copies at every checkpoint (`snapshot_clusters.fits_snapshots`); else (None, [])."""
-    keys = [f"c{n}" for n in range(n_cluster_cols)]
-    types = con.sql(f"SELECT {', '.join(keys)} FROM ({src}) LIMIT 0", params=params).types
-    if any(str(t) not in INTEGER_TYPES for t in types):
+    found = integer_id_ranges(con, src, params, [f"c{n}" for n in range(n_cluster_cols)])
+    if found is None:
         return None, []
-    bounds = ", ".join(f"min({c}), max({c})" for c in keys)
-    rows, *ends = con.execute(f"SELECT count(*), {bounds} FROM ({src})", params).fetchall()[0]
-    ranges = [(ends[2 * n], ends[2 * n + 1]) for n in range(n_cluster_cols)]
+    rows, bounds = found
+    ranges = [(lo, hi) for _, lo, hi in bounds]
     if any(lo is None or not fits_lookup_table(int(lo), int(hi), int(rows)) for lo, hi in ranges):
         return None, []
     sizes = [min(int(hi) - int(lo) + 1, int(rows)) for lo, hi in ranges]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fair_pipeline.audit.prefix_stream import INTEGER_TYPES
+from fair_pipeline.audit.prefix_stream import integer_id_ranges
 from fair_pipeline.audit.stats.pairwise import (
     TWO_WAY_DIMS,
     PairwiseAccumulator,
@@ -51,9 +51,10 @@ def _aggregate(con, src: str, params: list, item: str | None) -> int:
         return 0
     lo, n_codes = _integer_item_range(con, src, params, item)
     if lo is not None:  # integer ids of a range no wider than the rows: the id less the lowest is the code
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS SELECT q, g, CAST({item} AS BIGINT) - ({lo}) AS i, s, "
-                    "COUNT(*) FILTER (WHERE l = 1) AS n_pos, COUNT(*) FILTER (WHERE l = 0) AS n_neg "
-                    f"FROM ({src}) GROUP BY ALL", params)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS SELECT q, g, i, s, COUNT(*) FILTER (WHERE l = 1) AS n_pos, "
+                    "COUNT(*) FILTER (WHERE l = 0) AS n_neg FROM (SELECT q, g, s, l, "
+                    f"CAST({item} AS BIGINT) - CAST(${len(params) + 1} AS BIGINT) AS i FROM ({src})) GROUP BY q, g, i, s",
+                    [*params, lo])  # ``src`` numbers its parameters ($1, ...): the lowest id comes after them
         return n_codes
     con.execute(f"CREATE OR REPLACE TEMP TABLE {TABLE} AS WITH r AS (SELECT q, g, s, l, {item} AS i FROM ({src})), "
                 "items AS (SELECT i, CAST(row_number() OVER () - 1 AS BIGINT) AS code FROM (SELECT DISTINCT i FROM r)) "
@@ -68,11 +69,10 @@ def _integer_item_range(con, src: str, params: list, item: str) -> tuple[int | N
     """(lowest id, ids' range) when ``item`` is an integer column without NULLs whose range is no wider than the
     rows (so the per-item totals take no more memory than numbering the distinct ids would), else (None, 0): the
     ids then need no table of distinct ids joined to every row."""
-    kind = str(con.sql(f"SELECT {item} FROM ({src}) LIMIT 0", params=params).types[0])
-    if kind not in INTEGER_TYPES:
+    found = integer_id_ranges(con, src, params, [item])
+    if found is None:
         return None, 0
-    rows, ids, lo, hi = con.execute(f"SELECT count(*), count({item}), min({item}), max({item}) FROM ({src})",
-                                    params).fetchall()[0]
+    rows, [(ids, lo, hi)] = found
     if lo is None or ids < rows or int(hi) - int(lo) + 1 > rows:
         return None, 0
     return int(lo), int(hi) - int(lo) + 1

@@ -24,6 +24,17 @@ INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALL
 KEY_BATCH_ROWS = 1 << 20  # rows per batch of two-way's cell keys (`integer_cells`)
 
 
+def integer_id_ranges(con, src: str, params: list, columns: list[str]) -> tuple[int, list[tuple]] | None:
+    """(rows of ``src``, per column (non-NULL ids, lowest, highest)) when every column is of an integer type that
+    fits int64 (ids usable as array offsets), else None."""
+    types = con.sql(f"SELECT {', '.join(columns)} FROM ({src}) LIMIT 0", params=params).types
+    if any(str(t) not in INTEGER_TYPES for t in types):
+        return None
+    bounds = ", ".join(f"count({c}), min({c}), max({c})" for c in columns)
+    rows, *ends = con.execute(f"SELECT count(*), {bounds} FROM ({src})", params).fetchall()[0]
+    return int(rows), [tuple(ends[3 * n:3 * n + 3]) for n in range(len(columns))]
+
+
 def cluster_key_sets(n_cluster_cols: int) -> list[list[str]]:
     """The keys of each clustering stream: one-way [c0]; two-way [c0], [c1] and the pairs (c0, c1)."""
     return [["c0"]] if n_cluster_cols == 1 else [["c0"], ["c1"], ["c0", "c1"]]
@@ -71,9 +82,12 @@ def integer_cells(con, src: str, params: list, numbering: list[FirstSeenCodes]) 
     `stats.first_seen_codes`): every row's cell key read in one scan and sorted (`stats.repeated_cells`), no
     GROUP BY over the cells and no cluster table joined to the rows."""
     n_second, lo = numbering[1].hi - numbering[1].lo + 1, (numbering[0].lo, numbering[1].lo)
-    key = f"(CAST(c0 AS BIGINT) - ({lo[0]})) * {n_second} + (CAST(c1 AS BIGINT) - ({lo[1]}))"
+    n = len(params)  # ``src`` numbers its parameters ($1, ...): the bounds come after them
+    key = (f"(CAST(c0 AS BIGINT) - CAST(${n + 1} AS BIGINT)) * CAST(${n + 2} AS BIGINT) "
+           f"+ (CAST(c1 AS BIGINT) - CAST(${n + 3} AS BIGINT))")
     keys = [batch.column(0).to_numpy() for batch in
-            con.sql(f"SELECT {key} AS k FROM ({src})", params=params).to_arrow_reader(KEY_BATCH_ROWS)]
+            con.sql(f"SELECT {key} AS k FROM ({src})", params=[*params, int(lo[0]), int(n_second), int(lo[1])])
+            .to_arrow_reader(KEY_BATCH_ROWS)]
     return StreamCellCodes(np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64), n_second, lo=lo)
 
 
