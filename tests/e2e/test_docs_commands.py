@@ -71,6 +71,10 @@ SMALLER = {
     "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 41 --jobs 1 --config '300 items, "
     "log-normal σ=2, small group 5%' --config 'hidden 2: 500 items, log-normal σ=1, 12 slots, small group 4%' "
     "--config '40 items, Pareto 1.1 popularity, small group 10%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_df_diagnosis.py --reps 400 --seed 0 --seed 7 --jobs 1":
+        "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
+    "python benchmarks/exposure_df_diagnosis.py --reps 400 --seed 11 --seed 31 --seed 41 --jobs 1":
+        "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
         "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
