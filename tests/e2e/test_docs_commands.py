@@ -133,6 +133,14 @@ SMALLER = {
     "python benchmarks/effective_clusters_rule.py --seed 0 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
     "python benchmarks/effective_clusters_rule.py --seed 11 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
     "python benchmarks/effective_clusters_rule.py --seed 41 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 11": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 41": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 
