@@ -33,6 +33,10 @@ class SnapshotClusterSums(PrefixClusterSums):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters, diagonal=diagonal)
         self.copied = 0  # checkpoints whose copies were taken
 
+    def _fed(self) -> np.ndarray:
+        # counts are never negative: a cluster took rows if any of its counts is positive
+        return (self.run[:, :, 0] > 0).any(axis=1)
+
     def _running(self, c: np.ndarray) -> np.ndarray:
         # rows arrive: the running sums stood so at every checkpoint passed since the last rows
         codes = None
