@@ -131,8 +131,11 @@ def vector_rows(counts, i) -> np.ndarray:
     G = counts.shape[1]
     if isinstance(i, slice) and i.stop <= G:
         return counts[:, i]
-    if np.all(np.arange(G + 1)[i] < G):
+    rows = np.arange(G + 1)[i]
+    if np.all(rows < G):
         return counts[:, i]
+    if np.all(rows == G):
+        return np.repeat(counts.sum(axis=1, keepdims=True), rows.size, axis=1)
     return np.concatenate([counts, counts.sum(axis=1, keepdims=True)], axis=1)[:, i]
 
 
