@@ -52,6 +52,7 @@ SMALLER = {
         "--reps 3 --jobs 1 --truth-reps 3 --config 'hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%'",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
     "python benchmarks/selection_rate_coverage.py --reps 200 --rows selection_pareto1.3_2000 --seed 0": "--reps 2",
+    "python benchmarks/selection_rate_coverage.py --reps 200 --seed 23": "--reps 1",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400 --seed 13":
         "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
