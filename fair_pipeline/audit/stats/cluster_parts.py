@@ -112,7 +112,7 @@ class ClusterSumsBase:
                 N, P, Uneg, Upos = N[:, held], P[:, held], Uneg[..., held], Upos[..., held]
             factors = cr2_factors(P.T, N.T, self.m, self.n)  # the same clusters for every target
             for target, ks, cols in targets:
-                un, up = (np.ascontiguousarray(u[ks, cols].transpose(0, 2, 1)) for u in (Uneg, Upos))
+                un, up = (u[ks, cols].transpose(0, 2, 1) for u in (Uneg, Upos))  # views: read once, by the sums
                 target.add(un, up, P.T, N.T, self.m, self.n, factors)
         return out
 
