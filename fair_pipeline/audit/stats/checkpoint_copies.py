@@ -47,10 +47,12 @@ class CheckpointCopies:
             self._layouts[u] = (quantities, neg_cells, groups)
         return self._layouts[u]
 
-    def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray) -> None:
+    def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray, straddling: bool = True) -> None:
         """Clusters ``codes`` (distinct), last fed when ``since`` checkpoints were passed and fed again now that
         ``now`` are: their running sums ``run[codes]`` (``run``: (C, 2 G, G + 1)) stood so at every checkpoint in
-        (since, now]. Each kept number is gathered from the flat sums (no copy of a cluster's whole sums)."""
+        (since, now]. Each kept number is gathered from the flat sums (no copy of a cluster's whole sums).
+        ``straddling``: the final step reads these clusters' sums at those checkpoints as zeros where no copy is
+        kept (their rows continue past them), so copies holding only zeros are not kept."""
         if self._sorted is not None:
             raise RuntimeError("copies taken after they were read")
         flat, Q = run.reshape(-1), run.shape[2]  # quantity q of cell c: c * Q + q further
@@ -62,6 +64,14 @@ class CheckpointCopies:
             u = self.vector_of[e]
             quantities, neg_cells, groups = self.layout(u)
             at = base if mine.size == codes.size else base[mine]
+            if straddling and self.diagonal and u < self.G:
+                # a cluster with no rows of group u yet keeps only zeros here: copies of the others only
+                count = at + 2 * u * Q  # u's negatives' count, its positives' one Q further
+                held = (np.take(flat, count) + np.take(flat, count + Q)) > 0
+                if not held.all():
+                    mine, at = mine[held], at[held]
+                if not mine.size:
+                    continue
             values = np.empty((quantities.size + 2 * groups.size, mine.size))  # (numbers kept, clusters)
             for n, q in enumerate(quantities):  # u's negatives, summed over their cells
                 if q == self.G + 1 and n == q:  # every group's ROC sums are in the rows above

@@ -43,5 +43,6 @@ class SnapshotClusterSums(PrefixClusterSums):
         while self.copied < self.passed:
             self.copied += 1
             codes = np.arange(self.C, dtype=np.int32) if codes is None else codes
-            self.copies.take(codes, np.full(self.C, self.copied - 1, dtype=np.int32), self.copied, self.run)
+            self.copies.take(codes, np.full(self.C, self.copied - 1, dtype=np.int32), self.copied, self.run,
+                            straddling=False)
         return self.run
