@@ -125,6 +125,8 @@ SMALLER = {
     "minority60,minority45_pareto1.3,query_pareto1.3,pairwise_fresh,rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 "
     "--seed 0": "--reps 1 --rows pareto1.3",
     "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 3": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 23": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 41": "--reps 1",
     "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
         "--reps 1 --rows pareto1.3",
     "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
