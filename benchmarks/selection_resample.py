@@ -18,12 +18,10 @@ D̃ the size-free difference, and p the two-sided share of resamples whose error
 quantile, the heavy-tailed sizes and the cost's curvature are all in the resampled differences; nothing is
 linearised.
 
-Status: measured, not the pipeline's interval. benchmarks/selection_rate_coverage.py compares it with what
-`paired_cost_difference` reports for selection-rate candidates (CR2 floored by the exchangeable-items variance) and
-with CR2 alone, on fresh items of Pareto(1.3) popularity: at 2,000 and 4,000 items (seeds 0 and 7, 100-193
-estimable draws each) it covered 0.89-0.94, missing on both sides, below the 93-97% band; the reported interval
-covered 0.986-1.000 at 2.2-3.5 times the width a 95% interval needs (its mean width 24 times in one run, where a
-draw's floor exploded), CR2 alone 0.89-0.95 with every miss on one side. Pure numpy / pandas.
+Status: measured, not the pipeline's interval. `benchmarks/selection_rate_coverage.py --resample` prints it beside
+what `paired_cost_difference` reports for selection-rate candidates, on fresh items of Pareto(1.3) popularity: at
+2,000 and 4,000 items (seeds 0 and 7, 100-193 estimable draws each) it covered 0.89-0.94, missing on both sides,
+below the 93-97% band (docs/audit_inference.md). Pure numpy / pandas.
 """
 from __future__ import annotations
 

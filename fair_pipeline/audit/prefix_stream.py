@@ -102,7 +102,9 @@ def code_columns(sizes: list[int]) -> str:
 
 
 def _columns(batches: list) -> list:
-    """The columns of Arrow record batches as numpy arrays, concatenated."""
+    """The columns of Arrow record batches as numpy arrays, concatenated (one batch's as they are: no copy)."""
+    if len(batches) == 1:
+        return [batches[0].column(j).to_numpy(zero_copy_only=False) for j in range(batches[0].num_columns)]
     return [np.concatenate([b.column(j).to_numpy(zero_copy_only=False) for b in batches])
             for j in range(batches[0].num_columns)]
 

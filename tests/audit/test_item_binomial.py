@@ -64,6 +64,20 @@ def test_with_equal_items_it_is_the_mid_p_binomial():
     assert low == pytest.approx(lo, abs=0.006) and high == pytest.approx(hi, abs=0.006)
 
 
+
+def test_with_thousands_of_equal_items_it_is_scipys_mid_p_binomial():
+    """7,000 equal items (beyond the 4,096-point grid): the mid-p binomial interval exactly, i.e. ~1.96 binomial
+    SEs on each side, not the twice as wide interval of shares split between grid points."""
+    n, k = 7000, 560
+    dist = WeightedBinomial(np.full(n, 1.0 / n))
+    for pi in (0.07, 0.08, 0.09):
+        mid = stats.binom.cdf(k - 1, n, pi) + 0.5 * stats.binom.pmf(k, n, pi)
+        assert dist.mid_cdf(k / n, pi) == pytest.approx(mid, abs=1e-9), pi
+    low, high = dist.interval(k / n)
+    for limit, tail in ((low, 0.975), (high, 0.025)):
+        assert stats.binom.cdf(k - 1, n, limit) + 0.5 * stats.binom.pmf(k, n, limit) == pytest.approx(tail, abs=1e-7)
+    assert (high - low) / 2 == pytest.approx(1.96 * np.sqrt(0.08 * 0.92 / n), rel=0.03)
+
 def test_exact_coverage_given_heavy_tailed_sizes_is_nominal_on_each_side():
     """All 2^9 outcomes of 9 items with Pareto(1.3) sizes: the probability that the interval misses π from below
     and from above, exactly, at π on a grid (the largest item holds 41% of the rows)."""

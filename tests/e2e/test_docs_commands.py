@@ -52,6 +52,7 @@ SMALLER = {
         "--reps 3 --jobs 1 --truth-reps 3 --config 'hidden 2: 35 items, uniform, 7 slots, groups 60/22/18%'",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400": "--reps 3 --truth-reps 3",
     "python benchmarks/selection_rate_coverage.py --reps 200 --rows selection_pareto1.3_2000 --seed 0": "--reps 2",
+    "python benchmarks/selection_rate_coverage.py --reps 200 --seed 23": "--reps 1",
     "python benchmarks/exposure_paired_coverage.py --reps 400 --jobs 1 --truth-reps 400 --seed 13":
         "--reps 3 --truth-reps 3",
     "python benchmarks/exposure_df_rules.py --reps 400":
@@ -78,7 +79,7 @@ SMALLER = {
     "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
         "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
-    "python benchmarks/bench_clustered_audit.py --rows 1e7 --rounds 2 --no-two-way": "--rows 1e4 --rounds 1",
+    "python benchmarks/bench_clustered_audit.py --rows 1e7 --rounds 3 --no-two-way": "--rows 1e4 --rounds 1",
     "python benchmarks/bench_pairwise_cost.py --rows 1e6 --rounds 3": "--rows 3000 --rounds 1",
     "python benchmarks/cluster_inference_coverage.py --rows pairwise_fresh --reps 300 --jobs 1": "--reps 2",
     "python benchmarks/bench_audit_sql_path.py": "--rows 1e4 --rounds 1",
@@ -128,6 +129,8 @@ SMALLER = {
     "minority60,minority45_pareto1.3,query_pareto1.3,pairwise_fresh,rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 "
     "--seed 0": "--reps 1 --rows pareto1.3",
     "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 3": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 23": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 41": "--reps 1",
     "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
         "--reps 1 --rows pareto1.3",
     "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
@@ -137,6 +140,14 @@ SMALLER = {
     "python benchmarks/effective_clusters_rule.py --seed 0 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
     "python benchmarks/effective_clusters_rule.py --seed 11 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
     "python benchmarks/effective_clusters_rule.py --seed 41 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 11": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 41": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

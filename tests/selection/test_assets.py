@@ -21,8 +21,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
-from scipy.optimize import brentq
-from scipy.stats import t as student_t
 
 from fair_pipeline.ingestion.catalogue_dates import delivery_on
 from fair_pipeline.eo.transform import WeightedCDFTransformer
@@ -44,6 +42,7 @@ from fair_pipeline.selection.elicitation import (
     elicit_fair_quadratic_metric,
     metric_from_dict,
 )
+from fair_pipeline.selection.elicitation.paired import paired_cost_difference
 from fair_pipeline.selection.session import SessionConfig, SessionStore
 from fair_pipeline.platform.tracking import point_fluent_api_at
 from tests.simulated_home import materialize_simulated_home
@@ -192,11 +191,17 @@ def _assert_paired_difference(home: Path, ranking: pd.DataFrame, metric, rows: p
     rng = np.random.default_rng(0)
     boot = [np.subtract(*costs(items.iloc[rng.integers(0, len(items), len(items))])) for _ in range(300)]
     assert other["diff_se"] == pytest.approx(np.std(boot, ddof=1), rel=0.25)  # 0.0092 vs 0.0105 when written
-    # a t interval at the effective number of items (small-sample clustered inference), and a p-value at the same df
-    z = (other["diff_ci_high"] - other["diff_vs_winner"]) / other["diff_se"]
-    df = brentq(lambda d: student_t.ppf(0.975, d) - z, 1.0, 1e9)
-    assert 1.959964 < z and df <= len(items) - 1
-    assert other["diff_p"] == pytest.approx(2 * student_t.sf(abs(other["diff_vs_winner"]) / other["diff_se"], df), rel=1e-5)
+    # every item decides all-or-nothing at the estimated thresholds: the CI is the cells' weighted-binomial interval
+    # there, its half-widths scaled by the thresholds' share of the SE, and p the level at which it reaches 0
+    # (`paired_binomial`), the same as the library gives on the per-item table built above
+    labels = ("0", "1")
+    by_hand = paired_cost_difference(metric, items[["group", "n_pos", "n_neg"]], items["a"].to_numpy(),
+                                     items["w"].to_numpy(), labels, selection_rate=0.4, clusters=items.index.to_numpy())
+    assert by_hand.estimate == pytest.approx(other["diff_vs_winner"], rel=1e-10)
+    assert (other["diff_ci_low"], other["diff_ci_high"]) == pytest.approx((by_hand.ci_low, by_hand.ci_high), rel=1e-9)
+    assert other["diff_p"] == pytest.approx(by_hand.p_value, rel=1e-6)
+    assert other["diff_ci_low"] < other["diff_vs_winner"] < other["diff_ci_high"]
+    assert (other["diff_p"] < 0.05) == (other["diff_ci_low"] > 0 or other["diff_ci_high"] < 0)
 
 
 def _heldout_rows(home: Path) -> pd.DataFrame:

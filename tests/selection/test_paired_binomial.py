@@ -74,10 +74,8 @@ def test_p_value_is_the_level_at_which_the_interval_reaches_zero():
 def test_it_steps_aside_where_its_model_does_not_hold():
     rows, a, w, item = _draw(np.random.default_rng(3))
     codes = group_codes(rows["group"], LABELS)
-    # estimated (selection-rate) thresholds: their terms need the t interval
-    est = paired_cost_difference(METRIC, rows, a, w, LABELS, selection_rate=0.4, clusters=item)
-    t_only = paired_cost_difference(METRIC, rows, a, w, LABELS, selection_rate=0.4, clusters=item)
-    assert est == t_only and (est.ci_high - est.ci_low) == pytest.approx(2 * (est.ci_high - est.estimate), rel=1e-9)
+    # a scale that is not a positive number (no rates' variance to compare the thresholds' with)
+    assert paired_binomial_interval(METRIC, rows, codes, a >= 1, w >= 1, item, scale=np.nan) is None
     # a randomized (fractional) decision
     assert paired_binomial_interval(METRIC, rows, codes, (a >= 1) * 0.5, w >= 1, item) is None
     # an item whose rows decide both ways (per-impression scores)
@@ -99,6 +97,51 @@ def test_the_ranking_reports_it_for_fixed_thresholds():
     assert (frame.loc["A", "diff_ci_low"], frame.loc["A", "diff_ci_high"], frame.loc["A", "diff_p"]) == pytest.approx(
         (low, high, p), rel=1e-12)
 
+
+def test_estimated_thresholds_scale_it_by_the_thresholds_share_of_the_se():
+    """Selection-rate candidates: the cells' interval at the estimated thresholds, both half-widths times
+    SE(rates' + thresholds' influence) / SE(rates' influence), each CR2 over the items; fixed thresholds: times 1."""
+    from fair_pipeline.audit.stats.small_sample import cluster_robust_interval
+    from fair_pipeline.selection.elicitation.paired import candidate_parts, clustered_parts, threshold_scale
+    rows, a, w, item = _draw(np.random.default_rng(6), items=1500)
+    codes = group_codes(rows["group"], LABELS)
+    out = paired_cost_difference(METRIC, rows, a, w, LABELS, selection_rate=0.4, clusters=item)
+    (_, parts_a, ta), (_, parts_w, tw) = (candidate_parts(METRIC, rows, s, LABELS, selection_rate=0.4,
+                                                          n_clusters=np.unique(item).size) for s in (a, w))
+    # the same candidates with their thresholds fixed: the rates' influence alone, computed apart
+    (_, fixed_a, _), (_, fixed_w, _) = (candidate_parts(METRIC, rows, s, LABELS, threshold=t) for s, t in ((a, ta), (w, tw)))
+    assert not (fixed_a - fixed_w)[:, 2].any() and (parts_a - parts_w)[:, 2].any()
+    se = [cluster_robust_interval(0.0, *clustered_parts(p, rows, LABELS, item)).se
+          for p in (parts_a - parts_w, fixed_a - fixed_w)]
+    scale = threshold_scale(parts_a - parts_w, rows, LABELS, item)
+    assert scale == pytest.approx(se[0] / se[1], rel=1e-12) and threshold_scale(fixed_a - fixed_w, rows, LABELS, item) == 1
+    low, high, _ = paired_binomial_interval(METRIC, rows, codes, a >= ta, w >= tw, item)
+    assert out.ci_low == pytest.approx(out.estimate - scale * (out.estimate - low), rel=1e-9)
+    assert out.ci_high == pytest.approx(out.estimate + scale * (high - out.estimate), rel=1e-9)
+    assert abs(scale - 1) > 0.01 and (out.p_value < 0.05) == (out.ci_low > 0 or out.ci_high < 0)
+    ranked = differences_vs_winner(METRIC, rows, {"A": a, "W": w}, LABELS, "W", selection_rate=0.4, clusters=item)
+    assert (ranked.loc["A", "diff_ci_low"], ranked.loc["A", "diff_ci_high"]) == pytest.approx((out.ci_low, out.ci_high))
+
+
+
+def test_with_many_equal_sized_items_it_is_about_two_ses_wide():
+    """The large-sample regime (20,000 items shown 1 + Poisson(4) times, one label per item, ~860 items between the
+    estimated thresholds, each cell thousands of items and over 4,096 rows): every cell's weighted binomial is a
+    near-normal binomial, so the interval is about 1.96 of the difference's own SE on each side, as any interval
+    must be at hundreds of df (cells whose shares were split between grid points a step apart gave 3.3-3.6 SEs)."""
+    rng = np.random.default_rng(4)
+    items = 20000
+    group = np.where(rng.random(items) < 0.6, "b", "a")
+    relevant = rng.random(items) < np.where(group == "b", 0.45, 0.35)
+    merit = relevant + 0.3 * (group == "b") + rng.normal(0, 1, items)
+    shows = 1 + rng.poisson(4, items)
+    rows = pd.DataFrame({"group": group, "n_pos": shows * relevant, "n_neg": shows * ~relevant})
+    out = paired_cost_difference(METRIC, rows, merit, merit + 0.3 * (group == "b"), LABELS, selection_rate=0.4,
+                                 clusters=np.arange(items))
+    assert out.disagreeing > 500 and out.df > 500
+    sides = np.array([out.estimate - out.ci_low, out.ci_high - out.estimate]) / out.se
+    assert np.all((sides > 1.75) & (sides < 2.15)), sides
+    assert sides[0] != pytest.approx(sides[1], rel=1e-3)  # the cells' interval, not the symmetric t one
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shift", [0.1, 0.3])

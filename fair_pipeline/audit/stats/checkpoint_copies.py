@@ -9,7 +9,7 @@ each group's positives' count and their sums of FPR_u (2 G). So a copy is kept p
 those numbers only: 8 with two groups instead of a cluster's 16 running sums. Below FPR 1 the one-way audit forms
 only the columns of one vector (a group's or the pooled AUC, `cluster_parts.LastCutoffColumns`): with
 ``diagonal`` a copy keeps u's negatives' count and ROC_u sums and the positives' count and FPR_u sums of u's own
-groups (4 numbers for a group, 2 + 2 G for the pooled vector); the other entries read as zeros. The running sums
+groups (4 numbers for a group, 2 + 2 G for the pooled vector), the only entries those columns read. The running sums
 hold the groups' curves only: a copy's sums of the pooled curve are their weighted sum (`prefix_clusters`).
 """
 from __future__ import annotations
@@ -44,15 +44,15 @@ class CheckpointCopies:
             quantities = np.array([0, 1 + u]) if self.diagonal else np.arange(G + 2)
             neg_cells = np.arange(0, 2 * G, 2) if u == G else np.array([2 * u])
             groups = np.array([u]) if self.diagonal and u < G else np.arange(G)
-            # the entries a copy does not keep (read as zeros)
-            self._layouts[u] = (quantities, neg_cells, groups, np.setdiff1d(np.arange(G + 2), quantities),
-                                np.setdiff1d(np.arange(G), groups))
-        return self._layouts[u][:3]
+            self._layouts[u] = (quantities, neg_cells, groups)
+        return self._layouts[u]
 
-    def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray) -> None:
+    def take(self, codes: np.ndarray, since: np.ndarray, now: int, run: np.ndarray, straddling: bool = True) -> None:
         """Clusters ``codes`` (distinct), last fed when ``since`` checkpoints were passed and fed again now that
         ``now`` are: their running sums ``run[codes]`` (``run``: (C, 2 G, G + 1)) stood so at every checkpoint in
-        (since, now]. Each kept number is gathered from the flat sums (no copy of a cluster's whole sums)."""
+        (since, now]. Each kept number is gathered from the flat sums (no copy of a cluster's whole sums).
+        ``straddling``: the final step reads these clusters' sums at those checkpoints as zeros where no copy is
+        kept (their rows continue past them), so copies holding only zeros are not kept."""
         if self._sorted is not None:
             raise RuntimeError("copies taken after they were read")
         flat, Q = run.reshape(-1), run.shape[2]  # quantity q of cell c: c * Q + q further
@@ -64,6 +64,14 @@ class CheckpointCopies:
             u = self.vector_of[e]
             quantities, neg_cells, groups = self.layout(u)
             at = base if mine.size == codes.size else base[mine]
+            if straddling and self.diagonal and u < self.G:
+                # a cluster with no rows of group u yet keeps only zeros here: copies of the others only
+                count = at + 2 * u * Q  # u's negatives' count, its positives' one Q further
+                held = (np.take(flat, count) + np.take(flat, count + Q)) > 0
+                if not held.all():
+                    mine, at = mine[held], at[held]
+                if not mine.size:
+                    continue
             values = np.empty((quantities.size + 2 * groups.size, mine.size))  # (numbers kept, clusters)
             for n, q in enumerate(quantities):  # u's negatives, summed over their cells
                 if q == self.G + 1 and n == q:  # every group's ROC sums are in the rows above
@@ -127,16 +135,12 @@ class CheckpointCopies:
         at = codes - lo
         u = self.vector_of[e]
         quantities, _, groups = self.layout(u)
-        rest, others = self._layouts[u][3:]
-        # entry by entry: one-dimensional scatters, several times cheaper than a two-dimensional fancy index
+        # entry by entry: one-dimensional scatters, several times cheaper than a two-dimensional fancy index; the
+        # entries a diagonal copy does not keep are left as they are (the final step reads none of them at e)
         for n, q in enumerate(quantities):
             neg[q, at] = values[n]
-        for q in rest:
-            neg[q, at] = 0.0
         n = quantities.size
         for side in range(2):
             for g in groups:
                 pos[side, g, at] = values[n]
                 n += 1
-            for g in others:
-                pos[side, g, at] = 0.0

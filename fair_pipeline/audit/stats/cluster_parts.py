@@ -71,7 +71,8 @@ class ClusterSumsBase:
         for j in range(G + 1):
             s, i = np.array([(s, i) for s, (i, jj) in enumerate(self.pairs) if jj == j], dtype=np.intp).reshape(-1, 2).T
             keep = np.ones(s.size, dtype=bool) if every is None else np.isin(s, every)
-            plan.append([(ks, s[m], i[m]) for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
+            plan.append([(ks, s[m], i[m], as_slice(s[m]), as_slice(i[m]), as_slice(1 + i[m]))
+                         for ks, m in ((slice(0, K), keep), (slice(K - 1, K), ~keep)) if m.any()])
         targets = ([(out, slice(0, K), slice(None))] if every is None else
                    [(out[0], slice(0, K - 1), as_slice(every)), (out[1], slice(K - 1, K), slice(None))])
         # (K, S, clusters) while the columns are formed (each contiguous), then (K, clusters, S); one pair of buffers
@@ -85,12 +86,24 @@ class ClusterSumsBase:
             P = np.vstack([P, P.sum(axis=0, keepdims=True)])
             Uneg, Upos = buffers[..., :hi - lo]
             for j, neg, pos in owners:
-                for ks, s, i in plan[j]:
+                for ks, s, i, at_s, at_i, at_roc in plan[j]:
                     R, I = roc[s, ks].T[:, :, None], auc[s, ks].T[:, :, None]  # (cutoffs, columns, 1)
-                    outside = a[ks] * N[j] - neg[ks, :1]  # n_j B of these columns
-                    Uneg[ks, s] = (neg[ks][:, 1 + i] + R * outside - I * N[j]) / self.n[j]
-                    counts, fpr = (vector_rows(pos[ks, side], i) for side in range(2))  # (k, columns, w)
-                    Upos[ks, s] = (a[ks] * counts - fpr - I * P[i]) / self.m[i][:, None]
+                    outside = a[ks] * N[j]
+                    outside -= neg[ks, :1]  # n_j B of these columns
+                    # in place, in the buffers where the columns are a run (views): fewer temporaries, same sums
+                    u = np.multiply(R, outside, out=Uneg[ks, at_s] if isinstance(at_s, slice) else None)
+                    u += neg[ks, at_roc]  # (a view where the columns' positive vectors are a run)
+                    u -= I * N[j]
+                    u /= self.n[j]
+                    if not isinstance(at_s, slice):
+                        Uneg[ks, s] = u
+                    counts, fpr = (vector_rows(pos[ks, side], at_i) for side in range(2))  # (k, columns, w)
+                    u = np.multiply(a[ks], counts, out=Upos[ks, at_s] if isinstance(at_s, slice) else None)
+                    u -= fpr
+                    u -= I * P[i]
+                    u /= self.m[i][:, None]
+                    if not isinstance(at_s, slice):
+                        Upos[ks, s] = u
             for codes, neg_sums, pos_sums in edges:
                 Uneg[:, :, codes] += neg_sums.transpose(1, 0, 2)
                 Upos[:, :, codes] += pos_sums.transpose(1, 0, 2)
@@ -99,7 +112,7 @@ class ClusterSumsBase:
                 N, P, Uneg, Upos = N[:, held], P[:, held], Uneg[..., held], Upos[..., held]
             factors = cr2_factors(P.T, N.T, self.m, self.n)  # the same clusters for every target
             for target, ks, cols in targets:
-                un, up = (np.ascontiguousarray(u[ks, cols].transpose(0, 2, 1)) for u in (Uneg, Upos))
+                un, up = (u[ks, cols].transpose(0, 2, 1) for u in (Uneg, Upos))  # views: read once, by the sums
                 target.add(un, up, P.T, N.T, self.m, self.n, factors)
         return out
 
@@ -113,10 +126,16 @@ def as_slice(columns) -> slice | np.ndarray:
 
 
 def vector_rows(counts, i) -> np.ndarray:
-    """(k, len(i), w) rows ``i`` of per-group sums (k, G, w), row G being the pooled vector (their sum)."""
+    """(k, len(i), w) rows ``i`` (indices, or a slice of them) of per-group sums (k, G, w), row G being the pooled
+    vector (their sum)."""
     G = counts.shape[1]
-    if np.all(i < G):
+    if isinstance(i, slice) and i.stop <= G:
         return counts[:, i]
+    rows = np.arange(G + 1)[i]
+    if np.all(rows < G):
+        return counts[:, i]
+    if np.all(rows == G):
+        return np.repeat(counts.sum(axis=1, keepdims=True), rows.size, axis=1)
     return np.concatenate([counts, counts.sum(axis=1, keepdims=True)], axis=1)[:, i]
 
 

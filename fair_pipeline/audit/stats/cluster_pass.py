@@ -45,7 +45,8 @@ def cr2_parts(neg_part, pos_part, pos_counts, neg_counts, pairs, m, n, factors=N
     out = np.empty((2,) + np.shape(neg_part))
     for p, (part, (h, factor, finite), col) in enumerate(zip((neg_part, pos_part), factors, (j, i))):
         if finite[col].all():  # every factor finite: `adjusted_totals` is the product
-            np.multiply(part, factor[:, col][None], out=out[p])
+            # (the columns' factors laid out as the parts are: a mixed layout makes the product ~3x slower)
+            np.multiply(part, np.ascontiguousarray(factor[:, col])[None], out=out[p])
         else:
             out[p] = adjusted_totals(part[None], h[:, col][None, None])
     return out

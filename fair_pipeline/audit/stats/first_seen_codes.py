@@ -35,11 +35,11 @@ class FirstSeenCodes:
             raise AuditInputError(f"integer cluster ids expected, got {ids.dtype}")
         if not ids.size:
             return np.zeros(0, dtype=np.intp)
-        lo, hi = int(ids.min()), int(ids.max())
-        if lo < self.lo or hi > self.hi:
+        at = np.subtract(ids, self.lo, dtype=np.intp)
+        if at.view(np.uintp).max() > self.hi - self.lo:  # (one pass: an id below the range wraps to a huge offset)
+            lo, hi = int(ids.min()), int(ids.max())
             raise AuditInputError(f"cluster id {lo if lo < self.lo else hi} outside the range [{self.lo}, {self.hi}] "
                                   "read before the stream (did the file change?)")
-        at = ids.astype(np.intp) - self.lo
         codes = self.table[at]
         fresh = np.flatnonzero(codes < 0)
         if fresh.size:

@@ -297,9 +297,12 @@ class PrefixClusterSums(ClusterSumsBase):
         N, P = self._counts(lo, hi)
         return (N.sum(axis=0) + P.sum(axis=0)) > 0
 
+    def _fed(self) -> np.ndarray:
+        """(C,) clusters whose rows went into the running sums: every such row has a positive count."""
+        return self.last >= 0
+
     def held_clusters(self) -> int:
-        # counts are never negative: a cluster holds rows if any of its counts is positive
-        held = (self.run[:, :, 0] > 0).any(axis=1)
+        held = self._fed()  # (read off the checkpoints, not the 96-byte sums of every cluster)
         for codes, _, _, _, n_e, p_e in self.edges:
             held[codes] |= (n_e > 0).any(axis=0) | (p_e > 0).any(axis=0)
         return int(np.count_nonzero(held))

@@ -35,6 +35,8 @@ MIN_DF = 1.0
 def leverage_factor(shares) -> np.ndarray:
     """1 / sqrt(1 - h): CR2's scaling of a cluster's part; NaN where one cluster holds the whole part (h >= 1)."""
     h = np.asarray(shares, dtype=np.float64)
+    if h.size and h.max() < 1.0:  # (nearly always) no share reaches 1
+        return 1.0 / np.sqrt(1.0 - h)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(h < 1.0, 1.0 / np.sqrt(np.maximum(1.0 - h, 0.0)), np.nan)
 
@@ -171,10 +173,16 @@ def leverage_moments(shares) -> np.ndarray:
     """(7, ...) additive moments of each part's shares over clusters (axis 0 of ``shares``): Σh², Σa, Σah, Σah²,
     Σa², Σa²h (a = h²/(1 - h), infinite for a cluster holding the whole part) and the number of clusters with h > 0."""
     h = np.asarray(shares, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(h > 0, np.where(h < 1.0, h * h / np.maximum(1.0 - h, 0.0), np.inf), 0.0)
-    aa = np.where(a > 0, a * a, 0.0)
-    return np.stack([(h * h).sum(axis=0), a.sum(axis=0), (a * h).sum(axis=0), (a * h * h).sum(axis=0),
+    hh = h * h
+    if h.size and 0.0 <= h.min() and h.max() < 1.0:  # (shares of a class total) h² / (1 - h) as it stands
+        a = hh / (1.0 - h)
+        aa = a * a
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.where(h > 0, np.where(h < 1.0, hh / np.maximum(1.0 - h, 0.0), np.inf), 0.0)
+        aa = np.where(a > 0, a * a, 0.0)
+    ah = a * h
+    return np.stack([hh.sum(axis=0), a.sum(axis=0), ah.sum(axis=0), (ah * h).sum(axis=0),
                      aa.sum(axis=0), (aa * h).sum(axis=0), (h > 0).sum(axis=0).astype(np.float64)])
 
 

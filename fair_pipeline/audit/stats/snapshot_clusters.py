@@ -33,11 +33,16 @@ class SnapshotClusterSums(PrefixClusterSums):
         super().__init__(n_pos, n_neg, alphas, pairs, n_clusters, diagonal=diagonal)
         self.copied = 0  # checkpoints whose copies were taken
 
+    def _fed(self) -> np.ndarray:
+        # counts are never negative: a cluster took rows if any of its counts is positive
+        return (self.run[:, :, 0] > 0).any(axis=1)
+
     def _running(self, c: np.ndarray) -> np.ndarray:
         # rows arrive: the running sums stood so at every checkpoint passed since the last rows
         codes = None
         while self.copied < self.passed:
             self.copied += 1
             codes = np.arange(self.C, dtype=np.int32) if codes is None else codes
-            self.copies.take(codes, np.full(self.C, self.copied - 1, dtype=np.int32), self.copied, self.run)
+            self.copies.take(codes, np.full(self.C, self.copied - 1, dtype=np.int32), self.copied, self.run,
+                            straddling=False)
         return self.run

@@ -47,9 +47,11 @@ Here the difference D = c(A) - c(W) gets an influence-function (delta-method) st
   difference is those items' share of the rows: with a handful of them it is too discrete for any Wald interval.
   With fewer than MIN_DISAGREEING clusters on which the decisions differ the difference is not estimable: no SE,
   CI or p, and the count is reported (Monte Carlo in docs/audit_inference.md).
-* Fixed rules. Where both candidates decide all-or-nothing per item with fixed thresholds, the difference is a
-  linear combination of the cells' weighted-binomial counts of the items between the thresholds, and its CI and p
-  are that combination's (`paired_binomial`; the SE and df stay the variance's).
+* All-or-nothing rules. Where both candidates decide all-or-nothing per item, the difference is a linear
+  combination of the cells' weighted-binomial counts of the items between the thresholds, and its CI and p are
+  that combination's (`paired_binomial`; the SE and df stay the variance's). With selection-rate thresholds the
+  counts are taken at the estimated thresholds and the interval's half-widths are scaled by `threshold_scale`,
+  the thresholds' share of the SE.
 
 Pure numpy / scipy / pandas.
 """
@@ -268,11 +270,24 @@ def paired_cost_difference(metric: FairQuadraticMetric, rows: pd.DataFrame, scor
     cost_b, parts_b, t_b = candidate_parts(metric, rows, score_b, labels, threshold=threshold_b,
                                            selection_rate=selection_rate, n_clusters=n_clusters)
     decided_a, decided_b = decisions_of(score_a, t_a), decisions_of(score_b, t_b)
-    binomial = (None if selection_rate is not None else  # estimated thresholds: their terms need the t interval
-                paired_binomial_interval(metric, rows, group_codes(rows["group"], labels), decided_a, decided_b,
-                                         clusters, confidence))
+    binomial = paired_binomial_interval(metric, rows, group_codes(rows["group"], labels), decided_a, decided_b,
+                                        clusters, confidence, scale=threshold_scale(parts_a - parts_b, rows, labels,
+                                                                                    clusters))
     return paired_summary(cost_a, parts_a, cost_b, parts_b, rows, labels, clusters, confidence,
                           differing=decided_a != decided_b, binomial=binomial)
+
+
+def threshold_scale(parts, rows: pd.DataFrame, labels, clusters=None) -> float:
+    """SE of a difference's influence ``parts`` (`candidate_parts`, three columns) over its SE without the
+    threshold column, both CR2 (`paired_binomial`: the estimated thresholds' share of the interval's width);
+    exactly 1 without threshold terms."""
+    parts = np.asarray(parts, dtype=np.float64)
+    if not parts[:, 2].any():
+        return 1.0
+    rates_only = parts * np.array([1.0, 1.0, 0.0])
+    full, fixed = (cluster_robust_interval(0.0, *clustered_parts(p, rows, labels, clusters)).se
+                   for p in (parts, rates_only))
+    return float(full / fixed) if fixed > 0 else float("nan")
 
 
 def decisions_of(score, threshold: float, decision=None) -> np.ndarray:
@@ -371,9 +386,9 @@ def differences_vs_winner(metric: FairQuadraticMetric, rows: pd.DataFrame, score
             row.update(diff_vs_winner=0.0, diff_se=np.nan, diff_ci_low=np.nan, diff_ci_high=np.nan, diff_p=np.nan,
                        diff_df=np.nan, diff_disagreeing=np.nan)
         else:
-            binomial = (None if selection_rate is not None else
-                        paired_binomial_interval(metric, rows, group_codes(rows["group"], labels), decided[name],
-                                                 decided[winner], clusters, confidence))
+            binomial = paired_binomial_interval(metric, rows, group_codes(rows["group"], labels), decided[name],
+                                                decided[winner], clusters, confidence,
+                                                scale=threshold_scale(mine - parts_w, rows, labels, clusters))
             d = paired_summary(cost, mine, cost_w, parts_w, rows, labels, clusters, confidence,
                                differing=decided[name] != decided[winner], min_disagreeing=min_disagreeing,
                                binomial=binomial)

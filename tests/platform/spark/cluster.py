@@ -107,13 +107,23 @@ def _environment(log_dir: Path) -> dict[str, str]:
     return env
 
 
+def _default_stop_signals() -> None:
+    """In the child before exec: SIGTERM and SIGINT get their default action back. An ignored signal stays ignored
+    across exec, and a test process started with SIGINT ignored (a background job of a shell, as CI may start the
+    suite) has SIGTERM ignored too after any in-process Dagster run (Dagster copies SIGINT's handler to SIGTERM): a
+    JVM started from it ignored `stop()`'s SIGTERM, which then waited its whole timeout before killing it."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start(name: str, command: list[str], cwd: Path, log_dir: Path) -> SparkProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
     with log.open("ab") as out:
         process = subprocess.Popen(command, cwd=cwd, env=_environment(log_dir), stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_default_stop_signals)
     return SparkProcess(name, process, log)
 
 

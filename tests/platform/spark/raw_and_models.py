@@ -61,10 +61,18 @@ def assert_same_tables(expected: dict, actual: dict) -> None:
             assert all(_same(w, g) for w, g in zip(want, got)), (table, want, got)
 
 
+# Two tasks per shuffle, one per core of the cluster or of the Connect server's local[2] (the default, 8, runs waves of
+# tiny tasks over these few hundred rows), launched without waiting for a slot local to their data (3 s per stage by
+# default; the executors share one machine). What the tests compare is the tables, not how many tasks wrote them.
+SHUFFLE_PARTITIONS = 2
+SMALL_TASKS = {"spark.locality.wait": "0s"}
+
+
 def _spark_engine(home: Path, master: str, location: str):
     from fair_pipeline.platform.engines.spark_engine import SparkEngine, spark_session
 
-    return SparkEngine(spark_session(master=master), location or home / "spark_warehouse")
+    session = spark_session(master=master, shuffle_partitions=SHUFFLE_PARTITIONS, config=SMALL_TASKS)
+    return SparkEngine(session, location or home / "spark_warehouse")
 
 
 def ingest_and_build(engine_name: str, home: Path, master: str = "", location: str = "",
