@@ -125,7 +125,7 @@ def diagnose(raw: pd.DataFrame) -> pd.DataFrame:
     out["t_used"] = student.ppf(0.975, out["median_df"])
     out["se_sd"] = out.pop("se") / out.pop("sd")
     out["var_mse"] = by.apply(lambda x: np.mean(x["se"] ** 2) / np.mean(x["err"] ** 2))
-    quarters = raw.groupby(keys + ["quarter"], sort=False)["covered"].mean().unstack().add_prefix("q")
+    quarters = raw.groupby(keys + ["quarter"], sort=False)["covered"].mean().unstack().sort_index(axis=1).add_prefix("q")
     return out.join(quarters).reset_index()
 
 
