@@ -72,6 +72,10 @@ SMALLER = {
     "python benchmarks/exposure_small_sample_coverage.py --reps 1000 --seed 41 --jobs 1 --config '300 items, "
     "log-normal σ=2, small group 5%' --config 'hidden 2: 500 items, log-normal σ=1, 12 slots, small group 4%' "
     "--config '40 items, Pareto 1.1 popularity, small group 10%'": "--reps 3 --truth-reps 3",
+    "python benchmarks/exposure_df_diagnosis.py --reps 400 --seed 0 --seed 7 --jobs 1":
+        "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
+    "python benchmarks/exposure_df_diagnosis.py --reps 400 --seed 11 --seed 31 --seed 41 --jobs 1":
+        "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/exposure_variance_rules.py --reps 300 --jobs 1":
         "--reps 2 --truth-reps 2 --config '25 items, uniform popularity'",
     "python benchmarks/bench_clustered_audit.py --rows 1e6 --rounds 3": "--rows 1e4 --rounds 1",
@@ -125,6 +129,8 @@ SMALLER = {
     "minority60,minority45_pareto1.3,query_pareto1.3,pairwise_fresh,rates_pareto1.3,rates_minority45 --reps 500 --jobs 1 "
     "--seed 0": "--reps 1 --rows pareto1.3",
     "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 3": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 23": "--reps 1",
+    "python benchmarks/cluster_inference_coverage.py --rows minority45_pareto1.3 --reps 500 --jobs 1 --seed 41": "--reps 1",
     "python benchmarks/wild_bootstrap_coverage.py --rows pareto1.3,minority45_pareto1.3,pareto1.1 --reps 150 --seed 3":
         "--reps 1 --rows pareto1.3",
     "python benchmarks/skewness_corrected_coverage.py --rows pareto1.1,pareto1.3,pareto1.5,query_pareto1.3,"
@@ -134,6 +140,14 @@ SMALLER = {
     "python benchmarks/effective_clusters_rule.py --seed 0 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
     "python benchmarks/effective_clusters_rule.py --seed 11 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
     "python benchmarks/effective_clusters_rule.py --seed 41 --detail df_design:4,df:3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 3": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 0": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 11": "--reps 1 --rows pareto1.3",
+    "python benchmarks/tail_index_rule.py --rows pareto1.1,pareto1.3,pareto1.5,pareto2.5,minority45_pareto1.3,"
+    "query_pareto1.3 --reps 250 --seed 41": "--reps 1 --rows pareto1.3",
 }
 REPLACED = {"python -m fair_pipeline.reproductions.kallus_zhou 20": "python -m fair_pipeline.reproductions.kallus_zhou 2"}
 

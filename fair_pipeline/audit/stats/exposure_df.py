@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fair_pipeline.audit.stats.small_sample import MIN_DF, welch_df
+from fair_pipeline.audit.stats.small_sample import satterthwaite_from_sums, welch_df
 
 
 def lone_click_fourth(clicks: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -23,8 +23,8 @@ def lone_click_fourth(clicks: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _clusters_df(s2: float, s4: float, cap: float) -> float:
-    df = s2 * s2 / s4 if s4 > 0 else np.inf
-    return max(min(df, cap), MIN_DF)
+    """(Σ U²)² / Σ U⁴ within [1, cap]: every clustered CI's effective number of clusters, with ``cap`` + 1 clusters."""
+    return float(satterthwaite_from_sums(s2, s4, cap + 1.0))
 
 
 def effective_df(dims, lam: np.ndarray, var_cluster: float, var_exam: float, exam_df: float | None,
