@@ -56,11 +56,12 @@ class BernoulliSum:
         self.exact = unit > 0  # on the lattice of that unit every weight sits exactly, whatever the range
         self.step = unit if self.exact else total / max(grid // 2, grid - 1 - w.size)  # room to split
         position = w / self.step
-        low = np.floor(position + _EDGE)
-        frac = np.clip(position - low, 0.0, 1.0)
-        frac[frac < _EDGE] = 0.0
-        if self.exact:
+        if self.exact:  # whole multiples of the step: nothing to split
             low, frac = np.rint(position), np.zeros_like(position)
+        else:
+            low = np.floor(position + _EDGE)
+            frac = np.clip(position - low, 0.0, 1.0)
+            frac[frac < _EDGE] = 0.0
         keys, counts = np.unique(np.column_stack([low, np.round(frac, 12)]), axis=0, return_counts=True)
         self.count = counts.astype(np.float64)
         self._keys = keys
